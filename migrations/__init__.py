@@ -1,0 +1,1 @@
+"""Alembic migrations of sqlanon's metadata schema (shipped as sqlanon.migrations)."""

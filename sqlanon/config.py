@@ -1,0 +1,214 @@
+"""Job configuration: what to anonymize, how, and where to write it.
+
+A job is read from a YAML file (relative paths resolve against the file's folder)
+or built in Python from the dataclasses below. Validation here covers the shape
+of the configuration; checks that need the data (columns exist, values covered
+by hierarchies) happen against the database in `sqlanon.dimensions`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sqlalchemy.engine import make_url
+
+from .criteria import Criterion, criteria_from_config
+from .errors import ConfigError
+
+GENERATORS = ("mask", "intervals", "date", "suppress")
+STRATEGIES = ("incognito", "exhaustive")
+BASES = ("cube", "table")
+
+
+@dataclass
+class Source:
+    url: str
+    table: str
+    schema: str | None = None
+    csv: Path | None = None
+    csv_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class QuasiIdentifier:
+    """A QI column and where its hierarchy comes from: a file or a generator."""
+
+    column: str
+    hierarchy: Path | None = None
+    generate: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return str(self.hierarchy) if self.hierarchy else f"generated: {self.generate}"
+
+
+@dataclass
+class Output:
+    table: str
+    schema: str | None = None
+
+
+@dataclass
+class Job:
+    source: Source
+    quasi_identifiers: list[QuasiIdentifier]
+    criteria: list[Criterion]
+    output: Output | None = None
+    sensitive: list[str] = field(default_factory=list)
+    strategy: str = "incognito"
+    name: str = "job"
+    base: str = "cube"  # where frequency sets without a computed child come from: cube | table
+
+    @property
+    def qi_names(self) -> list[str]:
+        return [qi.column for qi in self.quasi_identifiers]
+
+    def with_url(self, url: str | None) -> "Job":
+        """The same job against another database (the CLI's --db)."""
+        if not url:
+            return self
+        src = Source(normalize_url(url, Path.cwd()), self.source.table, self.source.schema,
+                     self.source.csv, self.source.csv_options)
+        return replace(self, source=src)
+
+    def to_json(self) -> str:
+        """A JSON record of the job, stored with each run."""
+        data = {
+            "name": self.name,
+            "source": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self.source).items()},
+            "quasi_identifiers": {qi.column: qi.describe() for qi in self.quasi_identifiers},
+            "sensitive": self.sensitive,
+            "criteria": {c.name: c.params() for c in self.criteria},
+            "output": asdict(self.output) if self.output else None,
+            "strategy": self.strategy,
+            "base": self.base,
+        }
+        return json.dumps(data, sort_keys=True)
+
+
+def normalize_url(url: str, base_dir: Path) -> str:
+    """A SQLAlchemy URL; a bare file path means a DuckDB file (relative to base_dir)."""
+    if "://" not in url:
+        url = f"duckdb:///{url}"
+    try:
+        parsed = make_url(url)
+    except Exception as exc:  # sqlalchemy raises ArgumentError with a terse message
+        raise ConfigError(f"source.url {url!r} is not a database URL ({exc}); "
+                          "use e.g. duckdb:///file.duckdb or postgresql+psycopg://user@host/db") from None
+    if parsed.drivername.startswith("duckdb"):
+        db = parsed.database or ":memory:"
+        if db != ":memory:" and not Path(db).is_absolute():
+            parsed = parsed.set(database=str((base_dir / db).resolve()))
+        return parsed.render_as_string(hide_password=False)
+    return url
+
+
+def load_job(path: str | Path) -> Job:
+    """Read a YAML job file; relative paths in it resolve against its folder."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}".replace("\n", " ")) from None
+    return job_from_dict(data, path.resolve().parent, default_name=path.stem)
+
+
+def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "job") -> Job:
+    """Build a Job from the parsed YAML structure (also usable from Python)."""
+    base_dir = Path(base_dir)
+    cfg = _mapping(data, "the config", {"source", "quasi_identifiers", "sensitive", "criteria",
+                                        "output", "search", "name"})
+    source = _source(_mapping(_required(cfg, "source", "the config"), "source",
+                              {"url", "table", "schema", "csv", "csv_options"}), base_dir)
+    qis = _quasi_identifiers(_required(cfg, "quasi_identifiers", "the config"), base_dir)
+    sensitive = cfg.get("sensitive") or []
+    if isinstance(sensitive, str):
+        sensitive = [sensitive]
+    if not isinstance(sensitive, list) or not all(isinstance(s, str) for s in sensitive):
+        raise ConfigError("sensitive must be a list of column names")
+    overlap = sorted(set(sensitive) & {qi.column for qi in qis})
+    if overlap:
+        raise ConfigError(f"column {overlap[0]!r} is both a quasi-identifier and sensitive; list it in one place only")
+    criteria = criteria_from_config(_required(cfg, "criteria", "the config"))
+    output = None
+    if cfg.get("output") is not None:
+        out = _mapping(cfg["output"], "output", {"table", "schema"})
+        output = Output(_identifier(_required(out, "table", "output"), "output.table"),
+                        _optional_identifier(out.get("schema"), "output.schema"))
+    search = _mapping(cfg.get("search") or {}, "search", {"strategy", "base"})
+    strategy = _choice(search.get("strategy", "incognito"), STRATEGIES, "search.strategy")
+    base = _choice(search.get("base", "cube"), BASES, "search.base")
+    name = cfg.get("name", default_name)
+    return Job(source, qis, criteria, output, sensitive, strategy, str(name), base)
+
+
+def _choice(value: Any, choices: tuple[str, ...], where: str) -> str:
+    if value not in choices:
+        raise ConfigError(f"{where} {value!r} is unknown; choose one of {', '.join(choices)}")
+    return value
+
+
+def _source(src: dict, base_dir: Path) -> Source:
+    url = normalize_url(str(_required(src, "url", "source")), base_dir)
+    csv = src.get("csv")
+    csv_path = (base_dir / csv).resolve() if csv else None
+    options = _mapping(src.get("csv_options") or {}, "source.csv_options", None)
+    return Source(url, _identifier(_required(src, "table", "source"), "source.table"),
+                  _optional_identifier(src.get("schema"), "source.schema"), csv_path, options)
+
+
+def _quasi_identifiers(raw: Any, base_dir: Path) -> list[QuasiIdentifier]:
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError("quasi_identifiers must map each QI column to {hierarchy: FILE} or {generate: KIND}")
+    qis = []
+    for column, spec in raw.items():
+        column = _identifier(column, "quasi_identifiers")
+        if isinstance(spec, str):  # shorthand: `age: hierarchies/age.csv`
+            spec = {"hierarchy": spec}
+        spec = _mapping(spec, f"quasi_identifiers.{column}", None)
+        hierarchy, generate = spec.get("hierarchy"), spec.get("generate")
+        if (hierarchy is None) == (generate is None):
+            raise ConfigError(f"quasi_identifiers.{column} needs exactly one of hierarchy: FILE or "
+                              f"generate: {'|'.join(GENERATORS)}")
+        options = {k: v for k, v in spec.items() if k not in ("hierarchy", "generate")}
+        if hierarchy is not None:
+            if options:
+                raise ConfigError(f"quasi_identifiers.{column}: unknown key(s) {sorted(options)} next to hierarchy")
+            qis.append(QuasiIdentifier(column, hierarchy=(base_dir / str(hierarchy)).resolve()))
+        else:
+            if generate not in GENERATORS:
+                raise ConfigError(f"quasi_identifiers.{column}: unknown generator {generate!r}; "
+                                  f"choose one of {', '.join(GENERATORS)}")
+            qis.append(QuasiIdentifier(column, generate=generate, options=options))
+    return qis
+
+
+def _mapping(value: Any, where: str, allowed: set[str] | None) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be a mapping (key: value), got {type(value).__name__}")
+    if allowed is not None:
+        unknown = sorted(set(map(str, value)) - allowed)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed keys are {', '.join(sorted(allowed))}")
+    return value
+
+
+def _required(cfg: dict, key: str, where: str) -> Any:
+    if cfg.get(key) is None:
+        raise ConfigError(f"{where} is missing the required key {key!r}")
+    return cfg[key]
+
+
+def _identifier(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise ConfigError(f"{where} must be a non-empty name, got {value!r}")
+    return value
+
+
+def _optional_identifier(value: Any, where: str) -> str | None:
+    return None if value is None else _identifier(value, where)

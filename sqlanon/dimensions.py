@@ -1,0 +1,133 @@
+"""The star schema: the source table plus one dimension table per quasi-identifier.
+
+A dimension table holds the hierarchy with one row per original value:
+`v` (the value as text, the join key), `c0..ch` (integer code per level) and
+`l0..lh` (label per level). Before any search, the data is checked against
+the hierarchies in SQL: no NULLs unless mapped, no value missing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from .backends import Database
+from .config import Job, QuasiIdentifier
+from .errors import DataError, HierarchyError
+from .hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file
+
+MISSING_SHOWN = 10
+
+
+@dataclass
+class Dimension:
+    attr: int
+    column: str
+    hierarchy: Hierarchy
+    table: str  # quoted reference
+
+    @property
+    def height(self) -> int:
+        return self.hierarchy.height
+
+    def key(self, db: Database, alias: str) -> str:
+        """The source column as text, the join key into `v` (NULL -> '' where the hierarchy maps NULL)."""
+        expr = f"CAST({alias}.{db.q(self.column)} AS VARCHAR)"
+        return f"COALESCE({expr}, '')" if self.hierarchy.maps_null else expr
+
+
+@dataclass
+class StarSchema:
+    db: Database
+    source: str  # quoted reference to the source table
+    source_columns: list[str]
+    rows: int
+    dimensions: list[Dimension]
+
+    @property
+    def heights(self) -> list[int]:
+        return [d.height for d in self.dimensions]
+
+    def joins(self, alias: str = "t") -> str:
+        """FROM clause joining the source with every dimension table (d0, d1, ...)."""
+        parts = [f"{self.source} {alias}"]
+        parts += [f"JOIN {d.table} d{d.attr} ON {d.key(self.db, alias)} = d{d.attr}.v" for d in self.dimensions]
+        return " ".join(parts)
+
+    def drop(self, conn: Connection) -> None:
+        for d in self.dimensions:
+            self.db.drop_table(conn, d.table)
+
+
+def read_hierarchy_files(job: Job) -> dict[str, Hierarchy]:
+    """Hierarchies that come from files, read before touching the database (errors come early)."""
+    return {qi.column: read_hierarchy_file(qi.column, qi.hierarchy) for qi in job.quasi_identifiers if qi.hierarchy}
+
+
+def check_columns(db: Database, conn: Connection, job: Job) -> list[str]:
+    """The source's columns, after checking every configured column is one of them."""
+    src = job.source
+    columns = db.columns(conn, src.schema, src.table)
+    for role, names in (("quasi-identifier", job.qi_names), ("sensitive attribute", job.sensitive)):
+        for name in names:
+            if name not in columns:
+                raise DataError(f"{role} column {name!r} is not in table {src.table!r} "
+                                f"(its columns: {', '.join(columns)}); fix the name in the config")
+    return columns
+
+
+def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str, Hierarchy], schema: str,
+                      run_id: int) -> StarSchema:
+    """Create the dimension tables for a run and validate the data against them."""
+    src = job.source
+    columns = check_columns(db, conn, job)
+    source = db.q(src.schema, src.table)
+    rows = conn.execute(text(f"SELECT COUNT(*) FROM {source}")).scalar_one()
+    if rows == 0:
+        raise DataError(f"table {src.table!r} is empty; there is nothing to anonymize")
+    for criterion in job.criteria:
+        criterion.check_table_size(rows)
+    star = StarSchema(db, source, columns, rows, [])
+    try:
+        for attr, qi in enumerate(job.quasi_identifiers):
+            hierarchy = files.get(qi.column) or _generated(db, conn, source, qi)
+            dim = Dimension(attr, qi.column, hierarchy, db.q(schema, f"dim_{run_id}_{attr}"))
+            _create_dimension_table(db, conn, dim)
+            star.dimensions.append(dim)
+            _check_coverage(db, conn, source, dim)
+    except Exception:
+        star.drop(conn)
+        raise
+    return star
+
+
+def _generated(db: Database, conn: Connection, source: str, qi: QuasiIdentifier) -> Hierarchy:
+    values = conn.execute(text(f"SELECT DISTINCT CAST({db.q(qi.column)} AS VARCHAR) FROM {source} "
+                               f"WHERE {db.q(qi.column)} IS NOT NULL")).scalars().all()
+    return generate_hierarchy(qi.column, qi.generate, qi.options, values)
+
+
+def _create_dimension_table(db: Database, conn: Connection, dim: Dimension) -> None:
+    levels = range(dim.height + 1)
+    columns = [("v", "VARCHAR")] + [(f"c{i}", "INTEGER") for i in levels] + [(f"l{i}", "VARCHAR") for i in levels]
+    db.drop_table(conn, dim.table)
+    db.create_table_from_rows(conn, dim.table, columns, dim.hierarchy.dimension_rows())
+
+
+def _check_coverage(db: Database, conn: Connection, source: str, dim: Dimension) -> None:
+    col = db.q(dim.column)
+    if not dim.hierarchy.maps_null:
+        nulls = conn.execute(text(f"SELECT COUNT(*) FROM {source} WHERE {col} IS NULL")).scalar_one()
+        if nulls:
+            raise DataError(f"column {dim.column!r} has {nulls} NULL value(s); map them in its hierarchy with a "
+                            "line whose value is empty (;level1;...;top), or remove them from the table")
+    missing = conn.execute(text(
+        f"SELECT k.value, COUNT(*) OVER () AS missing FROM "
+        f"(SELECT DISTINCT {dim.key(db, 't')} AS value FROM {source} t) k "
+        f"LEFT JOIN {dim.table} d ON d.v = k.value WHERE d.v IS NULL ORDER BY k.value LIMIT {MISSING_SHOWN}")).all()
+    if missing:
+        shown = ", ".join(repr(v) if v != NULL_VALUE else "NULL" for v, _ in missing)
+        more = f" (and {missing[0][1] - len(missing)} more)" if missing[0][1] > len(missing) else ""
+        raise HierarchyError(f"column {dim.column!r}: {missing[0][1]} value(s) missing from its hierarchy "
+                             f"({dim.hierarchy.origin}): {shown}{more}; add a line for each")

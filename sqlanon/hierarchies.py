@@ -1,0 +1,192 @@
+"""Value generalization hierarchies: ARX-style files and generated ones.
+
+A hierarchy is a list of paths, one per original value:
+`(value, level1, ..., top)`. Level 0 is the original value. Every value at
+level i must have exactly one parent at level i+1. A path whose value is the
+empty string maps NULLs in the column (write `;level1;...;top` in the file).
+"""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import math
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import ConfigError, HierarchyError
+
+NULL_VALUE = ""
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    column: str
+    paths: tuple[tuple[str, ...], ...]
+    origin: str = "file"
+
+    def __post_init__(self) -> None:
+        _validate_paths(self.column, self.paths, self.origin)
+
+    @property
+    def height(self) -> int:
+        return len(self.paths[0]) - 1
+
+    @property
+    def values(self) -> set[str]:
+        return {p[0] for p in self.paths}
+
+    @property
+    def maps_null(self) -> bool:
+        return NULL_VALUE in self.values
+
+    def dimension_rows(self) -> list[tuple[Any, ...]]:
+        """Rows (value, c0..ch, l0..lh): an integer code and a label per level.
+
+        Codes number the distinct labels of each level (sorted), so frequency sets
+        group on integers, not text.
+        """
+        codes = [{label: i for i, label in enumerate(sorted({p[lv] for p in self.paths}))}
+                 for lv in range(self.height + 1)]
+        return [(p[0], *(codes[lv][p[lv]] for lv in range(self.height + 1)), *p) for p in self.paths]
+
+
+def _validate_paths(column: str, paths: tuple[tuple[str, ...], ...], origin: str) -> None:
+    if not paths:
+        raise HierarchyError(f"hierarchy for {column!r} ({origin}) is empty")
+    width = len(paths[0])
+    seen: dict[str, tuple[str, ...]] = {}
+    parents: list[dict[str, str]] = [{} for _ in range(width - 1)]
+    for path in paths:
+        if len(path) != width:
+            raise HierarchyError(f"hierarchy for {column!r} ({origin}): value {path[0]!r} has {len(path) - 1} "
+                                 f"levels above it, the first row has {width - 1}; every row needs the same number")
+        if path[0] in seen and seen[path[0]] != path:
+            raise HierarchyError(f"hierarchy for {column!r} ({origin}): value {path[0]!r} is listed twice "
+                                 "with different generalizations")
+        seen[path[0]] = path
+        for level in range(width - 1):
+            parent = parents[level].setdefault(path[level], path[level + 1])
+            if parent != path[level + 1] and level > 0:
+                raise HierarchyError(
+                    f"hierarchy for {column!r} ({origin}): {path[level]!r} at level {level} has two parents at "
+                    f"level {level + 1}, {parent!r} and {path[level + 1]!r}; each value needs exactly one")
+
+
+def read_hierarchy_file(column: str, path: Path) -> Hierarchy:
+    """Read `value;level1;...;top` lines (ARX format, any line ending, optional BOM)."""
+    if not path.is_file():
+        raise HierarchyError(f"hierarchy file for {column!r} not found: {path}")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise HierarchyError(f"hierarchy file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    rows = [tuple(cell.strip() for cell in row) for row in csv.reader(io.StringIO(text), delimiter=";")]
+    rows = [r for r in rows if any(r)]
+    if not rows:
+        raise HierarchyError(f"hierarchy file {path} is empty")
+    if len(rows[0]) < 2:
+        raise HierarchyError(f"hierarchy file {path}: line 1 has one field; lines must be "
+                             "`value;level1;...;top`, separated by ';'")
+    for number, row in enumerate(rows, 1):
+        if len(row) != len(rows[0]):
+            raise HierarchyError(f"hierarchy file {path}: line {number} has {len(row)} fields, line 1 has "
+                                 f"{len(rows[0])}; every line needs value;level1;...;top")
+    return Hierarchy(column, tuple(rows), origin=str(path))
+
+
+# --- generators ------------------------------------------------------------
+
+def generate_hierarchy(column: str, kind: str, options: dict[str, Any], values: Iterable[str]) -> Hierarchy:
+    """Build a hierarchy for the distinct (text) values of a column."""
+    values = sorted(set(values))
+    if not values:
+        raise HierarchyError(f"column {column!r} has no non-NULL values to build a {kind} hierarchy from")
+    builder = {"mask": _mask, "intervals": _intervals, "date": _date, "suppress": _suppress}[kind]
+    return Hierarchy(column, tuple(builder(column, options, values)), origin=f"generated {kind}")
+
+
+def _check_options(column: str, kind: str, options: dict[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        names = ", ".join(sorted(allowed)) or "none"
+        raise ConfigError(f"quasi_identifiers.{column}: generator {kind} has no option {unknown[0]!r} "
+                          f"(options: {names})")
+
+
+def _suppress(column: str, options: dict[str, Any], values: list[str]) -> list[tuple[str, ...]]:
+    _check_options(column, "suppress", options, set())
+    return [(v, "*") for v in values]
+
+
+def _mask(column: str, options: dict[str, Any], values: list[str]) -> list[tuple[str, ...]]:
+    """13053 -> 1305* -> 130** -> 13*** -> 1**** -> *  (masks from the right)."""
+    _check_options(column, "mask", options, {"char"})
+    char = str(options.get("char", "*"))
+    if len(char) != 1:
+        raise ConfigError(f"quasi_identifiers.{column}: mask char must be one character, got {char!r}")
+    width = max(len(v) for v in values)
+    paths = []
+    for v in values:
+        masked = [v[: max(len(v) - i, 0)] + char * min(i, len(v)) for i in range(1, width)]
+        paths.append((v, *masked, "*"))
+    return paths
+
+
+def _number(column: str, kind: str, text: str) -> Decimal:
+    try:
+        number = Decimal(text)
+    except InvalidOperation:
+        raise HierarchyError(f"generator {kind} for {column!r} needs numbers, found {text!r}") from None
+    if not number.is_finite():
+        raise HierarchyError(f"generator {kind} for {column!r} needs finite numbers, found {text!r}")
+    return number
+
+
+def _widths(column: str, kind: str, raw: Any, unit: str) -> list[int]:
+    if not isinstance(raw, list) or not raw or not all(isinstance(w, int) and not isinstance(w, bool) and w > 0
+                                                       for w in raw):
+        raise ConfigError(f"quasi_identifiers.{column}: generator {kind} needs a list of positive whole "
+                          f"{unit}, e.g. [5, 10, 20]")
+    for small, big in zip(raw, raw[1:]):
+        if big % small:
+            raise ConfigError(f"quasi_identifiers.{column}: each {kind} width must be a multiple of the one "
+                              f"before it ({big} is not a multiple of {small}), or values would have two parents")
+    return raw
+
+
+def _fmt(number: Decimal) -> str:
+    return str(int(number)) if number == number.to_integral_value() else format(number.normalize(), "f")
+
+
+def _intervals(column: str, options: dict[str, Any], values: list[str]) -> list[tuple[str, ...]]:
+    """39 -> [35,40) -> [30,40) -> ... -> *  for widths [5, 10, ...] anchored at `start`."""
+    _check_options(column, "intervals", options, {"widths", "start"})
+    widths = _widths(column, "intervals", options.get("widths"), "numbers")
+    start = _number(column, "intervals", str(options.get("start", 0)))
+    paths = []
+    for v in values:
+        x = _number(column, "intervals", v)
+        levels = []
+        for w in widths:
+            low = start + math.floor((x - start) / w) * w
+            levels.append(f"[{_fmt(low)},{_fmt(low + w)})")
+        paths.append((v, *levels, "*"))
+    return paths
+
+
+def _date(column: str, options: dict[str, Any], values: list[str]) -> list[tuple[str, ...]]:
+    """1968-07-14 -> 1968-07 -> 1968 -> 1965-1969 -> 1960-1969 -> *  (bands in years)."""
+    _check_options(column, "date", options, {"bands"})
+    bands = _widths(column, "date", options.get("bands", [5, 10]), "years")
+    paths = []
+    for v in values:
+        try:
+            day = dt.date.fromisoformat(v[:10])
+        except ValueError:
+            raise HierarchyError(f"generator date for {column!r} needs ISO dates (YYYY-MM-DD), found {v!r}") from None
+        year_bands = [f"{day.year // b * b}-{day.year // b * b + b - 1}" for b in bands]
+        paths.append((v, f"{day.year:04d}-{day.month:02d}", f"{day.year:04d}", *year_bands, "*"))
+    return paths

@@ -1,0 +1,141 @@
+"""The generalization lattice as tables: nodes, their levels, and edges, per iteration.
+
+A node of iteration i is a set of i (attribute, level) pairs, attributes being
+QI positions in config order. Its key `attr:level,...` (attributes ascending)
+identifies it; Incognito's self-join, subset pruning and edge generation are
+the SQL templates under sql/, run here. Python only reads back one iteration's
+nodes and edges to drive the breadth-first search.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from itertools import product
+from typing import Iterable
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.engine import Connection
+
+from .backends import Database
+
+Pairs = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: int
+    pairs: Pairs  # ((attr, level), ...) by attribute
+
+    @property
+    def height(self) -> int:
+        return sum(level for _, level in self.pairs)
+
+    @property
+    def attrs(self) -> tuple[int, ...]:
+        return tuple(attr for attr, _ in self.pairs)
+
+    @property
+    def levels(self) -> dict[int, int]:
+        return dict(self.pairs)
+
+
+def node_key(pairs: Iterable[tuple[int, int]]) -> str:
+    return ",".join(f"{attr}:{level}" for attr, level in sorted(pairs))
+
+
+def parse_key(key: str) -> Pairs:
+    return tuple((int(a), int(lv)) for a, lv in (pair.split(":") for pair in key.split(",")))
+
+
+@lru_cache(maxsize=None)
+def sql_template(name: str) -> list[str]:
+    """The statements of sql/<name>.sql."""
+    body = resources.files("sqlanon.sql").joinpath(f"{name}.sql").read_text()
+    return [stmt for stmt in body.split(";\n") if stmt.strip() and not _only_comments(stmt)]
+
+
+def _only_comments(stmt: str) -> bool:
+    return all(not line.strip() or line.strip().startswith("--") for line in stmt.splitlines())
+
+
+def full_lattice(heights: list[int]) -> list[tuple[int, ...]]:
+    """Every node over all attributes, as level vectors (for the exhaustive strategy)."""
+    return list(product(*(range(h + 1) for h in heights)))
+
+
+def minimal_nodes(satisfying: Iterable[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """Nodes with no satisfying direct specialization (one attribute one level lower).
+
+    Sound because the satisfying set is closed under generalization (monotone criteria).
+    """
+    found = set(satisfying)
+    minimal = []
+    for node in found:
+        below = (node[:j] + (node[j] - 1,) + node[j + 1:] for j in range(len(node)) if node[j] > 0)
+        if not any(b in found for b in below):
+            minimal.append(node)
+    return sorted(minimal, key=lambda n: (sum(n), n))
+
+
+class LatticeStore:
+    """Reads and writes one run's lattice tables."""
+
+    def __init__(self, db: Database, schema: str, run_id: int):
+        self.db, self.run_id = db, run_id
+        self.s = db.q(schema)
+
+    def _run(self, conn: Connection, template: str, **params: int) -> None:
+        for stmt in sql_template(template):
+            conn.execute(text(stmt.replace("{s}", self.s)), {"run_id": self.run_id, **params})
+
+    def create_first_iteration(self, conn: Connection, heights: list[int]) -> None:
+        """C_1: every level of every attribute, chained by edges level -> level + 1."""
+        nodes, edges, next_id = [], [], 1
+        for attr, height in enumerate(heights):
+            for level in range(height + 1):
+                nodes.append({"r": self.run_id, "id": next_id, "key": node_key([(attr, level)]), "a": attr,
+                              "l": level})
+                if level < height:
+                    edges.append({"r": self.run_id, "a": next_id, "b": next_id + 1})
+                next_id += 1
+        conn.execute(text(f"INSERT INTO {self.s}.lattice_nodes (run_id, node_id, iteration, node_key, prefix_key, "
+                          "last_attr, last_level, height, status) "
+                          "VALUES (:r, :id, 1, :key, '', :a, :l, :l, 'candidate')"), nodes)
+        conn.execute(text(f"INSERT INTO {self.s}.lattice_node_levels (run_id, node_id, attr, level) "
+                          "VALUES (:r, :id, :a, :l)"), nodes)
+        if edges:
+            conn.execute(text(f"INSERT INTO {self.s}.lattice_edges (run_id, iteration, start_id, end_id) "
+                              "VALUES (:r, 1, :a, :b)"), edges)
+
+    def generate_next(self, conn: Connection, iteration: int) -> None:
+        """C_{i+1}, pruned, with its edges, from the survivors of iteration i (all in SQL)."""
+        first_id = conn.execute(text(f"SELECT COALESCE(MAX(node_id), 0) + 1 FROM {self.s}.lattice_nodes "
+                                     "WHERE run_id = :r"), {"r": self.run_id}).scalar_one()
+        self._run(conn, "candidates", iteration=iteration, first_id=first_id)
+        self._run(conn, "prune", iteration=iteration)
+        self._run(conn, "edges", iteration=iteration + 1)
+
+    def load_iteration(self, conn: Connection, iteration: int) -> tuple[list[Node], list[tuple[int, int]]]:
+        rows = conn.execute(text(f"SELECT node_id, node_key FROM {self.s}.lattice_nodes "
+                                 "WHERE run_id = :r AND iteration = :i ORDER BY node_id"),
+                            {"r": self.run_id, "i": iteration}).all()
+        edges = conn.execute(text(f"SELECT start_id, end_id FROM {self.s}.lattice_edges "
+                                  "WHERE run_id = :r AND iteration = :i"),
+                             {"r": self.run_id, "i": iteration}).all()
+        return [Node(int(i), parse_key(k)) for i, k in rows], [(int(a), int(b)) for a, b in edges]
+
+    def save_statuses(self, conn: Connection, statuses: dict[int, str]) -> None:
+        by_status: dict[str, list[int]] = {}
+        for node_id, status in statuses.items():
+            by_status.setdefault(status, []).append(node_id)
+        update = text(f"UPDATE {self.s}.lattice_nodes SET status = :st WHERE run_id = :r AND node_id IN :ids")
+        update = update.bindparams(bindparam("ids", expanding=True))
+        for status, ids in by_status.items():
+            conn.execute(update, {"st": status, "r": self.run_id, "ids": ids})
+
+    def survivors(self, conn: Connection, iteration: int) -> list[Pairs]:
+        rows = conn.execute(text(f"SELECT node_key FROM {self.s}.lattice_nodes "
+                                 "WHERE run_id = :r AND iteration = :i AND status <> 'fail'"),
+                            {"r": self.run_id, "i": iteration}).scalars().all()
+        return [parse_key(k) for k in rows]
