@@ -24,7 +24,8 @@ from .errors import ConfigError, SqlanonError
 from .lattice import minimal_nodes
 from .materialize import check_output_free, choose_node, materialize
 from .metadata import DEFAULT_SCHEMA, RunRecord, migrate
-from .strategies import STRATEGIES, Progress, SearchContext, SearchStats
+from .criteria import Criterion
+from .strategies import STRATEGIES, Exhaustive, Progress, SearchContext, SearchStats
 
 
 @dataclass
@@ -96,6 +97,20 @@ def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False
         anonymized = AnonymizeResult(result, node, output.table, report)
         finish(anonymized.to_dict())
     return anonymized
+
+
+def evaluate_every_node(job: Job, criteria_sets: list[list[Criterion]],
+                        options: RunOptions | None = None) -> list[list[tuple[int, ...]]]:
+    """Brute force: the satisfying nodes of the full lattice for each criteria set.
+
+    Every node is one GROUP BY over the table, evaluated against all sets at
+    once (so one pass answers several k). The oracle Incognito is tested against.
+    """
+    options = options or RunOptions()
+    with _run(job, options, "evaluate-every-node") as (ctx, finish):
+        found = Exhaustive().evaluate(ctx, criteria_sets)
+        finish({"satisfying_counts": [len(f) for f in found]})
+    return found
 
 
 def _search(job: Job, ctx: SearchContext) -> SearchResult:

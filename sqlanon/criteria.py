@@ -16,12 +16,16 @@ from .errors import ConfigError
 
 @dataclass(frozen=True)
 class FrequencySetView:
-    """What a criterion needs to know about a frequency-set table (names already quoted)."""
+    """What a criterion needs to know about a frequency set (names already quoted).
+
+    `table` is a table, or the name of a CTE whose SELECT is `definition`.
+    """
 
     table: str
     class_columns: list[str]
     count_column: str
     sensitive_columns: list[str]
+    definition: str | None = None
 
     @property
     def one_row_per_class(self) -> bool:

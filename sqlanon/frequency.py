@@ -8,6 +8,7 @@ unless the run keeps them; every one is registered in `frequency_sets`.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sqlalchemy import bindparam, text
@@ -150,14 +151,31 @@ class FrequencySets:
 
 def count_violations(conn: Connection, view: FrequencySetView,
                      criteria: list[Criterion]) -> tuple[int, int, int]:
-    """(rows of the frequency set, classes violating any criterion, tuples in them), in one query.
+    """(rows of the frequency set, classes violating any criterion, tuples in them), in one query."""
+    rows, [(classes, tuples)] = count_violations_per_set(conn, view, [criteria])
+    return rows, classes, tuples
 
-    Violators are the UNION of each criterion's violating classes.
+
+def count_violations_per_set(conn: Connection, view: FrequencySetView,
+                             criteria_sets: list[list[Criterion]]) -> tuple[int, list[tuple[int, int]]]:
+    """Rows of the frequency set, and (violating classes, their tuples) for each criteria set.
+
+    A set's violators are the UNION of its criteria's violating classes. One
+    statement answers every set; a view defined by a CTE is computed once.
     """
-    fragments = [c.violating_classes(view) for c in criteria]
-    union = " UNION ".join(f"({f.sql})" for f in fragments)
-    params = {k: v for f in fragments for k, v in f.params.items()}
-    rows, classes, tuples = conn.execute(text(
-        f"SELECT (SELECT COUNT(*) FROM {view.table}), COUNT(*), COALESCE(SUM(n), 0) FROM ({union}) AS violators"),
-        params).one()
-    return int(rows), int(classes), int(tuples)
+    selects, params = [], {}
+    for i, criteria in enumerate(criteria_sets):
+        parts = []
+        for fragment in (c.violating_classes(view) for c in criteria):
+            sql = fragment.sql
+            for name, value in fragment.params.items():  # the same criterion may appear in several sets
+                sql = re.sub(rf":{name}\b", f":{name}_{i}", sql)
+                params[f"{name}_{i}"] = value
+            parts.append(f"({sql})")
+        size = f"(SELECT COUNT(*) FROM {view.table})" if i == 0 else "NULL"
+        selects.append(f"SELECT {i} AS criteria_set, {size} AS size, COUNT(*) AS classes, "
+                       f"COALESCE(SUM(n), 0) AS tuples FROM ({' UNION '.join(parts)}) AS violators{i}")
+    with_clause = f"WITH {view.table} AS ({view.definition}) " if view.definition else ""
+    result = conn.execute(text(with_clause + " UNION ALL ".join(selects)), params).all()
+    result.sort(key=lambda row: row[0])
+    return int(result[0][1]), [(int(r[2]), int(r[3])) for r in result]

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 from .backends import Database
 from .criteria import Criterion, FrequencySetView
 from .dimensions import StarSchema
-from .frequency import FrequencySet, FrequencySets, count_violations
+from .frequency import FrequencySet, FrequencySets, count_violations_per_set
 from .lattice import LatticeStore, Node, full_lattice
 from .metadata import RunRecord
 
@@ -75,6 +75,9 @@ class Incognito(SearchStrategy):
                 ctx.run.progress(ctx.conn, iteration, stats.nodes_checked)
                 ctx.conn.commit()
             survivors = store.survivors(ctx.conn, len(heights))
+            fsets.drop_all()
+            fsets.flush_registry()
+            ctx.conn.commit()
         finally:
             fsets.drop_all()
             stats.rollups, stats.base_scans = fsets.rollups, fsets.base_scans
@@ -94,6 +97,7 @@ class Incognito(SearchStrategy):
         for attrs in sorted(families):
             family = families[attrs]
             self._search_family(ctx, fsets, family, up, down, statuses, stats)
+            ctx.conn.commit()  # bounded transactions: scratch tables of a family are gone by now
             done += len(family)
             ctx.progress(f"iteration {iteration}/{len(ctx.star.dimensions)}", done, len(nodes))
         # nodes never reached lie above a marked node: they satisfy the criteria by monotonicity
@@ -177,18 +181,15 @@ class Exhaustive(SearchStrategy):
         stats = stats or SearchStats()
         nodes = full_lattice(ctx.star.heights)
         satisfying: list[list[tuple[int, ...]]] = [[] for _ in criteria_sets]
-        table = f"exhaustive_{ctx.run.run_id}"
-        ref = ctx.db.scratch_ref(table)
         for done, node in enumerate(nodes, 1):
             labels = [f"d{d.attr}.l{level}" for d, level in zip(ctx.star.dimensions, node)]
             select = ", ".join(f"{label} AS g{i}" for i, label in enumerate(labels))
-            ctx.conn.exec_driver_sql(f"CREATE TEMP TABLE {ctx.db.q(table)} AS SELECT {select}, COUNT(*) AS cnt "
-                                     f"FROM {ctx.star.joins()} GROUP BY {', '.join(labels)}")
-            view = FrequencySetView(ref, [f"g{i}" for i in range(len(node))], "cnt", [])
-            for found, criteria in zip(satisfying, criteria_sets):
-                if count_violations(ctx.conn, view, criteria)[1] == 0:
+            definition = f"SELECT {select}, COUNT(*) AS cnt FROM {ctx.star.joins()} GROUP BY {', '.join(labels)}"
+            view = FrequencySetView("node_classes", [f"g{i}" for i in range(len(node))], "cnt", [], definition)
+            _, per_set = count_violations_per_set(ctx.conn, view, criteria_sets)
+            for found, (classes, _) in zip(satisfying, per_set):
+                if classes == 0:
                     found.append(node)
-            ctx.db.drop_table(ctx.conn, ref)
             stats.nodes_checked += 1
             stats.base_scans += 1
             ctx.progress("every node", done, len(nodes))

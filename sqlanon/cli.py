@@ -1,0 +1,194 @@
+"""The `sqlanon` command line."""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import click
+import sqlalchemy as sa
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import __version__
+from .api import AnonymizeResult, RunOptions, SearchResult, anonymize, search
+from .backends import Database
+from .config import Job, load_job, normalize_url
+from .errors import SqlanonError
+from .metadata import DEFAULT_SCHEMA, migrate
+
+out = Console()
+err = Console(stderr=True)
+
+DB_OPTION = click.option("--db", "db_url", metavar="URL",
+                         help="Database to use instead of source.url (SQLAlchemy URL or DuckDB file path).")
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for automation).")
+KEEP_OPTION = click.option("--keep", is_flag=True, help="Keep dimension and frequency-set tables for inspection.")
+SCHEMA_OPTION = click.option("--metadata-schema", default=DEFAULT_SCHEMA, show_default=True,
+                             help="Schema holding sqlanon's run records and lattice tables.")
+
+
+class Command(click.Group):
+    """Turns user errors into one line and exit code 2 (tracebacks only with --debug)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        debug = "--debug" in sys.argv
+        try:
+            return super().invoke(ctx)
+        except SqlanonError as exc:
+            if debug:
+                raise
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            sys.exit(2)
+        except sa.exc.DBAPIError as exc:
+            if debug:
+                raise
+            first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__
+            err.print(f"[bold red]database error:[/] {first} (rerun with --debug for details)", highlight=False,
+                      soft_wrap=True)
+            sys.exit(1)
+
+
+@click.group(cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+@click.version_option(__version__, prog_name="sqlanon")
+def main(debug: bool) -> None:
+    """Anonymize tables inside DuckDB or PostgreSQL.
+
+    A job file (YAML) names the source table, the quasi-identifiers with their
+    hierarchies, the privacy criteria and the output table. Start with
+    `sqlanon demo`, or `sqlanon example DIR` to get an editable job.
+    """
+
+
+@main.command("search")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@DB_OPTION
+@JSON_OPTION
+@KEEP_OPTION
+@SCHEMA_OPTION
+def search_command(config: Path, db_url: str | None, as_json: bool, keep: bool, metadata_schema: str) -> None:
+    """Find every generalization satisfying the criteria, and the minimal ones."""
+    job = load_job(config)
+    with _progress(as_json) as progress:
+        result = search(job, RunOptions(db_url, metadata_schema, keep, progress))
+    if as_json:
+        print(json.dumps(result.to_dict()))
+    else:
+        _print_search(result)
+
+
+@main.command("anonymize")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@DB_OPTION
+@JSON_OPTION
+@KEEP_OPTION
+@SCHEMA_OPTION
+@click.option("--replace", is_flag=True, help="Overwrite the output table if it exists.")
+def anonymize_command(config: Path, db_url: str | None, as_json: bool, keep: bool, metadata_schema: str,
+                      replace: bool) -> None:
+    """Search, pick a minimal generalization and write the audited output table."""
+    _anonymize(load_job(config), RunOptions(db_url, metadata_schema, keep), as_json, replace)
+
+
+@main.command("demo")
+@click.option("--db", "db_path", default="sqlanon-demo.duckdb", show_default=True, metavar="PATH",
+              help="DuckDB file to create (or a database URL).")
+@JSON_OPTION
+def demo_command(db_path: str, as_json: bool) -> None:
+    """Anonymize the bundled Adult census data (30,162 rows, 9 QIs, k=5) into a DuckDB file."""
+    job = load_job(_bundled("adult.yaml")).with_url(normalize_url(db_path, Path.cwd()))
+    _anonymize(job, RunOptions(), as_json, replace=True)
+    if not as_json:
+        out.print(f"\nThe source is table [bold]adult[/], the result [bold]adult_anon[/] in {db_path}. "
+                  "Copy the job to edit it: [bold]sqlanon example my-job[/]")
+
+
+@main.command("example")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+def example_command(directory: Path) -> None:
+    """Copy the Adult example job (config, data, hierarchies) into DIRECTORY."""
+    if directory.exists() and any(directory.iterdir()):
+        raise SqlanonError(f"{directory} exists and is not empty; name a new directory")
+    source = resources.files("sqlanon.data").joinpath("adult")
+    with resources.as_file(source) as path:
+        shutil.copytree(path, directory, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__init__.py",
+                                                                                          "__pycache__"))
+    out.print(f"Wrote {directory}/adult.yaml with its data. Run: [bold]sqlanon anonymize {directory}/adult.yaml[/]")
+
+
+@main.command("migrate")
+@click.option("--db", "db_url", required=True, metavar="URL", help="Database to install sqlanon's schema into.")
+@SCHEMA_OPTION
+def migrate_command(db_url: str, metadata_schema: str) -> None:
+    """Create or upgrade sqlanon's metadata schema (idempotent)."""
+    db = Database(normalize_url(db_url, Path.cwd()))
+    try:
+        migrate(db, metadata_schema)
+    finally:
+        db.dispose()
+    out.print(f"schema {metadata_schema!r} is up to date")
+
+
+def _bundled(name: str) -> Path:
+    return Path(str(resources.files("sqlanon.data").joinpath("adult", name)))
+
+
+def _anonymize(job: Job, options: RunOptions, as_json: bool, replace: bool) -> None:
+    with _progress(as_json) as progress:
+        options.progress = progress
+        result = anonymize(job, options, replace=replace)
+    if as_json:
+        print(json.dumps(result.to_dict()))
+    else:
+        _print_search(result.search)
+        _print_anonymized(result)
+
+
+@contextmanager
+def _progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar on stderr per search phase (none with --json)."""
+    if quiet:
+        yield lambda phase, done, total: None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        yield update
+
+
+def _print_search(result: SearchResult) -> None:
+    table = Table(title=f"{len(result.minimal)} minimal generalization(s) of {len(result.satisfying)} satisfying "
+                        f"(levels per quasi-identifier)")
+    for name, height in zip(result.qi, result.heights):
+        table.add_column(f"{name}\n(0..{height})", justify="right")
+    table.add_column("height", justify="right", style="bold")
+    for node in result.minimal:
+        table.add_row(*map(str, node), str(sum(node)))
+    out.print(table)
+    s = result.stats
+    out.print(f"run {result.run_id} ({result.strategy}): {s.nodes_checked} nodes checked, {s.rollups} roll-ups, "
+              f"{s.base_scans} base scan(s), {s.seconds:.2f} s over {result.rows} rows")
+
+
+def _print_anonymized(result: AnonymizeResult) -> None:
+    node = ", ".join(f"{q}={lv}" for q, lv in zip(result.search.qi, result.node))
+    audit = result.audit
+    checks = ", ".join(f"{name} {'holds' if ok else 'FAILS'}" for name, ok in audit.holds.items())
+    out.print(f"wrote [bold]{result.output}[/]: node ({node}), {audit.rows} rows in {audit.classes} classes, "
+              f"smallest class {audit.min_class_size}; audit: {checks}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Shared fixtures: bundled Adult data, job builders, DuckDB files and the PostgreSQL server."""
+from __future__ import annotations
+
+import os
+import uuid
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from sqlanon import search
+from sqlanon.api import evaluate_every_node
+from sqlanon.config import Job, job_from_dict
+from sqlanon.criteria import KAnonymity
+
+ADULT_DIR = Path(str(resources.files("sqlanon.data").joinpath("adult")))
+ADULT_QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation",
+             "salary-class"]
+KS = [2, 5, 10]
+PG_URL = os.environ.get("SQLANON_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+def adult_job(url: str, qis: list[str], k: int = 5, load_csv: bool = True, **extra: Any) -> Job:
+    """A job over the bundled Adult data with file hierarchies for `qis`."""
+    source: dict[str, Any] = {"url": url, "table": extra.pop("table", "adult")}
+    if load_csv:
+        source.update(csv="adult.csv.gz", csv_options={"delimiter": ";"})
+    if "schema" in extra:
+        source["schema"] = extra.pop("schema")
+    config = {"source": source,
+              "quasi_identifiers": {q: {"hierarchy": f"hierarchies/{q}.csv"} for q in qis},
+              "criteria": {"k_anonymity": {"k": k}}, **extra}
+    return job_from_dict(config, ADULT_DIR)
+
+
+@pytest.fixture
+def duck_url(tmp_path: Path) -> str:
+    return f"duckdb:///{tmp_path / 'test.duckdb'}"
+
+
+def _pg_available() -> str | None:
+    try:
+        engine = sa.create_engine(PG_URL)
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+        engine.dispose()
+        return None
+    except Exception as exc:  # any failure to reach the server means: skip (or fail in CI)
+        return str(exc).splitlines()[0]
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    problem = _pg_available()
+    if problem:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL tests must run in CI but {PG_URL} is unreachable: {problem}")
+        pytest.skip(f"no PostgreSQL server at {PG_URL} ({problem}); set SQLANON_TEST_PG_URL to run these tests")
+    return PG_URL
+
+
+@pytest.fixture
+def pg_schema(pg_server: str):
+    """A fresh schema for one test's tables (and its own sqlanon metadata schema), dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(pg_server)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
+    yield name
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'DROP SCHEMA "{name}" CASCADE')
+        conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{name}_meta" CASCADE')
+    engine.dispose()
+
+
+def user_tables(url: str, exclude_schema: str = "sqlanon") -> set[tuple[str, str]]:
+    """(schema, table) of every table outside sqlanon's metadata schema and the catalogs."""
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT table_schema, table_name FROM information_schema.tables "
+            "WHERE table_schema NOT IN ('information_schema', 'pg_catalog') AND table_catalog = current_database()"
+        ).all()
+    engine.dispose()
+    return {(s, t) for s, t in rows if not s.startswith(exclude_schema)}
+
+
+def metadata_tables(url: str, schema: str = "sqlanon") -> set[str]:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT table_name FROM information_schema.tables WHERE table_schema = :s "
+                                    "AND table_catalog = current_database()"), {"s": schema}).scalars().all()
+    engine.dispose()
+    return set(rows)
+
+
+@pytest.fixture(scope="session")
+def adult_duck(tmp_path_factory) -> str:
+    """Adult loaded once into a DuckDB file shared by the Adult tests."""
+    url = f"duckdb:///{tmp_path_factory.mktemp('adult') / 'adult.duckdb'}"
+    search(adult_job(url, ["sex"], k=1))  # loads the CSV
+    return url
+
+
+@pytest.fixture(scope="session")
+def all_qi_oracle(adult_duck: str) -> dict[int, set]:
+    """The expensive oracle, computed once: satisfying nodes over all 9 QIs for every k in KS."""
+    job = adult_job(adult_duck, ADULT_QIS, load_csv=False)
+    found = evaluate_every_node(job, [[KAnonymity(k)] for k in KS])
+    return {k: set(nodes) for k, nodes in zip(KS, found)}

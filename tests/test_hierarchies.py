@@ -1,0 +1,94 @@
+"""Hierarchy files and generators."""
+from pathlib import Path
+
+import pytest
+
+from sqlanon.errors import ConfigError, HierarchyError
+from sqlanon.hierarchies import Hierarchy, generate_hierarchy, read_hierarchy_file
+
+
+def test_mask_generator_matches_the_issue_example():
+    h = generate_hierarchy("zip", "mask", {}, ["13053", "13068"])
+    assert h.paths[0] == ("13053", "1305*", "130**", "13***", "1****", "*")
+    assert h.height == 5
+
+
+def test_mask_generator_with_values_of_different_length():
+    h = generate_hierarchy("code", "mask", {}, ["123", "12345"])
+    assert dict((p[0], p) for p in h.paths)["123"] == ("123", "12*", "1**", "***", "***", "*")
+
+
+def test_interval_generator_nests_widths():
+    h = generate_hierarchy("age", "intervals", {"widths": [5, 10, 20]}, ["39", "41", "7"])
+    paths = {p[0]: p for p in h.paths}
+    assert paths["39"] == ("39", "[35,40)", "[30,40)", "[20,40)", "*")
+    assert paths["41"] == ("41", "[40,45)", "[40,50)", "[40,60)", "*")
+    assert paths["7"] == ("7", "[5,10)", "[0,10)", "[0,20)", "*")
+
+
+def test_interval_generator_rejects_widths_that_are_not_multiples():
+    with pytest.raises(ConfigError, match="multiple"):
+        generate_hierarchy("age", "intervals", {"widths": [5, 7]}, ["1"])
+
+
+def test_interval_generator_rejects_non_numbers():
+    with pytest.raises(HierarchyError, match="needs numbers"):
+        generate_hierarchy("age", "intervals", {"widths": [5]}, ["abc"])
+
+
+def test_date_generator_levels():
+    h = generate_hierarchy("birth", "date", {"bands": [5, 10]}, ["1968-07-14"])
+    assert h.paths[0] == ("1968-07-14", "1968-07", "1968", "1965-1969", "1960-1969", "*")
+
+
+def test_date_generator_rejects_non_dates():
+    with pytest.raises(HierarchyError, match="ISO dates"):
+        generate_hierarchy("birth", "date", {}, ["14/07/1968"])
+
+
+def test_suppress_generator():
+    h = generate_hierarchy("sex", "suppress", {}, ["F", "M"])
+    assert h.paths == (("F", "*"), ("M", "*"))
+
+
+def test_unknown_generator_option():
+    with pytest.raises(ConfigError, match="no option 'width'"):
+        generate_hierarchy("age", "intervals", {"width": [5]}, ["1"])
+
+
+def test_file_with_crlf_and_bom(tmp_path: Path):
+    f = tmp_path / "h.csv"
+    f.write_bytes("\ufeffa;x;*\r\nb;x;*\r\n".encode())
+    h = read_hierarchy_file("c", f)
+    assert h.paths == (("a", "x", "*"), ("b", "x", "*"))
+
+
+def test_file_with_ragged_rows(tmp_path: Path):
+    f = tmp_path / "h.csv"
+    f.write_text("a;x;*\nb;*\n")
+    with pytest.raises(HierarchyError, match="line 2 has 2 fields"):
+        read_hierarchy_file("c", f)
+
+
+def test_file_with_wrong_separator(tmp_path: Path):
+    f = tmp_path / "h.csv"
+    f.write_text("a,x,*\n")
+    with pytest.raises(HierarchyError, match="one field"):
+        read_hierarchy_file("c", f)
+
+
+def test_value_with_two_parents():
+    with pytest.raises(HierarchyError, match="'x' at level 1 has two parents"):
+        Hierarchy("c", (("a", "x", "p"), ("b", "x", "q")))
+
+
+def test_value_listed_twice_differently():
+    with pytest.raises(HierarchyError, match="listed twice"):
+        Hierarchy("c", (("a", "x", "*"), ("a", "y", "*")))
+
+
+def test_codes_are_consistent_per_level():
+    h = Hierarchy("c", (("a", "x", "*"), ("b", "x", "*"), ("c", "y", "*")))
+    rows = {r[0]: r for r in h.dimension_rows()}
+    assert rows["a"][2] == rows["b"][2] != rows["c"][2]  # c1 codes
+    assert rows["a"][3] == rows["c"][3]  # c2: everything is '*'

@@ -1,0 +1,117 @@
+"""Incognito against the exhaustive oracle, on Adult and on random small tables."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sqlanon import RunOptions, search
+from sqlanon.api import evaluate_every_node
+from sqlanon.config import job_from_dict
+from sqlanon.criteria import KAnonymity
+from sqlanon.lattice import minimal_nodes
+
+from .conftest import ADULT_QIS, KS, adult_job
+SUBSETS = [["sex", "age", "race"], ["age", "education", "marital-status", "workclass"],
+           ["race", "native-country", "occupation", "salary-class", "sex"]]
+
+
+@pytest.mark.parametrize("qis", SUBSETS, ids=lambda q: "+".join(q))
+def test_incognito_equals_exhaustive_on_adult_subsets(adult_duck: str, qis: list[str]):
+    job = adult_job(adult_duck, qis, load_csv=False)
+    oracle = evaluate_every_node(job, [[KAnonymity(k)] for k in KS])
+    for k, expected in zip(KS, oracle):
+        result = search(dataclasses.replace(job, criteria=[KAnonymity(k)]))
+        assert set(result.satisfying) == set(expected), f"k={k}"
+        assert result.minimal == minimal_nodes(expected)
+
+
+@pytest.mark.parametrize("k", KS)
+def test_incognito_equals_exhaustive_on_all_nine_adult_qis(adult_duck: str, all_qi_oracle, k: int):
+    result = search(adult_job(adult_duck, ADULT_QIS, k=k, load_csv=False))
+    assert set(result.satisfying) == all_qi_oracle[k]
+    assert result.minimal == minimal_nodes(all_qi_oracle[k])
+    assert result.stats.base_scans == 1  # the cube
+
+
+def test_table_base_gives_the_same_result_with_one_scan_per_family(adult_duck: str):
+    qis = SUBSETS[1]
+    cube = search(adult_job(adult_duck, qis, k=5, load_csv=False))
+    table = search(adult_job(adult_duck, qis, k=5, load_csv=False, search={"base": "table"}))
+    assert cube.satisfying == table.satisfying
+    assert table.stats.base_scans > 1 and cube.stats.base_scans == 1
+
+
+def test_lattice_tables_hold_the_run(adult_duck: str):
+    result = search(adult_job(adult_duck, ["sex", "race", "education"], k=10, load_csv=False))
+    engine = sa.create_engine(adult_duck)
+    with engine.connect() as conn:
+        statuses = dict(conn.execute(sa.text(
+            "SELECT status, COUNT(*) FROM sqlanon.lattice_nodes WHERE run_id = :r AND iteration = 3 "
+            "GROUP BY status"), {"r": result.run_id}).all())
+        run = conn.execute(sa.text("SELECT status, iteration FROM sqlanon.runs WHERE run_id = :r"),
+                           {"r": result.run_id}).one()
+        edges = conn.execute(sa.text("SELECT COUNT(*) FROM sqlanon.lattice_edges WHERE run_id = :r"),
+                             {"r": result.run_id}).scalar_one()
+        registered = conn.execute(sa.text("SELECT COUNT(*), SUM(CASE WHEN dropped THEN 1 ELSE 0 END) "
+                                          "FROM sqlanon.frequency_sets WHERE run_id = :r"),
+                                  {"r": result.run_id}).one()
+    engine.dispose()
+    assert run == ("finished", 3)
+    assert sum(n for s, n in statuses.items() if s != "fail") == len(result.satisfying)
+    assert edges > 0
+    assert registered[0] == registered[1] > 0  # every frequency set registered and cleaned up
+
+
+# --- random small tables ------------------------------------------------------
+
+@st.composite
+def random_tables(draw):
+    """A small table with 2-3 QIs, each with a random hierarchy of height 1-3, and a k."""
+    n_qis = draw(st.integers(2, 3))
+    hierarchies, columns = [], []
+    for q in range(n_qis):
+        height = draw(st.integers(1, 3))
+        widths = sorted(draw(st.lists(st.integers(1, 5), min_size=height, max_size=height)), reverse=True)
+        widths[-1] = 1  # a single top value
+        values = [f"v{i}" for i in range(draw(st.integers(widths[0], 6)))]
+        paths = []
+        for value_index, value in enumerate(values):
+            path, label = [value], value_index
+            for level, width in enumerate(widths[1:] + [1], start=1):
+                label = label % max(width, 1) if level < height else 0
+                path.append(f"L{level}_{label}" if level < height else "*")
+            paths.append(path)
+        hierarchies.append(paths)
+        columns.append(values)
+    rows = draw(st.lists(st.tuples(*(st.sampled_from(c) for c in columns)), min_size=1, max_size=40))
+    k = draw(st.integers(1, 6))
+    return hierarchies, rows, min(k, len(rows))
+
+
+def _write_random_job(tmp: Path, hierarchies, rows, k):
+    names = [f"q{i}" for i in range(len(hierarchies))]
+    for name, paths in zip(names, hierarchies):
+        (tmp / f"{name}.csv").write_text("\n".join(";".join(p) for p in paths) + "\n")
+    (tmp / "data.csv").write_text(",".join(names) + "\n" + "\n".join(",".join(r) for r in rows) + "\n")
+    return job_from_dict({
+        "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv", "csv_options": {"all_varchar": True}},
+        "quasi_identifiers": {n: {"hierarchy": f"{n}.csv"} for n in names},
+        "criteria": {"k_anonymity": {"k": k}}}, tmp)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=random_tables())
+def test_incognito_equals_exhaustive_on_random_tables(tmp_path_factory, case):
+    hierarchies, rows, k = case
+    tmp = tmp_path_factory.mktemp("random")
+    job = _write_random_job(tmp, hierarchies, rows, k)
+    incognito = search(job)
+    exhaustive = search(dataclasses.replace(job, strategy="exhaustive"))
+    assert incognito.satisfying == exhaustive.satisfying
+    assert incognito.minimal == exhaustive.minimal
+    assert incognito.stats.nodes_checked <= exhaustive.stats.nodes_checked
