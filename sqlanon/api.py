@@ -143,6 +143,7 @@ def _run(job: Job, options: RunOptions, command: str, output: Output | None = No
             with db.connect() as conn:
                 try:
                     star = build_star_schema(db, conn, job, files, options.metadata_schema, run.run_id)
+                    star.record(conn, options.metadata_schema, run.run_id)
                     conn.commit()
                     ctx = SearchContext(db, conn, star, job.criteria, run, options.metadata_schema, options.keep,
                                         job.base == "cube", options.progress)

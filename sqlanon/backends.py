@@ -169,6 +169,20 @@ class Database:
             reader.close()
 
 
+def unreachable_reason(url: str) -> str | None:
+    """Why the database at `url` cannot be reached, or None when it answers."""
+    try:
+        engine = sa.create_engine(url)
+        try:
+            with engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+        finally:
+            engine.dispose()
+        return None
+    except Exception as exc:  # any failure to connect is the answer, not an error
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
 def _read_csv_sql(path: Path, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     args, params = [":csv_path"], {"csv_path": str(path)}
     for i, (key, value) in enumerate(options.items()):

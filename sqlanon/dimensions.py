@@ -59,6 +59,12 @@ class StarSchema:
         for d in self.dimensions:
             self.db.drop_table(conn, d.table)
 
+    def record(self, conn: Connection, schema: str, run_id: int) -> None:
+        """List the run's attributes (QI order, heights, hierarchy, dimension table) in run_attributes."""
+        rows = [(run_id, d.attr, d.column, d.height, d.hierarchy.origin, d.table) for d in self.dimensions]
+        self.db.insert_rows(conn, f"{self.db.q(schema)}.run_attributes",
+                            ["run_id", "attr", "column_name", "height", "hierarchy", "dimension_table"], rows)
+
 
 def read_hierarchy_files(job: Job) -> dict[str, Hierarchy]:
     """Hierarchies that come from files, read before touching the database (errors come early)."""

@@ -1,10 +1,12 @@
-"""Frequency sets: one table per evaluated node, (class codes..., cnt).
+"""Frequency sets: (class codes..., cnt) for one node, built by SQL.
 
-A frequency set is built either by one GROUP BY over the source joined with the
-dimension tables (a base scan) or by rolling up an already computed, more
-specific frequency set: map each code to its parent code through the
-dimension table and sum the counts. Tables are session-scoped scratch tables
-unless the run keeps them; every one is registered in `frequency_sets`.
+A frequency set is defined either by one GROUP BY over the source joined with
+the dimension tables (a base scan), or by rolling up a more specific,
+materialized frequency set: map each code to its parent code through the
+dimension table and sum the counts. A set is evaluated straight from its
+definition (a CTE); only sets that later roll-ups need (the cube, super-roots,
+failing nodes) are materialized as scratch tables, which are session-scoped
+unless the run keeps them, and registered in `frequency_sets`.
 """
 from __future__ import annotations
 
@@ -20,14 +22,21 @@ from .dimensions import StarSchema
 
 COUNT = "cnt"
 REGISTRY_COLUMNS = ["run_id", "node_id", "label", "table_name", "origin", "derived_from", "row_count", "dropped"]
+CANDIDATE = "candidate"  # CTE names of sets evaluated without a table
+BATCH = 64  # frequency sets evaluated per statement
 
 
 @dataclass
 class FrequencySet:
     label: str
-    ref: str
     levels: dict[int, int]  # attr -> level
-    rows: int
+    definition: str  # the SELECT that computes it
+    origin: str  # base | rollup
+    derived_from: str | None
+    node_id: int | None = None
+    ref: str | None = None  # quoted table reference once materialized
+    rows: int = -1  # known once evaluated or materialized
+    source_rows: int = -1  # rows the definition reads from (its child's size; -1 for base scans)
 
 
 def class_column(attr: int) -> str:
@@ -35,21 +44,20 @@ def class_column(attr: int) -> str:
 
 
 class FrequencySets:
-    """Builds, evaluates, registers and drops one run's frequency sets."""
+    """Defines, evaluates, materializes, registers and drops one run's frequency sets."""
 
     def __init__(self, db: Database, conn: Connection, star: StarSchema, schema: str, run_id: int,
                  keep: bool = False, use_cube: bool = True):
         self.db, self.conn, self.star, self.schema, self.run_id, self.keep = db, conn, star, schema, run_id, keep
         self.use_cube = use_cube
-        self._cube: FrequencySet | None = None
         self.base_scans = 0
         self.rollups = 0
+        self._cube: FrequencySet | None = None
         self._registry: list[tuple] = []  # entries not yet written
         self._dropped_since_flush: list[str] = []
-        self._pending: dict[str, tuple] = {}  # created, size not yet known
         self._live: dict[str, FrequencySet] = {}
 
-    # --- building -------------------------------------------------------
+    # --- defining -------------------------------------------------------
     def base(self, levels: dict[int, int], label: str, node_id: int | None = None) -> FrequencySet:
         """A frequency set with no computed specialization to roll up from.
 
@@ -60,14 +68,8 @@ class FrequencySets:
         if not self.use_cube:
             return self.from_table(levels, label, node_id)
         if self._cube is None:
-            self._cube = self.measured(self.from_table({d.attr: 0 for d in self.star.dimensions}, "cube"))
+            self._cube = self.materialize(self.from_table({d.attr: 0 for d in self.star.dimensions}, "cube"))
         return self.rollup(self._cube, levels, label, node_id)
-
-    def measured(self, fs: FrequencySet) -> FrequencySet:
-        """Record the size of a set that is built but never evaluated (cube, super-roots)."""
-        fs.rows = self.conn.exec_driver_sql(f"SELECT COUNT(*) FROM {fs.ref}").scalar_one()
-        self._registry.append((*self._pending.pop(fs.label), fs.rows, False))
-        return fs
 
     def from_table(self, levels: dict[int, int], label: str, node_id: int | None = None) -> FrequencySet:
         """GROUP BY over the source joined with the dimension tables of `levels`' attributes."""
@@ -77,12 +79,12 @@ class FrequencySets:
         select = ", ".join(f"d{a}.c{levels[a]} AS {class_column(a)}" for a in attrs)
         group = ", ".join(f"d{a}.c{levels[a]}" for a in attrs)
         sql = f"SELECT {select}, COUNT(*) AS {COUNT} FROM {self.star.source} t {joins} GROUP BY {group}"
-        self.base_scans += 1
-        return self._create(sql, levels, label, node_id, "base", None)
+        return FrequencySet(label, dict(levels), sql, "base", None, node_id)
 
     def rollup(self, child: FrequencySet, levels: dict[int, int], label: str,
                node_id: int | None = None) -> FrequencySet:
-        """Roll `child` up to `levels` (each level >= the child's; attributes may be dropped)."""
+        """Roll a materialized `child` up to `levels` (each level >= the child's; attributes may be dropped)."""
+        assert child.ref is not None, "roll-ups read materialized frequency sets"
         select, joins, group = [], [], []
         for a in sorted(levels):
             col = class_column(a)
@@ -97,31 +99,51 @@ class FrequencySets:
                 group.append(f"m{a}.parent")
         sql = (f"SELECT {', '.join(select)}, SUM(f.{COUNT}) AS {COUNT} FROM {child.ref} f {' '.join(joins)} "
                f"GROUP BY {', '.join(group)}")
-        self.rollups += 1
-        return self._create(sql, levels, label, node_id, "rollup", child.label)
+        return FrequencySet(label, dict(levels), sql, "rollup", child.label, node_id, source_rows=child.rows)
 
-    def _create(self, select_sql: str, levels: dict[int, int], label: str, node_id: int | None, origin: str,
-                derived_from: str | None) -> FrequencySet:
-        name = f"fs_{self.run_id}_{label}"
-        if self.keep:
-            ref, create = self.db.q(self.schema, name), "CREATE TABLE"
+    # --- computing ------------------------------------------------------
+    def _executed(self, fs: FrequencySet) -> None:
+        if fs.origin == "base":
+            self.base_scans += 1
         else:
-            ref, create = self.db.scratch_ref(name), "CREATE TEMP TABLE"
-        # names are unique within a run, and scratch tables are private to this session
-        self.conn.exec_driver_sql(f"{create} {ref if self.keep else self.db.q(name)} AS {select_sql}")
-        fs = FrequencySet(label, ref, dict(levels), -1)
-        self._live[label] = fs
-        self._pending[label] = (self.run_id, node_id, label, name, origin, derived_from)
+            self.rollups += 1
+
+    def materialize(self, fs: FrequencySet) -> FrequencySet:
+        """Store the set as a table (for roll-ups) and register it."""
+        name = f"fs_{self.run_id}_{fs.label}"
+        if self.keep:
+            fs.ref = self.db.q(self.schema, name)
+            self.conn.exec_driver_sql(f"CREATE TABLE {fs.ref} AS {fs.definition}")
+        else:  # names are unique within a run, and scratch tables are private to this session
+            fs.ref = self.db.scratch_ref(name)
+            self.conn.exec_driver_sql(f"CREATE TEMP TABLE {self.db.q(name)} AS {fs.definition}")
+        self._executed(fs)
+        if fs.rows < 0:
+            fs.rows = self.conn.exec_driver_sql(f"SELECT COUNT(*) FROM {fs.ref}").scalar_one()
+        self._live[fs.label] = fs
+        self._registry.append((self.run_id, fs.node_id, fs.label, name, fs.origin, fs.derived_from, fs.rows, False))
         return fs
 
-    # --- evaluating -----------------------------------------------------
-    def violations(self, fs: FrequencySet, criteria: list[Criterion]) -> tuple[int, int]:
-        """(violating classes, tuples in them) under all criteria at once; also records the set's size."""
-        view = FrequencySetView(fs.ref, [class_column(a) for a in sorted(fs.levels)], COUNT, [])
-        rows, classes, tuples = count_violations(self.conn, view, criteria)
-        fs.rows = rows
-        self._registry.append((*self._pending.pop(fs.label), rows, False))
-        return classes, tuples
+    def violations(self, batch: list[FrequencySet], criteria: list[Criterion]) -> list[tuple[int, int]]:
+        """(violating classes, tuples in them) of each set under all criteria; records the sets' sizes.
+
+        The batch is evaluated in statements of at most BATCH sets.
+        """
+        answers = []
+        for start in range(0, len(batch), BATCH):
+            chunk = batch[start:start + BATCH]
+            views = []
+            for j, fs in enumerate(chunk):
+                columns = [class_column(a) for a in sorted(fs.levels)]
+                if fs.ref is not None:
+                    views.append(FrequencySetView(fs.ref, columns, COUNT, []))
+                else:
+                    views.append(FrequencySetView(f"{CANDIDATE}_{j}", columns, COUNT, [], fs.definition))
+                    self._executed(fs)
+            for fs, (rows, [result]) in zip(chunk, count_violations_batch(self.conn, views, [criteria])):
+                fs.rows = rows
+                answers.append(result)
+        return answers
 
     # --- cleaning up ----------------------------------------------------
     def drop(self, fs: FrequencySet) -> None:
@@ -152,30 +174,38 @@ class FrequencySets:
 def count_violations(conn: Connection, view: FrequencySetView,
                      criteria: list[Criterion]) -> tuple[int, int, int]:
     """(rows of the frequency set, classes violating any criterion, tuples in them), in one query."""
-    rows, [(classes, tuples)] = count_violations_per_set(conn, view, [criteria])
+    [(rows, [(classes, tuples)])] = count_violations_batch(conn, [view], [criteria])
     return rows, classes, tuples
 
 
-def count_violations_per_set(conn: Connection, view: FrequencySetView,
-                             criteria_sets: list[list[Criterion]]) -> tuple[int, list[tuple[int, int]]]:
-    """Rows of the frequency set, and (violating classes, their tuples) for each criteria set.
+def count_violations_batch(conn: Connection, views: list[FrequencySetView],
+                           criteria_sets: list[list[Criterion]]) -> list[tuple[int, list[tuple[int, int]]]]:
+    """For each view: its row count, and (violating classes, their tuples) per criteria set.
 
-    A set's violators are the UNION of its criteria's violating classes. One
-    statement answers every set; a view defined by a CTE is computed once.
+    A set's violators are the UNION of its criteria's violating classes. Every
+    view and set is answered by one statement (views defined by a CTE are
+    computed once each): per-statement overhead, not data, dominates small
+    frequency sets, so the search evaluates whole waves of nodes this way.
     """
-    selects, params = [], {}
-    for i, criteria in enumerate(criteria_sets):
-        parts = []
-        for fragment in (c.violating_classes(view) for c in criteria):
-            sql = fragment.sql
-            for name, value in fragment.params.items():  # the same criterion may appear in several sets
-                sql = re.sub(rf":{name}\b", f":{name}_{i}", sql)
-                params[f"{name}_{i}"] = value
-            parts.append(f"({sql})")
-        size = f"(SELECT COUNT(*) FROM {view.table})" if i == 0 else "NULL"
-        selects.append(f"SELECT {i} AS criteria_set, {size} AS size, COUNT(*) AS classes, "
-                       f"COALESCE(SUM(n), 0) AS tuples FROM ({' UNION '.join(parts)}) AS violators{i}")
-    with_clause = f"WITH {view.table} AS ({view.definition}) " if view.definition else ""
-    result = conn.execute(text(with_clause + " UNION ALL ".join(selects)), params).all()
-    result.sort(key=lambda row: row[0])
-    return int(result[0][1]), [(int(r[2]), int(r[3])) for r in result]
+    ctes, selects, params = [], [], {}
+    for j, view in enumerate(views):
+        if view.definition:
+            ctes.append(f"{view.table} AS ({view.definition})")
+        for i, criteria in enumerate(criteria_sets):
+            parts = []
+            for fragment in (c.violating_classes(view) for c in criteria):
+                sql = fragment.sql
+                for name, value in fragment.params.items():  # one criterion appears once per view and set
+                    sql = re.sub(rf":{name}\b", f":{name}_{j}_{i}", sql)
+                    params[f"{name}_{j}_{i}"] = value
+                parts.append(f"({sql})")
+            size = f"(SELECT COUNT(*) FROM {view.table})" if i == 0 else "NULL"
+            selects.append(f"SELECT {j} AS view_index, {i} AS criteria_set, {size} AS size, COUNT(*) AS classes, "
+                           f"COALESCE(SUM(n), 0) AS tuples FROM ({' UNION '.join(parts)}) AS violators_{j}_{i}")
+    with_clause = f"WITH {', '.join(ctes)} " if ctes else ""
+    rows = conn.execute(text(with_clause + " UNION ALL ".join(selects)), params).all()
+    answers: list[tuple[int, list[tuple[int, int]]]] = [(0, []) for _ in views]
+    for j, i, size, classes, tuples in sorted(rows, key=lambda r: (r[0], r[1])):
+        rows_j = int(size) if i == 0 else answers[j][0]
+        answers[j] = (rows_j, answers[j][1] + [(int(classes), int(tuples))])
+    return answers

@@ -113,8 +113,16 @@ class LatticeStore:
         first_id = conn.execute(text(f"SELECT COALESCE(MAX(node_id), 0) + 1 FROM {self.s}.lattice_nodes "
                                      "WHERE run_id = :r"), {"r": self.run_id}).scalar_one()
         self._run(conn, "candidates", iteration=iteration, first_id=first_id)
+        self._analyze(conn)
         self._run(conn, "prune", iteration=iteration)
         self._run(conn, "edges", iteration=iteration + 1)
+        self._analyze(conn)
+
+    def _analyze(self, conn: Connection) -> None:
+        """Fresh statistics for PostgreSQL's planner after bulk writes (DuckDB keeps its own)."""
+        if self.db.kind == "postgresql":
+            for table in ("lattice_nodes", "lattice_node_levels", "lattice_edges"):
+                conn.exec_driver_sql(f"ANALYZE {self.s}.{table}")
 
     def load_iteration(self, conn: Connection, iteration: int) -> tuple[list[Node], list[tuple[int, int]]]:
         rows = conn.execute(text(f"SELECT node_id, node_key FROM {self.s}.lattice_nodes "

@@ -18,11 +18,14 @@ from sqlalchemy.engine import Connection
 from .backends import Database
 from .criteria import Criterion, FrequencySetView
 from .dimensions import StarSchema
-from .frequency import FrequencySet, FrequencySets, count_violations_per_set
+from .frequency import BATCH, FrequencySet, FrequencySets, count_violations_batch
 from .lattice import LatticeStore, Node, full_lattice
 from .metadata import RunRecord
 
 Progress = Callable[[str, int, int], None]  # (phase description, done, total)
+
+#: roll-ups reading at least this many rows are stored before evaluation (see _search_iteration)
+MATERIALIZE_FIRST_ROWS = 50_000
 
 
 @dataclass
@@ -85,89 +88,135 @@ class Incognito(SearchStrategy):
 
     def _search_iteration(self, ctx: SearchContext, fsets: FrequencySets, nodes: list[Node],
                           edges: list[tuple[int, int]], iteration: int, stats: SearchStats) -> dict[int, str]:
-        up, down = defaultdict(list), defaultdict(list)
-        for a, b in edges:
-            up[a].append(b)
-            down[b].append(a)
-        families: dict[tuple[int, ...], list[Node]] = defaultdict(list)
-        for node in nodes:
-            families[node.attrs].append(node)
+        """Breadth-first by height from the roots of every family (QI subset) of the iteration.
+
+        All families advance together in waves of equal height: a node's fate
+        depends only on lower nodes, so a wave is evaluated in batched statements.
+        """
+        graph = _IterationGraph(nodes, edges)
         statuses: dict[int, str] = {}
-        done = 0
-        for attrs in sorted(families):
-            family = families[attrs]
-            self._search_family(ctx, fsets, family, up, down, statuses, stats)
-            ctx.conn.commit()  # bounded transactions: scratch tables of a family are gone by now
-            done += len(family)
-            ctx.progress(f"iteration {iteration}/{len(ctx.star.dimensions)}", done, len(nodes))
+        marked: set[int] = set()
+        held: dict[int, FrequencySet] = {}  # frequency sets of failed nodes, kept for roll-ups
+        waiting = {n.node_id: len(graph.up[n.node_id]) for n in nodes}  # generalizations not yet dequeued
+        super_roots = _SuperRoots(fsets, graph)
+        queue = [(n.height, n.node_id) for n in graph.roots]
+        heapq.heapify(queue)
+        while queue:
+            wave = _pop_wave(queue, statuses)
+            to_check = [node_id for node_id in wave if node_id not in marked]
+            statuses.update({node_id: "marked" for node_id in wave if node_id in marked})
+            batch = [self._frequency_set(fsets, graph.by_id[node_id], super_roots,
+                                         [held[p] for p in graph.down[node_id] if p in held])
+                     for node_id in to_check]
+            for node_id, fs in zip(to_check, batch):
+                # a large roll-up is stored before it is evaluated, so that if the node fails
+                # its generalizations roll up from it without computing it a second time
+                if graph.up[node_id] and fs.source_rows >= MATERIALIZE_FIRST_ROWS:
+                    fsets.materialize(fs)
+            for node_id, fs, (classes, _) in zip(to_check, batch, fsets.violations(batch, ctx.criteria)):
+                stats.nodes_checked += 1
+                if classes == 0:
+                    statuses[node_id] = "pass"
+                    marked.update(graph.up[node_id])
+                    fsets.drop(fs)
+                    continue
+                statuses[node_id] = "fail"
+                if graph.up[node_id]:  # its generalizations will roll up from it
+                    held[node_id] = fs if fs.ref is not None else fsets.materialize(fs)
+                for succ in graph.up[node_id]:
+                    heapq.heappush(queue, (graph.by_id[succ].height, succ))
+            for node_id in wave:
+                super_roots.done(graph.by_id[node_id])
+                for parent in graph.down[node_id]:
+                    waiting[parent] -= 1
+                    if waiting[parent] == 0 and parent in held:
+                        fsets.drop(held.pop(parent))
+            ctx.conn.commit()  # bounded transactions: dropped scratch tables are released
+            ctx.progress(f"iteration {iteration}/{len(ctx.star.dimensions)}", len(statuses), len(nodes))
+        for fs in held.values():
+            fsets.drop(fs)
+        super_roots.drop_all()
         # nodes never reached lie above a marked node: they satisfy the criteria by monotonicity
         return {n.node_id: statuses.get(n.node_id, "implied") for n in nodes}
 
-    def _search_family(self, ctx: SearchContext, fsets: FrequencySets, family: list[Node], up: dict, down: dict,
-                       statuses: dict[int, str], stats: SearchStats) -> None:
-        by_id = {n.node_id: n for n in family}
-        roots = [n for n in family if not down[n.node_id]]
-        super_root = self._super_root(fsets, roots)
-        waiting = {n.node_id: len(up[n.node_id]) for n in family}  # generalizations not yet dequeued
-        held: dict[int, FrequencySet] = {}  # frequency sets of failed nodes, kept for roll-ups
-        marked: set[int] = set()
-        queue = [(n.height, n.node_id) for n in roots]
-        heapq.heapify(queue)
-        while queue:
-            _, node_id = heapq.heappop(queue)
-            if node_id in statuses:
-                continue
-            node = by_id[node_id]
-            if node_id in marked:
-                statuses[node_id] = "marked"
-            else:
-                fs = self._frequency_set(fsets, node, super_root, [held[p] for p in down[node_id] if p in held])
-                stats.nodes_checked += 1
-                classes, _ = fsets.violations(fs, ctx.criteria)
-                if classes == 0:
-                    statuses[node_id] = "pass"
-                    marked.update(up[node_id])
-                    fsets.drop(fs)
-                else:
-                    statuses[node_id] = "fail"
-                    held[node_id] = fs
-                    for succ in up[node_id]:
-                        heapq.heappush(queue, (by_id[succ].height, succ))
-                    if not up[node_id]:
-                        fsets.drop(held.pop(node_id))
-            for parent in down[node_id]:
-                waiting[parent] -= 1
-                if waiting[parent] == 0 and parent in held:
-                    fsets.drop(held.pop(parent))
-        for fs in held.values():
-            fsets.drop(fs)
-        if super_root is not None:
-            fsets.drop(super_root)
-
     @staticmethod
-    def _super_root(fsets: FrequencySets, roots: list[Node]) -> FrequencySet | None:
-        """One base scan for all roots of a family: the most specific node below every root."""
-        if len(roots) < 2:
-            return None
-        levels = {a: min(r.levels[a] for r in roots) for a in roots[0].attrs}
-        return fsets.measured(fsets.base(levels, f"sr_{'_'.join(map(str, sorted(levels)))}"))
-
-    @staticmethod
-    def _frequency_set(fsets: FrequencySets, node: Node, super_root: FrequencySet | None,
+    def _frequency_set(fsets: FrequencySets, node: Node, super_roots: "_SuperRoots",
                        children: list[FrequencySet]) -> FrequencySet:
         label = f"n{node.node_id}"
         if children:  # roll up from the smallest computed specialization
             return fsets.rollup(min(children, key=lambda f: f.rows), node.levels, label, node.node_id)
+        super_root = super_roots.get(node)
         if super_root is not None:
             return fsets.rollup(super_root, node.levels, label, node.node_id)
         return fsets.base(node.levels, label, node.node_id)
 
 
+def _pop_wave(queue: list[tuple[int, int]], statuses: dict[int, str]) -> list[int]:
+    """Every queued, not yet dequeued node of the lowest queued height."""
+    height, wave = queue[0][0], []
+    while queue and queue[0][0] == height:
+        _, node_id = heapq.heappop(queue)
+        if node_id not in statuses and node_id not in wave:
+            wave.append(node_id)
+    return wave
+
+
+class _IterationGraph:
+    """One iteration's candidate graph: nodes by id, edges both ways, roots."""
+
+    def __init__(self, nodes: list[Node], edges: list[tuple[int, int]]):
+        self.by_id = {n.node_id: n for n in nodes}
+        self.up: dict[int, list[int]] = defaultdict(list)
+        self.down: dict[int, list[int]] = defaultdict(list)
+        for a, b in edges:
+            self.up[a].append(b)
+            self.down[b].append(a)
+        self.roots = [n for n in nodes if not self.down[n.node_id]]
+
+
+class _SuperRoots:
+    """One base scan for all roots of a family: the most specific node below every root.
+
+    Built when the family's first root is evaluated, dropped after its last.
+    """
+
+    def __init__(self, fsets: FrequencySets, graph: _IterationGraph):
+        self.fsets = fsets
+        self.roots: dict[tuple[int, ...], list[Node]] = defaultdict(list)
+        for root in graph.roots:
+            self.roots[root.attrs].append(root)
+        self.pending = {attrs: {r.node_id for r in roots} for attrs, roots in self.roots.items()}
+        self.built: dict[tuple[int, ...], FrequencySet] = {}
+
+    def get(self, node: Node) -> FrequencySet | None:
+        roots = self.roots.get(node.attrs, [])
+        if len(roots) < 2 or node.node_id not in self.pending[node.attrs]:
+            return None
+        if node.attrs not in self.built:
+            levels = {a: min(r.levels[a] for r in roots) for a in node.attrs}
+            label = f"sr_{'_'.join(map(str, node.attrs))}"
+            self.built[node.attrs] = self.fsets.materialize(self.fsets.base(levels, label))
+        return self.built[node.attrs]
+
+    def done(self, node: Node) -> None:
+        pending = self.pending.get(node.attrs)
+        if pending is not None and node.node_id in pending:
+            pending.discard(node.node_id)
+            if not pending and node.attrs in self.built:
+                self.fsets.drop(self.built.pop(node.attrs))
+
+    def drop_all(self) -> None:
+        for fs in self.built.values():
+            self.fsets.drop(fs)
+        self.built.clear()
+
+
 class Exhaustive(SearchStrategy):
     """Every node of the full lattice, each by its own GROUP BY over labels; no pruning, no roll-up.
 
-    Deliberately independent of lattice tables and frequency-set roll-ups, so it
-    can check Incognito in tests.
+    Deliberately independent of lattice tables, integer codes and roll-ups, so
+    it can check Incognito in tests. The source is joined with the dimension
+    tables once (every level's label side by side); each node then groups that.
     """
 
     name = "exhaustive"
@@ -181,19 +230,40 @@ class Exhaustive(SearchStrategy):
         stats = stats or SearchStats()
         nodes = full_lattice(ctx.star.heights)
         satisfying: list[list[tuple[int, ...]]] = [[] for _ in criteria_sets]
-        for done, node in enumerate(nodes, 1):
-            labels = [f"d{d.attr}.l{level}" for d, level in zip(ctx.star.dimensions, node)]
-            select = ", ".join(f"{label} AS g{i}" for i, label in enumerate(labels))
-            definition = f"SELECT {select}, COUNT(*) AS cnt FROM {ctx.star.joins()} GROUP BY {', '.join(labels)}"
-            view = FrequencySetView("node_classes", [f"g{i}" for i in range(len(node))], "cnt", [], definition)
-            _, per_set = count_violations_per_set(ctx.conn, view, criteria_sets)
-            for found, (classes, _) in zip(satisfying, per_set):
-                if classes == 0:
-                    found.append(node)
-            stats.nodes_checked += 1
-            stats.base_scans += 1
-            ctx.progress("every node", done, len(nodes))
+        labels = self._label_table(ctx)
+        stats.base_scans += 1
+        try:
+            for start in range(0, len(nodes), BATCH):
+                chunk = nodes[start:start + BATCH]
+                views = [self._node_view(labels, j, node) for j, node in enumerate(chunk)]
+                for node, (_, per_set) in zip(chunk, count_violations_batch(ctx.conn, views, criteria_sets)):
+                    for found, (classes, _) in zip(satisfying, per_set):
+                        if classes == 0:
+                            found.append(node)
+                stats.nodes_checked += len(chunk)
+                ctx.progress("every node", stats.nodes_checked, len(nodes))
+        finally:
+            ctx.db.drop_table(ctx.conn, labels)
+            ctx.conn.commit()
         return satisfying
+
+    @staticmethod
+    def _node_view(labels: str, index: int, node: tuple[int, ...]) -> FrequencySetView:
+        """The node's classes: a GROUP BY of the label table on the node's label columns."""
+        columns = [f"q{attr}_l{level}" for attr, level in enumerate(node)]
+        select = ", ".join(f"{c} AS g{i}" for i, c in enumerate(columns))
+        definition = f"SELECT {select}, COUNT(*) AS cnt FROM {labels} GROUP BY {', '.join(columns)}"
+        return FrequencySetView(f"node_{index}", [f"g{i}" for i in range(len(node))], "cnt", [], definition)
+
+    @staticmethod
+    def _label_table(ctx: SearchContext) -> str:
+        """The source joined once with every dimension: the label of every level of every QI."""
+        name = f"exhaustive_{ctx.run.run_id}"
+        columns = ", ".join(f"d{d.attr}.l{level} AS q{d.attr}_l{level}"
+                            for d in ctx.star.dimensions for level in range(d.height + 1))
+        ctx.conn.exec_driver_sql(f"CREATE TEMP TABLE {ctx.db.q(name)} AS SELECT {columns} FROM {ctx.star.joins()}")
+        ctx.conn.commit()
+        return ctx.db.scratch_ref(name)
 
 
 STRATEGIES: dict[str, type[SearchStrategy]] = {s.name: s for s in (Incognito, Exhaustive)}

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from sqlanon import search
 from sqlanon.api import evaluate_every_node
+from sqlanon.backends import unreachable_reason
 from sqlanon.config import Job, job_from_dict
 from sqlanon.criteria import KAnonymity
 
@@ -40,20 +41,9 @@ def duck_url(tmp_path: Path) -> str:
     return f"duckdb:///{tmp_path / 'test.duckdb'}"
 
 
-def _pg_available() -> str | None:
-    try:
-        engine = sa.create_engine(PG_URL)
-        with engine.connect() as conn:
-            conn.exec_driver_sql("SELECT 1")
-        engine.dispose()
-        return None
-    except Exception as exc:  # any failure to reach the server means: skip (or fail in CI)
-        return str(exc).splitlines()[0]
-
-
 @pytest.fixture(scope="session")
 def pg_server() -> str:
-    problem = _pg_available()
+    problem = unreachable_reason(PG_URL)
     if problem:
         if os.environ.get("CI"):
             pytest.fail(f"PostgreSQL tests must run in CI but {PG_URL} is unreachable: {problem}")

@@ -1,0 +1,55 @@
+"""Materialization is all or nothing, and the audit has the last word."""
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from sqlanon import anonymize
+from sqlanon import materialize as materialize_module
+from sqlanon.audit import AuditReport
+from sqlanon.errors import AuditError
+
+from .conftest import ADULT_DIR, adult_job, user_tables
+
+
+def _failing_audit(*args, **kwargs) -> AuditReport:
+    return AuditReport(rows=30162, classes=1, min_class_size=1, holds={"k_anonymity(k=5)": False})
+
+
+def test_failed_audit_writes_nothing(duck_url: str, monkeypatch):
+    job = adult_job(duck_url, ["sex", "race"], k=5, output={"table": "adult_anon"})
+    monkeypatch.setattr(materialize_module, "audit_table", _failing_audit)
+    with pytest.raises(AuditError, match="failed its audit"):
+        anonymize(job)
+    assert {t for _, t in user_tables(duck_url)} == {"adult"}  # no output, no temporary table
+
+
+def test_failed_audit_keeps_the_existing_output(duck_url: str, monkeypatch):
+    job = adult_job(duck_url, ["sex", "race"], k=5, output={"table": "adult_anon"})
+    first = anonymize(job)
+    monkeypatch.setattr(materialize_module, "audit_table", _failing_audit)
+    with pytest.raises(AuditError):
+        anonymize(job, replace=True)
+    engine = sa.create_engine(duck_url)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM adult_anon").scalar_one() == first.audit.rows
+        status = conn.exec_driver_sql("SELECT status, error FROM sqlanon.runs ORDER BY run_id DESC LIMIT 1").one()
+    engine.dispose()
+    assert status[0] == "failed" and "audit" in status[1]
+
+
+def test_generalized_values_come_from_the_hierarchy(duck_url: str):
+    job = adult_job(duck_url, ["sex", "age"], k=50, output={"table": "out"})
+    result = anonymize(job)
+    engine = sa.create_engine(duck_url)
+    with engine.connect() as conn:
+        ages = set(conn.exec_driver_sql("SELECT DISTINCT age FROM out").scalars())
+        attrs = conn.exec_driver_sql(
+            "SELECT column_name, height FROM sqlanon.run_attributes WHERE run_id = ? ORDER BY attr",
+            (result.search.run_id,)).all()
+    engine.dispose()
+    level = result.node[1]
+    expected = {line.split(";")[level] for line in
+                (ADULT_DIR / "hierarchies" / "age.csv").read_text().splitlines() if line}
+    assert ages <= expected
+    assert attrs == [("sex", 1), ("age", 4)]
