@@ -121,6 +121,7 @@ def _expect_error(tmp_path: Path, config: Path, fragment: str, *extra: str) -> N
     assert result.exit_code == 2, result.output
     message = result.stderr.strip()
     assert fragment in message, message
+    assert len(message.splitlines()) == 1, message
     assert "Traceback" not in result.output
     if (tmp_path / "adult.duckdb").exists():
         assert user_tables(url) - before <= {("main", "adult")}  # at most the source loaded from csv
