@@ -20,7 +20,7 @@ from .api import AnonymizeResult, RunOptions, SearchResult, anonymize, search
 from .backends import Database
 from .config import Job, load_job, normalize_url
 from .errors import SqlanonError
-from .metadata import DEFAULT_SCHEMA, migrate
+from .metadata import DEFAULT_SCHEMA, current_version, downgrade, migrate
 
 out = Console()
 err = Console(stderr=True)
@@ -125,14 +125,20 @@ def example_command(directory: Path) -> None:
 @main.command("migrate")
 @click.option("--db", "db_url", required=True, metavar="URL", help="Database to install sqlanon's schema into.")
 @SCHEMA_OPTION
-def migrate_command(db_url: str, metadata_schema: str) -> None:
-    """Create or upgrade sqlanon's metadata schema (idempotent)."""
+@click.option("--downgrade", "down_to", metavar="REVISION",
+              help="Downgrade instead: -1 for the previous version, base to remove the schema's tables.")
+def migrate_command(db_url: str, metadata_schema: str, down_to: str | None) -> None:
+    """Create or upgrade sqlanon's metadata schema (idempotent), or downgrade it."""
     db = Database(normalize_url(db_url, Path.cwd()))
     try:
-        migrate(db, metadata_schema)
+        if down_to:
+            downgrade(db, metadata_schema, down_to)
+        else:
+            migrate(db, metadata_schema)
+        version = current_version(db, metadata_schema)
     finally:
         db.dispose()
-    out.print(f"schema {metadata_schema!r} is up to date")
+    out.print(f"schema {metadata_schema!r} is at version {version or 'base (empty)'}")
 
 
 def _bundled(name: str) -> Path:

@@ -171,13 +171,6 @@ class FrequencySets:
             self._dropped_since_flush = []
 
 
-def count_violations(conn: Connection, view: FrequencySetView,
-                     criteria: list[Criterion]) -> tuple[int, int, int]:
-    """(rows of the frequency set, classes violating any criterion, tuples in them), in one query."""
-    [(rows, [(classes, tuples)])] = count_violations_batch(conn, [view], [criteria])
-    return rows, classes, tuples
-
-
 def count_violations_batch(conn: Connection, views: list[FrequencySetView],
                            criteria_sets: list[list[Criterion]]) -> list[tuple[int, list[tuple[int, int]]]]:
     """For each view: its row count, and (violating classes, their tuples) per criteria set.

@@ -48,6 +48,14 @@ def downgrade(db: Database, schema: str = DEFAULT_SCHEMA, revision: str = "-1") 
         command.downgrade(_alembic_config(conn, schema), revision)
 
 
+def current_version(db: Database, schema: str = DEFAULT_SCHEMA) -> str | None:
+    """The schema's migration revision, or None when it has none."""
+    with db.connect() as conn:
+        if not db.table_exists(conn, schema, "alembic_version"):
+            return None
+        return conn.execute(text(f"SELECT version_num FROM {db.q(schema)}.alembic_version")).scalar()
+
+
 def now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
