@@ -107,7 +107,8 @@ def evaluate_every_node(job: Job, criteria_sets: list[list[Criterion]],
     once (so one pass answers several k). The oracle Incognito is tested against.
     """
     options = options or RunOptions()
-    with _run(job, options, "evaluate-every-node") as (ctx, finish):
+    extra = [c for criteria in criteria_sets for c in criteria]
+    with _run(job, options, "evaluate-every-node", extra_criteria=extra) as (ctx, finish):
         found = Exhaustive().evaluate(ctx, criteria_sets)
         finish({"satisfying_counts": [len(f) for f in found]})
     return found
@@ -123,8 +124,8 @@ def _search(job: Job, ctx: SearchContext) -> SearchResult:
 
 
 @contextmanager
-def _run(job: Job, options: RunOptions, command: str, output: Output | None = None,
-         replace: bool = False) -> Iterator[tuple[SearchContext, Any]]:
+def _run(job: Job, options: RunOptions, command: str, output: Output | None = None, replace: bool = False,
+         extra_criteria: list[Criterion] = ()) -> Iterator[tuple[SearchContext, Any]]:
     """Everything around a search: checks, run record, star schema, cleanup."""
     job = job.with_url(options.db_url)
     files = read_hierarchy_files(job)  # malformed files fail before the database is touched
@@ -142,7 +143,8 @@ def _run(job: Job, options: RunOptions, command: str, output: Output | None = No
         try:
             with db.connect() as conn:
                 try:
-                    star = build_star_schema(db, conn, job, files, options.metadata_schema, run.run_id)
+                    star = build_star_schema(db, conn, job, files, options.metadata_schema, run.run_id,
+                                             extra_criteria)
                     star.record(conn, options.metadata_schema, run.run_id)
                     conn.commit()
                     ctx = SearchContext(db, conn, star, job.criteria, run, options.metadata_schema, options.keep,

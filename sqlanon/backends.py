@@ -80,6 +80,12 @@ class Database:
             "AND table_schema = COALESCE(:s, current_schema()) AND table_name = :t ORDER BY ordinal_position"),
             {"s": schema, "t": table}).scalars())
 
+    def column_type(self, conn: Connection, schema: str | None, table: str, column: str) -> str:
+        return conn.execute(sa.text(
+            "SELECT data_type FROM information_schema.columns WHERE table_catalog = current_database() "
+            "AND table_schema = COALESCE(:s, current_schema()) AND table_name = :t AND column_name = :c"),
+            {"s": schema, "t": table, "c": column}).scalar_one()
+
     def table_exists(self, conn: Connection, schema: str | None, table: str) -> bool:
         return bool(self._column_names(conn, schema, table))
 

@@ -129,12 +129,15 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
     sensitive = cfg.get("sensitive") or []
     if isinstance(sensitive, str):
         sensitive = [sensitive]
+    sensitive = list(sensitive) if isinstance(sensitive, list) else sensitive
     if not isinstance(sensitive, list) or not all(isinstance(s, str) for s in sensitive):
         raise ConfigError("sensitive must be a list of column names")
+    criteria = criteria_from_config(_required(cfg, "criteria", "the config"))
+    for criterion in criteria:  # an attribute a criterion protects is sensitive, listed or not
+        sensitive += [a for a in criterion.sensitive_attributes() if a not in sensitive]
     overlap = sorted(set(sensitive) & {qi.column for qi in qis})
     if overlap:
         raise ConfigError(f"column {overlap[0]!r} is both a quasi-identifier and sensitive; list it in one place only")
-    criteria = criteria_from_config(_required(cfg, "criteria", "the config"))
     output = None
     if cfg.get("output") is not None:
         out = _mapping(cfg["output"], "output", {"table", "schema"})

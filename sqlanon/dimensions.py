@@ -7,13 +7,14 @@ the hierarchies in SQL: no NULLs unless mapped, no value missing.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from .backends import Database
-from .config import Job, QuasiIdentifier
+from .config import Job, QuasiIdentifier, Source
+from .criteria import Criterion
 from .errors import DataError, HierarchyError
 from .hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file
 
@@ -44,6 +45,14 @@ class StarSchema:
     source_columns: list[str]
     rows: int
     dimensions: list[Dimension]
+    sensitive: list[str] = field(default_factory=list)  # sensitive columns the criteria read
+
+    def sensitive_select(self, alias: str) -> list[str]:
+        """`alias.column AS s<j>` for each sensitive column frequency sets carry."""
+        return [f"{alias}.{self.db.q(col)} AS s{j}" for j, col in enumerate(self.sensitive)]
+
+    def sensitive_columns(self) -> dict[str, str]:
+        return {col: f"s{j}" for j, col in enumerate(self.sensitive)}
 
     @property
     def heights(self) -> list[int]:
@@ -84,17 +93,24 @@ def check_columns(db: Database, conn: Connection, job: Job) -> list[str]:
 
 
 def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str, Hierarchy], schema: str,
-                      run_id: int) -> StarSchema:
-    """Create the dimension tables for a run and validate the data against them."""
+                      run_id: int, extra_criteria: list[Criterion] = ()) -> StarSchema:
+    """Create the dimension tables for a run and validate the data against them.
+
+    Frequency sets carry the sensitive columns that the job's criteria (and
+    any extra criteria evaluated in the same run) read.
+    """
     src = job.source
     columns = check_columns(db, conn, job)
     source = db.q(src.schema, src.table)
     rows = conn.execute(text(f"SELECT COUNT(*) FROM {source}")).scalar_one()
     if rows == 0:
         raise DataError(f"table {src.table!r} is empty; there is nothing to anonymize")
-    for criterion in job.criteria:
+    criteria = list(job.criteria) + list(extra_criteria)
+    for criterion in criteria:
         criterion.check_table_size(rows)
-    star = StarSchema(db, source, columns, rows, [])
+    sensitive = needed_sensitive(criteria)
+    _check_sensitive_domains(db, conn, job.source, criteria, source, sensitive)
+    star = StarSchema(db, source, columns, rows, [], sensitive)
     try:
         for attr, qi in enumerate(job.quasi_identifiers):
             hierarchy = files.get(qi.column) or _generated(db, conn, source, qi)
@@ -106,6 +122,28 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
         star.drop(conn)
         raise
     return star
+
+
+def needed_sensitive(criteria: list[Criterion]) -> list[str]:
+    """Sensitive attributes the criteria read, in order of first mention."""
+    found: list[str] = []
+    for criterion in criteria:
+        found += [a for a in criterion.sensitive_attributes() if a not in found]
+    return found
+
+
+NUMERIC_TYPES = ("bigint", "integer", "smallint", "tinyint", "hugeint", "double", "double precision", "real",
+                 "float", "numeric", "decimal", "ubigint", "uinteger", "usmallint", "utinyint")
+
+
+def _check_sensitive_domains(db: Database, conn: Connection, src: Source, criteria: list[Criterion], source: str,
+                             sensitive: list[str]) -> None:
+    """Criteria that cannot hold for a sensitive attribute's values fail here, before any search."""
+    for column in sensitive:
+        distinct = conn.execute(text(f"SELECT COUNT(DISTINCT {db.q(column)}) FROM {source}")).scalar_one()
+        numeric = db.column_type(conn, src.schema, src.table, column).lower().split("(")[0] in NUMERIC_TYPES
+        for criterion in criteria:
+            criterion.check_domain(column, int(distinct), numeric)
 
 
 def _generated(db: Database, conn: Connection, source: str, qi: QuasiIdentifier) -> Hierarchy:

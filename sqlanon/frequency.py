@@ -76,9 +76,10 @@ class FrequencySets:
         attrs = sorted(levels)
         dims = [self.star.dimensions[a] for a in attrs]
         joins = " ".join(f"JOIN {d.table} d{d.attr} ON {d.key(self.db, 't')} = d{d.attr}.v" for d in dims)
-        select = ", ".join(f"d{a}.c{levels[a]} AS {class_column(a)}" for a in attrs)
-        group = ", ".join(f"d{a}.c{levels[a]}" for a in attrs)
-        sql = f"SELECT {select}, COUNT(*) AS {COUNT} FROM {self.star.source} t {joins} GROUP BY {group}"
+        select = [f"d{a}.c{levels[a]} AS {class_column(a)}" for a in attrs] + self.star.sensitive_select("t")
+        group = [f"d{a}.c{levels[a]}" for a in attrs] + [f"t.{self.db.q(c)}" for c in self.star.sensitive]
+        sql = (f"SELECT {', '.join(select)}, COUNT(*) AS {COUNT} FROM {self.star.source} t {joins} "
+               f"GROUP BY {', '.join(group)}")
         return FrequencySet(label, dict(levels), sql, "base", None, node_id)
 
     def rollup(self, child: FrequencySet, levels: dict[int, int], label: str,
@@ -97,6 +98,9 @@ class FrequencySets:
                              f"FROM {dim.table}) m{a} ON f.{col} = m{a}.code")
                 select.append(f"m{a}.parent AS {col}")
                 group.append(f"m{a}.parent")
+        for s in self.star.sensitive_columns().values():
+            select.append(f"f.{s} AS {s}")
+            group.append(f"f.{s}")
         sql = (f"SELECT {', '.join(select)}, SUM(f.{COUNT}) AS {COUNT} FROM {child.ref} f {' '.join(joins)} "
                f"GROUP BY {', '.join(group)}")
         return FrequencySet(label, dict(levels), sql, "rollup", child.label, node_id, source_rows=child.rows)
@@ -135,10 +139,11 @@ class FrequencySets:
             views = []
             for j, fs in enumerate(chunk):
                 columns = [class_column(a) for a in sorted(fs.levels)]
+                sensitive = self.star.sensitive_columns()
                 if fs.ref is not None:
-                    views.append(FrequencySetView(fs.ref, columns, COUNT, []))
+                    views.append(FrequencySetView(fs.ref, columns, COUNT, sensitive))
                 else:
-                    views.append(FrequencySetView(f"{CANDIDATE}_{j}", columns, COUNT, [], fs.definition))
+                    views.append(FrequencySetView(f"{CANDIDATE}_{j}", columns, COUNT, sensitive, fs.definition))
                     self._executed(fs)
             for fs, (rows, [result]) in zip(chunk, count_violations_batch(self.conn, views, [criteria])):
                 fs.rows = rows

@@ -50,7 +50,7 @@ def materialize(db: Database, conn: Connection, star: StarSchema, node: tuple[in
     with conn.begin():
         db.drop_table(conn, tmp)
         conn.exec_driver_sql(f"CREATE TABLE {tmp} AS SELECT {', '.join(select)} FROM {star.source} t {' '.join(joins)}")
-        report = audit_table(db, conn, tmp, [d.column for d in star.dimensions], criteria)
+        report = audit_table(db, conn, tmp, [d.column for d in star.dimensions], star.sensitive, criteria)
         if report.rows != star.rows or not report.ok:
             failed = [name for name, ok in report.holds.items() if not ok]
             raise AuditError(f"the anonymized table failed its audit ({report.rows} of {star.rows} rows, "

@@ -136,6 +136,7 @@ class Incognito(SearchStrategy):
         for fs in held.values():
             fsets.drop(fs)
         super_roots.drop_all()
+        ctx.progress(f"iteration {iteration}/{len(ctx.star.dimensions)}", len(nodes), len(nodes))
         # nodes never reached lie above a marked node: they satisfy the criteria by monotonicity
         return {n.node_id: statuses.get(n.node_id, "implied") for n in nodes}
 
@@ -235,7 +236,7 @@ class Exhaustive(SearchStrategy):
         try:
             for start in range(0, len(nodes), BATCH):
                 chunk = nodes[start:start + BATCH]
-                views = [self._node_view(labels, j, node) for j, node in enumerate(chunk)]
+                views = [self._node_view(ctx.star, labels, j, node) for j, node in enumerate(chunk)]
                 for node, (_, per_set) in zip(chunk, count_violations_batch(ctx.conn, views, criteria_sets)):
                     for found, (classes, _) in zip(satisfying, per_set):
                         if classes == 0:
@@ -248,19 +249,22 @@ class Exhaustive(SearchStrategy):
         return satisfying
 
     @staticmethod
-    def _node_view(labels: str, index: int, node: tuple[int, ...]) -> FrequencySetView:
-        """The node's classes: a GROUP BY of the label table on the node's label columns."""
+    def _node_view(star: StarSchema, labels: str, index: int, node: tuple[int, ...]) -> FrequencySetView:
+        """The node's classes: a GROUP BY of the label table on the node's label (and sensitive) columns."""
+        sensitive = star.sensitive_columns()
         columns = [f"q{attr}_l{level}" for attr, level in enumerate(node)]
-        select = ", ".join(f"{c} AS g{i}" for i, c in enumerate(columns))
-        definition = f"SELECT {select}, COUNT(*) AS cnt FROM {labels} GROUP BY {', '.join(columns)}"
-        return FrequencySetView(f"node_{index}", [f"g{i}" for i in range(len(node))], "cnt", [], definition)
+        select = ", ".join([f"{c} AS g{i}" for i, c in enumerate(columns)] + list(sensitive.values()))
+        group = ", ".join(columns + list(sensitive.values()))
+        definition = f"SELECT {select}, COUNT(*) AS cnt FROM {labels} GROUP BY {group}"
+        return FrequencySetView(f"node_{index}", [f"g{i}" for i in range(len(node))], "cnt", sensitive, definition)
 
     @staticmethod
     def _label_table(ctx: SearchContext) -> str:
         """The source joined once with every dimension: the label of every level of every QI."""
         name = f"exhaustive_{ctx.run.run_id}"
-        columns = ", ".join(f"d{d.attr}.l{level} AS q{d.attr}_l{level}"
-                            for d in ctx.star.dimensions for level in range(d.height + 1))
+        columns = ", ".join([f"d{d.attr}.l{level} AS q{d.attr}_l{level}"
+                             for d in ctx.star.dimensions for level in range(d.height + 1)]
+                            + ctx.star.sensitive_select("t"))
         ctx.conn.exec_driver_sql(f"CREATE TEMP TABLE {ctx.db.q(name)} AS SELECT {columns} FROM {ctx.star.joins()}")
         ctx.conn.commit()
         return ctx.db.scratch_ref(name)

@@ -1,0 +1,201 @@
+"""The l-diversity family and t-closeness: Incognito against the oracle, and hand-computed cases."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sqlanon import anonymize, search
+from sqlanon.api import evaluate_every_node
+from sqlanon.config import job_from_dict
+from sqlanon.criteria import criteria_from_config
+from sqlanon.errors import ConfigError
+
+from .conftest import adult_job
+
+QIS = ["sex", "age", "race", "marital-status", "education"]
+CASES = {
+    "distinct l=3": {"distinct_l_diversity": {"attribute": "occupation", "l": 3}},
+    "entropy l=3": {"entropy_l_diversity": {"attribute": "occupation", "l": 3}},
+    "recursive c=4 l=3": {"recursive_l_diversity": {"attribute": "occupation", "c": 4, "l": 3}},
+    "t equal 0.2": {"t_closeness": {"attribute": "occupation", "t": 0.2, "distance": "equal"}},
+    "t kl 0.3": {"t_closeness": {"attribute": "occupation", "t": 0.3, "distance": "kl"}},
+    "k=5 and distinct l=4": {"k_anonymity": {"k": 5}, "distinct_l_diversity": {"attribute": "occupation", "l": 4}},
+}
+
+
+@pytest.fixture(scope="module")
+def adult_oracle(adult_duck: str) -> dict[str, set]:
+    """Every criterion case over the 5-QI Adult lattice, in one exhaustive pass."""
+    job = adult_job(adult_duck, QIS, load_csv=False)
+    sets = [criteria_from_config(spec) for spec in CASES.values()]
+    job = dataclasses.replace(job, sensitive=["occupation"])
+    return {name: set(found) for name, found in zip(CASES, evaluate_every_node(job, sets))}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_incognito_equals_exhaustive_on_adult(adult_duck: str, adult_oracle, case: str):
+    job = adult_job(adult_duck, QIS, load_csv=False)
+    job = dataclasses.replace(job, criteria=criteria_from_config(CASES[case]), sensitive=["occupation"])
+    result = search(job)
+    assert set(result.satisfying) == adult_oracle[case]
+    assert 0 < len(adult_oracle[case]) < 240  # the case actually discriminates
+
+
+def test_ordered_t_closeness_on_a_numeric_attribute(adult_duck: str):
+    """Age is numeric: with the other QIs, ordered EMD against the oracle."""
+    qis = ["sex", "race", "marital-status", "education"]
+    spec = {"t_closeness": {"attribute": "age", "t": 0.05, "distance": "ordered"}}
+    job = dataclasses.replace(adult_job(adult_duck, qis, load_csv=False), criteria=criteria_from_config(spec),
+                              sensitive=["age"])
+    [oracle] = evaluate_every_node(job, [job.criteria])
+    assert set(search(job).satisfying) == set(oracle)
+    assert 0 < len(oracle) < 2 * 2 * 3 * 4
+
+
+# --- hand-computed classes -----------------------------------------------------
+
+def _one_table(tmp_path: Path, classes: dict[str, list[str]], criteria: dict, numeric: bool = False):
+    """A table whose QI `q` has one value per class (hierarchy q -> *), sensitive `s`."""
+    rows = [(q, s) for q, values in classes.items() for s in values]
+    (tmp_path / "data.csv").write_text("q,s\n" + "\n".join(f"{q},{s}" for q, s in rows) + "\n")
+    (tmp_path / "q.csv").write_text("\n".join(f"{q};*" for q in classes) + "\n")
+    options = {} if numeric else {"all_varchar": True}
+    return job_from_dict({"source": {"url": "t.duckdb", "table": "t", "csv": "data.csv", "csv_options": options},
+                          "quasi_identifiers": {"q": "q.csv"}, "criteria": criteria}, tmp_path)
+
+
+def _level_zero_passes(tmp_path, classes, criteria, numeric=False) -> bool:
+    return (0,) in search(_one_table(tmp_path, classes, criteria, numeric)).satisfying
+
+
+def test_entropy_of_three_equal_values_is_exactly_three_diverse(tmp_path: Path):
+    classes = {"x": ["a", "b", "c"], "y": ["a", "b", "c"]}
+    assert _level_zero_passes(tmp_path, classes, {"entropy_l_diversity": {"attribute": "s", "l": 3}})
+
+
+@pytest.mark.parametrize("l, expected", [(2, True), (3, False)])
+def test_entropy_of_a_skewed_class(tmp_path: Path, l: int, expected: bool):
+    # [a, a, b, c]: H = 1.5 ln 2 = 1.04, exp(H) = 2.83
+    classes = {"x": ["a", "a", "b", "c"], "y": ["a", "b", "c", "d"]}
+    assert math.exp(1.5 * math.log(2)) == pytest.approx(2.83, abs=0.01)
+    assert _level_zero_passes(tmp_path, classes, {"entropy_l_diversity": {"attribute": "s", "l": l}}) is expected
+
+
+@pytest.mark.parametrize("c, expected", [(1, False), (1.01, True)])
+def test_recursive_at_the_c_boundary(tmp_path: Path, c: float, expected: bool):
+    # [a, a, b, c] with l = 2: r1 = 2, r2 + r3 = 2; holds iff 2 < 2c
+    classes = {"x": ["a", "a", "b", "c"], "y": ["a", "b", "c", "d"]}
+    spec = {"recursive_l_diversity": {"attribute": "s", "c": c, "l": 2}}
+    assert _level_zero_passes(tmp_path, classes, spec) is expected
+
+
+def test_a_class_with_one_value(tmp_path: Path):
+    classes = {"x": ["a", "a"], "y": ["a", "b"]}
+    assert not _level_zero_passes(tmp_path, classes, {"distinct_l_diversity": {"attribute": "s", "l": 2}})
+    for spec in ({"distinct_l_diversity": {"attribute": "s", "l": 1}},
+                 {"entropy_l_diversity": {"attribute": "s", "l": 1}},
+                 {"recursive_l_diversity": {"attribute": "s", "c": 1, "l": 1}}):
+        assert _level_zero_passes(tmp_path, classes, spec), spec  # l = 1 always holds
+
+
+def test_t_zero_needs_the_table_distribution_in_every_class(tmp_path: Path):
+    same = {"x": ["a", "b"], "y": ["b", "a"]}
+    assert _level_zero_passes(tmp_path, same, {"t_closeness": {"attribute": "s", "t": 0}})
+    skewed = {"x": ["a", "a"], "y": ["b", "b"]}
+    spec = {"t_closeness": {"attribute": "s", "t": 0.49}}
+    assert not _level_zero_passes(tmp_path, skewed, spec)  # distance 0.5 in each class
+    assert _level_zero_passes(tmp_path, skewed, {"t_closeness": {"attribute": "s", "t": 0.5}})
+
+
+def test_ordered_distance_by_hand(tmp_path: Path):
+    # values 1,2,3; table q = (1/3, 1/3, 1/3); class x = (1, 0, 0): cumulative 2/3, 1/3, 0 -> (1/2)(1) = 0.5
+    classes = {"x": ["1"], "y": ["2"], "z": ["3"]}
+    spec = {"t_closeness": {"attribute": "s", "t": 0.5, "distance": "ordered"}}
+    assert _level_zero_passes(tmp_path, classes, spec, numeric=True)
+    spec["t_closeness"]["t"] = 0.49
+    assert not _level_zero_passes(tmp_path, classes, spec, numeric=True)
+
+
+# --- bad input --------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec, fragment", [
+    ({"recursive_l_diversity": {"attribute": "s", "c": 0, "l": 2}}, "c must be > 0"),
+    ({"recursive_l_diversity": {"attribute": "s", "c": -1, "l": 2}}, "c must be > 0"),
+    ({"t_closeness": {"attribute": "s", "t": 1.5}}, "t must be between 0 and 1"),
+    ({"t_closeness": {"attribute": "s", "t": -0.1}}, "t must be between 0 and 1"),
+    ({"t_closeness": {"attribute": "s", "t": 0.1, "distance": "cosine"}}, "distance 'cosine' is unknown"),
+    ({"distinct_l_diversity": {"attribute": "s", "l": 0}}, "l must be >= 1"),
+    ({"distinct_l_diversity": {"attribute": "s"}}, "missing key 'l'"),
+])
+def test_bad_criteria(spec, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        criteria_from_config(spec)
+
+
+def test_l_larger_than_the_sensitive_domain(tmp_path: Path):
+    job = _one_table(tmp_path, {"x": ["a", "b"], "y": ["a", "b"]},
+                     {"distinct_l_diversity": {"attribute": "s", "l": 3}})
+    with pytest.raises(ConfigError, match="l=3 is larger than the 2 distinct values"):
+        search(job)
+
+
+def test_ordered_distance_needs_numbers(tmp_path: Path):
+    job = _one_table(tmp_path, {"x": ["a"], "y": ["b"]},
+                     {"t_closeness": {"attribute": "s", "t": 0.5, "distance": "ordered"}})
+    with pytest.raises(ConfigError, match="needs a numeric attribute"):
+        search(job)
+
+
+def test_sensitive_attribute_that_is_a_quasi_identifier(tmp_path: Path):
+    with pytest.raises(ConfigError, match="both a quasi-identifier and sensitive"):
+        job_from_dict({"source": {"url": "t.duckdb", "table": "t"}, "quasi_identifiers": {"q": "q.csv"},
+                       "criteria": {"distinct_l_diversity": {"attribute": "q", "l": 2}}}, tmp_path)
+
+
+# --- independent checks with pyCANON (k, distinct l, equal-distance t) ----------------
+
+def test_published_table_agrees_with_pycanon(adult_duck: str):
+    pycanon = pytest.importorskip("pycanon.anonymity")
+    spec = {"k_anonymity": {"k": 5}, "distinct_l_diversity": {"attribute": "occupation", "l": 3},
+            "t_closeness": {"attribute": "occupation", "t": 0.3}}
+    job = dataclasses.replace(adult_job(adult_duck, QIS, load_csv=False, output={"table": "pycanon_check"}),
+                              criteria=criteria_from_config(spec), sensitive=["occupation"])
+    result = anonymize(job, replace=True)
+    engine = sa.create_engine(adult_duck)
+    with engine.connect() as conn:
+        # the published table is small (30k rows): pulling it is fine for an external check
+        frame = __import__("pandas").read_sql_query(
+            sa.text('SELECT sex, age, race, "marital-status", education, occupation FROM pycanon_check'), conn)
+    engine.dispose()
+    assert pycanon.k_anonymity(frame, QIS) >= 5
+    assert pycanon.l_diversity(frame, QIS, ["occupation"]) >= 3
+    assert pycanon.t_closeness(frame, QIS, ["occupation"]) <= 0.3 + 1e-9
+    assert result.audit.ok
+
+
+# --- random tables ----------------------------------------------------------------
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.sampled_from(["v0", "v1", "v2", "v3"]), st.sampled_from(["w0", "w1", "w2"]),
+                               st.sampled_from(["a", "b", "c", "d"])), min_size=2, max_size=40),
+       spec=st.sampled_from(list(CASES.values())[:5]))
+def test_criteria_on_random_tables(tmp_path_factory, rows, spec):
+    tmp = tmp_path_factory.mktemp("crit")
+    (tmp / "data.csv").write_text("p,q,occupation\n" + "\n".join(",".join(r) for r in rows) + "\n")
+    (tmp / "p.csv").write_text("v0;A;*\nv1;A;*\nv2;B;*\nv3;B;*\n")
+    (tmp / "q.csv").write_text("w0;*\nw1;*\nw2;*\n")
+    values = len({r[2] for r in rows})
+    spec = {name: ({**params, "l": min(params["l"], values)} if "l" in params else params)
+            for name, params in spec.items()}
+    job = job_from_dict({"source": {"url": "t.duckdb", "table": "t", "csv": "data.csv",
+                                    "csv_options": {"all_varchar": True}},
+                         "quasi_identifiers": {"p": "p.csv", "q": "q.csv"}, "criteria": spec}, tmp)
+    incognito = search(job)
+    exhaustive = search(dataclasses.replace(job, strategy="exhaustive"))
+    assert incognito.satisfying == exhaustive.satisfying
