@@ -16,11 +16,11 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from .audit import AuditReport
+from .audit import AuditReport, audit_table
 from .backends import Database
 from .config import Job, Output
-from .dimensions import StarSchema, build_star_schema, check_columns, read_hierarchy_files
-from .errors import ConfigError, SqlanonError
+from .dimensions import StarSchema, build_star_schema, check_columns, needed_sensitive, read_hierarchy_files
+from .errors import ConfigError, DataError, SqlanonError
 from .lattice import minimal_nodes
 from .materialize import check_output_free, choose_node, materialize
 from .metadata import DEFAULT_SCHEMA, RunRecord, migrate
@@ -59,8 +59,7 @@ class AnonymizeResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.search.to_dict(), "output": self.output, "node": list(self.node),
-                "audit": {"rows": self.audit.rows, "classes": self.audit.classes,
-                          "min_class_size": self.audit.min_class_size, "holds": self.audit.holds}}
+                "audit": self.audit.to_dict()}
 
 
 @dataclass
@@ -112,6 +111,28 @@ def evaluate_every_node(job: Job, criteria_sets: list[list[Criterion]],
         found = Exhaustive().evaluate(ctx, criteria_sets)
         finish({"satisfying_counts": [len(f) for f in found]})
     return found
+
+
+def audit(job: Job, table: str, schema: str | None = None, options: RunOptions | None = None) -> AuditReport:
+    """Evaluate the job's criteria on an existing table (published, or the source) without searching.
+
+    The table needs the job's QI and sensitive columns; nothing is written.
+    """
+    options = options or RunOptions()
+    job = job.with_url(options.db_url)
+    db = Database(job.source.url)
+    try:
+        with db.connect() as conn:
+            columns = db.columns(conn, schema, table)
+            needed = job.qi_names + needed_sensitive(job.criteria)
+            missing = [c for c in needed if c not in columns]
+            if missing:
+                raise DataError(f"table {table!r} has no column {missing[0]!r} (its columns: {', '.join(columns)}); "
+                                "audit a table with the job's quasi-identifiers and sensitive attributes")
+            return audit_table(db, conn, db.q(schema, table), job.qi_names, needed_sensitive(job.criteria),
+                               job.criteria)
+    finally:
+        db.dispose()
 
 
 def _search(job: Job, ctx: SearchContext) -> SearchResult:

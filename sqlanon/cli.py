@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import warnings
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -16,7 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import __version__
-from .api import AnonymizeResult, RunOptions, SearchResult, anonymize, search
+from .api import AnonymizeResult, RunOptions, SearchResult, anonymize, audit, search
+from .audit import AuditReport
 from .backends import Database
 from .config import Job, load_job, normalize_url
 from .errors import SqlanonError
@@ -64,6 +66,11 @@ def main(debug: bool) -> None:
     hierarchies, the privacy criteria and the output table. Start with
     `sqlanon demo`, or `sqlanon example DIR` to get an editable job.
     """
+    warnings.showwarning = _show_warning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    err.print(f"[bold yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
 
 
 @main.command("search")
@@ -94,6 +101,28 @@ def anonymize_command(config: Path, db_url: str | None, as_json: bool, keep: boo
                       replace: bool) -> None:
     """Search, pick a minimal generalization and write the audited output table."""
     _anonymize(load_job(config), RunOptions(db_url, metadata_schema, keep), as_json, replace)
+
+
+@main.command("audit")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--table", required=True, help="Table to audit (a published table, or the source itself).")
+@click.option("--schema", default=None, help="Schema of the table (default: the database's current schema).")
+@DB_OPTION
+@JSON_OPTION
+def audit_command(config: Path, table: str, schema: str | None, db_url: str | None, as_json: bool) -> None:
+    """Evaluate the job's criteria on an existing table, without searching.
+
+    Reports the worst class for each criterion (smallest class, fewest distinct
+    values, lowest entropy as exp(H), smallest c, largest distance) and the
+    classes and tuples that violate it. Exit code 0 when every criterion
+    holds, 1 when one does not.
+    """
+    report = audit(load_job(config), table, schema, RunOptions(db_url))
+    if as_json:
+        print(json.dumps(report.to_dict()))
+    else:
+        _print_audit(table, report)
+    sys.exit(0 if report.ok else 1)
 
 
 @main.command("demo")
@@ -188,12 +217,24 @@ def _print_search(result: SearchResult) -> None:
               f"{s.base_scans} base scan(s), {s.seconds:.2f} s over {result.rows} rows")
 
 
+def _print_audit(table_name: str, report: AuditReport) -> None:
+    table = Table(title=f"{table_name}: {report.rows} rows in {report.classes} classes, smallest {report.min_class_size}")
+    for column in ("criterion", "parameters", "worst class", "holds", "violating classes", "violating tuples"):
+        table.add_column(column)
+    for name, c in report.criteria.items():
+        figure = "none (no c works)" if c.figure is None else f"{c.figure_name} = {c.figure:.4g}"
+        params = ", ".join(f"{k}={v}" for k, v in c.params.items())
+        table.add_row(name, params, figure, "yes" if c.holds else "[bold red]NO[/]", str(c.violating_classes),
+                      str(c.violating_tuples))
+    out.print(table)
+
+
 def _print_anonymized(result: AnonymizeResult) -> None:
     node = ", ".join(f"{q}={lv}" for q, lv in zip(result.search.qi, result.node))
-    audit = result.audit
-    checks = ", ".join(f"{name} {'holds' if ok else 'FAILS'}" for name, ok in audit.holds.items())
-    out.print(f"wrote [bold]{result.output}[/]: node ({node}), {audit.rows} rows in {audit.classes} classes, "
-              f"smallest class {audit.min_class_size}; audit: {checks}")
+    audit_report = result.audit
+    checks = ", ".join(f"{name} {'holds' if ok else 'FAILS'}" for name, ok in audit_report.holds.items())
+    out.print(f"wrote [bold]{result.output}[/]: node ({node}), {audit_report.rows} rows in "
+              f"{audit_report.classes} classes, smallest class {audit_report.min_class_size}; audit: {checks}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 """Privacy criteria as small pluggable objects.
 
-A criterion turns a frequency set (a table of equivalence classes with counts)
-into SQL that lists the classes violating it. The search only ever asks
-"which classes violate any criterion", so combining criteria is a UNION of
-their violators, and a new criterion is one class registered in CRITERIA.
+A criterion computes one statistic per equivalence class in SQL (its size, its
+number of distinct sensitive values, its entropy, its distance to the table's
+distribution, ...) from a frequency set, and says which values violate it.
+The search asks which classes violate any criterion (a UNION of each
+criterion's violators); the audit reports the worst class's statistic. A new
+criterion is one class registered in CRITERIA.
 """
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -31,14 +34,31 @@ class FrequencySetView:
     def one_row_per_class(self) -> bool:
         return not self.sensitive_columns
 
+    @property
+    def classes(self) -> str:
+        return ", ".join(self.class_columns)
+
+    def class_sizes(self) -> str:
+        """Per class: n (its size)."""
+        if self.one_row_per_class:
+            return f"SELECT {self.classes}, {self.count_column} AS n FROM {self.table}"
+        return f"SELECT {self.classes}, SUM({self.count_column}) AS n FROM {self.table} GROUP BY {self.classes}"
+
     def value_counts(self, attribute: str) -> str:
-        """Per class and sensitive value of `attribute`: c (count) and n (class size)."""
-        cls = ", ".join(self.class_columns)
+        """Per class and sensitive value s of `attribute`: c (its count), n (class size), r (rank by count).
+
+        Ranks are by count descending, ties by value, so results are deterministic.
+        """
         s = self.sensitive_columns[attribute]
-        partition = f" OVER (PARTITION BY {cls})" if cls else " OVER ()"
-        return (f"SELECT {cls}{', ' if cls else ''}s, c, SUM(c){partition} AS n FROM "
-                f"(SELECT {cls}{', ' if cls else ''}{s} AS s, SUM({self.count_column}) AS c FROM {self.table} "
-                f"GROUP BY {cls}{', ' if cls else ''}{s}) AS value_counts")
+        return (f"SELECT {self.classes}, s, c, SUM(c) OVER (PARTITION BY {self.classes}) AS n, "
+                f"ROW_NUMBER() OVER (PARTITION BY {self.classes} ORDER BY c DESC, s) AS r FROM "
+                f"(SELECT {self.classes}, {s} AS s, SUM({self.count_column}) AS c FROM {self.table} "
+                f"GROUP BY {self.classes}, {s}) AS value_counts")
+
+    def with_classes(self, extra: list[str], attribute: str) -> "FrequencySetView":
+        """The same set with more class columns and only one sensitive attribute (multi-attribute diversity)."""
+        return FrequencySetView(self.table, self.class_columns + extra, self.count_column,
+                                {attribute: self.sensitive_columns[attribute]})
 
 
 @dataclass(frozen=True)
@@ -48,24 +68,46 @@ class SqlFragment:
 
 
 class Criterion(ABC):
-    """One privacy criterion; evaluated per equivalence class, in SQL."""
+    """One privacy criterion, evaluated per equivalence class in SQL."""
 
     #: key of the criterion under `criteria:` in the job file
     name: str = ""
     #: holds for every generalization of a node that satisfies it (enables pruning)
     monotone: bool = True
+    #: what the audit reports: the worst class's statistic (SQL over column `stat`)
+    figure_name: str = ""
+    figure_sql: str = "MIN(stat)"
 
     @abstractmethod
     def params(self) -> dict[str, Any]:
         """The criterion's parameters, as written in the config."""
 
     @abstractmethod
+    def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
+        """SELECT the class columns, n (class size) and stat for every class."""
+
+    @abstractmethod
+    def violation(self) -> SqlFragment:
+        """A predicate over `stat` (and n) that is true for classes violating the criterion."""
+
     def violating_classes(self, fs: FrequencySetView) -> SqlFragment:
-        """SELECT the class columns and their size `n` for every class that violates it."""
+        """SELECT the class columns and their size n for every class that violates it."""
+        stat, bad = self.class_statistic(fs), self.violation()
+        return SqlFragment(f"SELECT {fs.classes}, n FROM ({stat.sql}) AS st WHERE {bad.sql}",
+                           {**stat.params, **bad.params})
+
+    def audit_figure(self, fs: FrequencySetView) -> SqlFragment:
+        """SELECT the worst class's statistic (one row, one column)."""
+        stat = self.class_statistic(fs)
+        return SqlFragment(f"SELECT {self.figure_sql} FROM ({stat.sql}) AS st", stat.params)
 
     def sensitive_attributes(self) -> list[str]:
         """The sensitive attributes the criterion reads (their columns must be in frequency sets)."""
         return []
+
+    def named_values(self) -> dict[str, list[str]]:
+        """Sensitive values the config names (don't-care sets), by attribute: checked against the data."""
+        return {}
 
     def check_domain(self, attribute: str, distinct_values: int, numeric: bool) -> None:
         """Raise ConfigError if the criterion cannot hold for this sensitive attribute's values."""
@@ -76,47 +118,6 @@ class Criterion(ABC):
     def describe(self) -> str:
         args = ", ".join(f"{k}={v}" for k, v in self.params().items())
         return f"{self.name}({args})"
-
-
-class KAnonymity(Criterion):
-    """Every equivalence class holds at least k tuples."""
-
-    name = "k_anonymity"
-
-    def __init__(self, k: int):
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise ConfigError(f"k_anonymity: k must be a whole number >= 1, got {k!r}")
-        if k < 1:
-            raise ConfigError(f"k_anonymity: k must be >= 1, got {k}")
-        self.k = k
-
-    @classmethod
-    def from_config(cls, spec: Any) -> "KAnonymity":
-        if isinstance(spec, dict):
-            unknown = sorted(set(spec) - {"k"})
-            if unknown or "k" not in spec:
-                raise ConfigError("k_anonymity takes exactly one key, k (e.g. k_anonymity: {k: 5})")
-            spec = spec["k"]
-        return cls(spec)
-
-    def params(self) -> dict[str, Any]:
-        return {"k": self.k}
-
-    def violating_classes(self, fs: FrequencySetView) -> SqlFragment:
-        cols = ", ".join(fs.class_columns)
-        select_cols = f"{cols}, " if cols else ""
-        if fs.one_row_per_class:
-            sql = f"SELECT {select_cols}{fs.count_column} AS n FROM {fs.table} WHERE {fs.count_column} < :kanon_k"
-        else:
-            group = f" GROUP BY {cols}" if cols else ""
-            sql = (f"SELECT {select_cols}SUM({fs.count_column}) AS n FROM {fs.table}{group} "
-                   f"HAVING SUM({fs.count_column}) < :kanon_k")
-        return SqlFragment(sql, {"kanon_k": self.k})
-
-    def check_table_size(self, rows: int) -> None:
-        if self.k > rows:
-            raise ConfigError(f"k_anonymity: k={self.k} is larger than the table ({rows} rows); "
-                              "no generalization can satisfy it; choose k <= the row count")
 
 
 #: floating-point slack when comparing entropies and distances with their bounds
@@ -135,25 +136,103 @@ def _number(name: str, key: str, value: Any, minimum: float | None = None, maxim
     return value
 
 
+def _positive(name: str, key: str, value: Any) -> float:
+    value = _number(name, key, value)
+    if value <= 0:
+        raise ConfigError(f"{name}: {key} must be > 0, got {value}")
+    return value
+
+
 def _spec(name: str, spec: Any, required: set[str], optional: set[str] = frozenset()) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise ConfigError(f"{name} takes a mapping with {', '.join(sorted(required))}")
     unknown = sorted(set(spec) - required - optional)
     missing = sorted(required - set(spec))
     if unknown or missing:
-        raise ConfigError(f"{name}: {'unknown key ' + repr(unknown[0]) if unknown else 'missing key ' + repr(missing[0])}"
-                          f"; it takes {', '.join(sorted(required | optional))}")
-    if not isinstance(spec["attribute"], str):
-        raise ConfigError(f"{name}: attribute must be a column name")
+        problem = f"unknown key {unknown[0]!r}" if unknown else f"missing key {missing[0]!r}"
+        raise ConfigError(f"{name}: {problem}; it takes {', '.join(sorted(required | optional))}")
+    for key in ("attribute",):
+        if key in spec and not isinstance(spec[key], str):
+            raise ConfigError(f"{name}: {key} must be a column name")
     return spec
 
 
+def _values(name: str, key: str, raw: Any) -> list[str]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(v, (str, int, float)) for v in raw):
+        raise ConfigError(f"{name}: {key} must be a list of sensitive values")
+    return [str(v) for v in raw]
+
+
+def _in_list(column: str, values: list[str], prefix: str) -> SqlFragment:
+    """`CAST(column AS VARCHAR) IN (...)` with bound values (FALSE for an empty list)."""
+    if not values:
+        return SqlFragment("FALSE", {})
+    names = {f"{prefix}{i}": v for i, v in enumerate(values)}
+    return SqlFragment(f"CAST({column} AS VARCHAR) IN ({', '.join(':' + n for n in names)})", names)
+
+
+# --- k-anonymity -----------------------------------------------------------------
+
+class KAnonymity(Criterion):
+    """Every equivalence class holds at least k tuples."""
+
+    name = "k_anonymity"
+    figure_name = "min_class_size"
+
+    def __init__(self, k: int):
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise ConfigError(f"k_anonymity: k must be a whole number >= 1, got {k!r}")
+        if k < 1:
+            raise ConfigError(f"k_anonymity: k must be >= 1, got {k}")
+        self.k = k
+
+    @classmethod
+    def from_config(cls, spec: Any) -> "KAnonymity":
+        if isinstance(spec, dict):
+            if set(spec) != {"k"}:
+                raise ConfigError("k_anonymity takes exactly one key, k (e.g. k_anonymity: {k: 5})")
+            spec = spec["k"]
+        return cls(spec)
+
+    def params(self) -> dict[str, Any]:
+        return {"k": self.k}
+
+    def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
+        return SqlFragment(f"SELECT {fs.classes}, n, n AS stat FROM ({fs.class_sizes()}) AS sizes", {})
+
+    def violation(self) -> SqlFragment:
+        return SqlFragment("stat < :kanon_k", {"kanon_k": self.k})
+
+    def check_table_size(self, rows: int) -> None:
+        if self.k > rows:
+            raise ConfigError(f"k_anonymity: k={self.k} is larger than the table ({rows} rows); "
+                              "no generalization can satisfy it; choose k <= the row count")
+
+
+# --- l-diversity ----------------------------------------------------------------
+
 class _LDiversity(Criterion):
-    """Shared by the l-diversity instantiations: one sensitive attribute and an l."""
+    """One sensitive attribute and an l; the instantiations differ in their statistic."""
+
+    extra_keys: set[str] = set()
 
     def __init__(self, attribute: str, l: int):
         self.attribute = attribute
         self.l = _number(self.name, "l", l, minimum=1, whole=True)
+
+    @classmethod
+    def from_config(cls, spec: Any) -> "_LDiversity":
+        spec = _spec(cls.name, spec, {"attribute", "l"} | cls.required_keys(), cls.extra_keys)
+        return cls(**spec)
+
+    @classmethod
+    def required_keys(cls) -> set[str]:
+        return set()
+
+    def params(self) -> dict[str, Any]:
+        return {"attribute": self.attribute, "l": self.l}
 
     def sensitive_attributes(self) -> list[str]:
         return [self.attribute]
@@ -163,86 +242,253 @@ class _LDiversity(Criterion):
             raise ConfigError(f"{self.name}: l={self.l} is larger than the {distinct_values} distinct values of "
                               f"{attribute!r}; no class can be {self.l}-diverse; choose l <= {distinct_values}")
 
-    def _per_class(self, fs: FrequencySetView, having: str, params: dict[str, Any],
+    def _per_class(self, fs: FrequencySetView, stat: str, params: dict[str, Any] | None = None,
                    source: str | None = None) -> SqlFragment:
         cls = ", ".join(f"v.{c}" for c in fs.class_columns)
-        select = f"{cls}, " if cls else ""
-        group = f" GROUP BY {cls}" if cls else ""
-        return SqlFragment(f"SELECT {select}MAX(v.n) AS n FROM ({source or fs.value_counts(self.attribute)}) v"
-                           f"{group} HAVING {having}", params)
+        return SqlFragment(f"SELECT {cls}, MAX(v.n) AS n, {stat} AS stat "
+                           f"FROM ({source or fs.value_counts(self.attribute)}) v GROUP BY {cls}", params or {})
 
 
 class DistinctLDiversity(_LDiversity):
     """At least l distinct sensitive values in every class."""
 
     name = "distinct_l_diversity"
+    figure_name = "distinct_l"
 
-    @classmethod
-    def from_config(cls, spec: Any) -> "DistinctLDiversity":
-        spec = _spec(cls.name, spec, {"attribute", "l"})
-        return cls(spec["attribute"], spec["l"])
+    def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
+        return self._per_class(fs, "COUNT(*)")
 
-    def params(self) -> dict[str, Any]:
-        return {"attribute": self.attribute, "l": self.l}
-
-    def violating_classes(self, fs: FrequencySetView) -> SqlFragment:
-        return self._per_class(fs, "COUNT(*) < :distinct_l", {"distinct_l": self.l})
+    def violation(self) -> SqlFragment:
+        return SqlFragment("stat < :distinct_l", {"distinct_l": self.l})
 
 
 class EntropyLDiversity(_LDiversity):
-    """Entropy of every class's sensitive values at least log(l)."""
+    """Entropy of every class's sensitive values at least log(l); with a don't-care set Y,
+    the adjusted entropy (don't-care counts lowered where that raises the entropy)."""
 
     name = "entropy_l_diversity"
+    figure_name = "entropy_l"
+    figure_sql = "EXP(MIN(stat))"
+    extra_keys = {"dont_care"}
 
-    @classmethod
-    def from_config(cls, spec: Any) -> "EntropyLDiversity":
-        spec = _spec(cls.name, spec, {"attribute", "l"})
-        return cls(spec["attribute"], spec["l"])
+    def __init__(self, attribute: str, l: int, dont_care: list[str] | None = None):
+        super().__init__(attribute, l)
+        self.dont_care = _values(self.name, "dont_care", dont_care)
 
     def params(self) -> dict[str, Any]:
-        return {"attribute": self.attribute, "l": self.l}
+        return {**super().params(), **({"dont_care": self.dont_care} if self.dont_care else {})}
 
-    def violating_classes(self, fs: FrequencySetView) -> SqlFragment:
-        # H = -sum p log p = log n - (sum c log c) / n
-        entropy = "LN(MAX(v.n)) - SUM(v.c * LN(v.c)) / MAX(v.n)"
-        return self._per_class(fs, f"{entropy} < LN(:entropy_l) - :entropy_eps",
-                               {"entropy_l": float(self.l), "entropy_eps": EPSILON})
+    def named_values(self) -> dict[str, list[str]]:
+        return {self.attribute: self.dont_care}
+
+    def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
+        if not self.dont_care:  # H = log n - (sum c log c) / n
+            return self._per_class(fs, "LN(MAX(v.n)) - SUM(v.c * LN(v.c)) / MAX(v.n)")
+        return self._adjusted(fs)
+
+    def violation(self) -> SqlFragment:
+        return SqlFragment("stat < LN(:entropy_l) - :entropy_eps", {"entropy_l": float(self.l), "entropy_eps": EPSILON})
+
+    def _adjusted(self, fs: FrequencySetView) -> SqlFragment:
+        """Adjusted entropy: don't-care counts, smallest first, join the fixed set while their log is at most
+        the fixed set's log-entropic mean (sum c log c / sum c); the rest are lowered to exp(mean)."""
+        cls = fs.classes
+        in_y = _in_list("s", self.dont_care, "entropy_y")
+        flagged = f"SELECT {cls}, c, n, ({in_y.sql}) AS dc FROM ({fs.value_counts(self.attribute)}) vc"
+        fixed = (f"SELECT {cls}, c, n, dc, "
+                 f"SUM(CASE WHEN dc THEN 0 ELSE c * LN(c) END) OVER (PARTITION BY {cls}) AS a0, "
+                 f"SUM(CASE WHEN dc THEN 0 ELSE c END) OVER (PARTITION BY {cls}) AS b0 FROM ({flagged}) f")
+        before = "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING"
+        order = f"PARTITION BY {cls}, dc ORDER BY c"
+        ordered = (f"SELECT {cls}, c, n, dc, a0, b0, ROW_NUMBER() OVER ({order}) AS j, "
+                   f"a0 + COALESCE(SUM(c * LN(c)) OVER ({order} {before}), 0) AS a_prev, "
+                   f"b0 + COALESCE(SUM(c) OVER ({order} {before}), 0) AS b_prev FROM ({fixed}) o")
+        # the first don't-care count that does not join (an empty fixed set takes the first one)
+        tested = (f"SELECT *, MIN(CASE WHEN dc AND b_prev > 0 AND LN(c) > a_prev / b_prev THEN j END) "
+                  f"OVER (PARTITION BY {cls}) AS stop FROM ({ordered}) t")
+        joined = "(NOT dc OR stop IS NULL OR j < stop)"
+        totals = (f"SELECT {cls}, MAX(n) AS n, SUM(CASE WHEN {joined} THEN c * LN(c) ELSE 0 END) AS a, "
+                  f"SUM(CASE WHEN {joined} THEN c ELSE 0 END) AS b, "
+                  f"SUM(CASE WHEN {joined} THEN 0 ELSE 1 END) AS lowered FROM ({tested}) x GROUP BY {cls}")
+        # lowered counts are exp(mean) each: Z = b + lowered * e^m, sum z log z = a + lowered * e^m * m
+        z = "(b + lowered * EXP(a / b))"
+        stat = f"LN({z}) - (a + lowered * EXP(a / b) * (a / b)) / {z}"
+        return SqlFragment(f"SELECT {cls}, n, {stat} AS stat FROM ({totals}) tot", in_y.params)
 
 
 class RecursiveLDiversity(_LDiversity):
-    """Recursive (c,l)-diversity: r1 < c (r_l + ... + r_m), counts sorted descending."""
+    """Recursive (c,l)-diversity: r1 < c (r_l + ... + r_m), counts sorted descending.
+
+    With a don't-care set Y it is positive-disclosure recursive (c,l)-diversity:
+    the bound applies to the most frequent value outside Y (domain.md, section 2).
+    The statistic is r / (its tail): the criterion holds for every c above it.
+    """
 
     name = "recursive_l_diversity"
+    figure_name = "smallest_c"
+    figure_sql = "CASE WHEN COUNT(*) > COUNT(stat) THEN NULL ELSE MAX(stat) END"
+    extra_keys = {"dont_care"}
 
-    def __init__(self, attribute: str, c: float, l: int):
+    def __init__(self, attribute: str, c: float, l: int, dont_care: list[str] | None = None):
         super().__init__(attribute, l)
-        self.c = _number(self.name, "c", c)
-        if self.c <= 0:
-            raise ConfigError(f"{self.name}: c must be > 0, got {c}")
+        self.c = _positive(self.name, "c", c)
+        self.dont_care = _values(self.name, "dont_care", dont_care)
 
     @classmethod
-    def from_config(cls, spec: Any) -> "RecursiveLDiversity":
-        spec = _spec(cls.name, spec, {"attribute", "c", "l"})
-        return cls(spec["attribute"], spec["c"], spec["l"])
+    def required_keys(cls) -> set[str]:
+        return {"c"}
 
     def params(self) -> dict[str, Any]:
-        return {"attribute": self.attribute, "c": self.c, "l": self.l}
+        return {"attribute": self.attribute, "c": self.c, "l": self.l,
+                **({"dont_care": self.dont_care} if self.dont_care else {})}
 
-    def violating_classes(self, fs: FrequencySetView) -> SqlFragment:
-        if self.l == 1:  # holds by definition
-            return self._per_class(fs, "1 = 0", {})
-        cls = ", ".join(fs.class_columns)
-        partition = f"PARTITION BY {cls} " if cls else ""
-        ranked = (f"SELECT {cls}{', ' if cls else ''}c, n, "
-                  f"ROW_NUMBER() OVER ({partition}ORDER BY c DESC) AS r FROM ({fs.value_counts(self.attribute)}) rc")
-        having = "MAX(v.c) >= :recursive_c * SUM(CASE WHEN v.r >= :recursive_l THEN v.c ELSE 0 END)"
-        return self._per_class(fs, having, {"recursive_c": float(self.c), "recursive_l": self.l}, ranked)
+    def named_values(self) -> dict[str, list[str]]:
+        return {self.attribute: self.dont_care}
 
+    def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
+        if not self.dont_care:
+            if self.l == 1:  # holds by definition
+                return self._per_class(fs, "0.0")
+            ratio = ("MAX(v.c) * 1.0 / NULLIF(SUM(CASE WHEN v.r >= :rec_l THEN v.c ELSE 0 END), 0)")
+            return self._per_class(fs, ratio, {"rec_l": self.l})
+        return _positive_disclosure_ratio(fs, self.attribute, self.dont_care, self.l, "rec")
+
+    def violation(self) -> SqlFragment:
+        return SqlFragment("(stat IS NULL OR stat >= :rec_c)", {"rec_c": float(self.c)})
+
+
+def _positive_disclosure_ratio(fs: FrequencySetView, attribute: str, dont_care: list[str], l: int,
+                               prefix: str) -> SqlFragment:
+    """r_y over its tail, s_y the most frequent value outside Y at rank y (ties rank values outside Y first):
+    y <= l-1: tail = r_l + ... + r_m;  y > l-1: tail = r_{l-1} + ... + r_m - r_y.  0 when no value is outside Y."""
+    cls = fs.classes
+    in_y = _in_list("s", dont_care, f"{prefix}_y")
+    ranked = (f"SELECT {cls}, c, n, dc, ROW_NUMBER() OVER (PARTITION BY {cls} ORDER BY c DESC, dc, s) AS r "
+              f"FROM (SELECT vc.*, ({in_y.sql}) AS dc FROM ({fs.value_counts(attribute)}) vc) f")
+    marked = (f"SELECT *, MIN(CASE WHEN NOT dc THEN r END) OVER (PARTITION BY {cls}) AS y FROM ({ranked}) rk")
+    r_y = "MAX(CASE WHEN r = y THEN c END)"
+    tail_low = f"SUM(CASE WHEN r >= :{prefix}_l THEN c ELSE 0 END)"
+    tail_high = f"SUM(CASE WHEN r >= :{prefix}_l - 1 AND r <> y THEN c ELSE 0 END)"
+    stat = (f"CASE WHEN MAX(y) IS NULL THEN 0.0 "
+            f"WHEN MAX(y) <= :{prefix}_l - 1 THEN {r_y} * 1.0 / NULLIF({tail_low}, 0) "
+            f"ELSE {r_y} * 1.0 / NULLIF({tail_high}, 0) END")
+    return SqlFragment(f"SELECT {cls}, MAX(n) AS n, {stat} AS stat FROM ({marked}) m GROUP BY {cls}",
+                       {**in_y.params, f"{prefix}_l": l})
+
+
+class NpdRecursiveLDiversity(_LDiversity):
+    """npd-recursive (c1,c2,l): pd-recursive (c1,l) with Y, and every value of W in at least c2 percent
+    of each class."""
+
+    name = "npd_recursive_l_diversity"
+    figure_name = "smallest_c1"
+    figure_sql = RecursiveLDiversity.figure_sql
+    extra_keys = {"dont_care"}
+
+    def __init__(self, attribute: str, c1: float, c2: float, l: int, w: list[str],
+                 dont_care: list[str] | None = None):
+        super().__init__(attribute, l)
+        self.c1 = _positive(self.name, "c1", c1)
+        self.c2 = _number(self.name, "c2", c2, minimum=0, maximum=100)
+        self.w = _values(self.name, "w", w)
+        self.dont_care = _values(self.name, "dont_care", dont_care)
+
+    @classmethod
+    def required_keys(cls) -> set[str]:
+        return {"c1", "c2", "w"}
+
+    def params(self) -> dict[str, Any]:
+        return {"attribute": self.attribute, "c1": self.c1, "c2": self.c2, "l": self.l, "w": self.w,
+                **({"dont_care": self.dont_care} if self.dont_care else {})}
+
+    def named_values(self) -> dict[str, list[str]]:
+        return {self.attribute: self.dont_care + self.w}
+
+    def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
+        """stat: the pd ratio; w_share: the smallest share (percent) of a W value in the class."""
+        pd = _positive_disclosure_ratio(fs, self.attribute, self.dont_care, self.l, "npd")
+        in_w = _in_list("s", self.w, "npd_w")
+        shares = (f"SELECT {fs.classes}, MIN(share) AS w_share, COUNT(*) AS present FROM "
+                  f"(SELECT {fs.classes}, 100.0 * c / n AS share FROM ({fs.value_counts(self.attribute)}) vc "
+                  f"WHERE {in_w.sql}) w GROUP BY {fs.classes}")
+        on = " AND ".join(f"p.{c} IS NOT DISTINCT FROM w.{c}" for c in fs.class_columns)
+        cols = ", ".join(f"p.{c}" for c in fs.class_columns)
+        sql = (f"SELECT {cols}, p.n, p.stat, CASE WHEN COALESCE(w.present, 0) < :npd_wcount THEN 0.0 "
+               f"ELSE w.w_share END AS w_share FROM ({pd.sql}) p LEFT JOIN ({shares}) w ON {on}")
+        return SqlFragment(sql, {**pd.params, **in_w.params, "npd_wcount": len(self.w)})
+
+    def violation(self) -> SqlFragment:
+        return SqlFragment("(stat IS NULL OR stat >= :npd_c1 OR w_share < :npd_c2)",
+                           {"npd_c1": float(self.c1), "npd_c2": float(self.c2)})
+
+
+INSTANTIATIONS: dict[str, type[_LDiversity]] = {"distinct": DistinctLDiversity, "entropy": EntropyLDiversity,
+                                                "recursive": RecursiveLDiversity}
+
+
+class MultiAttributeLDiversity(Criterion):
+    """Definition 4.5: for each sensitive attribute S_i, l-diversity of S_i with the QIs and all other
+    sensitive attributes as the class. The statistic counts (sub-class, attribute) pairs that violate."""
+
+    name = "multi_attribute_l_diversity"
+    figure_name = "violating_subclasses"
+    figure_sql = "MAX(stat)"
+
+    def __init__(self, attributes: list[str], l: int, instantiation: str = "distinct", c: float | None = None):
+        if not isinstance(attributes, list) or len(attributes) < 2 or not all(isinstance(a, str) for a in attributes):
+            raise ConfigError(f"{self.name}: attributes must list two or more sensitive columns")
+        if instantiation not in INSTANTIATIONS:
+            raise ConfigError(f"{self.name}: instantiation {instantiation!r} is unknown; choose one of "
+                              f"{', '.join(INSTANTIATIONS)}")
+        if (c is None) == (instantiation == "recursive"):
+            raise ConfigError(f"{self.name}: c goes with instantiation: recursive, and only with it")
+        kind = INSTANTIATIONS[instantiation]
+        self.attributes, self.l, self.instantiation, self.c = attributes, l, instantiation, c
+        self.inner = [kind(a, l) if c is None else kind(a, c, l) for a in attributes]
+
+    @classmethod
+    def from_config(cls, spec: Any) -> "MultiAttributeLDiversity":
+        return cls(**_spec(cls.name, spec, {"attributes", "l"}, {"instantiation", "c"}))
+
+    def params(self) -> dict[str, Any]:
+        return {"attributes": self.attributes, "l": self.l, "instantiation": self.instantiation,
+                **({"c": self.c} if self.c is not None else {})}
+
+    def sensitive_attributes(self) -> list[str]:
+        return list(self.attributes)
+
+    def check_domain(self, attribute: str, distinct_values: int, numeric: bool) -> None:
+        for inner in self.inner:
+            inner.check_domain(attribute, distinct_values, numeric)
+
+    def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
+        parts, params = [], {}
+        for i, inner in enumerate(self.inner):
+            others = [fs.sensitive_columns[a] for a in self.attributes if a != inner.attribute]
+            sub = inner.violating_classes(fs.with_classes(others, inner.attribute))
+            sql = sub.sql
+            for name, value in sub.params.items():  # the inner criteria share parameter names
+                sql = re.sub(rf":{name}\b", f":{name}_m{i}", sql)
+                params[f"{name}_m{i}"] = value
+            parts.append(f"SELECT {fs.classes} FROM ({sql}) AS sub{i}")
+        cls_s = ", ".join(f"s.{c}" for c in fs.class_columns)
+        on = " AND ".join(f"s.{c} IS NOT DISTINCT FROM bad.{c}" for c in fs.class_columns)
+        sql = (f"SELECT {cls_s}, MAX(s.n) AS n, COUNT(bad.{fs.class_columns[0]}) AS stat "
+               f"FROM ({fs.class_sizes()}) s LEFT JOIN ({' UNION ALL '.join(parts)}) bad ON {on} GROUP BY {cls_s}")
+        return SqlFragment(sql, params)
+
+    def violation(self) -> SqlFragment:
+        return SqlFragment("stat > 0", {})
+
+
+# --- t-closeness ---------------------------------------------------------------------
 
 class TCloseness(Criterion):
     """Distance between each class's sensitive distribution and the whole table's at most t."""
 
     name = "t_closeness"
+    figure_name = "max_t"
+    figure_sql = "MAX(stat)"
     DISTANCES = ("equal", "ordered", "kl")
 
     def __init__(self, attribute: str, t: float, distance: str = "equal"):
@@ -255,8 +501,7 @@ class TCloseness(Criterion):
 
     @classmethod
     def from_config(cls, spec: Any) -> "TCloseness":
-        spec = _spec(cls.name, spec, {"attribute", "t"}, {"distance"})
-        return cls(spec["attribute"], spec["t"], spec.get("distance", "equal"))
+        return cls(**_spec(cls.name, spec, {"attribute", "t"}, {"distance"}))
 
     def params(self) -> dict[str, Any]:
         return {"attribute": self.attribute, "t": self.t, "distance": self.distance}
@@ -269,48 +514,44 @@ class TCloseness(Criterion):
             raise ConfigError(f"{self.name}: the ordered distance needs a numeric attribute, and {attribute!r} is "
                               "not numeric; use distance: equal (or kl)")
 
-    def violating_classes(self, fs: FrequencySetView) -> SqlFragment:
+    def violation(self) -> SqlFragment:
+        return SqlFragment("stat > :tclose_t + :tclose_eps", {"tclose_t": float(self.t), "tclose_eps": EPSILON})
+
+    def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
         counts = fs.value_counts(self.attribute)
-        cls_v = ", ".join(f"v.{c}" for c in fs.class_columns)
         table = (f"SELECT s, SUM(c) * 1.0 / (SELECT SUM(c) FROM ({counts}) a) AS q "
                  f"FROM ({counts}) b GROUP BY s")
         if self.distance == "ordered":
-            return self._ordered(fs, counts, table)
+            return SqlFragment(self._ordered(fs, counts, table), {})
         if self.distance == "kl":
-            per_value = "(v.c * 1.0 / v.n) * LN((v.c * 1.0 / v.n) / q.q)"
-            distance = f"SUM({per_value})"
+            distance = "SUM((v.c * 1.0 / v.n) * LN((v.c * 1.0 / v.n) / q.q))"
         else:  # equal ground distance: half the L1 distance; values absent from the class contribute q
             distance = "0.5 * (SUM(ABS(v.c * 1.0 / v.n - q.q)) + 1 - SUM(q.q))"
-        group = f" GROUP BY {cls_v}" if cls_v else ""
-        select = f"{cls_v}, " if cls_v else ""
-        sql = (f"SELECT {select}MAX(v.n) AS n FROM ({counts}) v JOIN ({table}) q ON v.s IS NOT DISTINCT FROM q.s"
-               f"{group} HAVING {distance} > :tclose_t + :tclose_eps")
-        return SqlFragment(sql, {"tclose_t": float(self.t), "tclose_eps": EPSILON})
+        cls_v = ", ".join(f"v.{c}" for c in fs.class_columns)
+        return SqlFragment(f"SELECT {cls_v}, MAX(v.n) AS n, {distance} AS stat FROM ({counts}) v "
+                           f"JOIN ({table}) q ON v.s IS NOT DISTINCT FROM q.s GROUP BY {cls_v}", {})
 
-    def _ordered(self, fs: FrequencySetView, counts: str, table: str) -> SqlFragment:
-        """(1/(m-1)) sum_i |sum_{j<=i} (p_j - q_j)| over the table's values in ascending order."""
+    @staticmethod
+    def _ordered(fs: FrequencySetView, counts: str, table: str) -> str:
+        """(1/(m-1)) sum_i |sum_{j<=i} (p_j - q_j)| over the table's m values in ascending order."""
         cls = fs.class_columns
         cls_g = ", ".join(f"g.{c}" for c in cls)
         on = " AND ".join(f"v.{c} IS NOT DISTINCT FROM g.{c}" for c in cls)
-        partition = f"PARTITION BY {cls_g} " if cls else ""
-        classes = f"SELECT DISTINCT {', '.join(cls) + ', ' if cls else ''}n FROM ({counts}) c"
-        grid = (f"SELECT {cls_g + ', ' if cls else ''}g.n, d.rank_, "
-                f"COALESCE(v.c, 0) * 1.0 / g.n - d.q AS diff "
-                f"FROM ({classes}) g CROSS JOIN (SELECT s, q, ROW_NUMBER() OVER (ORDER BY s) AS rank_ FROM ({table}) t) d "
-                f"LEFT JOIN ({counts}) v ON {on + ' AND ' if on else ''}v.s IS NOT DISTINCT FROM d.s")
-        cumulative = (f"SELECT {cls_g + ', ' if cls else ''}g.n, SUM(g.diff) OVER ({partition}ORDER BY g.rank_ "
+        classes = f"SELECT DISTINCT {fs.classes}, n FROM ({counts}) c"
+        grid = (f"SELECT {cls_g}, g.n, d.rank_, COALESCE(v.c, 0) * 1.0 / g.n - d.q AS diff "
+                f"FROM ({classes}) g CROSS JOIN (SELECT s, q, ROW_NUMBER() OVER (ORDER BY s) AS rank_ "
+                f"FROM ({table}) t) d LEFT JOIN ({counts}) v ON {on} AND v.s IS NOT DISTINCT FROM d.s")
+        cumulative = (f"SELECT {cls_g}, g.n, SUM(g.diff) OVER (PARTITION BY {cls_g} ORDER BY g.rank_ "
                       f"ROWS UNBOUNDED PRECEDING) AS cum FROM ({grid}) g")
         cls_w = ", ".join(f"w.{c}" for c in cls)
         steps = f"(SELECT COUNT(*) - 1 FROM ({table}) m)"
-        sql = (f"SELECT {cls_w + ', ' if cls else ''}MAX(w.n) AS n FROM ({cumulative}) w"
-               f"{' GROUP BY ' + cls_w if cls else ''} "
-               f"HAVING SUM(ABS(w.cum)) > (:tclose_t + :tclose_eps) * GREATEST({steps}, 1)")
-        return SqlFragment(sql, {"tclose_t": float(self.t), "tclose_eps": EPSILON})
+        return (f"SELECT {cls_w}, MAX(w.n) AS n, SUM(ABS(w.cum)) / GREATEST({steps}, 1) AS stat "
+                f"FROM ({cumulative}) w GROUP BY {cls_w}")
 
 
 CRITERIA: dict[str, Callable[[Any], Criterion]] = {
     c.name: c.from_config for c in (KAnonymity, DistinctLDiversity, EntropyLDiversity, RecursiveLDiversity,
-                                    TCloseness)
+                                    NpdRecursiveLDiversity, MultiAttributeLDiversity, TCloseness)
 }
 
 

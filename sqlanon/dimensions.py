@@ -7,9 +7,10 @@ the hierarchies in SQL: no NULLs unless mapped, no value missing.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection
 
 from .backends import Database
@@ -144,6 +145,21 @@ def _check_sensitive_domains(db: Database, conn: Connection, src: Source, criter
         numeric = db.column_type(conn, src.schema, src.table, column).lower().split("(")[0] in NUMERIC_TYPES
         for criterion in criteria:
             criterion.check_domain(column, int(distinct), numeric)
+            _warn_absent_values(db, conn, source, column, criterion)
+
+
+def _warn_absent_values(db: Database, conn: Connection, source: str, column: str, criterion: Criterion) -> None:
+    """Values a criterion names (don't-care sets) that the column never holds: a likely typo, not an error."""
+    named = criterion.named_values().get(column)
+    if not named:
+        return
+    query = text(f"SELECT DISTINCT CAST({db.q(column)} AS VARCHAR) FROM {source} "
+                 f"WHERE CAST({db.q(column)} AS VARCHAR) IN :values").bindparams(bindparam("values", expanding=True))
+    present = set(conn.execute(query, {"values": named}).scalars())
+    absent = [v for v in named if v not in present]
+    if absent:
+        warnings.warn(f"{criterion.name}: value(s) {', '.join(map(repr, absent))} of {column!r} named in the "
+                      "config do not occur in the data (check the spelling)", UserWarning, stacklevel=2)
 
 
 def _generated(db: Database, conn: Connection, source: str, qi: QuasiIdentifier) -> Hierarchy:

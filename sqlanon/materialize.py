@@ -52,7 +52,7 @@ def materialize(db: Database, conn: Connection, star: StarSchema, node: tuple[in
         conn.exec_driver_sql(f"CREATE TABLE {tmp} AS SELECT {', '.join(select)} FROM {star.source} t {' '.join(joins)}")
         report = audit_table(db, conn, tmp, [d.column for d in star.dimensions], star.sensitive, criteria)
         if report.rows != star.rows or not report.ok:
-            failed = [name for name, ok in report.holds.items() if not ok]
+            failed = [name for name, ok in report.holds.items() if not ok]  # criterion names
             raise AuditError(f"the anonymized table failed its audit ({report.rows} of {star.rows} rows, "
                              f"failing: {', '.join(failed) or 'row count'}); nothing was written")
         check_output_free(db, conn, output, replace)

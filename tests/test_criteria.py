@@ -26,6 +26,12 @@ CASES = {
     "t equal 0.2": {"t_closeness": {"attribute": "occupation", "t": 0.2, "distance": "equal"}},
     "t kl 0.3": {"t_closeness": {"attribute": "occupation", "t": 0.3, "distance": "kl"}},
     "k=5 and distinct l=4": {"k_anonymity": {"k": 5}, "distinct_l_diversity": {"attribute": "occupation", "l": 4}},
+    "pd-recursive c=2 l=3 Y": {"recursive_l_diversity": {"attribute": "occupation", "c": 2, "l": 3,
+                                                         "dont_care": ["Prof-specialty", "Craft-repair"]}},
+    "npd-recursive": {"npd_recursive_l_diversity": {"attribute": "occupation", "c1": 3, "c2": 2, "l": 3,
+                                                    "w": ["Sales"], "dont_care": ["Prof-specialty"]}},
+    "entropy l=4 Y": {"entropy_l_diversity": {"attribute": "occupation", "l": 4,
+                                              "dont_care": ["Prof-specialty", "Exec-managerial"]}},
 }
 
 
@@ -36,6 +42,16 @@ def adult_oracle(adult_duck: str) -> dict[str, set]:
     sets = [criteria_from_config(spec) for spec in CASES.values()]
     job = dataclasses.replace(job, sensitive=["occupation"])
     return {name: set(found) for name, found in zip(CASES, evaluate_every_node(job, sets))}
+
+
+def test_multi_attribute_l_diversity_against_the_oracle(adult_duck: str):
+    spec = {"multi_attribute_l_diversity": {"attributes": ["race", "salary-class"], "l": 2}}
+    qis = ["sex", "age", "marital-status", "education"]
+    job = dataclasses.replace(adult_job(adult_duck, qis, load_csv=False), criteria=criteria_from_config(spec),
+                              sensitive=["race", "salary-class"])
+    [oracle] = evaluate_every_node(job, [job.criteria])
+    assert set(search(job).satisfying) == set(oracle)
+    assert 0 < len(oracle) < 2 * 5 * 3 * 4
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -199,3 +215,90 @@ def test_criteria_on_random_tables(tmp_path_factory, rows, spec):
     incognito = search(job)
     exhaustive = search(dataclasses.replace(job, strategy="exhaustive"))
     assert incognito.satisfying == exhaustive.satisfying
+
+
+# --- don't-care sets, by hand and by brute force ------------------------------------------
+
+def _audit_one_class(tmp_path: Path, values: list[str], spec: dict) -> dict:
+    from sqlanon import audit
+    job = _one_table(tmp_path, {"x": values}, spec)
+    search(dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 1}})))  # loads the table
+    source = dataclasses.replace(job.source, csv=None)
+    report = audit(dataclasses.replace(job, source=source), "t")
+    return report.criteria[next(iter(spec))].to_dict()
+
+
+def _adjusted_entropy_brute_force(fixed: list[int], dont_care: list[int], steps: int = 400) -> float:
+    """sup of H(z) over 0 <= z_i <= x_i for don't-care counts, on a grid (independent of the SQL)."""
+    best = -1.0
+    grids = [[x * i / steps for i in range(1, steps + 1)] for x in dont_care]
+    for z1 in grids[0]:
+        for z2 in grids[1]:
+            z = fixed + [z1, z2]
+            total = sum(z)
+            best = max(best, math.log(total) - sum(v * math.log(v) for v in z) / total)
+    return best
+
+
+def test_adjusted_entropy_matches_its_definition(tmp_path: Path):
+    # class: a x4 (counts), y1 x1 and y2 x8 don't-care
+    values = ["a"] * 4 + ["y1"] + ["y2"] * 8
+    spec = {"entropy_l_diversity": {"attribute": "s", "l": 2, "dont_care": ["y1", "y2"]}}
+    figure = _audit_one_class(tmp_path, values, spec)["entropy_l"]
+    assert math.log(figure) == pytest.approx(_adjusted_entropy_brute_force([4], [1, 8]), abs=1e-4)
+    assert figure == pytest.approx(2.649, abs=1e-3)  # by hand: y1 joins, y2 is lowered to exp(mean) = 3.03
+
+
+def test_adjusted_entropy_when_every_value_is_dont_care(tmp_path: Path):
+    values = ["y1"] * 2 + ["y2"] * 5
+    spec = {"entropy_l_diversity": {"attribute": "s", "l": 2, "dont_care": ["y1", "y2"]}}
+    assert _audit_one_class(tmp_path, values, spec)["entropy_l"] == pytest.approx(2.0)  # both lowered to 2
+
+
+def test_positive_disclosure_ratio_by_hand(tmp_path: Path):
+    # a:5 (don't-care), b:3, c:1, d:1, l = 2: y = 2 > l-1, so r_y / (r_1 + ... + r_4 - r_y) = 3 / 7
+    values = ["a"] * 5 + ["b"] * 3 + ["c", "d"]
+    spec = {"recursive_l_diversity": {"attribute": "s", "c": 0.5, "l": 2, "dont_care": ["a"]}}
+    result = _audit_one_class(tmp_path, values, spec)
+    assert result["smallest_c"] == pytest.approx(3 / 7) and result["holds"]
+    plain = {"recursive_l_diversity": {"attribute": "s", "c": 0.5, "l": 2}}
+    assert _audit_one_class(tmp_path, values, plain)["smallest_c"] == pytest.approx(5 / 5)
+
+
+def test_positive_disclosure_with_every_value_dont_care_holds(tmp_path: Path):
+    spec = {"recursive_l_diversity": {"attribute": "s", "c": 1, "l": 2, "dont_care": ["a", "b"]}}
+    assert _audit_one_class(tmp_path, ["a", "a", "b"], spec)["holds"]
+
+
+@pytest.mark.parametrize("c2, expected", [(10, True), (11, False)])
+def test_npd_share_of_w(tmp_path: Path, c2: float, expected: bool):
+    values = ["a"] * 5 + ["b"] * 4 + ["c"]  # c is 10 percent of the class
+    spec = {"npd_recursive_l_diversity": {"attribute": "s", "c1": 5, "c2": c2, "l": 2, "w": ["c"]}}
+    assert _audit_one_class(tmp_path, values, spec)["holds"] is expected
+
+
+def test_dont_care_values_that_do_not_occur_warn(tmp_path: Path):
+    job = _one_table(tmp_path, {"x": ["a", "b"], "y": ["a", "b"]},
+                     {"entropy_l_diversity": {"attribute": "s", "l": 2, "dont_care": ["zzz"]}})
+    with pytest.warns(UserWarning, match="'zzz'.*do not occur"):
+        search(job)
+
+
+def test_audit_command_json(tmp_path: Path, adult_duck: str):
+    import json
+
+    import yaml
+    from click.testing import CliRunner
+
+    from sqlanon.cli import main
+    from .conftest import ADULT_DIR
+    config = {"source": {"url": adult_duck, "table": "adult"},
+              "quasi_identifiers": {q: str(ADULT_DIR / "hierarchies" / f"{q}.csv") for q in QIS},
+              "criteria": {**CASES["k=5 and distinct l=4"], **CASES["t equal 0.2"]}}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(config))
+    result = CliRunner().invoke(main, ["audit", str(tmp_path / "job.yaml"), "--table", "adult", "--json"])
+    assert result.exit_code == 1, result.output  # the raw source is not anonymous
+    data = json.loads(result.stdout)
+    assert set(data) >= {"k_anonymity", "distinct_l_diversity", "t_closeness", "rows", "classes"}
+    assert data["k_anonymity"]["holds"] is False and data["k_anonymity"]["min_class_size"] == data["min_class_size"]
+    assert data["t_closeness"]["max_t"] > 0.2 and data["distinct_l_diversity"]["violating_classes"] > 0

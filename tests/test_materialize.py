@@ -6,14 +6,15 @@ import sqlalchemy as sa
 
 from sqlanon import anonymize
 from sqlanon import materialize as materialize_module
-from sqlanon.audit import AuditReport
+from sqlanon.audit import AuditReport, CriterionAudit
 from sqlanon.errors import AuditError
 
 from .conftest import ADULT_DIR, adult_job, user_tables
 
 
 def _failing_audit(*args, **kwargs) -> AuditReport:
-    return AuditReport(rows=30162, classes=1, min_class_size=1, holds={"k_anonymity(k=5)": False})
+    failing = CriterionAudit({"k": 5}, "min_class_size", 1.0, False, 1, 1)
+    return AuditReport(rows=30162, classes=1, min_class_size=1, criteria={"k_anonymity": failing})
 
 
 def test_failed_audit_writes_nothing(duck_url: str, monkeypatch):
