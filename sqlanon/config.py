@@ -132,7 +132,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
     sensitive = list(sensitive) if isinstance(sensitive, list) else sensitive
     if not isinstance(sensitive, list) or not all(isinstance(s, str) for s in sensitive):
         raise ConfigError("sensitive must be a list of column names")
-    criteria = criteria_from_config(_required(cfg, "criteria", "the config"))
+    criteria = criteria_from_config(_required(cfg, "criteria", "the config"), base_dir)
     for criterion in criteria:  # an attribute a criterion protects is sensitive, listed or not
         sensitive += [a for a in criterion.sensitive_attributes() if a not in sensitive]
     overlap = sorted(set(sensitive) & {qi.column for qi in qis})

@@ -12,9 +12,11 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from .errors import ConfigError
+from .hierarchies import Hierarchy, read_hierarchy_file
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,10 @@ class Criterion(ABC):
 
     def check_domain(self, attribute: str, distinct_values: int, numeric: bool) -> None:
         """Raise ConfigError if the criterion cannot hold for this sensitive attribute's values."""
+
+    def covered_values(self) -> dict[str, Hierarchy]:
+        """Hierarchies that must cover every value of a sensitive attribute (checked against the data)."""
+        return {}
 
     def check_table_size(self, rows: int) -> None:
         """Raise ConfigError if the criterion cannot hold on a table of this many rows."""
@@ -489,22 +495,30 @@ class TCloseness(Criterion):
     name = "t_closeness"
     figure_name = "max_t"
     figure_sql = "MAX(stat)"
-    DISTANCES = ("equal", "ordered", "kl")
+    DISTANCES = ("equal", "ordered", "hierarchical", "kl")
 
-    def __init__(self, attribute: str, t: float, distance: str = "equal"):
+    def __init__(self, attribute: str, t: float, distance: str = "equal", hierarchy: Path | str | None = None):
         self.attribute = attribute
         self.t = _number(self.name, "t", t, minimum=0, maximum=1)
         if distance not in self.DISTANCES:
             raise ConfigError(f"{self.name}: distance {distance!r} is unknown; choose one of "
                               f"{', '.join(self.DISTANCES)}")
+        if (hierarchy is None) == (distance == "hierarchical"):
+            raise ConfigError(f"{self.name}: hierarchy: FILE goes with distance: hierarchical, and only with it")
         self.distance = distance
+        self.hierarchy_path = Path(hierarchy) if hierarchy is not None else None
+        self.hierarchy = read_hierarchy_file(attribute, self.hierarchy_path) if self.hierarchy_path else None
 
     @classmethod
     def from_config(cls, spec: Any) -> "TCloseness":
-        return cls(**_spec(cls.name, spec, {"attribute", "t"}, {"distance"}))
+        return cls(**_spec(cls.name, spec, {"attribute", "t"}, {"distance", "hierarchy"}))
 
     def params(self) -> dict[str, Any]:
-        return {"attribute": self.attribute, "t": self.t, "distance": self.distance}
+        extra = {"hierarchy": str(self.hierarchy_path)} if self.hierarchy_path else {}
+        return {"attribute": self.attribute, "t": self.t, "distance": self.distance, **extra}
+
+    def covered_values(self) -> dict[str, Hierarchy]:
+        return {self.attribute: self.hierarchy} if self.hierarchy else {}
 
     def sensitive_attributes(self) -> list[str]:
         return [self.attribute]
@@ -523,6 +537,8 @@ class TCloseness(Criterion):
                  f"FROM ({counts}) b GROUP BY s")
         if self.distance == "ordered":
             return SqlFragment(self._ordered(fs, counts, table), {})
+        if self.distance == "hierarchical":
+            return self._hierarchical(fs, counts, table)
         if self.distance == "kl":
             distance = "SUM((v.c * 1.0 / v.n) * LN((v.c * 1.0 / v.n) / q.q))"
         else:  # equal ground distance: half the L1 distance; values absent from the class contribute q
@@ -530,6 +546,36 @@ class TCloseness(Criterion):
         cls_v = ", ".join(f"v.{c}" for c in fs.class_columns)
         return SqlFragment(f"SELECT {cls_v}, MAX(v.n) AS n, {distance} AS stat FROM ({counts}) v "
                            f"JOIN ({table}) q ON v.s IS NOT DISTINCT FROM q.s GROUP BY {cls_v}", {})
+
+    def _hierarchical(self, fs: FrequencySetView, counts: str, table: str) -> SqlFragment:
+        """Sum over internal nodes N of (level(N)/H) min(pos(N), |neg(N)|), where pos/neg add up the
+        positive/negative extra(child) = sum over the child's leaves of (p - q)."""
+        height = self.hierarchy.height
+        rows, params = [], {}
+        for i, path in enumerate(self.hierarchy.paths):  # long form: (leaf, level, label at that level)
+            for level, label in enumerate(path):
+                rows.append(f"(:thl{i}, {level}, :thn{i}_{level})")
+                params[f"thn{i}_{level}"] = label
+            params[f"thl{i}"] = path[0]
+        tree = f"(VALUES {', '.join(rows)}) AS tree(leaf, lvl, label)"
+        parents = (f"SELECT DISTINCT c.lvl, c.label AS child, p.label AS parent FROM {tree.replace('tree(', 'c(')} "
+                   f"JOIN {tree.replace('tree(', 'p(')} ON p.leaf = c.leaf AND p.lvl = c.lvl + 1")
+        cls = fs.class_columns
+        cls_g, cls_x = ", ".join(f"g.{c}" for c in cls), ", ".join(f"x.{c}" for c in cls)
+        on = " AND ".join(f"v.{c} IS NOT DISTINCT FROM g.{c}" for c in cls)
+        classes = f"SELECT DISTINCT {fs.classes}, n FROM ({counts}) c"
+        grid = (f"SELECT {cls_g}, g.n, CAST(d.s AS VARCHAR) AS leaf, COALESCE(v.c, 0) * 1.0 / g.n - d.q AS diff "
+                f"FROM ({classes}) g CROSS JOIN ({table}) d "
+                f"LEFT JOIN ({counts}) v ON {on} AND v.s IS NOT DISTINCT FROM d.s")
+        extra = (f"SELECT {cls_g}, MAX(g.n) AS n, a.lvl, a.label, SUM(g.diff) AS e FROM ({grid}) g "
+                 f"JOIN {tree.replace('tree(', 'a(')} ON a.leaf = g.leaf WHERE a.lvl < {height} "
+                 f"GROUP BY {cls_g}, a.lvl, a.label")
+        costs = (f"SELECT {cls_x}, MAX(x.n) AS n, (pr.lvl + 1) * 1.0 / {height} * "
+                 f"LEAST(SUM(GREATEST(x.e, 0)), -SUM(LEAST(x.e, 0))) AS cost FROM ({extra}) x "
+                 f"JOIN ({parents}) pr ON pr.lvl = x.lvl AND pr.child = x.label GROUP BY {cls_x}, pr.lvl, pr.parent")
+        cls_k = ", ".join(f"k.{c}" for c in cls)
+        return SqlFragment(f"SELECT {cls_k}, MAX(k.n) AS n, SUM(k.cost) AS stat FROM ({costs}) k GROUP BY {cls_k}",
+                           params)
 
     @staticmethod
     def _ordered(fs: FrequencySetView, counts: str, table: str) -> str:
@@ -555,13 +601,18 @@ CRITERIA: dict[str, Callable[[Any], Criterion]] = {
 }
 
 
-def criteria_from_config(raw: Any) -> list[Criterion]:
-    """Build the criteria listed under `criteria:`; all of them must hold."""
+def criteria_from_config(raw: Any, base_dir: Path | str = ".") -> list[Criterion]:
+    """Build the criteria listed under `criteria:`; all of them must hold.
+
+    Files a criterion names (a sensitive hierarchy) resolve against base_dir.
+    """
     if not isinstance(raw, dict) or not raw:
         raise ConfigError("criteria must map criterion names to their parameters, e.g. k_anonymity: {k: 5}")
     criteria = []
     for name, spec in raw.items():
         if name not in CRITERIA:
             raise ConfigError(f"unknown criterion {name!r}; available: {', '.join(sorted(CRITERIA))}")
+        if name == TCloseness.name and isinstance(spec, dict) and spec.get("hierarchy") is not None:
+            spec = {**spec, "hierarchy": Path(base_dir) / str(spec["hierarchy"])}
         criteria.append(CRITERIA[name](spec))
     return criteria

@@ -146,6 +146,21 @@ def _check_sensitive_domains(db: Database, conn: Connection, src: Source, criter
         for criterion in criteria:
             criterion.check_domain(column, int(distinct), numeric)
             _warn_absent_values(db, conn, source, column, criterion)
+            hierarchy = criterion.covered_values().get(column)
+            if hierarchy is not None:
+                _check_sensitive_hierarchy(db, conn, source, column, hierarchy)
+
+
+def _check_sensitive_hierarchy(db: Database, conn: Connection, source: str, column: str,
+                               hierarchy: Hierarchy) -> None:
+    """Every value of a sensitive column must be a leaf of its hierarchy (the distinct values are the
+    attribute's domain: a small aggregate)."""
+    values = conn.execute(text(f"SELECT DISTINCT CAST({db.q(column)} AS VARCHAR) FROM {source}")).scalars().all()
+    missing = sorted(v if v is not None else "NULL" for v in set(values) - hierarchy.values)
+    if missing:
+        shown = ", ".join(map(repr, missing[:MISSING_SHOWN]))
+        raise HierarchyError(f"sensitive column {column!r}: {len(missing)} value(s) missing from its hierarchy "
+                             f"({hierarchy.origin}): {shown}; add a line for each")
 
 
 def _warn_absent_values(db: Database, conn: Connection, source: str, column: str, criterion: Criterion) -> None:

@@ -187,8 +187,8 @@ def count_violations_batch(conn: Connection, views: list[FrequencySetView],
     """
     ctes, selects, params = [], [], {}
     for j, view in enumerate(views):
-        if view.definition:
-            ctes.append(f"{view.table} AS ({view.definition})")
+        if view.definition:  # computed once, however many criteria read it
+            ctes.append(f"{view.table} AS MATERIALIZED ({view.definition})")
         for i, criteria in enumerate(criteria_sets):
             parts = []
             for fragment in (c.violating_classes(view) for c in criteria):

@@ -234,8 +234,9 @@ class Exhaustive(SearchStrategy):
         labels = self._label_table(ctx)
         stats.base_scans += 1
         try:
-            for start in range(0, len(nodes), BATCH):
-                chunk = nodes[start:start + BATCH]
+            batch = max(1, BATCH // len(criteria_sets))  # statements of about BATCH node-and-criteria checks
+            for start in range(0, len(nodes), batch):
+                chunk = nodes[start:start + batch]
                 views = [self._node_view(ctx.star, labels, j, node) for j, node in enumerate(chunk)]
                 for node, (_, per_set) in zip(chunk, count_violations_batch(ctx.conn, views, criteria_sets)):
                     for found, (classes, _) in zip(satisfying, per_set):

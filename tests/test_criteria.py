@@ -16,7 +16,7 @@ from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import ConfigError
 
-from .conftest import adult_job
+from .conftest import ADULT_DIR, adult_job
 
 QIS = ["sex", "age", "race", "marital-status", "education"]
 CASES = {
@@ -25,6 +25,8 @@ CASES = {
     "recursive c=4 l=3": {"recursive_l_diversity": {"attribute": "occupation", "c": 4, "l": 3}},
     "t equal 0.2": {"t_closeness": {"attribute": "occupation", "t": 0.2, "distance": "equal"}},
     "t kl 0.3": {"t_closeness": {"attribute": "occupation", "t": 0.3, "distance": "kl"}},
+    "t hierarchical 0.15": {"t_closeness": {"attribute": "occupation", "t": 0.15, "distance": "hierarchical",
+                                            "hierarchy": str(ADULT_DIR / "hierarchies" / "occupation.csv")}},
     "k=5 and distinct l=4": {"k_anonymity": {"k": 5}, "distinct_l_diversity": {"attribute": "occupation", "l": 4}},
     "pd-recursive c=2 l=3 Y": {"recursive_l_diversity": {"attribute": "occupation", "c": 2, "l": 3,
                                                          "dont_care": ["Prof-specialty", "Craft-repair"]}},
@@ -302,3 +304,25 @@ def test_audit_command_json(tmp_path: Path, adult_duck: str):
     assert set(data) >= {"k_anonymity", "distinct_l_diversity", "t_closeness", "rows", "classes"}
     assert data["k_anonymity"]["holds"] is False and data["k_anonymity"]["min_class_size"] == data["min_class_size"]
     assert data["t_closeness"]["max_t"] > 0.2 and data["distinct_l_diversity"]["violating_classes"] > 0
+
+
+def test_hierarchical_distance_by_hand(tmp_path: Path):
+    """Leaves a, b under A and c, d under B (top *), H = 2. Table: a, b, c, d once each; class x = {a, b},
+    y = {c, d}. For x: extra(a) = extra(b) = 1/4, extra(c) = extra(d) = -1/4; at A and B the children have
+    one sign each (cost 0); at *: extra(A) = 1/2, extra(B) = -1/2, cost = (2/2) * 1/2 = 0.5."""
+    (tmp_path / "s.csv").write_text("a;A;*\nb;A;*\nc;B;*\nd;B;*\n")
+    spec = {"t_closeness": {"attribute": "s", "t": 0.5, "distance": "hierarchical", "hierarchy": "s.csv"}}
+    classes = {"x": ["a", "b"], "y": ["c", "d"]}
+    assert _level_zero_passes(tmp_path, classes, spec)
+    spec["t_closeness"]["t"] = 0.49
+    assert not _level_zero_passes(tmp_path, classes, spec)
+    # x = {a, c}, y = {b, d}: within A and B the mass only moves one level: (1/2) * 1/4 per group = 0.25
+    spec["t_closeness"]["t"] = 0.25
+    assert _level_zero_passes(tmp_path, {"x": ["a", "c"], "y": ["b", "d"]}, spec)
+
+
+def test_sensitive_hierarchy_must_cover_the_values(tmp_path: Path):
+    (tmp_path / "s.csv").write_text("a;*\n")
+    spec = {"t_closeness": {"attribute": "s", "t": 0.5, "distance": "hierarchical", "hierarchy": "s.csv"}}
+    with pytest.raises(Exception, match="1 value.s. missing from its hierarchy"):
+        search(_one_table(tmp_path, {"x": ["a"], "y": ["b"]}, spec))
