@@ -562,11 +562,7 @@ class TCloseness(Criterion):
                    f"JOIN {tree.replace('tree(', 'p(')} ON p.leaf = c.leaf AND p.lvl = c.lvl + 1")
         cls = fs.class_columns
         cls_g, cls_x = ", ".join(f"g.{c}" for c in cls), ", ".join(f"x.{c}" for c in cls)
-        on = " AND ".join(f"v.{c} IS NOT DISTINCT FROM g.{c}" for c in cls)
-        classes = f"SELECT DISTINCT {fs.classes}, n FROM ({counts}) c"
-        grid = (f"SELECT {cls_g}, g.n, CAST(d.s AS VARCHAR) AS leaf, COALESCE(v.c, 0) * 1.0 / g.n - d.q AS diff "
-                f"FROM ({classes}) g CROSS JOIN ({table}) d "
-                f"LEFT JOIN ({counts}) v ON {on} AND v.s IS NOT DISTINCT FROM d.s")
+        grid = self._grid(fs, counts, table, "CAST(d.s AS VARCHAR) AS leaf")
         extra = (f"SELECT {cls_g}, MAX(g.n) AS n, a.lvl, a.label, SUM(g.diff) AS e FROM ({grid}) g "
                  f"JOIN {tree.replace('tree(', 'a(')} ON a.leaf = g.leaf WHERE a.lvl < {height} "
                  f"GROUP BY {cls_g}, a.lvl, a.label")
@@ -578,15 +574,22 @@ class TCloseness(Criterion):
                            params)
 
     @staticmethod
+    def _grid(fs: FrequencySetView, counts: str, values: str, value_columns: str) -> str:
+        """Every class against every value d of the table: diff = p - q (p = 0 where the class lacks it)."""
+        cls_g = ", ".join(f"g.{c}" for c in fs.class_columns)
+        on = " AND ".join(f"v.{c} IS NOT DISTINCT FROM g.{c}" for c in fs.class_columns)
+        classes = f"SELECT DISTINCT {fs.classes}, n FROM ({counts}) c"
+        return (f"SELECT {cls_g}, g.n, {value_columns}, COALESCE(v.c, 0) * 1.0 / g.n - d.q AS diff "
+                f"FROM ({classes}) g CROSS JOIN ({values}) d "
+                f"LEFT JOIN ({counts}) v ON {on} AND v.s IS NOT DISTINCT FROM d.s")
+
+    @staticmethod
     def _ordered(fs: FrequencySetView, counts: str, table: str) -> str:
         """(1/(m-1)) sum_i |sum_{j<=i} (p_j - q_j)| over the table's m values in ascending order."""
         cls = fs.class_columns
         cls_g = ", ".join(f"g.{c}" for c in cls)
-        on = " AND ".join(f"v.{c} IS NOT DISTINCT FROM g.{c}" for c in cls)
-        classes = f"SELECT DISTINCT {fs.classes}, n FROM ({counts}) c"
-        grid = (f"SELECT {cls_g}, g.n, d.rank_, COALESCE(v.c, 0) * 1.0 / g.n - d.q AS diff "
-                f"FROM ({classes}) g CROSS JOIN (SELECT s, q, ROW_NUMBER() OVER (ORDER BY s) AS rank_ "
-                f"FROM ({table}) t) d LEFT JOIN ({counts}) v ON {on} AND v.s IS NOT DISTINCT FROM d.s")
+        ranked = f"SELECT s, q, ROW_NUMBER() OVER (ORDER BY s) AS rank_ FROM ({table}) t"
+        grid = TCloseness._grid(fs, counts, ranked, "d.rank_")
         cumulative = (f"SELECT {cls_g}, g.n, SUM(g.diff) OVER (PARTITION BY {cls_g} ORDER BY g.rank_ "
                       f"ROWS UNBOUNDED PRECEDING) AS cum FROM ({grid}) g")
         cls_w = ", ".join(f"w.{c}" for c in cls)
