@@ -297,18 +297,21 @@ class EntropyLDiversity(_LDiversity):
 
     def _adjusted(self, fs: FrequencySetView) -> SqlFragment:
         """Adjusted entropy: don't-care counts, smallest first, join the fixed set while their log is at most
-        the fixed set's log-entropic mean (sum c log c / sum c); the rest are lowered to exp(mean)."""
+        the fixed set's log-entropic mean (sum c log c / sum c); the rest are lowered to exp(mean).
+
+        Internal column names must not look like class columns (a<i>, g<i>, s<j>).
+        """
         cls = fs.classes
         in_y = _in_list("s", self.dont_care, "entropy_y")
         flagged = f"SELECT {cls}, c, n, ({in_y.sql}) AS dc FROM ({fs.value_counts(self.attribute)}) vc"
         fixed = (f"SELECT {cls}, c, n, dc, "
-                 f"SUM(CASE WHEN dc THEN 0 ELSE c * LN(c) END) OVER (PARTITION BY {cls}) AS a0, "
-                 f"SUM(CASE WHEN dc THEN 0 ELSE c END) OVER (PARTITION BY {cls}) AS b0 FROM ({flagged}) f")
+                 f"SUM(CASE WHEN dc THEN 0 ELSE c * LN(c) END) OVER (PARTITION BY {cls}) AS fixed_clogc, "
+                 f"SUM(CASE WHEN dc THEN 0 ELSE c END) OVER (PARTITION BY {cls}) AS fixed_c FROM ({flagged}) f")
         before = "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING"
         order = f"PARTITION BY {cls}, dc ORDER BY c"
-        ordered = (f"SELECT {cls}, c, n, dc, a0, b0, ROW_NUMBER() OVER ({order}) AS j, "
-                   f"a0 + COALESCE(SUM(c * LN(c)) OVER ({order} {before}), 0) AS a_prev, "
-                   f"b0 + COALESCE(SUM(c) OVER ({order} {before}), 0) AS b_prev FROM ({fixed}) o")
+        ordered = (f"SELECT {cls}, c, n, dc, fixed_clogc, fixed_c, ROW_NUMBER() OVER ({order}) AS j, "
+                   f"fixed_clogc + COALESCE(SUM(c * LN(c)) OVER ({order} {before}), 0) AS a_prev, "
+                   f"fixed_c + COALESCE(SUM(c) OVER ({order} {before}), 0) AS b_prev FROM ({fixed}) o")
         # the first don't-care count that does not join (an empty fixed set takes the first one)
         tested = (f"SELECT *, MIN(CASE WHEN dc AND b_prev > 0 AND LN(c) > a_prev / b_prev THEN j END) "
                   f"OVER (PARTITION BY {cls}) AS stop FROM ({ordered}) t")
@@ -440,7 +443,8 @@ class MultiAttributeLDiversity(Criterion):
     figure_name = "violating_subclasses"
     figure_sql = "MAX(stat)"
 
-    def __init__(self, attributes: list[str], l: int, instantiation: str = "distinct", c: float | None = None):
+    def __init__(self, attributes: list[str], l: int, instantiation: str = "distinct", c: float | None = None,
+                 dont_care: list[str] | None = None):
         if not isinstance(attributes, list) or len(attributes) < 2 or not all(isinstance(a, str) for a in attributes):
             raise ConfigError(f"{self.name}: attributes must list two or more sensitive columns")
         if instantiation not in INSTANTIATIONS:
@@ -448,17 +452,22 @@ class MultiAttributeLDiversity(Criterion):
                               f"{', '.join(INSTANTIATIONS)}")
         if (c is None) == (instantiation == "recursive"):
             raise ConfigError(f"{self.name}: c goes with instantiation: recursive, and only with it")
+        if dont_care and instantiation == "distinct":
+            raise ConfigError(f"{self.name}: dont_care goes with instantiation entropy or recursive")
         kind = INSTANTIATIONS[instantiation]
         self.attributes, self.l, self.instantiation, self.c = attributes, l, instantiation, c
-        self.inner = [kind(a, l) if c is None else kind(a, c, l) for a in attributes]
+        self.dont_care = _values(self.name, "dont_care", dont_care)
+        extra = {"dont_care": self.dont_care} if self.dont_care else {}
+        self.inner = [kind(a, l, **extra) if c is None else kind(a, c, l, **extra) for a in attributes]
 
     @classmethod
     def from_config(cls, spec: Any) -> "MultiAttributeLDiversity":
-        return cls(**_spec(cls.name, spec, {"attributes", "l"}, {"instantiation", "c"}))
+        return cls(**_spec(cls.name, spec, {"attributes", "l"}, {"instantiation", "c", "dont_care"}))
 
     def params(self) -> dict[str, Any]:
         return {"attributes": self.attributes, "l": self.l, "instantiation": self.instantiation,
-                **({"c": self.c} if self.c is not None else {})}
+                **({"c": self.c} if self.c is not None else {}),
+                **({"dont_care": self.dont_care} if self.dont_care else {})}
 
     def sensitive_attributes(self) -> list[str]:
         return list(self.attributes)

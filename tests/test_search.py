@@ -114,4 +114,3 @@ def test_incognito_equals_exhaustive_on_random_tables(tmp_path_factory, case):
     exhaustive = search(dataclasses.replace(job, strategy="exhaustive"))
     assert incognito.satisfying == exhaustive.satisfying
     assert incognito.minimal == exhaustive.minimal
-    assert incognito.stats.nodes_checked <= exhaustive.stats.nodes_checked
