@@ -432,42 +432,44 @@ class NpdRecursiveLDiversity(_LDiversity):
 
 
 INSTANTIATIONS: dict[str, type[_LDiversity]] = {"distinct": DistinctLDiversity, "entropy": EntropyLDiversity,
-                                                "recursive": RecursiveLDiversity}
+                                                "recursive": RecursiveLDiversity, "npd": NpdRecursiveLDiversity}
 
 
 class MultiAttributeLDiversity(Criterion):
     """Definition 4.5: for each sensitive attribute S_i, l-diversity of S_i with the QIs and all other
-    sensitive attributes as the class. The statistic counts (sub-class, attribute) pairs that violate."""
+    sensitive attributes as the class, in any instantiation (its options pass through). The statistic
+    counts (sub-class, attribute) pairs that violate."""
 
     name = "multi_attribute_l_diversity"
     figure_name = "violating_subclasses"
     figure_sql = "MAX(stat)"
 
-    def __init__(self, attributes: list[str], l: int, instantiation: str = "distinct", c: float | None = None,
-                 dont_care: list[str] | None = None):
+    def __init__(self, attributes: list[str], instantiation: str = "distinct", **options: Any):
         if not isinstance(attributes, list) or len(attributes) < 2 or not all(isinstance(a, str) for a in attributes):
             raise ConfigError(f"{self.name}: attributes must list two or more sensitive columns")
         if instantiation not in INSTANTIATIONS:
             raise ConfigError(f"{self.name}: instantiation {instantiation!r} is unknown; choose one of "
                               f"{', '.join(INSTANTIATIONS)}")
-        if (c is None) == (instantiation == "recursive"):
-            raise ConfigError(f"{self.name}: c goes with instantiation: recursive, and only with it")
-        if dont_care and instantiation == "distinct":
-            raise ConfigError(f"{self.name}: dont_care goes with instantiation entropy or recursive")
-        kind = INSTANTIATIONS[instantiation]
-        self.attributes, self.l, self.instantiation, self.c = attributes, l, instantiation, c
-        self.dont_care = _values(self.name, "dont_care", dont_care)
-        extra = {"dont_care": self.dont_care} if self.dont_care else {}
-        self.inner = [kind(a, l, **extra) if c is None else kind(a, c, l, **extra) for a in attributes]
+        self.attributes, self.instantiation, self.options = attributes, instantiation, options
+        self.inner = [INSTANTIATIONS[instantiation](attribute=a, **options) for a in attributes]
 
     @classmethod
     def from_config(cls, spec: Any) -> "MultiAttributeLDiversity":
-        return cls(**_spec(cls.name, spec, {"attributes", "l"}, {"instantiation", "c", "dont_care"}))
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{cls.name} takes a mapping with attributes, l and instantiation options")
+        instantiation = spec.get("instantiation", "distinct")
+        kind = INSTANTIATIONS.get(instantiation)
+        if kind is None:
+            raise ConfigError(f"{cls.name}: instantiation {instantiation!r} is unknown; choose one of "
+                              f"{', '.join(INSTANTIATIONS)}")
+        return cls(**_spec(cls.name, spec, {"attributes", "l"} | kind.required_keys(),
+                           {"instantiation"} | kind.extra_keys))
 
     def params(self) -> dict[str, Any]:
-        return {"attributes": self.attributes, "l": self.l, "instantiation": self.instantiation,
-                **({"c": self.c} if self.c is not None else {}),
-                **({"dont_care": self.dont_care} if self.dont_care else {})}
+        return {"attributes": self.attributes, "instantiation": self.instantiation, **self.options}
+
+    def named_values(self) -> dict[str, list[str]]:
+        return {a: v for inner in self.inner for a, v in inner.named_values().items()}
 
     def sensitive_attributes(self) -> list[str]:
         return list(self.attributes)

@@ -151,6 +151,11 @@ def test_ordered_distance_by_hand(tmp_path: Path):
     ({"t_closeness": {"attribute": "s", "t": 0.1, "distance": "cosine"}}, "distance 'cosine' is unknown"),
     ({"distinct_l_diversity": {"attribute": "s", "l": 0}}, "l must be >= 1"),
     ({"distinct_l_diversity": {"attribute": "s"}}, "missing key 'l'"),
+    ({"multi_attribute_l_diversity": {"attributes": ["a", "b"], "l": 2, "instantiation": "recursive"}},
+     "missing key 'c'"),
+    ({"multi_attribute_l_diversity": {"attributes": ["a"], "l": 2}}, "two or more"),
+    ({"multi_attribute_l_diversity": {"attributes": ["a", "b"], "l": 2, "instantiation": "max"}},
+     "instantiation 'max' is unknown"),
 ])
 def test_bad_criteria(spec, fragment):
     with pytest.raises(ConfigError, match=fragment):
@@ -211,6 +216,9 @@ RANDOM_CASES = [
     {"multi_attribute_l_diversity": {"attributes": ["occupation", "extra"], "l": 2}},
     {"multi_attribute_l_diversity": {"attributes": ["occupation", "extra"], "l": 2, "instantiation": "recursive",
                                      "c": 3, "dont_care": ["a"]}},
+    {"multi_attribute_l_diversity": {"attributes": ["occupation", "extra"], "l": 2, "instantiation": "entropy"}},
+    {"multi_attribute_l_diversity": {"attributes": ["occupation", "extra"], "l": 2, "instantiation": "npd",
+                                     "c1": 3, "c2": 5, "w": ["x"]}},
     {"t_closeness": {"attribute": "occupation", "t": 0.3}},
     {"t_closeness": {"attribute": "occupation", "t": 0.5, "distance": "kl"}},
     {"t_closeness": {"attribute": "occupation", "t": 0.25, "distance": "hierarchical", "hierarchy": "occ.csv"}},
