@@ -36,7 +36,6 @@ class FrequencySet:
     node_id: int | None = None
     ref: str | None = None  # quoted table reference once materialized
     rows: int = -1  # known once evaluated or materialized
-    source_rows: int = -1  # rows the definition reads from (its child's size; -1 for base scans)
 
 
 def class_column(attr: int) -> str:
@@ -103,7 +102,7 @@ class FrequencySets:
             group.append(f"f.{s}")
         sql = (f"SELECT {', '.join(select)}, SUM(f.{COUNT}) AS {COUNT} FROM {child.ref} f {' '.join(joins)} "
                f"GROUP BY {', '.join(group)}")
-        return FrequencySet(label, dict(levels), sql, "rollup", child.label, node_id, source_rows=child.rows)
+        return FrequencySet(label, dict(levels), sql, "rollup", child.label, node_id)
 
     # --- computing ------------------------------------------------------
     def _executed(self, fs: FrequencySet) -> None:

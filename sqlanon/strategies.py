@@ -24,9 +24,6 @@ from .metadata import RunRecord
 
 Progress = Callable[[str, int, int], None]  # (phase description, done, total)
 
-#: roll-ups reading at least this many rows are stored before evaluation (see _search_iteration)
-MATERIALIZE_FIRST_ROWS = 50_000
-
 
 @dataclass
 class SearchStats:
@@ -108,21 +105,15 @@ class Incognito(SearchStrategy):
             batch = [self._frequency_set(fsets, graph.by_id[node_id], super_roots,
                                          [held[p] for p in graph.down[node_id] if p in held])
                      for node_id in to_check]
-            for node_id, fs in zip(to_check, batch):
-                # a large roll-up is stored before it is evaluated, so that if the node fails
-                # its generalizations roll up from it without computing it a second time
-                if graph.up[node_id] and fs.source_rows >= MATERIALIZE_FIRST_ROWS:
-                    fsets.materialize(fs)
             for node_id, fs, (classes, _) in zip(to_check, batch, fsets.violations(batch, ctx.criteria)):
                 stats.nodes_checked += 1
                 if classes == 0:
                     statuses[node_id] = "pass"
                     marked.update(graph.up[node_id])
-                    fsets.drop(fs)
                     continue
                 statuses[node_id] = "fail"
                 if graph.up[node_id]:  # its generalizations will roll up from it
-                    held[node_id] = fs if fs.ref is not None else fsets.materialize(fs)
+                    held[node_id] = fsets.materialize(fs)
                 for succ in graph.up[node_id]:
                     heapq.heappush(queue, (graph.by_id[succ].height, succ))
             for node_id in wave:
