@@ -212,8 +212,8 @@ def test_hostile_identifiers_are_quoted_not_injected(tmp_path: Path):
     column = "a'ge\"; --"
     engine = sa.create_engine(f"duckdb:///{tmp_path / 'adult.duckdb'}")
     with engine.begin() as conn:
-        conn.exec_driver_sql(f'CREATE TABLE "we""ird; DROP TABLE adult; --" AS '
-                             f'SELECT sex, age AS "a\'ge""; --", race FROM adult')
+        conn.exec_driver_sql('CREATE TABLE "we""ird; DROP TABLE adult; --" AS '
+                             'SELECT sex, age AS "a\'ge""; --", race FROM adult')
     engine.dispose()
     (tmp_path / "hierarchies" / "weird.csv").write_bytes((tmp_path / "hierarchies" / "age.csv").read_bytes())
     config = write_config(tmp_path, source={"url": "duckdb:///adult.duckdb", "table": table},

@@ -87,7 +87,7 @@ def test_cli_json_against_postgres(pg_adult, tmp_path):
 
 def test_hostile_identifiers_on_postgres(pg_adult):
     url, schema = pg_adult
-    table, column = 'we"ird; DROP TABLE adult; --', "a'ge\"; --"
+    table = 'we"ird; DROP TABLE adult; --'
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         conn.exec_driver_sql(f'CREATE TABLE "{schema}"."we""ird; DROP TABLE adult; --" AS '
