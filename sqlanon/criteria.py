@@ -248,11 +248,10 @@ class _LDiversity(Criterion):
             raise ConfigError(f"{self.name}: l={self.l} is larger than the {distinct_values} distinct values of "
                               f"{attribute!r}; no class can be {self.l}-diverse; choose l <= {distinct_values}")
 
-    def _per_class(self, fs: FrequencySetView, stat: str, params: dict[str, Any] | None = None,
-                   source: str | None = None) -> SqlFragment:
+    def _per_class(self, fs: FrequencySetView, stat: str, params: dict[str, Any] | None = None) -> SqlFragment:
         cls = ", ".join(f"v.{c}" for c in fs.class_columns)
         return SqlFragment(f"SELECT {cls}, MAX(v.n) AS n, {stat} AS stat "
-                           f"FROM ({source or fs.value_counts(self.attribute)}) v GROUP BY {cls}", params or {})
+                           f"FROM ({fs.value_counts(self.attribute)}) v GROUP BY {cls}", params or {})
 
 
 class DistinctLDiversity(_LDiversity):
