@@ -10,38 +10,60 @@ schema, searches, and cleans its scratch tables up whatever happens.
 from __future__ import annotations
 
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
 import pandas as pd
+from sqlalchemy import text
 
 from .audit import AuditReport, audit_table
 from .backends import Database
 from .config import Job, Output
 from .dimensions import StarSchema, build_star_schema, check_columns, needed_sensitive, read_hierarchy_files
 from .errors import ConfigError, DataError, SqlanonError
+from .hierarchies import GENERATED_TOP
 from .lattice import minimal_nodes
-from .materialize import check_output_free, choose_node, materialize
+from .materialize import Publication, check_output_free, materialize
+from .metrics import METRICS, MetricsEvaluator, best_node, needs_every_passing_node, node_label, selection_metric
 from .metadata import DEFAULT_SCHEMA, RunRecord, migrate
 from .criteria import Criterion
 from .strategies import STRATEGIES, Exhaustive, Progress, SearchContext, SearchStats
+
+
+HEURISTIC_WARNING = ("search.assume_monotone pruned on criteria that are not monotone under suppression: "
+                     "the result may miss passing nodes")
 
 
 @dataclass
 class SearchResult:
     qi: list[str]
     heights: list[int]
-    satisfying: list[tuple[int, ...]]
+    satisfying: list[tuple[int, ...]]  # every passing node the strategy reports
     minimal: list[tuple[int, ...]]
     stats: SearchStats
     run_id: int
     strategy: str
     rows: int
+    max_suppressed: int = 0
+    heuristic: bool = False  # pruning was assumed sound, not proven: passing nodes may be missing
+    metrics: dict[tuple[int, ...], dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"qi": self.qi, "heights": self.heights, "minimal": [list(n) for n in self.minimal],
-                "satisfying_count": len(self.satisfying), "stats": asdict(self.stats)}
+        data = {"qi": self.qi, "heights": self.heights, "minimal": [list(n) for n in self.minimal],
+                "satisfying_count": len(self.satisfying), "stats": asdict(self.stats),
+                "max_suppressed": self.max_suppressed, "heuristic": self.heuristic}
+        if self.heuristic:
+            data["warning"] = HEURISTIC_WARNING
+        if self.metrics:
+            data["metrics"] = {node_label(n): m for n, m in sorted(self.metrics.items())}
+        return data
+
+    def metrics_frame(self) -> pd.DataFrame:
+        """The computed metrics, one row per node (levels as columns, then the metrics)."""
+        rows = [{**dict(zip(self.qi, node)), **values} for node, values in sorted(self.metrics.items())]
+        return pd.DataFrame(rows)
 
     def minimal_frame(self) -> pd.DataFrame:
         """Minimal nodes as a DataFrame: one column per QI (its level) plus the height."""
@@ -56,10 +78,12 @@ class AnonymizeResult:
     node: tuple[int, ...]
     output: str
     audit: AuditReport
+    selection: str = ""  # the rule that chose the node
+    suppressed: int = 0  # tuples removed or masked in the output
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.search.to_dict(), "output": self.output, "node": list(self.node),
-                "audit": self.audit.to_dict()}
+                "selection": self.selection, "suppressed": self.suppressed, "audit": self.audit.to_dict()}
 
 
 @dataclass
@@ -70,6 +94,7 @@ class RunOptions:
     metadata_schema: str = DEFAULT_SCHEMA
     keep: bool = False  # keep frequency-set and dimension tables for inspection
     progress: Progress = field(default=lambda phase, done, total: None)
+    metrics: bool = False  # compute utility metrics of every minimal node
 
 
 def search(job: Job, options: RunOptions | None = None) -> SearchResult:
@@ -77,12 +102,19 @@ def search(job: Job, options: RunOptions | None = None) -> SearchResult:
     options = options or RunOptions()
     with _run(job, options, "search") as (ctx, finish):
         result = _search(job, ctx)
+        if options.metrics:
+            _add_metrics(job, ctx, result, result.minimal)
+            _record_metrics(ctx, result, None)
         finish(result.to_dict())
     return result
 
 
 def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False) -> AnonymizeResult:
-    """Search, pick a minimal node (see choose_node), and write the audited output table."""
+    """Search, pick the node by the job's selection rule, and write the audited output table.
+
+    Suppressed tuples are removed or masked as the job says; the output is
+    audited (criteria on the released classes, suppressed count within the
+    limit) before it is committed."""
     options = options or RunOptions()
     if job.output is None:
         raise ConfigError("the config has no output: {table: NAME}; add one to write the anonymized table")
@@ -91,32 +123,46 @@ def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False
         output = Output(output.table, job.source.schema)
     with _run(job, options, "anonymize", output=output, replace=replace) as (ctx, finish):
         result = _search(job, ctx)
-        node = choose_node(result.minimal)
-        report = materialize(ctx.db, ctx.conn, ctx.star, node, output, job.criteria, ctx.run.run_id, replace)
-        anonymized = AnonymizeResult(result, node, output.table, report)
+        node = _select(job, ctx, result)
+        plan = Publication(node, output, job.suppression.mode, result.max_suppressed, replace)
+        report = materialize(ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id)
+        anonymized = AnonymizeResult(result, node, output.table, report, job.select.describe(),
+                                     result.metrics[node]["suppressed"])
         finish(anonymized.to_dict())
     return anonymized
 
 
 def evaluate_every_node(job: Job, criteria_sets: list[list[Criterion]],
                         options: RunOptions | None = None) -> list[list[tuple[int, ...]]]:
-    """Brute force: the satisfying nodes of the full lattice for each criteria set.
+    """Brute force: the passing nodes of the full lattice for each criteria set (the job's suppression
+    limit applies). The oracle the searches are tested against."""
+    violations, max_suppressed = every_node_violations(job, criteria_sets, options)
+    return [sorted(n for n, tuples in found.items() if tuples <= max_suppressed) for found in violations]
+
+
+def every_node_violations(job: Job, criteria_sets: list[list[Criterion]], options: RunOptions | None = None
+                          ) -> tuple[list[dict[tuple[int, ...], int]], int]:
+    """Brute force: every node's violating tuples per criteria set, and the job's MaxSup.
 
     Every node is one GROUP BY over the table, evaluated against all sets at
-    once (so one pass answers several k). The oracle Incognito is tested against.
+    once, so one pass answers several k and any suppression limit.
     """
     options = options or RunOptions()
     extra = [c for criteria in criteria_sets for c in criteria]
     with _run(job, options, "evaluate-every-node", extra_criteria=extra) as (ctx, finish):
         found = Exhaustive().evaluate(ctx, criteria_sets)
-        finish({"satisfying_counts": [len(f) for f in found]})
-    return found
+        finish({"nodes": len(found[0]) if found else 0})
+    return found, ctx.max_suppressed
 
 
 def audit(job: Job, table: str, schema: str | None = None, options: RunOptions | None = None) -> AuditReport:
     """Evaluate the job's criteria on an existing table (published, or the source) without searching.
 
     The table needs the job's QI and sensitive columns; nothing is written.
+    With a suppression limit, masked tuples (every QI at its hierarchy's top)
+    are counted instead of checked (mask mode), or the tuples missing from the
+    source are (remove mode, when the source is there); the audit fails when
+    they exceed the limit.
     """
     options = options or RunOptions()
     job = job.with_url(options.db_url)
@@ -129,10 +175,33 @@ def audit(job: Job, table: str, schema: str | None = None, options: RunOptions |
             if missing:
                 raise DataError(f"table {table!r} has no column {missing[0]!r} (its columns: {', '.join(columns)}); "
                                 "audit a table with the job's quasi-identifiers and sensitive attributes")
-            return audit_table(db, conn, db.q(schema, table), job.qi_names, needed_sensitive(job.criteria),
-                               job.criteria)
+            masked_top, reference, source_rows = _suppression_audit(db, conn, job, (schema, table))
+            report = audit_table(db, conn, db.q(schema, table), job.qi_names, needed_sensitive(job.criteria),
+                                 job.criteria, masked_top, reference)
+            if source_rows is not None and report.suppressed is None:
+                report.suppressed = source_rows - report.rows
+            if report.suppressed is not None:
+                report.max_suppressed = job.suppression.max_suppressed(source_rows or report.rows)
+            return report
     finally:
         db.dispose()
+
+
+def _suppression_audit(db: Database, conn, job: Job, target: tuple[str | None, str]
+                       ) -> tuple[dict[str, list[str]] | None, str | None, int | None]:
+    """How the audit sees suppressed tuples: top labels (mask), or the source as reference (remove)."""
+    if not job.suppression.limit:
+        return None, None, None
+    src = job.source
+    source_there = (src.schema, src.table) != target and db.table_exists(conn, src.schema, src.table)
+    source_rows = conn.execute(text(f"SELECT COUNT(*) FROM {db.q(src.schema, src.table)}")).scalar_one() \
+        if source_there else None
+    if job.suppression.mode == "mask":
+        files = read_hierarchy_files(job)
+        tops = {qi.column: sorted({p[-1] for p in files[qi.column].paths}) if qi.column in files else [GENERATED_TOP]
+                for qi in job.quasi_identifiers}
+        return tops, None, source_rows
+    return None, (db.q(src.schema, src.table) if source_there else None), source_rows
 
 
 def _search(job: Job, ctx: SearchContext) -> SearchResult:
@@ -140,8 +209,49 @@ def _search(job: Job, ctx: SearchContext) -> SearchResult:
     started = time.perf_counter()
     satisfying = STRATEGIES[job.strategy]().search(ctx, stats)
     stats.seconds = round(time.perf_counter() - started, 3)
+    if ctx.heuristic:
+        warnings.warn(HEURISTIC_WARNING, UserWarning, stacklevel=2)
     return SearchResult(job.qi_names, ctx.star.heights, satisfying, minimal_nodes(satisfying), stats,
-                        ctx.run.run_id, job.strategy, ctx.star.rows)
+                        ctx.run.run_id, job.strategy, ctx.star.rows, ctx.max_suppressed, ctx.heuristic)
+
+
+def _select(job: Job, ctx: SearchContext, result: SearchResult) -> tuple[int, ...]:
+    """The node to publish by the job's selection rule (see sqlanon.metrics.best_node for ties).
+
+    Policies and metrics that cannot improve above a minimal node choose among
+    the minimal nodes; others among every passing node the search returned.
+    """
+    if not result.minimal:
+        raise DataError("no generalization satisfies the criteria; relax them (e.g. a smaller k or a higher "
+                        "suppression limit)")
+    metric = selection_metric(job.select.policy, job.select.metric)
+    wide = needs_every_passing_node(metric, job.select.policy is not None, result.max_suppressed)
+    candidates = result.satisfying if wide else result.minimal
+    _add_metrics(job, ctx, result, candidates)
+    node = best_node(metric, {n: result.metrics[n] for n in candidates})
+    _record_metrics(ctx, result, node)
+    return node
+
+
+def _add_metrics(job: Job, ctx: SearchContext, result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
+    evaluator = MetricsEvaluator.for_run(ctx, job.sensitive)
+    try:
+        todo = [n for n in nodes if n not in result.metrics]
+        result.metrics.update(evaluator.evaluate(todo, lambda done, total: ctx.progress("metrics", done, total)))
+    finally:
+        evaluator.close()
+        ctx.conn.commit()
+
+
+def _record_metrics(ctx: SearchContext, result: SearchResult, selected: tuple[int, ...] | None) -> None:
+    """Store the computed metrics in node_metrics (replacing the run's earlier rows)."""
+    s = ctx.db.q(ctx.schema)
+    minimal = set(result.minimal)
+    ctx.conn.execute(text(f"DELETE FROM {s}.node_metrics WHERE run_id = :r"), {"r": ctx.run.run_id})
+    rows = [(ctx.run.run_id, node_label(node), node in minimal, node == selected,
+             *[values[name] for name in METRICS]) for node, values in sorted(result.metrics.items())]
+    ctx.db.insert_rows(ctx.conn, f"{s}.node_metrics", ["run_id", "node", "minimal", "selected", *METRICS], rows)
+    ctx.conn.commit()
 
 
 @contextmanager
@@ -169,7 +279,8 @@ def _run(job: Job, options: RunOptions, command: str, output: Output | None = No
                     star.record(conn, options.metadata_schema, run.run_id)
                     conn.commit()
                     ctx = SearchContext(db, conn, star, job.criteria, run, options.metadata_schema, options.keep,
-                                        job.base == "cube", options.progress)
+                                        job.base == "cube", options.progress,
+                                        job.suppression.max_suppressed(star.rows), job.assume_monotone)
                     yield ctx, run.finish
                 finally:
                     if conn.in_transaction():

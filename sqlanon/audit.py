@@ -39,39 +39,77 @@ class AuditReport:
     classes: int
     min_class_size: int
     criteria: dict[str, CriterionAudit] = field(default_factory=dict)
+    suppressed: int | None = None  # suppressed tuples, when the audit can tell (masked, or missing from the source)
+    max_suppressed: int | None = None  # the limit they are checked against
 
     @property
     def holds(self) -> dict[str, bool]:
         return {name: c.holds for name, c in self.criteria.items()}
 
     @property
+    def suppression_ok(self) -> bool:
+        return self.suppressed is None or self.max_suppressed is None or self.suppressed <= self.max_suppressed
+
+    @property
     def ok(self) -> bool:
-        return all(self.holds.values())
+        return all(self.holds.values()) and self.suppression_ok
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rows": self.rows, "classes": self.classes, "min_class_size": self.min_class_size,
+        extra = {} if self.suppressed is None else {"suppressed": self.suppressed,
+                                                    "max_suppressed": self.max_suppressed}
+        return {"rows": self.rows, "classes": self.classes, "min_class_size": self.min_class_size, **extra,
                 **{name: c.to_dict() for name, c in self.criteria.items()}}
 
 
 def audit_table(db: Database, conn: Connection, table_ref: str, qi_columns: list[str], sensitive: list[str],
-                criteria: list[Criterion]) -> AuditReport:
-    """Class figures of a table and, per criterion, its worst class and whether it holds."""
+                criteria: list[Criterion], masked_top: dict[str, list[str]] | None = None,
+                reference: str | None = None) -> AuditReport:
+    """Class figures of a table and, per criterion, its worst class and whether it holds.
+
+    `masked_top` (QI column -> its hierarchy's top labels) marks tuples whose
+    every QI is at the top as suppressed by masking: they are counted, not
+    checked, but stay in the distribution t-closeness compares with.
+    `reference` (a table) gives that distribution instead, e.g. the source of
+    an output whose suppressed tuples were removed.
+    """
+    params: dict[str, object] = {}
+    masked = _masked_condition(db, masked_top, params) if masked_top else "1 = 0"
+    released = f"SELECT * FROM {table_ref} WHERE NOT ({masked})"
     group = ", ".join(db.q(c) for c in qi_columns)
-    class_sizes = f"SELECT COUNT(*) AS n FROM {table_ref} GROUP BY {group}"
+    class_sizes = f"SELECT COUNT(*) AS n FROM ({released}) AS r GROUP BY {group}"
     rows, classes, smallest = conn.execute(text(
-        f"SELECT COALESCE(SUM(n), 0), COUNT(*), COALESCE(MIN(n), 0) FROM ({class_sizes}) AS classes")).one()
+        f"SELECT COALESCE(SUM(n), 0), COUNT(*), COALESCE(MIN(n), 0) FROM ({class_sizes}) AS classes"), params).one()
     select = [f"{db.q(c)} AS g{i}" for i, c in enumerate(qi_columns)]
-    select += [f"{db.q(c)} AS s{j}" for j, c in enumerate(sensitive)]
+    sensitive_select = [f"{db.q(c)} AS s{j}" for j, c in enumerate(sensitive)]
     grouping = [db.q(c) for c in qi_columns + sensitive]
+    distribution = None
+    if sensitive and (masked_top or reference):  # t-closeness compares with every tuple, released or not
+        distribution = (f"(SELECT {', '.join(sensitive_select)}, COUNT(*) AS cnt FROM {reference or table_ref} "
+                        f"GROUP BY {', '.join(db.q(c) for c in sensitive)}) AS whole_table")
     view = FrequencySetView("published", [f"g{i}" for i in range(len(qi_columns))], "cnt",
                             {c: f"s{j}" for j, c in enumerate(sensitive)},
-                            f"SELECT {', '.join(select)}, COUNT(*) AS cnt FROM {table_ref} GROUP BY {', '.join(grouping)}")
-    [(_, violations)] = count_violations_batch(conn, [view], [[c] for c in criteria])
-    report = AuditReport(int(rows), int(classes), int(smallest))
+                            f"SELECT {', '.join(select + sensitive_select)}, COUNT(*) AS cnt FROM ({released}) AS r "
+                            f"GROUP BY {', '.join(grouping)}", distribution)
+    [(_, violations)] = count_violations_batch(conn, [view], [[c] for c in criteria], params)
+    suppressed = None
+    if masked_top:
+        suppressed = int(conn.execute(text(f"SELECT COUNT(*) FROM {table_ref} WHERE {masked}"), params).scalar_one())
+    report = AuditReport(int(rows) + (suppressed or 0), int(classes), int(smallest), suppressed=suppressed)
     for criterion, (bad_classes, bad_tuples) in zip(criteria, violations):
         figure = criterion.audit_figure(view)
-        value = conn.execute(text(f"WITH {view.table} AS ({view.definition}) {figure.sql}"), figure.params).scalar()
+        value = conn.execute(text(f"WITH {view.table} AS ({view.definition}) {figure.sql}"),
+                             {**params, **figure.params}).scalar()
         report.criteria[criterion.name] = CriterionAudit(
             criterion.params(), criterion.figure_name, None if value is None else float(value),
             bad_classes == 0, int(bad_classes), int(bad_tuples))
     return report
+
+
+def _masked_condition(db: Database, masked_top: dict[str, list[str]], params: dict[str, object]) -> str:
+    """Every QI column holds one of its top labels (labels bound as parameters)."""
+    parts = []
+    for i, (column, labels) in enumerate(masked_top.items()):
+        names = [f"top_{i}_{j}" for j in range(len(labels))]
+        params.update(zip(names, labels))
+        parts.append(f"COALESCE(CAST({db.q(column)} AS VARCHAR) IN ({', '.join(':' + n for n in names)}), FALSE)")
+    return " AND ".join(parts)

@@ -14,6 +14,7 @@ import click
 import sqlalchemy as sa
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich import box
 from rich.table import Table
 
 from . import __version__
@@ -23,6 +24,7 @@ from .backends import Database
 from .config import Job, load_job, normalize_url
 from .errors import SqlanonError
 from .metadata import DEFAULT_SCHEMA, current_version, downgrade, migrate
+from .metrics import node_label
 
 out = Console()
 err = Console(stderr=True)
@@ -79,15 +81,24 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 @JSON_OPTION
 @KEEP_OPTION
 @SCHEMA_OPTION
-def search_command(config: Path, db_url: str | None, as_json: bool, keep: bool, metadata_schema: str) -> None:
-    """Find every generalization satisfying the criteria, and the minimal ones."""
+@click.option("--metrics", is_flag=True,
+              help="Compute utility metrics (precision, discernibility, KL divergence, ...) of every minimal node.")
+def search_command(config: Path, db_url: str | None, as_json: bool, keep: bool, metadata_schema: str,
+                   metrics: bool) -> None:
+    """Find every generalization satisfying the criteria, and the minimal ones.
+
+    With suppression: {limit: N or a fraction} in the job, a node passes when
+    the tuples of its violating classes number at most the limit.
+    """
     job = load_job(config)
     with _progress(as_json) as progress:
-        result = search(job, RunOptions(db_url, metadata_schema, keep, progress))
+        result = search(job, RunOptions(db_url, metadata_schema, keep, progress, metrics))
     if as_json:
         print(json.dumps(result.to_dict()))
     else:
         _print_search(result)
+        if result.metrics:
+            _print_metrics(result, result.minimal)
 
 
 @main.command("anonymize")
@@ -99,7 +110,12 @@ def search_command(config: Path, db_url: str | None, as_json: bool, keep: bool, 
 @click.option("--replace", is_flag=True, help="Overwrite the output table if it exists.")
 def anonymize_command(config: Path, db_url: str | None, as_json: bool, keep: bool, metadata_schema: str,
                       replace: bool) -> None:
-    """Search, pick a minimal generalization and write the audited output table."""
+    """Search, pick a generalization and write the audited output table.
+
+    The node is chosen by the job's `select:` rule (default: policy
+    min_absolute_distance, the lowest height); ties go to the lowest height,
+    then to the smallest levels in QI order.
+    """
     _anonymize(load_job(config), RunOptions(db_url, metadata_schema, keep), as_json, replace)
 
 
@@ -213,8 +229,32 @@ def _print_search(result: SearchResult) -> None:
         table.add_row(*map(str, node), str(sum(node)))
     out.print(table)
     s = result.stats
+    suppression = f", at most {result.max_suppressed} tuples suppressed" if result.max_suppressed else ""
     out.print(f"run {result.run_id} ({result.strategy}): {s.nodes_checked} nodes checked, {s.rollups} roll-ups, "
-              f"{s.base_scans} base scan(s), {s.seconds:.2f} s over {result.rows} rows")
+              f"{s.base_scans} base scan(s), {s.seconds:.2f} s over {result.rows} rows{suppression}")
+
+
+def _print_metrics(result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
+    table = Table(title="utility metrics (prec, classes: higher is better)", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    table.add_column("node", no_wrap=True)
+    for header in METRIC_HEADERS.values():
+        table.add_column(header, justify="right", no_wrap=True)
+    for node in nodes:
+        values = result.metrics[node]
+        table.add_row(node_label(node), *(_number(values[name]) for name in METRIC_HEADERS))
+    out.print(table)
+
+
+# shown in the terminal (--json has every metric: relative distance and completeness too)
+METRIC_HEADERS = {"height": "height", "precision": "prec", "suppressed": "supp", "classes": "classes",
+                  "avg_class_size": "avg size", "c_avg": "C_avg", "discernibility": "DM", "kl_divergence": "KL"}
+
+
+def _number(value: Any) -> str:
+    if value is None:
+        return "-"
+    return str(value) if isinstance(value, int) else f"{value:.3g}"
 
 
 def _print_audit(table_name: str, report: AuditReport) -> None:
@@ -227,14 +267,20 @@ def _print_audit(table_name: str, report: AuditReport) -> None:
         table.add_row(name, params, figure, "yes" if c.holds else "[bold red]NO[/]", str(c.violating_classes),
                       str(c.violating_tuples))
     out.print(table)
+    if report.suppressed is not None:
+        verdict = "within" if report.suppression_ok else "[bold red]ABOVE[/]"
+        out.print(f"suppressed tuples: {report.suppressed}, {verdict} the limit of {report.max_suppressed}")
 
 
 def _print_anonymized(result: AnonymizeResult) -> None:
     node = ", ".join(f"{q}={lv}" for q, lv in zip(result.search.qi, result.node))
     audit_report = result.audit
     checks = ", ".join(f"{name} {'holds' if ok else 'FAILS'}" for name, ok in audit_report.holds.items())
-    out.print(f"wrote [bold]{result.output}[/]: node ({node}), {audit_report.rows} rows in "
-              f"{audit_report.classes} classes, smallest class {audit_report.min_class_size}; audit: {checks}")
+    _print_metrics(result.search, [result.node])
+    suppressed = f", {result.suppressed} tuples suppressed" if result.search.max_suppressed else ""
+    out.print(f"wrote [bold]{result.output}[/]: node ({node}) chosen by {result.selection}, {audit_report.rows} rows "
+              f"in {audit_report.classes} classes, smallest class {audit_report.min_class_size}{suppressed}; "
+              f"audit: {checks}")
 
 
 if __name__ == "__main__":

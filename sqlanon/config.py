@@ -19,8 +19,9 @@ from .criteria import Criterion, criteria_from_config
 from .errors import ConfigError
 
 GENERATORS = ("mask", "intervals", "date", "suppress")
-STRATEGIES = ("incognito", "exhaustive")
+STRATEGIES = ("incognito", "exhaustive", "samarati")
 BASES = ("cube", "table")
+SUPPRESSION_MODES = ("remove", "mask")
 
 
 @dataclass
@@ -51,6 +52,73 @@ class Output:
     schema: str | None = None
 
 
+@dataclass(frozen=True)
+class Suppression:
+    """At most `limit` tuples (a count, or a fraction of the table when a float) may be suppressed.
+
+    Suppressed tuples are those in classes that violate the criteria: removed
+    from the output, or kept with every QI set to its hierarchy's top (mask).
+    """
+
+    limit: int | float = 0
+    mode: str = "remove"
+
+    def __post_init__(self) -> None:
+        limit = self.limit
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)):
+            raise ConfigError(f"suppression.limit must be a count (e.g. 100) or a fraction of the table "
+                              f"(e.g. 0.02), got {limit!r}")
+        if limit < 0:
+            raise ConfigError(f"suppression.limit must be >= 0, got {limit}")
+        if isinstance(limit, float) and limit > 1:
+            raise ConfigError(f"suppression.limit {limit} is a fraction above 1; write a whole number for a "
+                              "count of tuples, or a fraction between 0 and 1")
+        _choice(self.mode, SUPPRESSION_MODES, "suppression.mode")
+
+    def max_suppressed(self, rows: int) -> int:
+        """MaxSup for a table of `rows` tuples."""
+        if isinstance(self.limit, float):
+            return int(self.limit * rows + 1e-9)
+        if self.limit > rows:
+            raise ConfigError(f"suppression.limit {self.limit} is above the table size ({rows} rows); "
+                              "use at most the table size, or a fraction such as 0.02")
+        return self.limit
+
+    @classmethod
+    def from_config(cls, raw: Any) -> "Suppression":
+        if isinstance(raw, (int, float)) and not isinstance(raw, bool):  # shorthand: `suppression: 0.02`
+            return cls(raw)
+        spec = _mapping(raw, "suppression", {"limit", "mode"})
+        return cls(_required(spec, "limit", "suppression"), spec.get("mode", "remove"))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """How to pick the node to publish: a preference policy, or the best node by a utility metric."""
+
+    policy: str | None = "min_absolute_distance"
+    metric: str | None = None
+
+    def __post_init__(self) -> None:
+        from .metrics import METRICS, POLICIES  # metrics imports criteria, not config: no cycle at import time
+        if (self.policy is None) == (self.metric is None):
+            raise ConfigError("select takes exactly one of policy: NAME or metric: NAME")
+        if self.policy is not None:
+            _choice(self.policy, tuple(POLICIES), "select.policy")
+        if self.metric is not None:
+            _choice(self.metric, tuple(METRICS), "select.metric")
+
+    @classmethod
+    def from_config(cls, raw: Any) -> "Selection":
+        spec = _mapping(raw, "select", {"policy", "metric"})
+        if len(spec) != 1:
+            raise ConfigError("select takes exactly one of policy: NAME or metric: NAME")
+        return cls(spec.get("policy"), spec.get("metric"))
+
+    def describe(self) -> str:
+        return f"policy {self.policy}" if self.policy else f"metric {self.metric}"
+
+
 @dataclass
 class Job:
     source: Source
@@ -61,6 +129,9 @@ class Job:
     strategy: str = "incognito"
     name: str = "job"
     base: str = "cube"  # where frequency sets without a computed child come from: cube | table
+    suppression: Suppression = field(default_factory=Suppression)
+    select: Selection = field(default_factory=Selection)
+    assume_monotone: bool = False  # prune as if the criteria were monotone under suppression (heuristic)
 
     @property
     def qi_names(self) -> list[str]:
@@ -85,6 +156,9 @@ class Job:
             "output": asdict(self.output) if self.output else None,
             "strategy": self.strategy,
             "base": self.base,
+            "suppression": asdict(self.suppression),
+            "select": asdict(self.select),
+            "assume_monotone": self.assume_monotone,
         }
         return json.dumps(data, sort_keys=True)
 
@@ -122,7 +196,8 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
     """Build a Job from the parsed YAML structure (also usable from Python)."""
     base_dir = Path(base_dir)
     cfg = _mapping(data, "the config", {"source", "quasi_identifiers", "sensitive", "criteria",
-                                        "output", "search", "name"})
+                                        "output", "search", "name", "suppression",
+                                        "select"})
     source = _source(_mapping(_required(cfg, "source", "the config"), "source",
                               {"url", "table", "schema", "csv", "csv_options"}), base_dir)
     qis = _quasi_identifiers(_required(cfg, "quasi_identifiers", "the config"), base_dir)
@@ -143,11 +218,18 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
         out = _mapping(cfg["output"], "output", {"table", "schema"})
         output = Output(_identifier(_required(out, "table", "output"), "output.table"),
                         _optional_identifier(out.get("schema"), "output.schema"))
-    search = _mapping(cfg.get("search") or {}, "search", {"strategy", "base"})
+    search = _mapping(cfg.get("search") or {}, "search", {"strategy", "base", "assume_monotone"})
     strategy = _choice(search.get("strategy", "incognito"), STRATEGIES, "search.strategy")
     base = _choice(search.get("base", "cube"), BASES, "search.base")
+    assume_monotone = search.get("assume_monotone", False)
+    if not isinstance(assume_monotone, bool):
+        raise ConfigError(f"search.assume_monotone must be true or false, got {assume_monotone!r}")
+    suppression = Suppression.from_config(cfg["suppression"]) if cfg.get("suppression") is not None \
+        else Suppression()
+    select = Selection.from_config(cfg["select"]) if cfg.get("select") is not None else Selection()
     name = cfg.get("name", default_name)
-    return Job(source, qis, criteria, output, sensitive, strategy, str(name), base)
+    return Job(source, qis, criteria, output, sensitive, strategy, str(name), base, suppression, select,
+               assume_monotone)
 
 
 def _choice(value: Any, choices: tuple[str, ...], where: str) -> str:

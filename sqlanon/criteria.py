@@ -24,6 +24,9 @@ class FrequencySetView:
     """What a criterion needs to know about a frequency set (names already quoted).
 
     `table` is a table, or the name of a CTE whose SELECT is `definition`.
+    `reference`, when set, is a FROM item with the same sensitive and count
+    columns whose distribution t-closeness compares classes with (by default,
+    the set's own: the whole table at that node).
     """
 
     table: str
@@ -31,6 +34,7 @@ class FrequencySetView:
     count_column: str
     sensitive_columns: dict[str, str]  # sensitive attribute -> its column in the set
     definition: str | None = None
+    reference: str | None = None
 
     @property
     def one_row_per_class(self) -> bool:
@@ -60,7 +64,14 @@ class FrequencySetView:
     def with_classes(self, extra: list[str], attribute: str) -> "FrequencySetView":
         """The same set with more class columns and only one sensitive attribute (multi-attribute diversity)."""
         return FrequencySetView(self.table, self.class_columns + extra, self.count_column,
-                                {attribute: self.sensitive_columns[attribute]})
+                                {attribute: self.sensitive_columns[attribute]}, reference=self.reference)
+
+    def distribution(self, attribute: str) -> str:
+        """Per sensitive value s of `attribute`: q, its share of the whole table (or of the reference)."""
+        s, cnt = self.sensitive_columns[attribute], self.count_column
+        source = self.reference or self.table
+        return (f"SELECT {s} AS s, SUM({cnt}) * 1.0 / (SELECT SUM({cnt}) FROM {source}) AS q "
+                f"FROM {source} GROUP BY {s}")
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,9 @@ class Criterion(ABC):
     name: str = ""
     #: holds for every generalization of a node that satisfies it (enables pruning)
     monotone: bool = True
+    #: a merged class violates only if every class merged into it does, so a node's violating
+    #: (suppressed) tuples can only shrink under generalization: pruning stays sound with suppression
+    monotone_under_suppression: bool = False
     #: what the audit reports: the worst class's statistic (SQL over column `stat`)
     figure_name: str = ""
     figure_sql: str = "MIN(stat)"
@@ -185,6 +199,7 @@ class KAnonymity(Criterion):
     """Every equivalence class holds at least k tuples."""
 
     name = "k_anonymity"
+    monotone_under_suppression = True  # a merged class smaller than k is made of classes smaller than k
     figure_name = "min_class_size"
 
     def __init__(self, k: int):
@@ -258,6 +273,7 @@ class DistinctLDiversity(_LDiversity):
     """At least l distinct sensitive values in every class."""
 
     name = "distinct_l_diversity"
+    monotone_under_suppression = True  # fewer than l values in a merged class: fewer in each part too
     figure_name = "distinct_l"
 
     def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
@@ -543,8 +559,7 @@ class TCloseness(Criterion):
 
     def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
         counts = fs.value_counts(self.attribute)
-        table = (f"SELECT s, SUM(c) * 1.0 / (SELECT SUM(c) FROM ({counts}) a) AS q "
-                 f"FROM ({counts}) b GROUP BY s")
+        table = fs.distribution(self.attribute)
         if self.distance == "ordered":
             return SqlFragment(self._ordered(fs, counts, table), {})
         if self.distance == "hierarchical":

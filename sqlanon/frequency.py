@@ -175,30 +175,25 @@ class FrequencySets:
             self._dropped_since_flush = []
 
 
-def count_violations_batch(conn: Connection, views: list[FrequencySetView],
-                           criteria_sets: list[list[Criterion]]) -> list[tuple[int, list[tuple[int, int]]]]:
+def count_violations_batch(conn: Connection, views: list[FrequencySetView], criteria_sets: list[list[Criterion]],
+                           params: dict[str, object] | None = None) -> list[tuple[int, list[tuple[int, int]]]]:
     """For each view: its row count, and (violating classes, their tuples) per criteria set.
 
     A set's violators are the UNION of its criteria's violating classes. Every
     view and set is answered by one statement (views defined by a CTE are
     computed once each): per-statement overhead, not data, dominates small
     frequency sets, so the search evaluates whole waves of nodes this way.
+    `params` binds names the views' definitions use.
     """
-    ctes, selects, params = [], [], {}
+    ctes, selects, params = [], [], dict(params or {})
     for j, view in enumerate(views):
         if view.definition:  # computed once, however many criteria read it
             ctes.append(f"{view.table} AS MATERIALIZED ({view.definition})")
         for i, criteria in enumerate(criteria_sets):
-            parts = []
-            for fragment in (c.violating_classes(view) for c in criteria):
-                sql = fragment.sql
-                for name, value in fragment.params.items():  # one criterion appears once per view and set
-                    sql = re.sub(rf":{name}\b", f":{name}_{j}_{i}", sql)
-                    params[f"{name}_{j}_{i}"] = value
-                parts.append(f"({sql})")
+            violators = violating_classes_sql(view, criteria, f"{j}_{i}", params)
             size = f"(SELECT COUNT(*) FROM {view.table})" if i == 0 else "NULL"
             selects.append(f"SELECT {j} AS view_index, {i} AS criteria_set, {size} AS size, COUNT(*) AS classes, "
-                           f"COALESCE(SUM(n), 0) AS tuples FROM ({' UNION '.join(parts)}) AS violators_{j}_{i}")
+                           f"COALESCE(SUM(n), 0) AS tuples FROM ({violators}) AS violators_{j}_{i}")
     with_clause = f"WITH {', '.join(ctes)} " if ctes else ""
     rows = conn.execute(text(with_clause + " UNION ALL ".join(selects)), params).all()
     answers: list[tuple[int, list[tuple[int, int]]]] = [(0, []) for _ in views]
@@ -206,3 +201,20 @@ def count_violations_batch(conn: Connection, views: list[FrequencySetView],
         rows_j = int(size) if i == 0 else answers[j][0]
         answers[j] = (rows_j, answers[j][1] + [(int(classes), int(tuples))])
     return answers
+
+
+def violating_classes_sql(view: FrequencySetView, criteria: list[Criterion], suffix: str,
+                          params: dict[str, object]) -> str:
+    """SELECT the class columns and n of every class violating any of the criteria (a UNION).
+
+    Parameters are renamed with `suffix` (a criterion appears once per view and
+    set in a statement) and added to `params`.
+    """
+    parts = []
+    for fragment in (c.violating_classes(view) for c in criteria):
+        sql = fragment.sql
+        for name, value in fragment.params.items():
+            sql = re.sub(rf":{name}\b", f":{name}_{suffix}", sql)
+            params[f"{name}_{suffix}"] = value
+        parts.append(f"({sql})")
+    return " UNION ".join(parts)

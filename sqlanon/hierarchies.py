@@ -19,6 +19,7 @@ from typing import Any, Iterable
 from .errors import ConfigError, HierarchyError
 
 NULL_VALUE = ""
+GENERATED_TOP = "*"  # the top label of every generated hierarchy
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ def _check_options(column: str, kind: str, options: dict[str, Any], allowed: set
 
 def _suppress(column: str, options: dict[str, Any], values: list[str]) -> list[tuple[str, ...]]:
     _check_options(column, "suppress", options, set())
-    return [(v, "*") for v in values]
+    return [(v, GENERATED_TOP) for v in values]
 
 
 def _mask(column: str, options: dict[str, Any], values: list[str]) -> list[tuple[str, ...]]:
@@ -131,7 +132,7 @@ def _mask(column: str, options: dict[str, Any], values: list[str]) -> list[tuple
     paths = []
     for v in values:
         masked = [v[: max(len(v) - i, 0)] + char * min(i, len(v)) for i in range(1, width)]
-        paths.append((v, *masked, "*"))
+        paths.append((v, *masked, GENERATED_TOP))
     return paths
 
 
@@ -173,7 +174,7 @@ def _intervals(column: str, options: dict[str, Any], values: list[str]) -> list[
         for w in widths:
             low = start + math.floor((x - start) / w) * w
             levels.append(f"[{_fmt(low)},{_fmt(low + w)})")
-        paths.append((v, *levels, "*"))
+        paths.append((v, *levels, GENERATED_TOP))
     return paths
 
 
@@ -188,5 +189,5 @@ def _date(column: str, options: dict[str, Any], values: list[str]) -> list[tuple
         except ValueError:
             raise HierarchyError(f"generator date for {column!r} needs ISO dates (YYYY-MM-DD), found {v!r}") from None
         year_bands = [f"{day.year // b * b}-{day.year // b * b + b - 1}" for b in bands]
-        paths.append((v, f"{day.year:04d}-{day.month:02d}", f"{day.year:04d}", *year_bands, "*"))
+        paths.append((v, f"{day.year:04d}-{day.month:02d}", f"{day.year:04d}", *year_bands, GENERATED_TOP))
     return paths

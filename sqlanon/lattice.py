@@ -64,17 +64,35 @@ def full_lattice(heights: list[int]) -> list[tuple[int, ...]]:
     return list(product(*(range(h + 1) for h in heights)))
 
 
-def minimal_nodes(satisfying: Iterable[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    """Nodes with no satisfying direct specialization (one attribute one level lower).
+def direct_specializations(node: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """The nodes one attribute one level lower."""
+    return [node[:j] + (node[j] - 1,) + node[j + 1:] for j in range(len(node)) if node[j] > 0]
 
-    Sound because the satisfying set is closed under generalization (monotone criteria).
+
+def minimal_nodes(passing: Iterable[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """Passing nodes with no passing node strictly below them.
+
+    Passing sets need not be closed under generalization (criteria that are
+    not monotone under suppression), so "below" means anywhere below, not just
+    one step: a node is covered when a direct specialization passes or is
+    itself covered, worked out from the lowest heights up.
     """
-    found = set(satisfying)
-    minimal = []
-    for node in found:
-        below = (node[:j] + (node[j] - 1,) + node[j + 1:] for j in range(len(node)) if node[j] > 0)
-        if not any(b in found for b in below):
-            minimal.append(node)
+    found = set(passing)
+    covered: dict[tuple[int, ...], bool] = {}  # node -> some passing node lies strictly below it
+
+    def is_covered(node: tuple[int, ...]) -> bool:
+        stack = [node]
+        while stack:  # iterative depth-first evaluation (lattices can be deep)
+            top = stack[-1]
+            below = [b for b in direct_specializations(top) if b not in found and b not in covered]
+            if below:
+                stack.extend(below)
+                continue
+            stack.pop()
+            covered[top] = any(b in found or covered[b] for b in direct_specializations(top))
+        return covered[node]
+
+    minimal = [node for node in found if not is_covered(node)]
     return sorted(minimal, key=lambda n: (sum(n), n))
 
 
@@ -107,6 +125,23 @@ class LatticeStore:
         if edges:
             conn.execute(text(f"INSERT INTO {self.s}.lattice_edges (run_id, iteration, start_id, end_id) "
                               "VALUES (:r, 1, :a, :b)"), edges)
+
+    def create_full_iteration(self, conn: Connection, heights: list[int]) -> None:
+        """The whole lattice over all attributes as one iteration (for searches that cannot prune by subsets)."""
+        iteration = len(heights)
+        ids = {node: i for i, node in enumerate(full_lattice(heights), start=1)}
+        nodes, levels, edges = [], [], []
+        for node, node_id in ids.items():
+            pairs = list(enumerate(node))
+            nodes.append((self.run_id, node_id, iteration, node_key(pairs), node_key(pairs[:-1]), len(node) - 1,
+                          node[-1], sum(node), "candidate"))
+            levels += [(self.run_id, node_id, attr, level) for attr, level in pairs]
+            edges += [(self.run_id, iteration, ids[below], node_id) for below in direct_specializations(node)]
+        self.db.insert_rows(conn, f"{self.s}.lattice_nodes", ["run_id", "node_id", "iteration", "node_key",
+                            "prefix_key", "last_attr", "last_level", "height", "status"], nodes)
+        self.db.insert_rows(conn, f"{self.s}.lattice_node_levels", ["run_id", "node_id", "attr", "level"], levels)
+        self.db.insert_rows(conn, f"{self.s}.lattice_edges", ["run_id", "iteration", "start_id", "end_id"], edges)
+        self._analyze(conn)
 
     def generate_next(self, conn: Connection, iteration: int) -> None:
         """C_{i+1}, pruned, with its edges, from the survivors of iteration i (all in SQL)."""

@@ -44,6 +44,30 @@ class SearchContext:
     keep: bool = False
     use_cube: bool = True
     progress: Progress = field(default=lambda phase, done, total: None)
+    max_suppressed: int = 0  # MaxSup: a node passes when its violating classes hold at most this many tuples
+    assume_monotone: bool = False  # prune with suppression even where it is not sound (opt-in heuristic)
+
+    def accepts(self, violating_tuples: int) -> bool:
+        return violating_tuples <= self.max_suppressed
+
+    @property
+    def sound_monotone(self) -> bool:
+        """Whether passing is closed under generalization (and QI supersets fail when a subset fails).
+
+        True without suppression; with it, only for criteria whose violating
+        tuples can only shrink when classes merge (k-anonymity, distinct l-diversity).
+        """
+        return self.max_suppressed == 0 or all(c.monotone_under_suppression for c in self.criteria)
+
+    @property
+    def monotone(self) -> bool:
+        """Whether the search may prune on passing nodes (sound, or assumed by the user)."""
+        return self.sound_monotone or self.assume_monotone
+
+    @property
+    def heuristic(self) -> bool:
+        """True when pruning was assumed, not proven: the result may miss passing nodes."""
+        return not self.sound_monotone and self.assume_monotone
 
 
 class SearchStrategy(ABC):
@@ -55,7 +79,15 @@ class SearchStrategy(ABC):
 
 
 class Incognito(SearchStrategy):
-    """LeFevre et al.: QI subsets of growing size, each lattice searched breadth-first with marking."""
+    """LeFevre et al.: QI subsets of growing size, each lattice searched breadth-first with marking.
+
+    When passing is not closed under generalization (criteria that are not
+    monotone under suppression), neither subset pruning nor marking on a pass
+    is sound: the full lattice is searched as one iteration, every node is
+    checked (still rolled up from a checked specialization), and only nodes
+    with no violating class at all mark their generalizations, which then have
+    none either (every criterion is monotone without suppression).
+    """
 
     name = "incognito"
 
@@ -63,10 +95,14 @@ class Incognito(SearchStrategy):
         heights = ctx.star.heights
         store = LatticeStore(ctx.db, ctx.schema, ctx.run.run_id)
         fsets = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, ctx.keep, ctx.use_cube)
+        first = 1 if ctx.monotone else len(heights)
         try:
-            store.create_first_iteration(ctx.conn, heights)
-            for iteration in range(1, len(heights) + 1):
-                if iteration > 1:
+            for iteration in range(first, len(heights) + 1):
+                if iteration == 1:
+                    store.create_first_iteration(ctx.conn, heights)
+                elif iteration == first:
+                    store.create_full_iteration(ctx.conn, heights)
+                else:
                     store.generate_next(ctx.conn, iteration - 1)
                 nodes, edges = store.load_iteration(ctx.conn, iteration)
                 statuses = self._search_iteration(ctx, fsets, nodes, edges, iteration, stats)
@@ -101,17 +137,19 @@ class Incognito(SearchStrategy):
         while queue:
             wave = _pop_wave(queue, statuses)
             to_check = [node_id for node_id in wave if node_id not in marked]
-            statuses.update({node_id: "marked" for node_id in wave if node_id in marked})
+            for node_id in wave:
+                if node_id in marked:  # what holds for it holds for its generalizations
+                    statuses[node_id] = "marked"
+                    marked.update(graph.up[node_id])
             batch = [self._frequency_set(fsets, graph.by_id[node_id], super_roots,
                                          [held[p] for p in graph.down[node_id] if p in held])
                      for node_id in to_check]
-            for node_id, fs, (classes, _) in zip(to_check, batch, fsets.violations(batch, ctx.criteria)):
+            for node_id, fs, (classes, tuples) in zip(to_check, batch, fsets.violations(batch, ctx.criteria)):
                 stats.nodes_checked += 1
-                if classes == 0:
-                    statuses[node_id] = "pass"
+                statuses[node_id] = "pass" if ctx.accepts(tuples) else "fail"
+                if (statuses[node_id] == "pass") if ctx.monotone else classes == 0:
                     marked.update(graph.up[node_id])
                     continue
-                statuses[node_id] = "fail"
                 if graph.up[node_id]:  # its generalizations will roll up from it
                     held[node_id] = fsets.materialize(fs)
                 for succ in graph.up[node_id]:
@@ -128,7 +166,7 @@ class Incognito(SearchStrategy):
             fsets.drop(fs)
         super_roots.drop_all()
         ctx.progress(f"iteration {iteration}/{len(ctx.star.dimensions)}", len(nodes), len(nodes))
-        # nodes never reached lie above a marked node: they satisfy the criteria by monotonicity
+        # nodes never reached lie above a marked node: they pass by monotonicity
         return {n.node_id: statuses.get(n.node_id, "implied") for n in nodes}
 
     @staticmethod
@@ -214,14 +252,16 @@ class Exhaustive(SearchStrategy):
     name = "exhaustive"
 
     def search(self, ctx: SearchContext, stats: SearchStats) -> list[tuple[int, ...]]:
-        return self.evaluate(ctx, [ctx.criteria], stats)[0]
+        [violating] = self.evaluate(ctx, [ctx.criteria], stats)
+        return [node for node, tuples in violating.items() if ctx.accepts(tuples)]
 
     def evaluate(self, ctx: SearchContext, criteria_sets: list[list[Criterion]],
-                 stats: SearchStats | None = None) -> list[list[tuple[int, ...]]]:
-        """Satisfying nodes for several criteria sets, one GROUP BY per node for all of them."""
+                 stats: SearchStats | None = None) -> list[dict[tuple[int, ...], int]]:
+        """Per criteria set, every node's violating tuples (so one pass answers any suppression limit);
+        one GROUP BY per node serves all sets."""
         stats = stats or SearchStats()
         nodes = full_lattice(ctx.star.heights)
-        satisfying: list[list[tuple[int, ...]]] = [[] for _ in criteria_sets]
+        violating: list[dict[tuple[int, ...], int]] = [{} for _ in criteria_sets]
         labels = self._label_table(ctx)
         stats.base_scans += 1
         try:
@@ -230,15 +270,14 @@ class Exhaustive(SearchStrategy):
                 chunk = nodes[start:start + batch]
                 views = [self._node_view(ctx.star, labels, j, node) for j, node in enumerate(chunk)]
                 for node, (_, per_set) in zip(chunk, count_violations_batch(ctx.conn, views, criteria_sets)):
-                    for found, (classes, _) in zip(satisfying, per_set):
-                        if classes == 0:
-                            found.append(node)
+                    for found, (_, tuples) in zip(violating, per_set):
+                        found[node] = tuples
                 stats.nodes_checked += len(chunk)
                 ctx.progress("every node", stats.nodes_checked, len(nodes))
         finally:
             ctx.db.drop_table(ctx.conn, labels)
             ctx.conn.commit()
-        return satisfying
+        return violating
 
     @staticmethod
     def _node_view(star: StarSchema, labels: str, index: int, node: tuple[int, ...]) -> FrequencySetView:
@@ -262,4 +301,60 @@ class Exhaustive(SearchStrategy):
         return ctx.db.scratch_ref(name)
 
 
-STRATEGIES: dict[str, type[SearchStrategy]] = {s.name: s for s in (Incognito, Exhaustive)}
+class Samarati(SearchStrategy):
+    """Samarati's binary search on the height: the passing nodes of the lowest height that has one.
+
+    Each probed height is evaluated whole (every node rolled up from the
+    zero-generalization cube, in batched statements). Binary search needs
+    "some node of height h passes" to hold for every height above a passing
+    one, true when passing is monotone; otherwise heights are probed upward
+    from 0 one by one, which stays exact.
+    """
+
+    name = "samarati"
+
+    def search(self, ctx: SearchContext, stats: SearchStats) -> list[tuple[int, ...]]:
+        by_height: dict[int, list[tuple[int, ...]]] = defaultdict(list)
+        for node in full_lattice(ctx.star.heights):
+            by_height[sum(node)].append(node)
+        top = max(by_height)
+        fsets = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, ctx.keep, ctx.use_cube)
+        probed: dict[int, list[tuple[int, ...]]] = {}
+
+        def passing(height: int) -> list[tuple[int, ...]]:
+            if height not in probed:
+                probed[height] = self._passing(ctx, fsets, by_height[height], stats)
+                ctx.progress(f"height {height}/{top}", len(probed), top + 1)
+                ctx.run.progress(ctx.conn, height, stats.nodes_checked)
+                ctx.conn.commit()
+            return probed[height]
+
+        try:
+            if not ctx.monotone:
+                return next((found for h in range(top + 1) if (found := passing(h))), [])
+            if not passing(top):
+                return []
+            low, high = 0, top  # invariant: some node of height `high` passes
+            while low < high:
+                middle = (low + high) // 2
+                if passing(middle):
+                    high = middle
+                else:
+                    low = middle + 1
+            return passing(high)
+        finally:
+            fsets.drop_all()
+            fsets.flush_registry()
+            ctx.conn.commit()
+            stats.rollups, stats.base_scans = fsets.rollups, fsets.base_scans
+
+    @staticmethod
+    def _passing(ctx: SearchContext, fsets: FrequencySets, nodes: list[tuple[int, ...]],
+                 stats: SearchStats) -> list[tuple[int, ...]]:
+        batch = [fsets.base(dict(enumerate(node)), f"h{sum(node)}_{j}") for j, node in enumerate(nodes)]
+        stats.nodes_checked += len(batch)
+        return sorted(node for node, (_, tuples) in zip(nodes, fsets.violations(batch, ctx.criteria))
+                      if ctx.accepts(tuples))
+
+
+STRATEGIES: dict[str, type[SearchStrategy]] = {s.name: s for s in (Incognito, Exhaustive, Samarati)}

@@ -1,0 +1,197 @@
+"""Utility metrics of lattice nodes, and choosing the node to publish.
+
+Every data-dependent figure is computed in SQL from the node's frequency set
+(rolled up from the zero-generalization cube), several nodes per statement:
+which classes the criteria make us suppress, how many classes stay, the sum of
+squared class sizes, and the two sums KL divergence needs. Python only does
+arithmetic on those few numbers and on the levels.
+
+KL divergence under the uniformity assumption: a released tuple's mass is
+spread evenly over the original QI values its generalized values cover (the
+hierarchy leaves below them, "area"), with its sensitive values kept; a
+suppressed tuple counts as generalized to the top of every hierarchy. For
+original cells x with counts c_x, released cells (class g, sensitive s) with
+counts C_gs and suppressed tuples S_s per sensitive value, over n rows:
+
+    n * KL = sum_x c_x ln c_x - sum_gs C_gs (ln C_gs - ln area(g)) - sum_s S_s (ln S_s - ln area(top))
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sqlalchemy import text
+
+from .criteria import FrequencySetView, KAnonymity
+from .frequency import BATCH, FrequencySet, FrequencySets, violating_classes_sql
+
+Node = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    better: str  # "min" or "max"
+    levels_only: bool  # depends on the levels alone: its best passing node is minimal even with suppression
+    description: str
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("height", "min", True, "sum of the levels"),
+    Metric("relative_distance", "min", True, "sum over QIs of level / hierarchy height"),
+    Metric("precision", "max", True, "Sweeney's Prec: 1 - relative distance / number of QIs"),
+    Metric("suppressed", "min", False, "tuples in classes violating the criteria"),
+    Metric("completeness", "max", False, "1 - suppressed / rows"),
+    Metric("classes", "max", False, "equivalence classes released (distinct generalized tuples)"),
+    Metric("avg_class_size", "min", False, "released tuples / classes"),
+    Metric("c_avg", "min", False, "average class size / k"),
+    Metric("discernibility", "min", False, "sum of squared class sizes, plus rows for each suppressed tuple"),
+    Metric("kl_divergence", "min", False, "KL divergence of the (QI, sensitive) distribution, uniformity assumed"),
+)}
+
+#: Samarati & Sweeney's preference policies, each the best minimal node by one metric
+POLICIES: dict[str, str] = {
+    "min_absolute_distance": "height",
+    "min_relative_distance": "relative_distance",
+    "max_distribution": "classes",
+    "min_suppression": "suppressed",
+}
+
+
+def selection_metric(policy: str | None, metric: str | None) -> Metric:
+    return METRICS[POLICIES[policy]] if policy else METRICS[metric]
+
+
+def needs_every_passing_node(metric: Metric, by_policy: bool, max_suppressed: int) -> bool:
+    """Whether the best node may lie above the minimal ones.
+
+    Policies choose among minimal nodes by definition. Every metric here gets
+    no better under generalization without suppression (KL: coarser blocks
+    only add divergence), so its optimum is minimal; with suppression the
+    data-dependent ones can improve higher up (fewer suppressed tuples).
+    """
+    return not by_policy and not metric.levels_only and max_suppressed > 0
+
+
+def best_node(metric: Metric, metrics: dict[Node, dict[str, Any]]) -> Node:
+    """The best node by `metric`; ties go to the lowest height, then the smallest level vector
+    (in QI config order, so the QIs listed first stay the most precise)."""
+    sign = 1 if metric.better == "min" else -1
+
+    def key(node: Node) -> tuple:
+        value = metrics[node][metric.name]
+        return (float("inf") if value is None else sign * round(float(value), 9), sum(node), node)
+
+    return min(metrics, key=key)
+
+
+class MetricsEvaluator:
+    """Computes the metrics of any nodes of one run, reading the frequency sets of `fsets`."""
+
+    def __init__(self, fsets: FrequencySets, criteria: list, heights: list[int]):
+        self.fsets, self.criteria, self.heights = fsets, criteria, heights
+        self.conn, self.star = fsets.conn, fsets.star
+        self.rows = self.star.rows
+        ks = [c.k for c in criteria if isinstance(c, KAnonymity)]
+        self.k = max(ks) if ks else None
+        self._cells_term: float | None = None
+        self._ln_top: float | None = None
+
+    @classmethod
+    def for_run(cls, ctx, sensitive: list[str]) -> "MetricsEvaluator":
+        """Frequency sets carrying every sensitive attribute of the job (KL reads them all)."""
+        star = replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + list(sensitive))))
+        fsets = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, False, ctx.use_cube)
+        return cls(fsets, ctx.criteria, star.heights)
+
+    def close(self) -> None:
+        self.fsets.drop_all()
+        self.fsets.flush_registry()
+
+    def evaluate(self, nodes: list[Node], progress=lambda done, total: None) -> dict[Node, dict[str, Any]]:
+        found: dict[Node, dict[str, Any]] = {}
+        for start in range(0, len(nodes), BATCH):
+            chunk = nodes[start:start + BATCH]
+            for node, sums in zip(chunk, self._sums(chunk)):
+                found[node] = self._figures(node, *sums)
+            progress(len(found), len(nodes))
+        return found
+
+    # --- SQL ------------------------------------------------------------------
+    def _sums(self, nodes: list[Node]) -> list[tuple]:
+        """Per node: classes released, suppressed tuples, sum n^2 released, and the two KL sums."""
+        ctes, selects, params = [], [], {}
+        for j, node in enumerate(nodes):
+            fs = self.fsets.base(dict(enumerate(node)), f"metrics_{j}")
+            view = self._view(fs, j)
+            ctes.append(f"{view.table} AS MATERIALIZED ({fs.definition})")
+            on = " AND ".join(f"cs.{c} = b.{c}" for c in view.class_columns)
+            ctes.append(f"flags_{j} AS (SELECT cs.*, CASE WHEN b.n IS NULL THEN 0 ELSE 1 END AS bad "
+                        f"FROM ({view.class_sizes()}) cs LEFT JOIN "
+                        f"({violating_classes_sql(view, self.criteria, f'm{j}', params)}) b ON {on})")
+            selects.append(self._node_select(node, view, j))
+        rows = self.conn.execute(text(f"WITH {', '.join(ctes)} {' UNION ALL '.join(selects)}"), params).all()
+        by_index = {int(r[0]): r[1:] for r in rows}
+        return [by_index[j] for j in range(len(nodes))]
+
+    def _view(self, fs: FrequencySet, j: int) -> FrequencySetView:
+        columns = [f"a{a}" for a in sorted(fs.levels)]
+        return FrequencySetView(f"metric_fs_{j}", columns, "cnt", self.star.sensitive_columns())
+
+    def _node_select(self, node: Node, view: FrequencySetView, j: int) -> str:
+        flags, fs = f"flags_{j}", view.table
+        on = " AND ".join(f"v.{c} = f.{c}" for c in view.class_columns)
+        areas, ln_area = [], []
+        for attr, level in enumerate(node):
+            if level > 0:  # level 0 covers one original value: ln(area) = 0
+                dim = self.star.dimensions[attr]
+                areas.append(f"JOIN (SELECT c{level} AS code, LN(CAST(COUNT(*) AS DOUBLE PRECISION)) AS la "
+                             f"FROM {dim.table} GROUP BY c{level}) ar{attr} ON v.a{attr} = ar{attr}.code")
+                ln_area.append(f"ar{attr}.la")
+        sensitive = [f"v.{s}" for s in self.star.sensitive_columns().values()]
+        group = f"GROUP BY {', '.join(sensitive)}" if sensitive else ""
+        released = (f"SELECT COALESCE(SUM(v.cnt * (LN(CAST(v.cnt AS DOUBLE PRECISION)) - ({' + '.join(ln_area) or '0'}))), 0) "
+                    f"FROM {fs} v JOIN {flags} f ON {on} AND f.bad = 0 {' '.join(areas)}")
+        suppressed = (f"SELECT COALESCE(SUM(x.c * LN(CAST(x.c AS DOUBLE PRECISION))), 0) FROM "
+                      f"(SELECT SUM(v.cnt) AS c FROM {fs} v JOIN {flags} f ON {on} AND f.bad = 1 {group}) x")
+        return (f"SELECT {j} AS j, (SELECT COUNT(*) FROM {flags} WHERE bad = 0) AS classes, "
+                f"(SELECT COALESCE(SUM(n), 0) FROM {flags} WHERE bad = 1) AS suppressed, "
+                f"(SELECT COALESCE(SUM(CAST(n AS DOUBLE PRECISION) * n), 0) FROM {flags} WHERE bad = 0) AS squares, "
+                f"({released}) AS kl_released, ({suppressed}) AS kl_suppressed")
+
+    def _cells(self) -> float:
+        """sum over original cells (level 0 QIs, sensitive values) of c ln c, and ln(area of the top)."""
+        if self._cells_term is None:
+            zero = self.fsets.base({a: 0 for a in range(len(self.heights))}, "metrics_cells")
+            self._cells_term = float(self.conn.execute(text(
+                f"SELECT COALESCE(SUM(cnt * LN(CAST(cnt AS DOUBLE PRECISION))), 0) FROM ({zero.definition}) z"
+            )).scalar_one())
+            self._ln_top = sum(float(self.conn.execute(text(
+                f"SELECT LN(CAST(COUNT(*) AS DOUBLE PRECISION)) FROM {d.table}")).scalar_one())
+                for d in self.star.dimensions)
+        return self._cells_term
+
+    # --- arithmetic -----------------------------------------------------------
+    def _figures(self, node: Node, classes, suppressed, squares, kl_released, kl_suppressed) -> dict[str, Any]:
+        n, classes, suppressed = self.rows, int(classes), int(suppressed)
+        relative = sum(level / h for level, h in zip(node, self.heights) if h > 0)
+        released = n - suppressed
+        average = released / classes if classes else None
+        kl = (self._cells() - float(kl_released) - float(kl_suppressed) + suppressed * self._ln_top) / n
+        return {
+            "height": sum(node),
+            "relative_distance": relative,
+            "precision": 1 - relative / len(node),
+            "suppressed": suppressed,
+            "completeness": released / n,
+            "classes": classes,
+            "avg_class_size": average,
+            "c_avg": average / self.k if average is not None and self.k else None,
+            "discernibility": int(round(float(squares))) + n * suppressed,
+            "kl_divergence": max(kl, 0.0),  # clamp rounding noise around an exact 0
+        }
+
+
+def node_label(node: Node) -> str:
+    """A node as the JSON key and display form: levels joined by commas."""
+    return ",".join(map(str, node))
