@@ -132,6 +132,23 @@ def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False
     return anonymized
 
 
+def node_metrics(job: Job, nodes: list[tuple[int, ...]], options: RunOptions | None = None
+                 ) -> dict[tuple[int, ...], dict[str, Any]]:
+    """Utility metrics (see sqlanon.metrics.METRICS) of any nodes, levels in QI config order, computed in SQL."""
+    options = options or RunOptions()
+    with _run(job, options, "metrics") as (ctx, finish):
+        for node in nodes:
+            if len(node) != len(ctx.star.heights) or not all(0 <= lv <= h for lv, h in zip(node, ctx.star.heights)):
+                raise ConfigError(f"node {node_label(node)} is not in the lattice: give one level per QI "
+                                  f"({', '.join(job.qi_names)}), each between 0 and its height "
+                                  f"({node_label(ctx.star.heights)})")
+        result = SearchResult(job.qi_names, ctx.star.heights, [], [], SearchStats(), ctx.run.run_id, "none",
+                              ctx.star.rows, ctx.max_suppressed)
+        _add_metrics(job, ctx, result, list(nodes))
+        finish({"nodes": len(result.metrics)})
+    return result.metrics
+
+
 def evaluate_every_node(job: Job, criteria_sets: list[list[Criterion]],
                         options: RunOptions | None = None) -> list[list[tuple[int, ...]]]:
     """Brute force: the passing nodes of the full lattice for each criteria set (the job's suppression
@@ -190,7 +207,7 @@ def audit(job: Job, table: str, schema: str | None = None, options: RunOptions |
 def _suppression_audit(db: Database, conn, job: Job, target: tuple[str | None, str]
                        ) -> tuple[dict[str, list[str]] | None, str | None, int | None]:
     """How the audit sees suppressed tuples: top labels (mask), or the source as reference (remove)."""
-    if not job.suppression.limit:
+    if not job.suppression.limit and job.suppression.mode == "remove":
         return None, None, None
     src = job.source
     source_there = (src.schema, src.table) != target and db.table_exists(conn, src.schema, src.table)

@@ -455,6 +455,9 @@ class MultiAttributeLDiversity(Criterion):
     sensitive attributes as the class, in any instantiation (its options pass through). The statistic
     counts (sub-class, attribute) pairs that violate."""
 
+    # Not monotone under suppression, even with the distinct instantiation: a QI class violates when
+    # one of its (QI + other sensitive values) subclasses does, and after a merge that subclass may lie
+    # in only some of the merged classes, so the violating tuples can grow upward.
     name = "multi_attribute_l_diversity"
     figure_name = "violating_subclasses"
     figure_sql = "MAX(stat)"

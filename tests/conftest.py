@@ -1,6 +1,7 @@
 """Shared fixtures: bundled Adult data, job builders, DuckDB files and the PostgreSQL server."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from importlib import resources
@@ -11,10 +12,10 @@ import pytest
 import sqlalchemy as sa
 
 from sqlanon import search
-from sqlanon.api import evaluate_every_node
+from sqlanon.api import every_node_violations
 from sqlanon.backends import unreachable_reason
 from sqlanon.config import Job, job_from_dict
-from sqlanon.criteria import KAnonymity
+from sqlanon.criteria import KAnonymity, criteria_from_config
 
 ADULT_DIR = Path(str(resources.files("sqlanon.data").joinpath("adult")))
 ADULT_QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation",
@@ -95,8 +96,54 @@ def adult_duck(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
-def all_qi_oracle(adult_duck: str) -> dict[int, set]:
-    """The expensive oracle, computed once: satisfying nodes over all 9 QIs for every k in KS."""
+def all_qi_violations(adult_duck: str) -> dict[int, dict[tuple, int]]:
+    """The expensive oracle, computed once: every node's violating tuples over all 9 QIs for every k in
+    KS (so it answers any suppression limit too)."""
     job = adult_job(adult_duck, ADULT_QIS, load_csv=False)
-    found = evaluate_every_node(job, [[KAnonymity(k)] for k in KS])
-    return {k: set(nodes) for k, nodes in zip(KS, found)}
+    found, _ = every_node_violations(job, [[KAnonymity(k)] for k in KS])
+    return dict(zip(KS, found))
+
+
+@pytest.fixture(scope="session")
+def all_qi_oracle(all_qi_violations) -> dict[int, set]:
+    """Satisfying nodes over all 9 QIs without suppression, for every k in KS."""
+    return {k: {n for n, tuples in found.items() if tuples == 0} for k, found in all_qi_violations.items()}
+
+
+def passing(violations: dict[tuple, int], max_suppressed: int) -> set[tuple]:
+    """The oracle's passing nodes under a suppression limit."""
+    return {n for n, tuples in violations.items() if tuples <= max_suppressed}
+
+
+# --- the criteria cases over five Adult QIs (sensitive: occupation) -------------------
+
+QIS = ["sex", "age", "race", "marital-status", "education"]
+CASES = {
+    "distinct l=3": {"distinct_l_diversity": {"attribute": "occupation", "l": 3}},
+    "entropy l=3": {"entropy_l_diversity": {"attribute": "occupation", "l": 3}},
+    "recursive c=4 l=3": {"recursive_l_diversity": {"attribute": "occupation", "c": 4, "l": 3}},
+    "t equal 0.2": {"t_closeness": {"attribute": "occupation", "t": 0.2, "distance": "equal"}},
+    "t kl 0.3": {"t_closeness": {"attribute": "occupation", "t": 0.3, "distance": "kl"}},
+    "t hierarchical 0.15": {"t_closeness": {"attribute": "occupation", "t": 0.15, "distance": "hierarchical",
+                                            "hierarchy": str(ADULT_DIR / "hierarchies" / "occupation.csv")}},
+    "k=5 and distinct l=4": {"k_anonymity": {"k": 5}, "distinct_l_diversity": {"attribute": "occupation", "l": 4}},
+    "pd-recursive c=2 l=3 Y": {"recursive_l_diversity": {"attribute": "occupation", "c": 2, "l": 3,
+                                                         "dont_care": ["Prof-specialty", "Craft-repair"]}},
+    "npd-recursive": {"npd_recursive_l_diversity": {"attribute": "occupation", "c1": 3, "c2": 2, "l": 3,
+                                                    "w": ["Sales"], "dont_care": ["Prof-specialty"]}},
+    "entropy l=4 Y": {"entropy_l_diversity": {"attribute": "occupation", "l": 4,
+                                              "dont_care": ["Prof-specialty", "Exec-managerial"]}},
+}
+
+
+@pytest.fixture(scope="session")
+def adult_violations(adult_duck: str) -> dict[str, dict[tuple, int]]:
+    """Every criterion case over the 5-QI Adult lattice: each node's violating tuples, in one exhaustive pass
+    (it answers every suppression limit)."""
+    job = adult_job(adult_duck, QIS, load_csv=False)
+    sets = [criteria_from_config(spec) for spec in CASES.values()]
+    job = dataclasses.replace(job, sensitive=["occupation"])
+    found, _ = every_node_violations(job, sets)
+    return dict(zip(CASES, found))
+
+

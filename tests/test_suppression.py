@@ -1,0 +1,278 @@
+"""Tuple suppression, Samarati's search, utility metrics and the choice of the published node."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from sqlanon import anonymize, node_metrics, search
+from sqlanon.cli import main
+from sqlanon.config import Output, Selection, Suppression, job_from_dict
+from sqlanon.criteria import criteria_from_config
+from sqlanon.errors import ConfigError
+from sqlanon.metrics import METRICS, POLICIES
+
+from .conftest import CASES, QIS, adult_job, passing
+
+ADULT_ROWS = 30162
+LIMITS = {"2%": 0.02, "300 tuples": 300}
+
+
+def _adult(url: str, spec: dict, limit: float | int = 0, **changes) -> object:
+    job = adult_job(url, QIS, load_csv=False)
+    return dataclasses.replace(job, criteria=criteria_from_config(spec), sensitive=["occupation"],
+                               suppression=Suppression(limit), **changes)
+
+
+def _max_suppressed(limit: float | int) -> int:
+    return Suppression(limit).max_suppressed(ADULT_ROWS)
+
+
+# --- the search is exact under suppression -------------------------------------------
+
+@pytest.mark.parametrize("limit", list(LIMITS))
+@pytest.mark.parametrize("case", list(CASES))
+def test_incognito_equals_exhaustive_with_suppression(adult_duck: str, adult_violations, case: str, limit: str):
+    oracle = passing(adult_violations[case], _max_suppressed(LIMITS[limit]))
+    result = search(_adult(adult_duck, CASES[case], LIMITS[limit]))
+    assert set(result.satisfying) == oracle
+    assert not result.heuristic
+
+
+@pytest.mark.parametrize("limit", list(LIMITS))
+def test_the_limits_change_the_answer(adult_violations, limit: str):
+    """The cases above discriminate: suppression lets lower nodes pass for most criteria."""
+    changed = [case for case, found in adult_violations.items()
+               if passing(found, _max_suppressed(LIMITS[limit])) != passing(found, 0)]
+    assert len(changed) >= len(CASES) // 2, changed
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_samarati_returns_the_lowest_passing_height(adult_duck: str, adult_violations, case: str):
+    oracle = passing(adult_violations[case], _max_suppressed(0.02))
+    lowest = min(sum(n) for n in oracle)
+    result = search(_adult(adult_duck, CASES[case], 0.02, strategy="samarati"))
+    assert set(result.satisfying) == {n for n in oracle if sum(n) == lowest}
+    assert set(result.minimal) == set(result.satisfying)
+
+
+def test_samarati_without_suppression_matches_incognito(adult_duck: str):
+    job = _adult(adult_duck, CASES["k=5 and distinct l=4"])
+    incognito = search(job)
+    samarati = search(dataclasses.replace(job, strategy="samarati"))
+    lowest = min(sum(n) for n in incognito.satisfying)
+    assert samarati.satisfying == [n for n in incognito.satisfying if sum(n) == lowest]
+    assert samarati.stats.nodes_checked < incognito.stats.nodes_checked * 2
+
+
+def test_assumed_monotonicity_is_opt_in_and_reported(adult_duck: str):
+    job = _adult(adult_duck, CASES["entropy l=3"], 0.02)
+    exact = search(job)
+    with pytest.warns(UserWarning, match="may miss"):
+        fast = search(dataclasses.replace(job, assume_monotone=True))
+    assert fast.heuristic and "may miss" in fast.to_dict()["warning"] and not exact.heuristic
+    assert fast.stats.nodes_checked < exact.stats.nodes_checked
+    k_only = search(_adult(adult_duck, {"k_anonymity": {"k": 5}}, 0.02, assume_monotone=True))
+    assert not k_only.heuristic  # nothing was assumed: k-anonymity is monotone with suppression
+
+
+# --- metrics by hand --------------------------------------------------------------
+
+def _small(tmp_path: Path, limit: int = 2, select: dict | None = None, mode: str = "remove") -> object:
+    """q: x, y -> A; z -> B; all -> *. Rows (q, s): x a, x a, x b, y a, z b, z c; k = 2."""
+    (tmp_path / "data.csv").write_text("q,s\nx,a\nx,a\nx,b\ny,a\nz,b\nz,c\n")
+    (tmp_path / "q.csv").write_text("x;A;*\ny;A;*\nz;B;*\n")
+    config = {"source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"}, "quasi_identifiers": {"q": "q.csv"},
+              "sensitive": ["s"], "criteria": {"k_anonymity": {"k": 2}}, "output": {"table": "out"},
+              "suppression": {"limit": limit, "mode": mode}}
+    if select:
+        config["select"] = select
+    return job_from_dict(config, tmp_path)
+
+
+def test_metrics_match_hand_computed_values(tmp_path: Path):
+    found = node_metrics(_small(tmp_path), [(0,), (1,), (2,)])
+    ln2, ln3 = math.log(2), math.log(3)
+    # level 0: classes x (3), y (1, suppressed), z (2)
+    assert found[(0,)] == pytest.approx({
+        "height": 0, "relative_distance": 0, "precision": 1, "suppressed": 1, "completeness": 5 / 6, "classes": 2,
+        "avg_class_size": 2.5, "c_avg": 1.25, "discernibility": 9 + 4 + 6 * 1,
+        "kl_divergence": ln3 / 6})  # y's tuple spread over the 3 values of the top
+    # level 1: A = {x, y} (4 tuples over 2 values), B = {z} (2)
+    assert found[(1,)] == pytest.approx({
+        "height": 1, "relative_distance": 0.5, "precision": 0.5, "suppressed": 0, "completeness": 1, "classes": 2,
+        "avg_class_size": 3, "c_avg": 1.5, "discernibility": 16 + 4, "kl_divergence": ln2 - ln3 / 2})
+    assert found[(2,)] == pytest.approx({
+        "height": 2, "relative_distance": 1, "precision": 0, "suppressed": 0, "completeness": 1, "classes": 1,
+        "avg_class_size": 6, "c_avg": 3, "discernibility": 36, "kl_divergence": ln3 / 2})
+
+
+@pytest.mark.parametrize("select, expected", [
+    ({"policy": "min_absolute_distance"}, (0,)),
+    ({"policy": "min_suppression"}, (0,)),  # policies choose among minimal nodes: (0) is the only one
+    ({"metric": "discernibility"}, (0,)),  # 19 < 20 < 36
+    ({"metric": "kl_divergence"}, (1,)),  # not monotone with suppression: the best node is not minimal
+    ({"metric": "classes"}, (0,)),  # 2 classes at levels 0 and 1: the tie goes to the lower node
+])
+def test_selection_rules_on_the_small_table(tmp_path: Path, select: dict, expected: tuple):
+    result = anonymize(_small(tmp_path, select=select))
+    assert result.node == expected
+    assert result.search.minimal == [(0,)]
+
+
+def test_selection_rule_names_are_the_issue_s(tmp_path: Path):
+    assert set(POLICIES) == {"min_absolute_distance", "min_relative_distance", "max_distribution",
+                             "min_suppression"}
+    assert {"height", "precision", "completeness", "classes", "avg_class_size", "c_avg", "discernibility",
+            "kl_divergence"} <= set(METRICS)
+
+
+# --- the chosen node is optimal -------------------------------------------------------
+
+@pytest.mark.parametrize("limit", [0, 0.02])
+@pytest.mark.parametrize("rule", [{"metric": m} for m in ("discernibility", "kl_divergence", "c_avg", "precision")]
+                         + [{"policy": p} for p in ("max_distribution", "min_suppression")])
+def test_chosen_node_is_optimal_against_the_exhaustive_strategy(adult_duck: str, adult_violations, tmp_path,
+                                                                rule: dict, limit: float):
+    case = "k=5 and distinct l=4"
+    job = _adult(adult_duck, CASES[case], limit, select=Selection(rule.get("policy"), rule.get("metric")))
+    name = rule.get("metric") or POLICIES[rule["policy"]]
+    job = dataclasses.replace(job, output=Output(f"out_{name}_{int(limit * 100)}"))
+    result = anonymize(job, replace=True)
+    oracle = passing(adult_violations[case], _max_suppressed(limit))
+    pool = oracle if "metric" in rule else set(result.search.minimal)
+    everything = _all_metrics(adult_duck, job, oracle)
+    values = [everything[n][name] for n in pool]
+    best = min(values) if METRICS[name].better == "min" else max(values)
+    assert everything[result.node][name] == pytest.approx(best)
+    assert result.node in oracle
+
+
+_METRICS_CACHE: dict = {}
+
+
+def _all_metrics(url: str, job, nodes: set) -> dict:
+    """Metrics of every passing node, computed once per (limit)."""
+    key = (url, job.suppression.limit)
+    if key not in _METRICS_CACHE:
+        _METRICS_CACHE[key] = node_metrics(dataclasses.replace(job, output=None), sorted(nodes))
+    return _METRICS_CACHE[key]
+
+
+# --- publishing with suppression ---------------------------------------------------------
+
+def _rows(url: str, table: str) -> list[tuple]:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(f'SELECT * FROM "{table}"').all()
+    engine.dispose()
+    return rows
+
+
+def test_remove_mode_drops_the_violating_tuples(tmp_path: Path):
+    result = anonymize(_small(tmp_path))
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    rows = _rows(url, "out")
+    assert result.node == (0,) and result.suppressed == 1 and len(rows) == 5
+    assert ("y", "a") not in rows and len(_rows(url, "t")) == 6  # the source is untouched
+    assert result.audit.suppressed == 1 and result.audit.ok
+
+
+def test_mask_mode_keeps_the_tuples_with_every_qi_at_the_top(tmp_path: Path):
+    job = _small(tmp_path, mode="mask")
+    result = anonymize(job)
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    rows = sorted(_rows(url, "out"))
+    assert len(rows) == 6 and ("*", "a") in rows and ("y", "a") not in rows
+    assert result.audit.suppressed == 1 and result.audit.ok
+
+
+def test_audit_command_counts_masked_tuples_against_the_limit(tmp_path: Path):
+    import yaml
+    config = {"source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"}, "quasi_identifiers": {"q": "q.csv"},
+              "criteria": {"k_anonymity": {"k": 2}}, "output": {"table": "out"},
+              "suppression": {"limit": 2, "mode": "mask"}}
+    _small(tmp_path)  # writes the data and hierarchy files
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(config))
+    runner = CliRunner()
+    assert runner.invoke(main, ["anonymize", str(tmp_path / "job.yaml")]).exit_code == 0
+    result = runner.invoke(main, ["audit", str(tmp_path / "job.yaml"), "--table", "out", "--json"])
+    report = json.loads(result.output)
+    assert result.exit_code == 0 and report["suppressed"] == 1 and report["max_suppressed"] == 2
+    config["suppression"]["limit"] = 0  # the same table against a stricter limit fails
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(config))
+    result = runner.invoke(main, ["audit", str(tmp_path / "job.yaml"), "--table", "out"])
+    assert result.exit_code == 1 and "ABOVE" in result.output
+
+
+def test_t_closeness_output_with_removed_tuples_passes_its_audit(tmp_path: Path):
+    """Table distribution a 1/2, b 1/3, c 1/6. At level 0, y (a) and z (b, c) are 0.5 away, x (a a b) 1/6:
+    with t = 0.2 and a limit of 3, level 0 passes by removing y and z; the audit compares x with the
+    source's distribution, as the search did."""
+    job = dataclasses.replace(_small(tmp_path, limit=3),
+                              criteria=criteria_from_config({"t_closeness": {"attribute": "s", "t": 0.2}}))
+    result = anonymize(job)
+    assert result.node == (0,) and result.suppressed == 3
+    assert result.audit.ok and result.audit.rows == 3
+    assert result.audit.criteria["t_closeness"].figure == pytest.approx(1 / 6)
+
+
+def test_search_json_reports_metrics_of_every_minimal_node(tmp_path: Path):
+    import yaml
+    _small(tmp_path)
+    config = {"source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"}, "quasi_identifiers": {"q": "q.csv"},
+              "criteria": {"k_anonymity": {"k": 2}}, "suppression": {"limit": 1}}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(config))
+    result = CliRunner().invoke(main, ["search", str(tmp_path / "job.yaml"), "--metrics", "--json"])
+    data = json.loads(result.output)
+    assert set(data["metrics"]) == {"0"} and data["metrics"]["0"]["suppressed"] == 1
+    assert data["max_suppressed"] == 1 and data["heuristic"] is False
+    text = CliRunner().invoke(main, ["search", str(tmp_path / "job.yaml"), "--metrics"]).output
+    assert "utility metrics" in text and "KL" in text
+
+
+# --- bad input ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("suppression, message", [
+    ({"limit": -1}, "must be >= 0"),
+    ({"limit": 1.5}, "fraction above 1"),
+    ({"limit": "2%"}, "a count"),
+    ({"limit": 10, "mode": "drop"}, "suppression.mode 'drop' is unknown"),
+    ({"mode": "mask"}, "missing the required key 'limit'"),
+])
+def test_bad_suppression_limits(tmp_path: Path, suppression, message):
+    with pytest.raises(ConfigError, match=message):
+        job_from_dict({"source": {"url": "t.duckdb", "table": "t"}, "quasi_identifiers": {"q": "q.csv"},
+                       "criteria": {"k_anonymity": {"k": 2}}, "suppression": suppression}, tmp_path)
+
+
+def test_limit_above_the_table_size(tmp_path: Path):
+    with pytest.raises(ConfigError, match=r"above the table size \(6 rows\)"):
+        search(_small(tmp_path, limit=7))
+
+
+@pytest.mark.parametrize("select, message", [
+    ({"policy": "smallest"}, "select.policy 'smallest' is unknown"),
+    ({"metric": "utility"}, "select.metric 'utility' is unknown"),
+    ({"policy": "min_suppression", "metric": "height"}, "exactly one"),
+    ({"order": "height"}, "unknown key 'order'"),
+])
+def test_bad_selection_rules(tmp_path: Path, select, message):
+    with pytest.raises(ConfigError, match=message):
+        job_from_dict({"source": {"url": "t.duckdb", "table": "t"}, "quasi_identifiers": {"q": "q.csv"},
+                       "criteria": {"k_anonymity": {"k": 2}}, "select": select}, tmp_path)
+
+
+def test_cli_reports_bad_limits_in_one_line(tmp_path: Path):
+    import yaml
+    _small(tmp_path)
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump({
+        "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"}, "quasi_identifiers": {"q": "q.csv"},
+        "criteria": {"k_anonymity": {"k": 2}}, "suppression": {"limit": 100}}))
+    result = CliRunner().invoke(main, ["search", str(tmp_path / "job.yaml")])
+    assert result.exit_code == 2 and "above the table size" in result.output and "Traceback" not in result.output
