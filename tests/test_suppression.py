@@ -238,34 +238,27 @@ def test_search_json_reports_metrics_of_every_minimal_node(tmp_path: Path):
 
 # --- bad input ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("suppression, message", [
-    ({"limit": -1}, "must be >= 0"),
-    ({"limit": 1.5}, "fraction above 1"),
-    ({"limit": "2%"}, "a count"),
-    ({"limit": 10, "mode": "drop"}, "suppression.mode 'drop' is unknown"),
-    ({"mode": "mask"}, "missing the required key 'limit'"),
+@pytest.mark.parametrize("key, value, message", [
+    ("suppression", {"limit": -1}, "must be >= 0"),
+    ("suppression", {"limit": 1.5}, "fraction above 1"),
+    ("suppression", {"limit": "2%"}, "a count"),
+    ("suppression", {"limit": 10, "mode": "drop"}, "suppression.mode 'drop' is unknown"),
+    ("suppression", {"mode": "mask"}, "missing the required key 'limit'"),
+    ("select", {"policy": "smallest"}, "select.policy 'smallest' is unknown"),
+    ("select", {"metric": "utility"}, "select.metric 'utility' is unknown"),
+    ("select", {"policy": "min_suppression", "metric": "height"}, "exactly one"),
+    ("select", {"order": "height"}, "unknown key 'order'"),
+    ("search", {"assume_monotone": "yes"}, "true or false"),
 ])
-def test_bad_suppression_limits(tmp_path: Path, suppression, message):
+def test_bad_limits_and_selection_rules(tmp_path: Path, key: str, value: dict, message: str):
     with pytest.raises(ConfigError, match=message):
         job_from_dict({"source": {"url": "t.duckdb", "table": "t"}, "quasi_identifiers": {"q": "q.csv"},
-                       "criteria": {"k_anonymity": {"k": 2}}, "suppression": suppression}, tmp_path)
+                       "criteria": {"k_anonymity": {"k": 2}}, key: value}, tmp_path)
 
 
 def test_limit_above_the_table_size(tmp_path: Path):
     with pytest.raises(ConfigError, match=r"above the table size \(6 rows\)"):
         search(_small(tmp_path, limit=7))
-
-
-@pytest.mark.parametrize("select, message", [
-    ({"policy": "smallest"}, "select.policy 'smallest' is unknown"),
-    ({"metric": "utility"}, "select.metric 'utility' is unknown"),
-    ({"policy": "min_suppression", "metric": "height"}, "exactly one"),
-    ({"order": "height"}, "unknown key 'order'"),
-])
-def test_bad_selection_rules(tmp_path: Path, select, message):
-    with pytest.raises(ConfigError, match=message):
-        job_from_dict({"source": {"url": "t.duckdb", "table": "t"}, "quasi_identifiers": {"q": "q.csv"},
-                       "criteria": {"k_anonymity": {"k": 2}}, "select": select}, tmp_path)
 
 
 def test_cli_reports_bad_limits_in_one_line(tmp_path: Path):
