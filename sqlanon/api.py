@@ -9,8 +9,10 @@ schema, searches, and cleans its scratch tables up whatever happens.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
+from pathlib import Path
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
@@ -20,10 +22,11 @@ from sqlalchemy import text
 
 from .audit import AuditReport, audit_table
 from .backends import Database
-from .config import Job, Output
+from .config import Job, Output, normalize_url
 from .dimensions import StarSchema, build_star_schema, check_columns, needed_sensitive, read_hierarchy_files
 from .errors import ConfigError, DataError, SqlanonError
 from .hierarchies import GENERATED_TOP
+from .jobs import JobRegistry
 from .lattice import minimal_nodes
 from .materialize import Publication, check_output_free, materialize
 from .metrics import METRICS, MetricsEvaluator, best_node, needs_every_passing_node, node_label, selection_metric
@@ -95,6 +98,7 @@ class RunOptions:
     keep: bool = False  # keep frequency-set and dimension tables for inspection
     progress: Progress = field(default=lambda phase, done, total: None)
     metrics: bool = False  # compute utility metrics of every minimal node
+    resume_run: int | None = None  # continue this interrupted run instead of starting one (see run_job)
 
 
 def search(job: Job, options: RunOptions | None = None) -> SearchResult:
@@ -120,7 +124,7 @@ def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False
         raise ConfigError("the config has no output: {table: NAME}; add one to write the anonymized table")
     output: Output = job.output
     if output.schema is None and job.source.schema is not None:
-        output = Output(output.table, job.source.schema)
+        output = dataclasses.replace(output, schema=job.source.schema)
     with _run(job, options, "anonymize", output=output, replace=replace) as (ctx, finish):
         result = _search(job, ctx)
         node = _select(job, ctx, result)
@@ -286,7 +290,10 @@ def _run(job: Job, options: RunOptions, command: str, output: Output | None = No
                 check_output_free(db, conn, output, replace)
             conn.commit()
         migrate(db, options.metadata_schema)
-        run = RunRecord.start(db, options.metadata_schema, job.name, command, job.strategy, job.to_json())
+        if options.resume_run is not None:
+            run = RunRecord.reopen(db, options.metadata_schema, options.resume_run)
+        else:
+            run = RunRecord.start(db, options.metadata_schema, job.name, command, job.strategy, job.to_json())
         star: StarSchema | None = None
         try:
             with db.connect() as conn:
@@ -297,7 +304,8 @@ def _run(job: Job, options: RunOptions, command: str, output: Output | None = No
                     conn.commit()
                     ctx = SearchContext(db, conn, star, job.criteria, run, options.metadata_schema, options.keep,
                                         job.base == "cube", options.progress,
-                                        job.suppression.max_suppressed(star.rows), job.assume_monotone)
+                                        job.suppression.max_suppressed(star.rows), job.assume_monotone,
+                                        options.resume_run is not None)
                     yield ctx, run.finish
                 finally:
                     if conn.in_transaction():
@@ -311,6 +319,42 @@ def _run(job: Job, options: RunOptions, command: str, output: Output | None = No
         except BaseException as exc:
             run.fail(f"{type(exc).__name__}: {exc}")
             raise
+    finally:
+        db.dispose()
+
+
+def register_job(name: str, config_file: str | Path, db_url: str, metadata_schema: str = DEFAULT_SCHEMA) -> int:
+    """Store a job (its config and the hierarchy files it names) in the database; returns the file count."""
+    db = Database(normalize_url(db_url, Path.cwd()))
+    try:
+        migrate(db, metadata_schema)
+        return JobRegistry(db, metadata_schema).register(name, Path(config_file))
+    finally:
+        db.dispose()
+
+
+def run_job(name: str, db_url: str, options: RunOptions | None = None, resume: bool = False
+            ) -> SearchResult | AnonymizeResult:
+    """Run a registered job by name: anonymize when it has an output, else search.
+
+    One run of a job at a time (PostgreSQL advisory lock). A run left behind by
+    a killed client is closed as failed when a new run starts; `resume=True`
+    continues it instead, from its last completed Incognito iteration (other
+    strategies start over).
+    """
+    options = dataclasses.replace(options or RunOptions(), db_url=normalize_url(db_url, Path.cwd()))
+    db = Database(options.db_url)
+    try:
+        migrate(db, options.metadata_schema)
+        registry = JobRegistry(db, options.metadata_schema)
+        with registry.exclusive(name), registry.load(name, options.db_url) as job:
+            if resume:
+                options = dataclasses.replace(options, resume_run=registry.resumable_run(name))
+            else:
+                registry.mark_interrupted(name, "a new run started")
+            if job.output is not None:
+                return anonymize(job, options, replace=True)
+            return search(job, options)
     finally:
         db.dispose()
 

@@ -93,9 +93,27 @@ class Database:
         names = self._column_names(conn, schema, table)
         if not names:
             where = f"{schema}.{table}" if schema else table
+            self._check_readable(conn, schema, table, where)
             raise DataError(f"table {where!r} not found in {self.engine.url.render_as_string(hide_password=True)}; "
                             "check source.table (and source.schema), or load it with source.csv")
         return names
+
+    def _check_readable(self, conn: Connection, schema: str | None, table: str, where: str) -> None:
+        """PostgreSQL lists only the columns a role may use: tell an unreadable table from a missing one."""
+        if self.kind != "postgresql":
+            return
+        user = conn.execute(sa.text("SELECT current_user")).scalar_one()
+        grant = f"ask its owner for: GRANT SELECT ON {self.q(schema, table)} TO {self.q(user)}"
+        try:
+            with conn.begin_nested():
+                exists = conn.execute(sa.text("SELECT to_regclass(:name) IS NOT NULL"),
+                                      {"name": self.q(schema, table)}).scalar_one()
+        except sa.exc.DBAPIError:  # no USAGE on the schema
+            raise DataError(f"role {user!r} may not use schema {schema!r} of table {where!r}; ask its owner for: "
+                            f"GRANT USAGE ON SCHEMA {self.q(schema or 'public')} TO {self.q(user)}, and {grant}"
+                            ) from None
+        if exists:
+            raise DataError(f"role {user!r} may not read table {where!r}; {grant}")
 
     def drop_table(self, conn: Connection, ref: str) -> None:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {ref}")

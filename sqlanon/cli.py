@@ -18,7 +18,8 @@ from rich import box
 from rich.table import Table
 
 from . import __version__
-from .api import AnonymizeResult, RunOptions, SearchResult, anonymize, audit, search
+from .api import AnonymizeResult, RunOptions, SearchResult, anonymize, audit, register_job, run_job, search
+from .jobs import JobRegistry
 from .audit import AuditReport
 from .backends import Database
 from .config import Job, load_job, normalize_url
@@ -184,6 +185,111 @@ def migrate_command(db_url: str, metadata_schema: str, down_to: str | None) -> N
     finally:
         db.dispose()
     out.print(f"schema {metadata_schema!r} is at version {version or 'base (empty)'}")
+
+
+@main.group("job")
+def job_group() -> None:
+    """Jobs registered in the database, run by name (one run of a job at a time).
+
+    A registered job keeps its configuration and hierarchy files in sqlanon's
+    schema, so anyone with access to the database runs the same job without
+    the files. Its progress is in the `runs` table while it runs.
+    """
+
+
+DB_REQUIRED = click.option("--db", "db_url", metavar="URL", required=True,
+                           help="Database holding the job (SQLAlchemy URL or DuckDB file path).")
+
+
+@job_group.command("register")
+@click.argument("name")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@DB_REQUIRED
+@SCHEMA_OPTION
+def job_register(name: str, config: Path, db_url: str, metadata_schema: str) -> None:
+    """Store job NAME from the YAML file CONFIG (replacing an earlier registration)."""
+    files = register_job(name, config, db_url, metadata_schema)
+    out.print(f"registered job [bold]{name}[/] with {files} file(s) in schema {metadata_schema!r}")
+
+
+@job_group.command("list")
+@DB_REQUIRED
+@SCHEMA_OPTION
+@JSON_OPTION
+def job_list(db_url: str, metadata_schema: str, as_json: bool) -> None:
+    """The registered jobs and their latest run."""
+    jobs = _registry(db_url, metadata_schema, lambda r: r.jobs())
+    if as_json:
+        print(json.dumps(jobs))
+        return
+    table = Table(title=f"{len(jobs)} registered job(s)")
+    for column in ("job", "registered", "last run", "status", "started"):
+        table.add_column(column)
+    for j in jobs:
+        table.add_row(j["name"], j["registered_at"][:19], str(j["last_run"] or "-"), j["status"] or "-",
+                      (j["started_at"] or "-")[:19])
+    out.print(table)
+
+
+@job_group.command("status")
+@click.argument("name")
+@DB_REQUIRED
+@SCHEMA_OPTION
+@JSON_OPTION
+def job_status(name: str, db_url: str, metadata_schema: str, as_json: bool) -> None:
+    """The latest runs of job NAME: status (an interrupted run was left by a dead session), progress."""
+    runs = _registry(db_url, metadata_schema, lambda r: r.runs(name))
+    if as_json:
+        print(json.dumps([r.to_dict() for r in runs]))
+        return
+    table = Table(title=f"job {name}: {len(runs)} latest run(s)")
+    for column in ("run", "command", "status", "iteration", "nodes checked", "started", "finished", "error"):
+        table.add_column(column)
+    for r in runs:
+        table.add_row(str(r.run_id), r.command, r.status, str(r.iteration), str(r.nodes_checked),
+                      str(r.started_at)[:19], str(r.finished_at or "-")[:19], r.error or "")
+    out.print(table)
+
+
+def _registered_run_command(name: str, resume: bool, help_text: str) -> None:
+    """`job run` and `job resume`: the same options, one flag apart."""
+
+    @job_group.command(name, help=help_text)
+    @click.argument("job_name", metavar="NAME")
+    @DB_REQUIRED
+    @SCHEMA_OPTION
+    @JSON_OPTION
+    @KEEP_OPTION
+    def command(job_name: str, db_url: str, metadata_schema: str, as_json: bool, keep: bool) -> None:
+        _run_registered(job_name, db_url, RunOptions(metadata_schema=metadata_schema, keep=keep), as_json, resume)
+
+
+_registered_run_command("run", False, "Run job NAME: anonymize into its output table (replacing it), or search "
+                                      "when it has none.")
+_registered_run_command("resume", True, "Continue the interrupted last run of job NAME from its last completed "
+                                        "iteration.")
+
+
+def _registry(db_url: str, metadata_schema: str, action: Callable[[JobRegistry], Any]) -> Any:
+    db = Database(normalize_url(db_url, Path.cwd()))
+    try:
+        migrate(db, metadata_schema)
+        return action(JobRegistry(db, metadata_schema))
+    finally:
+        db.dispose()
+
+
+def _run_registered(name: str, db_url: str, options: RunOptions, as_json: bool, resume: bool) -> None:
+    with _progress(as_json) as progress:
+        options.progress = progress
+        result = run_job(name, db_url, options, resume=resume)
+    if as_json:
+        print(json.dumps(result.to_dict()))
+    elif isinstance(result, AnonymizeResult):
+        _print_search(result.search)
+        _print_anonymized(result)
+    else:
+        _print_search(result)
 
 
 def _bundled(name: str) -> Path:

@@ -50,6 +50,7 @@ class QuasiIdentifier:
 class Output:
     table: str
     schema: str | None = None
+    grant_to: list[str] = field(default_factory=list)  # roles given SELECT on the output (PostgreSQL)
 
 
 @dataclass(frozen=True)
@@ -183,13 +184,17 @@ def normalize_url(url: str, base_dir: Path) -> str:
 def load_job(path: str | Path) -> Job:
     """Read a YAML job file; relative paths in it resolve against its folder."""
     path = Path(path)
+    return job_from_dict(read_config_file(path), path.resolve().parent, default_name=path.stem)
+
+
+def read_config_file(path: Path) -> Any:
+    """The parsed YAML of a job file (mapping order kept: the QI order is their priority)."""
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} not found")
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}".replace("\n", " ")) from None
-    return job_from_dict(data, path.resolve().parent, default_name=path.stem)
 
 
 def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "job") -> Job:
@@ -215,9 +220,14 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
         raise ConfigError(f"column {overlap[0]!r} is both a quasi-identifier and sensitive; list it in one place only")
     output = None
     if cfg.get("output") is not None:
-        out = _mapping(cfg["output"], "output", {"table", "schema"})
+        out = _mapping(cfg["output"], "output", {"table", "schema", "grant_to"})
+        grant_to = out.get("grant_to") or []
+        grant_to = [grant_to] if isinstance(grant_to, str) else grant_to
+        if not isinstance(grant_to, list):
+            raise ConfigError("output.grant_to must be a role name or a list of role names")
         output = Output(_identifier(_required(out, "table", "output"), "output.table"),
-                        _optional_identifier(out.get("schema"), "output.schema"))
+                        _optional_identifier(out.get("schema"), "output.schema"),
+                        [_identifier(role, "output.grant_to") for role in grant_to])
     search = _mapping(cfg.get("search") or {}, "search", {"strategy", "base", "assume_monotone"})
     strategy = _choice(search.get("strategy", "incognito"), STRATEGIES, "search.strategy")
     base = _choice(search.get("base", "cube"), BASES, "search.base")

@@ -143,6 +143,23 @@ class LatticeStore:
         self.db.insert_rows(conn, f"{self.s}.lattice_edges", ["run_id", "iteration", "start_id", "end_id"], edges)
         self._analyze(conn)
 
+    def prepare_resume(self, conn: Connection) -> int:
+        """The last iteration an interrupted run completed (0 if none); the partial one's rows are deleted.
+
+        An iteration is complete once every node has a status: statuses are saved
+        and committed at the end of each iteration, never in between.
+        """
+        completed = conn.execute(text(
+            f"SELECT COALESCE(MAX(iteration), 0) FROM {self.s}.lattice_nodes WHERE run_id = :r AND iteration NOT IN "
+            f"(SELECT iteration FROM {self.s}.lattice_nodes WHERE run_id = :r AND status = 'candidate')"),
+            {"r": self.run_id}).scalar_one()
+        params = {"r": self.run_id, "i": int(completed)}
+        conn.execute(text(f"DELETE FROM {self.s}.lattice_node_levels WHERE run_id = :r AND node_id IN "
+                          f"(SELECT node_id FROM {self.s}.lattice_nodes WHERE run_id = :r AND iteration > :i)"), params)
+        conn.execute(text(f"DELETE FROM {self.s}.lattice_nodes WHERE run_id = :r AND iteration > :i"), params)
+        conn.execute(text(f"DELETE FROM {self.s}.lattice_edges WHERE run_id = :r AND iteration > :i"), params)
+        return int(completed)
+
     def generate_next(self, conn: Connection, iteration: int) -> None:
         """C_{i+1}, pruned, with its edges, from the survivors of iteration i (all in SQL)."""
         first_id = conn.execute(text(f"SELECT COALESCE(MAX(node_id), 0) + 1 FROM {self.s}.lattice_nodes "

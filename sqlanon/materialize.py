@@ -17,11 +17,14 @@ from .backends import Database
 from .config import Output
 from .criteria import Criterion, FrequencySetView
 from .dimensions import StarSchema
-from .errors import AuditError, DataError
+from .errors import AuditError, ConfigError, DataError
 from .frequency import violating_classes_sql
 
 
 def check_output_free(db: Database, conn: Connection, output: Output, replace: bool) -> None:
+    """Before any search: the output can be written (and granted) as configured."""
+    if output.grant_to and db.kind != "postgresql":
+        raise ConfigError("output.grant_to needs PostgreSQL (DuckDB has no roles); remove it for a DuckDB file")
     if not replace and db.table_exists(conn, output.schema, output.table):
         raise DataError(f"output table {output.table!r} already exists; choose another output.table "
                         "or pass --replace to overwrite it")
@@ -67,6 +70,8 @@ def materialize(db: Database, conn: Connection, star: StarSchema, plan: Publicat
         check_output_free(db, conn, plan.output, plan.replace)
         db.drop_table(conn, final)
         conn.exec_driver_sql(f"ALTER TABLE {tmp} RENAME TO {db.q(plan.output.table)}")
+        for role in plan.output.grant_to:  # in the same transaction: readers see the table once it exists
+            conn.exec_driver_sql(f"GRANT SELECT ON {final} TO {db.q(role)}")
     return report
 
 

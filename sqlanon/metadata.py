@@ -78,6 +78,15 @@ class RunRecord:
                           "t": now()})
         return cls(db, schema, int(run_id))
 
+    @classmethod
+    def reopen(cls, db: Database, schema: str, run_id: int) -> "RunRecord":
+        """Mark an interrupted or failed run as running again (a resume continues it)."""
+        with db.begin() as conn:
+            conn.execute(text(f"UPDATE {db.q(schema)}.runs SET status = 'running', finished_at = NULL, error = NULL "
+                              "WHERE run_id = :r"), {"r": run_id})
+            conn.execute(text(f"DELETE FROM {db.q(schema)}.run_attributes WHERE run_id = :r"), {"r": run_id})
+        return cls(db, schema, run_id)
+
     def progress(self, conn: Connection, iteration: int, nodes_checked: int) -> None:
         conn.execute(text(f"UPDATE {self.db.q(self.schema)}.runs SET iteration = :i, nodes_checked = :n "
                           "WHERE run_id = :r"), {"i": iteration, "n": nodes_checked, "r": self.run_id})

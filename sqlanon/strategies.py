@@ -46,6 +46,7 @@ class SearchContext:
     progress: Progress = field(default=lambda phase, done, total: None)
     max_suppressed: int = 0  # MaxSup: a node passes when its violating classes hold at most this many tuples
     assume_monotone: bool = False  # prune with suppression even where it is not sound (opt-in heuristic)
+    resuming: bool = False  # continue an interrupted run from its last completed iteration (Incognito)
 
     def accepts(self, violating_tuples: int) -> bool:
         return violating_tuples <= self.max_suppressed
@@ -96,8 +97,10 @@ class Incognito(SearchStrategy):
         store = LatticeStore(ctx.db, ctx.schema, ctx.run.run_id)
         fsets = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, ctx.keep, ctx.use_cube)
         first = 1 if ctx.monotone else len(heights)
+        done = store.prepare_resume(ctx.conn) if ctx.resuming else 0
+        ctx.conn.commit()
         try:
-            for iteration in range(first, len(heights) + 1):
+            for iteration in range(max(first, done + 1), len(heights) + 1):
                 if iteration == 1:
                     store.create_first_iteration(ctx.conn, heights)
                 elif iteration == first:

@@ -24,17 +24,21 @@ KS = [2, 5, 10]
 PG_URL = os.environ.get("SQLANON_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
-def adult_job(url: str, qis: list[str], k: int = 5, load_csv: bool = True, **extra: Any) -> Job:
-    """A job over the bundled Adult data with file hierarchies for `qis`."""
+def adult_config(url: str, qis: list[str], k: int = 5, load_csv: bool = True, **extra: Any) -> dict[str, Any]:
+    """The config of a job over the bundled Adult data with file hierarchies for `qis` (absolute paths)."""
     source: dict[str, Any] = {"url": url, "table": extra.pop("table", "adult")}
     if load_csv:
-        source.update(csv="adult.csv.gz", csv_options={"delimiter": ";"})
+        source.update(csv=str(ADULT_DIR / "adult.csv.gz"), csv_options={"delimiter": ";"})
     if "schema" in extra:
         source["schema"] = extra.pop("schema")
-    config = {"source": source,
-              "quasi_identifiers": {q: {"hierarchy": f"hierarchies/{q}.csv"} for q in qis},
-              "criteria": {"k_anonymity": {"k": k}}, **extra}
-    return job_from_dict(config, ADULT_DIR)
+    return {"source": source,
+            "quasi_identifiers": {q: {"hierarchy": str(ADULT_DIR / "hierarchies" / f"{q}.csv")} for q in qis},
+            "criteria": {"k_anonymity": {"k": k}}, **extra}
+
+
+def adult_job(url: str, qis: list[str], k: int = 5, load_csv: bool = True, **extra: Any) -> Job:
+    """A job over the bundled Adult data with file hierarchies for `qis`."""
+    return job_from_dict(adult_config(url, qis, k, load_csv, **extra), ADULT_DIR)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from sqlanon.cli import main
 from .conftest import ADULT_DIR, metadata_tables, user_tables
 
 METADATA = {"alembic_version", "runs", "run_attributes", "lattice_nodes", "lattice_node_levels", "lattice_edges",
-            "frequency_sets", "node_metrics"}
+            "frequency_sets", "node_metrics", "jobs", "job_files"}
 
 
 def write_config(tmp_path: Path, **changes) -> Path:

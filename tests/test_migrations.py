@@ -11,7 +11,7 @@ from sqlanon.metadata import current_version, downgrade, migrate
 from .conftest import metadata_tables
 
 TABLES = {"alembic_version", "runs", "run_attributes", "lattice_nodes", "lattice_node_levels", "lattice_edges",
-          "frequency_sets", "node_metrics"}
+          "frequency_sets", "node_metrics", "jobs", "job_files"}
 
 
 def _round_trip(url: str, schema: str) -> None:
@@ -19,15 +19,17 @@ def _round_trip(url: str, schema: str) -> None:
     try:
         migrate(db, schema)
         migrate(db, schema)  # idempotent
-        assert current_version(db, schema) == "0003"
+        assert current_version(db, schema) == "0005"
         assert metadata_tables(url, schema) == TABLES
         downgrade(db, schema, "-1")
-        assert current_version(db, schema) == "0002"
-        assert metadata_tables(url, schema) == TABLES - {"node_metrics"}
+        assert current_version(db, schema) == "0004"  # the stored audit function (PostgreSQL) is gone
+        assert metadata_tables(url, schema) == TABLES
+        downgrade(db, schema, "-1")
+        assert metadata_tables(url, schema) == TABLES - {"jobs", "job_files"}
         downgrade(db, schema, "base")
         assert metadata_tables(url, schema) == {"alembic_version"}
         migrate(db, schema)
-        assert current_version(db, schema) == "0003"
+        assert current_version(db, schema) == "0005"
     finally:
         db.dispose()
 
@@ -44,6 +46,6 @@ def test_migrations_on_postgres(pg_server: str, pg_schema: str):
 def test_migrate_command(duck_url: str):
     runner = CliRunner()
     result = runner.invoke(main, ["migrate", "--db", duck_url])
-    assert result.exit_code == 0 and "version 0003" in result.output
+    assert result.exit_code == 0 and "version 0005" in result.output
     result = runner.invoke(main, ["migrate", "--db", duck_url, "--downgrade", "base"])
     assert result.exit_code == 0 and "base" in result.output

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from sqlanon import RunOptions, anonymize, search
+from sqlanon import RunOptions, anonymize, audit, search
 from sqlanon.cli import main
 from sqlanon.config import Selection, Suppression
 from sqlanon.criteria import KAnonymity, criteria_from_config
@@ -133,3 +133,32 @@ def test_suppression_metrics_and_publication_equal_duckdb(pg_adult, adult_duck):
     assert pg.suppressed == duck.suppressed > 0 and pg.audit.suppressed == pg.suppressed and pg.audit.ok
     for node, values in duck.search.metrics.items():
         assert pg.search.metrics[node] == pytest.approx(values)
+
+
+def test_stored_audit_function_equals_the_cli_audit(pg_adult):
+    """sqlanon.audit() from SQL gives the figures `sqlanon audit` reports, on the source and on an output."""
+    url, schema = pg_adult
+    meta = f"{schema}_meta"
+    criteria = {"k_anonymity": {"k": 5}, "distinct_l_diversity": {"attribute": "occupation", "l": 2},
+                "entropy_l_diversity": {"attribute": "occupation", "l": 2},
+                "t_closeness": {"attribute": "occupation", "t": 0.5}}
+    job = dataclasses.replace(adult_job(url, SUBSET, load_csv=False, schema=schema, output={"table": "adult_k"}),
+                              criteria=criteria_from_config(criteria), sensitive=["occupation"])
+    anonymize(job, _options(schema))
+    engine = sa.create_engine(url)
+    for table in ("adult", "adult_k"):
+        report = audit(job, table, schema)
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text(f'SELECT * FROM "{meta}".audit(CAST(:t AS regclass), :q, :s)'),
+                                {"t": f'"{schema}"."{table}"', "q": SUBSET, "s": ["occupation"]}).all()
+        whole, occupation = rows
+        assert (whole.row_count, whole.classes, whole.min_class_size) == (report.rows, report.classes,
+                                                                          report.min_class_size)
+        assert occupation.distinct_l == report.criteria["distinct_l_diversity"].figure
+        assert occupation.entropy_l == pytest.approx(report.criteria["entropy_l_diversity"].figure)
+        assert occupation.max_t == pytest.approx(report.criteria["t_closeness"].figure)
+    with engine.connect() as conn:  # hostile names are identifiers, not SQL
+        with pytest.raises(sa.exc.DBAPIError, match="does not exist"):
+            conn.execute(sa.text(f'SELECT * FROM "{meta}".audit(CAST(:t AS regclass), :q)'),
+                         {"t": f'"{schema}"."adult"', "q": ['sex"; DROP TABLE adult; --']})
+    engine.dispose()

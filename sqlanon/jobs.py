@@ -1,0 +1,220 @@
+"""Registered jobs: a configuration and its files stored in sqlanon's schema, run by name.
+
+A DBA registers a job once (`sqlanon job register NAME FILE --db URL`); from
+then on it runs against that database alone, whoever starts it: the
+hierarchy files it names are stored in `job_files` and written to a private
+temporary folder for the length of a run. One run of a job at a time: on
+PostgreSQL a session-level advisory lock, held by a dedicated connection for
+the whole run, refuses a second one and vanishes with a killed client, which
+is how an interrupted run is told from a live one.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterator
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from .backends import Database
+from .config import Job, job_from_dict, read_config_file
+from .errors import ConfigError, DataError, SqlanonError
+from .metadata import now
+
+
+@dataclass
+class RunSummary:
+    run_id: int
+    command: str
+    status: str  # running | finished | failed | interrupted (running, but no live session holds the job)
+    iteration: int
+    nodes_checked: int
+    started_at: Any
+    finished_at: Any
+    error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "command": self.command, "status": self.status, "iteration": self.iteration,
+                "nodes_checked": self.nodes_checked, "started_at": str(self.started_at),
+                "finished_at": None if self.finished_at is None else str(self.finished_at), "error": self.error}
+
+
+class JobRegistry:
+    """The `jobs` and `job_files` tables of one metadata schema."""
+
+    def __init__(self, db: Database, schema: str):
+        self.db, self.schema, self.s = db, schema, db.q(schema)
+
+    # --- registering ------------------------------------------------------------
+    def register(self, name: str, config_file: Path) -> int:
+        """Store (or replace) the job `name` from a YAML file; returns how many files it names."""
+        if not name or not isinstance(name, str):
+            raise ConfigError("a job needs a non-empty name")
+        config_file = Path(config_file)
+        config = read_config_file(config_file)
+        if not isinstance(config, dict):
+            raise ConfigError("the config must be a mapping (key: value)")
+        if (config.get("source") or {}).get("csv"):
+            raise ConfigError("a registered job reads a table already in the database: load it first and remove "
+                              "source.csv from the config")
+        files = {stored: (config_file.parent / original).read_text()
+                 for stored, original in _rewrite_files(config, config_file.parent).items()}
+        with _materialized(config, files) as folder:
+            job_from_dict(config, folder, default_name=name)  # the whole config is checked before storing
+        with self.db.begin() as conn:
+            conn.execute(text(f"DELETE FROM {self.s}.job_files WHERE job_name = :n"), {"n": name})
+            conn.execute(text(f"DELETE FROM {self.s}.jobs WHERE name = :n"), {"n": name})
+            conn.execute(text(f"INSERT INTO {self.s}.jobs (name, config, registered_at) VALUES (:n, :c, :t)"),
+                         {"n": name, "c": json.dumps(config), "t": now()})  # key order matters: QI priority
+            if files:
+                conn.execute(text(f"INSERT INTO {self.s}.job_files (job_name, path, content) VALUES (:n, :p, :c)"),
+                             [{"n": name, "p": p, "c": c} for p, c in files.items()])
+        return len(files)
+
+    @contextmanager
+    def load(self, name: str, db_url: str) -> Iterator[Job]:
+        """The registered job against `db_url`, its files on disk while the context lasts."""
+        with self.db.connect() as conn:
+            row = conn.execute(text(f"SELECT config FROM {self.s}.jobs WHERE name = :n"), {"n": name}).first()
+            if row is None:
+                raise ConfigError(f"no job named {name!r} is registered in schema {self.schema!r}; "
+                                  f"register it with: sqlanon job register {name} FILE --db URL")
+            files = dict(conn.execute(text(f"SELECT path, content FROM {self.s}.job_files WHERE job_name = :n"),
+                                      {"n": name}).all())
+        config = json.loads(row[0])
+        with _materialized(config, files) as folder:
+            job = job_from_dict(config, folder, default_name=name)
+            yield replace(job, name=name).with_url(db_url)  # runs are recorded under the registered name
+
+    # --- listing ----------------------------------------------------------------
+    def jobs(self) -> list[dict[str, Any]]:
+        """Every registered job with its latest run."""
+        with self.db.connect() as conn:
+            rows = conn.execute(text(
+                f"SELECT j.name, j.registered_at, r.run_id, r.status, r.started_at FROM {self.s}.jobs j "
+                f"LEFT JOIN (SELECT job_name, MAX(run_id) AS run_id FROM {self.s}.runs GROUP BY job_name) l "
+                f"ON l.job_name = j.name LEFT JOIN {self.s}.runs r ON r.run_id = l.run_id ORDER BY j.name")).all()
+        return [{"name": n, "registered_at": str(at), "last_run": run_id,
+                 "status": self._status(n, status) if status else None,
+                 "started_at": None if started is None else str(started)} for n, at, run_id, status, started in rows]
+
+    def runs(self, name: str, limit: int = 10) -> list[RunSummary]:
+        """The job's latest runs, newest first."""
+        with self.db.connect() as conn:
+            rows = conn.execute(text(
+                f"SELECT run_id, command, status, iteration, nodes_checked, started_at, finished_at, error "
+                f"FROM {self.s}.runs WHERE job_name = :n ORDER BY run_id DESC LIMIT {int(limit)}"), {"n": name}).all()
+        return [RunSummary(int(r[0]), r[1], self._status(name, r[2]), int(r[3]), int(r[4]), r[5], r[6], r[7])
+                for r in rows]
+
+    def _status(self, name: str, status: str) -> str:
+        if status == "running" and not self.is_held(name):
+            return "interrupted"
+        return status
+
+    # --- one run at a time ------------------------------------------------------
+    def is_held(self, name: str) -> bool:
+        """Whether a live session runs the job (always False on DuckDB, where one process owns the file)."""
+        if self.db.kind != "postgresql":
+            return False
+        with self.db.connect() as conn:
+            if self._try_lock(conn, name):
+                self._unlock(conn, name)
+                return False
+            return True
+
+    @contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """Hold the job's advisory lock for the whole block, or refuse with the running run's number."""
+        if self.db.kind != "postgresql":  # DuckDB: a second process cannot open the file for writing
+            yield
+            return
+        with self.db.connect() as conn:
+            if not self._try_lock(conn, name):
+                running = [r for r in self.runs(name, 1) if r.status == "running"]
+                which = f" (run {running[0].run_id}, started {running[0].started_at})" if running else ""
+                raise DataError(f"job {name!r} is already running{which}; wait for it, or check it with: "
+                                f"sqlanon job status {name}")
+            conn.commit()
+            try:
+                yield
+            finally:
+                self._unlock(conn, name)
+                conn.commit()
+
+    def _lock_keys(self, name: str) -> dict[str, str]:
+        return {"space": f"sqlanon:{self.schema}", "name": name}
+
+    def _try_lock(self, conn: Connection, name: str) -> bool:
+        return bool(conn.execute(text("SELECT pg_try_advisory_lock(hashtext(:space), hashtext(:name))"),
+                                 self._lock_keys(name)).scalar_one())
+
+    def _unlock(self, conn: Connection, name: str) -> None:
+        conn.execute(text("SELECT pg_advisory_unlock(hashtext(:space), hashtext(:name))"), self._lock_keys(name))
+
+    def resumable_run(self, name: str) -> int:
+        """The run a resume continues: the job's latest, when it did not finish.
+
+        Called while holding the job's lock, so a run still marked running has no live session.
+        """
+        with self.db.connect() as conn:
+            last = conn.execute(text(f"SELECT run_id, status FROM {self.s}.runs WHERE job_name = :n "
+                                     "ORDER BY run_id DESC LIMIT 1"), {"n": name}).first()
+        if last is None:
+            raise DataError(f"job {name!r} has never run; start it with: sqlanon job run {name}")
+        if last[1] == "finished":
+            raise DataError(f"the last run of job {name!r} (run {last[0]}) finished; nothing to resume")
+        return int(last[0])
+
+    def mark_interrupted(self, name: str, superseded_by: str) -> None:
+        """Close runs left 'running' by a dead session as failed."""
+        with self.db.begin() as conn:
+            conn.execute(text(f"UPDATE {self.s}.runs SET status = 'failed', finished_at = :t, "
+                              "error = :e WHERE job_name = :n AND status = 'running'"),
+                         {"t": now(), "e": f"interrupted (no live session); {superseded_by}", "n": name})
+
+
+def _rewrite_files(config: dict, base: Path) -> dict[str, str]:
+    """Point the config's file references at stored names; returns stored name -> path as written."""
+    found: dict[str, str] = {}
+
+    def store(original: Any, where: str) -> str:
+        if not isinstance(original, str):
+            raise ConfigError(f"{where} must be a file path")
+        if not (base / original).is_file():
+            raise ConfigError(f"{where}: file {original!r} not found (relative to {str(base)!r})")
+        stored = f"files/{len(found)}_{PurePosixPath(original.replace(chr(92), '/')).name}"
+        found[stored] = original
+        return stored
+
+    qis = config.get("quasi_identifiers")
+    if isinstance(qis, dict):
+        for column, spec in qis.items():
+            if isinstance(spec, str):
+                qis[column] = store(spec, f"quasi_identifiers.{column}")
+            elif isinstance(spec, dict) and spec.get("hierarchy") is not None:
+                spec["hierarchy"] = store(spec["hierarchy"], f"quasi_identifiers.{column}.hierarchy")
+    criteria = config.get("criteria")
+    if isinstance(criteria, dict):
+        for criterion, spec in criteria.items():
+            if isinstance(spec, dict) and spec.get("hierarchy") is not None:
+                spec["hierarchy"] = store(spec["hierarchy"], f"criteria.{criterion}.hierarchy")
+    return found
+
+
+@contextmanager
+def _materialized(config: dict, files: dict[str, str]) -> Iterator[Path]:
+    """A private temporary folder holding the job's stored files under their stored names."""
+    with tempfile.TemporaryDirectory(prefix="sqlanon-job-") as folder:
+        for stored, content in files.items():
+            path = Path(folder) / stored
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+        yield Path(folder)
+
+
+__all__ = ["JobRegistry", "RunSummary", "SqlanonError"]
