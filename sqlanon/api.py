@@ -141,16 +141,21 @@ def node_metrics(job: Job, nodes: list[tuple[int, ...]], options: RunOptions | N
     """Utility metrics (see sqlanon.metrics.METRICS) of any nodes, levels in QI config order, computed in SQL."""
     options = options or RunOptions()
     with _run(job, options, "metrics") as (ctx, finish):
-        for node in nodes:
-            if len(node) != len(ctx.star.heights) or not all(0 <= lv <= h for lv, h in zip(node, ctx.star.heights)):
-                raise ConfigError(f"node {node_label(node)} is not in the lattice: give one level per QI "
-                                  f"({', '.join(job.qi_names)}), each between 0 and its height "
-                                  f"({node_label(ctx.star.heights)})")
-        result = SearchResult(job.qi_names, ctx.star.heights, [], [], SearchStats(), ctx.run.run_id, "none",
-                              ctx.star.rows, ctx.max_suppressed)
+        result = _empty_result(job, ctx, nodes)
         _add_metrics(job, ctx, result, list(nodes))
         finish({"nodes": len(result.metrics)})
     return result.metrics
+
+
+def _empty_result(job: Job, ctx: SearchContext, nodes: list[tuple[int, ...]]) -> SearchResult:
+    """A result without a search, for metrics or publication of given nodes (checked to be in the lattice)."""
+    for node in nodes:
+        if len(node) != len(ctx.star.heights) or not all(0 <= lv <= h for lv, h in zip(node, ctx.star.heights)):
+            raise ConfigError(f"node {node_label(node)} is not in the lattice: give one level per QI "
+                              f"({', '.join(job.qi_names)}), each between 0 and its height "
+                              f"({node_label(ctx.star.heights)})")
+    return SearchResult(job.qi_names, ctx.star.heights, [], [], SearchStats(), ctx.run.run_id, "none",
+                        ctx.star.rows, ctx.max_suppressed)
 
 
 def evaluate_every_node(job: Job, criteria_sets: list[list[Criterion]],
@@ -329,6 +334,46 @@ def register_job(name: str, config_file: str | Path, db_url: str, metadata_schem
     try:
         migrate(db, metadata_schema)
         return JobRegistry(db, metadata_schema).register(name, Path(config_file))
+    finally:
+        db.dispose()
+
+
+def register_job_config(name: str, config: dict, read: Any, db_url: str,
+                        metadata_schema: str = DEFAULT_SCHEMA) -> int:
+    """Register a parsed config; `read(path, where)` returns the text of a file it names (see JobRegistry)."""
+    db = Database(normalize_url(db_url, Path.cwd()))
+    try:
+        migrate(db, metadata_schema)
+        return JobRegistry(db, metadata_schema).register_config(name, config, read)
+    finally:
+        db.dispose()
+
+
+def publish_node(run_id: int, node: tuple[int, ...], table: str, schema: str | None, db_url: str,
+                 options: RunOptions | None = None, replace: bool = False) -> AnonymizeResult:
+    """Write any node of a finished run's job as an audited table (the job's suppression applies).
+
+    The node need not be the one the run chose; the audit refuses one that
+    does not satisfy the criteria, and nothing is written then.
+    """
+    options = dataclasses.replace(options or RunOptions(), db_url=normalize_url(db_url, Path.cwd()))
+    db = Database(options.db_url)
+    try:
+        migrate(db, options.metadata_schema)
+        registry = JobRegistry(db, options.metadata_schema)
+        with registry.load(registry.job_of_run(run_id), options.db_url) as job:
+            grants = job.output.grant_to if job.output else []
+            output = Output(table, schema or job.source.schema, grants)
+            with _run(job, options, "publish", output=output, replace=replace) as (ctx, finish):
+                result = _empty_result(job, ctx, [node])
+                _add_metrics(job, ctx, result, [node])
+                plan = Publication(node, output, job.suppression.mode, ctx.max_suppressed, replace)
+                report = materialize(ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id)
+                _record_metrics(ctx, result, node)
+                published = AnonymizeResult(result, node, table, report, f"node of run {run_id}",
+                                            result.metrics[node]["suppressed"])
+                finish(published.to_dict())
+        return published
     finally:
         db.dispose()
 

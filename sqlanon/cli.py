@@ -24,7 +24,7 @@ from .audit import AuditReport
 from .backends import Database
 from .config import Job, load_job, normalize_url
 from .errors import SqlanonError
-from .metadata import DEFAULT_SCHEMA, current_version, downgrade, migrate
+from .metadata import DEFAULT_SCHEMA, current_version, downgrade, migrate, stored_routines
 from .metrics import node_label
 
 out = Console()
@@ -182,9 +182,15 @@ def migrate_command(db_url: str, metadata_schema: str, down_to: str | None) -> N
         else:
             migrate(db, metadata_schema)
         version = current_version(db, metadata_schema)
+        in_sql = stored_routines(db, metadata_schema)
     finally:
         db.dispose()
     out.print(f"schema {metadata_schema!r} is at version {version or 'base (empty)'}")
+    if db.kind == "postgresql" and version:
+        plpython = "run_job" in in_sql
+        out.print(f"stored in the database: {', '.join(sorted(in_sql)) or 'none'}" + (
+            "" if plpython else "; CALL run_job needs PL/Python (package postgresql-plpython3-NN) and a superuser "
+                                "to migrate once"))
 
 
 @main.group("job")

@@ -15,7 +15,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -52,19 +52,32 @@ class JobRegistry:
     # --- registering ------------------------------------------------------------
     def register(self, name: str, config_file: Path) -> int:
         """Store (or replace) the job `name` from a YAML file; returns how many files it names."""
-        if not name or not isinstance(name, str):
-            raise ConfigError("a job needs a non-empty name")
         config_file = Path(config_file)
         config = read_config_file(config_file)
+        folder = config_file.parent
+
+        def read(path: str, where: str) -> str:
+            if not (folder / path).is_file():
+                raise ConfigError(f"{where}: file {path!r} not found (relative to {str(folder)!r})")
+            return (folder / path).read_text()
+
+        return self.register_config(name, config, read)
+
+    def register_config(self, name: str, config: Any, read: Callable[[str, str], str]) -> int:
+        """Store (or replace) the job `name` from a parsed config; `read(path, where)` gives a named file's text.
+
+        The whole config is checked (as `job_from_dict` does) before anything is stored.
+        """
+        if not name or not isinstance(name, str):
+            raise ConfigError("a job needs a non-empty name")
         if not isinstance(config, dict):
             raise ConfigError("the config must be a mapping (key: value)")
         if (config.get("source") or {}).get("csv"):
             raise ConfigError("a registered job reads a table already in the database: load it first and remove "
                               "source.csv from the config")
-        files = {stored: (config_file.parent / original).read_text()
-                 for stored, original in _rewrite_files(config, config_file.parent).items()}
+        files = _rewrite_files(config, read)
         with _materialized(config, files) as folder:
-            job_from_dict(config, folder, default_name=name)  # the whole config is checked before storing
+            job_from_dict(config, folder, default_name=name)
         with self.db.begin() as conn:
             conn.execute(text(f"DELETE FROM {self.s}.job_files WHERE job_name = :n"), {"n": name})
             conn.execute(text(f"DELETE FROM {self.s}.jobs WHERE name = :n"), {"n": name})
@@ -156,6 +169,17 @@ class JobRegistry:
     def _unlock(self, conn: Connection, name: str) -> None:
         conn.execute(text("SELECT pg_advisory_unlock(hashtext(:space), hashtext(:name))"), self._lock_keys(name))
 
+    def job_of_run(self, run_id: int) -> str:
+        """The registered job a finished run belongs to."""
+        with self.db.connect() as conn:
+            row = conn.execute(text(f"SELECT job_name, status FROM {self.s}.runs WHERE run_id = :r"),
+                               {"r": run_id}).first()
+        if row is None:
+            raise DataError(f"there is no run {run_id} in schema {self.schema!r}")
+        if row[1] != "finished":
+            raise DataError(f"run {run_id} is {row[1]}, not finished; publish a node of a finished run")
+        return row[0]
+
     def resumable_run(self, name: str) -> int:
         """The run a resume continues: the job's latest, when it did not finish.
 
@@ -178,17 +202,15 @@ class JobRegistry:
                          {"t": now(), "e": f"interrupted (no live session); {superseded_by}", "n": name})
 
 
-def _rewrite_files(config: dict, base: Path) -> dict[str, str]:
-    """Point the config's file references at stored names; returns stored name -> path as written."""
+def _rewrite_files(config: dict, read: Callable[[str, str], str]) -> dict[str, str]:
+    """Point the config's file references at stored names; returns stored name -> the file's text."""
     found: dict[str, str] = {}
 
     def store(original: Any, where: str) -> str:
         if not isinstance(original, str):
             raise ConfigError(f"{where} must be a file path")
-        if not (base / original).is_file():
-            raise ConfigError(f"{where}: file {original!r} not found (relative to {str(base)!r})")
         stored = f"files/{len(found)}_{PurePosixPath(original.replace(chr(92), '/')).name}"
-        found[stored] = original
+        found[stored] = read(original, where)
         return stored
 
     qis = config.get("quasi_identifiers")

@@ -56,6 +56,15 @@ def current_version(db: Database, schema: str = DEFAULT_SCHEMA) -> str | None:
         return conn.execute(text(f"SELECT version_num FROM {db.q(schema)}.alembic_version")).scalar()
 
 
+def stored_routines(db: Database, schema: str = DEFAULT_SCHEMA) -> set[str]:
+    """Names of the functions and procedures installed in the schema (PostgreSQL; empty elsewhere)."""
+    if db.kind != "postgresql":
+        return set()
+    with db.connect() as conn:
+        return set(conn.execute(text("SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                                     "WHERE n.nspname = :s"), {"s": schema}).scalars())
+
+
 def now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 

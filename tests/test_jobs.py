@@ -6,7 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -168,3 +170,97 @@ def test_a_terminated_backend_leaves_a_failed_run_that_resumes(pg_job):
     resumed = run_job("adult9", url, RunOptions(metadata_schema=meta), resume=True)
     fresh = run_job("adult9", url, RunOptions(metadata_schema=meta))
     assert resumed.minimal == fresh.minimal
+
+
+@pg
+def test_run_job_from_sql_alone_equals_the_cli_run(pg_job):
+    """CALL sqlanon.run_job('name') runs the same search in-server (PL/Python), through the same code."""
+    url, meta = pg_job
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        _plpython_or_skip(conn, meta)
+        in_server = conn.execute(sa.text(f'CALL "{meta}".run_job(:job)'), {"job": "adult9"}).scalar_one()
+        conn.commit()
+    engine.dispose()
+    from_cli = run_job("adult9", url, RunOptions(metadata_schema=meta))
+    assert in_server["minimal"] == [list(n) for n in from_cli.minimal]
+    assert in_server["satisfying_count"] == len(from_cli.satisfying)
+    assert in_server["stats"]["nodes_checked"] == from_cli.stats.nodes_checked
+
+
+def _plpython_or_skip(conn, meta: str) -> None:
+    installed = conn.execute(sa.text("SELECT to_regprocedure(:p) IS NOT NULL"),
+                             {"p": f'"{meta}".run_job(text, boolean, json)'}).scalar_one()
+    if not installed:
+        message = "PL/Python is not installed in this PostgreSQL server (package postgresql-plpython3-NN)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    # the server's Python finds sqlanon in this interpreter's site-packages (editable install included)
+    conn.execute(sa.text("SELECT set_config('sqlanon.python_path', :p, false)"),
+                 {"p": sysconfig.get_paths()["purelib"]})
+
+
+@pg
+def test_register_run_list_and_publish_from_sql(pg_server: str, pg_schema: str):
+    """A DBA's whole workflow in SQL: register from JSON, run, list runs and nodes, publish another node."""
+    meta = f"{pg_schema}_meta"
+    search(adult_job(pg_server, ["sex"], k=1, schema=pg_schema), RunOptions(metadata_schema=meta))
+    qis = ["sex", "race", "marital-status"]
+    config = adult_config("ignored", qis, k=10, load_csv=False, schema=pg_schema, output={"table": "adult_sql"})
+    files = {}
+    for q in qis:  # the files travel as text: the config names them by key
+        files[f"h/{q}.csv"] = Path(config["quasi_identifiers"][q]["hierarchy"]).read_text()
+        config["quasi_identifiers"][q]["hierarchy"] = f"h/{q}.csv"
+    engine = sa.create_engine(pg_server)
+    with engine.connect() as conn:
+        _plpython_or_skip(conn, meta)
+        stored = conn.execute(sa.text(f'SELECT "{meta}".register_job(:n, CAST(:c AS json), CAST(:f AS json))'),
+                              {"n": "census", "c": json.dumps(config), "f": json.dumps(files)}).scalar_one()
+        result = conn.execute(sa.text(f'CALL "{meta}".run_job(:j)'), {"j": "census"}).scalar_one()
+        runs = conn.execute(sa.text(f'SELECT run_id, status FROM "{meta}".job_runs(:j)'), {"j": "census"}).all()
+        nodes = conn.execute(sa.text(f'SELECT node, minimal, selected FROM "{meta}".run_nodes(:r)'),
+                             {"r": runs[0].run_id}).all()
+        other = next(n.node for n in nodes if n.minimal and not n.selected) if len(nodes) > 1 else nodes[0].node
+        published = conn.execute(sa.text(f'CALL "{meta}".publish(:r, :n, :t, :s)'),
+                                 {"r": runs[0].run_id, "n": other, "t": "adult_other", "s": pg_schema}).scalar_one()
+        with pytest.raises(sa.exc.DBAPIError, match="failed its audit"):  # level 0 is not 10-anonymous
+            conn.execute(sa.text(f'CALL "{meta}".publish(:r, :n, :t)'),
+                         {"r": runs[0].run_id, "n": "0,0,0", "t": "adult_zero"})
+        conn.rollback()
+        tables = set(conn.execute(sa.text("SELECT table_name FROM information_schema.tables WHERE table_schema = :s"),
+                                  {"s": pg_schema}).scalars())
+    engine.dispose()
+    cli = search(adult_job(pg_server, qis, k=10, load_csv=False, schema=pg_schema), RunOptions(metadata_schema=meta))
+    assert stored == 3 and result["minimal"] == [list(n) for n in cli.minimal] and result["output"] == "adult_sql"
+    assert runs[0].status == "finished" and any(n.selected for n in nodes)
+    assert published["audit"]["k_anonymity"]["holds"] and published["node"] == [int(v) for v in other.split(",")]
+    assert {"adult_sql", "adult_other"} <= tables and "adult_zero" not in tables
+
+
+@pg
+def test_the_docker_setup_script_prepares_a_database(pg_server: str):
+    """docker/init.sh (what `docker compose up` runs): schema migrated, Adult loaded, job registered."""
+    name = f"sqlanon_init_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(pg_server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    url = sa.engine.make_url(pg_server).set(database=name).render_as_string(hide_password=False)
+    script = Path(__file__).parent.parent / "docker" / "init.sh"
+    try:
+        done = subprocess.run(["sh", str(script), url], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+        assert done.returncode == 0, done.stderr
+        engine = sa.create_engine(url)
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql("SELECT COUNT(*) FROM adult").scalar_one()
+            jobs = conn.exec_driver_sql("SELECT name FROM sqlanon.jobs").scalars().all()
+            routines = set(conn.exec_driver_sql(
+                "SELECT proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                "WHERE nspname = 'sqlanon'").scalars())
+        engine.dispose()
+        assert rows == 30162 and jobs == ["adult"] and {"audit", "job_runs", "run_nodes"} <= routines
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
+        admin.dispose()

@@ -19,17 +19,17 @@ def _round_trip(url: str, schema: str) -> None:
     try:
         migrate(db, schema)
         migrate(db, schema)  # idempotent
-        assert current_version(db, schema) == "0005"
+        assert current_version(db, schema) == "0006"
         assert metadata_tables(url, schema) == TABLES
-        downgrade(db, schema, "-1")
-        assert current_version(db, schema) == "0004"  # the stored audit function (PostgreSQL) is gone
+        downgrade(db, schema, "-2")
+        assert current_version(db, schema) == "0004"  # the PL/Python procedure and audit function are gone
         assert metadata_tables(url, schema) == TABLES
         downgrade(db, schema, "-1")
         assert metadata_tables(url, schema) == TABLES - {"jobs", "job_files"}
         downgrade(db, schema, "base")
         assert metadata_tables(url, schema) == {"alembic_version"}
         migrate(db, schema)
-        assert current_version(db, schema) == "0005"
+        assert current_version(db, schema) == "0006"
     finally:
         db.dispose()
 
@@ -46,6 +46,6 @@ def test_migrations_on_postgres(pg_server: str, pg_schema: str):
 def test_migrate_command(duck_url: str):
     runner = CliRunner()
     result = runner.invoke(main, ["migrate", "--db", duck_url])
-    assert result.exit_code == 0 and "version 0005" in result.output
+    assert result.exit_code == 0 and "version 0006" in result.output
     result = runner.invoke(main, ["migrate", "--db", duck_url, "--downgrade", "base"])
     assert result.exit_code == 0 and "base" in result.output
