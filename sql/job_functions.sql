@@ -1,6 +1,7 @@
 -- Listing registered jobs, their runs and a run's nodes from SQL (PostgreSQL). Installed by migration 0006.
 --   SELECT * FROM sqlanon.job_runs('census');      -- newest first; 'interrupted': no live session holds it
 --   SELECT * FROM sqlanon.run_nodes(42);           -- nodes with metrics (minimal ones, the chosen one)
+--   SELECT * FROM sqlanon.passing_nodes(42);       -- every passing node of an Incognito run
 CREATE OR REPLACE FUNCTION {s}.job_runs(job text)
 RETURNS TABLE (run_id bigint, command text, status text, iteration integer, nodes_checked integer,
                started_at timestamp, finished_at timestamp, error text)
@@ -26,3 +27,15 @@ RETURNS SETOF {s}.node_metrics
 LANGUAGE sql STABLE AS $run_nodes$
     SELECT * FROM {s}.node_metrics WHERE run_id = run ORDER BY selected DESC, minimal DESC, height, node
 $run_nodes$;
+
+-- Every passing node of an Incognito run over all its QIs (levels in QI order, as in the JSON output):
+-- checked passes, and nodes marked or implied by a passing specialization.
+CREATE OR REPLACE FUNCTION {s}.passing_nodes(run bigint)
+RETURNS TABLE (node text, height integer, status text)
+LANGUAGE sql STABLE AS $passing_nodes$
+    SELECT regexp_replace(n.node_key, '[0-9]+:', '', 'g'), n.height, n.status
+    FROM {s}.lattice_nodes n
+    WHERE n.run_id = run AND n.status <> 'fail'
+      AND n.iteration = (SELECT COUNT(*) FROM {s}.run_attributes a WHERE a.run_id = run)
+    ORDER BY n.height, n.node_key
+$passing_nodes$;

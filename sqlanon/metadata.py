@@ -56,6 +56,20 @@ def current_version(db: Database, schema: str = DEFAULT_SCHEMA) -> str | None:
         return conn.execute(text(f"SELECT version_num FROM {db.q(schema)}.alembic_version")).scalar()
 
 
+def stored_sql(name: str, schema: str, quoted_schema: str) -> str:
+    """sql/<name> for the metadata schema: its placeholders filled in (migrations install these files)."""
+    body = resources.files("sqlanon.sql").joinpath(name).read_text()
+    replacements = {
+        "{s}": quoted_schema,  # in SQL
+        "{schema_literal_sql}": "'" + schema.replace("'", "''") + "'",
+        "{schema_literal}": repr(schema),  # in Python bodies
+        "{load_sql}": repr(f"SELECT {quoted_schema}.load_sqlanon()"),
+    }
+    for placeholder, value in replacements.items():
+        body = body.replace(placeholder, value)
+    return body
+
+
 def stored_routines(db: Database, schema: str = DEFAULT_SCHEMA) -> set[str]:
     """Names of the functions and procedures installed in the schema (PostgreSQL; empty elsewhere)."""
     if db.kind != "postgresql":

@@ -221,6 +221,8 @@ def test_register_run_list_and_publish_from_sql(pg_server: str, pg_schema: str):
         runs = conn.execute(sa.text(f'SELECT run_id, status FROM "{meta}".job_runs(:j)'), {"j": "census"}).all()
         nodes = conn.execute(sa.text(f'SELECT node, minimal, selected FROM "{meta}".run_nodes(:r)'),
                              {"r": runs[0].run_id}).all()
+        passing = conn.execute(sa.text(f'SELECT node FROM "{meta}".passing_nodes(:r)'),
+                               {"r": runs[0].run_id}).scalars().all()
         other = next(n.node for n in nodes if n.minimal and not n.selected) if len(nodes) > 1 else nodes[0].node
         published = conn.execute(sa.text(f'CALL "{meta}".publish(:r, :n, :t, :s)'),
                                  {"r": runs[0].run_id, "n": other, "t": "adult_other", "s": pg_schema}).scalar_one()
@@ -234,6 +236,7 @@ def test_register_run_list_and_publish_from_sql(pg_server: str, pg_schema: str):
     cli = search(adult_job(pg_server, qis, k=10, load_csv=False, schema=pg_schema), RunOptions(metadata_schema=meta))
     assert stored == 3 and result["minimal"] == [list(n) for n in cli.minimal] and result["output"] == "adult_sql"
     assert runs[0].status == "finished" and any(n.selected for n in nodes)
+    assert sorted(passing) == sorted(",".join(map(str, n)) for n in cli.satisfying)
     assert published["audit"]["k_anonymity"]["holds"] and published["node"] == [int(v) for v in other.split(",")]
     assert {"adult_sql", "adult_other"} <= tables and "adult_zero" not in tables
 

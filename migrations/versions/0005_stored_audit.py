@@ -6,9 +6,9 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-11-22
 """
-from importlib import resources
-
 from alembic import op
+
+from sqlanon.metadata import stored_sql
 
 revision = "0005"
 down_revision = "0004"
@@ -16,16 +16,11 @@ branch_labels = None
 depends_on = None
 
 
-def _postgres() -> bool:
-    return op.get_context().dialect.name == "postgresql"
-
-
 def upgrade(schema: str, quoted_schema: str) -> None:
-    if _postgres():
-        body = resources.files("sqlanon.sql").joinpath("audit_function.sql").read_text()
-        op.execute(body.replace("{s}", quoted_schema))
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(stored_sql("audit_function.sql", schema, quoted_schema))
 
 
 def downgrade(schema: str, quoted_schema: str) -> None:
-    if _postgres():
+    if op.get_bind().dialect.name == "postgresql":
         op.execute(f"DROP FUNCTION {quoted_schema}.audit(regclass, text[], text[])")

@@ -1,4 +1,5 @@
-"""Jobs from SQL (PostgreSQL): job_runs() and run_nodes() always; with PL/Python, run_job, register_job, publish.
+"""Jobs from SQL (PostgreSQL): job_runs(), run_nodes(), passing_nodes(); with PL/Python, run_job,
+register_job, publish.
 
 Bodies: sql/job_functions.sql and sql/plpython.sql. PL/Python (package
 postgresql-plpython3-NN) is an untrusted language that only a superuser can
@@ -9,10 +10,10 @@ Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-22
 """
-from importlib import resources
-
 from alembic import op
 from sqlalchemy import text
+
+from sqlanon.metadata import stored_sql
 
 revision = "0006"
 down_revision = "0005"
@@ -29,17 +30,8 @@ def plpython_usable() -> bool:
 
 
 def _install(name: str, schema: str, quoted_schema: str) -> None:
-    body = resources.files("sqlanon.sql").joinpath(name).read_text()
-    replacements = {
-        "{s}": quoted_schema,  # in SQL
-        "{schema_literal_sql}": "'" + schema.replace("'", "''") + "'",
-        "{schema_literal}": repr(schema),  # in Python bodies
-        "{load_sql}": repr(f"SELECT {quoted_schema}.load_sqlanon()"),
-    }
-    for placeholder, value in replacements.items():
-        body = body.replace(placeholder, value)
     # exec_driver_sql: colons in the Python bodies must not be read as bind parameters
-    op.get_bind().exec_driver_sql(body)
+    op.get_bind().exec_driver_sql(stored_sql(name, schema, quoted_schema))
 
 
 def upgrade(schema: str, quoted_schema: str) -> None:
@@ -56,6 +48,7 @@ def downgrade(schema: str, quoted_schema: str) -> None:
         return
     for routine in ("PROCEDURE {s}.publish(bigint, text, text, text, json)", "FUNCTION {s}.register_job(text, json, json)",
                     "PROCEDURE {s}.run_job(text, boolean, json)", "FUNCTION {s}.load_sqlanon()",
-                    "FUNCTION {s}.run_nodes(bigint)", "FUNCTION {s}.job_runs(text)"):
+                    "FUNCTION {s}.run_nodes(bigint)", "FUNCTION {s}.job_runs(text)",
+                    "FUNCTION {s}.passing_nodes(bigint)"):
         kind, signature = routine.split(" ", 1)
         op.execute(f"DROP {kind} IF EXISTS {signature.format(s=quoted_schema)}")
