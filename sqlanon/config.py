@@ -19,7 +19,7 @@ from .criteria import Criterion, criteria_from_config
 from .errors import ConfigError
 
 GENERATORS = ("mask", "intervals", "date", "suppress")
-STRATEGIES = ("incognito", "exhaustive", "samarati")
+STRATEGIES = ("incognito", "exhaustive", "samarati", "topdown")
 BASES = ("cube", "table")
 SUPPRESSION_MODES = ("remove", "mask")
 
