@@ -26,7 +26,7 @@ from .config import Job, Output, normalize_url
 from .dimensions import StarSchema, build_star_schema, check_columns, needed_sensitive, read_hierarchy_files
 from .errors import ConfigError, DataError, SqlanonError
 from .hierarchies import GENERATED_TOP
-from .jobs import JobRegistry
+from .jobs import opened_registry
 from .lattice import minimal_nodes
 from .materialize import Publication, check_output_free, materialize
 from .metrics import METRICS, MetricsEvaluator, best_node, needs_every_passing_node, node_label, selection_metric
@@ -128,12 +128,17 @@ def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False
     with _run(job, options, "anonymize", output=output, replace=replace) as (ctx, finish):
         result = _search(job, ctx)
         node = _select(job, ctx, result)
-        plan = Publication(node, output, job.suppression.mode, result.max_suppressed, replace)
-        report = materialize(ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id)
-        anonymized = AnonymizeResult(result, node, output.table, report, job.select.describe(),
-                                     result.metrics[node]["suppressed"])
+        anonymized = _publish(job, ctx, result, node, output, replace, job.select.describe())
         finish(anonymized.to_dict())
     return anonymized
+
+
+def _publish(job: Job, ctx: SearchContext, result: SearchResult, node: tuple[int, ...], output: Output,
+             replace: bool, selection: str) -> AnonymizeResult:
+    """Write `node` (its metrics already in `result`) as the audited output, suppressing as the job says."""
+    plan = Publication(node, output, job.suppression.mode, ctx.max_suppressed, replace)
+    report = materialize(ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id)
+    return AnonymizeResult(result, node, output.table, report, selection, result.metrics[node]["suppressed"])
 
 
 def node_metrics(job: Job, nodes: list[tuple[int, ...]], options: RunOptions | None = None
@@ -224,7 +229,7 @@ def _suppression_audit(db: Database, conn, job: Job, target: tuple[str | None, s
         if source_there else None
     if job.suppression.mode == "mask":
         files = read_hierarchy_files(job)
-        tops = {qi.column: sorted({p[-1] for p in files[qi.column].paths}) if qi.column in files else [GENERATED_TOP]
+        tops = {qi.column: files[qi.column].top_labels if qi.column in files else [GENERATED_TOP]
                 for qi in job.quasi_identifiers}
         return tops, None, source_rows
     return None, (db.q(src.schema, src.table) if source_there else None), source_rows
@@ -330,23 +335,15 @@ def _run(job: Job, options: RunOptions, command: str, output: Output | None = No
 
 def register_job(name: str, config_file: str | Path, db_url: str, metadata_schema: str = DEFAULT_SCHEMA) -> int:
     """Store a job (its config and the hierarchy files it names) in the database; returns the file count."""
-    db = Database(normalize_url(db_url, Path.cwd()))
-    try:
-        migrate(db, metadata_schema)
-        return JobRegistry(db, metadata_schema).register(name, Path(config_file))
-    finally:
-        db.dispose()
+    with opened_registry(db_url, metadata_schema) as registry:
+        return registry.register(name, Path(config_file))
 
 
 def register_job_config(name: str, config: dict, read: Any, db_url: str,
                         metadata_schema: str = DEFAULT_SCHEMA) -> int:
     """Register a parsed config; `read(path, where)` returns the text of a file it names (see JobRegistry)."""
-    db = Database(normalize_url(db_url, Path.cwd()))
-    try:
-        migrate(db, metadata_schema)
-        return JobRegistry(db, metadata_schema).register_config(name, config, read)
-    finally:
-        db.dispose()
+    with opened_registry(db_url, metadata_schema) as registry:
+        return registry.register_config(name, config, read)
 
 
 def publish_node(run_id: int, node: tuple[int, ...], table: str, schema: str | None, db_url: str,
@@ -357,25 +354,17 @@ def publish_node(run_id: int, node: tuple[int, ...], table: str, schema: str | N
     does not satisfy the criteria, and nothing is written then.
     """
     options = dataclasses.replace(options or RunOptions(), db_url=normalize_url(db_url, Path.cwd()))
-    db = Database(options.db_url)
-    try:
-        migrate(db, options.metadata_schema)
-        registry = JobRegistry(db, options.metadata_schema)
+    with opened_registry(options.db_url, options.metadata_schema) as registry:
         with registry.load(registry.job_of_run(run_id), options.db_url) as job:
             grants = job.output.grant_to if job.output else []
             output = Output(table, schema or job.source.schema, grants)
             with _run(job, options, "publish", output=output, replace=replace) as (ctx, finish):
                 result = _empty_result(job, ctx, [node])
                 _add_metrics(job, ctx, result, [node])
-                plan = Publication(node, output, job.suppression.mode, ctx.max_suppressed, replace)
-                report = materialize(ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id)
+                published = _publish(job, ctx, result, node, output, replace, f"node of run {run_id}")
                 _record_metrics(ctx, result, node)
-                published = AnonymizeResult(result, node, table, report, f"node of run {run_id}",
-                                            result.metrics[node]["suppressed"])
                 finish(published.to_dict())
-        return published
-    finally:
-        db.dispose()
+    return published
 
 
 def run_job(name: str, db_url: str, options: RunOptions | None = None, resume: bool = False
@@ -388,10 +377,7 @@ def run_job(name: str, db_url: str, options: RunOptions | None = None, resume: b
     strategies start over).
     """
     options = dataclasses.replace(options or RunOptions(), db_url=normalize_url(db_url, Path.cwd()))
-    db = Database(options.db_url)
-    try:
-        migrate(db, options.metadata_schema)
-        registry = JobRegistry(db, options.metadata_schema)
+    with opened_registry(options.db_url, options.metadata_schema) as registry:
         with registry.exclusive(name), registry.load(name, options.db_url) as job:
             if resume:
                 options = dataclasses.replace(options, resume_run=registry.resumable_run(name))
@@ -400,8 +386,6 @@ def run_job(name: str, db_url: str, options: RunOptions | None = None, resume: b
             if job.output is not None:
                 return anonymize(job, options, replace=True)
             return search(job, options)
-    finally:
-        db.dispose()
 
 
 def _prepare_source(db: Database, conn, job: Job) -> None:

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from . import __version__
 from .api import AnonymizeResult, RunOptions, SearchResult, anonymize, audit, register_job, run_job, search
-from .jobs import JobRegistry
+from .jobs import JobRegistry, opened_registry
 from .audit import AuditReport
 from .backends import Database
 from .config import Job, load_job, normalize_url
@@ -94,12 +94,7 @@ def search_command(config: Path, db_url: str | None, as_json: bool, keep: bool, 
     job = load_job(config)
     with _progress(as_json) as progress:
         result = search(job, RunOptions(db_url, metadata_schema, keep, progress, metrics))
-    if as_json:
-        print(json.dumps(result.to_dict()))
-    else:
-        _print_search(result)
-        if result.metrics:
-            _print_metrics(result, result.minimal)
+    _show_result(result, as_json)
 
 
 @main.command("anonymize")
@@ -277,18 +272,19 @@ _registered_run_command("resume", True, "Continue the interrupted last run of jo
 
 
 def _registry(db_url: str, metadata_schema: str, action: Callable[[JobRegistry], Any]) -> Any:
-    db = Database(normalize_url(db_url, Path.cwd()))
-    try:
-        migrate(db, metadata_schema)
-        return action(JobRegistry(db, metadata_schema))
-    finally:
-        db.dispose()
+    with opened_registry(db_url, metadata_schema) as registry:
+        return action(registry)
 
 
 def _run_registered(name: str, db_url: str, options: RunOptions, as_json: bool, resume: bool) -> None:
     with _progress(as_json) as progress:
         options.progress = progress
         result = run_job(name, db_url, options, resume=resume)
+    _show_result(result, as_json)
+
+
+def _show_result(result: SearchResult | AnonymizeResult, as_json: bool) -> None:
+    """A search or anonymize result: one JSON object, or tables (metrics when computed)."""
     if as_json:
         print(json.dumps(result.to_dict()))
     elif isinstance(result, AnonymizeResult):
@@ -296,6 +292,8 @@ def _run_registered(name: str, db_url: str, options: RunOptions, as_json: bool, 
         _print_anonymized(result)
     else:
         _print_search(result)
+        if result.metrics:
+            _print_metrics(result, result.minimal)
 
 
 def _bundled(name: str) -> Path:
@@ -306,11 +304,7 @@ def _anonymize(job: Job, options: RunOptions, as_json: bool, replace: bool) -> N
     with _progress(as_json) as progress:
         options.progress = progress
         result = anonymize(job, options, replace=replace)
-    if as_json:
-        print(json.dumps(result.to_dict()))
-    else:
-        _print_search(result.search)
-        _print_anonymized(result)
+    _show_result(result, as_json)
 
 
 @contextmanager

@@ -21,9 +21,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from .backends import Database
-from .config import Job, job_from_dict, read_config_file
+from .config import Job, job_from_dict, normalize_url, read_config_file
 from .errors import ConfigError, DataError, SqlanonError
-from .metadata import now
+from .metadata import migrate, now
 
 
 @dataclass
@@ -200,6 +200,17 @@ class JobRegistry:
             conn.execute(text(f"UPDATE {self.s}.runs SET status = 'failed', finished_at = :t, "
                               "error = :e WHERE job_name = :n AND status = 'running'"),
                          {"t": now(), "e": f"interrupted (no live session); {superseded_by}", "n": name})
+
+
+@contextmanager
+def opened_registry(db_url: str, schema: str) -> Iterator[JobRegistry]:
+    """The registry of `schema` in the database at `db_url` (a URL or DuckDB path), migrated first."""
+    db = Database(normalize_url(db_url, Path.cwd()))
+    try:
+        migrate(db, schema)
+        yield JobRegistry(db, schema)
+    finally:
+        db.dispose()
 
 
 def _rewrite_files(config: dict, read: Callable[[str, str], str]) -> dict[str, str]:
