@@ -40,6 +40,11 @@ class Hierarchy:
         return {p[0] for p in self.paths}
 
     @property
+    def top_labels(self) -> list[str]:
+        """The labels of the highest level (usually just `*`), sorted."""
+        return sorted({p[-1] for p in self.paths})
+
+    @property
     def maps_null(self) -> bool:
         return NULL_VALUE in self.values
 

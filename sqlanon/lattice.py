@@ -69,6 +69,19 @@ def direct_specializations(node: tuple[int, ...]) -> list[tuple[int, ...]]:
     return [node[:j] + (node[j] - 1,) + node[j + 1:] for j in range(len(node)) if node[j] > 0]
 
 
+def direct_generalizations(node: tuple[int, ...], heights: list[int]) -> list[tuple[int, ...]]:
+    """The nodes one attribute one level higher."""
+    return [node[:j] + (node[j] + 1,) + node[j + 1:] for j in range(len(node)) if node[j] < heights[j]]
+
+
+def nodes_by_height(heights: list[int]) -> dict[int, list[tuple[int, ...]]]:
+    """The full lattice grouped by height (sum of levels), every height present."""
+    found: dict[int, list[tuple[int, ...]]] = {h: [] for h in range(sum(heights) + 1)}
+    for node in full_lattice(heights):
+        found[sum(node)].append(node)
+    return found
+
+
 def minimal_nodes(passing: Iterable[tuple[int, ...]]) -> list[tuple[int, ...]]:
     """Passing nodes with no passing node strictly below them.
 

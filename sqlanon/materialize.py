@@ -62,7 +62,7 @@ def materialize(db: Database, conn: Connection, star: StarSchema, plan: Publicat
         else:
             conn.exec_driver_sql(create)
         qi_columns = [d.column for d in star.dimensions]
-        masked_top = {d.column: sorted({p[-1] for p in d.hierarchy.paths}) for d in star.dimensions} \
+        masked_top = {d.column: d.hierarchy.top_labels for d in star.dimensions} \
             if suppressing and plan.mode == "mask" else None
         reference = star.source if suppressing and plan.mode == "remove" else None
         report = audit_table(db, conn, tmp, qi_columns, star.sensitive, criteria, masked_top, reference)

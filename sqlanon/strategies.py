@@ -10,8 +10,9 @@ from __future__ import annotations
 import heapq
 from abc import ABC, abstractmethod
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from sqlalchemy.engine import Connection
 
@@ -19,7 +20,7 @@ from .backends import Database
 from .criteria import Criterion, FrequencySetView
 from .dimensions import StarSchema
 from .frequency import BATCH, FrequencySet, FrequencySets, count_violations_batch
-from .lattice import LatticeStore, Node, full_lattice
+from .lattice import LatticeStore, Node, direct_generalizations, full_lattice, nodes_by_height
 from .metadata import RunRecord
 
 Progress = Callable[[str, int, int], None]  # (phase description, done, total)
@@ -320,22 +321,17 @@ class Samarati(SearchStrategy):
     name = "samarati"
 
     def search(self, ctx: SearchContext, stats: SearchStats) -> list[tuple[int, ...]]:
-        by_height: dict[int, list[tuple[int, ...]]] = defaultdict(list)
-        for node in full_lattice(ctx.star.heights):
-            by_height[sum(node)].append(node)
+        by_height = nodes_by_height(ctx.star.heights)
         top = max(by_height)
-        fsets = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, ctx.keep, ctx.use_cube)
         probed: dict[int, list[tuple[int, ...]]] = {}
+        with _cube_checks(ctx, stats) as check:
 
-        def passing(height: int) -> list[tuple[int, ...]]:
-            if height not in probed:
-                probed[height] = self._passing(ctx, fsets, by_height[height], stats)
-                ctx.progress(f"height {height}/{top}", len(probed), top + 1)
-                ctx.run.progress(ctx.conn, height, stats.nodes_checked)
-                ctx.conn.commit()
-            return probed[height]
+            def passing(height: int) -> list[tuple[int, ...]]:
+                if height not in probed:
+                    probed[height] = check(by_height[height], height)
+                    ctx.progress(f"height {height}/{top}", len(probed), top + 1)
+                return probed[height]
 
-        try:
             if not ctx.monotone:
                 return next((found for h in range(top + 1) if (found := passing(h))), [])
             if not passing(top):
@@ -348,19 +344,6 @@ class Samarati(SearchStrategy):
                 else:
                     low = middle + 1
             return passing(high)
-        finally:
-            fsets.drop_all()
-            fsets.flush_registry()
-            ctx.conn.commit()
-            stats.rollups, stats.base_scans = fsets.rollups, fsets.base_scans
-
-    @staticmethod
-    def _passing(ctx: SearchContext, fsets: FrequencySets, nodes: list[tuple[int, ...]],
-                 stats: SearchStats) -> list[tuple[int, ...]]:
-        batch = [fsets.base(dict(enumerate(node)), f"h{sum(node)}_{j}") for j, node in enumerate(nodes)]
-        stats.nodes_checked += len(batch)
-        return sorted(node for node, (_, tuples) in zip(nodes, fsets.violations(batch, ctx.criteria))
-                      if ctx.accepts(tuples))
 
 
 class TopDown(SearchStrategy):
@@ -381,33 +364,43 @@ class TopDown(SearchStrategy):
         if not ctx.monotone:
             return Incognito().search(ctx, stats)
         heights = ctx.star.heights
-        by_height: dict[int, list[tuple[int, ...]]] = defaultdict(list)
-        for node in full_lattice(heights):
-            by_height[sum(node)].append(node)
+        by_height = nodes_by_height(heights)
         passing: set[tuple[int, ...]] = set()
-        fsets = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, ctx.keep, ctx.use_cube)
-        try:
+        with _cube_checks(ctx, stats) as check:
             for height in sorted(by_height, reverse=True):
-                candidates = [n for n in by_height[height] if all(up in passing for up in _generalizations(n, heights))]
-                batch = [fsets.base(dict(enumerate(n)), f"t{height}_{j}") for j, n in enumerate(candidates)]
-                for node, (_, tuples) in zip(candidates, fsets.violations(batch, ctx.criteria)):
-                    if ctx.accepts(tuples):
-                        passing.add(node)
-                stats.nodes_checked += len(candidates)
-                ctx.run.progress(ctx.conn, height, stats.nodes_checked)
-                ctx.conn.commit()
+                candidates = [n for n in by_height[height]
+                              if all(up in passing for up in direct_generalizations(n, heights))]
+                passing.update(check(candidates, height))
                 ctx.progress("heights, top down", sum(heights) - height + 1, sum(heights) + 1)
-        finally:
-            fsets.drop_all()
-            fsets.flush_registry()
-            ctx.conn.commit()
-            stats.rollups, stats.base_scans = fsets.rollups, fsets.base_scans
         return sorted(passing)
 
 
-def _generalizations(node: tuple[int, ...], heights: list[int]) -> list[tuple[int, ...]]:
-    """The nodes one attribute one level higher."""
-    return [node[:j] + (node[j] + 1,) + node[j + 1:] for j in range(len(node)) if node[j] < heights[j]]
+@contextmanager
+def _cube_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Callable[[list[tuple[int, ...]], int],
+                                                                              list[tuple[int, ...]]]]:
+    """check(nodes, height): the passing ones of `nodes`, each rolled up from the cube, in batched statements.
+
+    For the strategies that probe whole heights of the full lattice; progress
+    (height, nodes checked) is recorded after each call, scratch tables dropped at the end.
+    """
+    fsets = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, ctx.keep, ctx.use_cube)
+
+    def check(nodes: list[tuple[int, ...]], height: int) -> list[tuple[int, ...]]:
+        batch = [fsets.base(dict(enumerate(node)), f"h{height}_{j}") for j, node in enumerate(nodes)]
+        stats.nodes_checked += len(batch)
+        found = sorted(node for node, (_, tuples) in zip(nodes, fsets.violations(batch, ctx.criteria))
+                       if ctx.accepts(tuples))
+        ctx.run.progress(ctx.conn, height, stats.nodes_checked)
+        ctx.conn.commit()
+        return found
+
+    try:
+        yield check
+    finally:
+        fsets.drop_all()
+        fsets.flush_registry()
+        ctx.conn.commit()
+        stats.rollups, stats.base_scans = fsets.rollups, fsets.base_scans
 
 
 STRATEGIES: dict[str, type[SearchStrategy]] = {s.name: s for s in (Incognito, Exhaustive, Samarati, TopDown)}
