@@ -388,6 +388,27 @@ def run_job(name: str, db_url: str, options: RunOptions | None = None, resume: b
             return search(job, options)
 
 
+def load_csv(csv: str | Path, table: str, db_url: str, schema: str | None = None,
+             csv_options: dict[str, Any] | None = None, replace: bool = False) -> int:
+    """Load a CSV file into a new table `schema.table` (atomically); returns its row count.
+
+    The way to put data into the database before registering a job (a
+    registered job reads tables, not files). DuckDB reads the file, whatever
+    the target: type detection and `csv_options` are those of `source.csv`.
+    An existing table is refused unless `replace`.
+    """
+    db = Database(normalize_url(db_url, Path.cwd()))
+    try:
+        with db.connect() as conn, conn.begin():
+            if db.table_exists(conn, schema, table) and not replace:
+                where = f"{schema}.{table}" if schema else table
+                raise DataError(f"table {where!r} already exists; choose another name, or pass --replace "
+                                "(replace=True) to overwrite it")
+            return db.load_csv(conn, Path(csv), csv_options or {}, schema, table)
+    finally:
+        db.dispose()
+
+
 def _prepare_source(db: Database, conn, job: Job) -> None:
     src = job.source
     if src.csv is not None:

@@ -211,7 +211,8 @@ def _read_csv_sql(path: Path, options: dict[str, Any]) -> tuple[str, dict[str, A
     args, params = [":csv_path"], {"csv_path": str(path)}
     for i, (key, value) in enumerate(options.items()):
         if key not in CSV_OPTIONS:
-            raise DataError(f"source.csv_options: unknown option {key!r}; known: {', '.join(sorted(CSV_OPTIONS))}")
+            raise DataError(f"unknown CSV option {key!r} (source.csv_options, or --option of sqlanon load); "
+                            f"known: {', '.join(sorted(CSV_OPTIONS))}")
         args.append(f"{CSV_OPTIONS[key]} = :csv_opt{i}")
         params[f"csv_opt{i}"] = value
     return f"SELECT * FROM read_csv({', '.join(args)})", params

@@ -18,7 +18,8 @@ from rich import box
 from rich.table import Table
 
 from . import __version__
-from .api import AnonymizeResult, RunOptions, SearchResult, anonymize, audit, register_job, run_job, search
+from .api import (AnonymizeResult, RunOptions, SearchResult, anonymize, audit, load_csv, register_job, run_job,
+                  search)
 from .jobs import JobRegistry, opened_registry
 from .audit import AuditReport
 from .backends import Database
@@ -161,6 +162,36 @@ def example_command(directory: Path) -> None:
         shutil.copytree(path, directory, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__init__.py",
                                                                                           "__pycache__"))
     out.print(f"Wrote {directory}/adult.yaml with its data. Run: [bold]sqlanon anonymize {directory}/adult.yaml[/]")
+
+
+@main.command("load")
+@click.argument("csv", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--table", required=True, help="Table to create.")
+@click.option("--schema", default=None, help="Schema of the table (default: the database's current schema).")
+@click.option("--db", "db_url", required=True, metavar="URL", help="Database to load into (URL or DuckDB file path).")
+@click.option("--delimiter", default=None, help="Field separator (default: detected).")
+@click.option("--option", "options", multiple=True, metavar="NAME=VALUE",
+              help="Another CSV reading option, as in source.csv_options (repeatable), e.g. nullstr=?")
+@click.option("--replace", is_flag=True, help="Overwrite the table if it exists.")
+def load_command(csv: Path, table: str, schema: str | None, db_url: str, delimiter: str | None,
+                 options: tuple[str, ...], replace: bool) -> None:
+    """Load a CSV file (plain or gzip'd) into a new table, in one transaction.
+
+    A registered job reads a table, not a file: load the data first, e.g.
+    sqlanon load adult.csv.gz --table adult --delimiter ';' --db postgresql+psycopg://...
+    """
+    csv_options: dict[str, Any] = dict(_option_pair(o) for o in options)
+    if delimiter is not None:
+        csv_options["delimiter"] = delimiter
+    rows = load_csv(csv, table, db_url, schema, csv_options, replace)
+    out.print(f"loaded {rows:,} rows into {schema + '.' if schema else ''}{table}")
+
+
+def _option_pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise SqlanonError(f"--option {text!r}: write NAME=VALUE, e.g. --option nullstr=?")
+    return name.strip(), value
 
 
 @main.command("migrate")

@@ -73,8 +73,8 @@ class JobRegistry:
         if not isinstance(config, dict):
             raise ConfigError("the config must be a mapping (key: value)")
         if (config.get("source") or {}).get("csv"):
-            raise ConfigError("a registered job reads a table already in the database: load it first and remove "
-                              "source.csv from the config")
+            raise ConfigError("a registered job reads a table already in the database: load the file first "
+                              "(sqlanon load FILE --table T --db URL) and remove source.csv from the config")
         files = _rewrite_files(config, read)
         with _materialized(config, files) as folder:
             job_from_dict(config, folder, default_name=name)

@@ -224,3 +224,24 @@ def test_hostile_identifiers_are_quoted_not_injected(tmp_path: Path):
     assert result.exit_code == 0, result.output
     tables = user_tables(f"duckdb:///{tmp_path / 'adult.duckdb'}")
     assert {("main", "adult"), ("main", table), ("main", "out'; DROP TABLE adult; --")} <= tables
+
+
+def test_load_a_csv_into_a_table(tmp_path: Path):
+    url = f"duckdb:///{tmp_path / 'x.duckdb'}"
+    csv = str(ADULT_DIR / "adult.csv.gz")
+    loaded = run("load", csv, "--table", "adult", "--delimiter", ";", "--db", url)
+    assert loaded.exit_code == 0 and "30,162 rows" in loaded.stdout
+    again = run("load", csv, "--table", "adult", "--delimiter", ";", "--db", url)
+    assert again.exit_code == 2 and "already exists" in again.stderr and "--replace" in again.stderr
+    assert run("load", csv, "--table", "adult", "--option", "delim=;", "--db", url, "--replace").exit_code == 0
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        columns = [r[0] for r in conn.exec_driver_sql("DESCRIBE adult").fetchall()]
+    engine.dispose()
+    assert columns[:2] == ["sex", "age"] and len(columns) == 9
+    for option, fragment in (("bogus=1", "unknown CSV option 'bogus'"), ("nullstr", "write NAME=VALUE")):
+        result = run("load", csv, "--table", "b", "--db", url, "--option", option)
+        assert result.exit_code == 2 and fragment in result.stderr, result.output
+    missing = run("load", str(tmp_path / "none.csv"), "--table", "t", "--db", url)
+    assert missing.exit_code == 2 and "CSV file not found" in missing.stderr
+    assert user_tables(url) == {("main", "adult")}

@@ -162,3 +162,19 @@ def test_stored_audit_function_equals_the_cli_audit(pg_adult):
             conn.execute(sa.text(f'SELECT * FROM "{meta}".audit(CAST(:t AS regclass), :q)'),
                          {"t": f'"{schema}"."adult"', "q": ['sex"; DROP TABLE adult; --']})
     engine.dispose()
+
+
+def test_load_into_a_schema_with_a_hostile_table_name(pg_server, pg_schema):
+    hostile = 'ad"; DROP TABLE x; --'
+    result = CliRunner().invoke(main, ["load", str(ADULT_DIR / "adult.csv.gz"), "--table", hostile,
+                                       "--schema", pg_schema, "--delimiter", ";", "--db", pg_server])
+    assert result.exit_code == 0, result.output
+    refused = CliRunner().invoke(main, ["load", str(ADULT_DIR / "adult.csv.gz"), "--table", hostile,
+                                        "--schema", pg_schema, "--db", pg_server])
+    assert refused.exit_code == 2 and "already exists" in refused.stderr
+    engine = sa.create_engine(pg_server)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(f'SELECT COUNT(*) FROM "{pg_schema}"."{hostile.replace(chr(34), 2 * chr(34))}"'))
+        assert rows.scalar_one() == 30162
+    engine.dispose()
+    assert {t for s, t in user_tables(pg_server) if s == pg_schema} == {hostile}
