@@ -47,6 +47,7 @@ class StarSchema:
     rows: int
     dimensions: list[Dimension]
     sensitive: list[str] = field(default_factory=list)  # sensitive columns the criteria read
+    parents: str | None = None  # quoted reference to the parent-code arrays (see create_parent_codes)
 
     def sensitive_select(self, alias: str) -> list[str]:
         """`alias.column AS s<j>` for each sensitive column frequency sets carry."""
@@ -65,9 +66,46 @@ class StarSchema:
         parts += [f"JOIN {d.table} d{d.attr} ON {d.key(self.db, alias)} = d{d.attr}.v" for d in self.dimensions]
         return " ".join(parts)
 
+    def parent_code(self, attr: int, level: int, to_level: int, code: str) -> tuple[str, str]:
+        """SQL for the code at `to_level` of `code` (a code at `level`), and the JOIN it needs ('' for none).
+
+        Roll-ups map every row of a frequency set to its parent class. On
+        PostgreSQL the parent is looked up in an array read once per statement:
+        half the time of a join with the dimension table (1M-row roll-up: 1.0 s
+        against 1.9 s; hospital search 72 s -> 44 s). DuckDB keeps the join: its
+        hash joins are as fast, and the lookup's scalar subqueries cost it more
+        on many small sets (Adult, 9 QIs, k=2: 31 s against 24.5 s).
+        """
+        if self.parents is not None:
+            return (f"(SELECT {self.db.in_memory_array('parents')} FROM {self.parents} WHERE attr = {int(attr)} "
+                    f"AND from_level = {int(level)} AND to_level = {int(to_level)})[{code} + 1]", "")
+        alias = f"m{int(attr)}"
+        return (f"{alias}.parent", f"JOIN (SELECT DISTINCT c{int(level)} AS code, c{int(to_level)} AS parent "
+                                  f"FROM {self.dimensions[attr].table}) {alias} ON {code} = {alias}.code")
+
+    def create_parent_codes(self, conn: Connection, ref: str) -> None:
+        """One row per (attr, level, higher level): `parents[code + 1]` is the parent of `code`.
+
+        Codes are dense per level (0..n-1, see Hierarchy.dimension_rows), so
+        the array has one entry per code.
+        """
+        self.db.drop_table(conn, ref)
+        conn.exec_driver_sql(f"CREATE TABLE {ref} (attr INTEGER, from_level INTEGER, to_level INTEGER, "
+                             "parents INTEGER[])")
+        self.parents = ref
+        for d in self.dimensions:
+            for level in range(d.height):
+                for to_level in range(level + 1, d.height + 1):
+                    conn.exec_driver_sql(
+                        f"INSERT INTO {ref} SELECT {d.attr}, {level}, {to_level}, "
+                        f"(SELECT array_agg(parent ORDER BY code) FROM "
+                        f"(SELECT DISTINCT c{level} AS code, c{to_level} AS parent FROM {d.table}) m)")
+
     def drop(self, conn: Connection) -> None:
         for d in self.dimensions:
             self.db.drop_table(conn, d.table)
+        if self.parents is not None:
+            self.db.drop_table(conn, self.parents)
 
     def record(self, conn: Connection, schema: str, run_id: int) -> None:
         """List the run's attributes (QI order, heights, hierarchy, dimension table) in run_attributes."""
@@ -119,6 +157,8 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
             _create_dimension_table(db, conn, dim)
             star.dimensions.append(dim)
             _check_coverage(db, conn, source, dim)
+        if db.kind == "postgresql":  # see StarSchema.parent_code
+            star.create_parent_codes(conn, db.q(schema, f"parents_{run_id}"))
     except Exception:
         star.drop(conn)
         raise

@@ -2,9 +2,9 @@
 
 A frequency set is defined either by one GROUP BY over the source joined with
 the dimension tables (a base scan), or by rolling up a more specific,
-materialized frequency set: map each code to its parent code through the
-dimension table and sum the counts. A set is evaluated straight from its
-definition (a CTE); only sets that later roll-ups need (the cube, super-roots,
+materialized frequency set: map each code to its parent code (through the
+dimension, StarSchema.parent_code) and sum the counts. A set is evaluated
+straight from its definition (a CTE); only sets that later roll-ups need (the cube, super-roots,
 failing nodes) are materialized as scratch tables, which are session-scoped
 unless the run keeps them, and registered in `frequency_sets`.
 """
@@ -85,23 +85,18 @@ class FrequencySets:
                node_id: int | None = None) -> FrequencySet:
         """Roll a materialized `child` up to `levels` (each level >= the child's; attributes may be dropped)."""
         assert child.ref is not None, "roll-ups read materialized frequency sets"
-        select, joins, group = [], [], []
+        mapped, joins = [], []
         for a in sorted(levels):
-            col = class_column(a)
-            if levels[a] == child.levels[a]:
-                select.append(f"f.{col} AS {col}")
-                group.append(f"f.{col}")
-            else:
-                dim = self.star.dimensions[a]
-                joins.append(f"JOIN (SELECT DISTINCT c{child.levels[a]} AS code, c{levels[a]} AS parent "
-                             f"FROM {dim.table}) m{a} ON f.{col} = m{a}.code")
-                select.append(f"m{a}.parent AS {col}")
-                group.append(f"m{a}.parent")
-        for s in self.star.sensitive_columns().values():
-            select.append(f"f.{s} AS {s}")
-            group.append(f"f.{s}")
-        sql = (f"SELECT {', '.join(select)}, SUM(f.{COUNT}) AS {COUNT} FROM {child.ref} f {' '.join(joins)} "
-               f"GROUP BY {', '.join(group)}")
+            code, join = f"f.{class_column(a)}", ""
+            if levels[a] != child.levels[a]:
+                code, join = self.star.parent_code(a, child.levels[a], levels[a], code)
+            mapped.append(f"{code} AS {class_column(a)}")
+            joins.append(join)
+        columns = [class_column(a) for a in sorted(levels)] + list(self.star.sensitive_columns().values())
+        mapped += [f"f.{s} AS {s}" for s in self.star.sensitive_columns().values()]
+        sql = (f"SELECT {', '.join(columns)}, SUM({COUNT}) AS {COUNT} FROM "
+               f"(SELECT {', '.join(mapped)}, f.{COUNT} AS {COUNT} FROM {child.ref} f {' '.join(joins)}) AS mapped "
+               f"GROUP BY {', '.join(columns)}")
         return FrequencySet(label, dict(levels), sql, "rollup", child.label, node_id)
 
     # --- computing ------------------------------------------------------
