@@ -21,7 +21,7 @@ import pandas as pd
 from sqlalchemy import text
 
 from .audit import AuditReport, audit_table
-from .backends import Database
+from .backends import Database, qualified_name
 from .config import Job, Output, normalize_url
 from .dimensions import StarSchema, build_star_schema, check_columns, needed_sensitive, read_hierarchy_files
 from .errors import ConfigError, DataError, SqlanonError
@@ -401,9 +401,8 @@ def load_csv(csv: str | Path, table: str, db_url: str, schema: str | None = None
     try:
         with db.connect() as conn, conn.begin():
             if db.table_exists(conn, schema, table) and not replace:
-                where = f"{schema}.{table}" if schema else table
-                raise DataError(f"table {where!r} already exists; choose another name, or pass --replace "
-                                "(replace=True) to overwrite it")
+                raise DataError(f"table {qualified_name(schema, table)!r} already exists; choose another name, "
+                                "or pass --replace (replace=True) to overwrite it")
             return db.load_csv(conn, Path(csv), csv_options or {}, schema, table)
     finally:
         db.dispose()

@@ -92,7 +92,7 @@ class Database:
     def columns(self, conn: Connection, schema: str | None, table: str) -> list[str]:
         names = self._column_names(conn, schema, table)
         if not names:
-            where = f"{schema}.{table}" if schema else table
+            where = qualified_name(schema, table)
             self._check_readable(conn, schema, table, where)
             raise DataError(f"table {where!r} not found in {self.engine.url.render_as_string(hide_password=True)}; "
                             "check source.table (and source.schema), or load it with source.csv")
@@ -202,6 +202,11 @@ class Database:
                             copy.write(chunk)
         finally:
             reader.close()
+
+
+def qualified_name(schema: str | None, table: str) -> str:
+    """`schema.table`, or `table` in the current schema: how messages name a table (unquoted)."""
+    return f"{schema}.{table}" if schema else table
 
 
 def unreachable_reason(url: str) -> str | None:

@@ -22,7 +22,7 @@ from .api import (AnonymizeResult, RunOptions, SearchResult, anonymize, audit, l
                   search)
 from .jobs import JobRegistry, opened_registry
 from .audit import AuditReport
-from .backends import Database
+from .backends import Database, qualified_name
 from .config import Job, load_job, normalize_url
 from .errors import SqlanonError
 from .metadata import DEFAULT_SCHEMA, current_version, downgrade, migrate, stored_routines
@@ -184,7 +184,7 @@ def load_command(csv: Path, table: str, schema: str | None, db_url: str, delimit
     if delimiter is not None:
         csv_options["delimiter"] = delimiter
     rows = load_csv(csv, table, db_url, schema, csv_options, replace)
-    out.print(f"loaded {rows:,} rows into {schema + '.' if schema else ''}{table}")
+    out.print(f"loaded {rows:,} rows into {qualified_name(schema, table)}")
 
 
 def _option_pair(text: str) -> tuple[str, str]:

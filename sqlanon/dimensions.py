@@ -8,6 +8,7 @@ the hierarchies in SQL: no NULLs unless mapped, no value missing.
 from __future__ import annotations
 
 import warnings
+from itertools import combinations
 from dataclasses import dataclass, field
 
 from sqlalchemy import bindparam, text
@@ -94,12 +95,10 @@ class StarSchema:
                              "parents INTEGER[])")
         self.parents = ref
         for d in self.dimensions:
-            for level in range(d.height):
-                for to_level in range(level + 1, d.height + 1):
-                    conn.exec_driver_sql(
-                        f"INSERT INTO {ref} SELECT {d.attr}, {level}, {to_level}, "
-                        f"(SELECT array_agg(parent ORDER BY code) FROM "
-                        f"(SELECT DISTINCT c{level} AS code, c{to_level} AS parent FROM {d.table}) m)")
+            for level, to_level in combinations(range(d.height + 1), 2):
+                conn.exec_driver_sql(f"INSERT INTO {ref} SELECT {d.attr}, {level}, {to_level}, "
+                                     f"(SELECT array_agg(parent ORDER BY code) FROM "
+                                     f"(SELECT DISTINCT c{level} AS code, c{to_level} AS parent FROM {d.table}) m)")
 
     def drop(self, conn: Connection) -> None:
         for d in self.dimensions:
