@@ -59,7 +59,8 @@ def main() -> None:
         for case, spec in CASES.items():
             criteria = criteria_from_config({**K, **spec})
             sensitive = sorted({a for c in criteria for a in c.sensitive_attributes()})
-            run = dataclasses.replace(base, criteria=criteria, sensitive=sensitive)
+            run = dataclasses.replace(base, criteria=criteria, sensitive=sensitive,
+                                      insensitive=[] if OCC in sensitive else [OCC])
             seconds, result = timed(lambda: search(run, RunOptions(db_url=url)))
             k_only = k_only or seconds
             rows.append([name, case, seconds, result.stats.nodes_checked, len(result.minimal), seconds / k_only])

@@ -40,6 +40,7 @@ def job(folder: Path, url: str, k: int, load: bool, base: str = "cube"):
         source.update(csv="hospital.csv", csv_options={"types": {"zip": "VARCHAR", "birth_date": "VARCHAR"}})
     return job_from_dict({"source": source,
                           "quasi_identifiers": {q: {"hierarchy": f"hierarchies/{q}.csv"} for q in QIS},
+                          "sensitive": ["diagnosis", "cost"],
                           "criteria": {"k_anonymity": {"k": k}}, "search": {"base": base}}, folder)
 
 

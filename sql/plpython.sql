@@ -5,18 +5,24 @@
 --   CALL sqlanon.publish(run_id, '1,0,2', 'census_1_0_2', 'published');   -- a node of a finished run
 -- Each calls the sqlanon package (sqlanon.inserver) in the server's Python, which runs the CLI's code
 -- over a loopback connection to this database as the calling role (local trust or peer access needed).
--- The server's Python must find sqlanon: install it there, or list site-packages folders in the setting
--- sqlanon.python_path, e.g. ALTER DATABASE db SET sqlanon.python_path = '/opt/sqlanon/lib/python3.11/site-packages'.
+-- Migration 0008 revokes EXECUTE from PUBLIC and grants it to the role sqlanon_runner.
+-- The server's Python must find sqlanon: install it there, or name its site-packages folder(s) in the table
+-- server_settings, which only its owner (the installing superuser) may write:
+--   sqlanon migrate --db URL --python-path /opt/sqlanon/lib/python3.11/site-packages
+-- Never a session setting: any role could SET one and make the server import its own code.
 CREATE OR REPLACE FUNCTION {s}.load_sqlanon() RETURNS text LANGUAGE plpython3u AS $load$
 import site
-setting = plpy.execute("SELECT current_setting('sqlanon.python_path', true) AS p")[0]["p"]
-for folder in (f for f in (setting or "").split(":") if f):
+try:
+    rows = plpy.execute("SELECT value FROM " + {settings_table} + " WHERE name = 'python_path'")
+except plpy.SPIError as exc:
+    plpy.error(f"sqlanon cannot read its server settings ({exc}); upgrade the schema: sqlanon migrate --db URL")
+for folder in (f for f in (rows[0]["value"] if rows else "").split(":") if f):
     site.addsitedir(folder)  # a site folder: its .pth files (an editable install) count too
 try:
     import sqlanon
 except ImportError as exc:
-    plpy.error(f"sqlanon is not importable by the server's Python ({exc}); install it there or set "
-               "sqlanon.python_path to the site-packages folder holding it")
+    plpy.error(f"sqlanon is not importable by the server's Python ({exc}); install it there, or as a superuser: "
+               "sqlanon migrate --db URL --python-path SITE_PACKAGES_FOLDER")
 return sqlanon.__version__
 $load$;
 

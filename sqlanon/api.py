@@ -24,13 +24,14 @@ from .audit import AuditReport, audit_table
 from .backends import Database, qualified_name
 from .config import Job, Output, normalize_url
 from .dimensions import StarSchema, build_star_schema, check_columns, needed_sensitive, read_hierarchy_files
-from .errors import ConfigError, DataError, SqlanonError
+from .errors import ConfigError, DataError, RunCancelled, SqlanonError
 from .hierarchies import GENERATED_TOP
 from .jobs import opened_registry
 from .lattice import minimal_nodes
-from .materialize import Publication, check_output_free, materialize
+from .materialize import Publication, check_output, materialize, pseudonym_keys
+from .ownership import Ownership, TableName, file_digest
 from .metrics import METRICS, MetricsEvaluator, best_node, needs_every_passing_node, node_label, selection_metric
-from .metadata import DEFAULT_SCHEMA, RunRecord, migrate
+from .metadata import DEFAULT_SCHEMA, RunRecord, cleanup_dead_runs, migrate
 from .criteria import Criterion
 from .strategies import STRATEGIES, Exhaustive, Progress, SearchContext, SearchStats
 
@@ -125,20 +126,35 @@ def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False
     output: Output = job.output
     if output.schema is None and job.source.schema is not None:
         output = dataclasses.replace(output, schema=job.source.schema)
-    with _run(job, options, "anonymize", output=output, replace=replace) as (ctx, finish):
+    target = _Target(output, replace)
+    with _run(job, options, "anonymize", target) as (ctx, finish):
         result = _search(job, ctx)
         node = _select(job, ctx, result)
-        anonymized = _publish(job, ctx, result, node, output, replace, job.select.describe())
+        anonymized = _publish(job, ctx, target, result, node, job.select.describe())
         finish(anonymized.to_dict())
     return anonymized
 
 
-def _publish(job: Job, ctx: SearchContext, result: SearchResult, node: tuple[int, ...], output: Output,
-             replace: bool, selection: str) -> AnonymizeResult:
+def _publish(job: Job, ctx: SearchContext, target: "_Target", result: SearchResult, node: tuple[int, ...],
+             selection: str) -> AnonymizeResult:
     """Write `node` (its metrics already in `result`) as the audited output, suppressing as the job says."""
-    plan = Publication(node, output, job.suppression.mode, ctx.max_suppressed, replace)
-    report = materialize(ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id)
-    return AnonymizeResult(result, node, output.table, report, selection, result.metrics[node]["suppressed"])
+    ctx.progress("publish", 0, 1)  # the last point where a cancel stops the run before anything is written
+    plan = Publication(node, target.output, target.name, target.source, job.suppression.mode, ctx.max_suppressed,
+                       target.replace, tuple(job.identifying), tuple(job.sensitive + job.insensitive), target.keys)
+    report = materialize(ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id,
+                         Ownership(ctx.db, ctx.schema))
+    return AnonymizeResult(result, node, target.output.table, report, selection, result.metrics[node]["suppressed"])
+
+
+@dataclass
+class _Target:
+    """Where a run publishes, checked before its search: the output, its resolved name, the pseudonym keys."""
+
+    output: Output
+    replace: bool
+    name: TableName | None = None
+    source: TableName | None = None
+    keys: dict[str, bytes] = field(default_factory=dict, repr=False)
 
 
 def node_metrics(job: Job, nodes: list[tuple[int, ...]], options: RunOptions | None = None
@@ -224,11 +240,15 @@ def _suppression_audit(db: Database, conn, job: Job, target: tuple[str | None, s
     if not job.suppression.limit and job.suppression.mode == "remove":
         return None, None, None
     src = job.source
-    source_there = (src.schema, src.table) != target and db.table_exists(conn, src.schema, src.table)
+    source = TableName(db.resolved_schema(conn, src.schema), src.table)
+    audited = TableName(db.resolved_schema(conn, target[0]), target[1])
+    source_there = not source.same_as(audited, db) and db.table_exists(conn, src.schema, src.table)
     source_rows = conn.execute(text(f"SELECT COUNT(*) FROM {db.q(src.schema, src.table)}")).scalar_one() \
         if source_there else None
     if job.suppression.mode == "mask":
         files = read_hierarchy_files(job)
+        for hierarchy in files.values():
+            hierarchy.check_masking()
         tops = {qi.column: files[qi.column].top_labels if qi.column in files else [GENERATED_TOP]
                 for qi in job.quasi_identifiers}
         return tops, None, source_rows
@@ -286,27 +306,42 @@ def _record_metrics(ctx: SearchContext, result: SearchResult, selected: tuple[in
 
 
 @contextmanager
-def _run(job: Job, options: RunOptions, command: str, output: Output | None = None, replace: bool = False,
+def _run(job: Job, options: RunOptions, command: str, target: _Target | None = None,
          extra_criteria: list[Criterion] = ()) -> Iterator[tuple[SearchContext, Any]]:
-    """Everything around a search: checks, run record, star schema, cleanup."""
+    """Everything around a search: checks, run record, star schema, cleanup.
+
+    Everything that can be checked before the search is: the files, the
+    pseudonym keys, the source's columns and their roles, and where the
+    output goes (schema, rights, not the source, replaced only if sqlanon's).
+    """
     job = job.with_url(options.db_url)
     files = read_hierarchy_files(job)  # malformed files fail before the database is touched
+    if target is not None:
+        target.keys = pseudonym_keys(job)
     db = Database(job.source.url)
     try:
-        with db.connect() as conn:
-            _prepare_source(db, conn, job)
-            check_columns(db, conn, job)
-            if output is not None:
-                check_output_free(db, conn, output, replace)
-            conn.commit()
+        if job.source.csv is None:  # a source the role cannot read is named before anything is created
+            with db.connect() as conn:
+                check_columns(db, conn, job)
         migrate(db, options.metadata_schema)
-        if options.resume_run is not None:
-            run = RunRecord.reopen(db, options.metadata_schema, options.resume_run)
-        else:
-            run = RunRecord.start(db, options.metadata_schema, job.name, command, job.strategy, job.to_json())
+        ownership = Ownership(db, options.metadata_schema)
+        with db.connect() as conn, conn.begin():  # a source loaded from a file stays only if every check passes
+            source = _prepare_source(db, conn, job, ownership)
+            if job.source.csv is not None:  # the loaded table's columns (a table's were checked above)
+                check_columns(db, conn, job)
+            if target is not None:
+                target.source = source
+                target.name = check_output(db, conn, ownership, target.output, source, target.replace)
+        cleanup_dead_runs(db, options.metadata_schema)  # tables of runs killed earlier
         star: StarSchema | None = None
+        run: RunRecord | None = None
         try:
             with db.connect() as conn:
+                if options.resume_run is not None:
+                    run = RunRecord.reopen(db, conn, options.metadata_schema, options.resume_run)
+                else:
+                    run = RunRecord.start(db, conn, options.metadata_schema, job.name, command, job.strategy,
+                                          job.to_json())
                 try:
                     star = build_star_schema(db, conn, job, files, options.metadata_schema, run.run_id,
                                              extra_criteria)
@@ -323,11 +358,17 @@ def _run(job: Job, options: RunOptions, command: str, output: Output | None = No
                     if star is not None and not options.keep:
                         with conn.begin():
                             star.drop(conn)
+        except RunCancelled as exc:
+            if run is not None:
+                run.cancel(str(exc))
+            raise
         except SqlanonError as exc:
-            run.fail(str(exc))
+            if run is not None:
+                run.fail(str(exc))
             raise
         except BaseException as exc:
-            run.fail(f"{type(exc).__name__}: {exc}")
+            if run is not None:
+                run.fail(f"{type(exc).__name__}: {exc}")
             raise
     finally:
         db.dispose()
@@ -356,12 +397,13 @@ def publish_node(run_id: int, node: tuple[int, ...], table: str, schema: str | N
     options = dataclasses.replace(options or RunOptions(), db_url=normalize_url(db_url, Path.cwd()))
     with opened_registry(options.db_url, options.metadata_schema) as registry:
         with registry.load(registry.job_of_run(run_id), options.db_url) as job:
+            options = dataclasses.replace(options, db_url=job.source.url)  # as the job's registrant
             grants = job.output.grant_to if job.output else []
-            output = Output(table, schema or job.source.schema, grants)
-            with _run(job, options, "publish", output=output, replace=replace) as (ctx, finish):
+            target = _Target(Output(table, schema or job.source.schema, grants), replace)
+            with _run(job, options, "publish", target) as (ctx, finish):
                 result = _empty_result(job, ctx, [node])
                 _add_metrics(job, ctx, result, [node])
-                published = _publish(job, ctx, result, node, output, replace, f"node of run {run_id}")
+                published = _publish(job, ctx, target, result, node, f"node of run {run_id}")
                 _record_metrics(ctx, result, node)
                 finish(published.to_dict())
     return published
@@ -379,6 +421,7 @@ def run_job(name: str, db_url: str, options: RunOptions | None = None, resume: b
     options = dataclasses.replace(options or RunOptions(), db_url=normalize_url(db_url, Path.cwd()))
     with opened_registry(options.db_url, options.metadata_schema) as registry:
         with registry.exclusive(name), registry.load(name, options.db_url) as job:
+            options = dataclasses.replace(options, db_url=job.source.url)  # as the job's registrant
             if resume:
                 options = dataclasses.replace(options, resume_run=registry.resumable_run(name))
             else:
@@ -389,27 +432,65 @@ def run_job(name: str, db_url: str, options: RunOptions | None = None, resume: b
 
 
 def load_csv(csv: str | Path, table: str, db_url: str, schema: str | None = None,
-             csv_options: dict[str, Any] | None = None, replace: bool = False) -> int:
+             csv_options: dict[str, Any] | None = None, replace: bool = False,
+             metadata_schema: str = DEFAULT_SCHEMA) -> int:
     """Load a CSV file into a new table `schema.table` (atomically); returns its row count.
 
     The way to put data into the database before registering a job (a
     registered job reads tables, not files). DuckDB reads the file, whatever
     the target: type detection and `csv_options` are those of `source.csv`.
-    An existing table is refused unless `replace`.
+    An existing table is refused unless `replace` (the one way sqlanon
+    overwrites a table it did not create: you name it here). The file's
+    checksum is recorded, so a job whose `source.csv` names it reuses the table.
     """
     db = Database(normalize_url(db_url, Path.cwd()))
+    path, options = Path(csv), csv_options or {}
     try:
+        migrate(db, metadata_schema)
+        ownership = Ownership(db, metadata_schema)
         with db.connect() as conn, conn.begin():
-            if db.table_exists(conn, schema, table) and not replace:
-                raise DataError(f"table {qualified_name(schema, table)!r} already exists; choose another name, "
-                                "or pass --replace (replace=True) to overwrite it")
-            return db.load_csv(conn, Path(csv), csv_options or {}, schema, table)
+            target = ownership.resolve(conn, schema, table, "table")
+            if ownership.check_target(conn, target, replace, "table", replace_any=True):
+                db.drop_table(conn, db.q(schema, table))
+            return _load(db, conn, ownership, path, options, target)
     finally:
         db.dispose()
 
 
-def _prepare_source(db: Database, conn, job: Job) -> None:
+def _load(db: Database, conn, ownership: Ownership, path: Path, options: dict[str, Any], target: TableName) -> int:
+    """Create `target` from the file and record it as sqlanon's, with the file's checksum."""
+    rows = db.load_csv(conn, path, options, db.q(target.schema, target.table))
+    ownership.record(conn, target, "source", rows, file_path=str(path.resolve()),
+                     file_sha256=file_digest(path, options))
+    return rows
+
+
+def _prepare_source(db: Database, conn, job: Job, ownership: Ownership) -> TableName:
+    """The source's resolved name, after loading `source.csv` into it when the job names a file.
+
+    A file goes into a new table (in the caller's transaction, committed only
+    when the job's checks pass), or reuses the table sqlanon loaded from the
+    same file (same checksum and options, same row count); any other existing
+    table is refused, never replaced.
+    """
     src = job.source
-    if src.csv is not None:
-        with conn.begin():
-            db.load_csv(conn, src.csv, src.csv_options, src.schema, src.table)
+    source = ownership.resolve(conn, src.schema, src.table, "source.table")
+    if src.csv is None:
+        return source
+    if not db.table_exists(conn, src.schema, src.table):
+        _load(db, conn, ownership, src.csv, src.csv_options, source)  # in the caller's transaction
+        return source
+    owned = ownership.owned(conn, source)
+    reload = f"sqlanon load {src.csv} --table {src.table}{' --schema ' + src.schema if src.schema else ''} --replace"
+    if owned is None or owned.kind != "source":
+        raise DataError(f"table {str(source)!r} already exists and sqlanon did not load it from {src.csv.name}; "
+                        "sqlanon never replaces a table it did not create: remove source.csv to anonymize the "
+                        f"table as it is, name a new source.table, or replace it on purpose with: {reload}")
+    rows = db.execute(conn, f"SELECT COUNT(*) FROM {db.q(src.schema, src.table)}").scalar_one()
+    if not src.csv.is_file():
+        raise DataError(f"CSV file not found: {src.csv}")
+    if owned.file_sha256 != file_digest(src.csv, src.csv_options) or rows != owned.row_count:
+        raise DataError(f"table {str(source)!r} was loaded by sqlanon from {owned.file_path}, and the file (or its "
+                        f"options, or the table: {rows} rows, {owned.row_count} loaded) changed since; reload it "
+                        f"with: {reload}, or remove source.csv to anonymize the table as it is")
+    return source

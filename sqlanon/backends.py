@@ -16,7 +16,10 @@ from typing import Any, Iterator, Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .errors import DataError, SqlanonError
+from .errors import ConfigError, DataError, SqlanonError
+
+#: PostgreSQL truncates longer identifiers (NAMEDATALEN - 1), so two long names could be one table
+PG_MAX_NAME_BYTES = 63
 
 #: read_csv options a job may pass through (name in the config -> DuckDB name)
 CSV_OPTIONS = {"delimiter": "delim", "delim": "delim", "sep": "delim", "header": "header", "quote": "quote",
@@ -30,6 +33,17 @@ PG_TYPES = {"VARCHAR": "text", "BIGINT": "bigint", "INTEGER": "integer", "SMALLI
             "BOOLEAN": "boolean", "TIME": "time", "HUGEINT": "numeric"}
 
 
+def with_role(url: str, role: str | None) -> str:
+    """A PostgreSQL URL whose sessions work as `role` (SET ROLE at connection start; refused by the server
+    unless the connecting role is a member of it, and RESET ROLE comes back to it)."""
+    if role is None:
+        return url
+    parsed = sa.engine.make_url(url)
+    escaped = role.replace("\\", "\\\\").replace(" ", "\\ ")  # libpq's options: backslash escapes
+    options = " ".join(filter(None, [parsed.query.get("options"), f"-c role={escaped}"]))
+    return parsed.update_query_dict({"options": options}).render_as_string(hide_password=False)
+
+
 class Database:
     """A database reached through one SQLAlchemy engine."""
 
@@ -41,13 +55,41 @@ class Database:
         self.kind = self.engine.dialect.name
         if self.kind not in ("duckdb", "postgresql"):
             raise SqlanonError(f"database {self.kind!r} is not supported; use DuckDB or PostgreSQL")
-        self._preparer = self.engine.dialect.identifier_preparer
         self.url = url
 
     # --- names ----------------------------------------------------------
     def q(self, *parts: str | None) -> str:
-        """Quote a (possibly schema-qualified) name; None parts are skipped."""
-        return ".".join(self._preparer.quote_identifier(p) for p in parts if p is not None)
+        """Quote a (possibly schema-qualified) name for a `text()` statement; None parts are skipped.
+
+        Every statement goes through `text()`, which escapes `%` for the driver
+        itself; a colon is escaped so that it is not read as a bind parameter.
+        (The dialect's own quoting doubles `%` for pyformat drivers, which is
+        right only for raw driver calls.)
+        """
+        return ".".join(quote_name(p).replace(":", "\\:") for p in parts if p is not None)
+
+    @staticmethod
+    def for_driver(sql: str) -> str:
+        """A statement built with `q()` names, for a call that bypasses `text()` (COPY, a regclass literal)."""
+        return sql.replace("\\:", ":")
+
+    def name_key(self, name: str) -> str:
+        """A name as the database compares it: DuckDB's identifiers ignore case, even quoted ones."""
+        return name.lower() if self.kind == "duckdb" else name
+
+    def same_name(self, a: str | None, b: str | None) -> bool:
+        return a is not None and b is not None and self.name_key(a) == self.name_key(b)
+
+    def check_name(self, name: str, where: str) -> None:
+        """Refuse a name the database would change: PostgreSQL truncates names longer than 63 bytes."""
+        size = len(name.encode())
+        if self.kind == "postgresql" and size > PG_MAX_NAME_BYTES:
+            raise ConfigError(f"{where} {name[:20]!r}... is {size} bytes long; PostgreSQL cuts names to "
+                              f"{PG_MAX_NAME_BYTES} bytes, so it could name another table: use a shorter name")
+
+    def execute(self, conn: Connection, sql: str, params: dict[str, Any] | None = None) -> Any:
+        """Run one statement built with `q()` names (values always as bound parameters)."""
+        return conn.execute(sa.text(sql), params or {})
 
     def scratch_ref(self, name: str) -> str:
         """Reference to a session-scoped scratch table (frequency sets)."""
@@ -74,17 +116,61 @@ class Database:
 
     # --- catalog --------------------------------------------------------
     # information_schema works alike on both databases (SQLAlchemy reflection does not on DuckDB)
+    def _matches(self, column: str, param: str) -> str:
+        """A catalog column equal to a bound name, compared as the database resolves names."""
+        if self.kind == "duckdb":
+            return f"lower({column}) = lower({param})"
+        return f"{column} = {param}"
+
     def _column_names(self, conn: Connection, schema: str | None, table: str) -> list[str]:
         return list(conn.execute(sa.text(
             "SELECT column_name FROM information_schema.columns WHERE table_catalog = current_database() "
-            "AND table_schema = COALESCE(:s, current_schema()) AND table_name = :t ORDER BY ordinal_position"),
+            f"AND {self._matches('table_schema', 'COALESCE(:s, current_schema())')} "
+            f"AND {self._matches('table_name', ':t')} ORDER BY ordinal_position"),
             {"s": schema, "t": table}).scalars())
 
     def column_type(self, conn: Connection, schema: str | None, table: str, column: str) -> str:
         return conn.execute(sa.text(
             "SELECT data_type FROM information_schema.columns WHERE table_catalog = current_database() "
-            "AND table_schema = COALESCE(:s, current_schema()) AND table_name = :t AND column_name = :c"),
+            f"AND {self._matches('table_schema', 'COALESCE(:s, current_schema())')} "
+            f"AND {self._matches('table_name', ':t')} AND {self._matches('column_name', ':c')}"),
             {"s": schema, "t": table, "c": column}).scalar_one()
+
+    def resolved_schema(self, conn: Connection, schema: str | None) -> str:
+        """The schema a name without one lands in (the current schema), or the given one."""
+        return schema if schema is not None else conn.execute(sa.text("SELECT current_schema()")).scalar_one()
+
+    def schema_exists(self, conn: Connection, schema: str) -> bool:
+        if self.kind == "postgresql":  # information_schema hides schemas the role has no privilege on
+            return bool(conn.execute(sa.text("SELECT COUNT(*) FROM pg_namespace WHERE nspname = :s"),
+                                     {"s": schema}).scalar_one())
+        return bool(conn.execute(sa.text(
+            "SELECT COUNT(*) FROM information_schema.schemata WHERE catalog_name = current_database() AND "
+            f"{self._matches('schema_name', ':s')}"), {"s": schema}).scalar_one())
+
+    def may_create_in(self, conn: Connection, schema: str) -> bool:
+        """Whether the current role may create tables in `schema` (always on DuckDB)."""
+        if self.kind != "postgresql":
+            return True
+        return bool(conn.execute(sa.text("SELECT has_schema_privilege(:s, 'CREATE')"), {"s": schema}).scalar_one())
+
+    def role_exists(self, conn: Connection, role: str) -> bool:
+        return bool(conn.execute(sa.text("SELECT COUNT(*) FROM pg_roles WHERE rolname = :r"), {"r": role}).scalar_one())
+
+    def table_comment(self, conn: Connection, schema: str | None, table: str) -> str | None:
+        if self.kind == "postgresql":
+            return conn.execute(sa.text("SELECT obj_description(to_regclass(:t), 'pg_class')"),
+                                {"t": self.for_driver(self.q(schema, table))}).scalar()
+        return conn.execute(sa.text(
+            "SELECT comment FROM duckdb_tables() WHERE database_name = current_database() AND "
+            f"{self._matches('schema_name', 'COALESCE(:s, current_schema())')} AND "
+            f"{self._matches('table_name', ':t')}"),
+            {"s": schema, "t": table}).scalar()
+
+    def set_table_comment(self, conn: Connection, ref: str, comment: str) -> None:
+        """COMMENT ON TABLE takes a literal, not a parameter: the comment is sqlanon's own text, quoted here."""
+        literal = "'" + comment.replace("'", "''") + "'"
+        self.execute(conn, f"COMMENT ON TABLE {ref} IS {literal}")
 
     def table_exists(self, conn: Connection, schema: str | None, table: str) -> bool:
         return bool(self._column_names(conn, schema, table))
@@ -126,15 +212,25 @@ class Database:
             return f"{column} || CAST(ARRAY[] AS INTEGER[])"
         return column
 
+    def hmac_sha256_hex(self, value: str, inner_key: str, outer_key: str) -> str:
+        """SQL for HMAC-SHA256 of `value` as text, in hex, from the two padded keys (bound parameters)."""
+        if self.kind == "postgresql":
+            text_bytes = f"convert_to(CAST({value} AS TEXT), 'UTF8')"
+            inner = f"sha256(CAST({inner_key} AS BYTEA) || {text_bytes})"
+            return f"encode(sha256(CAST({outer_key} AS BYTEA) || {inner}), 'hex')"
+        inner = f"unhex(sha256(CAST({inner_key} AS BLOB) || encode(CAST({value} AS VARCHAR))))"
+        return f"sha256(CAST({outer_key} AS BLOB) || {inner})"
+
     def drop_table(self, conn: Connection, ref: str) -> None:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {ref}")
+        """Drop one of sqlanon's own tables (its dimension and scratch tables; outputs it wrote)."""
+        self.execute(conn, f"DROP TABLE IF EXISTS {ref}")
 
     # --- bulk data ------------------------------------------------------
     def create_table_from_rows(self, conn: Connection, ref: str, columns: Sequence[tuple[str, str]],
                                rows: Sequence[Sequence[Any]]) -> None:
         """Create `ref` with (name, type) columns and fill it with rows (small metadata, e.g. hierarchies)."""
         cols = ", ".join(f"{self.q(name)} {sql_type}" for name, sql_type in columns)
-        conn.exec_driver_sql(f"CREATE TABLE {ref} ({cols})")
+        self.execute(conn, f"CREATE TABLE {ref} ({cols})")
         self.insert_rows(conn, ref, [name for name, _ in columns], rows)
 
     def insert_rows(self, conn: Connection, ref: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -143,8 +239,8 @@ class Database:
             return
         names = ", ".join(self.q(c) for c in columns)
         if self.kind == "postgresql":
-            with conn.connection.dbapi_connection.cursor() as cur:
-                with cur.copy(f"COPY {ref} ({names}) FROM STDIN") as copy:
+            with conn.connection.dbapi_connection.cursor() as cur:  # the driver's own call: no text() escapes
+                with cur.copy(self.for_driver(f"COPY {ref} ({names}) FROM STDIN")) as copy:
                     for row in rows:
                         copy.write_row(row)
         else:
@@ -153,31 +249,26 @@ class Database:
             raw = conn.connection.dbapi_connection
             raw.register("sqlanon_rows", frame)
             try:
-                conn.exec_driver_sql(f"INSERT INTO {ref} ({names}) SELECT * FROM sqlanon_rows")
+                self.execute(conn, f"INSERT INTO {ref} ({names}) SELECT * FROM sqlanon_rows")
             finally:
                 raw.unregister("sqlanon_rows")
 
-    def load_csv(self, conn: Connection, path: Path, options: dict[str, Any], schema: str | None,
-                 table: str) -> int:
-        """(Re)load a CSV file into schema.table atomically; returns the row count.
+    def load_csv(self, conn: Connection, path: Path, options: dict[str, Any], ref: str) -> int:
+        """Create table `ref` from a CSV file, in the caller's transaction; returns the row count.
 
         DuckDB reads the file (type detection, options); PostgreSQL receives it
         through COPY from a normalized copy DuckDB writes, so both databases see
-        the same columns and types.
+        the same columns and types. Nothing is dropped here: the caller decides
+        (in the same transaction) whether an existing table may be replaced.
         """
         if not path.is_file():
             raise DataError(f"CSV file not found: {path}")
         read_sql, params = _read_csv_sql(path, options)
-        tmp = f"{table}__sqlanon_load"
         if self.kind == "duckdb":
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {self.q(schema, tmp)}")
-            _csv_errors(lambda: conn.execute(sa.text(f"CREATE TABLE {self.q(schema, tmp)} AS {read_sql}"), params),
-                        path)
+            _csv_errors(lambda: conn.execute(sa.text(f"CREATE TABLE {ref} AS {read_sql}"), params), path)
         else:
-            self._copy_csv_to_postgres(conn, read_sql, params, path, self.q(schema, tmp))
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {self.q(schema, table)}")
-        conn.exec_driver_sql(f"ALTER TABLE {self.q(schema, tmp)} RENAME TO {self.q(table)}")
-        return conn.exec_driver_sql(f"SELECT COUNT(*) FROM {self.q(schema, table)}").scalar_one()
+            self._copy_csv_to_postgres(conn, read_sql, params, path, ref)
+        return self.execute(conn, f"SELECT COUNT(*) FROM {ref}").scalar_one()
 
     def _copy_csv_to_postgres(self, conn: Connection, read_sql: str, params: dict, path: Path, ref: str) -> None:
         import duckdb
@@ -194,14 +285,18 @@ class Database:
                 normalized = os.path.join(tmpdir, "data.csv")
                 _csv_errors(lambda: reader.execute(f"COPY ({query}) TO '{normalized}' (HEADER, DELIMITER ',')",
                                                    duck_params), path)
-                conn.exec_driver_sql(f"DROP TABLE IF EXISTS {ref}")
-                conn.exec_driver_sql(f"CREATE TABLE {ref} ({cols})")
+                self.execute(conn, f"CREATE TABLE {ref} ({cols})")
                 with conn.connection.dbapi_connection.cursor() as cur, open(normalized, "rb") as fh:
-                    with cur.copy(f"COPY {ref} FROM STDIN (FORMAT csv, HEADER true)") as copy:
+                    with cur.copy(self.for_driver(f"COPY {ref} FROM STDIN (FORMAT csv, HEADER true)")) as copy:
                         while chunk := fh.read(1 << 20):
                             copy.write(chunk)
         finally:
             reader.close()
+
+
+def quote_name(name: str) -> str:
+    """A double-quoted SQL identifier (the same rule on DuckDB and PostgreSQL)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def qualified_name(schema: str | None, table: str) -> str:

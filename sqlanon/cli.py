@@ -25,7 +25,8 @@ from .audit import AuditReport
 from .backends import Database, qualified_name
 from .config import Job, load_job, normalize_url
 from .errors import SqlanonError
-from .metadata import DEFAULT_SCHEMA, current_version, downgrade, migrate, stored_routines
+from .metadata import (DEFAULT_SCHEMA, cleanup_dead_runs, current_version, downgrade, migrate, set_python_path,
+                       stored_routines)
 from .metrics import node_label
 
 out = Console()
@@ -172,9 +173,10 @@ def example_command(directory: Path) -> None:
 @click.option("--delimiter", default=None, help="Field separator (default: detected).")
 @click.option("--option", "options", multiple=True, metavar="NAME=VALUE",
               help="Another CSV reading option, as in source.csv_options (repeatable), e.g. nullstr=?")
-@click.option("--replace", is_flag=True, help="Overwrite the table if it exists.")
+@click.option("--replace", is_flag=True, help="Overwrite the table if it exists (whoever created it).")
+@SCHEMA_OPTION
 def load_command(csv: Path, table: str, schema: str | None, db_url: str, delimiter: str | None,
-                 options: tuple[str, ...], replace: bool) -> None:
+                 options: tuple[str, ...], replace: bool, metadata_schema: str) -> None:
     """Load a CSV file (plain or gzip'd) into a new table, in one transaction.
 
     A registered job reads a table, not a file: load the data first, e.g.
@@ -183,7 +185,7 @@ def load_command(csv: Path, table: str, schema: str | None, db_url: str, delimit
     csv_options: dict[str, Any] = dict(_option_pair(o) for o in options)
     if delimiter is not None:
         csv_options["delimiter"] = delimiter
-    rows = load_csv(csv, table, db_url, schema, csv_options, replace)
+    rows = load_csv(csv, table, db_url, schema, csv_options, replace, metadata_schema)
     out.print(f"loaded {rows:,} rows into {qualified_name(schema, table)}")
 
 
@@ -199,7 +201,10 @@ def _option_pair(text: str) -> tuple[str, str]:
 @SCHEMA_OPTION
 @click.option("--downgrade", "down_to", metavar="REVISION",
               help="Downgrade instead: -1 for the previous version, base to remove the schema's tables.")
-def migrate_command(db_url: str, metadata_schema: str, down_to: str | None) -> None:
+@click.option("--python-path", metavar="FOLDERS",
+              help="PostgreSQL with PL/Python: the site-packages folder(s) (':'-separated) where the server's Python "
+                   "finds sqlanon; only the installing superuser may set it.")
+def migrate_command(db_url: str, metadata_schema: str, down_to: str | None, python_path: str | None) -> None:
     """Create or upgrade sqlanon's metadata schema (idempotent), or downgrade it."""
     db = Database(normalize_url(db_url, Path.cwd()))
     try:
@@ -207,6 +212,8 @@ def migrate_command(db_url: str, metadata_schema: str, down_to: str | None) -> N
             downgrade(db, metadata_schema, down_to)
         else:
             migrate(db, metadata_schema)
+            if python_path is not None:
+                set_python_path(db, metadata_schema, python_path)
         version = current_version(db, metadata_schema)
         in_sql = stored_routines(db, metadata_schema)
     finally:
@@ -217,6 +224,24 @@ def migrate_command(db_url: str, metadata_schema: str, down_to: str | None) -> N
         out.print(f"stored in the database: {', '.join(sorted(in_sql)) or 'none'}" + (
             "" if plpython else "; CALL run_job needs PL/Python (package postgresql-plpython3-NN) and a superuser "
                                 "to migrate once"))
+
+
+@main.command("cleanup")
+@click.option("--db", "db_url", required=True, metavar="URL", help="Database whose dead runs to clean up.")
+@SCHEMA_OPTION
+def cleanup_command(db_url: str, metadata_schema: str) -> None:
+    """Close runs whose session died (killed, disconnected) and drop the tables they left.
+
+    Every run does this when it starts; this command does it on demand.
+    """
+    db = Database(normalize_url(db_url, Path.cwd()))
+    try:
+        migrate(db, metadata_schema)
+        runs, tables = cleanup_dead_runs(db, metadata_schema)
+    finally:
+        db.dispose()
+    closed = ", ".join(map(str, runs)) or "none"
+    out.print(f"runs closed as interrupted: {closed}; tables dropped: {len(tables)}")
 
 
 @main.group("job")

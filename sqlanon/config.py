@@ -8,9 +8,11 @@ by hierarchies) happen against the database in `sqlanon.dimensions`.
 from __future__ import annotations
 
 import json
+import math
+import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 from sqlalchemy.engine import make_url
@@ -22,6 +24,18 @@ GENERATORS = ("mask", "intervals", "date", "suppress")
 STRATEGIES = ("incognito", "exhaustive", "samarati", "topdown")
 BASES = ("cube", "table")
 SUPPRESSION_MODES = ("remove", "mask")
+#: what each role does to a column in the published table (ARX's attribute types)
+ROLES = {
+    "quasi_identifiers": "generalized by its hierarchy",
+    "sensitive": "published as is, protected by the criteria",
+    "insensitive": "published as is",
+    "identifying": "removed, or replaced by a keyed pseudonym",
+}
+#: how messages name a column of each role
+ROLE_NAMES = {"quasi_identifiers": "quasi-identifier", "sensitive": "sensitive attribute",
+              "insensitive": "insensitive", "identifying": "identifying"}
+#: shortest pseudonym key accepted, in bytes (HMAC-SHA256 keys shorter than this are guessable)
+MIN_KEY_BYTES = 16
 
 
 @dataclass
@@ -44,6 +58,45 @@ class QuasiIdentifier:
 
     def describe(self) -> str:
         return str(self.hierarchy) if self.hierarchy else f"generated: {self.generate}"
+
+
+@dataclass(frozen=True)
+class Identifier:
+    """A direct identifier: removed from the output (`drop`), or replaced by a keyed pseudonym.
+
+    The pseudonym is HMAC-SHA256 of the value's text with a key read from an
+    environment variable or a file at run time; only where the key comes from
+    is part of the job, never the key itself.
+    """
+
+    column: str
+    action: str = "drop"  # drop | pseudonym
+    key_env: str | None = None
+    key_file: Path | None = None
+
+    def describe(self) -> str:
+        if self.action == "drop":
+            return "drop"
+        return f"pseudonym (key from {'$' + self.key_env if self.key_env else str(self.key_file)})"
+
+    def key(self) -> bytes:
+        """The pseudonym key, read now (never stored by sqlanon)."""
+        where = f"identifying.{self.column}.pseudonym"
+        if self.key_env is not None:
+            value = os.environ.get(self.key_env)
+            if value is None:
+                raise ConfigError(f"{where}: environment variable {self.key_env!r} is not set; set it to the secret "
+                                  f"key (at least {MIN_KEY_BYTES} bytes)")
+            key = value.encode()
+        else:
+            assert self.key_file is not None
+            if not self.key_file.is_file():
+                raise ConfigError(f"{where}: key file {str(self.key_file)!r} not found")
+            key = self.key_file.read_bytes().rstrip(b"\r\n")
+        if len(key) < MIN_KEY_BYTES:
+            raise ConfigError(f"{where}: the key has {len(key)} bytes; use at least {MIN_KEY_BYTES} random bytes "
+                              "(e.g. from: openssl rand -hex 32)")
+        return key
 
 
 @dataclass
@@ -69,6 +122,8 @@ class Suppression:
         if isinstance(limit, bool) or not isinstance(limit, (int, float)):
             raise ConfigError(f"suppression.limit must be a count (e.g. 100) or a fraction of the table "
                               f"(e.g. 0.02), got {limit!r}")
+        if not math.isfinite(limit):
+            raise ConfigError(f"suppression.limit must be a finite number, got {limit}")
         if limit < 0:
             raise ConfigError(f"suppression.limit must be >= 0, got {limit}")
         if isinstance(limit, float) and limit > 1:
@@ -77,13 +132,13 @@ class Suppression:
         _choice(self.mode, SUPPRESSION_MODES, "suppression.mode")
 
     def max_suppressed(self, rows: int) -> int:
-        """MaxSup for a table of `rows` tuples."""
-        if isinstance(self.limit, float):
-            return int(self.limit * rows + 1e-9)
-        if self.limit > rows:
-            raise ConfigError(f"suppression.limit {self.limit} is above the table size ({rows} rows); "
-                              "use at most the table size, or a fraction such as 0.02")
-        return self.limit
+        """MaxSup for a table of `rows` tuples: fewer than the table, or every tuple could go."""
+        limit = int(self.limit * rows + 1e-9) if isinstance(self.limit, float) else self.limit
+        if limit >= rows and limit > 0:
+            raise ConfigError(f"suppression.limit {self.limit} lets all {rows} rows of the table be suppressed, "
+                              "which would publish nothing; use fewer than the table size, or a fraction such as "
+                              "0.02")
+        return limit
 
     @classmethod
     def from_config(cls, raw: Any) -> "Suppression":
@@ -133,10 +188,18 @@ class Job:
     suppression: Suppression = field(default_factory=Suppression)
     select: Selection = field(default_factory=Selection)
     assume_monotone: bool = False  # prune as if the criteria were monotone under suppression (heuristic)
+    insensitive: list[str] = field(default_factory=list)  # published as they are
+    identifying: list[Identifier] = field(default_factory=list)  # removed or pseudonymized
 
     @property
     def qi_names(self) -> list[str]:
         return [qi.column for qi in self.quasi_identifiers]
+
+    def column_roles(self) -> list[tuple[str, str]]:
+        """(column, role) for every column the job classifies; every source column needs exactly one."""
+        return ([(c, "quasi_identifiers") for c in self.qi_names] + [(c, "sensitive") for c in self.sensitive]
+                + [(c, "insensitive") for c in self.insensitive]
+                + [(i.column, "identifying") for i in self.identifying])
 
     def with_url(self, url: str | None) -> "Job":
         """The same job against another database (the CLI's --db)."""
@@ -160,6 +223,8 @@ class Job:
             "suppression": asdict(self.suppression),
             "select": asdict(self.select),
             "assume_monotone": self.assume_monotone,
+            "insensitive": self.insensitive,
+            "identifying": {i.column: i.describe() for i in self.identifying},  # where keys come from, not keys
         }
         return json.dumps(data, sort_keys=True)
 
@@ -192,9 +257,27 @@ def read_config_file(path: Path) -> Any:
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} not found")
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}".replace("\n", " ")) from None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, but a key given twice in one mapping is an error (YAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:  # an unhashable key: let the base class report it
+                break
+            if first != key_node.start_mark.line + 1:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice (lines {first} and {key_node.start_mark.line + 1}); "
+                    "give it once", key_node.start_mark)
+        return super().construct_mapping(node, deep)
 
 
 def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "job") -> Job:
@@ -202,22 +285,16 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
     base_dir = Path(base_dir)
     cfg = _mapping(data, "the config", {"source", "quasi_identifiers", "sensitive", "criteria",
                                         "output", "search", "name", "suppression",
-                                        "select"})
+                                        "select", "insensitive", "identifying"})
     source = _source(_mapping(_required(cfg, "source", "the config"), "source",
                               {"url", "table", "schema", "csv", "csv_options"}), base_dir)
     qis = _quasi_identifiers(_required(cfg, "quasi_identifiers", "the config"), base_dir)
-    sensitive = cfg.get("sensitive") or []
-    if isinstance(sensitive, str):
-        sensitive = [sensitive]
-    sensitive = list(sensitive) if isinstance(sensitive, list) else sensitive
-    if not isinstance(sensitive, list) or not all(isinstance(s, str) for s in sensitive):
-        raise ConfigError("sensitive must be a list of column names")
+    sensitive = _column_list(cfg, "sensitive")
     criteria = criteria_from_config(_required(cfg, "criteria", "the config"), base_dir)
     for criterion in criteria:  # an attribute a criterion protects is sensitive, listed or not
         sensitive += [a for a in criterion.sensitive_attributes() if a not in sensitive]
-    overlap = sorted(set(sensitive) & {qi.column for qi in qis})
-    if overlap:
-        raise ConfigError(f"column {overlap[0]!r} is both a quasi-identifier and sensitive; list it in one place only")
+    insensitive = _column_list(cfg, "insensitive")
+    identifying = _identifying(cfg.get("identifying"), base_dir)
     output = None
     if cfg.get("output") is not None:
         out = _mapping(cfg["output"], "output", {"table", "schema", "grant_to"})
@@ -238,8 +315,63 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
         else Suppression()
     select = Selection.from_config(cfg["select"]) if cfg.get("select") is not None else Selection()
     name = cfg.get("name", default_name)
-    return Job(source, qis, criteria, output, sensitive, strategy, str(name), base, suppression, select,
-               assume_monotone)
+    job = Job(source, qis, criteria, output, sensitive, strategy, str(name), base, suppression, select,
+              assume_monotone, insensitive, identifying)
+    check_roles(job)
+    return job
+
+
+def check_roles(job: Job, name_key: Callable[[str], str] = str) -> None:
+    """A column has one role: listed twice (in one role or two) is an error naming both places.
+
+    `name_key` compares names as the database will (DuckDB ignores case);
+    the config alone compares them as written.
+    """
+    seen: dict[str, tuple[str, str]] = {}
+    for column, role in job.column_roles():
+        key = name_key(column)
+        if key in seen:
+            first, first_role = seen[key]
+            where = f"twice under {role}" if first_role == role else f"under both {first_role} and {role}"
+            alike = "" if first == column else f" (as {first!r} and {column!r}: the database does not tell them apart)"
+            raise ConfigError(f"column {column!r} is listed {where}{alike}; give each column one role")
+        seen[key] = (column, role)
+
+
+def _column_list(cfg: dict, key: str) -> list[str]:
+    names = cfg.get(key) or []
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(f"{key} must be a list of column names")
+    return list(names)
+
+
+def _identifying(raw: Any, base_dir: Path) -> list[Identifier]:
+    """`identifying: [id, ...]` (removed) or `{id: drop, ssn: {pseudonym: {key_env: VAR} | {key_file: F}}}`."""
+    if raw is None:
+        return []
+    if isinstance(raw, (str, list)):
+        return [Identifier(c) for c in _column_list({"identifying": raw}, "identifying")]
+    found = []
+    for column, action in _mapping(raw, "identifying", None).items():
+        column = _identifier(column, "identifying")
+        where = f"identifying.{column}"
+        if action in (None, "drop"):
+            found.append(Identifier(column))
+            continue
+        if not isinstance(action, dict):
+            raise ConfigError(f"{where} must be drop, or {{pseudonym: {{key_env: VARIABLE}}}}; got {action!r}")
+        spec = _mapping(_required(_mapping(action, where, {"pseudonym"}), "pseudonym", where),
+                        f"{where}.pseudonym", {"key_env", "key_file"})
+        if len(spec) != 1:
+            raise ConfigError(f"{where}.pseudonym takes one of key_env: VARIABLE or key_file: FILE (the secret key "
+                              "is never written in the job)")
+        if "key_env" in spec:
+            found.append(Identifier(column, "pseudonym", key_env=_identifier(spec["key_env"], f"{where}.key_env")))
+        else:
+            key_file = _identifier(spec["key_file"], f"{where}.key_file")
+            found.append(Identifier(column, "pseudonym", key_file=(base_dir / key_file).resolve()))
+    return found
 
 
 def _choice(value: Any, choices: tuple[str, ...], where: str) -> str:

@@ -9,6 +9,7 @@ criterion is one class registered in CRITERIA.
 """
 from __future__ import annotations
 
+import math
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -150,6 +151,8 @@ def _number(name: str, key: str, value: Any, minimum: float | None = None, maxim
     if isinstance(value, bool) or not ok:
         kind = "a whole number" if whole else "a number"
         raise ConfigError(f"{name}: {key} must be {kind}, got {value!r}")
+    if not math.isfinite(value):  # NaN compares false with every bound and would switch the criterion off
+        raise ConfigError(f"{name}: {key} must be a finite number, got {value}")
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         bounds = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
         raise ConfigError(f"{name}: {key} must be {bounds}, got {value}")

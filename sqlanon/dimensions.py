@@ -15,9 +15,9 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection
 
 from .backends import Database
-from .config import Job, QuasiIdentifier, Source
+from .config import ROLE_NAMES, ROLES, Job, QuasiIdentifier, Source, check_roles
 from .criteria import Criterion
-from .errors import DataError, HierarchyError
+from .errors import ConfigError, DataError, HierarchyError
 from .hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file
 
 MISSING_SHOWN = 10
@@ -91,12 +91,12 @@ class StarSchema:
         the array has one entry per code.
         """
         self.db.drop_table(conn, ref)
-        conn.exec_driver_sql(f"CREATE TABLE {ref} (attr INTEGER, from_level INTEGER, to_level INTEGER, "
+        self.db.execute(conn, f"CREATE TABLE {ref} (attr INTEGER, from_level INTEGER, to_level INTEGER, "
                              "parents INTEGER[])")
         self.parents = ref
         for d in self.dimensions:
             for level, to_level in combinations(range(d.height + 1), 2):
-                conn.exec_driver_sql(f"INSERT INTO {ref} SELECT {d.attr}, {level}, {to_level}, "
+                self.db.execute(conn, f"INSERT INTO {ref} SELECT {d.attr}, {level}, {to_level}, "
                                      f"(SELECT array_agg(parent ORDER BY code) FROM "
                                      f"(SELECT DISTINCT c{level} AS code, c{to_level} AS parent FROM {d.table}) m)")
 
@@ -119,14 +119,27 @@ def read_hierarchy_files(job: Job) -> dict[str, Hierarchy]:
 
 
 def check_columns(db: Database, conn: Connection, job: Job) -> list[str]:
-    """The source's columns, after checking every configured column is one of them."""
+    """The source's columns, after checking that each has exactly one role in the job.
+
+    Names are compared as the database resolves them (DuckDB ignores case), so
+    `Age` and `age` are one column, listed twice.
+    """
     src = job.source
     columns = db.columns(conn, src.schema, src.table)
-    for role, names in (("quasi-identifier", job.qi_names), ("sensitive attribute", job.sensitive)):
-        for name in names:
-            if name not in columns:
-                raise DataError(f"{role} column {name!r} is not in table {src.table!r} "
-                                f"(its columns: {', '.join(columns)}); fix the name in the config")
+    check_roles(job, db.name_key)
+    present = {db.name_key(c) for c in columns}
+    for name, role in job.column_roles():
+        db.check_name(name, f"{role} column")
+        if db.name_key(name) not in present:
+            raise DataError(f"{ROLE_NAMES[role]} column {name!r} is not in table {src.table!r} "
+                            f"(its columns: {', '.join(columns)}); fix the name in the config")
+    classified = {db.name_key(name) for name, _ in job.column_roles()}
+    unclassified = [c for c in columns if db.name_key(c) not in classified]
+    if unclassified:
+        choices = "; ".join(f"{role} ({what})" for role, what in ROLES.items())
+        raise ConfigError(f"table {src.table!r} has {len(unclassified)} column(s) the job does not classify: "
+                          f"{', '.join(unclassified)}; nothing is published without a role: list each under one of "
+                          f"{choices}")
     return columns
 
 
@@ -152,10 +165,12 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
     try:
         for attr, qi in enumerate(job.quasi_identifiers):
             hierarchy = files.get(qi.column) or _generated(db, conn, source, qi)
+            if job.suppression.mode == "mask" and job.suppression.limit:
+                hierarchy.check_masking()
             dim = Dimension(attr, qi.column, hierarchy, db.q(schema, f"dim_{run_id}_{attr}"))
             _create_dimension_table(db, conn, dim)
             star.dimensions.append(dim)
-            _check_coverage(db, conn, source, dim)
+            _check_one_row_per_tuple(db, conn, source, dim)
         if db.kind == "postgresql":  # see StarSchema.parent_code
             star.create_parent_codes(conn, db.q(schema, f"parents_{run_id}"))
     except Exception:
@@ -180,7 +195,13 @@ def _check_sensitive_domains(db: Database, conn: Connection, src: Source, criter
                              sensitive: list[str]) -> None:
     """Criteria that cannot hold for a sensitive attribute's values fail here, before any search."""
     for column in sensitive:
-        distinct = conn.execute(text(f"SELECT COUNT(DISTINCT {db.q(column)}) FROM {source}")).scalar_one()
+        col = db.q(column)
+        distinct, values = conn.execute(text(
+            f"SELECT COUNT(DISTINCT {col}) + MAX(CASE WHEN {col} IS NULL THEN 1 ELSE 0 END), COUNT({col}) "
+            f"FROM {source}")).one()  # NULL is one more value: the criteria group and count it like any other
+        if values == 0:
+            raise DataError(f"sensitive column {column!r} holds only NULLs, so no criterion can protect anything "
+                            "in it; check the column name in the config")
         numeric = db.column_type(conn, src.schema, src.table, column).lower().split("(")[0] in NUMERIC_TYPES
         for criterion in criteria:
             criterion.check_domain(column, int(distinct), numeric)
@@ -229,13 +250,31 @@ def _create_dimension_table(db: Database, conn: Connection, dim: Dimension) -> N
     db.create_table_from_rows(conn, dim.table, columns, dim.hierarchy.dimension_rows())
 
 
-def _check_coverage(db: Database, conn: Connection, source: str, dim: Dimension) -> None:
+def _check_one_row_per_tuple(db: Database, conn: Connection, source: str, dim: Dimension) -> None:
+    """Prove that joining the source with the dimension keeps every tuple exactly once.
+
+    At most once: the join key `v` is unique in the dimension table (checked
+    there, a small table). At least once: every distinct key of the column is
+    in it (no NULL unless mapped, no value missing). Together the join keeps
+    the table's row count, so frequency sets count the table's own tuples.
+    """
+    twice = conn.execute(text(f"SELECT v FROM {dim.table} GROUP BY v HAVING COUNT(*) > 1 ORDER BY v "
+                              f"LIMIT {MISSING_SHOWN}")).scalars().all()
+    if twice:
+        raise HierarchyError(f"column {dim.column!r}: value(s) {', '.join(map(repr, twice))} appear more than once in "
+                             f"its hierarchy ({dim.hierarchy.origin}); each original value needs exactly one line")
     col = db.q(dim.column)
-    if not dim.hierarchy.maps_null:
-        nulls = conn.execute(text(f"SELECT COUNT(*) FROM {source} WHERE {col} IS NULL")).scalar_one()
-        if nulls:
-            raise DataError(f"column {dim.column!r} has {nulls} NULL value(s); map them in its hierarchy with a "
-                            "line whose value is empty (;level1;...;top), or remove them from the table")
+    nulls, empty = conn.execute(text(
+        f"SELECT COUNT(*) - COUNT({col}), COUNT(CASE WHEN CAST({col} AS VARCHAR) = '' THEN 1 END) "
+        f"FROM {source}")).one()
+    if nulls and not dim.hierarchy.maps_null:
+        raise DataError(f"column {dim.column!r} has {nulls} NULL value(s); map them in its hierarchy with a "
+                        "line whose value is empty (;level1;...;top), or remove them from the table")
+    if nulls and empty:
+        raise DataError(f"column {dim.column!r} holds both NULL ({nulls} rows) and empty strings ({empty} rows), and "
+                        "its hierarchy's empty line maps both, so the search would see one class where the output "
+                        "shows two: make them one value in the table (e.g. NULL), or give empty strings a "
+                        "non-empty value")
     missing = conn.execute(text(
         f"SELECT k.value, COUNT(*) OVER () AS missing FROM "
         f"(SELECT DISTINCT {dim.key(db, 't')} AS value FROM {source} t) k "

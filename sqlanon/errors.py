@@ -24,3 +24,7 @@ class DataError(SqlanonError):
 
 class AuditError(SqlanonError):
     """An anonymized output failed its independent re-check; nothing was written."""
+
+
+class RunCancelled(SqlanonError):
+    """The statement that started the run was cancelled (or timed out); the run can be resumed."""

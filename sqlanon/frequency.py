@@ -111,13 +111,13 @@ class FrequencySets:
         name = f"fs_{self.run_id}_{fs.label}"
         if self.keep:
             fs.ref = self.db.q(self.schema, name)
-            self.conn.exec_driver_sql(f"CREATE TABLE {fs.ref} AS {fs.definition}")
+            self.db.execute(self.conn, f"CREATE TABLE {fs.ref} AS {fs.definition}")
         else:  # names are unique within a run, and scratch tables are private to this session
             fs.ref = self.db.scratch_ref(name)
-            self.conn.exec_driver_sql(f"CREATE TEMP TABLE {self.db.q(name)} AS {fs.definition}")
+            self.db.execute(self.conn, f"CREATE TEMP TABLE {self.db.q(name)} AS {fs.definition}")
         self._executed(fs)
         if fs.rows < 0:
-            fs.rows = self.conn.exec_driver_sql(f"SELECT COUNT(*) FROM {fs.ref}").scalar_one()
+            fs.rows = self.db.execute(self.conn, f"SELECT COUNT(*) FROM {fs.ref}").scalar_one()
         self._live[fs.label] = fs
         self._registry.append((self.run_id, fs.node_id, fs.label, name, fs.origin, fs.derived_from, fs.rows, False))
         return fs

@@ -27,9 +27,27 @@ class Hierarchy:
     column: str
     paths: tuple[tuple[str, ...], ...]
     origin: str = "file"
+    lines: tuple[int, ...] | None = None  # the file's line number of each path, for messages
 
     def __post_init__(self) -> None:
-        _validate_paths(self.column, self.paths, self.origin)
+        _validate_paths(self.column, self.paths, self.origin, self.lines)
+
+    def where(self, index: int) -> str:
+        """`line N` of the file, or the value's path for a generated hierarchy."""
+        return f"line {self.lines[index]}" if self.lines else f"path {' -> '.join(self.paths[index])}"
+
+    def check_masking(self) -> None:
+        """With suppression by masking, a masked tuple is one whose every QI holds its top label: no label
+        below the top may equal a top label, or released tuples would count (and read) as masked."""
+        tops = set(self.top_labels)
+        for index, path in enumerate(self.paths):
+            for level, label in enumerate(path[:-1]):
+                if label in tops:
+                    raise HierarchyError(
+                        f"hierarchy for {self.column!r} ({self.origin}), {self.where(index)}: {label!r} at level "
+                        f"{level} is also its top label; with suppression mode mask a masked tuple holds the top "
+                        "label in every QI, so it could not be told from a released one: give the lower levels "
+                        "another label, or use suppression mode remove")
 
     @property
     def height(self) -> int:
@@ -59,20 +77,24 @@ class Hierarchy:
         return [(p[0], *(codes[lv][p[lv]] for lv in range(self.height + 1)), *p) for p in self.paths]
 
 
-def _validate_paths(column: str, paths: tuple[tuple[str, ...], ...], origin: str) -> None:
+def _validate_paths(column: str, paths: tuple[tuple[str, ...], ...], origin: str,
+                    lines: tuple[int, ...] | None) -> None:
     if not paths:
         raise HierarchyError(f"hierarchy for {column!r} ({origin}) is empty")
     width = len(paths[0])
-    seen: dict[str, tuple[str, ...]] = {}
+    seen: dict[str, int] = {}
     parents: list[dict[str, str]] = [{} for _ in range(width - 1)]
-    for path in paths:
+    for index, path in enumerate(paths):
         if len(path) != width:
             raise HierarchyError(f"hierarchy for {column!r} ({origin}): value {path[0]!r} has {len(path) - 1} "
                                  f"levels above it, the first row has {width - 1}; every row needs the same number")
-        if path[0] in seen and seen[path[0]] != path:
-            raise HierarchyError(f"hierarchy for {column!r} ({origin}): value {path[0]!r} is listed twice "
-                                 "with different generalizations")
-        seen[path[0]] = path
+        if path[0] in seen:  # a leaf twice would put its tuples twice into every join with the dimension
+            first = seen[path[0]]
+            on = f"on lines {lines[first]} and {lines[index]}" if lines else "twice"
+            shown = "the NULL line (empty value)" if path[0] == NULL_VALUE else f"value {path[0]!r}"
+            raise HierarchyError(f"hierarchy for {column!r} ({origin}): {shown} is listed {on}; each original "
+                                 "value needs exactly one line")
+        seen[path[0]] = index
         for level in range(width - 1):
             parent = parents[level].setdefault(path[level], path[level + 1])
             if parent != path[level + 1] and level > 0:
@@ -89,18 +111,24 @@ def read_hierarchy_file(column: str, path: Path) -> Hierarchy:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise HierarchyError(f"hierarchy file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    rows = [tuple(cell.strip() for cell in row) for row in csv.reader(io.StringIO(text), delimiter=";")]
-    rows = [r for r in rows if any(r)]
-    if not rows:
+    reader = csv.reader(io.StringIO(text), delimiter=";")
+    numbered = []
+    for row in reader:  # reader.line_num: the file's line where the row ends (quoted fields may span lines)
+        cells = tuple(cell.strip() for cell in row)
+        if any(cells):
+            numbered.append((reader.line_num, cells))
+    if not numbered:
         raise HierarchyError(f"hierarchy file {path} is empty")
-    if len(rows[0]) < 2:
-        raise HierarchyError(f"hierarchy file {path}: line 1 has one field; lines must be "
+    first_line, first = numbered[0]
+    if len(first) < 2:
+        raise HierarchyError(f"hierarchy file {path}: line {first_line} has one field; lines must be "
                              "`value;level1;...;top`, separated by ';'")
-    for number, row in enumerate(rows, 1):
-        if len(row) != len(rows[0]):
-            raise HierarchyError(f"hierarchy file {path}: line {number} has {len(row)} fields, line 1 has "
-                                 f"{len(rows[0])}; every line needs value;level1;...;top")
-    return Hierarchy(column, tuple(rows), origin=str(path))
+    for number, row in numbered:
+        if len(row) != len(first):
+            raise HierarchyError(f"hierarchy file {path}: line {number} has {len(row)} fields, line {first_line} "
+                                 f"has {len(first)}; every line needs value;level1;...;top")
+    return Hierarchy(column, tuple(row for _, row in numbered), origin=str(path),
+                     lines=tuple(number for number, _ in numbered))
 
 
 # --- generators ------------------------------------------------------------
@@ -136,7 +164,9 @@ def _mask(column: str, options: dict[str, Any], values: list[str]) -> list[tuple
     width = max(len(v) for v in values)
     paths = []
     for v in values:
-        masked = [v[: max(len(v) - i, 0)] + char * min(i, len(v)) for i in range(1, width)]
+        # once a shorter value is masked whole it shows the full width ('**' for width 2), never the top
+        # label: with suppression mode mask, a lower label equal to the top would read as a masked tuple
+        masked = [v[: len(v) - i] + char * i if i < len(v) else char * width for i in range(1, width)]
         paths.append((v, *masked, GENERATED_TOP))
     return paths
 

@@ -12,13 +12,24 @@ from typing import Any, Callable
 
 from sqlalchemy.engine import URL
 
-from .errors import SqlanonError
+from .backends import quote_name
+from .errors import RunCancelled, SqlanonError
 
 
-def loopback_url(plpy: Any) -> str:
-    """This database, as the calling role, over the server's Unix socket."""
+def loopback_url(plpy: Any, schema: str) -> str:
+    """This database, as the calling role, over the server's Unix socket.
+
+    The socket folder is read from server_settings, where the installing
+    superuser's migration put it: `unix_socket_directories` itself is readable
+    only by superusers and pg_read_all_settings, which a runner role need not be.
+    """
+    settings = f"{schema}.server_settings"
     where = plpy.execute("SELECT current_user AS u, current_database() AS d, current_setting('port') AS port, "
-                         "split_part(current_setting('unix_socket_directories'), ',', 1) AS socket")[0]
+                         f"(SELECT value FROM {quote_name(schema)}.server_settings WHERE name = 'socket_directory') "
+                         "AS socket")[0]
+    if not where["socket"]:
+        plpy.error(f"sqlanon: {settings} has no socket_directory; a superuser upgrades the schema once with: "
+                   "sqlanon migrate --db URL")
     return URL.create("postgresql+psycopg", username=where["u"], database=where["d"],
                       query={"host": where["socket"].strip(), "port": where["port"],
                              "application_name": "sqlanon-in-server"}).render_as_string(hide_password=False)
@@ -26,8 +37,46 @@ def loopback_url(plpy: Any) -> str:
 
 def run_job(plpy: Any, schema: str, job: str, resume: bool) -> str:
     from .api import RunOptions, run_job as run
-    return _answer(plpy, f"run_job({job!r})",
-                   lambda url: run(job, url, RunOptions(metadata_schema=schema), resume=resume).to_dict())
+    # a dead client is noticed at the next interrupt check (PostgreSQL 14+), not only when results are sent
+    plpy.execute("SELECT set_config('client_connection_check_interval', '2s', true)")
+    options = RunOptions(metadata_schema=schema, progress=_interrupt_probe(plpy, job))
+    answer = _answer(plpy, schema, f"run_job({job!r})", lambda url: run(job, url, options, resume=resume).to_dict())
+    settle_late_cancel(plpy, job)
+    return answer
+
+
+def settle_late_cancel(plpy: Any, job: str) -> None:
+    """Act on a cancel or statement_timeout that came after the run's last check, so it does not fail the CALL.
+
+    By then the run has finished and committed on its loopback session (and
+    published, if the job has an output); an error would tell the caller the
+    opposite. The result stands, and a notice says the stop came too late.
+    """
+    try:
+        plpy.execute("SELECT pg_sleep(0)")
+    except plpy.SPIError as exc:
+        reason = (str(exc).strip().splitlines() or ["cancelled"])[0]
+        plpy.notice(f"sqlanon.run_job({job!r}): the calling statement was stopped ({reason}) after the run had "
+                    "finished; its result stands (see the runs table)")
+
+
+def _interrupt_probe(plpy: Any, job: str) -> Callable[[str, int, int], None]:
+    """A progress callback that lets this backend act on a cancel, a statement_timeout or a lost client.
+
+    The work runs on loopback sessions while this backend waits in Python,
+    where PostgreSQL cannot interrupt it; between waves it runs a statement
+    that checks for interrupts, and a pending cancel stops the run there
+    (its loopback sessions close, the job lock is released, the run is
+    recorded as cancelled and can be resumed).
+    """
+    def probe(phase: str, done: int, total: int) -> None:
+        try:
+            plpy.execute("SELECT pg_sleep(0)")
+        except plpy.SPIError as exc:
+            reason = (str(exc).strip().splitlines() or ["cancelled"])[0]
+            raise RunCancelled(f"the calling statement was stopped ({reason}); continue it with: "
+                               f"CALL run_job({job!r}, resume => true)") from None
+    return probe
 
 
 def register_job(plpy: Any, schema: str, name: str, config: str, files: str | None) -> int:
@@ -40,21 +89,26 @@ def register_job(plpy: Any, schema: str, name: str, config: str, files: str | No
             raise SqlanonError(f"{where}: {path!r} is not among the files given (keys of the files argument)")
         return named[path]
 
-    return _answer(plpy, f"register_job({name!r})",
+    return _answer(plpy, schema, f"register_job({name!r})",
                    lambda url: register_job_config(name, json.loads(config), read, url, schema))
 
 
 def publish_node(plpy: Any, schema: str, run_id: int, node: str, table: str, target_schema: str | None) -> str:
     from .api import RunOptions, publish_node as publish
     levels = tuple(int(level) for level in node.split(","))
-    return _answer(plpy, f"publish({run_id}, {node!r})",
+    return _answer(plpy, schema, f"publish({run_id}, {node!r})",
                    lambda url: publish(run_id, levels, table, target_schema, url,
                                        RunOptions(metadata_schema=schema)).to_dict())
 
 
-def _answer(plpy: Any, what: str, action: Callable[[str], Any]) -> Any:
+def _answer(plpy: Any, schema: str, what: str, action: Callable[[str], Any]) -> Any:
+    """Run `action` over the loopback URL; any error reaches the caller as one line, not a traceback."""
     try:
-        result = action(loopback_url(plpy))
+        result = action(loopback_url(plpy, schema))
     except SqlanonError as exc:
         plpy.error(f"sqlanon.{what}: {exc}")
+    except Exception as exc:  # a database error on the loopback session: its first line, as the CLI shows it
+        detail = getattr(exc, "orig", None) or exc
+        first = (str(detail).strip().splitlines() or [type(detail).__name__])[0]
+        plpy.error(f"sqlanon.{what}: {first}")
     return json.dumps(result) if isinstance(result, dict) else result

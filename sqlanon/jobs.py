@@ -11,6 +11,7 @@ is how an interrupted run is told from a live one.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -20,10 +21,10 @@ from typing import Any, Callable, Iterator
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from .backends import Database
+from .backends import Database, with_role
 from .config import Job, job_from_dict, normalize_url, read_config_file
 from .errors import ConfigError, DataError, SqlanonError
-from .metadata import migrate, now
+from .metadata import LIVE_RUNS, migrate, now
 
 
 @dataclass
@@ -72,9 +73,7 @@ class JobRegistry:
             raise ConfigError("a job needs a non-empty name")
         if not isinstance(config, dict):
             raise ConfigError("the config must be a mapping (key: value)")
-        if (config.get("source") or {}).get("csv"):
-            raise ConfigError("a registered job reads a table already in the database: load the file first "
-                              "(sqlanon load FILE --table T --db URL) and remove source.csv from the config")
+        _refuse_file_access(config)
         files = _rewrite_files(config, read)
         with _materialized(config, files) as folder:
             job_from_dict(config, folder, default_name=name)
@@ -92,16 +91,54 @@ class JobRegistry:
     def load(self, name: str, db_url: str) -> Iterator[Job]:
         """The registered job against `db_url`, its files on disk while the context lasts."""
         with self.db.connect() as conn:
-            row = conn.execute(text(f"SELECT config FROM {self.s}.jobs WHERE name = :n"), {"n": name}).first()
+            row = conn.execute(text(f"SELECT config, registered_by FROM {self.s}.jobs WHERE name = :n"),
+                               {"n": name}).first()
             if row is None:
                 raise ConfigError(f"no job named {name!r} is registered in schema {self.schema!r}; "
                                   f"register it with: sqlanon job register {name} FILE --db URL")
             files = dict(conn.execute(text(f"SELECT path, content FROM {self.s}.job_files WHERE job_name = :n"),
                                       {"n": name}).all())
+            run_as = self._registrant_role(conn, name, row[1])
         config = json.loads(row[0])
+        if not isinstance(config, dict):
+            raise ConfigError(f"the stored config of job {name!r} is not a mapping; register the job again")
+        _refuse_file_access(config)  # stored rows are data: checked again, whoever wrote them
+        _check_file_references(name, config, files)
         with _materialized(config, files) as folder:
             job = job_from_dict(config, folder, default_name=name)
-            yield replace(job, name=name).with_url(db_url)  # runs are recorded under the registered name
+            # runs are recorded under the registered name, and work with the rights of the job's registrant
+            try:
+                yield replace(job, name=name).with_url(with_role(db_url, run_as))
+            except SqlanonError as exc:
+                if run_as is None:
+                    raise
+                raise type(exc)(f"{exc} (job {name!r} runs as role {run_as!r}, who last registered or changed "
+                                "it)") from None
+
+    def _registrant_role(self, conn: Connection, name: str, registrant: str | None) -> str | None:
+        """The role a run of the job must work as: whoever last wrote the job or its files (PostgreSQL).
+
+        None when that is the calling role already. Whoever may write the job
+        tables decides what a run drops, replaces and grants; so the run has
+        that role's rights, never the caller's, and only a member of it may
+        start it (a superuser is a member of every role).
+        """
+        if self.db.kind != "postgresql":
+            return None
+        if registrant is None:
+            raise ConfigError(f"job {name!r} was stored before sqlanon recorded who registers jobs; register it "
+                              f"again: sqlanon job register {name} FILE --db URL")
+        caller, exists, member = conn.execute(text(
+            "SELECT current_user, r.oid IS NOT NULL, r.oid IS NOT NULL AND pg_has_role(current_user, r.oid, "
+            "'MEMBER') FROM (SELECT 1) one LEFT JOIN pg_roles r ON r.rolname = :r"), {"r": registrant}).one()
+        if registrant == caller:
+            return None
+        if not member:
+            fix = (f"run it as {registrant!r}, or register the job again as {caller!r}" if exists else
+                   f"no role of that name exists any more: register the job again as {caller!r}")
+            raise DataError(f"job {name!r} was registered (or last changed) by role {registrant!r} and runs with "
+                            f"that role's rights only; role {caller!r} is not a member of it: {fix}")
+        return registrant
 
     # --- listing ----------------------------------------------------------------
     def jobs(self) -> list[dict[str, Any]]:
@@ -112,7 +149,7 @@ class JobRegistry:
                 f"LEFT JOIN (SELECT job_name, MAX(run_id) AS run_id FROM {self.s}.runs GROUP BY job_name) l "
                 f"ON l.job_name = j.name LEFT JOIN {self.s}.runs r ON r.run_id = l.run_id ORDER BY j.name")).all()
         return [{"name": n, "registered_at": str(at), "last_run": run_id,
-                 "status": self._status(n, status) if status else None,
+                 "status": self._status(n, status, run_id) if status else None,
                  "started_at": None if started is None else str(started)} for n, at, run_id, status, started in rows]
 
     def runs(self, name: str, limit: int = 10) -> list[RunSummary]:
@@ -121,13 +158,17 @@ class JobRegistry:
             rows = conn.execute(text(
                 f"SELECT run_id, command, status, iteration, nodes_checked, started_at, finished_at, error "
                 f"FROM {self.s}.runs WHERE job_name = :n ORDER BY run_id DESC LIMIT {int(limit)}"), {"n": name}).all()
-        return [RunSummary(int(r[0]), r[1], self._status(name, r[2]), int(r[3]), int(r[4]), r[5], r[6], r[7])
-                for r in rows]
+        return [RunSummary(int(r[0]), r[1], self._status(name, r[2], int(r[0])), int(r[3]), int(r[4]), r[5], r[6],
+                           r[7]) for r in rows]
 
-    def _status(self, name: str, status: str) -> str:
-        if status == "running" and not self.is_held(name):
-            return "interrupted"
-        return status
+    def _status(self, name: str, status: str, run_id: int | None = None) -> str:
+        """A run still marked running with no live session is shown as interrupted."""
+        if status != "running":
+            return status
+        if self.db.kind == "postgresql":
+            return "running" if self.is_held(name) else "interrupted"
+        # DuckDB: one process writes the file at a time, so only this process's own runs can be live
+        return "running" if (self.db.url, self.schema, run_id) in LIVE_RUNS else "interrupted"
 
     # --- one run at a time ------------------------------------------------------
     def is_held(self, name: str) -> bool:
@@ -213,41 +254,88 @@ def opened_registry(db_url: str, schema: str) -> Iterator[JobRegistry]:
         db.dispose()
 
 
-def _rewrite_files(config: dict, read: Callable[[str, str], str]) -> dict[str, str]:
-    """Point the config's file references at stored names; returns stored name -> the file's text."""
-    found: dict[str, str] = {}
+def _refuse_file_access(config: dict) -> None:
+    """A registered job reaches no file of the machine it runs on: no CSV to load, no key file."""
+    if (config.get("source") or {}).get("csv"):
+        raise ConfigError("a registered job reads a table already in the database: load the file first "
+                          "(sqlanon load FILE --table T --db URL) and remove source.csv from the config")
+    identifying = config.get("identifying")
+    actions = identifying.values() if isinstance(identifying, dict) else []
+    if any(isinstance(a, dict) and isinstance(a.get("pseudonym"), dict) and "key_file" in a["pseudonym"]
+           for a in actions):
+        raise ConfigError("a registered job cannot read a pseudonym key from a file of the machine that runs it; "
+                          "use pseudonym: {key_env: VARIABLE}")
 
-    def store(original: Any, where: str) -> str:
-        if not isinstance(original, str):
-            raise ConfigError(f"{where} must be a file path")
-        stored = f"files/{len(found)}_{PurePosixPath(original.replace(chr(92), '/')).name}"
-        found[stored] = read(original, where)
-        return stored
+
+def _file_references(config: dict) -> Iterator[tuple[Any, str, Callable[[str], None]]]:
+    """Every file the config names: (its path, where, a setter that points it elsewhere)."""
+    def setter(mapping: dict, key: str) -> Callable[[str], None]:
+        return lambda value: mapping.__setitem__(key, value)
 
     qis = config.get("quasi_identifiers")
     if isinstance(qis, dict):
         for column, spec in qis.items():
             if isinstance(spec, str):
-                qis[column] = store(spec, f"quasi_identifiers.{column}")
+                yield spec, f"quasi_identifiers.{column}", setter(qis, column)
             elif isinstance(spec, dict) and spec.get("hierarchy") is not None:
-                spec["hierarchy"] = store(spec["hierarchy"], f"quasi_identifiers.{column}.hierarchy")
+                yield spec["hierarchy"], f"quasi_identifiers.{column}.hierarchy", setter(spec, "hierarchy")
     criteria = config.get("criteria")
     if isinstance(criteria, dict):
         for criterion, spec in criteria.items():
             if isinstance(spec, dict) and spec.get("hierarchy") is not None:
-                spec["hierarchy"] = store(spec["hierarchy"], f"criteria.{criterion}.hierarchy")
+                yield spec["hierarchy"], f"criteria.{criterion}.hierarchy", setter(spec, "hierarchy")
+
+
+def _rewrite_files(config: dict, read: Callable[[str, str], str]) -> dict[str, str]:
+    """Point the config's file references at stored names; returns stored name -> the file's text."""
+    found: dict[str, str] = {}
+    for original, where, point_to in list(_file_references(config)):
+        if not isinstance(original, str):
+            raise ConfigError(f"{where} must be a file path")
+        stored = f"files/{len(found)}_{PurePosixPath(original.replace(chr(92), '/')).name}"
+        found[stored] = read(original, where)
+        point_to(stored)
     return found
+
+
+def _check_file_references(name: str, config: dict, files: dict[str, str]) -> None:
+    """Every file a stored config names is one of its stored files (never a path of the server's)."""
+    for path, where, _ in _file_references(config):
+        if path not in files:
+            raise ConfigError(f"job {name!r}: {where} names {path!r}, which is not among the job's stored files; "
+                              "register the job again (sqlanon job register)")
+
+
+def _stored_path(folder: Path, stored: str) -> Path:
+    """Where a stored file goes: a plain relative path inside the job's folder, or an error."""
+    if not isinstance(stored, str):
+        raise ConfigError(f"stored job file {stored!r} is not a path; register the job again")
+    parts = PurePosixPath(stored).parts
+    if (not parts or PurePosixPath(stored).is_absolute() or "\\" in stored
+            or any(part in ("", ".", "..") for part in parts) or "\0" in stored):
+        raise ConfigError(f"stored job file {stored!r} is not a plain relative path; register the job again")
+    return folder.joinpath(*parts)
 
 
 @contextmanager
 def _materialized(config: dict, files: dict[str, str]) -> Iterator[Path]:
-    """A private temporary folder holding the job's stored files under their stored names."""
+    """A private temporary folder holding the job's stored files under their stored names.
+
+    Stored names are data: each must be a plain relative path (no absolute
+    path, no `..`), and files are created new (O_EXCL, no link followed), so
+    nothing is written outside the folder.
+    """
     with tempfile.TemporaryDirectory(prefix="sqlanon-job-") as folder:
+        root = Path(folder)
         for stored, content in files.items():
-            path = Path(folder) / stored
+            path = _stored_path(root, stored)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content)
-        yield Path(folder)
+            if path.parent.resolve() != root.resolve() and root.resolve() not in path.parent.resolve().parents:
+                raise ConfigError(f"stored job file {stored!r} would leave the job's folder")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            with os.fdopen(os.open(path, flags, 0o600), "w") as fh:
+                fh.write(content)
+        yield root
 
 
 __all__ = ["JobRegistry", "RunSummary", "SqlanonError"]

@@ -187,7 +187,7 @@ class LatticeStore:
         """Fresh statistics for PostgreSQL's planner after bulk writes (DuckDB keeps its own)."""
         if self.db.kind == "postgresql":
             for table in ("lattice_nodes", "lattice_node_levels", "lattice_edges"):
-                conn.exec_driver_sql(f"ANALYZE {self.s}.{table}")
+                self.db.execute(conn, f"ANALYZE {self.s}.{table}")
 
     def load_iteration(self, conn: Connection, iteration: int) -> tuple[list[Node], list[tuple[int, int]]]:
         rows = conn.execute(text(f"SELECT node_id, node_key FROM {self.s}.lattice_nodes "

@@ -1,94 +1,152 @@
 """Writing the anonymized table: one transaction, audited before it commits.
 
-The generalized table is created under a temporary name, re-checked by the
-independent audit, and only then renamed to the output name (replacing an
-existing table only when asked). Any failure rolls everything back: the
-output either appears whole or not at all, and the source is only read.
+The generalized table is created under its final name inside one
+transaction (replacing an earlier output of sqlanon's only when asked),
+re-checked by the independent audit, and committed only then: any failure
+rolls everything back, so the output appears whole or not at all, and no
+other name is ever created or dropped. The source is only read.
+
+Only declared columns are published: quasi-identifiers generalized,
+sensitive and insensitive columns as they are, direct identifiers removed or
+replaced by a keyed pseudonym (HMAC-SHA256 computed in SQL). A column without
+a role stops the publication.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from .audit import AuditReport, audit_table
 from .backends import Database
-from .config import Output
+from .config import Identifier, Job, Output
 from .criteria import Criterion, FrequencySetView
 from .dimensions import StarSchema
 from .errors import AuditError, ConfigError, DataError
 from .frequency import violating_classes_sql
+from .ownership import Ownership, TableName
 
 
-def check_output_free(db: Database, conn: Connection, output: Output, replace: bool) -> None:
-    """Before any search: the output can be written (and granted) as configured."""
+def check_output(db: Database, conn: Connection, ownership: Ownership, output: Output, source: TableName,
+                 replace: bool) -> TableName:
+    """Before any search: the output can be written (and granted) as configured; returns its resolved name."""
     if output.grant_to and db.kind != "postgresql":
         raise ConfigError("output.grant_to needs PostgreSQL (DuckDB has no roles); remove it for a DuckDB file")
-    if not replace and db.table_exists(conn, output.schema, output.table):
-        raise DataError(f"output table {output.table!r} already exists; choose another output.table "
-                        "or pass --replace to overwrite it")
+    for role in output.grant_to:
+        if not db.role_exists(conn, role):
+            raise DataError(f"output.grant_to: role {role!r} does not exist; create it (CREATE ROLE ...) or remove "
+                            "it from the list")
+    target = ownership.resolve(conn, output.schema, output.table, "output table")
+    ownership.check_target(conn, target, replace, "output table", source)
+    return target
 
 
 @dataclass(frozen=True)
 class Publication:
-    """What to write: the chosen node, where, and how suppressed tuples leave the output."""
+    """What to write: the chosen node, where, how suppressed tuples leave, and what becomes of identifiers."""
 
     node: tuple[int, ...]
     output: Output
+    target: TableName
+    source: TableName
     mode: str = "remove"  # suppression: remove the tuples, or mask every QI to its top
     max_suppressed: int = 0
     replace: bool = False
+    identifying: tuple[Identifier, ...] = ()
+    published_as_is: tuple[str, ...] = ()  # sensitive and insensitive columns
+    keys: dict[str, bytes] = field(default_factory=dict, repr=False)  # pseudonym keys by column, never stored
+
+
+def pseudonym_keys(job: Job) -> dict[str, bytes]:
+    """Read every pseudonym key now (before any search), so a missing key fails early."""
+    return {i.column: i.key() for i in job.identifying if i.action == "pseudonym"}
 
 
 def materialize(db: Database, conn: Connection, star: StarSchema, plan: Publication, criteria: list[Criterion],
-                run_id: int) -> AuditReport:
+                run_id: int, ownership: Ownership) -> AuditReport:
     """Create the generalized table for the plan's node and commit it only if the audit passes."""
     suppressing = plan.max_suppressed > 0 and any(level < d.height for d, level in zip(star.dimensions, plan.node))
     params: dict[str, object] = {}
     with_clause, flagged = _violating_classes(db, star, plan.node, criteria, params) if suppressing else ("", "")
-    tmp = db.q(plan.output.schema, f"sqlanon_tmp_{run_id}")
-    final = db.q(plan.output.schema, plan.output.table)
+    final = db.q(plan.target.schema, plan.target.table)
     if conn.in_transaction():
         conn.commit()
     with conn.begin():
-        db.drop_table(conn, tmp)
-        select = _select_list(db, star, plan.node, masking=suppressing and plan.mode == "mask")
+        if ownership.check_target(conn, plan.target, plan.replace, "output table", plan.source):
+            db.drop_table(conn, final)  # sqlanon's own earlier output, replaced in this transaction
+        select, published = _select_list(db, star, plan, suppressing and plan.mode == "mask", params)
         joins = star.joins("t") + flagged
         where = " WHERE b.n IS NULL" if suppressing and plan.mode == "remove" else ""
-        create = f"CREATE TABLE {tmp} AS {with_clause}SELECT {', '.join(select)} FROM {joins}{where}"
-        if params:  # the criteria's bound values
-            conn.execute(text(create), params)
-        else:
-            conn.exec_driver_sql(create)
+        db.execute(conn, f"CREATE TABLE {final} AS {with_clause}SELECT {', '.join(select)} FROM {joins}{where}",
+                   params)
+        _check_columns(db, conn, plan, published)
         qi_columns = [d.column for d in star.dimensions]
         masked_top = {d.column: d.hierarchy.top_labels for d in star.dimensions} \
             if suppressing and plan.mode == "mask" else None
         reference = star.source if suppressing and plan.mode == "remove" else None
-        report = audit_table(db, conn, tmp, qi_columns, star.sensitive, criteria, masked_top, reference)
+        report = audit_table(db, conn, final, qi_columns, star.sensitive, criteria, masked_top, reference)
         _check_audit(report, star.rows, plan)
-        check_output_free(db, conn, plan.output, plan.replace)
-        db.drop_table(conn, final)
-        conn.exec_driver_sql(f"ALTER TABLE {tmp} RENAME TO {db.q(plan.output.table)}")
+        ownership.record(conn, plan.target, "output", report.rows, run_id)
         for role in plan.output.grant_to:  # in the same transaction: readers see the table once it exists
-            conn.exec_driver_sql(f"GRANT SELECT ON {final} TO {db.q(role)}")
+            db.execute(conn, f"GRANT SELECT ON {final} TO {db.q(role)}")
     return report
 
 
-def _select_list(db: Database, star: StarSchema, node: tuple[int, ...], masking: bool) -> list[str]:
-    """Every source column: QIs as their label at the node's level (the top label for masked tuples)."""
-    by_column = {d.column: (d, level) for d, level in zip(star.dimensions, node)}
-    select = []
+def _select_list(db: Database, star: StarSchema, plan: Publication, masking: bool,
+                 params: dict[str, object]) -> tuple[list[str], list[str]]:
+    """The published columns in source order, and their names: QIs as their label at the node's level
+    (the top label for masked tuples), identifiers removed or pseudonymized, the rest as they are."""
+    dims = {db.name_key(d.column): (d, level) for d, level in zip(star.dimensions, plan.node)}
+    identifiers = {db.name_key(i.column): i for i in plan.identifying}
+    as_is = {db.name_key(c) for c in plan.published_as_is}
+    select, published = [], []
     for column in star.source_columns:
-        dim, level = by_column.get(column, (None, 0))
-        if dim is None or (level == 0 and not masking):
-            select.append(f"t.{db.q(column)}")
-            continue
-        value = f"d{dim.attr}.l{level}" if level > 0 else f"CAST(t.{db.q(column)} AS VARCHAR)"
-        if masking:
-            value = f"CASE WHEN b.n IS NULL THEN {value} ELSE d{dim.attr}.l{dim.height} END"
+        key = db.name_key(column)
+        if key in identifiers:
+            identifier = identifiers[key]
+            if identifier.action == "drop":
+                continue
+            value = _pseudonym(db, f"t.{db.q(column)}", plan.keys[identifier.column], f"pk{len(select)}", params)
+        elif key in dims:
+            value = _generalized(db, column, *dims[key], masking)
+        elif key in as_is:
+            value = f"t.{db.q(column)}"
+        else:  # check_columns refuses this before any search; never publish a column without a role
+            raise AuditError(f"column {column!r} of the source has no role in the job; nothing was written")
         select.append(f"{value} AS {db.q(column)}")
-    return select
+        published.append(column)
+    return select, published
+
+
+def _generalized(db: Database, column: str, dim, level: int, masking: bool) -> str:
+    if level == 0 and not masking:
+        return f"t.{db.q(column)}"
+    value = f"d{dim.attr}.l{level}" if level > 0 else f"CAST(t.{db.q(column)} AS VARCHAR)"
+    if masking:
+        value = f"CASE WHEN b.n IS NULL THEN {value} ELSE d{dim.attr}.l{dim.height} END"
+    return value
+
+
+def _pseudonym(db: Database, value: str, key: bytes, name: str, params: dict[str, object]) -> str:
+    """HMAC-SHA256 (RFC 2104) of the value's text, as 64 hex digits, computed in SQL (NULL stays NULL).
+
+    The key is padded and XORed with the two HMAC pads here; the padded keys
+    are bound parameters, never part of the statement text or of any table.
+    """
+    if len(key) > 64:
+        key = hashlib.sha256(key).digest()
+    padded = key.ljust(64, b"\0")
+    params[f"{name}_in"] = bytes(b ^ 0x36 for b in padded)
+    params[f"{name}_out"] = bytes(b ^ 0x5C for b in padded)
+    return db.hmac_sha256_hex(value, f":{name}_in", f":{name}_out")
+
+
+def _check_columns(db: Database, conn: Connection, plan: Publication, published: list[str]) -> None:
+    """The written table has exactly the declared columns: no dropped identifier, nothing undeclared."""
+    written = db.columns(conn, plan.target.schema, plan.target.table)
+    if [db.name_key(c) for c in written] != [db.name_key(c) for c in published]:  # `published` lacks dropped ids
+        raise AuditError(f"the anonymized table has columns {written}, expected {published}; nothing was written")
 
 
 def _violating_classes(db: Database, star: StarSchema, node: tuple[int, ...], criteria: list[Criterion],
@@ -110,6 +168,10 @@ def _check_audit(report: AuditReport, source_rows: int, plan: Publication) -> No
     if report.suppressed is None:  # removed (or none): the audit sees what is missing
         report.suppressed = source_rows - report.rows
     report.max_suppressed = plan.max_suppressed
+    released = report.rows - (report.suppressed if plan.mode == "mask" else 0)
+    if released <= 0:
+        raise AuditError(f"the chosen node suppresses every one of the {source_rows} rows, so the output would "
+                         "release nothing; lower suppression.limit or relax the criteria; nothing was written")
     failed = [name for name, ok in report.holds.items() if not ok]  # criterion names
     rows_ok = report.rows == source_rows if plan.mode == "mask" else report.rows <= source_rows
     if failed or not report.suppression_ok or not rows_ok:

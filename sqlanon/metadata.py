@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from importlib import resources
 from typing import Any
 
@@ -16,10 +17,14 @@ from alembic.config import Config
 from alembic.ddl.impl import DefaultImpl
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
-from .backends import Database
+from .backends import PG_MAX_NAME_BYTES, Database
+from .errors import ConfigError, DataError
 
 DEFAULT_SCHEMA = "sqlanon"
+#: the role that may call the PL/Python routines (granted by a DBA to the roles that run jobs from SQL)
+RUNNER_ROLE = "sqlanon_runner"
 
 
 class DuckDBImpl(DefaultImpl):
@@ -37,19 +42,60 @@ def _alembic_config(conn: Connection, schema: str) -> Config:
     return cfg
 
 
+def check_schema_name(schema: str) -> None:
+    """sqlanon's own schema has a plain name: it appears in lock keys, sequence literals and stored functions."""
+    if not isinstance(schema, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", schema):
+        raise ConfigError(f"metadata schema name {schema!r} may hold only letters, digits and underscores (and "
+                          "not start with a digit); choose e.g. sqlanon_meta")
+    if len(schema) > PG_MAX_NAME_BYTES:
+        raise ConfigError(f"metadata schema name {schema[:20]!r}... has {len(schema)} characters; use at most "
+                          f"{PG_MAX_NAME_BYTES}")
+
+
 def migrate(db: Database, schema: str = DEFAULT_SCHEMA, revision: str = "head") -> None:
     """Create or upgrade the metadata schema (idempotent)."""
+    check_schema_name(schema)
+    try:
+        with db.begin() as conn:
+            command.upgrade(_alembic_config(conn, schema), revision)
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) != "42501":  # insufficient_privilege
+            raise
+        user = db.engine.url.username or "the role"
+        raise DataError(f"role {user!r} may not create or upgrade sqlanon's metadata schema {schema!r} "
+                        f"({str(exc.orig).strip().splitlines()[0]}); ask a DBA for: CREATE SCHEMA {db.q(schema)} "
+                        f"AUTHORIZATION {db.q(user)}, or pass --metadata-schema naming a schema the role owns"
+                        ) from None
+
+
+def set_python_path(db: Database, schema: str, path: str) -> None:
+    """Where the server's Python finds sqlanon (PL/Python), in the table only its owner may write."""
+    check_schema_name(schema)
+    if db.kind != "postgresql":
+        raise ConfigError("--python-path is for PostgreSQL with PL/Python (CALL sqlanon.run_job)")
     with db.begin() as conn:
-        command.upgrade(_alembic_config(conn, schema), revision)
+        if not db.table_exists(conn, schema, "server_settings"):
+            raise DataError(f"schema {schema!r} has no server_settings table: PL/Python routines are installed only "
+                            "when a superuser migrates a server with PL/Python (postgresql-plpython3-NN)")
+        try:
+            with conn.begin_nested():
+                conn.execute(text(f"DELETE FROM {db.q(schema)}.server_settings WHERE name = 'python_path'"))
+                conn.execute(text(f"INSERT INTO {db.q(schema)}.server_settings VALUES ('python_path', :p)"),
+                             {"p": path})
+        except DBAPIError:
+            raise DataError(f"only the owner of {schema}.server_settings (the superuser who installed sqlanon) may "
+                            "set the server's Python path") from None
 
 
 def downgrade(db: Database, schema: str = DEFAULT_SCHEMA, revision: str = "-1") -> None:
+    check_schema_name(schema)
     with db.begin() as conn:
         command.downgrade(_alembic_config(conn, schema), revision)
 
 
 def current_version(db: Database, schema: str = DEFAULT_SCHEMA) -> str | None:
     """The schema's migration revision, or None when it has none."""
+    check_schema_name(schema)
     with db.connect() as conn:
         if not db.table_exists(conn, schema, "alembic_version"):
             return None
@@ -64,6 +110,7 @@ def stored_sql(name: str, schema: str, quoted_schema: str) -> str:
         "{schema_literal_sql}": "'" + schema.replace("'", "''") + "'",
         "{schema_literal}": repr(schema),  # in Python bodies
         "{load_sql}": repr(f"SELECT {quoted_schema}.load_sqlanon()"),
+        "{settings_table}": repr(f"{quoted_schema}.server_settings"),
     }
     for placeholder, value in replacements.items():
         body = body.replace(placeholder, value)
@@ -83,6 +130,10 @@ def now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
 
+#: runs going on in this process, (database URL, schema, run id): on DuckDB the only live ones
+LIVE_RUNS: set[tuple[str, str, int]] = set()
+
+
 class RunRecord:
     """One row of `runs`: created when a search starts, closed when it ends."""
 
@@ -90,25 +141,39 @@ class RunRecord:
         self.db, self.schema, self.run_id = db, schema, run_id
 
     @classmethod
-    def start(cls, db: Database, schema: str, job_name: str, command_name: str, strategy: str,
+    def start(cls, db: Database, conn: Connection, schema: str, job_name: str, command_name: str, strategy: str,
               config_json: str) -> "RunRecord":
+        """A new run, recorded with the session `conn` (the one that will do its work)."""
         s = db.q(schema)
-        with db.begin() as conn:
+        with conn.begin():
             run_id = conn.execute(text(f"SELECT nextval('{schema_literal(schema)}.run_ids')")).scalar_one()
             conn.execute(text(f"INSERT INTO {s}.runs (run_id, job_name, command, strategy, config, status, "
                               "started_at) VALUES (:r, :j, :c, :st, :cfg, 'running', :t)"),
                          {"r": run_id, "j": job_name, "c": command_name, "st": strategy, "cfg": config_json,
                           "t": now()})
+            cls._attach(db, conn, schema, int(run_id))
+        LIVE_RUNS.add((db.url, schema, int(run_id)))
         return cls(db, schema, int(run_id))
 
     @classmethod
-    def reopen(cls, db: Database, schema: str, run_id: int) -> "RunRecord":
-        """Mark an interrupted or failed run as running again (a resume continues it)."""
-        with db.begin() as conn:
+    def reopen(cls, db: Database, conn: Connection, schema: str, run_id: int) -> "RunRecord":
+        """Mark an interrupted or failed run as running again in session `conn` (a resume continues it)."""
+        with conn.begin():
             conn.execute(text(f"UPDATE {db.q(schema)}.runs SET status = 'running', finished_at = NULL, error = NULL "
                               "WHERE run_id = :r"), {"r": run_id})
             conn.execute(text(f"DELETE FROM {db.q(schema)}.run_attributes WHERE run_id = :r"), {"r": run_id})
+            cls._attach(db, conn, schema, run_id)
+        LIVE_RUNS.add((db.url, schema, run_id))
         return cls(db, schema, run_id)
+
+    @staticmethod
+    def _attach(db: Database, conn: Connection, schema: str, run_id: int) -> None:
+        """Record the run's session (PostgreSQL: backend pid and start time), how liveness is told later."""
+        if db.kind != "postgresql":
+            return
+        conn.execute(text(f"UPDATE {db.q(schema)}.runs SET backend_pid = pg_backend_pid(), backend_start = "
+                          "(SELECT CAST(backend_start AS TEXT) FROM pg_stat_activity WHERE pid = pg_backend_pid()) "
+                          "WHERE run_id = :r"), {"r": run_id})
 
     def progress(self, conn: Connection, iteration: int, nodes_checked: int) -> None:
         conn.execute(text(f"UPDATE {self.db.q(self.schema)}.runs SET iteration = :i, nodes_checked = :n "
@@ -120,11 +185,66 @@ class RunRecord:
     def fail(self, error: str) -> None:
         self._close("failed", None, error)
 
+    def cancel(self, reason: str) -> None:
+        self._close("cancelled", None, reason)
+
     def _close(self, status: str, result: str | None, error: str | None) -> None:
+        LIVE_RUNS.discard((self.db.url, self.schema, self.run_id))
         with self.db.begin() as conn:
             conn.execute(text(f"UPDATE {self.db.q(self.schema)}.runs SET status = :s, finished_at = :t, "
                               "result = :res, error = :e WHERE run_id = :r"),
                          {"s": status, "t": now(), "res": result, "e": error, "r": self.run_id})
+
+
+def cleanup_dead_runs(db: Database, schema: str = DEFAULT_SCHEMA) -> tuple[list[int], list[str]]:
+    """Close the runs whose session died (status interrupted) and drop the dimension tables of every run
+    that ended without finishing.
+
+    PostgreSQL: a run is dead when no backend with its pid and start time is
+    alive. DuckDB: one process writes the file at a time, so a run still
+    marked running when this process holds it is dead. Returns the runs
+    closed and the tables dropped.
+    """
+    s = db.q(schema)
+    with db.begin() as conn:
+        if db.kind == "postgresql":
+            dead = conn.execute(text(
+                f"SELECT run_id FROM {s}.runs r WHERE status = 'running' AND NOT EXISTS (SELECT 1 FROM "
+                # another role's backend_start may be hidden (NULL): then the pid alone keeps the run alive
+                "pg_stat_activity a WHERE a.pid = r.backend_pid AND (a.backend_start IS NULL OR "
+                "CAST(a.backend_start AS TEXT) = r.backend_start)) ORDER BY run_id")).scalars().all()
+        else:
+            running = conn.execute(text(f"SELECT run_id FROM {s}.runs WHERE status = 'running' ORDER BY run_id")
+                                   ).scalars().all()
+            dead = [r for r in running if (db.url, schema, int(r)) not in LIVE_RUNS]
+        tables = conn.execute(text("SELECT table_name FROM information_schema.tables WHERE table_schema = :s "
+                                   "AND table_catalog = current_database()"), {"s": schema}).scalars().all()
+        ended = set(dead) | _ended_without_finishing(conn, s, tables)
+        dropped = [t for t in tables if _run_of_table(t) in ended]
+        for table in dropped:
+            db.drop_table(conn, f"{s}.{db.q(table)}")
+        if dead:
+            conn.execute(text(f"UPDATE {s}.runs SET status = 'interrupted', finished_at = :t, error = "
+                              "'its session ended before the run did (killed or disconnected)' "
+                              f"WHERE run_id IN ({', '.join(str(int(r)) for r in dead)})"), {"t": now()})
+    return [int(r) for r in dead], sorted(dropped)
+
+
+def _run_of_table(name: str) -> int | None:
+    """The run a dimension (dim_<run>_<attr>) or parent-code (parents_<run>) table belongs to."""
+    found = re.fullmatch(r"dim_(\d+)_\d+|parents_(\d+)", name)
+    return int(found.group(1) or found.group(2)) if found else None
+
+
+def _ended_without_finishing(conn: Connection, s: str, tables: list[str]) -> set[int]:
+    """Failed, interrupted or cancelled runs that still own tables (their session died before its cleanup).
+    Finished runs keep theirs: that is what --keep asks for."""
+    runs = {r for r in map(_run_of_table, tables) if r is not None}
+    if not runs:
+        return set()
+    return set(conn.execute(text(f"SELECT run_id FROM {s}.runs WHERE status IN ('failed', 'interrupted', "
+                                 "'cancelled') AND "
+                                 f"run_id IN ({', '.join(map(str, sorted(runs)))})")).scalars())
 
 
 def schema_literal(schema: str) -> str:

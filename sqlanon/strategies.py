@@ -303,7 +303,7 @@ class Exhaustive(SearchStrategy):
         columns = ", ".join([f"d{d.attr}.l{level} AS q{d.attr}_l{level}"
                              for d in ctx.star.dimensions for level in range(d.height + 1)]
                             + ctx.star.sensitive_select("t"))
-        ctx.conn.exec_driver_sql(f"CREATE TEMP TABLE {ctx.db.q(name)} AS SELECT {columns} FROM {ctx.star.joins()}")
+        ctx.db.execute(ctx.conn, f"CREATE TEMP TABLE {ctx.db.q(name)} AS SELECT {columns} FROM {ctx.star.joins()}")
         ctx.conn.commit()
         return ctx.db.scratch_ref(name)
 

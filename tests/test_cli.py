@@ -11,10 +11,10 @@ from click.testing import CliRunner
 
 from sqlanon.cli import main
 
-from .conftest import ADULT_DIR, metadata_tables, user_tables
+from .conftest import ADULT_DIR, metadata_tables, user_tables, with_rest_insensitive
 
 METADATA = {"alembic_version", "runs", "run_attributes", "lattice_nodes", "lattice_node_levels", "lattice_edges",
-            "frequency_sets", "node_metrics", "jobs", "job_files"}
+            "frequency_sets", "node_metrics", "jobs", "job_files", "owned_tables"}
 
 
 def write_config(tmp_path: Path, **changes) -> Path:
@@ -32,6 +32,7 @@ def write_config(tmp_path: Path, **changes) -> Path:
         "criteria": {"k_anonymity": {"k": 5}},
         "output": {"table": "adult_anon"},
     }
+    config = with_rest_insensitive(config)
     for key, value in changes.items():
         section, _, field = key.partition("__")
         if field:
@@ -177,7 +178,7 @@ def test_k_larger_than_the_table(tmp_path: Path):
 def test_output_table_exists(tmp_path: Path):
     config = write_config(tmp_path)
     assert run("anonymize", str(config)).exit_code == 0
-    _expect_error(tmp_path, config, "output table 'adult_anon' already exists")
+    _expect_error(tmp_path, config, "output table 'main.adult_anon' already exists")
 
 
 def test_nulls_in_a_quasi_identifier(tmp_path: Path):
@@ -219,7 +220,7 @@ def test_hostile_identifiers_are_quoted_not_injected(tmp_path: Path):
     config = write_config(tmp_path, source={"url": "duckdb:///adult.duckdb", "table": table},
                           quasi_identifiers={"sex": {"hierarchy": "hierarchies/sex.csv"},
                                              column: {"hierarchy": "hierarchies/weird.csv"}},
-                          output={"table": "out'; DROP TABLE adult; --"})
+                          insensitive=["race"], output={"table": "out'; DROP TABLE adult; --"})
     result = run("anonymize", str(config), "--json")
     assert result.exit_code == 0, result.output
     tables = user_tables(f"duckdb:///{tmp_path / 'adult.duckdb'}")

@@ -15,7 +15,11 @@ def test_mask_generator_matches_the_issue_example():
 
 def test_mask_generator_with_values_of_different_length():
     h = generate_hierarchy("code", "mask", {}, ["123", "12345"])
-    assert dict((p[0], p) for p in h.paths)["123"] == ("123", "12*", "1**", "***", "***", "*")
+    # masked whole, a short value shows the full width (its length is hidden too), never the top label
+    assert dict((p[0], p) for p in h.paths)["123"] == ("123", "12*", "1**", "*****", "*****", "*")
+    single = generate_hierarchy("digit", "mask", {}, ["5", "12"])
+    assert dict((p[0], p) for p in single.paths)["5"] == ("5", "**", "*")
+    single.check_masking()
 
 
 def test_interval_generator_nests_widths():
@@ -85,6 +89,26 @@ def test_value_with_two_parents():
 def test_value_listed_twice_differently():
     with pytest.raises(HierarchyError, match="listed twice"):
         Hierarchy("c", (("a", "x", "*"), ("a", "y", "*")))
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("a;x;*\nb;x;*\na;x;*\n", "value 'a' is listed on lines 1 and 3"),  # the same line twice
+    ("a;x;*\n\nb;x;*\na;y;*\n", "value 'a' is listed on lines 1 and 4"),  # different parents; blank line 2
+    (";x;*\nb;x;*\n;x;*\n", "the NULL line (empty value) is listed on lines 1 and 3"),
+])
+def test_duplicate_leaves_are_rejected_with_their_lines(tmp_path: Path, text: str, fragment: str):
+    f = tmp_path / "h.csv"
+    f.write_text(text)
+    with pytest.raises(HierarchyError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        read_hierarchy_file("c", f)
+
+
+def test_a_lower_label_equal_to_the_top_is_refused_for_masking(tmp_path: Path):
+    f = tmp_path / "h.csv"
+    f.write_text("a;*;*\nb;x;*\n")
+    hierarchy = read_hierarchy_file("c", f)  # fine without masking
+    with pytest.raises(HierarchyError, match="line 1: '\\*' at level 1 is also its top label"):
+        hierarchy.check_masking()
 
 
 def test_codes_are_consistent_per_level():

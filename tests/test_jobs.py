@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import shutil
 import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -19,7 +23,7 @@ from click.testing import CliRunner
 from sqlanon import RunOptions, search
 from sqlanon.api import register_job, run_job
 from sqlanon.cli import main
-from sqlanon.errors import ConfigError, DataError
+from sqlanon.errors import ConfigError, DataError, SqlanonError
 
 from .conftest import ADULT_QIS, adult_config, adult_job
 
@@ -75,6 +79,44 @@ def test_registration_errors(duck_adult: str, tmp_path: Path):
     with pytest.raises(DataError, match="has never run"):
         register_job("fresh", _write(tmp_path, adult_config(duck_adult, ["sex"], load_csv=False)), duck_adult)
         run_job("fresh", duck_adult, resume=True)
+
+
+def _tamper(url: str, *statements: tuple[str, dict]) -> None:
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for statement, params in statements:
+            conn.execute(sa.text(statement), params)
+    engine.dispose()
+
+
+@pytest.mark.parametrize("path", ["/tmp/sqlanon-pwned.csv", "../../sqlanon-pwned.csv", "files/../../pwned.csv",
+                                  "C:\\\\pwned.csv"])
+def test_stored_files_are_written_only_inside_the_jobs_folder(duck_adult: str, tmp_path: Path, path: str):
+    """Whoever can write job_files decides file names and contents, not where they go."""
+    register_job("j", _write(tmp_path, adult_config(duck_adult, ["sex"], load_csv=False)), duck_adult)
+    _tamper(duck_adult, ("INSERT INTO sqlanon.job_files VALUES ('j', :p, 'owned')", {"p": path}))
+    with pytest.raises(ConfigError, match="is not a plain relative path"):
+        run_job("j", duck_adult)
+    assert not Path("/tmp/sqlanon-pwned.csv").exists() and not (tmp_path.parent / "pwned.csv").exists()
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"source": {"csv": "/etc/hostname"}}, "remove source.csv"),
+    ({"quasi_identifiers": {"sex": {"hierarchy": "/etc/hostname"}}}, "not among the job's stored files"),
+    ({"identifying": {"x": {"pseudonym": {"key_file": "/etc/hostname"}}}}, "key_env"),
+])
+def test_stored_configs_are_checked_again_when_loaded(duck_adult: str, tmp_path: Path, change: dict, fragment: str):
+    """A config row edited in the table reaches no file of the machine that runs it."""
+    register_job("j", _write(tmp_path, adult_config(duck_adult, ["sex"], load_csv=False)), duck_adult)
+    engine = sa.create_engine(duck_adult)
+    with engine.connect() as conn:
+        config = json.loads(conn.exec_driver_sql("SELECT config FROM sqlanon.jobs WHERE name = 'j'").scalar_one())
+    engine.dispose()
+    for key, value in change.items():
+        config[key] = {**config.get(key, {}), **value} if key != "identifying" else value
+    _tamper(duck_adult, ("UPDATE sqlanon.jobs SET config = :c WHERE name = 'j'", {"c": json.dumps(config)}))
+    with pytest.raises(ConfigError, match=fragment):
+        run_job("j", duck_adult)
 
 
 # --- PostgreSQL: one run at a time, crash and resume ---------------------------------------
@@ -199,8 +241,10 @@ def _plpython_or_skip(conn, meta: str, set_path: bool = True) -> None:
     if not set_path:
         return
     # the server's Python finds sqlanon in this interpreter's site-packages (editable install included)
-    conn.execute(sa.text("SELECT set_config('sqlanon.python_path', :p, false)"),
+    conn.execute(sa.text(f'DELETE FROM "{meta}".server_settings WHERE name = \'python_path\''))
+    conn.execute(sa.text(f'INSERT INTO "{meta}".server_settings VALUES (\'python_path\', :p)'),
                  {"p": sysconfig.get_paths()["purelib"]})
+    conn.commit()
 
 
 @pg
@@ -209,11 +253,8 @@ def test_register_run_list_and_publish_from_sql(pg_server: str, pg_schema: str):
     meta = f"{pg_schema}_meta"
     search(adult_job(pg_server, ["sex"], k=1, schema=pg_schema), RunOptions(metadata_schema=meta))
     qis = ["sex", "race", "marital-status"]
-    config = adult_config("ignored", qis, k=10, load_csv=False, schema=pg_schema, output={"table": "adult_sql"})
-    files = {}
-    for q in qis:  # the files travel as text: the config names them by key
-        files[f"h/{q}.csv"] = Path(config["quasi_identifiers"][q]["hierarchy"]).read_text()
-        config["quasi_identifiers"][q]["hierarchy"] = f"h/{q}.csv"
+    config, files = _sql_job(adult_config("ignored", qis, k=10, load_csv=False, schema=pg_schema,
+                                          output={"table": "adult_sql"}))
     engine = sa.create_engine(pg_server)
     with engine.connect() as conn:
         _plpython_or_skip(conn, meta)
@@ -279,6 +320,47 @@ def test_the_docker_setup_prepares_a_database_where_run_job_works(pg_server: str
         admin.dispose()
 
 
+@pg
+def test_plain_roles_cannot_reach_the_plpython_routines(pg_job):
+    """PL/Python runs as the server's OS user: only roles granted sqlanon_runner may call it, and the folders it
+    imports from come from a table only its owner writes, never from a session setting."""
+    url, meta = pg_job
+    role = f"plain_{uuid.uuid4().hex[:8]}"
+    evil = Path(tempfile.mkdtemp(prefix="sqlanon-evil-", dir="/tmp"))
+    marker = evil / "ran"
+    (evil / "evil.pth").write_text(f"import os; open({str(marker)!r}, 'w').close()\n")
+    os.chmod(evil, 0o777)  # readable and writable by the server's OS user
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            _plpython_or_skip(conn, meta)
+            conn.exec_driver_sql(f'CREATE ROLE "{role}"')
+            conn.exec_driver_sql(f'GRANT USAGE ON SCHEMA "{meta}" TO "{role}"')
+            conn.commit()
+            for call in (f'SELECT "{meta}".load_sqlanon()', f'CALL "{meta}".run_job(\'adult9\')',
+                         f'SELECT "{meta}".register_job(\'x\', CAST(\'{{}}\' AS json))',
+                         f'UPDATE "{meta}".server_settings SET value = \'/tmp\''):
+                with pytest.raises(sa.exc.ProgrammingError, match="permission denied"):
+                    with conn.begin():
+                        conn.exec_driver_sql(f'SET LOCAL ROLE "{role}"')
+                        conn.exec_driver_sql(call)
+            with conn.begin():  # a session setting is not where the Python path comes from
+                conn.execute(sa.text("SELECT set_config('sqlanon.python_path', :p, true)"), {"p": str(evil)})
+                conn.exec_driver_sql(f'SELECT "{meta}".load_sqlanon()')
+            assert not marker.exists()
+            conn.exec_driver_sql(f'GRANT sqlanon_runner TO "{role}"')
+            conn.commit()
+            with conn.begin():  # granted: the role may call it
+                conn.exec_driver_sql(f'SET LOCAL ROLE "{role}"')
+                assert conn.exec_driver_sql(f'SELECT "{meta}".load_sqlanon()').scalar_one()
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f'DROP OWNED BY "{role}" CASCADE')
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
+        engine.dispose()
+        shutil.rmtree(evil, ignore_errors=True)
+
+
 def _psql(url: str, sql: str) -> str:
     done = subprocess.run(["psql", url, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql], capture_output=True, text=True,
                           timeout=300)
@@ -305,3 +387,274 @@ def test_the_compose_files_fit_together():
     check = postgres["healthcheck"]["test"]
     assert check[check.index("-h") + 1] == "127.0.0.1" and check[check.index("-d") + 1] == database
     assert "@SITE_PACKAGES@" in (root / "docker" / "python-path.sql").read_text() and "@SITE_PACKAGES@" in dockerfile
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "postgresql"])
+def test_runs_killed_at_random_points_leave_nothing_behind(backend: str, tmp_path: Path, request):
+    """kill -9 of the client mid-run, four times at random points: the next cleanup closes every such run as
+    interrupted and drops its tables; the output is all or nothing."""
+    if backend == "duckdb":
+        url, meta, schema = f"duckdb:///{tmp_path / 'k.duckdb'}", "sqlanon", None
+    else:
+        url, schema = request.getfixturevalue("pg_server"), request.getfixturevalue("pg_schema")
+        meta = f"{schema}_meta"
+    search(adult_job(url, ["sex"], k=1, schema=schema) if schema else adult_job(url, ["sex"], k=1),
+           RunOptions(metadata_schema=meta))
+    extra = {"schema": schema} if schema else {}
+    config = _write(tmp_path, adult_config(url, ADULT_QIS, k=5, load_csv=False, output={"table": "killed"}, **extra))
+    command = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(config), "--replace", "--metadata-schema", meta]
+    rng = random.Random(11)
+    for _ in range(4):
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.5, 6.0))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    deadline = time.time() + 60
+    while True:  # a killed client's backend ends when PostgreSQL notices the closed socket
+        cleaned = CliRunner().invoke(main, ["cleanup", "--db", url, "--metadata-schema", meta])
+        assert cleaned.exit_code == 0, cleaned.output
+        engine = sa.create_engine(url)
+        with engine.connect() as conn:
+            running = conn.exec_driver_sql(f"SELECT COUNT(*) FROM \"{meta}\".runs WHERE status = 'running'").scalar()
+            left = conn.execute(sa.text("SELECT table_name FROM information_schema.tables WHERE table_schema = :s AND "
+                                        "(table_name LIKE 'dim%' OR table_name LIKE 'parents%')"), {"s": meta}).all()
+            statuses = conn.exec_driver_sql(f'SELECT status FROM "{meta}".runs WHERE command = \'anonymize\'').all()
+            output = conn.execute(sa.text("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'killed' "
+                                          "AND table_schema = :s"), {"s": schema or "main"}).scalar()
+            rows = conn.exec_driver_sql(f'SELECT COUNT(*) FROM {(chr(34) + schema + chr(34) + ".") if schema else ""}'
+                                        "killed").scalar() if output else None
+        engine.dispose()
+        if running == 0 or time.time() > deadline:
+            break
+        time.sleep(1)
+    assert running == 0 and not left
+    assert {s for (s,) in statuses} <= {"interrupted", "finished"}
+    assert rows in (None, 30162)  # published whole, or not at all
+
+
+RUNNER = "sqlanon_ci_runner"  # CI maps the server's OS user to it for peer auth (.ci/run; README "Security")
+
+
+@pytest.fixture
+def runner(pg_server: str, pg_schema: str):
+    """A login role with exactly the grants of the README's Security section (no superuser, no trust auth
+    where CI configured peer), the Adult table in the test's schema, and an output schema it may create in."""
+    meta, out = f"{pg_schema}_meta", f"{pg_schema}_out"
+    search(adult_job(pg_server, ["sex"], k=1, schema=pg_schema), RunOptions(metadata_schema=meta))
+    engine = sa.create_engine(pg_server)
+    with engine.connect() as conn:
+        _plpython_or_skip(conn, meta)
+        _drop_role(conn, RUNNER)
+        for statement in (f'CREATE ROLE "{RUNNER}" LOGIN', f'GRANT sqlanon_runner TO "{RUNNER}"',
+                          f'CREATE SCHEMA "{out}"', f'GRANT USAGE, CREATE ON SCHEMA "{out}" TO "{RUNNER}"',
+                          f'GRANT USAGE ON SCHEMA "{pg_schema}" TO "{RUNNER}"',
+                          f'GRANT SELECT ON "{pg_schema}".adult TO "{RUNNER}"',
+                          f'GRANT USAGE, CREATE ON SCHEMA "{meta}" TO "{RUNNER}"',
+                          f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{meta}" TO "{RUNNER}"',
+                          f'GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA "{meta}" TO "{RUNNER}"'):
+            conn.exec_driver_sql(statement)
+        conn.commit()
+        loopback_auth = _local_auth_method(conn, RUNNER)
+    engine.dispose()
+    yield sa.engine.make_url(pg_server).set(username=RUNNER).render_as_string(hide_password=False), out, loopback_auth
+    engine = sa.create_engine(pg_server)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{out}" CASCADE')
+        _drop_role(conn, RUNNER)
+    engine.dispose()
+
+
+def _drop_role(conn, role: str) -> None:
+    if conn.execute(sa.text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}).first():
+        conn.exec_driver_sql(f'DROP OWNED BY "{role}" CASCADE')
+        conn.exec_driver_sql(f'DROP ROLE "{role}"')
+
+
+def _local_auth_method(conn, role: str) -> str:
+    """How the server authenticates `role` over its Unix socket (the loopback of in-server runs): the first
+    `local` rule of pg_hba.conf for this database that names the role, a group of it, or all."""
+    for databases, users, method in conn.execute(sa.text(
+            "SELECT database, user_name, auth_method FROM pg_hba_file_rules WHERE type = 'local' "
+            "AND error IS NULL ORDER BY line_number")):
+        if not ({"all", conn.exec_driver_sql("SELECT current_database()").scalar()} & set(databases)):
+            continue
+        for user in users:
+            if user in ("all", role) or (user.startswith("+") and conn.execute(sa.text(
+                    "SELECT pg_has_role(:r, :g, 'MEMBER')"), {"r": role, "g": user[1:]}).scalar()):
+                return method
+    return "none"
+
+
+def _sql_job(config: dict) -> tuple[dict, dict[str, str]]:
+    """A config whose hierarchy files travel as text, as register_job(name, config, files) takes them."""
+    files = {}
+    for q, spec in config["quasi_identifiers"].items():
+        files[f"h/{q}.csv"] = Path(spec["hierarchy"]).read_text()
+        spec["hierarchy"] = f"h/{q}.csv"
+    return config, files
+
+
+@pg
+def test_a_runner_role_registers_runs_resumes_and_publishes_from_sql(runner, pg_schema: str):
+    """No superuser and no trust auth: a login role granted sqlanon_runner and the README's grants registers a
+    job, runs it, has it cancelled, resumes it and publishes another node, all from SQL, as itself."""
+    url, out, loopback_auth = runner
+    meta = f"{pg_schema}_meta"
+    if os.environ.get("CI"):
+        assert loopback_auth == "peer", "CI maps the server's OS user to the runner role (see .ci/run)"
+    config, files = _sql_job(adult_config("ignored", ADULT_QIS[:8], k=5, load_csv=False, schema=pg_schema,
+                                          output={"table": "published", "schema": out}))
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'SELECT "{meta}".register_job(:n, CAST(:c AS json), CAST(:f AS json))'),
+                     {"n": "granted", "c": json.dumps(config), "f": json.dumps(files)})
+        conn.commit()
+        conn.exec_driver_sql("SET statement_timeout = '3s'")  # stops the run mid-search
+        with pytest.raises(sa.exc.DBAPIError) as stopped:
+            conn.execute(sa.text(f'CALL "{meta}".run_job(:j)'), {"j": "granted"})
+        conn.rollback()
+        conn.exec_driver_sql("RESET statement_timeout")
+        result = conn.execute(sa.text(f'CALL "{meta}".run_job(:j, true)'), {"j": "granted"}).scalar_one()
+        conn.commit()
+        statuses = conn.execute(sa.text(f'SELECT status FROM "{meta}".job_runs(:j)'),  # the resumed run is the cancelled one
+                                {"j": "granted"}).scalars().all()
+        run_id = conn.execute(sa.text(f'SELECT max(run_id) FROM "{meta}".job_runs(:j)'), {"j": "granted"}).scalar()
+        top = ",".join(str(h) for h in result["heights"])
+        published = conn.execute(sa.text(f'CALL "{meta}".publish(:r, :n, :t, :s)'),
+                                 {"r": run_id, "n": top, "t": "top", "s": out}).scalar_one()
+        conn.commit()
+        owners = dict(conn.execute(sa.text("SELECT tablename, tableowner FROM pg_tables WHERE schemaname = :s"),
+                                   {"s": out}).all())
+        with pytest.raises(sa.exc.DBAPIError) as failure:  # errors come back as one line
+            conn.execute(sa.text(f'CALL "{meta}".run_job(:j)'), {"j": "nope"})
+        conn.rollback()
+    engine.dispose()
+    assert "the calling statement was stopped" in stopped.value.orig.diag.message_primary
+    assert statuses == ["finished"] and result["audit"]["k_anonymity"]["holds"]
+    assert published["audit"]["k_anonymity"]["holds"] and owners == {"published": RUNNER, "top": RUNNER}
+    message = failure.value.orig.diag.message_primary  # (PL/Python still adds its traceback as CONTEXT)
+    assert "no job named 'nope'" in message and len(message.splitlines()) == 1
+
+
+@pg
+def test_a_run_has_the_rights_of_whoever_last_wrote_the_job(runner, pg_server: str, pg_schema: str,
+                                                            tmp_path: Path):
+    """A role that may write the job tables cannot borrow a DBA's rights: after it edits the DBA's job (here to
+    grant itself the output), the DBA's run works as that role and fails on the DBA's schema, publishing and
+    granting nothing; a role that is not a member of the job's registrant may not run it at all."""
+    url, _, _ = runner
+    meta, private = f"{pg_schema}_meta", f"{pg_schema}_private"
+    engine = sa.create_engine(pg_server)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{private}"')  # the runner may not create here
+    config = adult_config(pg_server, ["sex", "race"], k=5, load_csv=False, schema=pg_schema,
+                          output={"table": "census", "schema": private})
+    register_job("dba_job", _write(tmp_path, config), pg_server, meta)
+    options = RunOptions(metadata_schema=meta)
+    assert run_job("dba_job", pg_server, options).output == "census"  # as registered: the DBA's own rights
+    runner_engine = sa.create_engine(url)
+    with runner_engine.begin() as conn:
+        stored = json.loads(conn.execute(sa.text(f'SELECT config FROM "{meta}".jobs WHERE name = :n'),
+                                         {"n": "dba_job"}).scalar_one())
+        tampered = {**stored, "output": {**stored["output"], "table": "census2", "grant_to": [RUNNER]}}
+        conn.execute(sa.text(f'UPDATE "{meta}".jobs SET config = :c, registered_by = :who WHERE name = :n'),
+                     {"c": json.dumps(tampered), "who": "postgres", "n": "dba_job"})  # the stamp is not theirs
+    runner_engine.dispose()
+    with pytest.raises(SqlanonError) as refused:
+        run_job("dba_job", pg_server, options)
+    with engine.connect() as conn:
+        registrant = conn.execute(sa.text(f'SELECT registered_by FROM "{meta}".jobs WHERE name = :n'),
+                                  {"n": "dba_job"}).scalar()
+        tables = set(conn.execute(sa.text("SELECT tablename FROM pg_tables WHERE schemaname = :s"),
+                                  {"s": private}).scalars())
+    register_job("dba_job", _write(tmp_path, config), pg_server, meta)  # the DBA's again
+    with pytest.raises(DataError, match="registered .* by role 'postgres' .* not a member"):
+        run_job("dba_job", url, options)  # the runner may not run the DBA's job with the DBA's rights
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'DROP SCHEMA "{private}" CASCADE')
+    engine.dispose()
+    assert registrant == RUNNER and tables == {"census"}
+    assert "may not create tables" in str(refused.value) and f"runs as role {RUNNER!r}" in str(refused.value)
+
+
+@pg
+@pytest.mark.parametrize("stop", ["pg_cancel_backend", "statement_timeout"])
+def test_a_cancelled_call_stops_its_loopback_work_and_resumes(pg_job, stop: str):
+    """Cancelling CALL run_job (or its statement_timeout) stops the run mid-search, not at its end: its loopback
+    sessions end, the job lock is free, the run is recorded as cancelled, and a resume finishes it."""
+    url, meta = pg_job
+    engine = sa.create_engine(url)
+    outcome: dict = {}
+    with engine.connect() as conn:
+        _plpython_or_skip(conn, meta)
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+
+        def call() -> None:
+            try:
+                if stop == "statement_timeout":  # well before the run's end (about 9 s on this machine)
+                    conn.exec_driver_sql("SET statement_timeout = '3s'")
+                conn.execute(sa.text(f'CALL "{meta}".run_job(:j)'), {"j": "adult9"})
+                outcome["error"] = None
+            except sa.exc.DBAPIError as exc:
+                outcome["error"] = exc.orig.diag.message_primary
+
+        worker = threading.Thread(target=call)
+        worker.start()
+        if stop == "pg_cancel_backend":
+            deadline = time.time() + 120
+            while _progress(url, meta)[1] < 2:  # well into the search
+                assert worker.is_alive() and time.time() < deadline
+                time.sleep(0.2)
+            with engine.connect() as admin:
+                admin.execute(sa.text("SELECT pg_cancel_backend(:p)"), {"p": pid})
+        worker.join(60)
+        assert not worker.is_alive() and outcome["error"], outcome
+        conn.rollback()
+        conn.exec_driver_sql("RESET statement_timeout")
+    assert "the calling statement was stopped" in outcome["error"]
+    deadline = time.time() + 20
+    while True:  # the loopback sessions are gone
+        with engine.connect() as check:
+            left = check.exec_driver_sql("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = "
+                                         "'sqlanon-in-server' AND datname = current_database()").scalar_one()
+        if left == 0 or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert left == 0
+    assert _progress(url, meta)[0] == "cancelled"
+    with engine.connect() as check:
+        stopped_after = check.exec_driver_sql(f"SELECT nodes_checked FROM \"{meta}\".runs WHERE job_name = 'adult9' "
+                                              "ORDER BY run_id DESC LIMIT 1").scalar_one()
+    engine.dispose()
+    resumed = run_job("adult9", url, RunOptions(metadata_schema=meta), resume=True)  # the lock is free
+    full = search(adult_job(url, ADULT_QIS[:8], k=5, load_csv=False, schema=meta.removesuffix("_meta")),
+                  RunOptions(metadata_schema=meta))
+    assert resumed.minimal == full.minimal
+    assert stopped_after < full.stats.nodes_checked  # stopped where the cancel came, not at the end
+
+
+def test_a_cancel_that_comes_after_the_run_finished_leaves_its_result_standing():
+    """A statement_timeout that fires after the run's last check (the run committed on its loopback session) ends
+    the CALL with a notice, not an error that would say nothing was done."""
+    from sqlanon.inserver import settle_late_cancel
+
+    class FakePlpy:
+        class SPIError(Exception):
+            pass
+
+        def __init__(self, pending: bool) -> None:
+            self.pending, self.notices = pending, []
+
+        def execute(self, sql: str) -> None:
+            if self.pending:
+                self.pending = False
+                raise self.SPIError("canceling statement due to statement timeout")
+
+        def notice(self, message: str) -> None:
+            self.notices.append(message)
+
+    late, on_time = FakePlpy(pending=True), FakePlpy(pending=False)
+    settle_late_cancel(late, "adult9")
+    settle_late_cancel(on_time, "adult9")
+    assert on_time.notices == [] and len(late.notices) == 1
+    assert "statement timeout" in late.notices[0] and "its result stands" in late.notices[0]

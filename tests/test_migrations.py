@@ -11,25 +11,27 @@ from sqlanon.metadata import current_version, downgrade, migrate
 from .conftest import metadata_tables
 
 TABLES = {"alembic_version", "runs", "run_attributes", "lattice_nodes", "lattice_node_levels", "lattice_edges",
-          "frequency_sets", "node_metrics", "jobs", "job_files"}
+          "frequency_sets", "node_metrics", "jobs", "job_files", "owned_tables"}
 
 
-def _round_trip(url: str, schema: str) -> None:
+def _round_trip(url: str, schema: str, server_tables: set[str] = frozenset()) -> None:
     db = Database(url)
     try:
         migrate(db, schema)
         migrate(db, schema)  # idempotent
-        assert current_version(db, schema) == "0006"
+        assert current_version(db, schema) == "0010"
+        assert metadata_tables(url, schema) == TABLES | server_tables
+        downgrade(db, schema, "-3")
         assert metadata_tables(url, schema) == TABLES
-        downgrade(db, schema, "-2")
+        downgrade(db, schema, "-3")
         assert current_version(db, schema) == "0004"  # the PL/Python procedure and audit function are gone
-        assert metadata_tables(url, schema) == TABLES
+        assert metadata_tables(url, schema) == TABLES - {"owned_tables"}
         downgrade(db, schema, "-1")
-        assert metadata_tables(url, schema) == TABLES - {"jobs", "job_files"}
+        assert metadata_tables(url, schema) == TABLES - {"jobs", "job_files", "owned_tables"}
         downgrade(db, schema, "base")
         assert metadata_tables(url, schema) == {"alembic_version"}
         migrate(db, schema)
-        assert current_version(db, schema) == "0006"
+        assert current_version(db, schema) == "0010"
     finally:
         db.dispose()
 
@@ -40,12 +42,12 @@ def test_migrations_on_duckdb(duck_url: str):
 
 @pytest.mark.postgres
 def test_migrations_on_postgres(pg_server: str, pg_schema: str):
-    _round_trip(pg_server, f"{pg_schema}_meta")
+    _round_trip(pg_server, f"{pg_schema}_meta", {"server_settings"})  # with PL/Python (CI installs it)
 
 
 def test_migrate_command(duck_url: str):
     runner = CliRunner()
     result = runner.invoke(main, ["migrate", "--db", duck_url])
-    assert result.exit_code == 0 and "version 0006" in result.output
+    assert result.exit_code == 0 and "version 0010" in result.output
     result = runner.invoke(main, ["migrate", "--db", duck_url, "--downgrade", "base"])
     assert result.exit_code == 0 and "base" in result.output

@@ -14,7 +14,7 @@ from sqlanon.config import Selection, Suppression
 from sqlanon.criteria import KAnonymity, criteria_from_config
 from sqlanon.errors import DataError
 
-from .conftest import ADULT_DIR, ADULT_QIS, adult_job, user_tables
+from .conftest import ADULT_DIR, ADULT_QIS, adult_job, reclassified, user_tables
 
 pytestmark = pytest.mark.postgres
 SUBSET = ["age", "education", "marital-status", "workclass"]
@@ -79,6 +79,7 @@ def test_cli_json_against_postgres(pg_adult, tmp_path):
         "source": {"url": "duckdb:///unused.duckdb", "table": "adult", "schema": schema},
         "quasi_identifiers": {"sex": {"hierarchy": str(ADULT_DIR / "hierarchies/sex.csv")},
                               "race": {"hierarchy": str(ADULT_DIR / "hierarchies/race.csv")}},
+        "insensitive": [c for c in ADULT_QIS if c not in ("sex", "race")],
         "criteria": {"k_anonymity": {"k": 3}}}))
     result = CliRunner().invoke(main, ["search", str(config), "--db", url, "--json",
                                        "--metadata-schema", f"{schema}_meta"])
@@ -94,8 +95,8 @@ def test_hostile_identifiers_on_postgres(pg_adult):
         conn.exec_driver_sql(f'CREATE TABLE "{schema}"."we""ird; DROP TABLE adult; --" AS '
                              f'SELECT sex, age AS "a\'ge""; --", race FROM "{schema}".adult')
     engine.dispose()
-    job = adult_job(url, ["sex", "race"], k=5, load_csv=False, schema=schema, table=table,
-                    output={"table": "o'ut\"; --"})
+    job = dataclasses.replace(adult_job(url, ["sex", "race"], k=5, load_csv=False, schema=schema, table=table,
+                                 output={"table": "o'ut\"; --"}), insensitive=["a'ge\"; --"])
     result = anonymize(job, _options(schema))
     assert result.audit.ok
     names = {t for s, t in user_tables(url) if s == schema}
@@ -123,10 +124,9 @@ def test_suppression_metrics_and_publication_equal_duckdb(pg_adult, adult_duck):
                "sensitive": ["occupation"], "suppression": Suppression(0.02, "mask"),
                "select": Selection(None, "kl_divergence")}
     qis = ["sex", "age", "race", "marital-status"]
-    pg_job = dataclasses.replace(adult_job(url, qis, load_csv=False, schema=schema, output={"table": "adult_sup"}),
-                                 **changes)
-    duck_job = dataclasses.replace(adult_job(adult_duck, qis, load_csv=False, output={"table": "adult_sup"}),
-                                   **changes)
+    pg_job = reclassified(adult_job(url, qis, load_csv=False, schema=schema, output={"table": "adult_sup"}),
+                          **changes)
+    duck_job = reclassified(adult_job(adult_duck, qis, load_csv=False, output={"table": "adult_sup"}), **changes)
     pg = anonymize(pg_job, _options(schema), replace=True)
     duck = anonymize(duck_job, replace=True)
     assert pg.search.satisfying == duck.search.satisfying and pg.node == duck.node
@@ -142,7 +142,7 @@ def test_stored_audit_function_equals_the_cli_audit(pg_adult):
     criteria = {"k_anonymity": {"k": 5}, "distinct_l_diversity": {"attribute": "occupation", "l": 2},
                 "entropy_l_diversity": {"attribute": "occupation", "l": 2},
                 "t_closeness": {"attribute": "occupation", "t": 0.5}}
-    job = dataclasses.replace(adult_job(url, SUBSET, load_csv=False, schema=schema, output={"table": "adult_k"}),
+    job = reclassified(adult_job(url, SUBSET, load_csv=False, schema=schema, output={"table": "adult_k"}),
                               criteria=criteria_from_config(criteria), sensitive=["occupation"])
     anonymize(job, _options(schema))
     engine = sa.create_engine(url)

@@ -17,7 +17,7 @@ from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import ConfigError
 from sqlanon.metrics import METRICS, POLICIES
 
-from .conftest import ADULT_QIS, CASES, QIS, adult_job, passing
+from .conftest import ADULT_QIS, CASES, QIS, adult_job, passing, reclassified
 
 ADULT_ROWS = 30162
 LIMITS = {"2%": 0.02, "300 tuples": 300}
@@ -25,7 +25,7 @@ LIMITS = {"2%": 0.02, "300 tuples": 300}
 
 def _adult(url: str, spec: dict, limit: float | int = 0, **changes) -> object:
     job = adult_job(url, QIS, load_csv=False)
-    return dataclasses.replace(job, criteria=criteria_from_config(spec), sensitive=["occupation"],
+    return reclassified(job, criteria=criteria_from_config(spec), sensitive=["occupation"],
                                suppression=Suppression(limit), **changes)
 
 
@@ -212,7 +212,7 @@ def test_mask_mode_keeps_the_tuples_with_every_qi_at_the_top(tmp_path: Path):
 def test_audit_command_counts_masked_tuples_against_the_limit(tmp_path: Path):
     import yaml
     config = {"source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"}, "quasi_identifiers": {"q": "q.csv"},
-              "criteria": {"k_anonymity": {"k": 2}}, "output": {"table": "out"},
+              "insensitive": ["s"], "criteria": {"k_anonymity": {"k": 2}}, "output": {"table": "out"},
               "suppression": {"limit": 2, "mode": "mask"}}
     _small(tmp_path)  # writes the data and hierarchy files
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(config))
@@ -243,7 +243,7 @@ def test_search_json_reports_metrics_of_every_minimal_node(tmp_path: Path):
     import yaml
     _small(tmp_path)
     config = {"source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"}, "quasi_identifiers": {"q": "q.csv"},
-              "criteria": {"k_anonymity": {"k": 2}}, "suppression": {"limit": 1}}
+              "sensitive": ["s"], "criteria": {"k_anonymity": {"k": 2}}, "suppression": {"limit": 1}}
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(config))
     result = CliRunner().invoke(main, ["search", str(tmp_path / "job.yaml"), "--metrics", "--json"])
     data = json.loads(result.output)
@@ -274,8 +274,9 @@ def test_bad_limits_and_selection_rules(tmp_path: Path, key: str, value: dict, m
 
 
 def test_limit_above_the_table_size(tmp_path: Path):
-    with pytest.raises(ConfigError, match=r"above the table size \(6 rows\)"):
-        search(_small(tmp_path, limit=7))
+    for limit in (6, 7):
+        with pytest.raises(ConfigError, match=f"limit {limit} lets all 6 rows of the table be suppressed"):
+            search(_small(tmp_path, limit=limit))
 
 
 def test_cli_reports_bad_limits_in_one_line(tmp_path: Path):
@@ -283,6 +284,6 @@ def test_cli_reports_bad_limits_in_one_line(tmp_path: Path):
     _small(tmp_path)
     (tmp_path / "job.yaml").write_text(yaml.safe_dump({
         "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"}, "quasi_identifiers": {"q": "q.csv"},
-        "criteria": {"k_anonymity": {"k": 2}}, "suppression": {"limit": 100}}))
+        "sensitive": ["s"], "criteria": {"k_anonymity": {"k": 2}}, "suppression": {"limit": 100}}))
     result = CliRunner().invoke(main, ["search", str(tmp_path / "job.yaml")])
-    assert result.exit_code == 2 and "above the table size" in result.output and "Traceback" not in result.output
+    assert result.exit_code == 2 and "which would publish nothing" in result.output and "Traceback" not in result.output

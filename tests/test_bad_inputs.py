@@ -1,0 +1,455 @@
+"""The bad-input corpus: every malformed input gets exit code 2 and a one-line message that names the
+problem, the tables stay as they were (same content, none added or dropped), and no output or scratch
+table is left behind. The README's reliability table is this corpus's summary, checked below."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import sqlalchemy as sa
+import yaml
+from click.testing import CliRunner
+
+from sqlanon.cli import main
+
+from .conftest import ADULT_DIR, ADULT_QIS
+
+ROOT = Path(__file__).resolve().parent.parent
+METADATA = {"alembic_version", "runs", "run_attributes", "lattice_nodes", "lattice_node_levels", "lattice_edges",
+            "frequency_sets", "node_metrics", "jobs", "job_files", "owned_tables"}
+ROWS = 2000
+KEY = "0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    """A DuckDB file with `people`: 2,000 Adult rows and a direct identifier, patient_id."""
+    path = tmp_path_factory.mktemp("corpus") / "template.duckdb"
+    engine = sa.create_engine(f"duckdb:///{path}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE people AS SELECT row_number() OVER () AS patient_id, * FROM "
+                             f"read_csv(:f, delim = ';') LIMIT {ROWS}"), {"f": str(ADULT_DIR / "adult.csv.gz")})
+    engine.dispose()
+    return path
+
+
+@dataclass
+class Env:
+    """One case's folder: a copy of the template database, the hierarchies, the config and the CLI args."""
+
+    folder: Path
+    config: dict[str, Any]
+    args: list[str] = field(default_factory=list)
+    command: str = "anonymize"
+
+    @property
+    def url(self) -> str:
+        return f"duckdb:///{self.folder / 'db.duckdb'}"
+
+    def sql(self, *statements: str) -> None:
+        engine = sa.create_engine(self.url)
+        with engine.begin() as conn:
+            for statement in statements:
+                conn.exec_driver_sql(statement)
+        engine.dispose()
+
+    def hierarchy(self, name: str, text: str | bytes) -> str:
+        path = self.folder / "h" / name
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+        return f"h/{name}"
+
+    def qi(self, column: str, spec: Any) -> None:
+        self.config["quasi_identifiers"][column] = spec
+
+    def criteria(self, **criteria: Any) -> None:
+        self.config["criteria"] = criteria
+
+    def without_role(self, column: str) -> None:
+        for role in ("sensitive", "insensitive"):
+            if column in self.config.get(role, []):
+                self.config[role] = [c for c in self.config[role] if c != column]
+
+
+def base_config() -> dict[str, Any]:
+    """A valid job: 3 QIs, occupation sensitive, patient_id dropped, the rest insensitive."""
+    qis = ["sex", "age", "race"]
+    return {
+        "source": {"url": "db.duckdb", "table": "people"},
+        "quasi_identifiers": {q: {"hierarchy": f"h/{q}.csv"} for q in qis},
+        "sensitive": ["occupation"],
+        "insensitive": [c for c in ADULT_QIS if c not in qis + ["occupation"]],
+        "identifying": ["patient_id"],
+        "criteria": {"k_anonymity": {"k": 5}},
+        "output": {"table": "people_anon"},
+    }
+
+
+def prepare(folder: Path, template: Path) -> Env:
+    shutil.copy(template, folder / "db.duckdb")
+    (folder / "h").mkdir()
+    for name in ("sex", "age", "race", "occupation"):
+        shutil.copy(ADULT_DIR / "hierarchies" / f"{name}.csv", folder / "h" / f"{name}.csv")
+    return Env(folder, base_config())
+
+
+def snapshot(url: str) -> dict[tuple[str, str], str]:
+    """Every table (metadata schema aside) with a digest of its content: what must not change."""
+    engine = sa.create_engine(url)
+    found = {}
+    with engine.connect() as conn:
+        tables = conn.exec_driver_sql("SELECT table_schema, table_name FROM information_schema.tables "
+                                      "WHERE table_schema <> 'sqlanon' AND table_catalog = current_database()").all()
+        for schema, table in tables:
+            ref = '"' + schema + '"."' + table.replace('"', '""') + '"'
+            rows = conn.exec_driver_sql(f"SELECT * FROM {ref} ORDER BY ALL").all()  # small test tables only
+            found[(schema, table)] = hashlib.sha256(repr(rows).encode()).hexdigest()
+    engine.dispose()
+    return found
+
+
+def metadata_leftovers(url: str) -> set[str]:
+    """Tables in sqlanon's schema besides its own: a run's dimension or scratch tables left behind."""
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        names = set(conn.exec_driver_sql("SELECT table_name FROM information_schema.tables "
+                                         "WHERE table_schema = 'sqlanon'").scalars())
+    engine.dispose()
+    return names - METADATA
+
+
+# --- the cases ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    category: str
+    fragment: str
+    change: Callable[[Env], None]
+
+
+def _set(path: str, value: Any) -> Callable[[Env], None]:
+    """Set config[a][b]... = value (None removes the key)."""
+    def change(env: Env) -> None:
+        *parents, last = path.split(".")
+        node = env.config
+        for key in parents:
+            node = node.setdefault(key, {})
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return change
+
+
+def _criteria(**spec: Any) -> Callable[[Env], None]:
+    return lambda env: env.criteria(**spec)
+
+
+def _raw_yaml(text: str) -> Callable[[Env], None]:
+    def change(env: Env) -> None:
+        env.config = {"__raw__": text}
+    return change
+
+
+def _hierarchy(column: str, text: str | bytes) -> Callable[[Env], None]:
+    return lambda env: env.qi(column, {"hierarchy": env.hierarchy(f"{column}-bad.csv", text)})
+
+
+def _then(*changes: Callable[[Env], None]) -> Callable[[Env], None]:
+    def change(env: Env) -> None:
+        for step in changes:
+            step(env)
+    return change
+
+
+def _sql(*statements: str) -> Callable[[Env], None]:
+    return lambda env: env.sql(*statements)
+
+
+def _args(*args: str) -> Callable[[Env], None]:
+    return lambda env: env.args.extend(args)
+
+
+def _roles(**roles: Any) -> Callable[[Env], None]:
+    def change(env: Env) -> None:
+        env.config.update(roles)
+    return change
+
+
+def _people_anon_by_user(env: Env) -> None:
+    env.sql("CREATE TABLE people_anon AS SELECT 1 AS mine")
+
+
+def _pseudonym_env(variable: str) -> Callable[[Env], None]:
+    return _roles(identifying={"patient_id": {"pseudonym": {"key_env": variable}}})
+
+
+def _key_file(content: bytes) -> Callable[[Env], None]:
+    def change(env: Env) -> None:
+        (env.folder / "key").write_bytes(content)
+        env.config["identifying"] = {"patient_id": {"pseudonym": {"key_file": "key"}}}
+    return change
+
+
+def _csv_source(env: Env, name: str = "fromcsv") -> None:
+    csv = env.folder / "people.csv"
+    with gzip.open(ADULT_DIR / "adult.csv.gz", "rt") as src:
+        csv.write_text("".join(line for _, line in zip(range(ROWS + 1), src)))
+    env.config["source"].update(table=name, csv="people.csv", csv_options={"delimiter": ";"})
+    env.config["identifying"] = []
+
+
+def _loaded_from_another_file(env: Env) -> None:
+    _csv_source(env, "loaded")
+    other = env.folder / "other.csv"
+    other.write_text((env.folder / "people.csv").read_text())
+    result = CliRunner().invoke(main, ["load", str(other), "--table", "loaded", "--delimiter", ";", "--db", env.url])
+    assert result.exit_code == 0, result.output
+    (env.folder / "people.csv").write_text((env.folder / "people.csv").read_text() + "Male;39;White;Never-married;"
+                                           "Bachelors;United-States;State-gov;Adm-clerical;<=50K\n")
+
+
+QI3 = ["sex", "age", "race"]
+NAN, INF = float("nan"), float("inf")
+CASES: dict[str, Case] = {
+    # the config's shape
+    "yaml-syntax": Case("config file", "not valid YAML", _raw_yaml("source: [unclosed\n")),
+    "yaml-list": Case("config file", "the config must be a mapping", _raw_yaml("- a\n- b\n")),
+    "yaml-empty": Case("config file", "the config must be a mapping", _raw_yaml("")),
+    "yaml-duplicate-qi": Case("config file", "key 'age' is given twice", _raw_yaml(
+        "source: {url: db.duckdb, table: people}\nquasi_identifiers:\n  age: h/age.csv\n  age: h/age.csv\n"
+        "criteria: {k_anonymity: {k: 2}}\n")),
+    "yaml-duplicate-criterion": Case("config file", "key 'k_anonymity' is given twice", _raw_yaml(
+        "source: {url: db.duckdb, table: people}\nquasi_identifiers: {age: h/age.csv}\ncriteria:\n"
+        "  k_anonymity: {k: 2}\n  k_anonymity: {k: 50}\n")),
+    "config-missing": Case("config file", "not found", lambda env: env.args.append("MISSING")),
+    "unknown-top-key": Case("config file", "unknown key 'criterias'", _set("criterias", {})),
+    "no-source": Case("config file", "missing the required key 'source'", _set("source", None)),
+    "no-criteria": Case("config file", "missing the required key 'criteria'", _set("criteria", None)),
+    "no-qis": Case("config file", "quasi_identifiers must map", _set("quasi_identifiers", {})),
+    "source-typo": Case("config file", "unknown key 'tabel'", _set("source.tabel", "x")),
+    "unknown-criterion": Case("config file", "unknown criterion 'k_anonimity'", _criteria(k_anonimity={"k": 5})),
+    "qi-two-sources": Case("config file", "needs exactly one of hierarchy", lambda env: env.qi(
+        "age", {"hierarchy": "h/age.csv", "generate": "intervals"})),
+    "unknown-generator": Case("config file", "unknown generator 'buckets'", lambda env: env.qi(
+        "age", {"generate": "buckets"})),
+    "unknown-strategy": Case("config file", "search.strategy 'greedy' is unknown", _set("search",
+                                                                                       {"strategy": "greedy"})),
+    "unknown-base": Case("config file", "search.base 'disk' is unknown", _set("search", {"base": "disk"})),
+    "monotone-not-bool": Case("config file", "must be true or false", _set("search", {"assume_monotone": "yes"})),
+    "select-both": Case("config file", "exactly one of policy", _set("select", {"policy": "min_suppression",
+                                                                                 "metric": "precision"})),
+    "select-unknown": Case("config file", "select.policy 'best' is unknown", _set("select", {"policy": "best"})),
+    "output-no-table": Case("config file", "output is missing the required key 'table'", _set("output",
+                                                                                              {"schema": "main"})),
+    "grant-on-duckdb": Case("config file", "output.grant_to needs PostgreSQL", _set("output.grant_to",
+                                                                                    ["analysts"])),
+    "bad-url": Case("config file", "not a database URL", _set("source.url", "duckdb://:bad:url:")),
+    "sqlite-url": Case("config file", "is not supported", _set("source.url", "sqlite:///x.db")),
+    # criteria and generator parameters
+    "k-zero": Case("parameters", "k must be >= 1", _criteria(k_anonymity={"k": 0})),
+    "k-negative": Case("parameters", "k must be >= 1", _criteria(k_anonymity={"k": -3})),
+    "k-fraction": Case("parameters", "whole number", _criteria(k_anonymity={"k": 2.5})),
+    "k-text": Case("parameters", "whole number", _criteria(k_anonymity={"k": "five"})),
+    "k-bool": Case("parameters", "whole number", _criteria(k_anonymity={"k": True})),
+    "k-nan": Case("parameters", "whole number", _criteria(k_anonymity={"k": NAN})),
+    "k-above-table": Case("parameters", f"larger than the table ({ROWS} rows)", _criteria(k_anonymity={"k": 5000})),
+    "t-nan": Case("parameters", "t must be a finite number", _criteria(
+        t_closeness={"attribute": "occupation", "t": NAN})),
+    "t-inf": Case("parameters", "t must be a finite number", _criteria(
+        t_closeness={"attribute": "occupation", "t": INF})),
+    "t-above-1": Case("parameters", "t must be between 0 and 1", _criteria(
+        t_closeness={"attribute": "occupation", "t": 1.5})),
+    "t-distance": Case("parameters", "distance 'cosine' is unknown", _criteria(
+        t_closeness={"attribute": "occupation", "t": 0.2, "distance": "cosine"})),
+    "t-ordered-text": Case("parameters", "ordered distance needs a numeric attribute", _criteria(
+        t_closeness={"attribute": "occupation", "t": 0.2, "distance": "ordered"})),
+    "t-hierarchy-missing-values": Case("parameters", "value(s) missing from its hierarchy", _criteria(
+        t_closeness={"attribute": "occupation", "t": 0.2, "distance": "hierarchical",
+                     "hierarchy": str(ADULT_DIR / "hierarchies" / "race.csv")})),
+    "c-nan": Case("parameters", "c must be a finite number", _criteria(
+        recursive_l_diversity={"attribute": "occupation", "c": NAN, "l": 2})),
+    "c-zero": Case("parameters", "c must be > 0", _criteria(
+        recursive_l_diversity={"attribute": "occupation", "c": 0, "l": 2})),
+    "c1-nan": Case("parameters", "c1 must be a finite number", _criteria(
+        npd_recursive_l_diversity={"attribute": "occupation", "c1": NAN, "c2": 5, "l": 2, "w": ["Sales"]})),
+    "c2-nan": Case("parameters", "c2 must be a finite number", _criteria(
+        npd_recursive_l_diversity={"attribute": "occupation", "c1": 3, "c2": NAN, "l": 2, "w": ["Sales"]})),
+    "c2-inf": Case("parameters", "c2 must be a finite number", _criteria(
+        npd_recursive_l_diversity={"attribute": "occupation", "c1": 3, "c2": -INF, "l": 2, "w": ["Sales"]})),
+    "c2-above-100": Case("parameters", "c2 must be between 0 and 100", _criteria(
+        npd_recursive_l_diversity={"attribute": "occupation", "c1": 3, "c2": 150, "l": 2, "w": ["Sales"]})),
+    "l-nan": Case("parameters", "l must be a whole number", _criteria(
+        distinct_l_diversity={"attribute": "occupation", "l": NAN})),
+    "l-zero": Case("parameters", "l must be >= 1", _criteria(
+        entropy_l_diversity={"attribute": "occupation", "l": 0})),
+    "l-above-values": Case("parameters", "l=30 is larger than the 14 distinct values", _criteria(
+        distinct_l_diversity={"attribute": "occupation", "l": 30})),
+    "multi-one-attribute": Case("parameters", "attributes must list two or more", _criteria(
+        multi_attribute_l_diversity={"attributes": ["occupation"], "l": 2})),
+    "criterion-on-qi": Case("parameters", "listed under both quasi_identifiers and sensitive", _criteria(
+        distinct_l_diversity={"attribute": "race", "l": 2})),
+    "intervals-not-multiples": Case("parameters", "not a multiple", lambda env: env.qi(
+        "age", {"generate": "intervals", "widths": [5, 7]})),
+    "intervals-start-nan": Case("parameters", "needs finite numbers", lambda env: env.qi(
+        "age", {"generate": "intervals", "widths": [5], "start": NAN})),
+    "intervals-on-text": Case("parameters", "needs numbers, found", lambda env: env.qi(
+        "race", {"generate": "intervals", "widths": [5]})),
+    "mask-char": Case("parameters", "mask char must be one character", lambda env: env.qi(
+        "age", {"generate": "mask", "char": "ab"})),
+    "generator-option": Case("parameters", "generator intervals has no option 'width'", lambda env: env.qi(
+        "age", {"generate": "intervals", "width": [5]})),
+    # suppression
+    "limit-nan": Case("suppression", "suppression.limit must be a finite number", _set("suppression",
+                                                                                       {"limit": NAN})),
+    "limit-inf": Case("suppression", "suppression.limit must be a finite number", _set("suppression", INF)),
+    "limit-negative": Case("suppression", "suppression.limit must be >= 0", _set("suppression", {"limit": -1})),
+    "limit-fraction-above-1": Case("suppression", "is a fraction above 1", _set("suppression", {"limit": 1.5})),
+    "limit-text": Case("suppression", "must be a count", _set("suppression", {"limit": "lots"})),
+    "limit-whole-table": Case("suppression", f"lets all {ROWS} rows of the table be suppressed",
+                              _set("suppression", {"limit": ROWS})),
+    "limit-fraction-1": Case("suppression", "which would publish nothing", _set("suppression", {"limit": 1.0})),
+    "limit-above-table": Case("suppression", "which would publish nothing", _set("suppression", {"limit": 10**6})),
+    "mode-unknown": Case("suppression", "suppression.mode 'blank' is unknown", _set("suppression", {
+        "limit": 10, "mode": "blank"})),
+    "mask-top-label-below": Case("suppression", "'*' at level 1 is also its top label", _then(
+        _set("suppression", {"limit": 10, "mode": "mask"}),
+        _hierarchy("sex", "Male;*;*\nFemale;F;*\n"))),
+    # column roles
+    "unclassified-column": Case("column roles", "column(s) the job does not classify: workclass",
+                                lambda env: env.without_role("workclass")),
+    "unclassified-identifier": Case("column roles", "column(s) the job does not classify: patient_id",
+                                    _roles(identifying=[])),
+    "qi-and-sensitive": Case("column roles", "listed under both quasi_identifiers and sensitive",
+                             _roles(sensitive=["occupation", "age"])),
+    "insensitive-twice": Case("column roles", "'education' is listed twice under insensitive",
+                              _roles(insensitive=[c for c in ADULT_QIS if c not in QI3 + ["occupation"]]
+                                     + ["education"])),
+    "insensitive-and-identifying": Case("column roles", "under both insensitive and identifying",
+                                        _roles(identifying=["patient_id", "workclass"])),
+    "role-case-twice": Case("column roles", "the database does not tell them apart",
+                            _then(lambda env: env.without_role("workclass"),
+                                  _roles(identifying=["patient_id", "workclass", "WorkClass"]))),
+    "unknown-insensitive": Case("column roles", "insensitive column 'salary' is not in table",
+                                _roles(insensitive=["salary"])),
+    "unknown-qi": Case("column roles", "quasi-identifier column 'zipcode' is not in table", lambda env: env.qi(
+        "zipcode", {"generate": "mask"})),
+    "unknown-sensitive": Case("column roles", "column 'diagnosis' is not in table", _criteria(
+        distinct_l_diversity={"attribute": "diagnosis", "l": 2})),
+    "identifying-action": Case("column roles", "must be drop, or {pseudonym", _roles(
+        identifying={"patient_id": "hash"})),
+    "pseudonym-two-keys": Case("column roles", "takes one of key_env", _roles(
+        identifying={"patient_id": {"pseudonym": {"key_env": "A", "key_file": "b"}}})),
+    "pseudonym-env-unset": Case("column roles", "environment variable 'SQLANON_TEST_UNSET_KEY' is not set",
+                                _pseudonym_env("SQLANON_TEST_UNSET_KEY")),
+    "pseudonym-key-short": Case("column roles", "the key has 5 bytes", _key_file(b"short\n")),
+    "pseudonym-key-file-missing": Case("column roles", "key file", _roles(
+        identifying={"patient_id": {"pseudonym": {"key_file": "nokey"}}})),
+    # hierarchies
+    "hierarchy-missing": Case("hierarchies", "hierarchy file for 'race' not found", lambda env: env.qi(
+        "race", {"hierarchy": "h/none.csv"})),
+    "hierarchy-ragged": Case("hierarchies", "line 2 has 1 fields", _hierarchy("race", "White;*\nBlack\n")),
+    "hierarchy-separator": Case("hierarchies", "line 1 has one field", _hierarchy("race", "White,*\n")),
+    "hierarchy-empty": Case("hierarchies", "is empty", _hierarchy("race", "\n\n")),
+    "hierarchy-not-utf8": Case("hierarchies", "is not UTF-8", _hierarchy("race", b"White;\xff\n")),
+    "hierarchy-duplicate-line": Case("hierarchies", "value 'Male' is listed on lines 1 and 3", _hierarchy(
+        "sex", "Male;*\nFemale;*\nMale;*\n")),
+    "hierarchy-duplicate-leaf": Case("hierarchies", "value 'Male' is listed on lines 1 and 2", _hierarchy(
+        "sex", "Male;M;*\nMale;X;*\nFemale;F;*\n")),
+    "hierarchy-two-parents": Case("hierarchies", "has two parents", _hierarchy(
+        "sex", "Male;M;A;*\nFemale;M;B;*\n")),
+    "hierarchy-missing-values": Case("hierarchies", "3 value(s) missing from its hierarchy", _hierarchy(
+        "race", "White;*\nBlack;*\n")),
+    # the data
+    "qi-nulls": Case("data", "column 'race' has 2 NULL value(s)", _sql(
+        "UPDATE people SET race = NULL WHERE patient_id IN (1, 2)")),
+    "qi-null-and-empty": Case("data", "holds both NULL (1 rows) and empty strings (1 rows)", _then(
+        _sql("UPDATE people SET race = NULL WHERE patient_id = 1", "UPDATE people SET race = '' WHERE patient_id = 2"),
+        lambda env: env.qi("race", {"hierarchy": env.hierarchy(
+            "race-null.csv", (ADULT_DIR / "hierarchies" / "race.csv").read_text() + ";*\n")}))),
+    "sensitive-all-null": Case("data", "sensitive column 'occupation' holds only NULLs", _then(
+        _sql("UPDATE people SET occupation = NULL"), _criteria(distinct_l_diversity={"attribute": "occupation",
+                                                                                     "l": 1}))),
+    "empty-table": Case("data", "is empty; there is nothing to anonymize", _sql("DELETE FROM people")),
+    "unknown-table": Case("data", "table 'persons' not found", _set("source.table", "persons")),
+    "csv-missing": Case("data", "CSV file not found", _then(_csv_source, _set("source.csv", "none.csv"))),
+    "csv-malformed": Case("data", "cannot read CSV file", _then(
+        _csv_source, lambda env: (env.folder / "people.csv").write_bytes(b"a;b\n\xff\xfe;1\n"))),
+    "csv-wrong-columns": Case("data", "quasi-identifier column 'sex' is not in table 'fromcsv'", _then(
+        _csv_source, lambda env: (env.folder / "people.csv").write_text("a;b\n1;2\n"))),
+    # tables sqlanon must not touch
+    "output-is-source": Case("tables", "is the source table", _set("output.table", "people")),
+    "output-is-source-case": Case("tables", "is the source table", _set("output.table", "PEOPLE")),
+    "output-is-source-with-replace": Case("tables", "is the source table", _then(
+        _set("output.table", "People"), _args("--replace"))),
+    "output-in-metadata": Case("tables", "inside sqlanon's metadata schema", _set("output", {
+        "table": "job_files", "schema": "sqlanon"})),
+    "output-exists": Case("tables", "already exists; choose another name, or pass --replace", _people_anon_by_user),
+    "output-not-sqlanons": Case("tables", "was not written by sqlanon", _then(_people_anon_by_user,
+                                                                              _args("--replace"))),
+    "output-case-not-sqlanons": Case("tables", "was not written by sqlanon", _then(
+        _people_anon_by_user, _set("output.table", "People_Anon"), _args("--replace"))),
+    "output-schema-missing": Case("tables", "schema 'published' of output table 'people_anon' does not exist",
+                                  _set("output.schema", "published")),
+    "csv-over-user-table": Case("tables", "sqlanon did not load it from people.csv",
+                                lambda env: _csv_source(env, "people")),
+    "csv-changed-since-load": Case("tables", "changed since; reload it with: sqlanon load", _loaded_from_another_file),
+    "metadata-schema-semicolon": Case("tables", "may hold only letters, digits and underscores", _args(
+        "--metadata-schema", "meta;data")),
+    "metadata-schema-long": Case("tables", "has 70 characters", _args("--metadata-schema", "m" * 70)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input(tmp_path: Path, template: Path, name: str, monkeypatch):
+    case = CASES[name]
+    monkeypatch.chdir(tmp_path)
+    env = prepare(tmp_path, template)
+    case.change(env)
+    config = tmp_path / "job.yaml"
+    raw = env.config.get("__raw__")
+    config.write_text(raw if raw is not None else yaml.safe_dump(env.config, sort_keys=False))
+    target = [arg if arg != "MISSING" else str(tmp_path / "none.yaml") for arg in env.args]
+    args = [env.command] + ([] if "MISSING" in env.args else [str(config)]) + target
+    before = snapshot(env.url)
+    result = CliRunner().invoke(main, args)
+    message = result.stderr.strip()
+    assert result.exit_code == 2, result.output
+    assert case.fragment in message, message
+    assert len(message.splitlines()) == 1 and "Traceback" not in result.output, message
+    assert snapshot(env.url) == before  # no table changed, added or dropped
+    assert not metadata_leftovers(env.url)
+
+
+def test_the_base_job_works_and_publishes_only_declared_columns(tmp_path: Path, template: Path, monkeypatch):
+    """The corpus's starting point is valid: the cases fail for their one change, not for the base job."""
+    monkeypatch.chdir(tmp_path)
+    env = prepare(tmp_path, template)
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(env.config, sort_keys=False))
+    result = CliRunner().invoke(main, ["anonymize", str(tmp_path / "job.yaml"), "--json"])
+    assert result.exit_code == 0, result.output
+    engine = sa.create_engine(env.url)
+    with engine.connect() as conn:
+        columns = list(conn.exec_driver_sql("SELECT * FROM people_anon LIMIT 0").keys())
+    engine.dispose()
+    assert columns == ADULT_QIS  # patient_id (identifying) removed, every other column kept in order
+
+
+# --- the README's reliability table is this corpus's summary ----------------------------------------
+
+def reliability_table() -> str:
+    counts = Counter(case.category for case in CASES.values())
+    lines = ["| bad input | tried | clear error | traceback | wrong result |", "|---|---|---|---|---|"]
+    lines += [f"| {category} | {n} | {n} | 0 | 0 |" for category, n in counts.items()]
+    lines.append(f"| **all** | **{len(CASES)}** | **{len(CASES)}** | **0** | **0** |")
+    return "\n".join(lines)
+
+
+def test_the_readme_table_is_the_corpus():
+    assert len(CASES) >= 80
+    assert reliability_table() in (ROOT / "README.md").read_text(), reliability_table()
