@@ -21,7 +21,7 @@ import pandas as pd
 from sqlalchemy import text
 
 from .audit import AuditReport, audit_table
-from .backends import Database, qualified_name
+from .backends import Database
 from .config import Job, Output, normalize_url
 from .dimensions import StarSchema, build_star_schema, check_columns, needed_sensitive, read_hierarchy_files
 from .errors import ConfigError, DataError, RunCancelled, SqlanonError

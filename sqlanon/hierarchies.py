@@ -66,6 +66,10 @@ class Hierarchy:
     def maps_null(self) -> bool:
         return NULL_VALUE in self.values
 
+    def level_sizes(self) -> list[int]:
+        """How many distinct labels (so codes 0..size-1) each level has."""
+        return [len({p[lv] for p in self.paths}) for lv in range(self.height + 1)]
+
     def dimension_rows(self) -> list[tuple[Any, ...]]:
         """Rows (value, c0..ch, l0..lh): an integer code and a label per level.
 

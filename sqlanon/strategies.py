@@ -8,6 +8,7 @@ node with its own direct GROUP BY and serves as the oracle in tests.
 from __future__ import annotations
 
 import heapq
+import random
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from contextlib import contextmanager
@@ -20,7 +21,9 @@ from .backends import Database
 from .criteria import Criterion, FrequencySetView
 from .dimensions import StarSchema
 from .frequency import BATCH, FrequencySet, FrequencySets, count_violations_batch
-from .lattice import LatticeStore, Node, direct_generalizations, full_lattice, nodes_by_height
+from .checker import WaveChecker
+from .lattice import (LatticeStore, Node, direct_generalizations, direct_specializations, full_lattice,
+                      nodes_by_height)
 from .metadata import RunRecord
 
 Progress = Callable[[str, int, int], None]  # (phase description, done, total)
@@ -32,6 +35,7 @@ class SearchStats:
     rollups: int = 0
     base_scans: int = 0
     seconds: float = 0.0
+    statements: int = 0  # checking statements (wave strategies)
 
 
 @dataclass
@@ -324,7 +328,7 @@ class Samarati(SearchStrategy):
         by_height = nodes_by_height(ctx.star.heights)
         top = max(by_height)
         probed: dict[int, list[tuple[int, ...]]] = {}
-        with _cube_checks(ctx, stats) as check:
+        with _wave_checks(ctx, stats) as check:
 
             def passing(height: int) -> list[tuple[int, ...]]:
                 if height not in probed:
@@ -350,45 +354,96 @@ class TopDown(SearchStrategy):
     """Breadth-first from the top of the full lattice down, for passing sets closed under generalization.
 
     A node can pass only if every direct generalization passes, so each height
-    checks just those nodes (in batched statements, each rolled up from the
-    cube); the others fail without a check, as everything below a failure does.
-    The checks are the passing nodes plus the highest failing ones: far fewer
-    than Incognito's when most of the lattice passes (tuple suppression).
-    Without monotonicity nothing below a failure can be skipped; the search
-    is then Incognito's exact one.
+    checks just those nodes (a wave of statements over the wide cube); the
+    others fail without a check, as everything below a failure does. The
+    checks are the passing nodes plus the highest failing ones: few when few
+    nodes pass (the usual case without suppression). Without monotonicity
+    nothing below a failure can be skipped; the search is then Incognito's
+    exact one.
     """
 
     name = "topdown"
+    downward = True
 
     def search(self, ctx: SearchContext, stats: SearchStats) -> list[tuple[int, ...]]:
         if not ctx.monotone:
             return Incognito().search(ctx, stats)
+        with _wave_checks(ctx, stats) as check:
+            return self.walk(ctx, check)
+
+    def walk(self, ctx: SearchContext, check: "Check") -> list[tuple[int, ...]]:
+        """The search itself, height by height, with `check` answering each height's candidates."""
         heights = ctx.star.heights
         by_height = nodes_by_height(heights)
-        passing: set[tuple[int, ...]] = set()
-        with _cube_checks(ctx, stats) as check:
-            for height in sorted(by_height, reverse=True):
-                candidates = [n for n in by_height[height]
-                              if all(up in passing for up in direct_generalizations(n, heights))]
-                passing.update(check(candidates, height))
-                ctx.progress("heights, top down", sum(heights) - height + 1, sum(heights) + 1)
-        return sorted(passing)
+        settled: set[tuple[int, ...]] = set()  # passing (top-down) or failing (bottom-up) nodes
+        order = sorted(by_height, reverse=self.downward)
+        neighbours = direct_generalizations if self.downward else lambda n, _: direct_specializations(n)
+        for step, height in enumerate(order):
+            candidates = [n for n in by_height[height] if all(m in settled for m in neighbours(n, heights))]
+            passing = set(check(candidates, height))
+            settled |= passing if self.downward else set(candidates) - passing
+            ctx.progress(f"heights, {'top down' if self.downward else 'bottom up'}", step + 1, len(order))
+        if self.downward:
+            return sorted(settled)
+        return sorted(n for ns in by_height.values() for n in ns if n not in settled)
+
+
+class BottomUp(TopDown):
+    """Breadth-first from the bottom of the full lattice up, for passing sets closed under generalization.
+
+    A node can fail only if every direct specialization fails, so each height
+    checks just those; the others pass without a check, as everything above a
+    pass does. The checks are the failing nodes plus the lowest passing ones:
+    few when most nodes pass (tuple suppression).
+    """
+
+    name = "bottomup"
+    downward = False
+
+
+class Auto(SearchStrategy):
+    """The direction that checks fewer nodes for the job's shape.
+
+    Top-down checks the passing nodes (and the highest failing ones), bottom-up
+    the failing ones (and the lowest passing ones). Without suppression few
+    nodes pass (every class must be large enough), so top-down. With it, the
+    share of passing nodes is estimated from a fixed sample of the lattice,
+    checked in one statement: top-down when less than half of it passes.
+    Criteria that are not monotone under suppression get Incognito's exact
+    search.
+    """
+
+    name = "auto"
+    SAMPLE = 32
+
+    def search(self, ctx: SearchContext, stats: SearchStats) -> list[tuple[int, ...]]:
+        if not ctx.monotone:
+            return Incognito().search(ctx, stats)
+        if ctx.max_suppressed == 0:
+            return TopDown().search(ctx, stats)
+        lattice = full_lattice(ctx.star.heights)
+        sample = random.Random(0).sample(lattice, min(self.SAMPLE, len(lattice)))
+        with _wave_checks(ctx, stats) as check:
+            share = len(check(sample, -1)) / len(sample)
+            return (TopDown() if share < 0.5 else BottomUp()).walk(ctx, check)
+
+
+Check = Callable[[list[tuple[int, ...]], int], list[tuple[int, ...]]]  # (nodes, height) -> the passing ones
 
 
 @contextmanager
-def _cube_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Callable[[list[tuple[int, ...]], int],
-                                                                              list[tuple[int, ...]]]]:
-    """check(nodes, height): the passing ones of `nodes`, each rolled up from the cube, in batched statements.
+def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
+    """check(nodes, height): the passing ones of `nodes`, a wave per statement over the wide cube.
 
     For the strategies that probe whole heights of the full lattice; progress
     (height, nodes checked) is recorded after each call, scratch tables dropped at the end.
     """
-    fsets = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, ctx.keep, ctx.use_cube)
+    checker = WaveChecker(ctx.db, ctx.conn, ctx.star, ctx.run.run_id)
+    stats.base_scans += 1
 
     def check(nodes: list[tuple[int, ...]], height: int) -> list[tuple[int, ...]]:
-        batch = [fsets.base(dict(enumerate(node)), f"h{height}_{j}") for j, node in enumerate(nodes)]
-        stats.nodes_checked += len(batch)
-        found = sorted(node for node, (_, tuples) in zip(nodes, fsets.violations(batch, ctx.criteria))
+        stats.nodes_checked += len(nodes)
+        found = sorted(node for node, (_, tuples) in zip(nodes, checker.violations(nodes, ctx.criteria))
                        if ctx.accepts(tuples))
         ctx.run.progress(ctx.conn, height, stats.nodes_checked)
         ctx.conn.commit()
@@ -397,10 +452,10 @@ def _cube_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Callable[[l
     try:
         yield check
     finally:
-        fsets.drop_all()
-        fsets.flush_registry()
+        checker.close()
         ctx.conn.commit()
-        stats.rollups, stats.base_scans = fsets.rollups, fsets.base_scans
+        stats.statements += checker.statements
 
 
-STRATEGIES: dict[str, type[SearchStrategy]] = {s.name: s for s in (Incognito, Exhaustive, Samarati, TopDown)}
+STRATEGIES: dict[str, type[SearchStrategy]] = {s.name: s for s in (Auto, Incognito, Exhaustive, Samarati, TopDown,
+                                                                   BottomUp)}

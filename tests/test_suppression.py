@@ -44,20 +44,36 @@ def test_incognito_equals_exhaustive_with_suppression(adult_duck: str, adult_vio
     assert not result.heuristic
 
 
-@pytest.mark.parametrize("k, limit", [(5, 0), (10, 0), (5, 0.02)])
-def test_top_down_equals_the_oracle_on_all_nine_adult_qis(adult_duck: str, all_qi_violations, k: int, limit):
-    """The top-down search (k-anonymity is monotone with suppression) on the 12,960-node lattice."""
-    job = dataclasses.replace(adult_job(adult_duck, ADULT_QIS, k=k, load_csv=False), strategy="topdown",
+@pytest.mark.parametrize("strategy, k, limit", [("topdown", 5, 0), ("topdown", 10, 0), ("topdown", 5, 0.02),
+                                               ("auto", 5, 0), ("auto", 5, 0.02), ("auto", 5, 0.1),
+                                               ("bottomup", 5, 0.1)])
+def test_wave_strategies_equal_the_oracle_on_all_nine_adult_qis(adult_duck: str, all_qi_violations, strategy: str,
+                                                                k: int, limit):
+    """The searches over the full 12,960-node lattice (k-anonymity is monotone with suppression)."""
+    job = dataclasses.replace(adult_job(adult_duck, ADULT_QIS, k=k, load_csv=False), strategy=strategy,
                               suppression=Suppression(limit))
     result = search(job)
     assert set(result.satisfying) == passing(all_qi_violations[k], _max_suppressed(limit))
 
 
+def test_class_keys_split_over_several_columns_when_their_bits_do_not_fit(adult_duck: str, all_qi_violations,
+                                                                           monkeypatch):
+    """With 8-bit keys the nine Adult QIs need several key columns; the answer is the same."""
+    from sqlanon import checker
+    monkeypatch.setattr(checker, "KEY_BITS", 8)
+    layout = checker.KeyLayout.for_codes([(1 << 7) - 1, 1, 3, (1 << 8) - 1, 5])
+    assert layout.key_of == (0, 0, 1, 2, 3) and layout.offset == (0, 7, 0, 0, 0)
+    job = dataclasses.replace(adult_job(adult_duck, ADULT_QIS, k=5, load_csv=False), strategy="topdown")
+    assert set(search(job).satisfying) == passing(all_qi_violations[5], 0)
+
+
 @pytest.mark.parametrize("limit", list(LIMITS))
 @pytest.mark.parametrize("case", ["distinct l=3", "k=5 and distinct l=4", "entropy l=3"])
-def test_top_down_equals_exhaustive_with_suppression(adult_duck: str, adult_violations, case: str, limit: str):
-    """Monotone cases are searched top-down; a non-monotone one falls back to Incognito's exact search."""
-    result = search(_adult(adult_duck, CASES[case], LIMITS[limit], strategy="topdown"))
+@pytest.mark.parametrize("strategy", ["topdown", "auto"])
+def test_wave_strategies_equal_exhaustive_with_suppression(adult_duck: str, adult_violations, case: str, limit: str,
+                                                          strategy: str):
+    """Monotone cases are searched over the full lattice; a non-monotone one falls back to Incognito's."""
+    result = search(_adult(adult_duck, CASES[case], LIMITS[limit], strategy=strategy))
     assert set(result.satisfying) == passing(adult_violations[case], _max_suppressed(LIMITS[limit]))
 
 

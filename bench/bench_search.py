@@ -1,0 +1,99 @@
+"""The search strategies side by side: checks, statements and seconds, against one GROUP BY of the
+same table measured in the same run, on DuckDB (and PostgreSQL if reachable).
+
+    python bench/bench_search.py [--no-postgres] [--hospital-rows 1000000] [--no-hospital]
+                                 [--strategies incognito,topdown,auto]
+
+Adult: the bundled data, all 9 QIs, k=5, without suppression and with 2% and 10%.
+Hospital: ../shared/tools/gen_hospital.py data (QIs zip, birth_date, sex, race,
+marital_status), k=5. The ARX column is ARX's figure for the same question on a
+machine of this kind, where one exists.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from importlib import resources
+from pathlib import Path
+
+import sqlalchemy as sa
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_hospital import QIS as HOSPITAL_QIS, dataset, job as hospital_job  # noqa: E402
+from common import PG_URL, pg_reachable, print_table, timed  # noqa: E402
+
+from sqlanon import RunOptions, load_job, search  # noqa: E402
+from sqlanon.config import Suppression  # noqa: E402
+from sqlanon.criteria import KAnonymity  # noqa: E402
+
+HERE = Path(__file__).parent
+ADULT = Path(str(resources.files("sqlanon.data").joinpath("adult", "adult.yaml")))
+ADULT_QIS = ["age", "education", "marital-status", "native-country", "race", "salary-class", "sex",
+             "workclass", "occupation"]
+ARX_SECONDS = {("adult", 0.0): 0.088, ("adult", 0.02): 0.81, ("adult", 0.1): 3.4}
+
+
+def group_by_seconds(url: str, table: str, columns: list[str]) -> float:
+    """One GROUP BY of the table over the QIs, counting the classes (the scan a search should cost)."""
+    engine = sa.create_engine(url)
+    quoted = ", ".join(f'"{c}"' for c in columns)
+    with engine.connect() as conn:
+        seconds, _ = timed(lambda: conn.exec_driver_sql(
+            f"SELECT COUNT(*) FROM (SELECT {quoted}, COUNT(*) FROM {table} GROUP BY {quoted}) g").scalar(), 3)
+    engine.dispose()
+    return seconds
+
+
+def measure(rows: list, dataset_name: str, database: str, url: str, job, strategies: list[str],
+            limits: list[float], baseline: float) -> None:
+    for limit in limits:
+        answers = set()
+        for strategy in strategies:
+            run = dataclasses.replace(job, strategy=strategy, suppression=Suppression(limit))
+            seconds, result = timed(lambda: search(run, RunOptions(db_url=url)))
+            answers.add(tuple(result.satisfying))
+            s = result.stats
+            rows.append([dataset_name, database, strategy, f"{limit:.0%}", s.nodes_checked, s.statements or "-",
+                         s.seconds, seconds, baseline, s.seconds / baseline,
+                         ARX_SECONDS.get((dataset_name, limit), "-")])
+            print(rows[-1], flush=True)
+        assert len(answers) == 1, "the strategies disagree"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--no-hospital", action="store_true")
+    parser.add_argument("--hospital-rows", type=int, default=1_000_000)
+    parser.add_argument("--strategies", default="incognito,topdown,auto")
+    args = parser.parse_args()
+    strategies = args.strategies.split(",")
+    (HERE / "out").mkdir(exist_ok=True)
+    targets = [("duckdb", f"duckdb:///{HERE / 'out' / 'search.duckdb'}")]
+    if not args.no_postgres and pg_reachable():
+        targets.append(("postgresql", PG_URL))
+    rows: list = []
+    adult = load_job(ADULT)
+    for database, url in targets:
+        search(adult, RunOptions(db_url=url))  # loads the bundled CSV once (not timed)
+        loaded = dataclasses.replace(adult, source=dataclasses.replace(adult.source, csv=None),
+                                     criteria=[KAnonymity(5)])
+        baseline = group_by_seconds(url, "adult", ADULT_QIS)
+        measure(rows, "adult", database, url, loaded, strategies, [0.0], baseline)
+        measure(rows, "adult", database, url, loaded, [s for s in strategies if s != "incognito"], [0.02, 0.1],
+                baseline)
+        if not args.no_hospital:
+            folder = dataset(args.hospital_rows)
+            search(hospital_job(folder, url, 5, load=True), RunOptions(db_url=url))  # load (not timed)
+            baseline = group_by_seconds(url, "hospital", HOSPITAL_QIS)
+            measure(rows, f"hospital {args.hospital_rows:,}", database, url, hospital_job(folder, url, 5, load=False),
+                    strategies, [0.0], baseline)
+    print_table("Search strategies, k=5 (search s: the search itself; call s: the whole search() call; "
+                "ratio: search s / one GROUP BY s, same run)",
+                ["dataset", "database", "strategy", "suppression", "checks", "statements", "search s", "call s",
+                 "GROUP BY s", "ratio", "ARX s"], rows)
+
+
+if __name__ == "__main__":
+    main()
