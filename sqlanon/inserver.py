@@ -37,8 +37,6 @@ def loopback_url(plpy: Any, schema: str) -> str:
 
 def run_job(plpy: Any, schema: str, job: str, resume: bool) -> str:
     from .api import RunOptions, run_job as run
-    # a dead client is noticed at the next interrupt check (PostgreSQL 14+), not only when results are sent
-    plpy.execute("SELECT set_config('client_connection_check_interval', '2s', true)")
     options = RunOptions(metadata_schema=schema, progress=_interrupt_probe(plpy, job))
     answer = _answer(plpy, schema, f"run_job({job!r})", lambda url: run(job, url, options, resume=resume).to_dict())
     settle_late_cancel(plpy, job)

@@ -633,6 +633,47 @@ def test_a_cancelled_call_stops_its_loopback_work_and_resumes(pg_job, stop: str)
     assert stopped_after < full.stats.nodes_checked  # stopped where the cancel came, not at the end
 
 
+@pg
+def test_a_dead_client_stops_its_call_and_the_run_resumes(pg_job):
+    """The client of CALL run_job dies (kill -9 of psql): its backend notices within seconds, the loopback
+    sessions end, the job lock is free, the run is no longer running, and a resume finishes it."""
+    url, meta = pg_job
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        _plpython_or_skip(conn, meta)
+    parsed = sa.engine.make_url(url)
+    client = subprocess.Popen(["psql", "-h", parsed.host, "-p", str(parsed.port or 5432), "-U", parsed.username,
+                               "-d", parsed.database, "-c", "SET client_connection_check_interval = '1s'",
+                               "-c", f'CALL "{meta}".run_job(\'adult9\')'],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_iteration(url, meta, 2, client)
+    client.kill()
+    client.wait()
+    deadline = time.time() + 30
+    while True:
+        with engine.connect() as check:
+            left = check.exec_driver_sql("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = "
+                                         "'sqlanon-in-server' AND datname = current_database()").scalar_one()
+        status = _job_status(url, meta)
+        if (left == 0 and status != "running") or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    engine.dispose()
+    assert left == 0 and status in ("cancelled", "interrupted"), status
+    resumed = run_job("adult9", url, RunOptions(metadata_schema=meta), resume=True)  # the lock is free
+    full = search(adult_job(url, ADULT_QIS[:8], k=5, load_csv=False, schema=meta.removesuffix("_meta")),
+                  RunOptions(metadata_schema=meta))
+    assert resumed.minimal == full.minimal
+
+
+def _job_status(url: str, meta: str) -> str:
+    """The latest run's status as `sqlanon job status` shows it (a run marked running with no live session
+    is interrupted)."""
+    from sqlanon.jobs import opened_registry
+    with opened_registry(url, meta) as registry:
+        return registry.runs("adult9", 1)[0].status
+
+
 def test_a_cancel_that_comes_after_the_run_finished_leaves_its_result_standing():
     """A statement_timeout that fires after the run's last check (the run committed on its loopback session) ends
     the CALL with a notice, not an error that would say nothing was done."""
