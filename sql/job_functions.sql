@@ -1,7 +1,7 @@
 -- Listing registered jobs, their runs and a run's nodes from SQL (PostgreSQL). Installed by migration 0006.
 --   SELECT * FROM sqlanon.job_runs('census');      -- newest first; 'interrupted': no live session holds it
 --   SELECT * FROM sqlanon.run_nodes(42);           -- nodes with metrics (minimal ones, the chosen one)
---   SELECT * FROM sqlanon.passing_nodes(42);       -- every passing node of an Incognito run
+--   SELECT * FROM sqlanon.passing_nodes(42);       -- every passing node (Incognito, topdown, bottomup, auto)
 CREATE OR REPLACE FUNCTION {s}.job_runs(job text)
 RETURNS TABLE (run_id bigint, command text, status text, iteration integer, nodes_checked integer,
                started_at timestamp, finished_at timestamp, error text)
@@ -28,8 +28,8 @@ LANGUAGE sql STABLE AS $run_nodes$
     SELECT * FROM {s}.node_metrics WHERE run_id = run ORDER BY selected DESC, minimal DESC, height, node
 $run_nodes$;
 
--- Every passing node of an Incognito run over all its QIs (levels in QI order, as in the JSON output):
--- checked passes, and nodes marked or implied by a passing specialization.
+-- Every passing node of a run over all its QIs (Incognito, or a walk of the full lattice), levels in QI
+-- order as in the JSON output: checked passes, and nodes marked or implied by a passing specialization.
 CREATE OR REPLACE FUNCTION {s}.passing_nodes(run bigint)
 RETURNS TABLE (node text, height integer, status text)
 LANGUAGE sql STABLE AS $passing_nodes$

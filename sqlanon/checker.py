@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 from .backends import Database
 from .criteria import Criterion, FrequencySetView
 from .dimensions import StarSchema
-from .frequency import violating_classes_sql
+from .frequency import REGISTRY_COLUMNS, violating_classes_sql
 
 KEY_BITS = 63  # a signed BIGINT's non-negative range
 ROWS_PER_STATEMENT = 4_000_000  # cube rows x wave nodes joined by one statement
@@ -59,61 +59,68 @@ class KeyLayout:
 class WaveChecker:
     """Checks lists of nodes of the full lattice against the criteria, a wave per statement."""
 
-    def __init__(self, db: Database, conn: Connection, star: StarSchema, run_id: int):
-        self.db, self.conn, self.star = db, conn, star
+    def __init__(self, db: Database, conn: Connection, star: StarSchema, run_id: int, schema: str,
+                 from_table: bool = False):
+        """`from_table`: no stored cube; every wave scans the source joined with the dimensions (for
+        comparison: the cube is one scan for the whole search)."""
+        self.db, self.conn, self.star, self.from_table = db, conn, star, from_table
+        self.registry, self.run_id = f"{db.q(schema)}.frequency_sets", run_id
         self.layout = KeyLayout.for_codes([max(d.hierarchy.level_sizes()) - 1 for d in star.dimensions])
         self.name = f"wide_cube_{run_id}"
-        self.ref = db.scratch_ref(self.name)
-        self.statements = 0
-        self.rows = self._create()
+        self.statements = self.scans = 0
+        if from_table:
+            self.ref = f"({self._shifted_codes(star.joins(), 'd', star.sensitive_select('t'), '1')})"
+            self.rows = star.rows
+        else:
+            self.ref = db.scratch_ref(self.name)
+            self.rows = self._create()
+
+    def _shifted_codes(self, source: str, alias: str, sensitive: list[str], count: str) -> str:
+        """SELECT every level's shifted code (k<attr>_<level>), the `sensitive` columns and `count` from
+        `source`, where `alias`<attr> holds each attribute's codes c0..ch."""
+        columns = [f"CAST({alias}{d.attr}.c{lv} AS BIGINT) * {1 << self.layout.offset[d.attr]} AS k{d.attr}_{lv}"
+                   for d in self.star.dimensions for lv in range(d.height + 1)]
+        return f"SELECT {', '.join(columns + sensitive)}, {count} AS cnt FROM {source}"
 
     def _create(self) -> int:
         """One scan of the table: grouped by level-0 codes, then every level's shifted code beside them."""
         star, db = self.star, self.db
         base = f"cube0_{self.name}"
-        sensitive = list(star.sensitive_columns().values())
         db.execute(self.conn, f"CREATE TEMP TABLE {db.q(base)} AS SELECT "
                    + ", ".join([f"d{d.attr}.c0 AS a{d.attr}" for d in star.dimensions] + star.sensitive_select("t"))
                    + f", COUNT(*) AS cnt FROM {star.joins()} GROUP BY "
                    + ", ".join([f"d{d.attr}.c0" for d in star.dimensions]
                                + [f"t.{db.q(c)}" for c in star.sensitive]))
-        columns, joins = [], []
-        for d in star.dimensions:
-            shift = 1 << self.layout.offset[d.attr]
-            levels = ", ".join(f"c{lv}" for lv in range(d.height + 1))
-            joins.append(f"JOIN (SELECT DISTINCT {levels} FROM {d.table}) m{d.attr} ON m{d.attr}.c0 = f.a{d.attr}")
-            columns += [f"CAST(m{d.attr}.c{lv} AS BIGINT) * {shift} AS k{d.attr}_{lv}" for lv in range(d.height + 1)]
-        db.execute(self.conn, f"CREATE TEMP TABLE {db.q(self.name)} AS SELECT "
-                   + ", ".join(columns + [f"f.{s}" for s in sensitive]) + f", f.cnt AS cnt "
-                   f"FROM {db.scratch_ref(base)} f {' '.join(joins)}")
+        joins = [f"JOIN (SELECT DISTINCT {', '.join(f'c{lv}' for lv in range(d.height + 1))} FROM {d.table}) "
+                 f"m{d.attr} ON m{d.attr}.c0 = t.a{d.attr}" for d in star.dimensions]
+        grouped = f"{db.scratch_ref(base)} t {' '.join(joins)}"
+        cube = self._shifted_codes(grouped, "m", [f"t.{s}" for s in star.sensitive_columns().values()], "t.cnt")
+        db.execute(self.conn, f"CREATE TEMP TABLE {db.q(self.name)} AS {cube}")
         db.drop_table(self.conn, db.scratch_ref(base))
         self.statements += 3
-        return int(db.execute(self.conn, f"SELECT COUNT(*) FROM {self.ref}").scalar_one())
+        self.scans += 1
+        rows = int(db.execute(self.conn, f"SELECT COUNT(*) FROM {self.ref}").scalar_one())
+        db.insert_rows(self.conn, self.registry, REGISTRY_COLUMNS,
+                       [(self.run_id, None, "wide_cube", self.name, "base", None, rows, False)])
+        return rows
 
     def wave_size(self) -> int:
         return max(1, min(MAX_WAVE, ROWS_PER_STATEMENT // max(1, self.rows)))
 
     def violations(self, nodes: list[tuple[int, ...]], criteria: list[Criterion]) -> list[tuple[int, int]]:
         """(violating classes, tuples in them) of each node, in statements of `wave_size()` nodes."""
-        found: list[tuple[int, int]] = []
         size = self.wave_size()
-        for start in range(0, len(nodes), size):
-            found += self._wave(nodes[start:start + size], criteria)
-        return found
+        # families (the attributes a node keeps) together, then by levels: a chunk shares a high meet
+        order = sorted(range(len(nodes)), key=lambda j: (tuple(lv < 0 for lv in nodes[j]), nodes[j]), reverse=True)
+        by_index: dict[int, tuple[int, int]] = {}
+        for start in range(0, len(order), size):
+            chunk = order[start:start + size]
+            by_index.update(zip(chunk, self._wave([nodes[j] for j in chunk], criteria)))
+        return [by_index[j] for j in range(len(nodes))]
 
     def _wave(self, nodes: list[tuple[int, ...]], criteria: list[Criterion]) -> list[tuple[int, int]]:
-        dims = self.star.dimensions
-        values = ", ".join("(" + ", ".join(map(str, (j, *node))) + ")" for j, node in enumerate(nodes))
-        names = ", ".join(["node"] + [f"l{d.attr}" for d in dims])
-        keys = []
-        for key in range(self.layout.keys):
-            parts = [self._code(d.attr, d.height) for d in dims if self.layout.key_of[d.attr] == key]
-            keys.append(f"{' + '.join(parts)} AS key{key}")
-        sensitive = list(self.star.sensitive_columns().values())
         key_names = [f"key{key}" for key in range(self.layout.keys)]
-        definition = (f"SELECT w.node, {', '.join(keys + [f'c.{s}' for s in sensitive])}, SUM(c.cnt) AS cnt "
-                      f"FROM {self.ref} c CROSS JOIN (VALUES {values}) AS w({names}) "
-                      f"GROUP BY {', '.join(['w.node'] + key_names + [f'c.{s}' for s in sensitive])}")
+        definition = self._part(list(enumerate(nodes)))
         view = FrequencySetView("wave", ["node"] + key_names, "cnt", self.star.sensitive_columns(), definition,
                                 reference=self.ref)
         params: dict[str, object] = {}
@@ -121,16 +128,47 @@ class WaveChecker:
         rows = self.db.execute(self.conn, f"WITH wave AS MATERIALIZED ({definition}) SELECT node, COUNT(*), "
                                f"SUM(n) FROM ({violators}) AS violators GROUP BY node", params).all()
         self.statements += 1
+        self.scans += self.from_table
         by_node = {int(node): (int(classes), int(tuples)) for node, classes, tuples in rows}
         return [by_node.get(j, (0, 0)) for j in range(len(nodes))]
+
+    def _part(self, nodes: list[tuple[int, tuple[int, ...]]]) -> str:
+        """SELECT node, key(s), sensitive columns, cnt: the frequency sets of `nodes` (index, levels)."""
+        dims = self.star.dimensions
+        values = ", ".join("(" + ", ".join(map(str, (j, *node))) + ")" for j, node in nodes)
+        names = ", ".join(["node"] + [f"l{d.attr}" for d in dims])
+        keys = []
+        for key in range(self.layout.keys):
+            parts = [self._code(d.attr, d.height) for d in dims if self.layout.key_of[d.attr] == key]
+            keys.append(f"{' + '.join(parts)} AS key{key}")
+        sensitive = [f"c.{s}" for s in self.star.sensitive_columns().values()]
+        key_names = [f"key{key}" for key in range(self.layout.keys)]
+        return (f"SELECT w.node, {', '.join(keys + sensitive)}, SUM(c.cnt) AS cnt "
+                f"FROM {self._base([node for _, node in nodes])} c CROSS JOIN (VALUES {values}) AS w({names}) "
+                f"GROUP BY {', '.join(['w.node'] + key_names + sensitive)}")
+
+    def _base(self, nodes: list[tuple[int, ...]]) -> str:
+        """What the wave reads: the cube, or the cube first grouped up to the wave's meet (each attribute at the
+        lowest level of any of the wave's nodes), which has far fewer rows when every node is general."""
+        meet = [min((node[d.attr] for node in nodes if node[d.attr] >= 0), default=d.height + 1)
+                for d in self.star.dimensions]  # an attribute every node leaves out needs no column at all
+        if not any(meet):
+            return self.ref
+        kept = [f"k{d.attr}_{lv}" for d in self.star.dimensions for lv in range(meet[d.attr], d.height + 1)]
+        kept += list(self.star.sensitive_columns().values())
+        # the lower levels' columns are not read by the wave; the kept ones depend on each attribute's meet level
+        lower = [f"CAST(NULL AS BIGINT) AS k{d.attr}_{lv}"
+                 for d in self.star.dimensions for lv in range(meet[d.attr])]
+        return (f"(SELECT {', '.join(kept + lower)}, SUM(cnt) AS cnt FROM {self.ref} GROUP BY {', '.join(kept)})")
 
     @staticmethod
     def _code(attr: int, height: int) -> str:
         """The node's shifted code of `attr`: the cube column of the node's level."""
-        if height == 0:
-            return f"c.k{attr}_0"
         cases = " ".join(f"WHEN {lv} THEN c.k{attr}_{lv}" for lv in range(height + 1))
-        return f"CASE w.l{attr} {cases} END"
+        return f"CASE w.l{attr} {cases} ELSE 0 END"  # -1: the node leaves the attribute out
 
     def close(self) -> None:
-        self.db.drop_table(self.conn, self.ref)
+        if not self.from_table:
+            self.db.drop_table(self.conn, self.ref)
+            self.db.execute(self.conn, f"UPDATE {self.registry} SET dropped = TRUE WHERE run_id = :r AND label = "
+                            "'wide_cube'", {"r": self.run_id})

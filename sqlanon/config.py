@@ -21,7 +21,7 @@ from .criteria import Criterion, criteria_from_config
 from .errors import ConfigError
 
 GENERATORS = ("mask", "intervals", "date", "suppress")
-STRATEGIES = ("incognito", "exhaustive", "samarati", "topdown")
+STRATEGIES = ("auto", "incognito", "topdown", "bottomup", "samarati", "exhaustive")
 BASES = ("cube", "table")
 SUPPRESSION_MODES = ("remove", "mask")
 #: what each role does to a column in the published table (ARX's attribute types)
@@ -182,7 +182,7 @@ class Job:
     criteria: list[Criterion]
     output: Output | None = None
     sensitive: list[str] = field(default_factory=list)
-    strategy: str = "incognito"
+    strategy: str = "auto"
     name: str = "job"
     base: str = "cube"  # where frequency sets without a computed child come from: cube | table
     suppression: Suppression = field(default_factory=Suppression)
@@ -306,7 +306,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
                         _optional_identifier(out.get("schema"), "output.schema"),
                         [_identifier(role, "output.grant_to") for role in grant_to])
     search = _mapping(cfg.get("search") or {}, "search", {"strategy", "base", "assume_monotone"})
-    strategy = _choice(search.get("strategy", "incognito"), STRATEGIES, "search.strategy")
+    strategy = _choice(search.get("strategy", "auto"), STRATEGIES, "search.strategy")
     base = _choice(search.get("base", "cube"), BASES, "search.base")
     assume_monotone = search.get("assume_monotone", False)
     if not isinstance(assume_monotone, bool):

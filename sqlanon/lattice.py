@@ -39,6 +39,11 @@ class Node:
     def levels(self) -> dict[int, int]:
         return dict(self.pairs)
 
+    def vector(self, width: int) -> tuple[int, ...]:
+        """The levels of all `width` attributes, -1 for those the node leaves out."""
+        levels = self.levels
+        return tuple(levels.get(attr, -1) for attr in range(width))
+
 
 def node_key(pairs: Iterable[tuple[int, int]]) -> str:
     return ",".join(f"{attr}:{level}" for attr, level in sorted(pairs))
@@ -155,6 +160,15 @@ class LatticeStore:
         self.db.insert_rows(conn, f"{self.s}.lattice_node_levels", ["run_id", "node_id", "attr", "level"], levels)
         self.db.insert_rows(conn, f"{self.s}.lattice_edges", ["run_id", "iteration", "start_id", "end_id"], edges)
         self._analyze(conn)
+
+    def record_full_lattice(self, conn: Connection, attributes: int, statuses: dict[tuple[int, ...], str]) -> None:
+        """The settled nodes of a search over the full lattice, as its one iteration (in bulk)."""
+        rows = [(self.run_id, node_id, attributes, node_key(list(enumerate(node))),
+                 node_key(list(enumerate(node))[:-1]), attributes - 1, node[-1], sum(node), status)
+                for node_id, (node, status) in enumerate(sorted(statuses.items()), start=1)]
+        conn.execute(text(f"DELETE FROM {self.s}.lattice_nodes WHERE run_id = :r"), {"r": self.run_id})  # resumed
+        self.db.insert_rows(conn, f"{self.s}.lattice_nodes", ["run_id", "node_id", "iteration", "node_key",
+                            "prefix_key", "last_attr", "last_level", "height", "status"], rows)
 
     def prepare_resume(self, conn: Connection) -> int:
         """The last iteration an interrupted run completed (0 if none); the partial one's rows are deleted.

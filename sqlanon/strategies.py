@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from .backends import Database
 from .criteria import Criterion, FrequencySetView
 from .dimensions import StarSchema
-from .frequency import BATCH, FrequencySet, FrequencySets, count_violations_batch
+from .frequency import BATCH, count_violations_batch
 from .checker import WaveChecker
 from .lattice import (LatticeStore, Node, direct_generalizations, direct_specializations, full_lattice,
                       nodes_by_height)
@@ -87,12 +87,17 @@ class SearchStrategy(ABC):
 class Incognito(SearchStrategy):
     """LeFevre et al.: QI subsets of growing size, each lattice searched breadth-first with marking.
 
+    The lattice of each iteration (nodes, edges, pruning) lives in the lattice
+    tables; the nodes of a wave (equal height, across every family of the
+    iteration) are checked together by the wave checker, a node over a subset
+    of the QIs being the cube grouped on those QIs alone.
+
     When passing is not closed under generalization (criteria that are not
     monotone under suppression), neither subset pruning nor marking on a pass
     is sound: the full lattice is searched as one iteration, every node is
-    checked (still rolled up from a checked specialization), and only nodes
-    with no violating class at all mark their generalizations, which then have
-    none either (every criterion is monotone without suppression).
+    checked, and only nodes with no violating class at all mark their
+    generalizations, which then have none either (every criterion is monotone
+    without suppression).
     """
 
     name = "incognito"
@@ -100,11 +105,10 @@ class Incognito(SearchStrategy):
     def search(self, ctx: SearchContext, stats: SearchStats) -> list[tuple[int, ...]]:
         heights = ctx.star.heights
         store = LatticeStore(ctx.db, ctx.schema, ctx.run.run_id)
-        fsets = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, ctx.keep, ctx.use_cube)
         first = 1 if ctx.monotone else len(heights)
         done = store.prepare_resume(ctx.conn) if ctx.resuming else 0
         ctx.conn.commit()
-        try:
+        with _wave_checks(ctx, stats) as check:
             for iteration in range(max(first, done + 1), len(heights) + 1):
                 if iteration == 1:
                     store.create_first_iteration(ctx.conn, heights)
@@ -113,35 +117,26 @@ class Incognito(SearchStrategy):
                 else:
                     store.generate_next(ctx.conn, iteration - 1)
                 nodes, edges = store.load_iteration(ctx.conn, iteration)
-                statuses = self._search_iteration(ctx, fsets, nodes, edges, iteration, stats)
+                statuses = self._search_iteration(ctx, check, nodes, edges, iteration)
                 store.save_statuses(ctx.conn, statuses)
-                fsets.flush_registry()
                 ctx.run.progress(ctx.conn, iteration, stats.nodes_checked)
                 ctx.conn.commit()
-            survivors = store.survivors(ctx.conn, len(heights))
-            fsets.drop_all()
-            fsets.flush_registry()
-            ctx.conn.commit()
-        finally:
-            fsets.drop_all()
-            stats.rollups, stats.base_scans = fsets.rollups, fsets.base_scans
+        survivors = store.survivors(ctx.conn, len(heights))
         return sorted(tuple(level for _, level in pairs) for pairs in survivors)
 
-    def _search_iteration(self, ctx: SearchContext, fsets: FrequencySets, nodes: list[Node],
-                          edges: list[tuple[int, int]], iteration: int, stats: SearchStats) -> dict[int, str]:
+    def _search_iteration(self, ctx: SearchContext, check: "Check", nodes: list[Node],
+                          edges: list[tuple[int, int]], iteration: int) -> dict[int, str]:
         """Breadth-first by height from the roots of every family (QI subset) of the iteration.
 
         All families advance together in waves of equal height: a node's fate
-        depends only on lower nodes, so a wave is evaluated in batched statements.
+        depends only on lower nodes, so a wave is checked in a few statements.
         """
         graph = _IterationGraph(nodes, edges)
         statuses: dict[int, str] = {}
         marked: set[int] = set()
-        held: dict[int, FrequencySet] = {}  # frequency sets of failed nodes, kept for roll-ups
-        waiting = {n.node_id: len(graph.up[n.node_id]) for n in nodes}  # generalizations not yet dequeued
-        super_roots = _SuperRoots(fsets, graph)
         queue = [(n.height, n.node_id) for n in graph.roots]
         heapq.heapify(queue)
+        width = len(ctx.star.dimensions)
         while queue:
             wave = _pop_wave(queue, statuses)
             to_check = [node_id for node_id in wave if node_id not in marked]
@@ -149,45 +144,19 @@ class Incognito(SearchStrategy):
                 if node_id in marked:  # what holds for it holds for its generalizations
                     statuses[node_id] = "marked"
                     marked.update(graph.up[node_id])
-            batch = [self._frequency_set(fsets, graph.by_id[node_id], super_roots,
-                                         [held[p] for p in graph.down[node_id] if p in held])
-                     for node_id in to_check]
-            for node_id, fs, (classes, tuples) in zip(to_check, batch, fsets.violations(batch, ctx.criteria)):
-                stats.nodes_checked += 1
+            vectors = [graph.by_id[node_id].vector(width) for node_id in to_check]
+            for node_id, (classes, tuples) in zip(to_check, check.violations(vectors)):
                 statuses[node_id] = "pass" if ctx.accepts(tuples) else "fail"
                 if (statuses[node_id] == "pass") if ctx.monotone else classes == 0:
                     marked.update(graph.up[node_id])
                     continue
-                if graph.up[node_id]:  # its generalizations will roll up from it
-                    held[node_id] = fsets.materialize(fs)
                 for succ in graph.up[node_id]:
                     heapq.heappush(queue, (graph.by_id[succ].height, succ))
-            for node_id in wave:
-                super_roots.done(graph.by_id[node_id])
-                for parent in graph.down[node_id]:
-                    waiting[parent] -= 1
-                    if waiting[parent] == 0 and parent in held:
-                        fsets.drop(held.pop(parent))
-            ctx.run.progress(ctx.conn, iteration, stats.nodes_checked)  # visible from SQL while it runs
-            ctx.conn.commit()  # bounded transactions: dropped scratch tables are released
-            ctx.progress(f"iteration {iteration}/{len(ctx.star.dimensions)}", len(statuses), len(nodes))
-        for fs in held.values():
-            fsets.drop(fs)
-        super_roots.drop_all()
-        ctx.progress(f"iteration {iteration}/{len(ctx.star.dimensions)}", len(nodes), len(nodes))
+            ctx.run.progress(ctx.conn, iteration, check.stats.nodes_checked)  # visible from SQL while it runs
+            ctx.conn.commit()
+            ctx.progress(f"iteration {iteration}/{width}", len(statuses), len(nodes))
         # nodes never reached lie above a marked node: they pass by monotonicity
         return {n.node_id: statuses.get(n.node_id, "implied") for n in nodes}
-
-    @staticmethod
-    def _frequency_set(fsets: FrequencySets, node: Node, super_roots: "_SuperRoots",
-                       children: list[FrequencySet]) -> FrequencySet:
-        label = f"n{node.node_id}"
-        if children:  # roll up from the smallest computed specialization
-            return fsets.rollup(min(children, key=lambda f: f.rows), node.levels, label, node.node_id)
-        super_root = super_roots.get(node)
-        if super_root is not None:
-            return fsets.rollup(super_root, node.levels, label, node.node_id)
-        return fsets.base(node.levels, label, node.node_id)
 
 
 def _pop_wave(queue: list[tuple[int, int]], statuses: dict[int, str]) -> list[int]:
@@ -211,43 +180,6 @@ class _IterationGraph:
             self.up[a].append(b)
             self.down[b].append(a)
         self.roots = [n for n in nodes if not self.down[n.node_id]]
-
-
-class _SuperRoots:
-    """One base scan for all roots of a family: the most specific node below every root.
-
-    Built when the family's first root is evaluated, dropped after its last.
-    """
-
-    def __init__(self, fsets: FrequencySets, graph: _IterationGraph):
-        self.fsets = fsets
-        self.roots: dict[tuple[int, ...], list[Node]] = defaultdict(list)
-        for root in graph.roots:
-            self.roots[root.attrs].append(root)
-        self.pending = {attrs: {r.node_id for r in roots} for attrs, roots in self.roots.items()}
-        self.built: dict[tuple[int, ...], FrequencySet] = {}
-
-    def get(self, node: Node) -> FrequencySet | None:
-        roots = self.roots.get(node.attrs, [])
-        if len(roots) < 2 or node.node_id not in self.pending[node.attrs]:
-            return None
-        if node.attrs not in self.built:
-            levels = {a: min(r.levels[a] for r in roots) for a in node.attrs}
-            label = f"sr_{'_'.join(map(str, node.attrs))}"
-            self.built[node.attrs] = self.fsets.materialize(self.fsets.base(levels, label))
-        return self.built[node.attrs]
-
-    def done(self, node: Node) -> None:
-        pending = self.pending.get(node.attrs)
-        if pending is not None and node.node_id in pending:
-            pending.discard(node.node_id)
-            if not pending and node.attrs in self.built:
-                self.fsets.drop(self.built.pop(node.attrs))
-
-    def drop_all(self) -> None:
-        for fs in self.built.values():
-            self.fsets.drop(fs)
-        self.built.clear()
 
 
 class Exhaustive(SearchStrategy):
@@ -369,7 +301,7 @@ class TopDown(SearchStrategy):
         if not ctx.monotone:
             return Incognito().search(ctx, stats)
         with _wave_checks(ctx, stats) as check:
-            return self.walk(ctx, check)
+            return check.record(self.walk(ctx, check))
 
     def walk(self, ctx: SearchContext, check: "Check") -> list[tuple[int, ...]]:
         """The search itself, height by height, with `check` answering each height's candidates."""
@@ -425,36 +357,57 @@ class Auto(SearchStrategy):
         sample = random.Random(0).sample(lattice, min(self.SAMPLE, len(lattice)))
         with _wave_checks(ctx, stats) as check:
             share = len(check(sample, -1)) / len(sample)
-            return (TopDown() if share < 0.5 else BottomUp()).walk(ctx, check)
+            return check.record((TopDown() if share < 0.5 else BottomUp()).walk(ctx, check))
 
 
-Check = Callable[[list[tuple[int, ...]], int], list[tuple[int, ...]]]  # (nodes, height) -> the passing ones
+class Check:
+    """check(nodes, height): the passing ones of `nodes`, a wave per statement over the wide cube.
+
+    For the strategies that probe the full lattice; progress (height, nodes
+    checked) is recorded after each call, and every checked node's outcome is
+    kept for `record`.
+    """
+
+    def __init__(self, ctx: SearchContext, stats: SearchStats, checker: WaveChecker):
+        self.ctx, self.stats, self.checker = ctx, stats, checker
+        self.checked: dict[tuple[int, ...], bool] = {}
+
+    def __call__(self, nodes: list[tuple[int, ...]], height: int) -> list[tuple[int, ...]]:
+        ctx = self.ctx
+        for node, (_, tuples) in zip(nodes, self.violations(nodes)):
+            self.checked[node] = ctx.accepts(tuples)
+        ctx.run.progress(ctx.conn, height, self.stats.nodes_checked)
+        ctx.conn.commit()
+        return sorted(node for node in nodes if self.checked[node])
+
+    def violations(self, nodes: list[tuple[int, ...]]) -> list[tuple[int, int]]:
+        """(violating classes, tuples in them) of each node (-1: an attribute the node leaves out)."""
+        self.stats.nodes_checked += len(nodes)
+        return self.checker.violations(nodes, self.ctx.criteria)
+
+    def record(self, passing: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        """Write the passing nodes (`pass` when checked, `implied` when settled by another's check) and the
+        checked failing ones to the lattice tables, as the full iteration of the run; returns `passing`."""
+        ctx = self.ctx
+        LatticeStore(ctx.db, ctx.schema, ctx.run.run_id).record_full_lattice(
+            ctx.conn, len(ctx.star.heights),
+            {**{n: "fail" for n, ok in self.checked.items() if not ok},
+             **{n: "pass" if n in self.checked else "implied" for n in passing}})
+        ctx.conn.commit()
+        return passing
 
 
 @contextmanager
 def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
-    """check(nodes, height): the passing ones of `nodes`, a wave per statement over the wide cube.
-
-    For the strategies that probe whole heights of the full lattice; progress
-    (height, nodes checked) is recorded after each call, scratch tables dropped at the end.
-    """
-    checker = WaveChecker(ctx.db, ctx.conn, ctx.star, ctx.run.run_id)
-    stats.base_scans += 1
-
-    def check(nodes: list[tuple[int, ...]], height: int) -> list[tuple[int, ...]]:
-        stats.nodes_checked += len(nodes)
-        found = sorted(node for node, (_, tuples) in zip(nodes, checker.violations(nodes, ctx.criteria))
-                       if ctx.accepts(tuples))
-        ctx.run.progress(ctx.conn, height, stats.nodes_checked)
-        ctx.conn.commit()
-        return found
-
+    """A Check over a wide cube built for the search, dropped at the end."""
+    checker = WaveChecker(ctx.db, ctx.conn, ctx.star, ctx.run.run_id, ctx.schema, from_table=not ctx.use_cube)
     try:
-        yield check
+        yield Check(ctx, stats, checker)
     finally:
         checker.close()
         ctx.conn.commit()
         stats.statements += checker.statements
+        stats.base_scans += checker.scans
 
 
 STRATEGIES: dict[str, type[SearchStrategy]] = {s.name: s for s in (Auto, Incognito, Exhaustive, Samarati, TopDown,

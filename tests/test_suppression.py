@@ -95,7 +95,7 @@ def test_samarati_returns_the_lowest_passing_height(adult_duck: str, adult_viola
 
 
 def test_samarati_without_suppression_matches_incognito(adult_duck: str):
-    job = _adult(adult_duck, CASES["k=5 and distinct l=4"])
+    job = _adult(adult_duck, CASES["k=5 and distinct l=4"], strategy="incognito")
     incognito = search(job)
     samarati = search(dataclasses.replace(job, strategy="samarati"))
     lowest = min(sum(n) for n in incognito.satisfying)
