@@ -118,10 +118,13 @@ class WaveChecker:
             by_index.update(zip(chunk, self._wave([nodes[j] for j in chunk], criteria)))
         return [by_index[j] for j in range(len(nodes))]
 
+    @property
+    def key_names(self) -> list[str]:
+        return [f"key{key}" for key in range(self.layout.keys)]
+
     def _wave(self, nodes: list[tuple[int, ...]], criteria: list[Criterion]) -> list[tuple[int, int]]:
-        key_names = [f"key{key}" for key in range(self.layout.keys)]
-        definition = self._part(list(enumerate(nodes)))
-        view = FrequencySetView("wave", ["node"] + key_names, "cnt", self.star.sensitive_columns(), definition,
+        definition = self._frequency_sets(nodes)
+        view = FrequencySetView("wave", ["node"] + self.key_names, "cnt", self.star.sensitive_columns(), definition,
                                 reference=self.ref)
         params: dict[str, object] = {}
         violators = violating_classes_sql(view, criteria, "w", params)
@@ -132,20 +135,19 @@ class WaveChecker:
         by_node = {int(node): (int(classes), int(tuples)) for node, classes, tuples in rows}
         return [by_node.get(j, (0, 0)) for j in range(len(nodes))]
 
-    def _part(self, nodes: list[tuple[int, tuple[int, ...]]]) -> str:
-        """SELECT node, key(s), sensitive columns, cnt: the frequency sets of `nodes` (index, levels)."""
+    def _frequency_sets(self, nodes: list[tuple[int, ...]]) -> str:
+        """SELECT node (its index in `nodes`), key(s), sensitive columns, cnt: the nodes' frequency sets."""
         dims = self.star.dimensions
-        values = ", ".join("(" + ", ".join(map(str, (j, *node))) + ")" for j, node in nodes)
+        values = ", ".join("(" + ", ".join(map(str, (j, *node))) + ")" for j, node in enumerate(nodes))
         names = ", ".join(["node"] + [f"l{d.attr}" for d in dims])
         keys = []
         for key in range(self.layout.keys):
             parts = [self._code(d.attr, d.height) for d in dims if self.layout.key_of[d.attr] == key]
             keys.append(f"{' + '.join(parts)} AS key{key}")
         sensitive = [f"c.{s}" for s in self.star.sensitive_columns().values()]
-        key_names = [f"key{key}" for key in range(self.layout.keys)]
         return (f"SELECT w.node, {', '.join(keys + sensitive)}, SUM(c.cnt) AS cnt "
-                f"FROM {self._base([node for _, node in nodes])} c CROSS JOIN (VALUES {values}) AS w({names}) "
-                f"GROUP BY {', '.join(['w.node'] + key_names + sensitive)}")
+                f"FROM {self._base(nodes)} c CROSS JOIN (VALUES {values}) AS w({names}) "
+                f"GROUP BY {', '.join(['w.node'] + self.key_names + sensitive)}")
 
     def _base(self, nodes: list[tuple[int, ...]]) -> str:
         """What the wave reads: the cube, or the cube first grouped up to the wave's meet (each attribute at the
