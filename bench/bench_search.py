@@ -5,6 +5,8 @@ same table measured in the same run, on DuckDB (and PostgreSQL if reachable).
                                  [--strategies incognito,topdown,auto]
 
 Adult: the bundled data, all 9 QIs, k=5, without suppression and with 2% and 10%.
+Criteria: Adult with the 8 QIs other than occupation, occupation sensitive, k=5 plus each
+criterion of bench_criteria.py (default strategy).
 Hospital: ../shared/tools/gen_hospital.py data (QIs zip, birth_date, sex, race,
 marital_status), k=5. The ARX column is ARX's figure for the same question on a
 machine of this kind, where one exists.
@@ -20,6 +22,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
+from bench_criteria import CASES as CRITERIA_CASES, OCC, criteria_job  # noqa: E402
 from bench_hospital import QIS as HOSPITAL_QIS, dataset, job as hospital_job  # noqa: E402
 from common import PG_URL, pg_reachable, print_table, timed  # noqa: E402
 
@@ -31,7 +34,10 @@ HERE = Path(__file__).parent
 ADULT = Path(str(resources.files("sqlanon.data").joinpath("adult", "adult.yaml")))
 ADULT_QIS = ["age", "education", "marital-status", "native-country", "race", "salary-class", "sex",
              "workclass", "occupation"]
-ARX_SECONDS = {("adult", 0.0): 0.088, ("adult", 0.02): 0.81, ("adult", 0.1): 3.4}
+ARX_SECONDS = {("adult", "k=5", 0.0): 0.088, ("adult", "k=5", 0.02): 0.81, ("adult", "k=5", 0.1): 3.4,
+               ("adult 8 QIs", "distinct l=3", 0.0): 0.115, ("adult 8 QIs", "entropy l=3", 0.0): 0.091,
+               ("adult 8 QIs", "recursive c=4 l=3", 0.0): 0.090, ("adult 8 QIs", "t equal 0.2", 0.0): 0.062,
+               ("adult 8 QIs", "t hierarchical 0.2", 0.0): 0.039}
 
 
 def group_by_seconds(url: str, table: str, columns: list[str]) -> float:
@@ -46,7 +52,7 @@ def group_by_seconds(url: str, table: str, columns: list[str]) -> float:
 
 
 def measure(rows: list, dataset_name: str, database: str, url: str, job, strategies: list[str],
-            limits: list[float], baseline: float) -> None:
+            limits: list[float], baseline: float, criteria: str = "k=5") -> None:
     for limit in limits:
         answers = set()
         for strategy in strategies:
@@ -54,9 +60,9 @@ def measure(rows: list, dataset_name: str, database: str, url: str, job, strateg
             seconds, result = timed(lambda: search(run, RunOptions(db_url=url)))
             answers.add(tuple(result.satisfying))
             s = result.stats
-            rows.append([dataset_name, database, strategy, f"{limit:.0%}", s.nodes_checked, s.statements or "-",
-                         s.seconds, seconds, baseline, s.seconds / baseline,
-                         ARX_SECONDS.get((dataset_name, limit), "-")])
+            rows.append([dataset_name, database, criteria, strategy, f"{limit:.0%}", s.nodes_checked,
+                         s.statements or "-", s.seconds, seconds, baseline, s.seconds / baseline,
+                         ARX_SECONDS.get((dataset_name, criteria, limit), "-")])
             print(rows[-1], flush=True)
         assert len(answers) == 1, "the strategies disagree"
 
@@ -65,6 +71,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-hospital", action="store_true")
+    parser.add_argument("--no-criteria", action="store_true")
     parser.add_argument("--hospital-rows", type=int, default=1_000_000)
     parser.add_argument("--strategies", default="incognito,topdown,auto")
     args = parser.parse_args()
@@ -83,6 +90,11 @@ def main() -> None:
         measure(rows, "adult", database, url, loaded, strategies, [0.0], baseline)
         measure(rows, "adult", database, url, loaded, [s for s in strategies if s != "incognito"], [0.02, 0.1],
                 baseline)
+        if not args.no_criteria:
+            baseline = group_by_seconds(url, "adult", [q for q in ADULT_QIS if q != OCC])
+            for case in CRITERIA_CASES:
+                measure(rows, "adult 8 QIs", database, url, criteria_job(loaded, case), ["auto"], [0.0], baseline,
+                        case)
         if not args.no_hospital:
             folder = dataset(args.hospital_rows)
             search(hospital_job(folder, url, 5, load=True), RunOptions(db_url=url))  # load (not timed)
@@ -91,7 +103,7 @@ def main() -> None:
                     strategies, [0.0], baseline)
     print_table("Search strategies, k=5 (search s: the search itself; call s: the whole search() call; "
                 "ratio: search s / one GROUP BY s, same run)",
-                ["dataset", "database", "strategy", "suppression", "checks", "statements", "search s", "call s",
+                ["dataset", "database", "criteria", "strategy", "suppression", "checks", "statements", "search s", "call s",
                  "GROUP BY s", "ratio", "ARX s"], rows)
 
 

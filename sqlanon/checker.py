@@ -65,7 +65,8 @@ class WaveChecker:
         comparison: the cube is one scan for the whole search)."""
         self.db, self.conn, self.star, self.from_table = db, conn, star, from_table
         self.registry, self.run_id = f"{db.q(schema)}.frequency_sets", run_id
-        self.layout = KeyLayout.for_codes([max(d.hierarchy.level_sizes()) - 1 for d in star.dimensions])
+        self.level_sizes = [d.hierarchy.level_sizes() for d in star.dimensions]
+        self.layout = KeyLayout.for_codes([max(sizes) - 1 for sizes in self.level_sizes])
         self.name = f"wide_cube_{run_id}"
         self.statements = self.scans = 0
         if from_table:
@@ -104,19 +105,42 @@ class WaveChecker:
                        [(self.run_id, None, "wide_cube", self.name, "base", None, rows, False)])
         return rows
 
-    def wave_size(self) -> int:
-        return max(1, min(MAX_WAVE, ROWS_PER_STATEMENT // max(1, self.rows)))
-
     def violations(self, nodes: list[tuple[int, ...]], criteria: list[Criterion]) -> list[tuple[int, int]]:
-        """(violating classes, tuples in them) of each node, in statements of `wave_size()` nodes."""
-        size = self.wave_size()
+        """(violating classes, tuples in them) of each node, in waves bounded by the rows they join."""
         # families (the attributes a node keeps) together, then by levels: a chunk shares a high meet
         order = sorted(range(len(nodes)), key=lambda j: (tuple(lv < 0 for lv in nodes[j]), nodes[j]), reverse=True)
         by_index: dict[int, tuple[int, int]] = {}
-        for start in range(0, len(order), size):
-            chunk = order[start:start + size]
+        for chunk in self._waves(order, nodes):
             by_index.update(zip(chunk, self._wave([nodes[j] for j in chunk], criteria)))
         return [by_index[j] for j in range(len(nodes))]
+
+    def _waves(self, order: list[int], nodes: list[tuple[int, ...]]) -> list[list[int]]:
+        """`order` cut into waves: a node joins the current wave while the wave's base (the cube grouped to the
+        meet, as estimated by `_rows_at`) times its nodes stays within ROWS_PER_STATEMENT."""
+        waves: list[list[int]] = []
+        for j in order:
+            if waves and len(waves[-1]) < MAX_WAVE:
+                meet = self._meet([nodes[i] for i in waves[-1]] + [nodes[j]])
+                if self._rows_at(meet) * (len(waves[-1]) + 1) <= ROWS_PER_STATEMENT:
+                    waves[-1].append(j)
+                    continue
+            waves.append([j])
+        return waves
+
+    def _meet(self, nodes: list[tuple[int, ...]]) -> list[int]:
+        """Each attribute at the lowest level of any of `nodes` (height + 1 when every node leaves it out)."""
+        return [min((node[d.attr] for node in nodes if node[d.attr] >= 0), default=d.height + 1)
+                for d in self.star.dimensions]
+
+    def _rows_at(self, meet: list[int]) -> int:
+        """At most how many rows the cube has once grouped to `meet`: the product of the levels' sizes (the
+        sensitive columns ignored), never more than the cube."""
+        rows = 1
+        for d, level in zip(self.star.dimensions, meet):
+            rows *= self.level_sizes[d.attr][level] if level <= d.height else 1
+            if rows >= self.rows:
+                return self.rows
+        return rows
 
     @property
     def key_names(self) -> list[str]:
@@ -152,8 +176,7 @@ class WaveChecker:
     def _base(self, nodes: list[tuple[int, ...]]) -> str:
         """What the wave reads: the cube, or the cube first grouped up to the wave's meet (each attribute at the
         lowest level of any of the wave's nodes), which has far fewer rows when every node is general."""
-        meet = [min((node[d.attr] for node in nodes if node[d.attr] >= 0), default=d.height + 1)
-                for d in self.star.dimensions]  # an attribute every node leaves out needs no column at all
+        meet = self._meet(nodes)  # an attribute every node leaves out needs no column at all
         if not any(meet):
             return self.ref
         kept = [f"k{d.attr}_{lv}" for d in self.star.dimensions for lv in range(meet[d.attr], d.height + 1)]

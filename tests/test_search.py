@@ -115,3 +115,20 @@ def test_incognito_equals_exhaustive_on_random_tables(tmp_path_factory, case):
     exhaustive = search(dataclasses.replace(job, strategy="exhaustive"))
     assert incognito.satisfying == exhaustive.satisfying
     assert incognito.minimal == exhaustive.minimal
+
+
+def test_waves_hold_more_nodes_where_the_grouped_cube_is_small():
+    """A wave's size follows the rows of the cube grouped to its meet, not the rows of the whole cube."""
+    from types import SimpleNamespace
+
+    from sqlanon import checker
+
+    dims = [SimpleNamespace(attr=0, height=2), SimpleNamespace(attr=1, height=1)]
+    wave = object.__new__(checker.WaveChecker)
+    wave.star, wave.rows = SimpleNamespace(dimensions=dims), 2_000_000
+    wave.level_sizes = [[1_000_000, 100, 1], [2, 1]]  # level sizes of each attribute, bottom to top
+    general = [(2, 1), (2, 0), (1, 1), (1, 0)]  # meet (1, 0): at most 100 x 2 rows
+    assert wave._waves(list(range(4)), general) == [[0, 1, 2, 3]]
+    specific = [(0, 1), (0, 0), (1, 1)]  # meet at level 0 of a million codes: two nodes would join 4M rows
+    assert wave._waves(list(range(3)), specific) == [[0, 1], [2]]
+    assert wave._rows_at([3, 2]) == 1  # every node leaves both attributes out
