@@ -21,11 +21,12 @@ import pandas as pd
 from sqlalchemy import text
 
 from .audit import AuditReport, audit_table
-from .backends import Database
+from .backends import Database, duckdb_file
 from .config import Job, Output, normalize_url
-from .dimensions import StarSchema, build_star_schema, check_columns, needed_sensitive, read_hierarchy_files
+from .dimensions import (StarSchema, build_star_schema, check_columns, generated_hierarchy, needed_sensitive,
+                         read_hierarchy_files)
 from .errors import ConfigError, DataError, RunCancelled, SqlanonError
-from .hierarchies import GENERATED_TOP
+from .hierarchies import GENERATED_TOP, Hierarchy
 from .jobs import opened_registry
 from .lattice import minimal_nodes
 from .materialize import Publication, check_output, materialize, pseudonym_keys
@@ -53,6 +54,13 @@ class SearchResult:
     max_suppressed: int = 0
     heuristic: bool = False  # pruning was assumed sound, not proven: passing nodes may be missing
     metrics: dict[tuple[int, ...], dict[str, Any]] = field(default_factory=dict)
+    level_examples: list[list[list[str]]] = field(default_factory=list)  # per QI, per level: a few labels
+
+    def describe(self, node: tuple[int, ...]) -> dict[str, dict[str, Any]]:
+        """Each QI's level in `node`, with its hierarchy's height and a few labels of that level."""
+        return {qi: {"level": level, "height": height,
+                     "examples": self.level_examples[i][level] if self.level_examples else []}
+                for i, (qi, level, height) in enumerate(zip(self.qi, node, self.heights))}
 
     def to_dict(self) -> dict[str, Any]:
         data = {"qi": self.qi, "heights": self.heights, "minimal": [list(n) for n in self.minimal],
@@ -62,6 +70,8 @@ class SearchResult:
             data["warning"] = HEURISTIC_WARNING
         if self.metrics:
             data["metrics"] = {node_label(n): m for n, m in sorted(self.metrics.items())}
+        if self.level_examples:
+            data["level_examples"] = dict(zip(self.qi, self.level_examples))
         return data
 
     def metrics_frame(self) -> pd.DataFrame:
@@ -84,10 +94,22 @@ class AnonymizeResult:
     audit: AuditReport
     selection: str = ""  # the rule that chose the node
     suppressed: int = 0  # tuples removed or masked in the output
+    preview: list[dict[str, Any]] = field(default_factory=list)  # the first rows of the published table
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.search.to_dict(), "output": self.output, "node": list(self.node),
-                "selection": self.selection, "suppressed": self.suppressed, "audit": self.audit.to_dict()}
+                "node_levels": self.search.describe(self.node), "selection": self.selection,
+                "suppressed": self.suppressed, "audit": self.audit.to_dict(),
+                "preview": [{k: _plain(v) for k, v in row.items()} for row in self.preview]}
+
+    def preview_frame(self) -> pd.DataFrame:
+        """The first rows of the published table."""
+        return pd.DataFrame(self.preview)
+
+
+def _plain(value: Any) -> Any:
+    """A value JSON can carry (numbers and text as they are, anything else as text)."""
+    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
 @dataclass
@@ -143,7 +165,13 @@ def _publish(job: Job, ctx: SearchContext, target: "_Target", result: SearchResu
                        target.replace, tuple(job.identifying), tuple(job.sensitive + job.insensitive), target.keys)
     report = materialize(ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id,
                          Ownership(ctx.db, ctx.schema))
-    return AnonymizeResult(result, node, target.output.table, report, selection, result.metrics[node]["suppressed"])
+    preview = ctx.conn.execute(text(f"SELECT * FROM {ctx.db.q(target.name.schema, target.name.table)} "
+                                    f"LIMIT {PREVIEW_ROWS}")).mappings().all()
+    return AnonymizeResult(result, node, target.output.table, report, selection, result.metrics[node]["suppressed"],
+                           [dict(row) for row in preview])
+
+
+PREVIEW_ROWS = 5  # rows of the published table an anonymize result shows
 
 
 @dataclass
@@ -155,6 +183,32 @@ class _Target:
     name: TableName | None = None
     source: TableName | None = None
     keys: dict[str, bytes] = field(default_factory=dict, repr=False)
+
+
+def hierarchies(job: Job, options: RunOptions | None = None) -> dict[str, Hierarchy]:
+    """Every QI's hierarchy as a search would use it, in QI order: read from its file, or generated from the
+    column's distinct values (read from the source table, or from source.csv when the table is not loaded
+    yet: into a temporary table, dropped with the transaction). Nothing is written."""
+    job = job.with_url((options or RunOptions()).db_url)
+    files = read_hierarchy_files(job)
+    if all(qi.hierarchy for qi in job.quasi_identifiers):
+        return {qi.column: files[qi.column] for qi in job.quasi_identifiers}
+    file = duckdb_file(job.source.url)  # a DuckDB file that does not exist yet is not created for this
+    src, db = job.source, Database("duckdb:///:memory:" if file and not file.exists() else job.source.url)
+    try:
+        with db.connect() as conn:  # never committed: a temporary table goes with the transaction
+            if db.table_exists(conn, src.schema, src.table) or src.csv is None:
+                source = db.q(src.schema, src.table)
+                check_columns(db, conn, job)
+            else:
+                source = db.scratch_ref("hierarchy_source")
+                db.load_csv(conn, src.csv, src.csv_options, source, temporary=True)
+            found = {qi.column: files.get(qi.column) or generated_hierarchy(db, conn, source, qi)
+                     for qi in job.quasi_identifiers}
+            conn.rollback()
+    finally:
+        db.dispose()
+    return found
 
 
 def node_metrics(job: Job, nodes: list[tuple[int, ...]], options: RunOptions | None = None
@@ -176,7 +230,7 @@ def _empty_result(job: Job, ctx: SearchContext, nodes: list[tuple[int, ...]]) ->
                               f"({', '.join(job.qi_names)}), each between 0 and its height "
                               f"({node_label(ctx.star.heights)})")
     return SearchResult(job.qi_names, ctx.star.heights, [], [], SearchStats(), ctx.run.run_id, "none",
-                        ctx.star.rows, ctx.max_suppressed)
+                        ctx.star.rows, ctx.max_suppressed, level_examples=_level_examples(ctx.star))
 
 
 def evaluate_every_node(job: Job, criteria_sets: list[list[Criterion]],
@@ -263,7 +317,12 @@ def _search(job: Job, ctx: SearchContext) -> SearchResult:
     if ctx.heuristic:
         warnings.warn(HEURISTIC_WARNING, UserWarning, stacklevel=2)
     return SearchResult(job.qi_names, ctx.star.heights, satisfying, minimal_nodes(satisfying), stats,
-                        ctx.run.run_id, job.strategy, ctx.star.rows, ctx.max_suppressed, ctx.heuristic)
+                        ctx.run.run_id, job.strategy, ctx.star.rows, ctx.max_suppressed, ctx.heuristic,
+                        level_examples=_level_examples(ctx.star))
+
+
+def _level_examples(star: StarSchema) -> list[list[list[str]]]:
+    return [[d.hierarchy.examples(level) for level in range(d.height + 1)] for d in star.dimensions]
 
 
 def _select(job: Job, ctx: SearchContext, result: SearchResult) -> tuple[int, ...]:

@@ -7,7 +7,9 @@ scratch tables live, how a CSV file is loaded, and how rows are bulk-inserted.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -101,8 +103,9 @@ class Database:
         try:
             conn = self.engine.connect()
         except sa.exc.OperationalError as exc:
+            first = str(exc.orig).strip().splitlines()[0]
             raise SqlanonError(f"cannot connect to {self.engine.url.render_as_string(hide_password=True)}: "
-                               f"{str(exc.orig).strip().splitlines()[0]}") from None
+                               f"{first}{lock_hint(first)}") from None
         with conn:
             yield conn
 
@@ -253,8 +256,9 @@ class Database:
             finally:
                 raw.unregister("sqlanon_rows")
 
-    def load_csv(self, conn: Connection, path: Path, options: dict[str, Any], ref: str) -> int:
+    def load_csv(self, conn: Connection, path: Path, options: dict[str, Any], ref: str, temporary: bool = False) -> int:
         """Create table `ref` from a CSV file, in the caller's transaction; returns the row count.
+        `temporary`: `ref` is a scratch_ref (a temporary table of the session).
 
         DuckDB reads the file (type detection, options); PostgreSQL receives it
         through COPY from a normalized copy DuckDB writes, so both databases see
@@ -265,7 +269,8 @@ class Database:
             raise DataError(f"CSV file not found: {path}")
         read_sql, params = _read_csv_sql(path, options)
         if self.kind == "duckdb":
-            _csv_errors(lambda: conn.execute(sa.text(f"CREATE TABLE {ref} AS {read_sql}"), params), path)
+            create = "CREATE TEMP TABLE" if temporary else "CREATE TABLE"
+            _csv_errors(lambda: conn.execute(sa.text(f"{create} {ref} AS {read_sql}"), params), path)
         else:
             self._copy_csv_to_postgres(conn, read_sql, params, path, ref)
         return self.execute(conn, f"SELECT COUNT(*) FROM {ref}").scalar_one()
@@ -292,6 +297,44 @@ class Database:
                             copy.write(chunk)
         finally:
             reader.close()
+
+
+def duckdb_file(url: str) -> Path | None:
+    """The file of a DuckDB URL (None for other databases and in-memory DuckDB)."""
+    if not url.startswith("duckdb:///") or url.endswith(":memory:"):
+        return None
+    return Path(url[len("duckdb:///"):].split("?")[0])
+
+
+def progress_file(db_url: str) -> Path | None:
+    """The file beside a DuckDB database where its current run writes its progress (None: not a DuckDB file)."""
+    database = duckdb_file(db_url)
+    return None if database is None else database.with_name(database.name + ".sqlanon-run.json")
+
+
+def side_file_status(database: str) -> str:
+    """What the progress file beside the DuckDB file `database` says, as one sentence ('' when there is none)."""
+    path = progress_file(f"duckdb:///{database}")
+    try:
+        state = json.loads(path.read_text()) if path else None
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(state, dict):
+        return ""
+    figures = (f": iteration {state.get('iteration')}, {state.get('nodes_checked')} nodes checked"
+               if "nodes_checked" in state else "")
+    return (f"run {state.get('run_id')} (process {state.get('pid')}) is {state.get('status')}{figures}, "
+            f"as of {state.get('updated_at')}")
+
+
+def lock_hint(message: str) -> str:
+    """DuckDB lets one process open a file at a time: say so, and what the running job's progress file says."""
+    locked = re.search(r'Could not set lock on file "([^"]+)"', message)
+    if not locked:
+        return ""
+    status = side_file_status(locked.group(1))
+    return ("; another process has this DuckDB file open (DuckDB allows one process per file, even to read): "
+            "wait for it to finish" + (f". Its progress: {status}" if status else ""))
 
 
 def quote_name(name: str) -> str:

@@ -1,7 +1,10 @@
 """The `sqlanon` command line."""
 from __future__ import annotations
 
+import csv
+import functools
 import json
+import os
 import shutil
 import sys
 import warnings
@@ -18,47 +21,88 @@ from rich import box
 from rich.table import Table
 
 from . import __version__
-from .api import (AnonymizeResult, RunOptions, SearchResult, anonymize, audit, load_csv, register_job, run_job,
-                  search)
+from .api import (AnonymizeResult, RunOptions, SearchResult, anonymize, audit, hierarchies, load_csv, register_job,
+                  run_job, search)
 from .jobs import JobRegistry, opened_registry
 from .audit import AuditReport
-from .backends import Database, qualified_name
+from .backends import Database, lock_hint, qualified_name
 from .config import Job, load_job, normalize_url
 from .errors import SqlanonError
 from .metadata import (DEFAULT_SCHEMA, cleanup_dead_runs, current_version, downgrade, migrate, set_python_path,
                        stored_routines)
-from .metrics import node_label
+from .metrics import METRICS, node_label
 
-out = Console()
-err = Console(stderr=True)
+def _console(stderr: bool = False) -> Console:
+    """A terminal gets tables fitted to its width; a pipe or a file gets them whole (never cut at 80 columns)."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else 100_000)
+
+
+out = _console()
+err = _console(stderr=True)
 
 DB_OPTION = click.option("--db", "db_url", metavar="URL",
                          help="Database to use instead of source.url (SQLAlchemy URL or DuckDB file path).")
-JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for automation).")
+FORMATS = ("table", "csv", "json")
+
+
+def output_format(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--format table|csv|json` and its shorthand `--json`, passed to the command as `fmt`."""
+
+    @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+                  help="table: for people (whole tables when stdout is not a terminal); csv or json: for programs.")
+    @click.option("--json", "as_json", is_flag=True, help="Same as --format json: one JSON object.")
+    @functools.wraps(command)
+    def with_format(*args: Any, fmt: str, as_json: bool, **kwargs: Any) -> Any:
+        return command(*args, fmt="json" if as_json else fmt, **kwargs)
+
+    return with_format
+
+
 KEEP_OPTION = click.option("--keep", is_flag=True, help="Keep dimension and frequency-set tables for inspection.")
 SCHEMA_OPTION = click.option("--metadata-schema", default=DEFAULT_SCHEMA, show_default=True,
                              help="Schema holding sqlanon's run records and lattice tables.")
 
+HIERARCHY_ROWS = 25  # values `sqlanon hierarchy` prints as a table without --all
+EXIT_OK, EXIT_CRITERION_FAILS, EXIT_ERROR = 0, 1, 2  # as the README's "Exit codes" says
+
 
 class Command(click.Group):
-    """Turns user errors into one line and exit code 2 (tracebacks only with --debug)."""
+    """Turns user and database errors into one line and exit code 2 (tracebacks only with --debug, which is
+    accepted anywhere on the command line)."""
+
+    debug = False
+
+    def main(self, args: list[str] | None = None, *rest: Any, **kwargs: Any) -> Any:
+        args = list(sys.argv[1:] if args is None else args)
+        Command.debug = "--debug" in args
+        if Command.debug:  # after the subcommand too: move it where the group's option is parsed
+            args = ["--debug"] + [a for a in args if a != "--debug"]
+        return super().main(args, *rest, **kwargs)
 
     def invoke(self, ctx: click.Context) -> Any:
-        debug = "--debug" in sys.argv
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:  # the reader went away (e.g. `| head`): stop quietly, as other tools do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(EXIT_OK)
         except SqlanonError as exc:
-            if debug:
+            if Command.debug:
                 raise
             err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-            sys.exit(2)
+            sys.exit(EXIT_ERROR)
         except sa.exc.DBAPIError as exc:
-            if debug:
+            if Command.debug:
                 raise
             first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__
-            err.print(f"[bold red]database error:[/] {first} (rerun with --debug for details)", highlight=False,
-                      soft_wrap=True)
-            sys.exit(1)
+            err.print(f"[bold red]database error:[/] {first}{lock_hint(first)} (rerun with --debug for details)",
+                      highlight=False, soft_wrap=True)
+            sys.exit(EXIT_ERROR)
+        except (sa.exc.SQLAlchemyError, OSError) as exc:  # e.g. a file that cannot be read or written
+            if Command.debug:
+                raise
+            err.print(f"[bold red]error:[/] {exc} (rerun with --debug for details)", highlight=False, soft_wrap=True)
+            sys.exit(EXIT_ERROR)
 
 
 @click.group(cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
@@ -81,12 +125,12 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 @main.command("search")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 @DB_OPTION
-@JSON_OPTION
+@output_format
 @KEEP_OPTION
 @SCHEMA_OPTION
 @click.option("--metrics", is_flag=True,
               help="Compute utility metrics (precision, discernibility, KL divergence, ...) of every minimal node.")
-def search_command(config: Path, db_url: str | None, as_json: bool, keep: bool, metadata_schema: str,
+def search_command(config: Path, db_url: str | None, fmt: str, keep: bool, metadata_schema: str,
                    metrics: bool) -> None:
     """Find every generalization satisfying the criteria, and the minimal ones.
 
@@ -94,19 +138,19 @@ def search_command(config: Path, db_url: str | None, as_json: bool, keep: bool, 
     the tuples of its violating classes number at most the limit.
     """
     job = load_job(config)
-    with _progress(as_json) as progress:
+    with _progress(fmt) as progress:
         result = search(job, RunOptions(db_url, metadata_schema, keep, progress, metrics))
-    _show_result(result, as_json)
+    _show_result(result, fmt)
 
 
 @main.command("anonymize")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 @DB_OPTION
-@JSON_OPTION
+@output_format
 @KEEP_OPTION
 @SCHEMA_OPTION
 @click.option("--replace", is_flag=True, help="Overwrite the output table if it exists.")
-def anonymize_command(config: Path, db_url: str | None, as_json: bool, keep: bool, metadata_schema: str,
+def anonymize_command(config: Path, db_url: str | None, fmt: str, keep: bool, metadata_schema: str,
                       replace: bool) -> None:
     """Search, pick a generalization and write the audited output table.
 
@@ -114,7 +158,7 @@ def anonymize_command(config: Path, db_url: str | None, as_json: bool, keep: boo
     min_absolute_distance, the lowest height); ties go to the lowest height,
     then to the smallest levels in QI order.
     """
-    _anonymize(load_job(config), RunOptions(db_url, metadata_schema, keep), as_json, replace)
+    _anonymize(load_job(config), RunOptions(db_url, metadata_schema, keep), fmt, replace)
 
 
 @main.command("audit")
@@ -122,8 +166,8 @@ def anonymize_command(config: Path, db_url: str | None, as_json: bool, keep: boo
 @click.option("--table", required=True, help="Table to audit (a published table, or the source itself).")
 @click.option("--schema", default=None, help="Schema of the table (default: the database's current schema).")
 @DB_OPTION
-@JSON_OPTION
-def audit_command(config: Path, table: str, schema: str | None, db_url: str | None, as_json: bool) -> None:
+@output_format
+def audit_command(config: Path, table: str, schema: str | None, db_url: str | None, fmt: str) -> None:
     """Evaluate the job's criteria on an existing table, without searching.
 
     Reports the worst class for each criterion (smallest class, fewest distinct
@@ -132,22 +176,58 @@ def audit_command(config: Path, table: str, schema: str | None, db_url: str | No
     holds, 1 when one does not.
     """
     report = audit(load_job(config), table, schema, RunOptions(db_url))
-    if as_json:
+    if fmt == "json":
         print(json.dumps(report.to_dict()))
+    elif fmt == "csv":
+        _write_csv(AUDIT_COLUMNS, _audit_rows(report))
     else:
         _print_audit(table, report)
-    sys.exit(0 if report.ok else 1)
+    sys.exit(EXIT_OK if report.ok else EXIT_CRITERION_FAILS)
+
+
+@main.command("hierarchy")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("qi", required=False)
+@DB_OPTION
+@output_format
+@click.option("--all", "show_all", is_flag=True, help=f"Every value (the table format shows {HIERARCHY_ROWS}).")
+def hierarchy_command(config: Path, qi: str | None, db_url: str | None, fmt: str, show_all: bool) -> None:
+    """Show the hierarchy of QI (or of every quasi-identifier) as the job's search uses it.
+
+    One row per original value, one column per level up to the top. A
+    generated hierarchy is built from the column's values in the source table
+    (or in source.csv when it is not loaded yet); nothing is written.
+    """
+    job = load_job(config)
+    names = job.qi_names
+    if qi is not None and qi not in names:
+        raise SqlanonError(f"{qi!r} is not a quasi-identifier of the job (its quasi-identifiers: {', '.join(names)})")
+    found = hierarchies(job, RunOptions(db_url))
+    chosen = {name: h for name, h in found.items() if qi is None or name == qi}
+    if fmt == "json":
+        print(json.dumps({name: {"origin": h.origin, "height": h.height, "paths": [list(p) for p in h.paths]}
+                          for name, h in chosen.items()}))
+        return
+    for name, h in chosen.items():
+        header = ["value"] + [f"level {lv}" for lv in range(1, h.height + 1)]
+        rows = [["NULL" if p[0] == "" else p[0], *p[1:]] for p in h.paths]
+        if fmt == "csv":
+            _write_csv(["quasi_identifier", *header], [[name, *row] for row in rows])
+            continue
+        shown = rows if show_all else rows[:HIERARCHY_ROWS]
+        more = "" if len(shown) == len(rows) else f", the first {len(shown)} shown (--all for every one)"
+        _print_rows(f"{name}: {h.origin}, {len(rows)} values, height {h.height}{more}", header, shown, fmt)
 
 
 @main.command("demo")
 @click.option("--db", "db_path", default="sqlanon-demo.duckdb", show_default=True, metavar="PATH",
               help="DuckDB file to create (or a database URL).")
-@JSON_OPTION
-def demo_command(db_path: str, as_json: bool) -> None:
+@output_format
+def demo_command(db_path: str, fmt: str) -> None:
     """Anonymize the bundled Adult census data (30,162 rows, 9 QIs, k=5) into a DuckDB file."""
     job = load_job(_bundled("adult.yaml")).with_url(normalize_url(db_path, Path.cwd()))
-    _anonymize(job, RunOptions(), as_json, replace=True)
-    if not as_json:
+    _anonymize(job, RunOptions(), fmt, replace=True)
+    if fmt == "table":
         out.print(f"\nThe source is table [bold]adult[/], the result [bold]adult_anon[/] in {db_path}. "
                   "Copy the job to edit it: [bold]sqlanon example my-job[/]")
 
@@ -272,40 +352,33 @@ def job_register(name: str, config: Path, db_url: str, metadata_schema: str) -> 
 @job_group.command("list")
 @DB_REQUIRED
 @SCHEMA_OPTION
-@JSON_OPTION
-def job_list(db_url: str, metadata_schema: str, as_json: bool) -> None:
+@output_format
+def job_list(db_url: str, metadata_schema: str, fmt: str) -> None:
     """The registered jobs and their latest run."""
     jobs = _registry(db_url, metadata_schema, lambda r: r.jobs())
-    if as_json:
+    if fmt == "json":
         print(json.dumps(jobs))
         return
-    table = Table(title=f"{len(jobs)} registered job(s)")
-    for column in ("job", "registered", "last run", "status", "started"):
-        table.add_column(column)
-    for j in jobs:
-        table.add_row(j["name"], j["registered_at"][:19], str(j["last_run"] or "-"), j["status"] or "-",
-                      (j["started_at"] or "-")[:19])
-    out.print(table)
+    rows = [[j["name"], j["registered_at"][:19], str(j["last_run"] or "-"), j["status"] or "-",
+             (j["started_at"] or "-")[:19]] for j in jobs]
+    _print_rows(f"{len(jobs)} registered job(s)", ["job", "registered", "last run", "status", "started"], rows, fmt)
 
 
 @job_group.command("status")
 @click.argument("name")
 @DB_REQUIRED
 @SCHEMA_OPTION
-@JSON_OPTION
-def job_status(name: str, db_url: str, metadata_schema: str, as_json: bool) -> None:
+@output_format
+def job_status(name: str, db_url: str, metadata_schema: str, fmt: str) -> None:
     """The latest runs of job NAME: status (an interrupted run was left by a dead session), progress."""
     runs = _registry(db_url, metadata_schema, lambda r: r.runs(name))
-    if as_json:
+    if fmt == "json":
         print(json.dumps([r.to_dict() for r in runs]))
         return
-    table = Table(title=f"job {name}: {len(runs)} latest run(s)")
-    for column in ("run", "command", "status", "iteration", "nodes checked", "started", "finished", "error"):
-        table.add_column(column)
-    for r in runs:
-        table.add_row(str(r.run_id), r.command, r.status, str(r.iteration), str(r.nodes_checked),
-                      str(r.started_at)[:19], str(r.finished_at or "-")[:19], r.error or "")
-    out.print(table)
+    rows = [[str(r.run_id), r.command, r.status, str(r.iteration), str(r.nodes_checked), str(r.started_at)[:19],
+             str(r.finished_at or "-")[:19], r.error or ""] for r in runs]
+    _print_rows(f"job {name}: {len(runs)} latest run(s)",
+                ["run", "command", "status", "iteration", "nodes checked", "started", "finished", "error"], rows, fmt)
 
 
 def _registered_run_command(name: str, resume: bool, help_text: str) -> None:
@@ -315,10 +388,10 @@ def _registered_run_command(name: str, resume: bool, help_text: str) -> None:
     @click.argument("job_name", metavar="NAME")
     @DB_REQUIRED
     @SCHEMA_OPTION
-    @JSON_OPTION
+    @output_format
     @KEEP_OPTION
-    def command(job_name: str, db_url: str, metadata_schema: str, as_json: bool, keep: bool) -> None:
-        _run_registered(job_name, db_url, RunOptions(metadata_schema=metadata_schema, keep=keep), as_json, resume)
+    def command(job_name: str, db_url: str, metadata_schema: str, fmt: str, keep: bool) -> None:
+        _run_registered(job_name, db_url, RunOptions(metadata_schema=metadata_schema, keep=keep), fmt, resume)
 
 
 _registered_run_command("run", False, "Run job NAME: anonymize into its output table (replacing it), or search "
@@ -332,17 +405,22 @@ def _registry(db_url: str, metadata_schema: str, action: Callable[[JobRegistry],
         return action(registry)
 
 
-def _run_registered(name: str, db_url: str, options: RunOptions, as_json: bool, resume: bool) -> None:
-    with _progress(as_json) as progress:
+def _run_registered(name: str, db_url: str, options: RunOptions, fmt: str, resume: bool) -> None:
+    with _progress(fmt) as progress:
         options.progress = progress
         result = run_job(name, db_url, options, resume=resume)
-    _show_result(result, as_json)
+    _show_result(result, fmt)
 
 
-def _show_result(result: SearchResult | AnonymizeResult, as_json: bool) -> None:
-    """A search or anonymize result: one JSON object, or tables (metrics when computed)."""
-    if as_json:
+def _show_result(result: SearchResult | AnonymizeResult, fmt: str) -> None:
+    """A search or anonymize result: one JSON object, CSV rows (the minimal nodes, or the published one), or
+    tables (metrics when computed)."""
+    search_result = result.search if isinstance(result, AnonymizeResult) else result
+    if fmt == "json":
         print(json.dumps(result.to_dict()))
+    elif fmt == "csv":
+        nodes = [result.node] if isinstance(result, AnonymizeResult) else search_result.minimal
+        _write_csv(*_node_rows(search_result, nodes))
     elif isinstance(result, AnonymizeResult):
         _print_search(result.search)
         _print_anonymized(result)
@@ -352,21 +430,49 @@ def _show_result(result: SearchResult | AnonymizeResult, as_json: bool) -> None:
             _print_metrics(result, result.minimal)
 
 
+def _node_rows(result: SearchResult, nodes: list[tuple[int, ...]]) -> tuple[list[str], list[list[Any]]]:
+    """One row per node: its level per QI, its height and its metrics when computed."""
+    metrics = [name for name in METRICS if any(name in result.metrics.get(n, {}) for n in nodes)]
+    metrics = [name for name in metrics if name != "height"]
+    rows = [[*node, sum(node), *(result.metrics.get(node, {}).get(name) for name in metrics)] for node in nodes]
+    return [*result.qi, "height", *metrics], rows
+
+
+def _write_csv(header: list[str], rows: list[list[Any]]) -> None:
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(["" if value is None else value for value in row] for row in rows)
+
+
+def _print_rows(title: str, header: list[str], rows: list[list[str]], fmt: str) -> None:
+    """Rows as a table, or as CSV."""
+    if fmt == "csv":
+        _write_csv(header, rows)
+        return
+    out.print(title, highlight=False, soft_wrap=True)  # a line of its own: a title wider than the table wraps
+    table = Table()
+    for column in header:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+
+
 def _bundled(name: str) -> Path:
     return Path(str(resources.files("sqlanon.data").joinpath("adult", name)))
 
 
-def _anonymize(job: Job, options: RunOptions, as_json: bool, replace: bool) -> None:
-    with _progress(as_json) as progress:
+def _anonymize(job: Job, options: RunOptions, fmt: str, replace: bool) -> None:
+    with _progress(fmt) as progress:
         options.progress = progress
         result = anonymize(job, options, replace=replace)
-    _show_result(result, as_json)
+    _show_result(result, fmt)
 
 
 @contextmanager
-def _progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
-    """A progress bar on stderr per search phase (none with --json)."""
-    if quiet:
+def _progress(fmt: str) -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar on stderr per search phase (only for the table format)."""
+    if fmt != "table":
         yield lambda phase, done, total: None
         return
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -390,10 +496,25 @@ def _print_search(result: SearchResult) -> None:
     for node in result.minimal:
         table.add_row(*map(str, node), str(sum(node)))
     out.print(table)
+    _print_levels(result, result.minimal)
     s = result.stats
     suppression = f", at most {result.max_suppressed} tuples suppressed" if result.max_suppressed else ""
     out.print(f"run {result.run_id} ({result.strategy}): {s.nodes_checked} nodes checked, {s.rollups} roll-ups, "
               f"{s.base_scans} base scan(s), {s.seconds:.2f} s over {result.rows} rows{suppression}")
+
+
+def _print_levels(result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
+    """What each level used by `nodes` looks like: a few of its labels (`sqlanon hierarchy` shows them all)."""
+    if not nodes or not result.level_examples:
+        return
+    table = Table(title="what the levels look like (a few labels each)", box=box.SIMPLE_HEAD)
+    for column in ("quasi-identifier", "level", "labels"):
+        table.add_column(column)
+    for attr, qi in enumerate(result.qi):
+        for level in sorted({node[attr] for node in nodes}):
+            table.add_row(qi, f"{level} of {result.heights[attr]}", ", ".join(result.level_examples[attr][level])
+                          + (", ..." if level < result.heights[attr] else ""))
+    out.print(table)
 
 
 def _print_metrics(result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
@@ -419,6 +540,15 @@ def _number(value: Any) -> str:
     return str(value) if isinstance(value, int) else f"{value:.3g}"
 
 
+AUDIT_COLUMNS = ["criterion", "parameters", "figure", "value", "holds", "violating_classes", "violating_tuples"]
+
+
+def _audit_rows(report: AuditReport) -> list[list[Any]]:
+    """One row per criterion: its parameters, its worst class's figure, whether it holds, what violates it."""
+    return [[name, " ".join(f"{k}={v}" for k, v in c.params.items()), c.figure_name, c.figure, c.holds,
+             c.violating_classes, c.violating_tuples] for name, c in report.criteria.items()]
+
+
 def _print_audit(table_name: str, report: AuditReport) -> None:
     table = Table(title=f"{table_name}: {report.rows} rows in {report.classes} classes, smallest {report.min_class_size}")
     for column in ("criterion", "parameters", "worst class", "holds", "violating classes", "violating tuples"):
@@ -435,7 +565,9 @@ def _print_audit(table_name: str, report: AuditReport) -> None:
 
 
 def _print_anonymized(result: AnonymizeResult) -> None:
-    node = ", ".join(f"{q}={lv}" for q, lv in zip(result.search.qi, result.node))
+    levels = result.search.describe(result.node)
+    node = ", ".join(f"{q}={d['level']}" + (f" (e.g. {d['examples'][0]})" if d["examples"] else "")
+                     for q, d in levels.items())
     audit_report = result.audit
     checks = ", ".join(f"{name} {'holds' if ok else 'FAILS'}" for name, ok in audit_report.holds.items())
     _print_metrics(result.search, [result.node])
@@ -443,6 +575,13 @@ def _print_anonymized(result: AnonymizeResult) -> None:
     out.print(f"wrote [bold]{result.output}[/]: node ({node}) chosen by {result.selection}, {audit_report.rows} rows "
               f"in {audit_report.classes} classes, smallest class {audit_report.min_class_size}{suppressed}; "
               f"audit: {checks}")
+    if result.preview:
+        table = Table(title=f"the first {len(result.preview)} rows of {result.output}", box=box.SIMPLE_HEAD)
+        for column in result.preview[0]:
+            table.add_column(column)
+        for row in result.preview:
+            table.add_row(*("NULL" if value is None else str(value) for value in row.values()))
+        out.print(table)
 
 
 if __name__ == "__main__":

@@ -238,12 +238,22 @@ def normalize_url(url: str, base_dir: Path) -> str:
     except Exception as exc:  # sqlalchemy raises ArgumentError with a terse message
         raise ConfigError(f"source.url {url!r} is not a database URL ({exc}); "
                           "use e.g. duckdb:///file.duckdb or postgresql+psycopg://user@host/db") from None
+    if parsed.drivername in ("postgres", "postgresql"):  # libpq's own spellings: the psycopg 3 driver
+        return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    if parsed.drivername.split("+")[0] not in SUPPORTED_SCHEMES:
+        raise ConfigError(f"source.url {parsed.render_as_string()!r}: {parsed.drivername!r} is not supported; "
+                          f"use one of {', '.join(SUPPORTED_SCHEMES.values())}")
     if parsed.drivername.startswith("duckdb"):
         db = parsed.database or ":memory:"
         if db != ":memory:" and not Path(db).is_absolute():
             parsed = parsed.set(database=str((base_dir / db).resolve()))
         return parsed.render_as_string(hide_password=False)
     return url
+
+
+# URL scheme -> an example of it, for error messages
+SUPPORTED_SCHEMES = {"duckdb": "duckdb:///file.duckdb (or a bare file path)",
+                     "postgresql": "postgresql://user@host/db (also postgres:// and postgresql+psycopg://)"}
 
 
 def load_job(path: str | Path) -> Job:

@@ -164,7 +164,7 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
     star = StarSchema(db, source, columns, rows, [], sensitive)
     try:
         for attr, qi in enumerate(job.quasi_identifiers):
-            hierarchy = files.get(qi.column) or _generated(db, conn, source, qi)
+            hierarchy = files.get(qi.column) or generated_hierarchy(db, conn, source, qi)
             if job.suppression.mode == "mask" and job.suppression.limit:
                 hierarchy.check_masking()
             dim = Dimension(attr, qi.column, hierarchy, db.q(schema, f"dim_{run_id}_{attr}"))
@@ -237,7 +237,8 @@ def _warn_absent_values(db: Database, conn: Connection, source: str, column: str
                       "config do not occur in the data (check the spelling)", UserWarning, stacklevel=2)
 
 
-def _generated(db: Database, conn: Connection, source: str, qi: QuasiIdentifier) -> Hierarchy:
+def generated_hierarchy(db: Database, conn: Connection, source: str, qi: QuasiIdentifier) -> Hierarchy:
+    """The hierarchy a generator builds for the distinct values of the QI's column in `source`."""
     values = conn.execute(text(f"SELECT DISTINCT CAST({db.q(qi.column)} AS VARCHAR) FROM {source} "
                                f"WHERE {db.q(qi.column)} IS NOT NULL")).scalars().all()
     return generate_hierarchy(qi.column, qi.generate, qi.options, values)
@@ -268,8 +269,10 @@ def _check_one_row_per_tuple(db: Database, conn: Connection, source: str, dim: D
         f"SELECT COUNT(*) - COUNT({col}), COUNT(CASE WHEN CAST({col} AS VARCHAR) = '' THEN 1 END) "
         f"FROM {source}")).one()
     if nulls and not dim.hierarchy.maps_null:
-        raise DataError(f"column {dim.column!r} has {nulls} NULL value(s); map them in its hierarchy with a "
-                        "line whose value is empty (;level1;...;top), or remove them from the table")
+        how = ("add `null: LABEL` to its generate options (e.g. null: unknown): NULLs then show LABEL up to the "
+               "top level" if dim.hierarchy.origin.startswith("generated") else
+               "map them in its hierarchy file with a line whose value is empty (;level1;...;top)")
+        raise DataError(f"column {dim.column!r} has {nulls} NULL value(s); {how}, or remove them from the table")
     if nulls and empty:
         raise DataError(f"column {dim.column!r} holds both NULL ({nulls} rows) and empty strings ({empty} rows), and "
                         "its hierarchy's empty line maps both, so the search would see one class where the output "

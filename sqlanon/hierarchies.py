@@ -62,6 +62,11 @@ class Hierarchy:
         """The labels of the highest level (usually just `*`), sorted."""
         return sorted({p[-1] for p in self.paths})
 
+    def examples(self, level: int, count: int = 3) -> list[str]:
+        """The first `count` distinct labels of `level`, in the hierarchy's order (NULL shown as 'NULL')."""
+        labels = dict.fromkeys("NULL" if level == 0 and p[0] == NULL_VALUE else p[level] for p in self.paths)
+        return list(labels)[:count]
+
     @property
     def maps_null(self) -> bool:
         return NULL_VALUE in self.values
@@ -142,8 +147,23 @@ def generate_hierarchy(column: str, kind: str, options: dict[str, Any], values: 
     values = sorted(set(values))
     if not values:
         raise HierarchyError(f"column {column!r} has no non-NULL values to build a {kind} hierarchy from")
+    options = dict(options)
+    null_label = options.pop("null", None)
     builder = {"mask": _mask, "intervals": _intervals, "date": _date, "suppress": _suppress}[kind]
-    return Hierarchy(column, tuple(builder(column, options, values)), origin=f"generated {kind}")
+    paths = builder(column, options, values)
+    if null_label is not None:
+        paths.append(_null_path(column, null_label, len(paths[0]) - 1, {p[i] for p in paths for i in range(1, len(p))}))
+    return Hierarchy(column, tuple(paths), origin=f"generated {kind}")
+
+
+def _null_path(column: str, label: Any, height: int, labels: set[str]) -> tuple[str, ...]:
+    """NULL (the empty value) shows `label` at every level but the top, which it shares with every value."""
+    if not isinstance(label, str) or not label.strip():
+        raise ConfigError(f"quasi_identifiers.{column}: null must be a non-empty label for NULLs, e.g. null: unknown")
+    if label in labels or label == GENERATED_TOP:
+        raise ConfigError(f"quasi_identifiers.{column}: null label {label!r} is already a label of the hierarchy; "
+                          "NULLs need a label of their own, e.g. null: unknown")
+    return (NULL_VALUE, *[label] * (height - 1), GENERATED_TOP)
 
 
 def _check_options(column: str, kind: str, options: dict[str, Any], allowed: set[str]) -> None:
@@ -161,16 +181,25 @@ def _suppress(column: str, options: dict[str, Any], values: list[str]) -> list[t
 
 def _mask(column: str, options: dict[str, Any], values: list[str]) -> list[tuple[str, ...]]:
     """13053 -> 1305* -> 130** -> 13*** -> 1**** -> *  (masks from the right)."""
-    _check_options(column, "mask", options, {"char"})
+    _check_options(column, "mask", options, {"char", "width"})
     char = str(options.get("char", "*"))
     if len(char) != 1:
         raise ConfigError(f"quasi_identifiers.{column}: mask char must be one character, got {char!r}")
-    width = max(len(v) for v in values)
+    pad = options.get("width")
+    if pad is not None:  # integer codes that lost their leading zeros (zip 02134 read as 2134)
+        if not isinstance(pad, int) or isinstance(pad, bool) or pad < 1:
+            raise ConfigError(f"quasi_identifiers.{column}: mask width must be a positive whole number, e.g. 5")
+        longer = [v for v in values if len(v) > pad]
+        if longer:
+            raise HierarchyError(f"mask for {column!r}: value {longer[0]!r} is longer than width {pad}; raise the "
+                                 "width or leave it out")
+    width = max(len(v) for v in values) if pad is None else pad
     paths = []
     for v in values:
+        shown = v if pad is None else v.rjust(pad, "0")  # generalized labels show the padded value
         # once a shorter value is masked whole it shows the full width ('**' for width 2), never the top
         # label: with suppression mode mask, a lower label equal to the top would read as a masked tuple
-        masked = [v[: len(v) - i] + char * i if i < len(v) else char * width for i in range(1, width)]
+        masked = [shown[: len(shown) - i] + char * i if i < len(shown) else char * width for i in range(1, width)]
         paths.append((v, *masked, GENERATED_TOP))
     return paths
 

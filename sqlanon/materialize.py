@@ -120,8 +120,8 @@ def _select_list(db: Database, star: StarSchema, plan: Publication, masking: boo
 
 
 def _generalized(db: Database, column: str, dim, level: int, masking: bool) -> str:
-    if level == 0 and not masking:
-        return f"t.{db.q(column)}"
+    """A QI's published value: its label at `level`, always text (VARCHAR), so the column's type is the same
+    whichever node is published (level 0 is the original value as text; NULL stays NULL)."""
     value = f"d{dim.attr}.l{level}" if level > 0 else f"CAST(t.{db.q(column)} AS VARCHAR)"
     if masking:
         value = f"CASE WHEN b.n IS NULL THEN {value} ELSE d{dim.attr}.l{dim.height} END"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 from importlib import resources
 from typing import Any
@@ -19,7 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from .backends import PG_MAX_NAME_BYTES, Database
+from .backends import PG_MAX_NAME_BYTES, Database, progress_file
 from .errors import ConfigError, DataError
 
 DEFAULT_SCHEMA = "sqlanon"
@@ -178,6 +179,18 @@ class RunRecord:
     def progress(self, conn: Connection, iteration: int, nodes_checked: int) -> None:
         conn.execute(text(f"UPDATE {self.db.q(self.schema)}.runs SET iteration = :i, nodes_checked = :n "
                           "WHERE run_id = :r"), {"i": iteration, "n": nodes_checked, "r": self.run_id})
+        self._write_side_file("running", iteration=iteration, nodes_checked=nodes_checked)
+
+    def _write_side_file(self, status: str, **figures: Any) -> None:
+        """DuckDB: the run's status also in a small file beside the database, which another process can read
+        while this one holds the database's lock (see `side_file_status`)."""
+        path = progress_file(self.db.url)
+        if path is None:
+            return
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(json.dumps({"run_id": self.run_id, "status": status, "pid": os.getpid(),
+                                       "updated_at": now().isoformat(sep=" ", timespec="seconds") + " UTC", **figures}))
+        os.replace(partial, path)  # readers see the old state or the new one, never half of it
 
     def finish(self, result: dict[str, Any]) -> None:
         self._close("finished", json.dumps(result), None)
@@ -190,6 +203,7 @@ class RunRecord:
 
     def _close(self, status: str, result: str | None, error: str | None) -> None:
         LIVE_RUNS.discard((self.db.url, self.schema, self.run_id))
+        self._write_side_file(status, error=error)
         with self.db.begin() as conn:
             conn.execute(text(f"UPDATE {self.db.q(self.schema)}.runs SET status = :s, finished_at = :t, "
                               "result = :res, error = :e WHERE run_id = :r"),

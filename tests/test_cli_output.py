@@ -1,0 +1,169 @@
+"""What a data owner reads: level labels, the hierarchy command, output formats, stable column types, exit
+codes, URLs, NULLs in generated hierarchies, and a DuckDB file held by another process."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from sqlanon.config import normalize_url
+from sqlanon.errors import ConfigError, HierarchyError
+from sqlanon.hierarchies import generate_hierarchy
+
+from .test_cli import _expect_error, _loaded, run, write_config
+
+
+def test_results_name_each_level_with_a_few_labels(tmp_path: Path):
+    data = json.loads(run("anonymize", str(write_config(tmp_path)), "--json").stdout)
+    assert data["level_examples"]["age"][0][:2] == ["1", "2"]  # level 0: original values
+    assert data["level_examples"]["sex"][1] == ["*"]
+    levels = data["node_levels"]
+    assert list(levels) == ["sex", "age", "race"]
+    age = levels["age"]
+    assert age["height"] == 4 and age["examples"] == data["level_examples"]["age"][age["level"]]
+    # the anonymize result ends with the first rows of the published table
+    assert len(data["preview"]) == 5 and set(data["preview"][0]) >= {"sex", "age", "race"}
+    human = run("anonymize", str(write_config(tmp_path)), "--replace").stdout
+    assert "what the levels look like" in human and "the first 5 rows of adult_anon" in human
+    assert f"age={age['level']} (e.g. {age['examples'][0]})" in human
+
+
+def test_hierarchy_command_prints_file_and_generated_hierarchies(tmp_path: Path):
+    config = write_config(tmp_path, quasi_identifiers={"sex": {"hierarchy": "hierarchies/sex.csv"},
+                                                       "age": {"generate": "intervals", "widths": [10, 20]},
+                                                       "race": {"hierarchy": "hierarchies/race.csv"}})
+    result = run("hierarchy", str(config), "age", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.reader(io.StringIO(result.stdout)))
+    assert rows[0] == ["quasi_identifier", "value", "level 1", "level 2", "level 3"]
+    assert ["age", "39", "[30,40)", "[20,40)", "*"] in rows
+    # generated from source.csv without loading it: no database file appears
+    assert not (tmp_path / "adult.duckdb").exists()
+    every = json.loads(run("hierarchy", str(config), "--json").stdout)
+    assert list(every) == ["sex", "age", "race"] and every["sex"]["origin"].endswith("sex.csv")
+    table = run("hierarchy", str(config), "age").stdout
+    assert "generated intervals" in table and "--all for every one" in table
+    unknown = run("hierarchy", str(config), "zipcode")
+    assert unknown.exit_code == 2 and "quasi-identifiers: sex, age, race" in unknown.stderr
+
+
+def test_generated_hierarchies_map_nulls_with_a_label(tmp_path: Path):
+    _loaded(tmp_path)
+    engine = sa.create_engine(f"duckdb:///{tmp_path / 'adult.duckdb'}")
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE holes AS SELECT * FROM adult")
+        conn.exec_driver_sql("UPDATE holes SET age = NULL WHERE race = 'Other'")
+    source = {"url": "duckdb:///adult.duckdb", "table": "holes"}
+    qis = {"sex": {"hierarchy": "hierarchies/sex.csv"}, "age": {"generate": "intervals", "widths": [10, 20]},
+           "race": {"hierarchy": "hierarchies/race.csv"}}
+    config = write_config(tmp_path, source=source, output={"table": "holes_anon"}, quasi_identifiers=qis)
+    _expect_error(tmp_path, config, "add `null: LABEL` to its generate options")
+    qis["age"]["null"] = "unknown"
+    config = write_config(tmp_path, source=source, output={"table": "holes_anon"}, quasi_identifiers=qis)
+    result = run("anonymize", str(config), "--json")
+    assert result.exit_code == 0, result.output
+    level = json.loads(result.stdout)["node"][1]
+    with engine.connect() as conn:
+        ages = {r[0] for r in conn.exec_driver_sql("SELECT DISTINCT age FROM holes_anon")}
+    engine.dispose()
+    assert ("unknown" in ages) if level in (1, 2) else (None in ages if level == 0 else ages == {"*"})
+
+
+def test_generator_null_label_and_mask_width_are_checked():
+    paths = generate_hierarchy("zip", "mask", {"width": 5, "null": "unknown"}, ["2134", "13053"]).paths
+    assert ("2134", "0213*", "021**", "02***", "0****", "*") in paths  # leading zero restored
+    assert ("", "unknown", "unknown", "unknown", "unknown", "*") in paths
+    with pytest.raises(ConfigError, match="already a label"):
+        generate_hierarchy("zip", "mask", {"null": "1305*"}, ["13053"])
+    with pytest.raises(HierarchyError, match="longer than width 4"):
+        generate_hierarchy("zip", "mask", {"width": 4}, ["13053"])
+    with pytest.raises(ConfigError, match="positive whole number"):
+        generate_hierarchy("zip", "mask", {"width": "5"}, ["13053"])
+
+
+def test_a_generalized_column_has_one_type_whatever_the_node(tmp_path: Path):
+    types = set()
+    for k in (1, 50):  # k=1 publishes every QI at level 0; k=50 generalizes them
+        config = write_config(tmp_path, criteria={"k_anonymity": {"k": k}})
+        result = run("anonymize", str(config), "--replace", "--json")
+        assert result.exit_code == 0, result.output
+        engine = sa.create_engine(f"duckdb:///{tmp_path / 'adult.duckdb'}")
+        with engine.connect() as conn:
+            types |= {tuple(r) for r in conn.exec_driver_sql(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'adult_anon' "
+                "AND column_name IN ('age', 'sex', 'race')")}
+        engine.dispose()
+    assert types == {("age", "VARCHAR"), ("sex", "VARCHAR"), ("race", "VARCHAR")}
+
+
+def test_csv_format_and_whole_tables_when_piped(tmp_path: Path):
+    config = write_config(tmp_path)
+    rows = list(csv.reader(io.StringIO(run("search", str(config), "--format", "csv").stdout)))
+    assert rows[0] == ["sex", "age", "race", "height"] and len(rows) > 1
+    assert all(int(r[3]) == sum(map(int, r[:3])) for r in rows[1:])
+    run("anonymize", str(config))
+    audit = run("audit", str(config), "--table", "adult_anon", "--format", "csv")
+    assert audit.exit_code == 0
+    assert next(csv.reader(io.StringIO(audit.stdout)))[0] == "criterion"
+    # not a terminal: the metrics table keeps every column instead of being cut to 80
+    wide = run("search", str(config), "--metrics").stdout
+    assert max(len(line) for line in wide.splitlines()) > 80 and "…" not in wide
+
+
+def test_exit_codes_and_debug_after_the_subcommand(tmp_path: Path):
+    config = write_config(tmp_path)
+    assert run("search", str(config), "--json", "--debug").exit_code == 0
+    assert run("search", str(tmp_path / "missing.yaml")).exit_code == 2
+    run("anonymize", str(config))
+    source_audit = run("audit", str(config), "--table", "adult")  # the raw table is not 5-anonymous
+    assert source_audit.exit_code == 1
+
+
+def test_postgres_urls_are_accepted_and_other_schemes_named(tmp_path: Path):
+    assert normalize_url("postgres://u@h/db", tmp_path) == "postgresql+psycopg://u@h/db"
+    assert normalize_url("postgresql://u@h:5433/db", tmp_path) == "postgresql+psycopg://u@h:5433/db"
+    assert normalize_url("postgresql+psycopg://u@h/db", tmp_path) == "postgresql+psycopg://u@h/db"
+    with pytest.raises(ConfigError, match=r"'mysql' is not supported; use one of duckdb:///file.duckdb"):
+        normalize_url("mysql://u@h/db", tmp_path)
+
+
+def test_a_duckdb_file_held_by_another_process_names_it_and_its_progress(tmp_path: Path):
+    """DuckDB lets one process open a file: the error says so (exit 2) and shows the run's progress file."""
+    config = write_config(tmp_path)
+    database = tmp_path / "adult.duckdb"
+    (tmp_path / "adult.duckdb.sqlanon-run.json").write_text(json.dumps(
+        {"run_id": 7, "status": "running", "pid": 1, "updated_at": "2026-01-01 00:00:00 UTC", "iteration": 3,
+         "nodes_checked": 42}))
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time, duckdb
+        held = duckdb.connect({str(database)!r})
+        print("ready", flush=True)
+        time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        # another process too: within one process DuckDB shares an open file between connections
+        result = subprocess.run([sys.executable, "-m", "sqlanon", "search", str(config)], capture_output=True,
+                                text=True)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.returncode == 2, result.stdout + result.stderr
+    message = result.stderr
+    assert "another process has this DuckDB file open" in message
+    assert "run 7 (process 1) is running: iteration 3, 42 nodes checked" in message
+    assert "Traceback" not in message
+
+
+def test_a_run_writes_its_progress_beside_the_duckdb_file(tmp_path: Path):
+    config = write_config(tmp_path)
+    assert run("search", str(config)).exit_code == 0
+    state = json.loads((tmp_path / "adult.duckdb.sqlanon-run.json").read_text())
+    assert state["status"] == "finished" and state["run_id"] >= 1
