@@ -10,6 +10,7 @@ schema, searches, and cleans its scratch tables up whatever happens.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 import warnings
 from pathlib import Path
@@ -31,9 +32,11 @@ from .jobs import opened_registry
 from .lattice import minimal_nodes
 from .materialize import Publication, check_output, materialize, pseudonym_keys
 from .ownership import Ownership, TableName, file_digest
-from .metrics import METRICS, MetricsEvaluator, best_node, needs_every_passing_node, node_label, selection_metric
+from .metrics import (METRICS, MetricsEvaluator, best_node, level_metrics, needs_every_passing_node, node_label,
+                      selection_metric)
 from .metadata import DEFAULT_SCHEMA, RunRecord, cleanup_dead_runs, migrate
-from .criteria import Criterion
+from .criteria import Criterion, FrequencySetView
+from .frequency import COUNT, FrequencySets, class_column, violating_classes_sql
 from .strategies import STRATEGIES, Exhaustive, Progress, SearchContext, SearchStats
 
 
@@ -63,7 +66,7 @@ class SearchResult:
                 for i, (qi, level, height) in enumerate(zip(self.qi, node, self.heights))}
 
     def to_dict(self) -> dict[str, Any]:
-        data = {"qi": self.qi, "heights": self.heights, "minimal": [list(n) for n in self.minimal],
+        data = {"run_id": self.run_id, "qi": self.qi, "heights": self.heights, "minimal": [list(n) for n in self.minimal],
                 "satisfying_count": len(self.satisfying), "stats": asdict(self.stats),
                 "max_suppressed": self.max_suppressed, "heuristic": self.heuristic}
         if self.heuristic:
@@ -337,8 +340,12 @@ def _select(job: Job, ctx: SearchContext, result: SearchResult) -> tuple[int, ..
     metric = selection_metric(job.select.policy, job.select.metric)
     wide = needs_every_passing_node(metric, job.select.policy is not None, result.max_suppressed)
     candidates = result.satisfying if wide else result.minimal
-    _add_metrics(job, ctx, result, candidates)
-    node = best_node(metric, {n: result.metrics[n] for n in candidates})
+    if metric.levels_only:  # chosen by the levels alone: the data's figures are needed for the chosen node only
+        node = best_node(metric, {n: level_metrics(n, result.heights) for n in candidates})
+        _add_metrics(job, ctx, result, [node])
+    else:
+        _add_metrics(job, ctx, result, candidates)
+        node = best_node(metric, {n: result.metrics[n] for n in candidates})
     _record_metrics(ctx, result, node)
     return node
 
@@ -466,6 +473,90 @@ def publish_node(run_id: int, node: tuple[int, ...], table: str, schema: str | N
                 _record_metrics(ctx, result, node)
                 finish(published.to_dict())
     return published
+
+
+def apply(job: Job, batch: str, node: tuple[int, ...] | None = None, run_id: int | None = None,
+          output: str | None = None, batch_schema: str | None = None, options: RunOptions | None = None,
+          replace: bool = False) -> AnonymizeResult:
+    """Publish `batch` (a new table with the source's columns) generalized at the node run `run_id` published, or
+    at `node`, through the same audited, atomic path as `anonymize` (the job's suppression limit applies, to the
+    batch's rows). A batch that violates the criteria at that node beyond the limit is refused, nothing written,
+    and the error names the tuples and the classes. The output defaults to `<batch>_anon`."""
+    options = options or RunOptions()
+    if (node is None) == (run_id is None):
+        raise ConfigError("give the transformation to apply: a run that published one (--run ID) or a node "
+                          "(--node 0,1,...), not both")
+    job = job.with_url(options.db_url)
+    src = dataclasses.replace(job.source, table=batch, schema=batch_schema or job.source.schema, csv=None)
+    batch_job = dataclasses.replace(job, source=src)
+    if node is None:
+        node = _published_node(batch_job, run_id, options.metadata_schema)
+    grants = job.output.grant_to if job.output else []
+    target = _Target(Output(output or f"{batch}_anon", src.schema, grants), replace)
+    with _run(batch_job, options, "apply", target) as (ctx, finish):
+        result = _empty_result(batch_job, ctx, [node])
+        _add_metrics(batch_job, ctx, result, [node])
+        _refuse_violating_batch(ctx, node, batch, result.metrics[node]["suppressed"])
+        source = f"node of run {run_id}" if run_id is not None else "the given node"
+        published = _publish(batch_job, ctx, target, result, node, f"{source}, applied to {batch}")
+        _record_metrics(ctx, result, node)
+        finish(published.to_dict())
+    return published
+
+
+def _published_node(job: Job, run_id: int, schema: str) -> tuple[int, ...]:
+    """The node a finished anonymize (or publish, or apply) run wrote, checked to be over the job's QIs."""
+    db = Database(job.source.url)
+    try:
+        with db.connect() as conn:
+            if not db.schema_exists(conn, schema):
+                raise ConfigError(f"run {run_id} not found: the database has no sqlanon schema {schema!r}")
+            row = conn.execute(text(f"SELECT status, command, result FROM {db.q(schema)}.runs "
+                                    "WHERE run_id = :r"), {"r": run_id}).one_or_none()
+    finally:
+        db.dispose()
+    if row is None:
+        raise ConfigError(f"run {run_id} not found in {schema}.runs; `sqlanon job status` or the runs table lists "
+                          "the runs")
+    status, command, result = row
+    found = json.loads(result) if result else {}
+    if status != "finished" or "node" not in found:
+        raise ConfigError(f"run {run_id} ({command}, {status}) published no table; give a finished anonymize run, "
+                          "or the node itself with --node")
+    qis = found.get("qi", [])  # the node's levels are in this order
+    if qis != job.qi_names:
+        raise ConfigError(f"run {run_id} generalized {', '.join(qis)}, this job {', '.join(job.qi_names)}: apply a "
+                          "run of the same job")
+    return tuple(found["node"])
+
+
+def _refuse_violating_batch(ctx: SearchContext, node: tuple[int, ...], batch: str, violating: int) -> None:
+    """A batch whose violating tuples at `node` exceed the suppression limit: the error says how many, and which
+    classes (their labels), before anything is written."""
+    if violating <= ctx.max_suppressed:
+        return
+    star, db = ctx.star, ctx.db
+    fs = FrequencySets(db, ctx.conn, star, ctx.schema, ctx.run.run_id, False, False).from_table(
+        dict(enumerate(node)), "apply")
+    view = FrequencySetView("apply_fs", [class_column(d.attr) for d in star.dimensions], COUNT,
+                            star.sensitive_columns(), fs.definition)
+    params: dict[str, object] = {}
+    labels = [f"l{d.attr}.label" for d in star.dimensions]
+    joins = " ".join(f"JOIN (SELECT DISTINCT c{node[d.attr]} AS code, l{node[d.attr]} AS label FROM {d.table}) "
+                     f"l{d.attr} ON l{d.attr}.code = v.{class_column(d.attr)}" for d in star.dimensions)
+    rows = ctx.conn.execute(text(
+        f"WITH apply_fs AS ({fs.definition}) SELECT {', '.join(labels)}, v.n, COUNT(*) OVER () FROM "
+        f"({violating_classes_sql(view, ctx.criteria, 'v', params)}) v {joins} ORDER BY v.n, {', '.join(labels)} "
+        f"LIMIT {VIOLATING_CLASSES_SHOWN}"), params).all()
+    shown = "; ".join("(" + ", ".join(map(str, r[:-2])) + f"): {r[-2]} tuple(s)" for r in rows)
+    limit = f"the job's suppression limit of {ctx.max_suppressed}" if ctx.max_suppressed else "no suppression"
+    raise DataError(f"batch {batch!r} alone violates the criteria at node {node_label(node)}: {violating} tuple(s) "
+                    f"in {rows[0][-1] if rows else '?'} class(es), with {limit}; e.g. {shown}. Nothing was written: "
+                    "raise the job's suppression limit, apply a more general node (--node), or publish the batch "
+                    "together with more rows")
+
+
+VIOLATING_CLASSES_SHOWN = 3  # classes an apply error names
 
 
 def run_job(name: str, db_url: str, options: RunOptions | None = None, resume: bool = False

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import json
 import os
@@ -21,16 +22,16 @@ from rich import box
 from rich.table import Table
 
 from . import __version__
-from .api import (AnonymizeResult, RunOptions, SearchResult, anonymize, audit, hierarchies, load_csv, register_job,
-                  run_job, search)
+from .api import (AnonymizeResult, RunOptions, SearchResult, anonymize, apply, audit, hierarchies, load_csv,
+                  node_metrics, register_job, run_job, search)
 from .jobs import JobRegistry, opened_registry
 from .audit import AuditReport
 from .backends import Database, lock_hint, qualified_name
-from .config import Job, load_job, normalize_url
+from .config import Job, Suppression, load_job, normalize_url
 from .errors import SqlanonError
 from .metadata import (DEFAULT_SCHEMA, cleanup_dead_runs, current_version, downgrade, migrate, set_python_path,
                        stored_routines)
-from .metrics import METRICS, node_label
+from .metrics import METRICS, best_node, level_metrics, node_label, selection_metric
 
 def _console(stderr: bool = False) -> Console:
     """A terminal gets tables fitted to its width; a pipe or a file gets them whole (never cut at 80 columns)."""
@@ -63,6 +64,7 @@ KEEP_OPTION = click.option("--keep", is_flag=True, help="Keep dimension and freq
 SCHEMA_OPTION = click.option("--metadata-schema", default=DEFAULT_SCHEMA, show_default=True,
                              help="Schema holding sqlanon's run records and lattice tables.")
 
+MINIMAL_SHOWN = 30  # minimal nodes a result prints as a table (the lowest first)
 HIERARCHY_ROWS = 25  # values `sqlanon hierarchy` prints as a table without --all
 EXIT_OK, EXIT_CRITERION_FAILS, EXIT_ERROR = 0, 1, 2  # as the README's "Exit codes" says
 
@@ -161,6 +163,46 @@ def anonymize_command(config: Path, db_url: str | None, fmt: str, keep: bool, me
     _anonymize(load_job(config), RunOptions(db_url, metadata_schema, keep), fmt, replace)
 
 
+@main.command("apply")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--table", "batch", required=True, help="The new batch: a table with the source's columns.")
+@click.option("--schema", default=None, help="Schema of the batch and its output (default: the source's).")
+@click.option("--run", "run_id", type=int, help="Apply the node this finished anonymize run published.")
+@click.option("--node", "node_text", metavar="0,1,...", help="Or apply this node (levels in QI order).")
+@click.option("--output", default=None, help="Table to write (default: BATCH_anon).")
+@DB_OPTION
+@output_format
+@KEEP_OPTION
+@SCHEMA_OPTION
+@click.option("--replace", is_flag=True, help="Overwrite the output table if sqlanon wrote it.")
+def apply_command(config: Path, batch: str, schema: str | None, run_id: int | None, node_text: str | None,
+                  output: str | None, db_url: str | None, fmt: str, keep: bool, metadata_schema: str,
+                  replace: bool) -> None:
+    """Generalize a new batch of the job's table exactly as an earlier release was, and publish it audited.
+
+    The batch alone must satisfy the job's criteria at that node (suppressing
+    up to the job's limit); otherwise nothing is written and the error says
+    how many tuples and which classes violate them.
+    """
+    node = _parse_node(node_text) if node_text is not None else None
+    with _progress(fmt) as progress:
+        result = apply(load_job(config), batch, node, run_id, output, schema,
+                       RunOptions(db_url, metadata_schema, keep, progress), replace)
+    if fmt == "json":
+        print(json.dumps(result.to_dict()))
+    elif fmt == "csv":
+        _write_csv(*_node_rows(result.search, [result.node]))
+    else:
+        _print_anonymized(result)
+
+
+def _parse_node(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise SqlanonError(f"--node {text!r}: give one whole-number level per quasi-identifier, e.g. 0,1,2") from None
+
+
 @main.command("audit")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--table", required=True, help="Table to audit (a published table, or the source itself).")
@@ -224,12 +266,52 @@ def hierarchy_command(config: Path, qi: str | None, db_url: str | None, fmt: str
               help="DuckDB file to create (or a database URL).")
 @output_format
 def demo_command(db_path: str, fmt: str) -> None:
-    """Anonymize the bundled Adult census data (30,162 rows, 9 QIs, k=5) into a DuckDB file."""
+    """Anonymize the bundled Adult census data (30,162 rows, 9 QIs, k=5, at most 2% of the rows suppressed)
+    into a DuckDB file, and show what the suppression buys."""
     job = load_job(_bundled("adult.yaml")).with_url(normalize_url(db_path, Path.cwd()))
-    _anonymize(job, RunOptions(), fmt, replace=True)
+    with _progress(fmt) as progress:
+        published = anonymize(dataclasses.replace(job, suppression=Suppression(DEMO_SUPPRESSION)),
+                              RunOptions(progress=progress), replace=True)
+        without, without_metrics = _chosen_node(job, RunOptions(progress=progress))
+    if fmt == "json":
+        print(json.dumps({**published.to_dict(),
+                          "without_suppression": {"node": list(without), "metrics": without_metrics}}))
+        return
+    _show_result(published, fmt)
     if fmt == "table":
-        out.print(f"\nThe source is table [bold]adult[/], the result [bold]adult_anon[/] in {db_path}. "
-                  "Copy the job to edit it: [bold]sqlanon example my-job[/]")
+        _print_suppression_gain(published, without, without_metrics)
+        out.print(f"\nThe source is table [bold]adult[/], the result [bold]adult_anon[/] in {db_path}: every combination "
+                  "of the nine quasi-identifiers (as published) is shared by at least 5 people. Copy the job to edit "
+                  "it: [bold]sqlanon example my-job[/]")
+
+
+DEMO_SUPPRESSION = 0.02  # the demo's limit: a share of the rows that may be left out
+
+
+def _chosen_node(job: Job, options: RunOptions) -> tuple[tuple[int, ...], dict[str, Any]]:
+    """The node the job's selection rule picks among its minimal nodes, and its metrics (nothing written)."""
+    result = search(job, options)
+    metric = selection_metric(job.select.policy, job.select.metric)
+    if metric.levels_only:
+        node = best_node(metric, {n: level_metrics(n, result.heights) for n in result.minimal})
+        return node, node_metrics(job, [node], options)[node]
+    found = node_metrics(job, result.minimal, options)
+    node = best_node(metric, found)
+    return node, found[node]
+
+
+def _print_suppression_gain(published: AnonymizeResult, without: tuple[int, ...], metrics: dict[str, Any]) -> None:
+    chosen = published.search.metrics[published.node]
+    out.print("\nwhat suppression buys (precision: share of the hierarchies' detail kept; classes: groups a reader "
+              "can tell apart)", highlight=False, soft_wrap=True)
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in ("release", "node", "rows left out", "precision", "classes", "avg class size"):
+        table.add_column(column, justify="right")
+    for name, node, values in (("without suppression", without, metrics),
+                               (f"published (up to {DEMO_SUPPRESSION:.0%} left out)", published.node, chosen)):
+        table.add_row(name, node_label(node), str(values["suppressed"]), f"{values['precision']:.2f}",
+                      str(values["classes"]), _number(values["avg_class_size"]))
+    out.print(table)
 
 
 @main.command("example")
@@ -488,15 +570,19 @@ def _progress(fmt: str) -> Iterator[Callable[[str, int, int], None]]:
 
 
 def _print_search(result: SearchResult) -> None:
-    table = Table(title=f"{len(result.minimal)} minimal generalization(s) of {len(result.satisfying)} satisfying "
-                        f"(levels per quasi-identifier)")
+    shown = sorted(result.minimal, key=lambda node: (sum(node), node))[:MINIMAL_SHOWN]
+    more = (f", the {len(shown)} lowest shown (--format csv lists every one)"
+            if len(shown) < len(result.minimal) else "")
+    out.print(f"{len(result.minimal)} minimal generalization(s) of {len(result.satisfying)} satisfying (levels per "
+              f"quasi-identifier){more}", highlight=False, soft_wrap=True)
+    table = Table()
     for name, height in zip(result.qi, result.heights):
         table.add_column(f"{name}\n(0..{height})", justify="right")
     table.add_column("height", justify="right", style="bold")
-    for node in result.minimal:
+    for node in shown:
         table.add_row(*map(str, node), str(sum(node)))
     out.print(table)
-    _print_levels(result, result.minimal)
+    _print_levels(result, shown)
     s = result.stats
     suppression = f", at most {result.max_suppressed} tuples suppressed" if result.max_suppressed else ""
     out.print(f"run {result.run_id} ({result.strategy}): {s.nodes_checked} nodes checked, {s.rollups} roll-ups, "

@@ -73,6 +73,12 @@ def needs_every_passing_node(metric: Metric, by_policy: bool, max_suppressed: in
     return not by_policy and not metric.levels_only and max_suppressed > 0
 
 
+def level_metrics(node: Node, heights: list[int]) -> dict[str, Any]:
+    """The metrics that depend on the levels alone (no data): height, relative distance, precision."""
+    relative = sum(level / h for level, h in zip(node, heights) if h > 0)
+    return {"height": sum(node), "relative_distance": relative, "precision": 1 - relative / len(node)}
+
+
 def best_node(metric: Metric, metrics: dict[Node, dict[str, Any]]) -> Node:
     """The best node by `metric`; ties go to the lowest height, then the smallest level vector
     (in QI config order, so the QIs listed first stay the most precise)."""
@@ -174,14 +180,11 @@ class MetricsEvaluator:
     # --- arithmetic -----------------------------------------------------------
     def _figures(self, node: Node, classes, suppressed, squares, kl_released, kl_suppressed) -> dict[str, Any]:
         n, classes, suppressed = self.rows, int(classes), int(suppressed)
-        relative = sum(level / h for level, h in zip(node, self.heights) if h > 0)
         released = n - suppressed
         average = released / classes if classes else None
         kl = (self._cells() - float(kl_released) - float(kl_suppressed) + suppressed * self._ln_top) / n
         return {
-            "height": sum(node),
-            "relative_distance": relative,
-            "precision": 1 - relative / len(node),
+            **level_metrics(node, self.heights),
             "suppressed": suppressed,
             "completeness": released / n,
             "classes": classes,

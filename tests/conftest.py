@@ -171,3 +171,20 @@ def adult_violations(adult_duck: str) -> dict[str, dict[tuple, int]]:
     return dict(zip(CASES, found))
 
 
+
+
+# the fast part of the suite (README): pytest -m "not slow and not postgres"
+ORACLE_FIXTURES = {"all_qi_violations", "all_qi_oracle", "adult_violations", "adult_oracle"}
+SLOW_TESTS = {"test_criteria_on_random_tables", "test_runs_killed_at_random_points_leave_nothing_behind"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark what needs a PostgreSQL server (its fixtures, or a `postgresql` parameter) and what is slow (the
+    brute-force oracles over whole lattices, the random-table and kill-at-random-points runs)."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "pg_server" in fixtures or "postgresql" in params.values():
+            item.add_marker(pytest.mark.postgres)
+        if fixtures & ORACLE_FIXTURES or item.originalname in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)

@@ -167,3 +167,23 @@ def test_a_run_writes_its_progress_beside_the_duckdb_file(tmp_path: Path):
     assert run("search", str(config)).exit_code == 0
     state = json.loads((tmp_path / "adult.duckdb.sqlanon-run.json").read_text())
     assert state["status"] == "finished" and state["run_id"] >= 1
+
+
+def test_demo_shows_what_suppression_buys(tmp_path: Path):
+    result = run("demo", "--db", str(tmp_path / "demo.duckdb"), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    published, without = data["metrics"][",".join(map(str, data["node"]))], data["without_suppression"]["metrics"]
+    assert 0 < published["suppressed"] <= 0.02 * 30162 and without["suppressed"] == 0
+    assert published["precision"] > without["precision"] and published["classes"] > without["classes"]
+    assert data["audit"]["k_anonymity"]["holds"]
+    table = run("demo", "--db", str(tmp_path / "demo.duckdb")).stdout
+    assert "what suppression buys" in table and "lowest shown (--format csv lists every one)" in table
+
+
+def test_a_policy_needs_the_data_only_for_the_chosen_node(tmp_path: Path):
+    """Policies on levels alone pick among the minimal nodes without computing each one's data figures."""
+    data = json.loads(run("anonymize", str(write_config(tmp_path)), "--json").stdout)
+    assert len(data["minimal"]) > 1 and list(data["metrics"]) == [",".join(map(str, data["node"]))]
+    lowest = min(sum(node) for node in data["minimal"])
+    assert sum(data["node"]) == lowest
