@@ -125,6 +125,8 @@ class RunOptions:
     progress: Progress = field(default=lambda phase, done, total: None)
     metrics: bool = False  # compute utility metrics of every minimal node
     resume_run: int | None = None  # continue this interrupted run instead of starting one (see run_job)
+    memory_limit: str | None = None  # DuckDB: overrides source.memory_limit (config.check_memory_limit)
+    temp_directory: Path | None = None  # DuckDB: overrides source.temp_directory
 
 
 def search(job: Job, options: RunOptions | None = None) -> SearchResult:
@@ -371,6 +373,17 @@ def _record_metrics(ctx: SearchContext, result: SearchResult, selected: tuple[in
     ctx.conn.commit()
 
 
+def _database(job: Job, options: RunOptions) -> Database:
+    """The job's database, with DuckDB's memory limit and spill folder from the options, else the job."""
+    memory = options.memory_limit or job.source.memory_limit
+    temp = options.temp_directory or job.source.temp_directory
+    db = Database(job.source.url, memory, temp)
+    if db.kind != "duckdb" and (memory or temp):
+        warnings.warn("memory_limit and temp_directory apply to DuckDB; on PostgreSQL the server's settings "
+                      "(work_mem, temp_tablespaces) govern memory and spills", UserWarning, stacklevel=3)
+    return db
+
+
 @contextmanager
 def _run(job: Job, options: RunOptions, command: str, target: _Target | None = None,
          extra_criteria: list[Criterion] = ()) -> Iterator[tuple[SearchContext, Any]]:
@@ -384,7 +397,7 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
     files = read_hierarchy_files(job)  # malformed files fail before the database is touched
     if target is not None:
         target.keys = pseudonym_keys(job)
-    db = Database(job.source.url)
+    db = _database(job, options)
     try:
         if job.source.csv is None:  # a source the role cannot read is named before anything is created
             with db.connect() as conn:

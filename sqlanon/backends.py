@@ -49,7 +49,9 @@ def with_role(url: str, role: str | None) -> str:
 class Database:
     """A database reached through one SQLAlchemy engine."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, memory_limit: str | None = None, temp_directory: Path | None = None):
+        """`memory_limit` (a size checked by config.check_memory_limit; default: half the machine's memory) and
+        `temp_directory` (where DuckDB spills beyond it) apply to DuckDB; PostgreSQL's memory is the server's."""
         try:
             self.engine = sa.create_engine(url)
         except Exception as exc:  # unknown driver, malformed URL
@@ -58,6 +60,21 @@ class Database:
         if self.kind not in ("duckdb", "postgresql"):
             raise SqlanonError(f"database {self.kind!r} is not supported; use DuckDB or PostgreSQL")
         self.url = url
+        if self.kind == "duckdb":
+            self._limit_duckdb(memory_limit or default_memory_limit(), temp_directory)
+
+    def _limit_duckdb(self, memory_limit: str, temp_directory: Path | None) -> None:
+        """Every connection sets DuckDB's memory limit (and spill folder), so a large table spills to disk
+        instead of taking the machine's memory (DuckDB's own default is 80% of it)."""
+        settings = [f"SET memory_limit = {quote_literal(memory_limit)}"]
+        if temp_directory is not None:
+            temp_directory.mkdir(parents=True, exist_ok=True)
+            settings.append(f"SET temp_directory = {quote_literal(str(temp_directory))}")
+
+        @sa.event.listens_for(self.engine, "connect")
+        def _set_limits(dbapi_connection, _record) -> None:
+            for statement in settings:
+                dbapi_connection.execute(statement)
 
     # --- names ----------------------------------------------------------
     def q(self, *parts: str | None) -> str:
@@ -335,6 +352,20 @@ def lock_hint(message: str) -> str:
     status = side_file_status(locked.group(1))
     return ("; another process has this DuckDB file open (DuckDB allows one process per file, even to read): "
             "wait for it to finish" + (f". Its progress: {status}" if status else ""))
+
+
+def default_memory_limit() -> str:
+    """Half the machine's physical memory: room for the rest of the machine (and for Python beside DuckDB)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # no sysconf: DuckDB's own default stays
+        return "80%"
+    return f"{max(1, total // 2 // 2**20)}MB"
+
+
+def quote_literal(text: str) -> str:
+    """A single-quoted SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def quote_name(name: str) -> str:

@@ -27,7 +27,7 @@ from .api import (AnonymizeResult, RunOptions, SearchResult, anonymize, apply, a
 from .jobs import JobRegistry, opened_registry
 from .audit import AuditReport
 from .backends import Database, lock_hint, qualified_name
-from .config import Job, Suppression, load_job, normalize_url
+from .config import Job, Suppression, check_memory_limit, load_job, normalize_url
 from .errors import SqlanonError
 from .metadata import (DEFAULT_SCHEMA, cleanup_dead_runs, current_version, downgrade, migrate, set_python_path,
                        stored_routines)
@@ -58,6 +58,24 @@ def output_format(command: Callable[..., Any]) -> Callable[..., Any]:
         return command(*args, fmt="json" if as_json else fmt, **kwargs)
 
     return with_format
+
+
+def duckdb_resources(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--memory-limit` and `--temp-directory` (DuckDB), passed to the command as `resources` for RunOptions."""
+
+    @click.option("--memory-limit", metavar="SIZE",
+                  help="DuckDB: memory it may use, e.g. 2GB or 50% (default: source.memory_limit, else half the "
+                       "machine's memory); beyond it DuckDB spills to disk.")
+    @click.option("--temp-directory", type=click.Path(file_okay=False, path_type=Path),
+                  help="DuckDB: folder for what does not fit in memory (default: source.temp_directory, else "
+                       "DuckDB's, beside the database file).")
+    @functools.wraps(command)
+    def with_resources(*args: Any, memory_limit: str | None, temp_directory: Path | None, **kwargs: Any) -> Any:
+        resources = {"memory_limit": memory_limit and check_memory_limit(memory_limit, "--memory-limit"),
+                     "temp_directory": temp_directory and temp_directory.resolve()}
+        return command(*args, resources=resources, **kwargs)
+
+    return with_resources
 
 
 KEEP_OPTION = click.option("--keep", is_flag=True, help="Keep dimension and frequency-set tables for inspection.")
@@ -132,8 +150,9 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 @SCHEMA_OPTION
 @click.option("--metrics", is_flag=True,
               help="Compute utility metrics (precision, discernibility, KL divergence, ...) of every minimal node.")
+@duckdb_resources
 def search_command(config: Path, db_url: str | None, fmt: str, keep: bool, metadata_schema: str,
-                   metrics: bool) -> None:
+                   metrics: bool, resources: dict[str, Any]) -> None:
     """Find every generalization satisfying the criteria, and the minimal ones.
 
     With suppression: {limit: N or a fraction} in the job, a node passes when
@@ -141,7 +160,7 @@ def search_command(config: Path, db_url: str | None, fmt: str, keep: bool, metad
     """
     job = load_job(config)
     with _progress(fmt) as progress:
-        result = search(job, RunOptions(db_url, metadata_schema, keep, progress, metrics))
+        result = search(job, RunOptions(db_url, metadata_schema, keep, progress, metrics, **resources))
     _show_result(result, fmt)
 
 
@@ -152,15 +171,16 @@ def search_command(config: Path, db_url: str | None, fmt: str, keep: bool, metad
 @KEEP_OPTION
 @SCHEMA_OPTION
 @click.option("--replace", is_flag=True, help="Overwrite the output table if it exists.")
+@duckdb_resources
 def anonymize_command(config: Path, db_url: str | None, fmt: str, keep: bool, metadata_schema: str,
-                      replace: bool) -> None:
+                      replace: bool, resources: dict[str, Any]) -> None:
     """Search, pick a generalization and write the audited output table.
 
     The node is chosen by the job's `select:` rule (default: policy
     min_absolute_distance, the lowest height); ties go to the lowest height,
     then to the smallest levels in QI order.
     """
-    _anonymize(load_job(config), RunOptions(db_url, metadata_schema, keep), fmt, replace)
+    _anonymize(load_job(config), RunOptions(db_url, metadata_schema, keep, **resources), fmt, replace)
 
 
 @main.command("apply")
@@ -175,9 +195,10 @@ def anonymize_command(config: Path, db_url: str | None, fmt: str, keep: bool, me
 @KEEP_OPTION
 @SCHEMA_OPTION
 @click.option("--replace", is_flag=True, help="Overwrite the output table if sqlanon wrote it.")
+@duckdb_resources
 def apply_command(config: Path, batch: str, schema: str | None, run_id: int | None, node_text: str | None,
                   output: str | None, db_url: str | None, fmt: str, keep: bool, metadata_schema: str,
-                  replace: bool) -> None:
+                  replace: bool, resources: dict[str, Any]) -> None:
     """Generalize a new batch of the job's table exactly as an earlier release was, and publish it audited.
 
     The batch alone must satisfy the job's criteria at that node (suppressing
@@ -187,7 +208,7 @@ def apply_command(config: Path, batch: str, schema: str | None, run_id: int | No
     node = _parse_node(node_text) if node_text is not None else None
     with _progress(fmt) as progress:
         result = apply(load_job(config), batch, node, run_id, output, schema,
-                       RunOptions(db_url, metadata_schema, keep, progress), replace)
+                       RunOptions(db_url, metadata_schema, keep, progress, **resources), replace)
     if fmt == "json":
         print(json.dumps(result.to_dict()))
     elif fmt == "csv":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -45,6 +46,8 @@ class Source:
     schema: str | None = None
     csv: Path | None = None
     csv_options: dict[str, Any] = field(default_factory=dict)
+    memory_limit: str | None = None  # DuckDB: e.g. "2GB" (default: half the machine's memory)
+    temp_directory: Path | None = None  # DuckDB: where it spills what does not fit the limit
 
 
 @dataclass
@@ -205,9 +208,7 @@ class Job:
         """The same job against another database (the CLI's --db)."""
         if not url:
             return self
-        src = Source(normalize_url(url, Path.cwd()), self.source.table, self.source.schema,
-                     self.source.csv, self.source.csv_options)
-        return replace(self, source=src)
+        return replace(self, source=replace(self.source, url=normalize_url(url, Path.cwd())))
 
     def to_json(self) -> str:
         """A JSON record of the job, stored with each run."""
@@ -297,7 +298,8 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
                                         "output", "search", "name", "suppression",
                                         "select", "insensitive", "identifying"})
     source = _source(_mapping(_required(cfg, "source", "the config"), "source",
-                              {"url", "table", "schema", "csv", "csv_options"}), base_dir)
+                              {"url", "table", "schema", "csv", "csv_options", "memory_limit", "temp_directory"}),
+                     base_dir)
     qis = _quasi_identifiers(_required(cfg, "quasi_identifiers", "the config"), base_dir)
     sensitive = _column_list(cfg, "sensitive")
     criteria = criteria_from_config(_required(cfg, "criteria", "the config"), base_dir)
@@ -395,8 +397,24 @@ def _source(src: dict, base_dir: Path) -> Source:
     csv = src.get("csv")
     csv_path = (base_dir / csv).resolve() if csv else None
     options = _mapping(src.get("csv_options") or {}, "source.csv_options", None)
+    memory = src.get("memory_limit")
+    temp = src.get("temp_directory")
     return Source(url, _identifier(_required(src, "table", "source"), "source.table"),
-                  _optional_identifier(src.get("schema"), "source.schema"), csv_path, options)
+                  _optional_identifier(src.get("schema"), "source.schema"), csv_path, options,
+                  None if memory is None else check_memory_limit(memory, "source.memory_limit"),
+                  None if temp is None else (base_dir / str(temp)).resolve())
+
+
+MEMORY_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB|%)\s*$", re.IGNORECASE)
+
+
+def check_memory_limit(value: Any, where: str) -> str:
+    """A DuckDB memory size such as 2GB or 512MiB, normalized (its text goes into a SET statement)."""
+    found = MEMORY_SIZE.match(str(value))
+    if not found or float(found.group(1)) <= 0:
+        raise ConfigError(f"{where} {value!r} is not a memory size; write e.g. 2GB, 512MB, 1.5GiB or 50% (of the "
+                          "machine's memory)")
+    return f"{found.group(1)}{found.group(2).upper().replace('I', 'i')}"
 
 
 def _quasi_identifiers(raw: Any, base_dir: Path) -> list[QuasiIdentifier]:

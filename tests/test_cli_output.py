@@ -187,3 +187,29 @@ def test_a_policy_needs_the_data_only_for_the_chosen_node(tmp_path: Path):
     assert len(data["minimal"]) > 1 and list(data["metrics"]) == [",".join(map(str, data["node"]))]
     lowest = min(sum(node) for node in data["minimal"])
     assert sum(data["node"]) == lowest
+
+
+def test_duckdb_memory_limit_and_spill_folder_from_the_job_or_the_command_line(tmp_path: Path):
+    from sqlanon.backends import Database, default_memory_limit
+    from sqlanon.config import check_memory_limit
+
+    assert check_memory_limit("1.5 gib", "x") == "1.5GiB" and check_memory_limit("50%", "x") == "50%"
+    with pytest.raises(ConfigError, match="not a memory size"):
+        check_memory_limit("2 gallons", "source.memory_limit")
+    db = Database(f"duckdb:///{tmp_path / 'm.duckdb'}", "300MB", tmp_path / "spill")
+    with db.connect() as conn:
+        limit = conn.exec_driver_sql("SELECT current_setting('memory_limit')").scalar_one()
+        spill = conn.exec_driver_sql("SELECT current_setting('temp_directory')").scalar_one()
+    db.dispose()
+    assert limit.startswith("286") and spill == str(tmp_path / "spill")  # 300 MB = 286.1 MiB
+    assert default_memory_limit().endswith("MB")
+    config = write_config(tmp_path, source={"url": "duckdb:///adult.duckdb", "table": "adult",
+                                            "csv": str(Path(__file__).parent.parent / "sqlanon" / "data" / "adult"
+                                                       / "adult.csv.gz"),
+                                            "csv_options": {"delimiter": ";"}, "memory_limit": "lots"})
+    assert "source.memory_limit 'lots' is not a memory size" in run("search", str(config)).stderr
+    config = write_config(tmp_path)
+    result = run("search", str(config), "--memory-limit", "256MB", "--temp-directory", str(tmp_path / "t"),
+                 "--json")
+    assert result.exit_code == 0 and (tmp_path / "t").is_dir()
+    assert run("search", str(config), "--memory-limit", "much").exit_code == 2
