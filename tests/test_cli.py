@@ -181,13 +181,18 @@ def test_output_table_exists(tmp_path: Path):
     _expect_error(tmp_path, config, "output table 'main.adult_anon' already exists")
 
 
-def test_nulls_in_a_quasi_identifier(tmp_path: Path):
+def with_holes(tmp_path: Path, column: str, where: str) -> None:
+    """Table `holes`: the loaded Adult table with NULL in `column` on the rows matching `where`."""
     _loaded(tmp_path)
     engine = sa.create_engine(f"duckdb:///{tmp_path / 'adult.duckdb'}")
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE holes AS SELECT * FROM adult")
-        conn.exec_driver_sql("UPDATE holes SET race = NULL WHERE age = 39")
+        conn.exec_driver_sql(f"UPDATE holes SET {column} = NULL WHERE {where}")
     engine.dispose()
+
+
+def test_nulls_in_a_quasi_identifier(tmp_path: Path):
+    with_holes(tmp_path, "race", "age = 39")
     source = {"url": "duckdb:///adult.duckdb", "table": "holes"}
     config = write_config(tmp_path, source=source, output={"table": "holes_anon"})
     _expect_error(tmp_path, config, "column 'race' has 786 NULL value(s)")

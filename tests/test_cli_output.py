@@ -17,7 +17,7 @@ from sqlanon.config import normalize_url
 from sqlanon.errors import ConfigError, HierarchyError
 from sqlanon.hierarchies import generate_hierarchy
 
-from .test_cli import _expect_error, _loaded, run, write_config
+from .test_cli import _expect_error, run, with_holes, write_config
 
 
 def test_results_name_each_level_with_a_few_labels(tmp_path: Path):
@@ -55,11 +55,7 @@ def test_hierarchy_command_prints_file_and_generated_hierarchies(tmp_path: Path)
 
 
 def test_generated_hierarchies_map_nulls_with_a_label(tmp_path: Path):
-    _loaded(tmp_path)
-    engine = sa.create_engine(f"duckdb:///{tmp_path / 'adult.duckdb'}")
-    with engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE holes AS SELECT * FROM adult")
-        conn.exec_driver_sql("UPDATE holes SET age = NULL WHERE race = 'Other'")
+    with_holes(tmp_path, "age", "race = 'Other'")
     source = {"url": "duckdb:///adult.duckdb", "table": "holes"}
     qis = {"sex": {"hierarchy": "hierarchies/sex.csv"}, "age": {"generate": "intervals", "widths": [10, 20]},
            "race": {"hierarchy": "hierarchies/race.csv"}}
@@ -70,6 +66,7 @@ def test_generated_hierarchies_map_nulls_with_a_label(tmp_path: Path):
     result = run("anonymize", str(config), "--json")
     assert result.exit_code == 0, result.output
     level = json.loads(result.stdout)["node"][1]
+    engine = sa.create_engine(f"duckdb:///{tmp_path / 'adult.duckdb'}")
     with engine.connect() as conn:
         ages = {r[0] for r in conn.exec_driver_sql("SELECT DISTINCT age FROM holes_anon")}
     engine.dispose()
