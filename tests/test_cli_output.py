@@ -210,3 +210,16 @@ def test_duckdb_memory_limit_and_spill_folder_from_the_job_or_the_command_line(t
                  "--json")
     assert result.exit_code == 0 and (tmp_path / "t").is_dir()
     assert run("search", str(config), "--memory-limit", "much").exit_code == 2
+
+
+def test_a_database_error_exits_2_in_one_line(tmp_path: Path, monkeypatch):
+    import sqlanon.cli
+
+    def failing(*args, **kwargs):
+        raise sa.exc.OperationalError("SELECT 1", {}, Exception("server closed the connection\nmore detail"))
+
+    monkeypatch.setattr(sqlanon.cli, "search", failing)
+    result = run("search", str(write_config(tmp_path)))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == ("database error: server closed the connection (rerun with --debug for "
+                                     "details)")
