@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import pandas as pd
 from sqlalchemy import text
 
+from .analysis import AnalysisReport, AnalysisSettings, TableAnalysis, analyze_frequency_set
 from .audit import AuditReport, audit_table
 from .backends import Database, duckdb_file
 from .config import Job, Output, normalize_url
@@ -570,6 +571,113 @@ def _refuse_violating_batch(ctx: SearchContext, node: tuple[int, ...], batch: st
 
 
 VIOLATING_CLASSES_SHOWN = 3  # classes an apply error names
+
+
+def analyze(job: Job, options: RunOptions | None = None, node: tuple[int, ...] | None = None,
+            sensitive: str | None = None, settings: AnalysisSettings | None = None) -> AnalysisReport:
+    """Attacks, risk and utility of every minimal node of the job (or of `node`), computed in SQL.
+
+    `sensitive` is the attribute the attacks target (default: the job's first sensitive attribute). With a
+    suppression limit, the classes the criteria suppress are left out of each release. Nothing is written
+    but the run's records."""
+    options, settings = options or RunOptions(), settings or AnalysisSettings()
+    attribute = _analyzed_attribute(job, sensitive)
+    with _run(job, options, "analyze") as (ctx, finish):
+        if node is not None:
+            result = _empty_result(job, ctx, [node])
+            nodes = [node]
+        else:
+            result = _search(job, ctx)
+            nodes = result.minimal
+        _add_metrics(job, ctx, result, nodes)
+        tables = []
+        for j, levels in enumerate(nodes):
+            ctx.progress("analysis", j, len(nodes))
+            tables.append(_analyze_node(ctx, levels, attribute, settings, result.metrics[levels]))
+        report = AnalysisReport(attribute, settings, tables)
+        finish(report.summary())
+    return report
+
+
+def analyze_table(job: Job, table: str, schema: str | None = None, options: RunOptions | None = None,
+                  sensitive: str | None = None, settings: AnalysisSettings | None = None) -> AnalysisReport:
+    """The attacks and risk of a table already published (its QI columns as they are), without the lattice."""
+    options, settings = options or RunOptions(), settings or AnalysisSettings()
+    job = job.with_url(options.db_url)
+    attribute = _analyzed_attribute(job, sensitive)
+    db = Database(job.source.url)
+    try:
+        with db.connect() as conn:
+            columns = db.columns(conn, schema, table)
+            missing = [c for c in job.qi_names + [attribute] if c not in columns]
+            if missing:
+                raise DataError(f"table {table!r} has no column {missing[0]!r} (its columns: {', '.join(columns)}); "
+                                "analyze a table with the job's quasi-identifiers and the sensitive attribute")
+            qis = [db.q(c) for c in job.qi_names]
+            classes = [f"g{i}" for i in range(len(qis))]
+            definition = (f"SELECT {', '.join(f'{q} AS {g}' for q, g in zip(qis, classes))}, {db.q(attribute)} AS s, "
+                          f"COUNT(*) AS cnt FROM {db.q(schema, table)} GROUP BY {', '.join(qis + [db.q(attribute)])}")
+            return AnalysisReport(attribute, settings, [analyze_frequency_set(
+                conn, table, attribute, definition, classes, "s", settings)])
+    finally:
+        db.dispose()
+
+
+def _analyzed_attribute(job: Job, sensitive: str | None) -> str:
+    if sensitive is None:
+        if not job.sensitive:
+            raise ConfigError("the job has no sensitive attribute to analyze; list one under sensitive: or name it "
+                              "with --sensitive")
+        return job.sensitive[0]
+    if sensitive not in job.sensitive:
+        raise ConfigError(f"{sensitive!r} is not a sensitive attribute of the job (its sensitive attributes: "
+                          f"{', '.join(job.sensitive) or 'none'})")
+    return sensitive
+
+
+def _analyze_node(ctx: SearchContext, node: tuple[int, ...], attribute: str, settings: AnalysisSettings,
+                  metrics: dict[str, Any]) -> TableAnalysis:
+    """One node's release: its frequency set over `attribute`, minus the classes the criteria suppress."""
+    levels = dict(enumerate(node))
+    star = dataclasses.replace(ctx.star, sensitive=[attribute])
+    fs = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, False, False).from_table(levels, "analysis")
+    columns = [class_column(a) for a in sorted(levels)]
+    suppressed, params = None, {}
+    if ctx.max_suppressed:
+        checked = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, False, False).from_table(
+            levels, "criteria")
+        view = FrequencySetView("criteria_fs", columns, COUNT, ctx.star.sensitive_columns(), checked.definition)
+        violators = violating_classes_sql(view, ctx.criteria, "a", params)
+        suppressed = f"WITH criteria_fs AS ({checked.definition}) SELECT {', '.join(columns)} FROM ({violators}) v"
+    analysis = analyze_frequency_set(ctx.conn, node_label(node), attribute, fs.definition, columns,
+                                     star.sensitive_columns()[attribute], settings, suppressed, params)
+    analysis.utility = {**metrics, **_arx_utility(ctx, fs.definition, node, analysis, suppressed, params)}
+    return analysis
+
+
+def _arx_utility(ctx: SearchContext, definition: str, node: tuple[int, ...], analysis: TableAnalysis,
+                 suppressed: str | None, params: dict[str, object]) -> dict[str, float]:
+    """Utility as ARX defines it: DM* (every class counts n^2, suppressed ones too), AECS with the suppressed
+    tuples as one class, and the normalized certainty penalty (loss): per tuple and QI, (leaves under its
+    generalized value - 1) / (leaves of the hierarchy - 1), 1 for a suppressed tuple, averaged."""
+    dims = ctx.star.dimensions
+    columns = [class_column(d.attr) for d in dims]
+    areas = " ".join(f"JOIN (SELECT c{node[d.attr]} AS code, COUNT(*) AS area FROM {d.table} GROUP BY "
+                     f"c{node[d.attr]}) ar{d.attr} ON ar{d.attr}.code = c.{class_column(d.attr)}" for d in dims)
+    penalty = " + ".join(f"(ar{d.attr}.area - 1.0) / {max(len(d.hierarchy.paths) - 1, 1)}" for d in dims)
+    out = "0"
+    if suppressed:
+        on = " AND ".join(f"x.{col} = c.{col}" for col in columns)
+        out = f"CASE WHEN EXISTS (SELECT 1 FROM ({suppressed}) x WHERE {on}) THEN 1 ELSE 0 END"
+    row = ctx.conn.execute(text(
+        f"WITH fs AS ({definition}), classes AS (SELECT {', '.join(columns)}, SUM(cnt) AS n FROM fs GROUP BY "
+        f"{', '.join(columns)}) SELECT SUM(CAST(c.n AS DOUBLE PRECISION) * c.n), "
+        f"SUM(CASE WHEN {out} = 1 THEN c.n * {len(dims)}.0 ELSE c.n * ({penalty}) END) FROM classes c {areas}"),
+        params).one()
+    rows = analysis.rows + analysis.suppressed
+    return {"dm_star": float(row[0] or 0),
+            "aecs": rows / (analysis.classes + (1 if analysis.suppressed else 0)) if rows else 0.0,
+            "loss": float(row[1] or 0) / (rows * len(dims)) if rows else 0.0}
 
 
 def run_job(name: str, db_url: str, options: RunOptions | None = None, resume: bool = False

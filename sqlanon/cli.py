@@ -22,8 +22,9 @@ from rich import box
 from rich.table import Table
 
 from . import __version__
-from .api import (AnonymizeResult, RunOptions, SearchResult, anonymize, apply, audit, hierarchies, load_csv,
-                  node_metrics, register_job, run_job, search)
+from .analysis import AnalysisReport, AnalysisSettings
+from .api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_table, anonymize, apply, audit,
+                  hierarchies, load_csv, node_metrics, register_job, run_job, search)
 from .jobs import JobRegistry, opened_registry
 from .audit import AuditReport
 from .backends import Database, lock_hint, qualified_name
@@ -222,6 +223,82 @@ def _parse_node(text: str) -> tuple[int, ...]:
         return tuple(int(part) for part in text.split(","))
     except ValueError:
         raise SqlanonError(f"--node {text!r}: give one whole-number level per quasi-identifier, e.g. 0,1,2") from None
+
+
+@main.command("analyze")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--node", "node_text", metavar="0,1,...", help="Analyze this node (default: every minimal node).")
+@click.option("--table", default=None, help="Analyze this published table instead of the lattice.")
+@click.option("--schema", default=None, help="Schema of --table.")
+@click.option("--sensitive", default=None, help="The attribute the attacks target (default: the job's first).")
+@click.option("--near", type=float, default=0.95, show_default=True,
+              help="Share of a class's most frequent value that makes it nearly homogeneous.")
+@click.option("--risk-threshold", type=float, default=0.2, show_default=True,
+              help="Records whose re-identification risk (1 / class size) is above this are at risk.")
+@click.option("--background", type=int, default=2, show_default=True,
+              help="Values an adversary can rule out: disclosure for b = 0..this.")
+@click.option("--max-risk", type=float, help="Exit 1 when a release's highest risk is above this.")
+@click.option("--max-homogeneous", type=int, help="Exit 1 when a release has more tuples in homogeneous classes.")
+@DB_OPTION
+@output_format
+def analyze_command(config: Path, node_text: str | None, table: str | None, schema: str | None,
+                    sensitive: str | None, near: float, risk_threshold: float, background: int,
+                    max_risk: float | None, max_homogeneous: int | None, db_url: str | None, fmt: str) -> None:
+    """Homogeneity and background-knowledge attacks, re-identification risk and utility of each minimal node
+    (or of --node, or of a published --table), computed in the database.
+
+    Exit code 1 when --max-risk or --max-homogeneous is exceeded, so a release can be gated on them.
+    """
+    if node_text is not None and table is not None:
+        raise SqlanonError("give --node or --table, not both")
+    settings = AnalysisSettings(near, risk_threshold, background)
+    job = load_job(config)
+    if table is not None:
+        report = analyze_table(job, table, schema, RunOptions(db_url), sensitive, settings)
+    else:
+        node = _parse_node(node_text) if node_text is not None else None
+        with _progress(fmt) as progress:
+            report = analyze(job, RunOptions(db_url, progress=progress), node, sensitive, settings)
+    if fmt == "json":
+        print(json.dumps(report.to_dict()))
+    else:
+        _print_analysis(report, fmt)
+    over = report.exceeds(max_risk, max_homogeneous)
+    if over and fmt == "table":
+        err.print("[bold red]over the limits:[/] " + "; ".join(over), highlight=False, soft_wrap=True)
+    sys.exit(EXIT_CRITERION_FAILS if over else EXIT_OK)
+
+
+ANALYSIS_COLUMNS = {"label": "release", "rows": "rows", "classes": "classes", "suppressed": "supp",
+                    "homogeneous_classes": "homog. classes", "homogeneous_tuples": "homog. tuples",
+                    "nearly_homogeneous_classes": "near classes", "nearly_homogeneous_tuples": "near tuples",
+                    "highest_risk": "max risk", "average_risk": "avg risk", "records_at_risk": "at risk",
+                    "unique_share": "unique"}
+
+
+def _print_analysis(report: AnalysisReport, fmt: str) -> None:
+    backgrounds = sorted(report.tables[0].disclosed_by_background) if report.tables else []
+    header = list(ANALYSIS_COLUMNS.values()) + [f"disclosed b={b}" for b in backgrounds]
+    raw = [[getattr(t, name) for name in ANALYSIS_COLUMNS] + [t.disclosed_by_background[b] for b in backgrounds]
+           for t in report.tables]
+    if fmt == "csv":
+        _write_csv(header, raw)
+        return
+    rows = [[value if isinstance(value, str) else _number(value) for value in row] for row in raw]
+    settings = report.settings
+    _print_rows(f"attacks on {report.sensitive} and re-identification risk (near-homogeneous: top value >= "
+                f"{settings.near:.0%} of a class; at risk: risk above {settings.risk_threshold})", header, rows, fmt)
+    summary = report.summary()
+    out.print(f"{summary['affected_tables']} of {summary['tables']} release(s) have homogeneous classes; on "
+              f"average {summary['average_homogeneous_classes']:.3g} classes and "
+              f"{summary['average_homogeneous_tuples']:.3g} tuples per release", highlight=False)
+    for t in report.tables:
+        if t.revealed_values:
+            out.print(f"{t.label}: homogeneous classes reveal {', '.join(t.revealed_values)}", highlight=False)
+    if any(t.utility for t in report.tables):
+        names = ["precision", "classes", "discernibility", "dm_star", "aecs", "kl_divergence", "loss"]
+        _print_rows("utility (DM*, AECS and loss as ARX defines them)", ["release"] + names,
+                    [[t.label] + [_number(t.utility.get(n)) for n in names] for t in report.tables], fmt)
 
 
 @main.command("audit")

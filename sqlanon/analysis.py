@@ -1,0 +1,151 @@
+"""Attacks and risk of a release, as SQL over its classes (never its rows in Python).
+
+Every analysis reads one frequency set: per class (the QI values as
+published) and value of one sensitive attribute, the tuples with that value.
+From it, one statement per table computes:
+
+- homogeneity (l-diversity paper, section 3): classes whose tuples all share
+  one sensitive value reveal it; nearly homogeneous ones (the most frequent
+  value holds at least `near` of the class) nearly do;
+- background knowledge: an adversary who can rule out b values for a person
+  learns the true one when the person's class holds at most b + 1 distinct
+  values (b = 0 is homogeneity; l-diversity with l = b + 2 stops it);
+- re-identification risk for the prosecutor model, as ARX reports it: a
+  record's risk is 1 / its class size; the highest and average risk, the
+  records whose risk is above a threshold, the share of unique records.
+
+Classes that the criteria make us suppress (with a suppression limit) are
+not released, so they are left out; their tuples are counted as suppressed.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from .errors import ConfigError
+
+REVEALED_SHOWN = 10  # revealed sensitive values listed per table
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    near: float = 0.95  # a class is nearly homogeneous when its most frequent value holds this share
+    risk_threshold: float = 0.2  # records whose prosecutor risk (1 / class size) is above this are at risk
+    background: int = 2  # values an adversary can rule out: b = 0..background
+
+    def __post_init__(self) -> None:
+        if not 0.5 < self.near <= 1:
+            raise ConfigError(f"near-homogeneity share {self.near} must be above 0.5 and at most 1 (default 0.95)")
+        if not 0 < self.risk_threshold <= 1:
+            raise ConfigError(f"risk threshold {self.risk_threshold} must be above 0 and at most 1 (e.g. 0.2: "
+                              "classes of fewer than 5)")
+        if not 0 <= self.background <= 20:
+            raise ConfigError(f"background knowledge {self.background} must be a whole number from 0 to 20")
+
+
+@dataclass
+class TableAnalysis:
+    """The attack and risk figures of one release (a node of the lattice, or a published table)."""
+
+    label: str  # the node's levels joined by commas, or the table's name
+    sensitive: str
+    rows: int  # released tuples
+    classes: int
+    suppressed: int
+    homogeneous_classes: int
+    homogeneous_tuples: int
+    nearly_homogeneous_classes: int
+    nearly_homogeneous_tuples: int
+    revealed_values: list[str]
+    disclosed_by_background: dict[int, int]  # b -> tuples whose value b ruled-out values disclose
+    highest_risk: float
+    average_risk: float
+    records_at_risk: int
+    unique_share: float
+    utility: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["disclosed_by_background"] = {str(b): n for b, n in self.disclosed_by_background.items()}
+        return data
+
+
+def analyze_frequency_set(conn: Connection, label: str, sensitive: str, definition: str, class_columns: list[str],
+                          value_column: str, settings: AnalysisSettings, suppressed_classes: str | None = None,
+                          params: dict[str, object] | None = None) -> TableAnalysis:
+    """The figures of one release from `definition`: a SELECT of `class_columns`, `value_column` and cnt.
+
+    `suppressed_classes`, when given, is a SELECT of the class columns of the classes left out of the release.
+    """
+    classes = ", ".join(class_columns)
+    left_out = ""
+    if suppressed_classes:
+        on = " AND ".join(f"c.{col} = x.{col}" for col in class_columns)
+        left_out = f"WHERE NOT EXISTS (SELECT 1 FROM ({suppressed_classes}) x WHERE {on})"
+    background = ", ".join(f"COALESCE(SUM(CASE WHEN distinct_values <= {b + 1} THEN n END), 0) AS b{b}"
+                           for b in range(settings.background + 1))
+    sql = (f"WITH fs AS MATERIALIZED ({definition}), "
+           f"all_classes AS (SELECT {classes}, SUM(cnt) AS n, COUNT(*) AS distinct_values, MAX(cnt) AS top "
+           f"FROM fs GROUP BY {classes}), "
+           f"released AS (SELECT * FROM all_classes c {left_out}) "
+           f"SELECT COALESCE(SUM(n), 0), COUNT(*), (SELECT COALESCE(SUM(n), 0) FROM all_classes), "
+           f"COALESCE(SUM(CASE WHEN distinct_values = 1 THEN 1 END), 0), "
+           f"COALESCE(SUM(CASE WHEN distinct_values = 1 THEN n END), 0), "
+           f"COALESCE(SUM(CASE WHEN top >= :near * n THEN 1 END), 0), "
+           f"COALESCE(SUM(CASE WHEN top >= :near * n THEN n END), 0), "
+           f"COALESCE(MAX(1.0 / n), 0), COALESCE(SUM(CASE WHEN 1.0 / n > :risk THEN n END), 0), "
+           f"COALESCE(SUM(CASE WHEN n = 1 THEN 1 END), 0), {background} FROM released")
+    values = {**(params or {}), "near": settings.near, "risk": settings.risk_threshold}
+    row = conn.execute(text(sql), values).one()
+    rows, n_classes, everything = int(row[0]), int(row[1]), int(row[2])
+    on = " AND ".join(f"fs.{col} = r.{col}" for col in class_columns)
+    revealed = conn.execute(text(
+        f"WITH fs AS MATERIALIZED ({definition}), all_classes AS (SELECT {classes}, COUNT(*) AS distinct_values "
+        f"FROM fs GROUP BY {classes}), released AS (SELECT * FROM all_classes c {left_out}) "
+        f"SELECT DISTINCT CAST(fs.{value_column} AS VARCHAR) AS v FROM fs JOIN released r ON {on} "
+        f"WHERE r.distinct_values = 1 ORDER BY v LIMIT {REVEALED_SHOWN}"), params or {}).scalars().all()
+    return TableAnalysis(
+        label, sensitive, rows, n_classes, everything - rows, int(row[3]), int(row[4]), int(row[5]), int(row[6]),
+        ["NULL" if v is None else v for v in revealed],
+        {b: int(row[10 + b]) for b in range(settings.background + 1)},
+        float(row[7]), n_classes / rows if rows else 0.0, int(row[8]), int(row[9]) / rows if rows else 0.0)
+
+
+@dataclass
+class AnalysisReport:
+    """Every analyzed release, and the homogeneity attack over all of them (the paper's per-table averages)."""
+
+    sensitive: str
+    settings: AnalysisSettings
+    tables: list[TableAnalysis]
+
+    @property
+    def affected_tables(self) -> int:
+        """Releases with at least one homogeneous class."""
+        return sum(1 for t in self.tables if t.homogeneous_classes)
+
+    def summary(self) -> dict[str, Any]:
+        count = len(self.tables) or 1
+        return {"tables": len(self.tables), "affected_tables": self.affected_tables,
+                "average_homogeneous_classes": sum(t.homogeneous_classes for t in self.tables) / count,
+                "average_homogeneous_tuples": sum(t.homogeneous_tuples for t in self.tables) / count,
+                "average_nearly_homogeneous_classes": sum(t.nearly_homogeneous_classes for t in self.tables) / count,
+                "average_nearly_homogeneous_tuples": sum(t.nearly_homogeneous_tuples for t in self.tables) / count}
+
+    def exceeds(self, max_risk: float | None, max_homogeneous: int | None) -> list[str]:
+        """What goes over the given limits (for exit code 1), one sentence each."""
+        found = []
+        for t in self.tables:
+            if max_risk is not None and t.highest_risk > max_risk:
+                found.append(f"{t.label}: highest risk {t.highest_risk:.3g} above {max_risk}")
+            if max_homogeneous is not None and t.homogeneous_tuples > max_homogeneous:
+                found.append(f"{t.label}: {t.homogeneous_tuples} tuples in homogeneous classes, above "
+                             f"{max_homogeneous}")
+        return found
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sensitive": self.sensitive, "settings": asdict(self.settings), "summary": self.summary(),
+                "tables": [t.to_dict() for t in self.tables]}

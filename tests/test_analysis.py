@@ -1,0 +1,126 @@
+"""`sqlanon analyze`: attacks, risk and utility of releases, against hand-worked answers and pandas."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+
+from sqlanon import analyze, analyze_table, anonymize
+from sqlanon.analysis import AnalysisSettings
+from sqlanon.config import job_from_dict
+from sqlanon.errors import ConfigError, DataError
+
+from .conftest import adult_job, reclassified
+from .test_cli import run, write_config
+
+OTHERS = ["marital-status", "education", "native-country", "workclass", "salary-class"]  # neither QI nor sensitive
+PATIENTS = [  # zip, age, disease: three classes at (zip, age)
+    ("130", "2", "flu"), ("130", "2", "flu"), ("130", "2", "flu"),
+    ("148", "4", "flu"), ("148", "4", "cancer"), ("148", "4", "cancer"), ("148", "4", "hiv"),
+    ("130", "3", "flu"), ("130", "3", "flu"), ("130", "3", "flu"), ("130", "3", "flu"), ("130", "3", "cold"),
+]
+
+
+def _patients(tmp_path: Path):
+    url = f"duckdb:///{tmp_path / 'p.duckdb'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE patients (zip VARCHAR, age VARCHAR, disease VARCHAR)")
+        conn.exec_driver_sql("INSERT INTO patients VALUES " + ", ".join(f"('{z}', '{a}', '{d}')"
+                                                                        for z, a, d in PATIENTS))
+    engine.dispose()
+    return job_from_dict({"source": {"url": url, "table": "patients"},
+                          "quasi_identifiers": {"zip": {"generate": "mask"}, "age": {"generate": "suppress"}},
+                          "sensitive": ["disease"], "criteria": {"k_anonymity": {"k": 3}}}, tmp_path)
+
+
+def test_hand_worked_table(tmp_path: Path):
+    report = analyze_table(_patients(tmp_path), "patients", settings=AnalysisSettings(near=0.8, risk_threshold=0.3))
+    [t] = report.tables
+    assert (t.rows, t.classes, t.suppressed) == (12, 3, 0)
+    assert (t.homogeneous_classes, t.homogeneous_tuples) == (1, 3) and t.revealed_values == ["flu"]
+    assert (t.nearly_homogeneous_classes, t.nearly_homogeneous_tuples) == (2, 8)  # 4 flu of 5 >= 0.8
+    # ruling out one value discloses the two-valued class too; two values, the three-valued one
+    assert t.disclosed_by_background == {0: 3, 1: 8, 2: 12}
+    assert t.highest_risk == pytest.approx(1 / 3) and t.records_at_risk == 3  # the class of 3: 1/3 > 0.3
+    assert t.average_risk == pytest.approx(3 / 12) and t.unique_share == 0
+    assert report.exceeds(0.3, None) and not report.exceeds(0.5, 3) and report.exceeds(None, 2)
+
+
+def test_nodes_agree_with_pandas_on_their_published_table(adult_duck: str):
+    qis = ["sex", "age", "race", "marital-status"]
+    job = reclassified(adult_job(adult_duck, qis, k=5, load_csv=False, output={"table": "analysis_check"}),
+                       sensitive=["occupation"])
+    published = anonymize(job, replace=True)
+    report = analyze(job, node=published.node, settings=AnalysisSettings(near=0.9, risk_threshold=0.1))
+    [node] = report.tables
+    [table] = analyze_table(job, "analysis_check", settings=AnalysisSettings(near=0.9, risk_threshold=0.1)).tables
+    engine = sa.create_engine(adult_duck)
+    with engine.connect() as conn:  # a 30k-row published table: pulled only to check the SQL independently
+        frame = pd.read_sql_query(sa.text('SELECT sex, age, race, "marital-status", occupation FROM analysis_check'),
+                                  conn)
+    engine.dispose()
+    classes = frame.groupby(qis)["occupation"]
+    sizes, distinct = classes.size(), classes.nunique()
+    top = classes.agg(lambda s: s.value_counts().iloc[0])
+    for found in (node, table):
+        assert found.rows == len(frame) and found.classes == len(sizes)
+        assert found.homogeneous_tuples == int(sizes[distinct == 1].sum())
+        assert found.nearly_homogeneous_tuples == int(sizes[top >= 0.9 * sizes].sum())
+        assert found.disclosed_by_background[1] == int(sizes[distinct <= 2].sum())
+        assert found.highest_risk == pytest.approx(1 / sizes.min())
+        assert found.records_at_risk == int(sizes[1 / sizes > 0.1].sum())
+    utility = node.utility
+    assert utility["dm_star"] == pytest.approx(float((sizes ** 2).sum())) == utility["discernibility"]
+    assert utility["aecs"] == pytest.approx(len(frame) / len(sizes))
+    assert 0 < utility["loss"] < 1
+
+
+def test_suppressed_classes_are_left_out(adult_duck: str):
+    qis = ["sex", "age", "race", "marital-status"]
+    job = reclassified(adult_job(adult_duck, qis, k=20, load_csv=False), sensitive=["occupation"],
+                       suppression=__import__("sqlanon").Suppression(0.05))
+    report = analyze(job, node=(0, 1, 0, 0))
+    [t] = report.tables
+    assert t.suppressed > 0 and t.rows + t.suppressed == 30162
+    assert t.highest_risk <= 1 / 20  # every released class holds at least k
+    assert t.utility["suppressed"] == t.suppressed and t.utility["aecs"] == pytest.approx(30162 / (t.classes + 1))
+
+
+def test_cli_gates_a_release_on_its_risk(tmp_path: Path):
+    config = write_config(tmp_path, sensitive=["occupation"],
+                          insensitive=OTHERS)
+    result = run("analyze", str(config), "--json")
+    assert result.exit_code in (0, 1), result.output
+    data = json.loads(result.stdout)
+    assert data["sensitive"] == "occupation" and data["summary"]["tables"] == len(data["tables"]) >= 1
+    assert run("analyze", str(config), "--max-risk", "1").exit_code == 0
+    gated = run("analyze", str(config), "--max-risk", "0.0001")
+    assert gated.exit_code == 1 and "over the limits" in gated.stderr
+    csv_out = run("analyze", str(config), "--node", "0,4,1", "--format", "csv").stdout.splitlines()
+    assert csv_out[0].startswith("release,rows,classes") and csv_out[1].startswith("\"0,4,1\",30162,")
+
+
+def test_bad_analysis_input(tmp_path: Path):
+    with pytest.raises(ConfigError, match="near-homogeneity share"):
+        AnalysisSettings(near=1.5)
+    with pytest.raises(ConfigError, match="risk threshold"):
+        AnalysisSettings(risk_threshold=0)
+    job = _patients(tmp_path)
+    with pytest.raises(ConfigError, match="not a sensitive attribute of the job"):
+        analyze_table(job, "patients", sensitive="zip")
+    with pytest.raises(DataError, match="has no column 'disease'"):
+        engine = sa.create_engine(job.source.url)
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE bare AS SELECT zip, age FROM patients")
+        engine.dispose()
+        analyze_table(job, "bare")
+    config = write_config(tmp_path, sensitive=["occupation"],
+                          insensitive=OTHERS)
+    for args, fragment in ((["--node", "0,9,0"], "is not in the lattice"), (["--near", "2"], "near-homogeneity"),
+                           (["--node", "0,0,0", "--table", "adult"], "not both")):
+        result = run("analyze", str(config), *args)
+        assert result.exit_code == 2 and fragment in result.stderr, (args, result.output)
