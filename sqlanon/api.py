@@ -22,6 +22,7 @@ import pandas as pd
 from sqlalchemy import text
 
 from .analysis import AnalysisReport, AnalysisSettings, TableAnalysis, analyze_frequency_set
+from .report import ReportData, write_report
 from .audit import AuditReport, audit_table
 from .backends import Database, duckdb_file
 from .config import Job, Output, normalize_url
@@ -555,9 +556,7 @@ def _refuse_violating_batch(ctx: SearchContext, node: tuple[int, ...], batch: st
     view = FrequencySetView("apply_fs", [class_column(d.attr) for d in star.dimensions], COUNT,
                             star.sensitive_columns(), fs.definition)
     params: dict[str, object] = {}
-    labels = [f"l{d.attr}.label" for d in star.dimensions]
-    joins = " ".join(f"JOIN (SELECT DISTINCT c{node[d.attr]} AS code, l{node[d.attr]} AS label FROM {d.table}) "
-                     f"l{d.attr} ON l{d.attr}.code = v.{class_column(d.attr)}" for d in star.dimensions)
+    labels, joins = _class_labels(star, node, "v")
     rows = ctx.conn.execute(text(
         f"WITH apply_fs AS ({fs.definition}) SELECT {', '.join(labels)}, v.n, COUNT(*) OVER () FROM "
         f"({violating_classes_sql(view, ctx.criteria, 'v', params)}) v {joins} ORDER BY v.n, {', '.join(labels)} "
@@ -571,6 +570,66 @@ def _refuse_violating_batch(ctx: SearchContext, node: tuple[int, ...], batch: st
 
 
 VIOLATING_CLASSES_SHOWN = 3  # classes an apply error names
+
+
+def _class_labels(star: StarSchema, node: tuple[int, ...], alias: str) -> tuple[list[str], str]:
+    """The label columns of a class of `node` whose codes are in `alias`.a0.., and the joins that give them."""
+    labels = [f"l{d.attr}.label" for d in star.dimensions]
+    joins = " ".join(f"JOIN (SELECT DISTINCT c{node[d.attr]} AS code, l{node[d.attr]} AS label FROM {d.table}) "
+                     f"l{d.attr} ON l{d.attr}.code = {alias}.{class_column(d.attr)}" for d in star.dimensions)
+    return labels, joins
+
+
+def report(job: Job, out: str | Path, options: RunOptions | None = None, sensitive: str | None = None,
+           settings: AnalysisSettings | None = None) -> Path:
+    """Write the HTML report of the job's releases to `out` (see sqlanon.report): the lattice, the chosen
+    release (by the job's selection rule), the minimal releases' metrics and their attacks and risk."""
+    options, settings = options or RunOptions(), settings or AnalysisSettings()
+    attribute = _analyzed_attribute(job, sensitive)
+    out = Path(out)
+    if not out.parent.is_dir():  # before any work: the page could not be written at the end
+        raise ConfigError(f"cannot write the report to {out}: folder {out.parent} does not exist")
+    with _run(job, options, "report") as (ctx, finish):
+        result = _search(job, ctx)
+        chosen = _select(job, ctx, result)
+        _add_metrics(job, ctx, result, result.minimal)
+        tables = [_analyze_node(ctx, n, attribute, settings, result.metrics[n]) for n in result.minimal]
+        sizes, worst = _chosen_classes(ctx, chosen, attribute)
+        data = ReportData(job.name, json.dumps(json.loads(job.to_json()), indent=2), job.qi_names, result.heights,
+                          result.satisfying, result.minimal, chosen, job.select.describe(), result.metrics,
+                          AnalysisReport(attribute, settings, tables), sizes, worst)
+        path = write_report(data, out)
+        finish({"report": str(path), "node": list(chosen)})
+    return path
+
+
+WORST_CLASSES_SHOWN = 3  # the least diverse classes a report charts
+
+
+def _chosen_classes(ctx: SearchContext, node: tuple[int, ...], attribute: str
+                    ) -> tuple[list[tuple[int, int]], list[tuple[str, list[tuple[str, int]]]]]:
+    """The node's class-size histogram (size, classes), and its least diverse classes with their value counts."""
+    star = dataclasses.replace(ctx.star, sensitive=[attribute])
+    fs = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, False, False).from_table(
+        dict(enumerate(node)), "report")
+    columns = [class_column(d.attr) for d in star.dimensions]
+    value = star.sensitive_columns()[attribute]
+    sizes = ctx.conn.execute(text(
+        f"WITH fs AS ({fs.definition}) SELECT n, COUNT(*) FROM (SELECT SUM(cnt) AS n FROM fs GROUP BY "
+        f"{', '.join(columns)}) c GROUP BY n ORDER BY n")).all()
+    labels, joins = _class_labels(star, node, "w")
+    on = " AND ".join(f"fs.{c} = w.{c}" for c in columns)
+    rows = ctx.conn.execute(text(
+        f"WITH fs AS MATERIALIZED ({fs.definition}), w AS (SELECT {', '.join(columns)}, COUNT(*) AS d, SUM(cnt) AS n "
+        f"FROM fs GROUP BY {', '.join(columns)} ORDER BY d, n, {', '.join(columns)} LIMIT {WORST_CLASSES_SHOWN}) "
+        f"SELECT {', '.join(labels)}, CAST(fs.{value} AS VARCHAR), fs.cnt, w.d, w.n FROM w {joins} JOIN fs ON {on} "
+        f"ORDER BY w.d, w.n, {', '.join(labels)}, fs.cnt DESC")).all()
+    worst: dict[str, list[tuple[str, int]]] = {}
+    for row in rows:
+        label = "(" + ", ".join(map(str, row[:len(labels)])) + ")"
+        worst.setdefault(label, []).append(("NULL" if row[len(labels)] is None else row[len(labels)],
+                                            int(row[len(labels) + 1])))
+    return [(int(n), int(c)) for n, c in sizes], list(worst.items())
 
 
 def analyze(job: Job, options: RunOptions | None = None, node: tuple[int, ...] | None = None,

@@ -24,7 +24,7 @@ from rich.table import Table
 from . import __version__
 from .analysis import AnalysisReport, AnalysisSettings
 from .api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_table, anonymize, apply, audit,
-                  hierarchies, load_csv, node_metrics, register_job, run_job, search)
+                  hierarchies, load_csv, node_metrics, register_job, report, run_job, search)
 from .jobs import JobRegistry, opened_registry
 from .audit import AuditReport
 from .backends import Database, lock_hint, qualified_name
@@ -299,6 +299,23 @@ def _print_analysis(report: AnalysisReport, fmt: str) -> None:
         names = ["precision", "classes", "discernibility", "dm_star", "aecs", "kl_divergence", "loss"]
         _print_rows("utility (DM*, AECS and loss as ARX defines them)", ["release"] + names,
                     [[t.label] + [_number(t.utility.get(n)) for n in names] for t in report.tables], fmt)
+
+
+@main.command("report")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="HTML file to write (one self-contained page).")
+@click.option("--sensitive", default=None, help="The attribute the attacks target (default: the job's first).")
+@DB_OPTION
+def report_command(config: Path, out_path: Path, sensitive: str | None, db_url: str | None) -> None:
+    """Write one HTML page about the job's releases: the lattice, the chosen release (class sizes, its least
+    diverse classes), the minimal releases' metrics side by side, their attacks and risk, and the job.
+
+    Needs Plotly (pip install 'sqlanon[report]'); the page embeds it and opens without a network.
+    """
+    with _progress("table") as progress:
+        path = report(load_job(config), out_path, RunOptions(db_url, progress=progress), sensitive)
+    out.print(f"wrote {path}")
 
 
 @main.command("audit")

@@ -1,0 +1,171 @@
+"""One self-contained HTML page about a job's releases, for a data owner to read instead of JSON.
+
+The figures come from the database (a search, the analyses of sqlanon.analysis,
+the chosen node's class sizes and worst classes, all small results); this
+module only lays them out. Charts are drawn by Plotly, whose JavaScript is
+embedded in the page, so it opens without a network.
+"""
+from __future__ import annotations
+
+import html
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .analysis import AnalysisReport
+from .errors import ConfigError, SqlanonError
+
+SECTIONS = ("The job", "The lattice", "The chosen release", "Minimal releases side by side", "Attacks and risk")
+
+
+@dataclass
+class ReportData:
+    """What the page shows, gathered by sqlanon.api.report."""
+
+    job_name: str
+    job_json: str
+    qi: list[str]
+    heights: list[int]
+    satisfying: list[tuple[int, ...]]
+    minimal: list[tuple[int, ...]]
+    chosen: tuple[int, ...]
+    selection: str
+    metrics: dict[tuple[int, ...], dict[str, Any]]
+    analysis: AnalysisReport
+    class_sizes: list[tuple[int, int]]  # (class size, classes of that size) of the chosen node
+    worst_classes: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)  # label, value counts
+
+
+def write_report(data: ReportData, path: Path) -> Path:
+    """Write the page to `path` atomically (a temporary file beside it, then renamed); returns the path."""
+    try:
+        import plotly
+        import plotly.graph_objects as go
+    except ImportError:
+        raise SqlanonError("sqlanon report draws its charts with Plotly: pip install 'sqlanon[report]'") from None
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise ConfigError(f"cannot write the report to {path}: folder {path.parent} does not exist")
+    page = _page(data, go, plotly.offline.get_plotlyjs())
+    try:
+        handle, partial = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=path.parent)
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(page)
+        os.replace(partial, path)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the report to {path}: {exc.strerror}") from None
+    return path
+
+
+def _page(data: ReportData, go, plotly_js: str) -> str:
+    body = [
+        _section("The job", f"<p>Release chosen by {html.escape(data.selection)}: node "
+                            f"<b>{_node(data.chosen)}</b> ({_levels(data, data.chosen)}).</p>"
+                            f"<pre>{html.escape(data.job_json)}</pre>"),
+        _section("The lattice", "<p>Every generalization by height (the sum of its levels). Grey: fails the "
+                                "criteria; blue: passes; orange: minimal; red: chosen.</p>" + _lattice(data, go)),
+        _section("The chosen release", _chosen(data, go)),
+        _section("Minimal releases side by side", _minimal(data, go)),
+        _section("Attacks and risk", _attacks(data)),
+    ]
+    title = f"sqlanon report: {html.escape(data.job_name)}"
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
+            f"<style>{STYLE}</style><script>{plotly_js}</script></head><body><h1>{title}</h1>"
+            + "".join(body) + "</body></html>")
+
+
+STYLE = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
+         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+         "th{background:#f3f3f3}pre{background:#f7f7f7;padding:1em;overflow:auto}")
+
+
+def _section(title: str, content: str) -> str:
+    anchor = title.lower().replace(" ", "-")
+    return f"<section id='{anchor}'><h2>{html.escape(title)}</h2>{content}</section>"
+
+
+def _node(node: tuple[int, ...]) -> str:
+    return ",".join(map(str, node))
+
+
+def _levels(data: ReportData, node: tuple[int, ...]) -> str:
+    return ", ".join(f"{html.escape(q)}={lv}/{h}" for q, lv, h in zip(data.qi, node, data.heights))
+
+
+def _figure(go, traces: list, title: str, x: str, y: str) -> str:
+    figure = go.Figure(traces)
+    figure.update_layout(title=title, xaxis_title=x, yaxis_title=y, height=420, margin={"t": 50})
+    return figure.to_html(full_html=False, include_plotlyjs=False)
+
+
+def _lattice(data: ReportData, go) -> str:
+    """Nodes as points: x their height, y their rank within the height (every node, so the shape shows)."""
+    from itertools import product
+
+    passing, minimal = set(data.satisfying), set(data.minimal)
+    by_height: dict[int, list[tuple[int, ...]]] = {}
+    for node in product(*(range(h + 1) for h in data.heights)):
+        by_height.setdefault(sum(node), []).append(node)
+    groups: dict[str, list[tuple[int, int, str]]] = {"fails": [], "passes": [], "minimal": [], "chosen": []}
+    for height, nodes in by_height.items():
+        for rank, node in enumerate(nodes):
+            kind = ("chosen" if node == data.chosen else "minimal" if node in minimal
+                    else "passes" if node in passing else "fails")
+            groups[kind].append((height, rank - len(nodes) // 2, _node(node)))
+    colors = {"fails": "#bbbbbb", "passes": "#4c78a8", "minimal": "#f58518", "chosen": "#e45756"}
+    traces = [go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], text=[p[2] for p in points],
+                           mode="markers", name=f"{kind} ({len(points)})",
+                           marker={"color": colors[kind], "size": 9 if kind in ("minimal", "chosen") else 4})
+              for kind, points in groups.items() if points]
+    return _figure(go, traces, "generalization lattice", "height", "nodes of that height")
+
+
+def _chosen(data: ReportData, go) -> str:
+    metrics = data.metrics.get(data.chosen, {})
+    figures = "".join(f"<tr><th>{html.escape(k)}</th><td>{_fmt(v)}</td></tr>" for k, v in metrics.items())
+    sizes = _figure(go, [go.Histogram(x=[s for s, _ in data.class_sizes], y=[c for _, c in data.class_sizes],
+                                      histfunc="sum", nbinsx=40, name="classes")],
+                    "class sizes of the chosen release", "class size", "classes")
+    worst = "".join(
+        _figure(go, [go.Bar(x=[v for v, _ in counts], y=[n for _, n in counts])],
+                f"{data.analysis.sensitive} in class {label}", data.analysis.sensitive, "tuples")
+        for label, counts in data.worst_classes)
+    return (f"<table>{figures}</table>{sizes}<h3>The least diverse classes</h3>"
+            f"<p>The classes of the chosen release with the fewest distinct values of "
+            f"{html.escape(data.analysis.sensitive)}, and how those values are spread.</p>{worst}")
+
+
+def _minimal(data: ReportData, go) -> str:
+    names = ["height", "precision", "suppressed", "classes", "avg_class_size", "discernibility", "kl_divergence"]
+    rows = "".join(f"<tr><td>{_node(n)}</td>" + "".join(f"<td>{_fmt(data.metrics[n].get(m))}</td>" for m in names)
+                   + "</tr>" for n in data.minimal if n in data.metrics)
+    header = "<tr><th>node</th>" + "".join(f"<th>{m}</th>" for m in names) + "</tr>"
+    chart = _figure(go, [go.Bar(x=[_node(n) for n in data.minimal], y=[data.metrics[n]["precision"]
+                                                                        for n in data.minimal], name="precision"),
+                         go.Bar(x=[_node(n) for n in data.minimal],
+                                y=[data.metrics[n]["kl_divergence"] for n in data.minimal], name="KL divergence")],
+                    "precision (higher is better) and KL divergence (lower is better)", "minimal node", "")
+    return f"<table>{header}{rows}</table>{chart}"
+
+
+def _attacks(data: ReportData) -> str:
+    report = data.analysis
+    names = ["label", "rows", "classes", "suppressed", "homogeneous_classes", "homogeneous_tuples",
+             "nearly_homogeneous_tuples", "highest_risk", "average_risk", "records_at_risk", "unique_share"]
+    header = "<tr>" + "".join(f"<th>{n.replace('_', ' ')}</th>" for n in names) + "<th>revealed</th></tr>"
+    rows = "".join("<tr>" + "".join(f"<td>{_fmt(getattr(t, n))}</td>" for n in names)
+                   + f"<td>{html.escape(', '.join(t.revealed_values))}</td></tr>" for t in report.tables)
+    summary = report.summary()
+    return (f"<p>Sensitive attribute: <b>{html.escape(report.sensitive)}</b>. {summary['affected_tables']} of "
+            f"{summary['tables']} minimal release(s) have a homogeneous class (every tuple the same value).</p>"
+            f"<table>{header}{rows}</table>")
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return html.escape(str(value))

@@ -1,0 +1,77 @@
+"""`sqlanon report`: one self-contained HTML page, checked in a real (headless) browser."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sqlanon.report import SECTIONS
+
+from .test_cli import run, write_config
+
+OTHERS = ["marital-status", "education", "native-country", "workclass", "salary-class"]
+
+
+def _config(tmp_path: Path) -> Path:
+    return write_config(tmp_path, sensitive=["occupation"], insensitive=OTHERS)
+
+
+def _browser() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if found is None:
+        message = "no headless browser (Debian package chromium) to render the report"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+@pytest.fixture(scope="module")
+def report_page(tmp_path_factory) -> Path:
+    pytest.importorskip("plotly", reason="sqlanon report needs Plotly: pip install 'sqlanon[report]'")
+    tmp_path = tmp_path_factory.mktemp("report")
+    out = tmp_path / "report.html"
+    result = run("report", str(_config(tmp_path)), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_the_page_is_self_contained(report_page: Path):
+    page = report_page.read_text()
+    for title in SECTIONS:
+        assert f"<h2>{title}</h2>" in page
+    assert not re.search(r"<script[^>]+src=", page)  # Plotly's JavaScript is inside the page
+    assert "Plotly.newPlot" in page and "k_anonymity" in page
+
+
+def test_the_page_renders_in_a_browser(report_page: Path, tmp_path: Path):
+    browser = _browser()
+    common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+              "--virtual-time-budget=5000"]
+    dom = subprocess.run(common + ["--dump-dom", report_page.as_uri()], capture_output=True, text=True,
+                         timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    # Plotly drew every chart (an svg per figure), and the page logged nothing (no error, no warning)
+    assert dom.stdout.count('class="main-svg"') >= 8
+    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line]
+    assert console == [], console
+    for title in SECTIONS:
+        assert title in dom.stdout
+    shot = tmp_path / "report.png"
+    subprocess.run(common + ["--window-size=1280,3000", f"--screenshot={shot}", report_page.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
+
+
+def test_a_report_that_cannot_be_written_leaves_nothing(tmp_path: Path):
+    config = _config(tmp_path)
+    result = run("report", str(config), "--out", str(tmp_path / "missing" / "report.html"))
+    assert result.exit_code == 2 and "folder" in result.stderr and "does not exist" in result.stderr
+    assert not (tmp_path / "missing").exists()
+    unknown = run("report", str(config), "--out", str(tmp_path / "r.html"), "--sensitive", "age")
+    assert unknown.exit_code == 2 and "not a sensitive attribute" in unknown.stderr
+    assert not (tmp_path / "r.html").exists()
