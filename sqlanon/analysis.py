@@ -12,7 +12,10 @@ From it, one statement per table computes:
   values (b = 0 is homogeneity; l-diversity with l = b + 2 stops it);
 - re-identification risk for the prosecutor model, as ARX reports it: a
   record's risk is 1 / its class size; the highest and average risk, the
-  records whose risk is above a threshold, the share of unique records.
+  records whose risk is above a threshold, the share of unique records; with a
+  population table the release was drawn from, the journalist model (1 / the
+  class's size in the population) and the marketer risk (the expected share
+  of records re-identified: the sum over classes of n / N, over the rows).
 
 Classes that the criteria make us suppress (with a suppression limit) are
 not released, so they are left out; their tuples are counted as suppressed.
@@ -25,7 +28,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from .errors import ConfigError
+from .errors import ConfigError, DataError
 
 REVEALED_SHOWN = 10  # revealed sensitive values listed per table
 
@@ -66,6 +69,10 @@ class TableAnalysis:
     records_at_risk: int
     unique_share: float
     utility: dict[str, Any] = field(default_factory=dict)
+    # with a population table (the journalist and marketer models): risk 1 / the class's size in the population
+    journalist_highest_risk: float | None = None
+    journalist_records_at_risk: int | None = None
+    marketer_risk: float | None = None  # the expected share of records re-identified: sum of n / N, over rows
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -75,10 +82,11 @@ class TableAnalysis:
 
 def analyze_frequency_set(conn: Connection, label: str, sensitive: str, definition: str, class_columns: list[str],
                           value_column: str, settings: AnalysisSettings, suppressed_classes: str | None = None,
-                          params: dict[str, object] | None = None) -> TableAnalysis:
+                          params: dict[str, object] | None = None, population: str | None = None) -> TableAnalysis:
     """The figures of one release from `definition`: a SELECT of `class_columns`, `value_column` and cnt.
 
-    `suppressed_classes`, when given, is a SELECT of the class columns of the classes left out of the release.
+    `suppressed_classes`, when given, is a SELECT of the class columns of the classes left out of the release;
+    `population`, a SELECT of the same class columns and cnt over the population the release was drawn from.
     """
     classes = ", ".join(class_columns)
     left_out = ""
@@ -107,11 +115,34 @@ def analyze_frequency_set(conn: Connection, label: str, sensitive: str, definiti
         f"FROM fs GROUP BY {classes}), released AS (SELECT * FROM all_classes c {left_out}) "
         f"SELECT DISTINCT CAST(fs.{value_column} AS VARCHAR) AS v FROM fs JOIN released r ON {on} "
         f"WHERE r.distinct_values = 1 ORDER BY v LIMIT {REVEALED_SHOWN}"), params or {}).scalars().all()
-    return TableAnalysis(
+    analysis = TableAnalysis(
         label, sensitive, rows, n_classes, everything - rows, int(row[3]), int(row[4]), int(row[5]), int(row[6]),
         ["NULL" if v is None else v for v in revealed],
         {b: int(row[10 + b]) for b in range(settings.background + 1)},
         float(row[7]), n_classes / rows if rows else 0.0, int(row[8]), int(row[9]) / rows if rows else 0.0)
+    if population is not None:
+        _population_risk(conn, analysis, definition, classes, left_out, population, values)
+    return analysis
+
+
+def _population_risk(conn: Connection, analysis: TableAnalysis, definition: str, classes: str, left_out: str,
+                     population: str, values: dict[str, object]) -> None:
+    """Journalist and marketer risk: each released class matched with its size in the population."""
+    on = " AND ".join(f"r.{c} = p.{c}" for c in classes.split(", "))
+    row = conn.execute(text(
+        f"WITH fs AS ({definition}), all_classes AS (SELECT {classes}, SUM(cnt) AS n FROM fs GROUP BY {classes}), "
+        f"released AS (SELECT * FROM all_classes c {left_out}), "
+        f"pop AS (SELECT {classes}, SUM(cnt) AS f FROM ({population}) q GROUP BY {classes}) "
+        f"SELECT COALESCE(MAX(1.0 / p.f), 0), COALESCE(SUM(CASE WHEN 1.0 / p.f > :risk THEN r.n END), 0), "
+        f"COALESCE(SUM(r.n / CAST(p.f AS DOUBLE PRECISION)), 0), "
+        f"COALESCE(SUM(CASE WHEN p.f IS NULL OR p.f < r.n THEN 1 END), 0) FROM released r LEFT JOIN pop p ON {on}"),
+        values).one()
+    if int(row[3]):
+        raise DataError(f"the population table holds fewer tuples than the release in {int(row[3])} class(es) of "
+                        f"{analysis.label}: a population must contain the table it is compared with")
+    analysis.journalist_highest_risk = float(row[0])
+    analysis.journalist_records_at_risk = int(row[1])
+    analysis.marketer_risk = float(row[2]) / analysis.rows if analysis.rows else 0.0
 
 
 @dataclass

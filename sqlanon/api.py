@@ -649,10 +649,11 @@ def analyze(job: Job, options: RunOptions | None = None, node: tuple[int, ...] |
             result = _search(job, ctx)
             nodes = result.minimal
         _add_metrics(job, ctx, result, nodes)
+        population = _population_star(job, ctx)
         tables = []
         for j, levels in enumerate(nodes):
             ctx.progress("analysis", j, len(nodes))
-            tables.append(_analyze_node(ctx, levels, attribute, settings, result.metrics[levels]))
+            tables.append(_analyze_node(ctx, levels, attribute, settings, result.metrics[levels], population))
         report = AnalysisReport(attribute, settings, tables)
         finish(report.summary())
     return report
@@ -682,6 +683,27 @@ def analyze_table(job: Job, table: str, schema: str | None = None, options: RunO
         db.dispose()
 
 
+def _population_star(job: Job, ctx: SearchContext) -> StarSchema | None:
+    """The job's population table seen through the run's hierarchies, after checking that it has the QI columns
+    and that every one of its QI values is in the hierarchies (or a join would silently drop its tuples)."""
+    if job.population is None:
+        return None
+    schema, table = job.population
+    db, conn = ctx.db, ctx.conn
+    columns = {db.name_key(c) for c in db.columns(conn, schema, table)}
+    missing = [q for q in job.qi_names if db.name_key(q) not in columns]
+    if missing:
+        raise DataError(f"population table {table!r} has no column {missing[0]!r}; it needs the job's "
+                        "quasi-identifiers")
+    star = dataclasses.replace(ctx.star, source=db.q(schema, table), sensitive=[])
+    total = conn.execute(text(f"SELECT COUNT(*) FROM {star.source}")).scalar_one()
+    matched = conn.execute(text(f"SELECT COUNT(*) FROM {star.joins()}")).scalar_one()
+    if matched != total:
+        raise DataError(f"population table {table!r}: {total - matched} of its {total} rows have quasi-identifier "
+                        "values missing from the job's hierarchies; add them to the hierarchies")
+    return star
+
+
 def _analyzed_attribute(job: Job, sensitive: str | None) -> str:
     if sensitive is None:
         if not job.sensitive:
@@ -695,8 +717,9 @@ def _analyzed_attribute(job: Job, sensitive: str | None) -> str:
 
 
 def _analyze_node(ctx: SearchContext, node: tuple[int, ...], attribute: str, settings: AnalysisSettings,
-                  metrics: dict[str, Any]) -> TableAnalysis:
-    """One node's release: its frequency set over `attribute`, minus the classes the criteria suppress."""
+                  metrics: dict[str, Any], population_star: StarSchema | None = None) -> TableAnalysis:
+    """One node's release: its frequency set over `attribute`, minus the classes the criteria suppress
+    (and, with `population_star`, the same node over the population for the journalist and marketer risks)."""
     levels = dict(enumerate(node))
     star = dataclasses.replace(ctx.star, sensitive=[attribute])
     fs = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, False, False).from_table(levels, "analysis")
@@ -708,8 +731,12 @@ def _analyze_node(ctx: SearchContext, node: tuple[int, ...], attribute: str, set
         view = FrequencySetView("criteria_fs", columns, COUNT, ctx.star.sensitive_columns(), checked.definition)
         violators = violating_classes_sql(view, ctx.criteria, "a", params)
         suppressed = f"WITH criteria_fs AS ({checked.definition}) SELECT {', '.join(columns)} FROM ({violators}) v"
+    population = None
+    if population_star is not None:
+        population = FrequencySets(ctx.db, ctx.conn, population_star, ctx.schema, ctx.run.run_id, False,
+                                   False).from_table(levels, "population").definition
     analysis = analyze_frequency_set(ctx.conn, node_label(node), attribute, fs.definition, columns,
-                                     star.sensitive_columns()[attribute], settings, suppressed, params)
+                                     star.sensitive_columns()[attribute], settings, suppressed, params, population)
     analysis.utility = {**metrics, **_arx_utility(ctx, fs.definition, node, analysis, suppressed, params)}
     return analysis
 

@@ -292,6 +292,12 @@ def _print_analysis(report: AnalysisReport, fmt: str) -> None:
     out.print(f"{summary['affected_tables']} of {summary['tables']} release(s) have homogeneous classes; on "
               f"average {summary['average_homogeneous_classes']:.3g} classes and "
               f"{summary['average_homogeneous_tuples']:.3g} tuples per release", highlight=False)
+    if any(t.marketer_risk is not None for t in report.tables):
+        _print_rows("against the population table (journalist: risk 1 / the class's size in the population; "
+                    "marketer: expected share of records re-identified)",
+                    ["release", "journalist max risk", "journalist at risk", "marketer risk"],
+                    [[t.label, _number(t.journalist_highest_risk), _number(t.journalist_records_at_risk),
+                      _number(t.marketer_risk)] for t in report.tables], fmt)
     for t in report.tables:
         if t.revealed_values:
             out.print(f"{t.label}: homogeneous classes reveal {', '.join(t.revealed_values)}", highlight=False)

@@ -193,6 +193,7 @@ class Job:
     assume_monotone: bool = False  # prune as if the criteria were monotone under suppression (heuristic)
     insensitive: list[str] = field(default_factory=list)  # published as they are
     identifying: list[Identifier] = field(default_factory=list)  # removed or pseudonymized
+    population: tuple[str | None, str] | None = None  # (schema, table) the journalist and marketer risks match
 
     @property
     def qi_names(self) -> list[str]:
@@ -226,6 +227,7 @@ class Job:
             "assume_monotone": self.assume_monotone,
             "insensitive": self.insensitive,
             "identifying": {i.column: i.describe() for i in self.identifying},  # where keys come from, not keys
+            "population": list(self.population) if self.population else None,
         }
         return json.dumps(data, sort_keys=True)
 
@@ -296,7 +298,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
     base_dir = Path(base_dir)
     cfg = _mapping(data, "the config", {"source", "quasi_identifiers", "sensitive", "criteria",
                                         "output", "search", "name", "suppression",
-                                        "select", "insensitive", "identifying"})
+                                        "select", "insensitive", "identifying", "population"})
     source = _source(_mapping(_required(cfg, "source", "the config"), "source",
                               {"url", "table", "schema", "csv", "csv_options", "memory_limit", "temp_directory"}),
                      base_dir)
@@ -327,8 +329,13 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
         else Suppression()
     select = Selection.from_config(cfg["select"]) if cfg.get("select") is not None else Selection()
     name = cfg.get("name", default_name)
+    population = None
+    if cfg.get("population") is not None:
+        pop = _mapping(cfg["population"], "population", {"table", "schema"})
+        population = (_optional_identifier(pop.get("schema"), "population.schema"),
+                      _identifier(_required(pop, "table", "population"), "population.table"))
     job = Job(source, qis, criteria, output, sensitive, strategy, str(name), base, suppression, select,
-              assume_monotone, insensitive, identifying)
+              assume_monotone, insensitive, identifying, population)
     check_roles(job)
     return job
 

@@ -1,6 +1,7 @@
 """`sqlanon analyze`: attacks, risk and utility of releases, against hand-worked answers and pandas."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -124,3 +125,35 @@ def test_bad_analysis_input(tmp_path: Path):
                            (["--node", "0,0,0", "--table", "adult"], "not both")):
         result = run("analyze", str(config), *args)
         assert result.exit_code == 2 and fragment in result.stderr, (args, result.output)
+
+
+def test_journalist_and_marketer_risk_against_a_population(adult_duck: str):
+    qis = ["sex", "race", "salary-class"]
+    engine = sa.create_engine(adult_duck)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE OR REPLACE TABLE young AS SELECT * FROM adult WHERE age < 30")
+        sample = pd.read_sql_query(sa.text('SELECT sex, race, "salary-class" FROM young'), conn)
+        population = pd.read_sql_query(sa.text('SELECT sex, race, "salary-class" FROM adult'), conn)
+    engine.dispose()
+    job = reclassified(adult_job(adult_duck, qis, k=1, load_csv=False), sensitive=["occupation"],
+                       source=dataclasses.replace(adult_job(adult_duck, qis).source, csv=None, table="young"),
+                       population=(None, "adult"))
+    [t] = analyze(job, node=(0, 0, 0), settings=AnalysisSettings(risk_threshold=0.01)).tables
+    n = sample.groupby(qis).size()
+    big_n = population.groupby(qis).size().reindex(n.index)
+    assert t.journalist_highest_risk == pytest.approx(float((1 / big_n).max()))
+    assert t.journalist_records_at_risk == int(n[1 / big_n > 0.01].sum())
+    assert t.marketer_risk == pytest.approx(float((n / big_n).sum() / n.sum()))
+    assert t.journalist_highest_risk <= t.highest_risk  # the population's classes are at least the sample's
+    backwards = dataclasses.replace(job, source=dataclasses.replace(job.source, table="adult"),
+                                    population=(None, "young"))
+    with pytest.raises(DataError, match="population table holds fewer tuples than the release"):
+        analyze(backwards, node=(0, 0, 0))
+
+
+def test_the_job_names_its_population_table(tmp_path: Path):
+    config = write_config(tmp_path, sensitive=["occupation"], insensitive=OTHERS, population={"table": "adult"})
+    result = run("analyze", str(config), "--node", "0,0,0")
+    assert result.exit_code in (0, 1) and "journalist max risk" in result.stdout
+    bad = write_config(tmp_path, sensitive=["occupation"], insensitive=OTHERS, population={"tabel": "adult"})
+    assert run("analyze", str(bad)).exit_code == 2
