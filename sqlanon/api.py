@@ -659,6 +659,16 @@ def analyze(job: Job, options: RunOptions | None = None, node: tuple[int, ...] |
     return report
 
 
+def analyze_registered(name: str, db_url: str, options: RunOptions | None = None, node: tuple[int, ...] | None = None,
+                       settings: AnalysisSettings | None = None) -> AnalysisReport:
+    """`analyze` of a job registered in the database (as its registrant, one run of the job at a time)."""
+    options = dataclasses.replace(options or RunOptions(), db_url=normalize_url(db_url, Path.cwd()))
+    with opened_registry(options.db_url, options.metadata_schema) as registry:
+        with registry.exclusive(name), registry.load(name, options.db_url) as job:
+            options = dataclasses.replace(options, db_url=job.source.url)  # as the job's registrant
+            return analyze(job, options, node, settings=settings)
+
+
 def analyze_table(job: Job, table: str, schema: str | None = None, options: RunOptions | None = None,
                   sensitive: str | None = None, settings: AnalysisSettings | None = None) -> AnalysisReport:
     """The attacks and risk of a table already published (its QI columns as they are), without the lattice."""

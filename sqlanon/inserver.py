@@ -99,6 +99,13 @@ def publish_node(plpy: Any, schema: str, run_id: int, node: str, table: str, tar
                                        RunOptions(metadata_schema=schema)).to_dict())
 
 
+def analyze_job(plpy: Any, schema: str, job: str, node: str | None) -> str:
+    from .api import RunOptions, analyze_registered
+    levels = None if node is None else tuple(int(level) for level in node.split(","))
+    return _answer(plpy, schema, f"analyze_job({job!r})",
+                   lambda url: analyze_registered(job, url, RunOptions(metadata_schema=schema), levels).to_dict())
+
+
 def _answer(plpy: Any, schema: str, what: str, action: Callable[[str], Any]) -> Any:
     """Run `action` over the loopback URL; any error reaches the caller as one line, not a traceback."""
     try:

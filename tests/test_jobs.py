@@ -249,6 +249,29 @@ def _plpython_or_skip(conn, meta: str, set_path: bool = True) -> None:
 
 
 @pg
+def test_analyze_a_registered_job_from_sql(pg_job, tmp_path: Path):
+    """SELECT sqlanon.analyze_job(name [, node]) gives what the Python API gives for the same registered job."""
+    from sqlanon.api import analyze_registered
+
+    url, meta = pg_job
+    config = adult_config(url, ["sex", "age", "race"], k=5, load_csv=False,
+                          schema=meta[:-len("_meta")], sensitive=["occupation"])
+    register_job("risky", _write(tmp_path, config, "risky.yaml"), url, meta)
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        _plpython_or_skip(conn, meta)
+        every = conn.execute(sa.text(f'SELECT "{meta}".analyze_job(:job)'), {"job": "risky"}).scalar_one()
+        one = conn.execute(sa.text(f'SELECT "{meta}".analyze_job(:job, :node)'),
+                           {"job": "risky", "node": "0,1,1"}).scalar_one()
+        with pytest.raises(sa.exc.DBAPIError, match="not in the lattice"):
+            conn.execute(sa.text(f'SELECT "{meta}".analyze_job(:job, :node)'), {"job": "risky", "node": "0,9,1"})
+    engine.dispose()
+    expected = analyze_registered("risky", url, RunOptions(metadata_schema=meta)).to_dict()
+    assert every["summary"] == expected["summary"] and every["sensitive"] == "occupation"
+    assert [t["label"] for t in every["tables"]] == [t["label"] for t in expected["tables"]]
+    assert [t["label"] for t in one["tables"]] == ["0,1,1"]
+
+
 def test_register_run_list_and_publish_from_sql(pg_server: str, pg_schema: str):
     """A DBA's whole workflow in SQL: register from JSON, run, list runs and nodes, publish another node."""
     meta = f"{pg_schema}_meta"
@@ -340,6 +363,7 @@ def test_plain_roles_cannot_reach_the_plpython_routines(pg_job):
             conn.commit()
             for call in (f'SELECT "{meta}".load_sqlanon()', f'CALL "{meta}".run_job(\'adult9\')',
                          f'SELECT "{meta}".register_job(\'x\', CAST(\'{{}}\' AS json))',
+                         f'SELECT "{meta}".analyze_job(\'adult9\')',
                          f'UPDATE "{meta}".server_settings SET value = \'/tmp\''):
                 with pytest.raises(sa.exc.ProgrammingError, match="permission denied"):
                     with conn.begin():

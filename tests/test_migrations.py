@@ -19,9 +19,9 @@ def _round_trip(url: str, schema: str, server_tables: set[str] = frozenset()) ->
     try:
         migrate(db, schema)
         migrate(db, schema)  # idempotent
-        assert current_version(db, schema) == "0010"
+        assert current_version(db, schema) == "0011"
         assert metadata_tables(url, schema) == TABLES | server_tables
-        downgrade(db, schema, "-3")
+        downgrade(db, schema, "-4")  # to 0007: the server settings (0008) and the stored analysis (0011) are gone
         assert metadata_tables(url, schema) == TABLES
         downgrade(db, schema, "-3")
         assert current_version(db, schema) == "0004"  # the PL/Python procedure and audit function are gone
@@ -31,7 +31,7 @@ def _round_trip(url: str, schema: str, server_tables: set[str] = frozenset()) ->
         downgrade(db, schema, "base")
         assert metadata_tables(url, schema) == {"alembic_version"}
         migrate(db, schema)
-        assert current_version(db, schema) == "0010"
+        assert current_version(db, schema) == "0011"
     finally:
         db.dispose()
 
@@ -48,6 +48,6 @@ def test_migrations_on_postgres(pg_server: str, pg_schema: str):
 def test_migrate_command(duck_url: str):
     runner = CliRunner()
     result = runner.invoke(main, ["migrate", "--db", duck_url])
-    assert result.exit_code == 0 and "version 0010" in result.output
+    assert result.exit_code == 0 and "version 0011" in result.output
     result = runner.invoke(main, ["migrate", "--db", duck_url, "--downgrade", "base"])
     assert result.exit_code == 0 and "base" in result.output
