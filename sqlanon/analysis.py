@@ -23,12 +23,15 @@ not released, so they are left out; their tuples are counted as suppressed.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from .errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 REVEALED_SHOWN = 10  # revealed sensitive values listed per table
 
@@ -73,6 +76,7 @@ class TableAnalysis:
     journalist_highest_risk: float | None = None
     journalist_records_at_risk: int | None = None
     marketer_risk: float | None = None  # the expected share of records re-identified: sum of n / N, over rows
+    bayes: dict[str, int] = field(default_factory=dict)  # the Bayes-optimal audit (nodes only; see bayes_audit)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -145,6 +149,71 @@ def _population_risk(conn: Connection, analysis: TableAnalysis, definition: str,
     analysis.marketer_risk = float(row[2]) / analysis.rows if analysis.rows else 0.0
 
 
+@dataclass(frozen=True)
+class BayesSettings:
+    """Thresholds of the Bayes-optimal audit (l-diversity paper, section 3; ../docs in the README)."""
+
+    delta: float = 0.05  # positive disclosure: a person's true value has posterior > 1 - delta
+    epsilon: float = 0.05  # negative disclosure: some value of the person's class has posterior < epsilon
+    rho1: float = 0.2  # (rho1, rho2) breach: prior < rho1 and posterior > rho2, or prior > 1 - rho1 and
+    rho2: float = 0.8  # posterior < 1 - rho2
+
+    def __post_init__(self) -> None:
+        for name in ("delta", "epsilon", "rho1", "rho2"):
+            if not 0 < getattr(self, name) < 1:
+                raise ConfigError(f"Bayes audit {name} {getattr(self, name)} must be between 0 and 1 (exclusive)")
+        if self.rho1 >= self.rho2:
+            raise ConfigError(f"Bayes audit rho1 ({self.rho1}) must be below rho2 ({self.rho2})")
+
+
+def bayes_audit(conn: Connection, cells: str, exact: list[str], classes: list[str], settings: BayesSettings,
+                suppressed_classes: str | None = None, params: dict[str, object] | None = None) -> dict[str, int]:
+    """Tuples with positive disclosure, negative disclosure and (rho1, rho2) breaches, for an adversary whose
+    prior is the table itself: f(s | q) from the original QI values q.
+
+    `cells` SELECTs, per original QI values (`exact` columns), published class (`classes`, a function of them)
+    and sensitive value s: cnt. The posterior of value s for a person with QI q published in class q* is
+    beta(q, s) = n(q*, s) f(s|q) / f(s|q*), normalized over the values s of q* (the paper's Theorem 3.1), with
+    n(q*, s) counted in the release (suppressed classes left out) and f from the whole table. Without
+    suppression beta(q, s) = f(s|q): the audit then shows what an adversary who knows the table learns from any
+    release, the paper's argument that Bayes-optimal privacy cannot be achieved by generalization alone.
+    """
+    q, g = ", ".join(exact), ", ".join(classes)
+    left_out = ""
+    if suppressed_classes:
+        on = " AND ".join(f"x.{c} = c.{c}" for c in classes)
+        left_out = f"WHERE NOT EXISTS (SELECT 1 FROM ({suppressed_classes}) x WHERE {on})"
+    by_q = " AND ".join(f"r.{c} = nq.{c}" for c in exact)
+    by_g = " AND ".join(f"r.{c} = {{t}}.{c}" for c in classes)
+    own = " AND ".join(f"o.{c} = r.{c}" for c in exact)
+    sql = (
+        f"WITH cells AS MATERIALIZED ({cells}), released AS (SELECT * FROM cells c {left_out}), "
+        f"nq AS (SELECT {q}, SUM(cnt) AS n FROM cells GROUP BY {q}), "
+        f"prior_gs AS (SELECT {g}, s, SUM(cnt) AS n FROM cells GROUP BY {g}, s), "
+        f"prior_g AS (SELECT {g}, SUM(cnt) AS n FROM cells GROUP BY {g}), "
+        f"pub AS (SELECT {g}, s, SUM(cnt) AS n FROM released GROUP BY {g}, s), "
+        f"persons AS (SELECT {q}, {g}, SUM(cnt) AS n FROM released GROUP BY {q}, {g}), "
+        f"terms AS (SELECT r.*, p.s, COALESCE(o.cnt, 0) AS own, CAST(COALESCE(o.cnt, 0) AS DOUBLE PRECISION) / nq.n "
+        f"AS alpha, p.n * (CAST(COALESCE(o.cnt, 0) AS DOUBLE PRECISION) / nq.n) / "
+        f"(CAST(pgs.n AS DOUBLE PRECISION) / pg.n) AS term "
+        f"FROM persons r JOIN nq ON {by_q} JOIN pub p ON {by_g.format(t='p')} "
+        f"JOIN prior_gs pgs ON {by_g.format(t='pgs')} AND pgs.s = p.s JOIN prior_g pg ON {by_g.format(t='pg')} "
+        f"LEFT JOIN cells o ON {own} AND o.s = p.s), "
+        f"beta AS (SELECT t.*, term / SUM(term) OVER (PARTITION BY {q}) AS beta FROM terms t), "
+        f"per_q AS (SELECT {q}, MAX(n) AS n, "
+        f"SUM(CASE WHEN own > 0 AND beta > 1 - :delta THEN own ELSE 0 END) AS positive, "
+        f"MAX(CASE WHEN beta < :epsilon AND own < n THEN 1 ELSE 0 END) AS negative, "
+        f"MAX(CASE WHEN (alpha < :rho1 AND beta > :rho2) OR (alpha > 1 - :rho1 AND beta < 1 - :rho2) THEN 1 "
+        f"ELSE 0 END) AS breach FROM beta GROUP BY {q}) "
+        f"SELECT COALESCE(SUM(positive), 0), COALESCE(SUM(negative * n), 0), COALESCE(SUM(breach * n), 0) "
+        f"FROM per_q")
+    values = {**(params or {}), "delta": settings.delta, "epsilon": settings.epsilon, "rho1": settings.rho1,
+              "rho2": settings.rho2}
+    positive, negative, breach = conn.execute(text(sql), values).one()
+    return {"positive_disclosure_tuples": int(positive), "negative_disclosure_tuples": int(negative),
+            "rho_breach_tuples": int(breach)}
+
+
 @dataclass
 class AnalysisReport:
     """Every analyzed release, and the homogeneity attack over all of them (the paper's per-table averages)."""
@@ -180,3 +249,16 @@ class AnalysisReport:
     def to_dict(self) -> dict[str, Any]:
         return {"sensitive": self.sensitive, "settings": asdict(self.settings), "summary": self.summary(),
                 "tables": [t.to_dict() for t in self.tables]}
+
+    def frame(self) -> "pd.DataFrame":
+        """One row per release: its attack, risk and Bayes figures, then its utility (columns prefixed)."""
+        import pandas as pd
+
+        rows = []
+        for t in self.tables:
+            flat = {k: v for k, v in t.to_dict().items() if k not in ("utility", "bayes", "disclosed_by_background")}
+            flat.update({f"disclosed_b{b}": n for b, n in t.disclosed_by_background.items()})
+            flat.update(t.bayes)
+            flat.update({f"utility_{k}": v for k, v in t.utility.items()})
+            rows.append(flat)
+        return pd.DataFrame(rows)

@@ -21,7 +21,8 @@ from typing import Any, Iterator
 import pandas as pd
 from sqlalchemy import text
 
-from .analysis import AnalysisReport, AnalysisSettings, TableAnalysis, analyze_frequency_set
+from .analysis import (AnalysisReport, AnalysisSettings, BayesSettings, TableAnalysis, analyze_frequency_set,
+                       bayes_audit)
 from .report import ReportData, write_report
 from .audit import AuditReport, audit_table
 from .backends import Database, duckdb_file
@@ -633,7 +634,8 @@ def _chosen_classes(ctx: SearchContext, node: tuple[int, ...], attribute: str
 
 
 def analyze(job: Job, options: RunOptions | None = None, node: tuple[int, ...] | None = None,
-            sensitive: str | None = None, settings: AnalysisSettings | None = None) -> AnalysisReport:
+            sensitive: str | None = None, settings: AnalysisSettings | None = None,
+            bayes: BayesSettings | None = None) -> AnalysisReport:
     """Attacks, risk and utility of every minimal node of the job (or of `node`), computed in SQL.
 
     `sensitive` is the attribute the attacks target (default: the job's first sensitive attribute). With a
@@ -653,7 +655,8 @@ def analyze(job: Job, options: RunOptions | None = None, node: tuple[int, ...] |
         tables = []
         for j, levels in enumerate(nodes):
             ctx.progress("analysis", j, len(nodes))
-            tables.append(_analyze_node(ctx, levels, attribute, settings, result.metrics[levels], population))
+            tables.append(_analyze_node(ctx, levels, attribute, settings, result.metrics[levels], population,
+                                        bayes))
         report = AnalysisReport(attribute, settings, tables)
         finish(report.summary())
     return report
@@ -727,7 +730,8 @@ def _analyzed_attribute(job: Job, sensitive: str | None) -> str:
 
 
 def _analyze_node(ctx: SearchContext, node: tuple[int, ...], attribute: str, settings: AnalysisSettings,
-                  metrics: dict[str, Any], population_star: StarSchema | None = None) -> TableAnalysis:
+                  metrics: dict[str, Any], population_star: StarSchema | None = None,
+                  bayes: BayesSettings | None = None) -> TableAnalysis:
     """One node's release: its frequency set over `attribute`, minus the classes the criteria suppress
     (and, with `population_star`, the same node over the population for the journalist and marketer risks)."""
     levels = dict(enumerate(node))
@@ -748,7 +752,20 @@ def _analyze_node(ctx: SearchContext, node: tuple[int, ...], attribute: str, set
     analysis = analyze_frequency_set(ctx.conn, node_label(node), attribute, fs.definition, columns,
                                      star.sensitive_columns()[attribute], settings, suppressed, params, population)
     analysis.utility = {**metrics, **_arx_utility(ctx, fs.definition, node, analysis, suppressed, params)}
+    analysis.bayes = bayes_audit(ctx.conn, _bayes_cells(star, node, attribute), [f"q{a}" for a in sorted(levels)],
+                                 columns, bayes or BayesSettings(), suppressed, params)
     return analysis
+
+
+def _bayes_cells(star: StarSchema, node: tuple[int, ...], attribute: str) -> str:
+    """Per original QI values (q0..), the node's class (a0..) and value s of `attribute`: the tuples (cnt)."""
+    exact = [f"d{d.attr}.c0" for d in star.dimensions]
+    published = [f"d{d.attr}.c{node[d.attr]}" for d in star.dimensions]
+    value = f"t.{star.db.q(attribute)}"
+    select = ([f"{c} AS q{d.attr}" for c, d in zip(exact, star.dimensions)]
+              + [f"{c} AS {class_column(d.attr)}" for c, d in zip(published, star.dimensions)])
+    return (f"SELECT {', '.join(select)}, {value} AS s, COUNT(*) AS cnt FROM {star.joins()} "
+            f"GROUP BY {', '.join(exact + published + [value])}")
 
 
 def _arx_utility(ctx: SearchContext, definition: str, node: tuple[int, ...], analysis: TableAnalysis,

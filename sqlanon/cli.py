@@ -22,7 +22,7 @@ from rich import box
 from rich.table import Table
 
 from . import __version__
-from .analysis import AnalysisReport, AnalysisSettings
+from .analysis import AnalysisReport, AnalysisSettings, BayesSettings
 from .api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_table, anonymize, apply, audit,
                   hierarchies, load_csv, node_metrics, register_job, report, run_job, search)
 from .jobs import JobRegistry, opened_registry
@@ -237,13 +237,20 @@ def _parse_node(text: str) -> tuple[int, ...]:
               help="Records whose re-identification risk (1 / class size) is above this are at risk.")
 @click.option("--background", type=int, default=2, show_default=True,
               help="Values an adversary can rule out: disclosure for b = 0..this.")
+@click.option("--delta", type=float, default=0.05, show_default=True,
+              help="Bayes audit: positive disclosure when a person's value has posterior above 1 - delta.")
+@click.option("--epsilon", type=float, default=0.05, show_default=True,
+              help="Bayes audit: negative disclosure when a value of the person's class has posterior below this.")
+@click.option("--rho", nargs=2, type=float, default=(0.2, 0.8), show_default=True, metavar="RHO1 RHO2",
+              help="Bayes audit: (rho1, rho2) breach, prior below rho1 and posterior above rho2 (or the mirror).")
 @click.option("--max-risk", type=float, help="Exit 1 when a release's highest risk is above this.")
 @click.option("--max-homogeneous", type=int, help="Exit 1 when a release has more tuples in homogeneous classes.")
 @DB_OPTION
 @output_format
 def analyze_command(config: Path, node_text: str | None, table: str | None, schema: str | None,
-                    sensitive: str | None, near: float, risk_threshold: float, background: int,
-                    max_risk: float | None, max_homogeneous: int | None, db_url: str | None, fmt: str) -> None:
+                    sensitive: str | None, near: float, risk_threshold: float, background: int, delta: float,
+                    epsilon: float, rho: tuple[float, float], max_risk: float | None, max_homogeneous: int | None,
+                    db_url: str | None, fmt: str) -> None:
     """Homogeneity and background-knowledge attacks, re-identification risk and utility of each minimal node
     (or of --node, or of a published --table), computed in the database.
 
@@ -252,13 +259,14 @@ def analyze_command(config: Path, node_text: str | None, table: str | None, sche
     if node_text is not None and table is not None:
         raise SqlanonError("give --node or --table, not both")
     settings = AnalysisSettings(near, risk_threshold, background)
+    bayes = BayesSettings(delta, epsilon, *rho)
     job = load_job(config)
     if table is not None:
         report = analyze_table(job, table, schema, RunOptions(db_url), sensitive, settings)
     else:
         node = _parse_node(node_text) if node_text is not None else None
         with _progress(fmt) as progress:
-            report = analyze(job, RunOptions(db_url, progress=progress), node, sensitive, settings)
+            report = analyze(job, RunOptions(db_url, progress=progress), node, sensitive, settings, bayes)
     if fmt == "json":
         print(json.dumps(report.to_dict()))
     else:
@@ -298,6 +306,10 @@ def _print_analysis(report: AnalysisReport, fmt: str) -> None:
                     ["release", "journalist max risk", "journalist at risk", "marketer risk"],
                     [[t.label, _number(t.journalist_highest_risk), _number(t.journalist_records_at_risk),
                       _number(t.marketer_risk)] for t in report.tables], fmt)
+    if any(t.bayes for t in report.tables):
+        _print_rows("Bayes-optimal audit, the table itself as the prior (tuples)",
+                    ["release", "positive disclosure", "negative disclosure", "(rho1, rho2) breach"],
+                    [[t.label, *(str(v) for v in t.bayes.values())] for t in report.tables], fmt)
     for t in report.tables:
         if t.revealed_values:
             out.print(f"{t.label}: homogeneous classes reveal {', '.join(t.revealed_values)}", highlight=False)

@@ -155,8 +155,11 @@ def _attacks(data: ReportData) -> str:
     names = ["label", "rows", "classes", "suppressed", "homogeneous_classes", "homogeneous_tuples",
              "nearly_homogeneous_tuples", "highest_risk", "average_risk", "records_at_risk", "unique_share"]
     header = "<tr>" + "".join(f"<th>{n.replace('_', ' ')}</th>" for n in names) + "<th>revealed</th></tr>"
+    bayes = ["positive_disclosure_tuples", "negative_disclosure_tuples", "rho_breach_tuples"]
+    header = header.replace("</tr>", "".join(f"<th>Bayes: {b.replace('_', ' ')}</th>" for b in bayes) + "</tr>")
     rows = "".join("<tr>" + "".join(f"<td>{_fmt(getattr(t, n))}</td>" for n in names)
-                   + f"<td>{html.escape(', '.join(t.revealed_values))}</td></tr>" for t in report.tables)
+                   + f"<td>{html.escape(', '.join(t.revealed_values))}</td>"
+                   + "".join(f"<td>{_fmt(t.bayes.get(b))}</td>" for b in bayes) + "</tr>" for t in report.tables)
     summary = report.summary()
     return (f"<p>Sensitive attribute: <b>{html.escape(report.sensitive)}</b>. {summary['affected_tables']} of "
             f"{summary['tables']} minimal release(s) have a homogeneous class (every tuple the same value).</p>"

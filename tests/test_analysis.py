@@ -157,3 +157,44 @@ def test_the_job_names_its_population_table(tmp_path: Path):
     assert result.exit_code in (0, 1) and "journalist max risk" in result.stdout
     bad = write_config(tmp_path, sensitive=["occupation"], insensitive=OTHERS, population={"tabel": "adult"})
     assert run("analyze", str(bad)).exit_code == 2
+
+
+def test_bayes_optimal_audit_by_hand(tmp_path: Path):
+    """The table as the adversary's prior: the posterior of a person's value is f(s | q) (the paper's Theorem
+    3.1 reduces to it), whatever the node; only who is released changes."""
+    from sqlanon.analysis import BayesSettings
+
+    job = _patients(tmp_path)
+    [t] = analyze(job, node=(1, 1)).tables  # classes (13*, *): 8 tuples, flu and cold; (14*, *): 4 tuples
+    # positive: the three (130, 2) patients have flu with posterior 1; negative: for them, cold has posterior
+    # 0 though their class shows it (the (130, 3) group keeps cold at 0.2, flu at 0.8: neither below 0.05)
+    assert t.bayes == {"positive_disclosure_tuples": 3, "negative_disclosure_tuples": 3, "rho_breach_tuples": 0}
+    [loose] = analyze(job, node=(1, 1), bayes=BayesSettings(delta=0.25)).tables
+    assert loose.bayes["positive_disclosure_tuples"] == 3 + 4  # the (130, 3) flu patients: 0.8 > 0.75
+    with pytest.raises(ConfigError, match="rho1"):
+        BayesSettings(rho1=0.9, rho2=0.5)
+
+
+def test_bayes_positive_disclosure_agrees_with_pandas(adult_duck: str):
+    qis = ["sex", "race", "marital-status"]
+    job = reclassified(adult_job(adult_duck, qis, k=5, load_csv=False), sensitive=["salary-class"])
+    [t] = analyze(job, node=(1, 0, 1)).tables
+    engine = sa.create_engine(adult_duck)
+    with engine.connect() as conn:
+        frame = pd.read_sql_query(sa.text('SELECT sex, race, "marital-status", "salary-class" FROM adult'), conn)
+    engine.dispose()
+    share = frame.groupby(qis)["salary-class"].value_counts(normalize=True)
+    counts = frame.groupby(qis)["salary-class"].value_counts()
+    assert t.bayes["positive_disclosure_tuples"] == int(counts[share > 0.95].sum())
+    assert t.bayes["rho_breach_tuples"] == 0  # the posterior equals the prior for every released person
+
+
+def test_the_report_as_a_data_frame_and_bayes_options(tmp_path: Path):
+    config = write_config(tmp_path, sensitive=["occupation"], insensitive=OTHERS)
+    result = run("analyze", str(config), "--node", "0,1,1", "--delta", "0.2", "--rho", "0.1", "0.9", "--json")
+    data = json.loads(result.stdout)
+    assert set(data["tables"][0]["bayes"]) == {"positive_disclosure_tuples", "negative_disclosure_tuples",
+                                               "rho_breach_tuples"}
+    assert run("analyze", str(config), "--rho", "0.9", "0.1").exit_code == 2
+    frame = analyze_table(_patients(tmp_path), "patients").frame()
+    assert list(frame["label"]) == ["patients"] and frame.loc[0, "disclosed_b0"] == 3
