@@ -52,6 +52,15 @@ class AnalysisSettings:
             raise ConfigError(f"background knowledge {self.background} must be a whole number from 0 to 20")
 
 
+def default_background(job: Any, sensitive: str | None = None) -> int:
+    """How many values the background-knowledge analysis lets an adversary rule out: l - 2 for the job's
+    l-diversity on the attribute (what it is meant to withstand, the paper's argument), else 2."""
+    attribute = sensitive or (job.sensitive[0] if job.sensitive else None)
+    ls = [int(c.l) for c in job.criteria
+          if getattr(c, "l", None) is not None and attribute in c.sensitive_attributes()]
+    return max(max(ls) - 2, 0) if ls else 2
+
+
 @dataclass
 class TableAnalysis:
     """The attack and risk figures of one release (a node of the lattice, or a published table)."""

@@ -22,7 +22,7 @@ from rich import box
 from rich.table import Table
 
 from . import __version__
-from .analysis import AnalysisReport, AnalysisSettings, BayesSettings
+from .analysis import AnalysisReport, AnalysisSettings, BayesSettings, default_background
 from .api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_table, anonymize, apply, audit,
                   hierarchies, load_csv, node_metrics, register_job, report, run_job, search)
 from .jobs import JobRegistry, opened_registry
@@ -235,8 +235,9 @@ def _parse_node(text: str) -> tuple[int, ...]:
               help="Share of a class's most frequent value that makes it nearly homogeneous.")
 @click.option("--risk-threshold", type=float, default=0.2, show_default=True,
               help="Records whose re-identification risk (1 / class size) is above this are at risk.")
-@click.option("--background", type=int, default=2, show_default=True,
-              help="Values an adversary can rule out: disclosure for b = 0..this.")
+@click.option("--background", type=int, default=None,
+              help="Values an adversary can rule out: disclosure for b = 0..this (default: l - 2 for the job's "
+                   "l-diversity on the attribute, else 2).")
 @click.option("--delta", type=float, default=0.05, show_default=True,
               help="Bayes audit: positive disclosure when a person's value has posterior above 1 - delta.")
 @click.option("--epsilon", type=float, default=0.05, show_default=True,
@@ -248,7 +249,7 @@ def _parse_node(text: str) -> tuple[int, ...]:
 @DB_OPTION
 @output_format
 def analyze_command(config: Path, node_text: str | None, table: str | None, schema: str | None,
-                    sensitive: str | None, near: float, risk_threshold: float, background: int, delta: float,
+                    sensitive: str | None, near: float, risk_threshold: float, background: int | None, delta: float,
                     epsilon: float, rho: tuple[float, float], max_risk: float | None, max_homogeneous: int | None,
                     db_url: str | None, fmt: str) -> None:
     """Homogeneity and background-knowledge attacks, re-identification risk and utility of each minimal node
@@ -258,9 +259,10 @@ def analyze_command(config: Path, node_text: str | None, table: str | None, sche
     """
     if node_text is not None and table is not None:
         raise SqlanonError("give --node or --table, not both")
-    settings = AnalysisSettings(near, risk_threshold, background)
-    bayes = BayesSettings(delta, epsilon, *rho)
     job = load_job(config)
+    settings = AnalysisSettings(near, risk_threshold, default_background(job, sensitive) if background is None
+                                else background)
+    bayes = BayesSettings(delta, epsilon, *rho)
     if table is not None:
         report = analyze_table(job, table, schema, RunOptions(db_url), sensitive, settings)
     else:

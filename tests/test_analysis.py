@@ -198,3 +198,14 @@ def test_the_report_as_a_data_frame_and_bayes_options(tmp_path: Path):
     assert run("analyze", str(config), "--rho", "0.9", "0.1").exit_code == 2
     frame = analyze_table(_patients(tmp_path), "patients").frame()
     assert list(frame["label"]) == ["patients"] and frame.loc[0, "disclosed_b0"] == 3
+
+
+def test_background_knowledge_follows_the_jobs_l(tmp_path: Path):
+    from sqlanon.analysis import default_background
+    from sqlanon.criteria import criteria_from_config
+
+    job = _patients(tmp_path)
+    assert default_background(job) == 2
+    diverse = dataclasses.replace(job, criteria=criteria_from_config(
+        {"k_anonymity": {"k": 2}, "distinct_l_diversity": {"attribute": "disease", "l": 5}}))
+    assert default_background(diverse) == 3
