@@ -8,8 +8,8 @@ marital_status) is generated once into bench/out/. Each run starts from an empty
 file, so the time covers loading the CSV, building the dimension tables, the search, the
 publication and its audit. Peak RSS is the child process's (wait4), so it covers DuckDB's
 memory as well as Python's; each size runs with sqlanon's default memory limit (half the
-machine's memory) and with a fixed one, to show that peak memory then stays flat in the rows. The one GROUP BY column is measured on the loaded table afterwards,
-in the same run.
+machine's memory) and with a fixed one, to show that peak memory then stays flat in the rows.
+The one GROUP BY column is measured on the loaded table afterwards, in the same run.
 """
 from __future__ import annotations
 
