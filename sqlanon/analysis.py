@@ -95,7 +95,7 @@ class TableAnalysis:
 
 def analyze_frequency_set(conn: Connection, label: str, sensitive: str, definition: str, class_columns: list[str],
                           value_column: str, settings: AnalysisSettings, suppressed_classes: str | None = None,
-                          params: dict[str, object] | None = None, population: str | None = None) -> TableAnalysis:
+                          population: str | None = None) -> TableAnalysis:
     """The figures of one release from `definition`: a SELECT of `class_columns`, `value_column` and cnt.
 
     `suppressed_classes`, when given, is a SELECT of the class columns of the classes left out of the release;
@@ -119,7 +119,7 @@ def analyze_frequency_set(conn: Connection, label: str, sensitive: str, definiti
            f"COALESCE(SUM(CASE WHEN top >= :near * n THEN n END), 0), "
            f"COALESCE(MAX(1.0 / n), 0), COALESCE(SUM(CASE WHEN 1.0 / n > :risk THEN n END), 0), "
            f"COALESCE(SUM(CASE WHEN n = 1 THEN 1 END), 0), {background} FROM released")
-    values = {**(params or {}), "near": settings.near, "risk": settings.risk_threshold}
+    values = {"near": settings.near, "risk": settings.risk_threshold}
     row = conn.execute(text(sql), values).one()
     rows, n_classes, everything = int(row[0]), int(row[1]), int(row[2])
     on = " AND ".join(f"fs.{col} = r.{col}" for col in class_columns)
@@ -127,7 +127,7 @@ def analyze_frequency_set(conn: Connection, label: str, sensitive: str, definiti
         f"WITH fs AS MATERIALIZED ({definition}), all_classes AS (SELECT {classes}, COUNT(*) AS distinct_values "
         f"FROM fs GROUP BY {classes}), released AS (SELECT * FROM all_classes c {left_out}) "
         f"SELECT DISTINCT CAST(fs.{value_column} AS VARCHAR) AS v FROM fs JOIN released r ON {on} "
-        f"WHERE r.distinct_values = 1 ORDER BY v LIMIT {REVEALED_SHOWN}"), params or {}).scalars().all()
+        f"WHERE r.distinct_values = 1 ORDER BY v LIMIT {REVEALED_SHOWN}")).scalars().all()
     analysis = TableAnalysis(
         label, sensitive, rows, n_classes, everything - rows, int(row[3]), int(row[4]), int(row[5]), int(row[6]),
         ["NULL" if v is None else v for v in revealed],
@@ -176,7 +176,7 @@ class BayesSettings:
 
 
 def bayes_audit(conn: Connection, cells: str, exact: list[str], classes: list[str], settings: BayesSettings,
-                suppressed_classes: str | None = None, params: dict[str, object] | None = None) -> dict[str, int]:
+                suppressed_classes: str | None = None) -> dict[str, int]:
     """Tuples with positive disclosure, negative disclosure and (rho1, rho2) breaches, for an adversary whose
     prior is the table itself: f(s | q) from the original QI values q.
 
@@ -216,7 +216,7 @@ def bayes_audit(conn: Connection, cells: str, exact: list[str], classes: list[st
         f"ELSE 0 END) AS breach FROM beta GROUP BY {q}) "
         f"SELECT COALESCE(SUM(positive), 0), COALESCE(SUM(negative * n), 0), COALESCE(SUM(breach * n), 0) "
         f"FROM per_q")
-    values = {**(params or {}), "delta": settings.delta, "epsilon": settings.epsilon, "rho1": settings.rho1,
+    values = {"delta": settings.delta, "epsilon": settings.epsilon, "rho1": settings.rho1,
               "rho2": settings.rho2}
     positive, negative, breach = conn.execute(text(sql), values).one()
     return {"positive_disclosure_tuples": int(positive), "negative_disclosure_tuples": int(negative),

@@ -14,7 +14,7 @@ import json
 import time
 import warnings
 from pathlib import Path
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
@@ -733,28 +733,51 @@ def _analyze_node(ctx: SearchContext, node: tuple[int, ...], attribute: str, set
                   metrics: dict[str, Any], population_star: StarSchema | None = None,
                   bayes: BayesSettings | None = None) -> TableAnalysis:
     """One node's release: its frequency set over `attribute`, minus the classes the criteria suppress
-    (and, with `population_star`, the same node over the population for the journalist and marketer risks)."""
+    (and, with `population_star`, the same node over the population for the journalist and marketer risks).
+
+    The frequency set and the suppressed classes are stored once, as temporary tables, for the four statements
+    that read them (figures, revealed values, utility, Bayes audit), instead of scanning the table for each."""
     levels = dict(enumerate(node))
     star = dataclasses.replace(ctx.star, sensitive=[attribute])
-    fs = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, False, False).from_table(levels, "analysis")
     columns = [class_column(a) for a in sorted(levels)]
-    suppressed, params = None, {}
-    if ctx.max_suppressed:
-        checked = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, False, False).from_table(
-            levels, "criteria")
-        view = FrequencySetView("criteria_fs", columns, COUNT, ctx.star.sensitive_columns(), checked.definition)
-        violators = violating_classes_sql(view, ctx.criteria, "a", params)
-        suppressed = f"WITH criteria_fs AS ({checked.definition}) SELECT {', '.join(columns)} FROM ({violators}) v"
-    population = None
-    if population_star is not None:
-        population = FrequencySets(ctx.db, ctx.conn, population_star, ctx.schema, ctx.run.run_id, False,
-                                   False).from_table(levels, "population").definition
-    analysis = analyze_frequency_set(ctx.conn, node_label(node), attribute, fs.definition, columns,
-                                     star.sensitive_columns()[attribute], settings, suppressed, params, population)
-    analysis.utility = {**metrics, **_arx_utility(ctx, fs.definition, node, analysis, suppressed, params)}
-    analysis.bayes = bayes_audit(ctx.conn, _bayes_cells(star, node, attribute), [f"q{a}" for a in sorted(levels)],
-                                 columns, bayes or BayesSettings(), suppressed, params)
+    tag = f"{ctx.run.run_id}_{'_'.join(map(str, node))}"
+    with ExitStack() as scratch:
+        fs = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, False, False).from_table(levels,
+                                                                                                         "analysis")
+        definition = scratch.enter_context(_scratch_table(ctx, f"analysis_{tag}", fs.definition))
+        suppressed = None
+        if ctx.max_suppressed:
+            checked = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, False,
+                                    False).from_table(levels, "criteria")
+            view = FrequencySetView("criteria_fs", columns, COUNT, ctx.star.sensitive_columns(), checked.definition)
+            params: dict[str, object] = {}
+            violators = violating_classes_sql(view, ctx.criteria, "a", params)
+            suppressed = scratch.enter_context(_scratch_table(
+                ctx, f"suppressed_{tag}",
+                f"WITH criteria_fs AS ({checked.definition}) SELECT {', '.join(columns)} FROM ({violators}) v", params))
+        population = None
+        if population_star is not None:
+            population = FrequencySets(ctx.db, ctx.conn, population_star, ctx.schema, ctx.run.run_id, False,
+                                       False).from_table(levels, "population").definition
+        analysis = analyze_frequency_set(ctx.conn, node_label(node), attribute, definition, columns,
+                                         star.sensitive_columns()[attribute], settings, suppressed, population)
+        analysis.utility = {**metrics, **_arx_utility(ctx, definition, node, analysis, suppressed)}
+        analysis.bayes = bayes_audit(ctx.conn, _bayes_cells(star, node, attribute),
+                                     [f"q{a}" for a in sorted(levels)], columns, bayes or BayesSettings(), suppressed)
     return analysis
+
+
+@contextmanager
+def _scratch_table(ctx: SearchContext, name: str, sql: str, params: dict[str, object] | None = None
+                   ) -> Iterator[str]:
+    """`sql` stored once as a temporary table; yields a SELECT of it for the statements that read it, then drops
+    it."""
+    ref = ctx.db.scratch_ref(name)
+    ctx.db.execute(ctx.conn, f"CREATE TEMP TABLE {ctx.db.q(name)} AS {sql}", params)
+    try:
+        yield f"SELECT * FROM {ref}"
+    finally:
+        ctx.db.drop_table(ctx.conn, ref)
 
 
 def _bayes_cells(star: StarSchema, node: tuple[int, ...], attribute: str) -> str:
@@ -769,7 +792,7 @@ def _bayes_cells(star: StarSchema, node: tuple[int, ...], attribute: str) -> str
 
 
 def _arx_utility(ctx: SearchContext, definition: str, node: tuple[int, ...], analysis: TableAnalysis,
-                 suppressed: str | None, params: dict[str, object]) -> dict[str, float]:
+                 suppressed: str | None) -> dict[str, float]:
     """Utility as ARX defines it: DM* (every class counts n^2, suppressed ones too), AECS with the suppressed
     tuples as one class, and the normalized certainty penalty (loss): per tuple and QI, (leaves under its
     generalized value - 1) / (leaves of the hierarchy - 1), 1 for a suppressed tuple, averaged."""
@@ -785,8 +808,8 @@ def _arx_utility(ctx: SearchContext, definition: str, node: tuple[int, ...], ana
     row = ctx.conn.execute(text(
         f"WITH fs AS ({definition}), classes AS (SELECT {', '.join(columns)}, SUM(cnt) AS n FROM fs GROUP BY "
         f"{', '.join(columns)}) SELECT SUM(CAST(c.n AS DOUBLE PRECISION) * c.n), "
-        f"SUM(CASE WHEN {out} = 1 THEN c.n * {len(dims)}.0 ELSE c.n * ({penalty}) END) FROM classes c {areas}"),
-        params).one()
+        f"SUM(CASE WHEN {out} = 1 THEN c.n * {len(dims)}.0 ELSE c.n * ({penalty}) END) FROM classes c {areas}")
+        ).one()
     rows = analysis.rows + analysis.suppressed
     return {"dm_star": float(row[0] or 0),
             "aecs": rows / (analysis.classes + (1 if analysis.suppressed else 0)) if rows else 0.0,
