@@ -21,12 +21,14 @@ from typing import Any, Iterator
 import pandas as pd
 from sqlalchemy import text
 
+from .anatomy import AnatomyReport, bucketize as anatomy_publish
+from .inference import InferenceReport, analyze_releases
 from .analysis import (AnalysisReport, AnalysisSettings, BayesSettings, TableAnalysis, analyze_frequency_set,
                        bayes_audit)
 from .report import ReportData, write_report
 from .audit import AuditReport, audit_table
 from .backends import Database, duckdb_file
-from .config import Job, Output, normalize_url
+from .config import Job, Output, normalize_url, require_lattice
 from .dimensions import (StarSchema, build_star_schema, check_columns, generated_hierarchy, needed_sensitive,
                          read_hierarchy_files)
 from .errors import ConfigError, DataError, RunCancelled, SqlanonError
@@ -153,6 +155,9 @@ def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False
     options = options or RunOptions()
     if job.output is None:
         raise ConfigError("the config has no output: {table: NAME}; add one to write the anonymized table")
+    if job.output.bucketized:
+        raise ConfigError("output.method anatomy publishes two tables: call bucketize(job) (the CLI's anonymize "
+                          "does this by itself)")
     output: Output = job.output
     if output.schema is None and job.source.schema is not None:
         output = dataclasses.replace(output, schema=job.source.schema)
@@ -199,8 +204,9 @@ def hierarchies(job: Job, options: RunOptions | None = None) -> dict[str, Hierar
     yet: into a temporary table, dropped with the transaction). Nothing is written."""
     job = job.with_url((options or RunOptions()).db_url)
     files = read_hierarchy_files(job)
-    if all(qi.hierarchy for qi in job.quasi_identifiers):
-        return {qi.column: files[qi.column] for qi in job.quasi_identifiers}
+    qis = [qi for qi in job.quasi_identifiers if qi.has_hierarchy]  # a QI published as is has none
+    if all(qi.hierarchy for qi in qis):
+        return {qi.column: files[qi.column] for qi in qis}
     file = duckdb_file(job.source.url)  # a DuckDB file that does not exist yet is not created for this
     src, db = job.source, Database("duckdb:///:memory:" if file and not file.exists() else job.source.url)
     try:
@@ -211,8 +217,7 @@ def hierarchies(job: Job, options: RunOptions | None = None) -> dict[str, Hierar
             else:
                 source = db.scratch_ref("hierarchy_source")
                 db.load_csv(conn, src.csv, src.csv_options, source, temporary=True)
-            found = {qi.column: files.get(qi.column) or generated_hierarchy(db, conn, source, qi)
-                     for qi in job.quasi_identifiers}
+            found = {qi.column: files.get(qi.column) or generated_hierarchy(db, conn, source, qi) for qi in qis}
             conn.rollback()
     finally:
         db.dispose()
@@ -397,23 +402,13 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
     output goes (schema, rights, not the source, replaced only if sqlanon's).
     """
     job = job.with_url(options.db_url)
+    require_lattice(job)
     files = read_hierarchy_files(job)  # malformed files fail before the database is touched
     if target is not None:
         target.keys = pseudonym_keys(job)
     db = _database(job, options)
     try:
-        if job.source.csv is None:  # a source the role cannot read is named before anything is created
-            with db.connect() as conn:
-                check_columns(db, conn, job)
-        migrate(db, options.metadata_schema)
-        ownership = Ownership(db, options.metadata_schema)
-        with db.connect() as conn, conn.begin():  # a source loaded from a file stays only if every check passes
-            source = _prepare_source(db, conn, job, ownership)
-            if job.source.csv is not None:  # the loaded table's columns (a table's were checked above)
-                check_columns(db, conn, job)
-            if target is not None:
-                target.source = source
-                target.name = check_output(db, conn, ownership, target.output, source, target.replace)
+        _checked_source(db, job, options, [target] if target else [])
         cleanup_dead_runs(db, options.metadata_schema)  # tables of runs killed earlier
         star: StarSchema | None = None
         run: RunRecord | None = None
@@ -452,6 +447,106 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
             if run is not None:
                 run.fail(f"{type(exc).__name__}: {exc}")
             raise
+    finally:
+        db.dispose()
+
+
+def _checked_source(db: Database, job: Job, options: RunOptions, targets: list[_Target]) -> list[str]:
+    """Migrate, check the source's columns (loading source.csv first when named) and where each target goes;
+    returns the source's columns. A source loaded from a file stays only if every check passes."""
+    if job.source.csv is None:  # a source the role cannot read is named before anything is created
+        with db.connect() as conn:
+            check_columns(db, conn, job)
+    migrate(db, options.metadata_schema)
+    ownership = Ownership(db, options.metadata_schema)
+    with db.connect() as conn, conn.begin():
+        source = _prepare_source(db, conn, job, ownership)
+        columns = check_columns(db, conn, job)
+        for target in targets:
+            target.source = source
+            target.name = check_output(db, conn, ownership, target.output, source, target.replace)
+    return columns
+
+
+def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False) -> AnatomyReport:
+    """Publish the job's table bucketized (output.method anatomy): a QI table and a sensitive table, written
+    and audited in one transaction. Suppression, criteria and the lattice play no part."""
+    options = options or RunOptions()
+    job = job.with_url(options.db_url)
+    output = job.output
+    if output is None or not output.bucketized:
+        raise ConfigError("bucketize needs output: {table: NAME, method: anatomy, l: L}")
+    if output.schema is None and job.source.schema is not None:
+        output = dataclasses.replace(output, schema=job.source.schema)
+    qi_target = _Target(output, replace, keys=pseudonym_keys(job))
+    sa_target = _Target(dataclasses.replace(output, table=output.sensitive_table_name), replace)
+    db = _database(job, options)
+    try:
+        columns = _checked_source(db, job, options, [qi_target, sa_target])
+        if qi_target.name.same_as(sa_target.name, db):
+            raise ConfigError(f"output.table and output.sensitive_table both name {str(qi_target.name)!r}; give the "
+                              "sensitive table its own name")
+        with db.connect() as conn:
+            run = RunRecord.start(db, conn, options.metadata_schema, job.name, "anatomy", "anatomy", job.to_json())
+            try:
+                report = anatomy_publish(db, conn, job, qi_target.source, qi_target.name, sa_target.name,
+                                         qi_target.keys, columns, run.run_id,
+                                         Ownership(db, options.metadata_schema), replace)
+            except SqlanonError as exc:
+                run.fail(str(exc))
+                raise
+            run.finish(report.to_dict())
+        return report
+    finally:
+        db.dispose()
+
+
+def inference(job: Job, options: RunOptions | None = None, replace: bool = False) -> InferenceReport:
+    """Maximum-entropy inference across the job's releases (`releases:`), solved in the database.
+
+    P(s | person) goes to `inference.table` when the job names one (written
+    and recorded in one transaction; replaced only with `replace` and only if
+    sqlanon wrote it); the report lists the entropies and the disclosures."""
+    options = options or RunOptions()
+    job = job.with_url(options.db_url)
+    if job.releases is None:
+        raise ConfigError("the config has no releases; add releases: {pseudonym: COLUMN, series: [{name: N, table: "
+                          "T, sensitive_table: S}, ...]}")
+    if len(job.sensitive) != 1:
+        raise ConfigError(f"inference follows one sensitive column; the job lists {len(job.sensitive)} "
+                          f"({', '.join(job.sensitive) or 'none'}): list exactly one under sensitive")
+    generalized = any(not r.bucketized for r in job.releases.releases)
+    found = hierarchies(job, options) if generalized else {}
+    settings = job.inference
+    db = _database(job, options)
+    try:
+        migrate(db, options.metadata_schema)
+        ownership = Ownership(db, options.metadata_schema)
+        with db.connect() as conn:
+            target = None
+            if settings.table is not None:
+                target = ownership.resolve(conn, settings.schema or job.source.schema, settings.table,
+                                           "inference.table")
+                ownership.check_target(conn, target, replace, "inference.table")  # before any work
+                conn.commit()
+            run = RunRecord.start(db, conn, options.metadata_schema, job.name, "inference", "maxent", job.to_json())
+            try:
+                with conn.begin():  # the probability table appears whole, or not at all
+                    output = None
+                    if target is not None:
+                        if ownership.check_target(conn, target, replace, "inference.table"):
+                            db.drop_table(conn, db.q(target.schema, target.table))
+                        output = db.q(target.schema, target.table)
+                    report = analyze_releases(db, conn, job.releases, job.sensitive[0], found, list(found),
+                                              settings, f"inference_{run.run_id}", output)
+                    if target is not None:
+                        report.table = str(target)
+                        ownership.record(conn, target, "output", report.persons, run.run_id)
+            except SqlanonError as exc:
+                run.fail(str(exc))
+                raise
+            run.finish(report.to_dict())
+        return report
     finally:
         db.dispose()
 

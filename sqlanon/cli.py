@@ -23,8 +23,10 @@ from rich.table import Table
 
 from . import __version__
 from .analysis import AnalysisReport, AnalysisSettings, BayesSettings, default_background
+from .anatomy import AnatomyReport
+from .inference import InferenceReport
 from .api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_table, anonymize, apply, audit,
-                  hierarchies, load_csv, node_metrics, register_job, report, run_job, search)
+                  bucketize, hierarchies, inference, load_csv, node_metrics, register_job, report, run_job, search)
 from .jobs import JobRegistry, opened_registry
 from .audit import AuditReport
 from .backends import Database, lock_hint, qualified_name
@@ -277,6 +279,66 @@ def analyze_command(config: Path, node_text: str | None, table: str | None, sche
     if over and fmt == "table":
         err.print("[bold red]over the limits:[/] " + "; ".join(over), highlight=False, soft_wrap=True)
     sys.exit(EXIT_CRITERION_FAILS if over else EXIT_OK)
+
+
+@main.command("inference")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--max-probability", type=float, default=None,
+              help="Positive disclosure: some P(s | person) above this (default: inference.max_probability, 0.5).")
+@click.option("--min-probability", type=float, default=None,
+              help="Negative disclosure: a value some release allowed falls below this (default: 0.01).")
+@click.option("--table", default=None, help="Write P(s | person) to this table (default: inference.table).")
+@click.option("--replace", is_flag=True, help="Overwrite that table if sqlanon wrote it.")
+@DB_OPTION
+@output_format
+@SCHEMA_OPTION
+def inference_command(config: Path, max_probability: float | None, min_probability: float | None,
+                      table: str | None, replace: bool, db_url: str | None, fmt: str, metadata_schema: str) -> None:
+    """What the job's releases reveal together: P(s | person) by maximum entropy over every release (releases:),
+    solved in the database, against each release alone.
+
+    Exit code 1 when a person's value is disclosed (positively or negatively), so a new release can be checked
+    before it is published.
+    """
+    job = load_job(config)
+    changes = {k: v for k, v in (("max_probability", max_probability), ("min_probability", min_probability),
+                                 ("table", table)) if v is not None}
+    if changes:
+        job = dataclasses.replace(job, inference=dataclasses.replace(job.inference, **changes))
+    report = inference(job, RunOptions(db_url, metadata_schema), replace=replace)
+    if fmt == "json":
+        print(json.dumps(report.to_dict()))
+    else:
+        _print_inference(report, job, fmt)
+    sys.exit(EXIT_CRITERION_FAILS if report.disclosed else EXIT_OK)
+
+
+def _print_inference(report: InferenceReport, job: Job, fmt: str) -> None:
+    entropy = [[e.name, str(e.persons), _number(e.alone), _number(e.together), f"{e.drop:.1%}"]
+               for e in report.entropy]
+    _print_rows("H(S | I) in nats, each release alone and all releases together (the same persons)",
+                ["release", "persons", "alone", "together", "lower by"], entropy, fmt)
+    if fmt == "csv":
+        return
+    settings = job.inference
+    out.print(f"{report.persons} persons, {report.variables} possible (person, value) pairs; constraints: "
+              f"{report.zero_constraints} zero, {report.one_constraints} one, {report.relation_constraints} relation; "
+              f"{report.iterations} passes, largest violation {report.max_violation:.2g}"
+              f"{'' if report.converged else ' (not converged: raise inference.max_iterations)'}; "
+              f"{report.seconds:.2f} s", highlight=False, soft_wrap=True)
+    for kind, count, rule in (("positive", report.positive_count, f"P above {settings.max_probability}"),
+                              ("negative", report.negative_count,
+                               f"P below {settings.min_probability} for a value a release allowed")):
+        listed = getattr(report, kind)
+        if not listed:
+            out.print(f"no {kind} disclosure ({rule})", highlight=False)
+            continue
+        more = f", the first {len(listed)} shown" if len(listed) < count else ""
+        _print_rows(f"{count} {kind} disclosure(s) ({rule}){more}", ["person", "value", "P", "alone", "releases"],
+                    [[d["pseudonym"], d["value"], _number(d["probability"]), _number(d["alone"]), d["releases"]]
+                     for d in listed], fmt)
+    if report.table:
+        out.print(f"P(s | person) for every person and value: table {report.table}", highlight=False)
 
 
 ANALYSIS_COLUMNS = {"label": "release", "rows": "rows", "classes": "classes", "suppressed": "supp",
@@ -680,10 +742,29 @@ def _bundled(name: str) -> Path:
 
 
 def _anonymize(job: Job, options: RunOptions, fmt: str, replace: bool) -> None:
+    if job.output is not None and job.output.bucketized:
+        _show_bucketized(bucketize(job, options, replace=replace), fmt)
+        return
     with _progress(fmt) as progress:
         options.progress = progress
         result = anonymize(job, options, replace=replace)
     _show_result(result, fmt)
+
+
+def _show_bucketized(report: AnatomyReport, fmt: str) -> None:
+    """What anatomy published: the two tables, the buckets' figures, the first rows of the QI table."""
+    if fmt == "json":
+        print(json.dumps(report.to_dict()))
+        return
+    figures = [["QI table", report.qi_table], ["sensitive table", report.sensitive_table],
+               ["rows", str(report.rows)], ["buckets", str(report.buckets)],
+               ["smallest bucket", str(report.smallest_bucket)],
+               [f"fewest different values in a bucket (l = {report.l})", str(report.fewest_values)],
+               ["highest chance of guessing a record's value", _number(report.largest_share)]]
+    _print_rows("Published bucketized (anatomy), audited:", ["figure", "value"], figures, fmt)
+    if fmt == "table" and report.preview:
+        _print_rows("First rows of the QI table:", list(report.preview[0]),
+                    [[str(v) for v in row.values()] for row in report.preview], fmt)
 
 
 @contextmanager

@@ -60,7 +60,13 @@ class QuasiIdentifier:
     options: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> str:
+        if self.hierarchy is None and self.generate is None:
+            return "published as is (no hierarchy)"
         return str(self.hierarchy) if self.hierarchy else f"generated: {self.generate}"
+
+    @property
+    def has_hierarchy(self) -> bool:
+        return self.hierarchy is not None or self.generate is not None
 
 
 @dataclass(frozen=True)
@@ -102,11 +108,33 @@ class Identifier:
         return key
 
 
+OUTPUT_METHODS = ("generalize", "anatomy")
+
+
 @dataclass
 class Output:
+    """Where the published table goes, and how it is made.
+
+    `generalize` (the default) publishes one table at the node the search
+    chose; `anatomy` publishes two tables with exact QIs: `table` (QIs, a
+    bucket id per record) and `sensitive_table` (bucket, value, count), every
+    bucket holding `l` different sensitive values.
+    """
+
     table: str
     schema: str | None = None
     grant_to: list[str] = field(default_factory=list)  # roles given SELECT on the output (PostgreSQL)
+    method: str = "generalize"
+    l: int | None = None  # anatomy: different sensitive values in every bucket
+    sensitive_table: str | None = None  # anatomy: the bucket, value, count table (default: TABLE_sensitive)
+
+    @property
+    def bucketized(self) -> bool:
+        return self.method == "anatomy"
+
+    @property
+    def sensitive_table_name(self) -> str:
+        return self.sensitive_table or f"{self.table}_sensitive"
 
 
 @dataclass(frozen=True)
@@ -194,6 +222,8 @@ class Job:
     insensitive: list[str] = field(default_factory=list)  # published as they are
     identifying: list[Identifier] = field(default_factory=list)  # removed or pseudonymized
     population: tuple[str | None, str] | None = None  # (schema, table) the journalist and marketer risks match
+    releases: "ReleaseSeries | None" = None  # earlier releases, for inference across them
+    inference: "InferenceSettings" = field(default_factory=lambda: InferenceSettings())
 
     @property
     def qi_names(self) -> list[str]:
@@ -228,6 +258,8 @@ class Job:
             "insensitive": self.insensitive,
             "identifying": {i.column: i.describe() for i in self.identifying},  # where keys come from, not keys
             "population": list(self.population) if self.population else None,
+            "releases": asdict(self.releases) if self.releases else None,
+            "inference": asdict(self.inference),
         }
         return json.dumps(data, sort_keys=True)
 
@@ -298,27 +330,19 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
     base_dir = Path(base_dir)
     cfg = _mapping(data, "the config", {"source", "quasi_identifiers", "sensitive", "criteria",
                                         "output", "search", "name", "suppression",
-                                        "select", "insensitive", "identifying", "population"})
+                                        "select", "insensitive", "identifying", "population", "releases",
+                                        "inference"})
     source = _source(_mapping(_required(cfg, "source", "the config"), "source",
                               {"url", "table", "schema", "csv", "csv_options", "memory_limit", "temp_directory"}),
                      base_dir)
     qis = _quasi_identifiers(_required(cfg, "quasi_identifiers", "the config"), base_dir)
     sensitive = _column_list(cfg, "sensitive")
-    criteria = criteria_from_config(_required(cfg, "criteria", "the config"), base_dir)
+    criteria = criteria_from_config(cfg["criteria"], base_dir) if cfg.get("criteria") is not None else []
     for criterion in criteria:  # an attribute a criterion protects is sensitive, listed or not
         sensitive += [a for a in criterion.sensitive_attributes() if a not in sensitive]
     insensitive = _column_list(cfg, "insensitive")
     identifying = _identifying(cfg.get("identifying"), base_dir)
-    output = None
-    if cfg.get("output") is not None:
-        out = _mapping(cfg["output"], "output", {"table", "schema", "grant_to"})
-        grant_to = out.get("grant_to") or []
-        grant_to = [grant_to] if isinstance(grant_to, str) else grant_to
-        if not isinstance(grant_to, list):
-            raise ConfigError("output.grant_to must be a role name or a list of role names")
-        output = Output(_identifier(_required(out, "table", "output"), "output.table"),
-                        _optional_identifier(out.get("schema"), "output.schema"),
-                        [_identifier(role, "output.grant_to") for role in grant_to])
+    output = _output(cfg["output"]) if cfg.get("output") is not None else None
     search = _mapping(cfg.get("search") or {}, "search", {"strategy", "base", "assume_monotone"})
     strategy = _choice(search.get("strategy", "auto"), STRATEGIES, "search.strategy")
     base = _choice(search.get("base", "cube"), BASES, "search.base")
@@ -334,10 +358,142 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
         pop = _mapping(cfg["population"], "population", {"table", "schema"})
         population = (_optional_identifier(pop.get("schema"), "population.schema"),
                       _identifier(_required(pop, "table", "population"), "population.table"))
+    releases = ReleaseSeries.from_config(cfg["releases"]) if cfg.get("releases") is not None else None
+    inference = InferenceSettings.from_config(cfg.get("inference") or {})
     job = Job(source, qis, criteria, output, sensitive, strategy, str(name), base, suppression, select,
-              assume_monotone, insensitive, identifying, population)
+              assume_monotone, insensitive, identifying, population, releases, inference)
     check_roles(job)
+    _check_method(job)
     return job
+
+
+def _output(raw: Any) -> Output:
+    out = _mapping(raw, "output", {"table", "schema", "grant_to", "method", "l", "sensitive_table"})
+    grant_to = out.get("grant_to") or []
+    grant_to = [grant_to] if isinstance(grant_to, str) else grant_to
+    if not isinstance(grant_to, list):
+        raise ConfigError("output.grant_to must be a role name or a list of role names")
+    method = _choice(out.get("method", "generalize"), OUTPUT_METHODS, "output.method")
+    l_value = out.get("l")
+    if method == "anatomy":
+        if isinstance(l_value, bool) or not isinstance(l_value, int) or l_value < 2:
+            raise ConfigError(f"output.l must be a whole number >= 2 with method anatomy (every bucket holds l "
+                              f"different sensitive values), got {l_value!r}")
+    elif l_value is not None or out.get("sensitive_table") is not None:
+        raise ConfigError("output.l and output.sensitive_table belong to method: anatomy; remove them, or add "
+                          "method: anatomy")
+    return Output(_identifier(_required(out, "table", "output"), "output.table"),
+                  _optional_identifier(out.get("schema"), "output.schema"),
+                  [_identifier(role, "output.grant_to") for role in grant_to], method, l_value,
+                  _optional_identifier(out.get("sensitive_table"), "output.sensitive_table"))
+
+
+def require_lattice(job: Job) -> None:
+    """A search needs criteria and a hierarchy for every QI; say what is missing and what needs none."""
+    if not job.criteria:
+        raise ConfigError("the config has no criteria; add e.g. criteria: {k_anonymity: {k: 5}} (only output.method "
+                          "anatomy and sqlanon inference work without criteria)")
+    bare = [qi.column for qi in job.quasi_identifiers if not qi.has_hierarchy]
+    if bare:
+        raise ConfigError(f"quasi-identifier(s) {', '.join(bare)} have no hierarchy; generalization needs one for "
+                          "each (hierarchy: FILE or generate: KIND); only output.method anatomy publishes QIs as "
+                          "they are")
+
+
+def _check_method(job: Job) -> None:
+    """What each output method needs: generalization hierarchies and criteria; anatomy one sensitive column."""
+    if job.output is not None and job.output.bucketized:
+        if job.criteria:
+            raise ConfigError("output.method anatomy guarantees l different sensitive values per bucket (output.l) "
+                              "and searches no lattice; remove criteria, or publish by generalization")
+        if len(job.sensitive) != 1:
+            raise ConfigError(f"output.method anatomy publishes one sensitive column; the job lists "
+                              f"{len(job.sensitive)} ({', '.join(job.sensitive) or 'none'}): list exactly one under "
+                              "sensitive")
+
+
+@dataclass(frozen=True)
+class Release:
+    """One published release: a generalized table, or a bucketized pair (QI table, sensitive table)."""
+
+    name: str
+    table: str  # the generalized table, or the QI table of a bucketized pair
+    schema: str | None = None
+    sensitive_table: str | None = None  # bucketized: (bucket, value, count)
+
+    @property
+    def bucketized(self) -> bool:
+        return self.sensitive_table is not None
+
+
+@dataclass(frozen=True)
+class ReleaseSeries:
+    """Releases already published from earlier versions of the table, and the column that links them.
+
+    Every release carries the `pseudonym` column (the same person has the
+    same pseudonym in each); bucketized QI tables carry `bucket`.
+    """
+
+    pseudonym: str
+    releases: tuple[Release, ...]
+    bucket: str = "bucket"
+
+    @classmethod
+    def from_config(cls, raw: Any) -> "ReleaseSeries":
+        spec = _mapping(raw, "releases", {"pseudonym", "series", "bucket_column"})
+        pseudonym = _identifier(_required(spec, "pseudonym", "releases"), "releases.pseudonym")
+        series = _required(spec, "series", "releases")
+        if not isinstance(series, list) or not series:
+            raise ConfigError("releases.series must list the releases, e.g. [{name: january, table: jan_qi, "
+                              "sensitive_table: jan_sensitive}, {name: february, table: feb_generalized}]")
+        releases = []
+        for index, item in enumerate(series):
+            where = f"releases.series[{index}]"
+            item = _mapping(item, where, {"name", "table", "schema", "sensitive_table"})
+            table = _identifier(_required(item, "table", where), f"{where}.table")
+            releases.append(Release(str(item.get("name") or table), table,
+                                    _optional_identifier(item.get("schema"), f"{where}.schema"),
+                                    _optional_identifier(item.get("sensitive_table"), f"{where}.sensitive_table")))
+        names = [r.name for r in releases]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"releases.series: names must differ, got {names}")
+        return cls(pseudonym, tuple(releases), _identifier(spec.get("bucket_column", "bucket"),
+                                                           "releases.bucket_column"))
+
+
+@dataclass(frozen=True)
+class InferenceSettings:
+    """Maximum-entropy inference across releases: when to flag a person, and when to stop iterating."""
+
+    max_probability: float = 0.5  # positive disclosure: some P(s | person) above this
+    min_probability: float = 0.01  # negative disclosure: a value a release allowed falls below this
+    tolerance: float = 1e-4  # stop when no constraint is violated by more than this (in persons)
+    max_iterations: int = 5000
+    table: str | None = None  # where P(s | person) is written (kept only when named)
+    schema: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_probability", "min_probability"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+                raise ConfigError(f"inference.{name} must be a probability strictly between 0 and 1, got {value!r}")
+        if self.min_probability >= self.max_probability:
+            raise ConfigError(f"inference.min_probability ({self.min_probability}) must be below max_probability "
+                              f"({self.max_probability})")
+        tol = self.tolerance
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or not 0 < tol < 1:
+            raise ConfigError(f"inference.tolerance must be a number between 0 and 1 (e.g. 1e-4), got {tol!r}")
+        iterations = self.max_iterations
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise ConfigError(f"inference.max_iterations must be a whole number >= 1, got {iterations!r}")
+
+    @classmethod
+    def from_config(cls, raw: Any) -> "InferenceSettings":
+        spec = _mapping(raw, "inference", {"max_probability", "min_probability", "tolerance", "max_iterations",
+                                           "table", "schema"})
+        fields = {k: _yaml_number(v) for k, v in spec.items() if k not in ("table", "schema")}
+        return cls(**fields, table=_optional_identifier(spec.get("table"), "inference.table"),
+                   schema=_optional_identifier(spec.get("schema"), "inference.schema"))
 
 
 def check_roles(job: Job, name_key: Callable[[str], str] = str) -> None:
@@ -425,6 +581,8 @@ def check_memory_limit(value: Any, where: str) -> str:
 
 
 def _quasi_identifiers(raw: Any, base_dir: Path) -> list[QuasiIdentifier]:
+    if isinstance(raw, list) and raw:  # names only: QIs published as they are (anatomy), no hierarchy
+        return [QuasiIdentifier(_identifier(column, "quasi_identifiers")) for column in raw]
     if not isinstance(raw, dict) or not raw:
         raise ConfigError("quasi_identifiers must map each QI column to {hierarchy: FILE} or {generate: KIND}")
     qis = []
@@ -448,6 +606,16 @@ def _quasi_identifiers(raw: Any, base_dir: Path) -> list[QuasiIdentifier]:
                                   f"choose one of {', '.join(GENERATORS)}")
             qis.append(QuasiIdentifier(column, generate=generate, options=options))
     return qis
+
+
+def _yaml_number(value: Any) -> Any:
+    """YAML 1.1 reads 1e-6 (no dot) as text: take it as the number it means."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def _mapping(value: Any, where: str, allowed: set[str] | None) -> dict:

@@ -80,7 +80,7 @@ def materialize(db: Database, conn: Connection, star: StarSchema, plan: Publicat
         where = " WHERE b.n IS NULL" if suppressing and plan.mode == "remove" else ""
         db.execute(conn, f"CREATE TABLE {final} AS {with_clause}SELECT {', '.join(select)} FROM {joins}{where}",
                    params)
-        _check_columns(db, conn, plan, published)
+        check_published_columns(db, conn, plan.target, published)
         qi_columns = [d.column for d in star.dimensions]
         masked_top = {d.column: d.hierarchy.top_labels for d in star.dimensions} \
             if suppressing and plan.mode == "mask" else None
@@ -98,25 +98,33 @@ def _select_list(db: Database, star: StarSchema, plan: Publication, masking: boo
     """The published columns in source order, and their names: QIs as their label at the node's level
     (the top label for masked tuples), identifiers removed or pseudonymized, the rest as they are."""
     dims = {db.name_key(d.column): (d, level) for d, level in zip(star.dimensions, plan.node)}
-    identifiers = {db.name_key(i.column): i for i in plan.identifying}
-    as_is = {db.name_key(c) for c in plan.published_as_is}
+    as_is = {db.name_key(c) for c in plan.published_as_is} | set(dims)
     select, published = [], []
     for column in star.source_columns:
         key = db.name_key(column)
-        if key in identifiers:
-            identifier = identifiers[key]
-            if identifier.action == "drop":
-                continue
-            value = _pseudonym(db, f"t.{db.q(column)}", plan.keys[identifier.column], f"pk{len(select)}", params)
-        elif key in dims:
-            value = _generalized(db, column, *dims[key], masking)
-        elif key in as_is:
-            value = f"t.{db.q(column)}"
-        else:  # check_columns refuses this before any search; never publish a column without a role
+        if key not in as_is and not any(db.same_name(i.column, column) for i in plan.identifying):
+            # check_columns refuses this before any search; never publish a column without a role
             raise AuditError(f"column {column!r} of the source has no role in the job; nothing was written")
+        value = identifier_select(db, plan.identifying, column, plan.keys, f"pk{len(select)}", params)
+        if value is None:
+            continue
+        if key in dims:
+            value = _generalized(db, column, *dims[key], masking)
         select.append(f"{value} AS {db.q(column)}")
         published.append(column)
     return select, published
+
+
+def identifier_select(db: Database, identifying: tuple[Identifier, ...] | list[Identifier], column: str,
+                      keys: dict[str, bytes], name: str, params: dict[str, object]) -> str | None:
+    """How a source column (alias t) is published: None for a dropped identifier, the keyed pseudonym for a
+    pseudonymized one (its key bound as parameters named after `name`), else the column itself."""
+    for identifier in identifying:
+        if db.same_name(identifier.column, column):
+            if identifier.action == "drop":
+                return None
+            return _pseudonym(db, f"t.{db.q(column)}", keys[identifier.column], name, params)
+    return f"t.{db.q(column)}"
 
 
 def _generalized(db: Database, column: str, dim, level: int, masking: bool) -> str:
@@ -142,11 +150,11 @@ def _pseudonym(db: Database, value: str, key: bytes, name: str, params: dict[str
     return db.hmac_sha256_hex(value, f":{name}_in", f":{name}_out")
 
 
-def _check_columns(db: Database, conn: Connection, plan: Publication, published: list[str]) -> None:
+def check_published_columns(db: Database, conn: Connection, target: TableName, published: list[str]) -> None:
     """The written table has exactly the declared columns: no dropped identifier, nothing undeclared."""
-    written = db.columns(conn, plan.target.schema, plan.target.table)
+    written = db.columns(conn, target.schema, target.table)
     if [db.name_key(c) for c in written] != [db.name_key(c) for c in published]:  # `published` lacks dropped ids
-        raise AuditError(f"the anonymized table has columns {written}, expected {published}; nothing was written")
+        raise AuditError(f"table {str(target)!r} has columns {written}, expected {published}; nothing was written")
 
 
 def _violating_classes(db: Database, star: StarSchema, node: tuple[int, ...], criteria: list[Criterion],

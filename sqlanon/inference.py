@@ -1,0 +1,498 @@
+"""Inference across releases by maximum entropy (Wang, Zhu, Du, Teng), solved in the database.
+
+Every published release splits the persons it holds into groups (buckets of
+a bucketized pair, or classes of equal generalized QIs) and says how often each
+sensitive value occurs in each group. With P(s | i) a variable for every
+person i and value s, the releases give:
+- zero constraints: P(s | i) = 0 unless s occurs in i's group of every release
+  that holds i (s outside the intersection, the "maximum common subset");
+- one constraints: sum over s of P(s | i) = 1;
+- relation constraints: for each group b of each release and value s,
+  sum over i in b of P(s | i) = count of s in b.
+The least biased solution is the one of maximum entropy. Its constraints are
+those of matrix scaling, so iterative proportional fitting solves it: start
+uniform over each person's possible values, then repeatedly scale every
+(group, value) of each release to its count and every person to one. Each
+pass is a window function over the variables table (one statement does
+several passes), so the work stays in the database whatever the number of
+persons; Python only decides when to stop.
+
+IPF converges to the maximum-entropy solution whenever the constraints have
+one (Csiszar 1975), geometrically when the solution is positive on every
+possible value; a probability the releases force to exactly 0 or 1 (the
+paper's "Patient 14 cannot have Flu") is approached like 1/iterations, so
+the report gives the largest constraint violation left, and probabilities are
+read with that tolerance.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from sqlalchemy.engine import Connection
+
+from .backends import Database
+from .config import InferenceSettings, Release, ReleaseSeries
+from .errors import DataError
+from .hierarchies import Hierarchy
+
+PASSES_PER_STATEMENT = 8  # IPF passes nested in one statement (fewer round trips; checked after each statement)
+LISTED = 50  # disclosures listed in a report (all of them are flagged in the probability table)
+
+
+@dataclass
+class ReleaseEntropy:
+    name: str
+    persons: int
+    alone: float  # H(S | I) over the release's persons, from the release alone (nats)
+    together: float  # the same persons' H(S | I) from every release together
+
+    @property
+    def drop(self) -> float:
+        """How much of the release's uncertainty the other releases remove (0.2 = 20 % lower)."""
+        return 0.0 if self.alone == 0 else 1 - self.together / self.alone
+
+
+@dataclass
+class InferenceReport:
+    persons: int
+    values: int
+    variables: int  # P(s | i) that may be positive (after the zero constraints)
+    zero_constraints: int
+    one_constraints: int
+    relation_constraints: int
+    iterations: int
+    max_violation: float
+    converged: bool
+    seconds: float
+    statements: int
+    entropy: list[ReleaseEntropy]
+    total_together: float  # H(S | I) over every person, every release together
+    positive: list[dict[str, Any]] = field(default_factory=list)  # the first LISTED
+    negative: list[dict[str, Any]] = field(default_factory=list)
+    positive_count: int = 0
+    negative_count: int = 0
+    table: str | None = None  # where P(s | person) was written
+    forced_zero: int = 0  # possible pairs the releases together force to 0 (found while iterating)
+
+    @property
+    def disclosed(self) -> bool:
+        return bool(self.positive_count or self.negative_count)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"persons": self.persons, "values": self.values, "variables": self.variables,
+                "constraints": {"zero": self.zero_constraints, "one": self.one_constraints,
+                                "relation": self.relation_constraints},
+                "forced_zero": self.forced_zero, "iterations": self.iterations,
+                "max_violation": self.max_violation, "converged": self.converged,
+                "seconds": round(self.seconds, 3), "statements": self.statements,
+                "entropy": [{"release": e.name, "persons": e.persons, "alone": e.alone, "together": e.together,
+                             "drop": e.drop} for e in self.entropy],
+                "total_together": self.total_together, "positive_disclosures": self.positive_count,
+                "negative_disclosures": self.negative_count, "positive": self.positive, "negative": self.negative,
+                "table": self.table}
+
+    def entropy_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{"release": e.name, "persons": e.persons, "alone": e.alone, "together": e.together,
+                              "drop": e.drop} for e in self.entropy])
+
+
+class ReleaseTables:
+    """The releases as two scratch tables: who is in which group, and how often each value is in each group.
+
+    `members(r, person, grp)` and `counts(r, grp, value, cnt)`, persons and
+    values as integer ids (`persons(person, pseudonym)`, `vals(value, label)`),
+    r the release's position in the series (1-based).
+    """
+
+    def __init__(self, db: Database, conn: Connection, series: ReleaseSeries, sensitive: str,
+                 hierarchies: dict[str, Hierarchy], qi_columns: list[str], prefix: str):
+        self.db, self.conn, self.series, self.sensitive = db, conn, series, sensitive
+        self.prefix, self.statements = prefix, 0
+        self.created: list[str] = []
+        self.releases = list(series.releases)
+        raw_members, raw_counts = [], []
+        for r, release in enumerate(self.releases, start=1):
+            member, count = self._release_sql(r, release, hierarchies, qi_columns)
+            raw_members.append(member)
+            raw_counts.append(count)
+        self.members, self.counts = self.scratch("members"), self.scratch("counts")
+        self.persons, self.vals = self.scratch("persons"), self.scratch("vals")
+        raw_m, raw_c = self.scratch("raw_members"), self.scratch("raw_counts")
+        self.create(raw_m, " UNION ALL ".join(raw_members))
+        self.create(raw_c, " UNION ALL ".join(raw_counts))
+        self._check_raw(raw_m, raw_c)
+        self.create(self.persons, f"SELECT ROW_NUMBER() OVER (ORDER BY pseudonym) AS person, pseudonym FROM "
+                                  f"(SELECT DISTINCT pseudonym FROM {raw_m}) AS p")
+        self.create(self.vals, f"SELECT ROW_NUMBER() OVER (ORDER BY label) AS value, label FROM "
+                               f"(SELECT DISTINCT label FROM {raw_c}) AS v")
+        self.create(self.members, f"SELECT m.r, p.person, m.grp FROM {raw_m} m JOIN {self.persons} p "
+                                  "ON p.pseudonym = m.pseudonym")
+        self.create(self.counts, f"SELECT c.r, c.grp, v.value, c.cnt FROM {raw_c} c JOIN {self.vals} v "
+                                 "ON v.label = c.label WHERE c.cnt > 0")
+
+    def scratch(self, name: str) -> str:
+        return self.db.scratch_ref(f"{self.prefix}_{name}")
+
+    def create(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
+        name = ref.rsplit(".", 1)[-1]
+        self.db.execute(self.conn, f"CREATE TEMP TABLE {name} AS {select}", params)
+        self.created.append(ref)
+        self.statements += 1
+
+    def drop(self) -> None:
+        for ref in reversed(self.created):
+            self.db.drop_table(self.conn, ref)
+        self.created.clear()
+
+    def _release_sql(self, r: int, release: Release, hierarchies: dict[str, Hierarchy], qi_columns: list[str]
+                     ) -> tuple[str, str]:
+        """SELECT r, pseudonym, grp and SELECT r, grp, label, cnt for one release, after checking its columns."""
+        q = self.db.q
+        pseudonym, sensitive = self.series.pseudonym, self.sensitive
+        table = q(release.schema, release.table)
+        self._require(release, release.table, [pseudonym] + ([self.series.bucket] if release.bucketized
+                                                               else qi_columns + [sensitive]))
+        person = f"CAST({q(pseudonym)} AS VARCHAR)"
+        if release.bucketized:
+            assert release.sensitive_table is not None
+            self._require(release, release.sensitive_table, [self.series.bucket, sensitive, "count"])
+            bucket = q(self.series.bucket)
+            return (f"SELECT {r} AS r, {person} AS pseudonym, CAST({bucket} AS BIGINT) AS grp FROM {table}",
+                    f"SELECT {r} AS r, CAST({bucket} AS BIGINT) AS grp, CAST({q(sensitive)} AS VARCHAR) AS label, "
+                    f"SUM({q('count')}) AS cnt FROM {q(release.schema, release.sensitive_table)} "
+                    f"GROUP BY {bucket}, {q(sensitive)}")
+        self._check_labels(release, table, hierarchies, qi_columns)
+        classes = ", ".join(q(c) for c in qi_columns)
+        grouped = f"(SELECT *, DENSE_RANK() OVER (ORDER BY {classes}) AS sqlanon_grp__ FROM {table}) AS g"
+        return (f"SELECT {r} AS r, {person} AS pseudonym, CAST(sqlanon_grp__ AS BIGINT) AS grp FROM {grouped}",
+                f"SELECT {r} AS r, CAST(sqlanon_grp__ AS BIGINT) AS grp, CAST({q(sensitive)} AS VARCHAR) AS label, "
+                f"COUNT(*) AS cnt FROM {grouped} GROUP BY sqlanon_grp__, {q(sensitive)}")
+
+    def _require(self, release: Release, table: str, columns: list[str]) -> None:
+        db = self.db
+        if not db.table_exists(self.conn, release.schema, table):
+            raise DataError(f"release {release.name!r}: table {table!r} does not exist; fix releases.series")
+        present = {db.name_key(c) for c in db.columns(self.conn, release.schema, table)}
+        missing = [c for c in columns if db.name_key(c) not in present]
+        if missing:
+            what = "pseudonym column" if missing[0] == self.series.pseudonym else "column"
+            raise DataError(f"release {release.name!r}: table {table!r} has no {what} {missing[0]!r}; every release "
+                            f"needs {', '.join(columns)} (set releases.pseudonym or the release's table)")
+
+    def _check_labels(self, release: Release, table: str, hierarchies: dict[str, Hierarchy],
+                      qi_columns: list[str]) -> None:
+        """Every generalized QI value of the release is a label of its hierarchy (at some level)."""
+        for column in qi_columns:
+            labels = sorted({label for path in hierarchies[column].paths for label in path})
+            self.statements += 1
+            names = {f"lab{j}": label for j, label in enumerate(labels)}
+            stray = self.db.execute(self.conn, (
+                f"SELECT CAST({self.db.q(column)} AS VARCHAR) FROM {table} WHERE {self.db.q(column)} IS NOT NULL "
+                f"AND CAST({self.db.q(column)} AS VARCHAR) NOT IN ({', '.join(':' + n for n in names)}) LIMIT 1"),
+                names).first()
+            if stray is not None:
+                raise DataError(f"release {release.name!r}: value {stray[0]!r} of {column!r} is not a label of its "
+                                "hierarchy; a generalized release must use the job's hierarchies (or list the "
+                                "release as bucketized, with its sensitive_table)")
+
+    def _check_raw(self, raw_m: str, raw_c: str) -> None:
+        """Pseudonyms present and unique per release; each group lists one value per person."""
+        name = {r: rel.name for r, rel in enumerate(self.releases, start=1)}
+        row = self.db.execute(self.conn, f"SELECT r FROM {raw_m} WHERE pseudonym IS NULL LIMIT 1").first()
+        if row:
+            raise DataError(f"release {name[row[0]]!r}: the pseudonym column {self.series.pseudonym!r} is NULL in "
+                            "some rows; every published record needs its pseudonym")
+        row = self.db.execute(self.conn, f"SELECT r, pseudonym FROM {raw_m} GROUP BY r, pseudonym "
+                                         "HAVING COUNT(*) > 1 LIMIT 1").first()
+        if row:
+            raise DataError(f"release {name[row[0]]!r}: pseudonym {row[1]!r} appears more than once; a person is "
+                            "published once per release")
+        row = self.db.execute(self.conn, (
+            f"SELECT COALESCE(m.r, c.r), COALESCE(m.grp, c.grp), m.n, c.n FROM (SELECT r, grp, COUNT(*) AS n FROM "
+            f"{raw_m} GROUP BY r, grp) m FULL JOIN (SELECT r, grp, SUM(cnt) AS n FROM {raw_c} GROUP BY r, grp) c "
+            "ON c.r = m.r AND c.grp = m.grp WHERE m.n IS NULL OR c.n IS NULL OR m.n <> c.n LIMIT 1")).first()
+        if row:
+            raise DataError(f"release {name[row[0]]!r}: bucket {row[1]} has {row[2] or 0} person(s) but lists "
+                            f"{row[3] or 0} sensitive value(s); the release is inconsistent")
+        self.statements += 3
+
+
+def solve(db: Database, conn: Connection, tables: ReleaseTables, settings: InferenceSettings,
+          subset: list[int] | None = None, name: str = "p") -> tuple[str, dict[str, Any]]:
+    """The maximum-entropy P(s | i) from the releases numbered in `subset` (default: all), as a scratch table
+    `(person, value, p)`; returns its name and the solve's figures. Raises DataError when the releases admit
+    no solution, naming the constraint."""
+    rs = subset or list(range(1, len(tables.releases) + 1))
+    members, counts = tables.members, tables.counts
+    in_subset = f"r IN ({', '.join(map(str, rs))})"
+    possible, x = tables.scratch(f"{name}_possible"), tables.scratch(f"{name}_x")
+    # (person, value) kept when the value is in the person's group of every release of the subset holding them
+    sub_members = f"(SELECT * FROM {members} WHERE {in_subset})"
+    tables.create(possible, (
+        f"SELECT m.person, c.value FROM {sub_members} m JOIN {counts} c ON c.r = m.r AND c.grp = m.grp "
+        f"JOIN (SELECT person, COUNT(*) AS held FROM {sub_members} h0 GROUP BY person) h ON h.person = m.person "
+        "GROUP BY m.person, c.value, h.held HAVING COUNT(*) = h.held"))
+    _check_solvable(db, conn, tables, possible, rs)
+    pivot = ", ".join(f"MAX(CASE WHEN r = {r} THEN grp END) AS b{r}" for r in rs)
+    joins = " ".join(f"LEFT JOIN {counts} c{r} ON c{r}.r = {r} AND c{r}.grp = g.b{r} AND c{r}.value = v.value"
+                     for r in rs)
+    tables.create(x, (
+        f"SELECT v.person, v.value, {', '.join(f'g.b{r}' for r in rs)}, "
+        f"{', '.join(f'CAST(c{r}.cnt AS DOUBLE PRECISION) AS c{r}' for r in rs)}, "
+        "CAST(1 AS DOUBLE PRECISION) / COUNT(*) OVER (PARTITION BY v.person) AS x "
+        f"FROM {possible} v JOIN (SELECT person, {pivot} FROM {members} WHERE {in_subset} GROUP BY person) g "
+        f"ON g.person = v.person {joins}"))
+    figures = _iterate(db, conn, tables, x, rs, settings, name)
+    return x, figures
+
+
+def _check_solvable(db: Database, conn: Connection, tables: ReleaseTables, possible: str, rs: list[int]) -> None:
+    """Name the first person left without a possible value, or group value no person may hold."""
+    release = {r: tables.releases[r - 1].name for r in rs}
+    in_subset = f"r IN ({', '.join(map(str, rs))})"
+    row = db.execute(conn, (
+        f"SELECT p.pseudonym FROM (SELECT DISTINCT person FROM {tables.members} WHERE {in_subset}) m "
+        f"JOIN {tables.persons} p ON p.person = m.person WHERE m.person NOT IN (SELECT person FROM {possible}) "
+        "ORDER BY p.pseudonym LIMIT 1")).first()
+    if row:
+        raise DataError(f"the releases are inconsistent: person {row[0]!r} has no sensitive value that every "
+                        f"release holding them allows ({', '.join(release.values())}); no solution exists")
+    row = db.execute(conn, (
+        f"SELECT c.r, c.grp, v.label FROM {tables.counts} c JOIN {tables.vals} v ON v.value = c.value "
+        f"WHERE c.{in_subset} AND NOT EXISTS (SELECT 1 FROM {tables.members} m JOIN {possible} p "
+        "ON p.person = m.person AND p.value = c.value WHERE m.r = c.r AND m.grp = c.grp) "
+        "ORDER BY c.r, c.grp LIMIT 1")).first()
+    if row:
+        raise DataError(f"the releases are inconsistent: release {release[row[0]]!r}, bucket {row[1]} lists value "
+                        f"{row[2]!r}, but no person of that bucket may hold it given the other releases; no "
+                        "solution exists")
+    tables.statements += 2
+
+
+class _Solver:
+    """IPF passes over a variables table, replaced by a new table after each statement of passes."""
+
+    def __init__(self, db: Database, conn: Connection, tables: ReleaseTables, x: str, rs: list[int], name: str):
+        self.db, self.conn, self.tables, self.rs = db, conn, tables, rs
+        self.columns = ["person", "value"] + [f"b{r}" for r in rs] + [f"c{r}" for r in rs]
+        self.name, self.current, self.passes, self.statements = name, x, 0, 0
+        self.snapped = self.tables_made = 0
+
+    def run(self, passes: int) -> float:
+        """Run `passes` passes in one statement; returns the largest constraint violation after them."""
+        query = f"SELECT {', '.join(self.columns)}, x FROM {self.current}"
+        for _ in range(passes):
+            query = _one_pass(query, self.columns, self.rs)
+        self.passes += passes
+        self._replace(query)
+        self.statements += 2
+        return _violation(self.db, self.conn, self.current, self.rs)
+
+    def _replace(self, query: str) -> None:
+        following = self._new_name()
+        self.tables.create(following, query)
+        self.drop(self.current)
+        self.current = following
+
+    def copy(self) -> str:
+        saved = self._new_name()
+        self.tables.create(saved, f"SELECT * FROM {self.current}")
+        return saved
+
+    def _new_name(self) -> str:
+        self.tables_made += 1
+        return self.tables.scratch(f"{self.name}_x{self.tables_made}")
+
+    def drop(self, ref: str) -> None:
+        self.db.drop_table(self.conn, ref)
+        self.tables.created.remove(ref)
+
+    def restore(self, saved: str) -> None:
+        self._replace(f"SELECT * FROM {saved}")
+
+    def snap(self, earlier: str) -> int:
+        """Remove the variables that halved since `earlier` (twice fewer passes ago) and are small: the way a
+        probability the constraints force to 0 approaches it (like 1 / passes), while the others settle."""
+        columns = ", ".join(f"x.{c}" for c in self.columns)
+        before = self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.current}").scalar_one()
+        self._replace(f"SELECT {columns}, x.x FROM {self.current} x JOIN {earlier} e ON e.person = x.person AND "
+                      f"e.value = x.value WHERE NOT (x.x < {SNAP_BELOW} AND x.x < {SNAP_RATIO} * e.x)")
+        after = self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.current}").scalar_one()
+        self.statements += 3
+        return int(before - after)
+
+
+SNAP_FROM = 32  # passes before the first look for probabilities forced to 0
+SNAP_BELOW, SNAP_RATIO = 0.05, 0.6  # removed when below this and below this share of its value at half the passes
+
+
+def _iterate(db: Database, conn: Connection, tables: ReleaseTables, x: str, rs: list[int],
+             settings: InferenceSettings, name: str) -> dict[str, Any]:
+    """IPF passes until the largest relation-constraint violation is within the tolerance.
+
+    Plain IPF approaches a probability forced to 0 (or 1) only like
+    1 / passes. At every doubling of the passes, the variables that halved
+    meanwhile and are small are taken as forced to 0 and removed, after which
+    convergence is geometric again; if the violation 2x passes later is worse
+    than before the removal, it is undone and no more removals are tried.
+    """
+    started = time.perf_counter()
+    solver = _Solver(db, conn, tables, x, rs, name)
+    violation, checkpoint, trial = float("inf"), None, None
+    while solver.passes < settings.max_iterations and violation > settings.tolerance:
+        violation = solver.run(min(PASSES_PER_STATEMENT, settings.max_iterations - solver.passes))
+        if trial is not None and solver.passes >= trial[1]:  # judge the last removal
+            saved, _, before = trial
+            if violation > before:
+                solver.restore(saved)
+                violation, checkpoint = before, None
+            solver.drop(saved)
+            trial = None
+        due = solver.passes >= SNAP_FROM and solver.passes & (solver.passes - 1) == 0  # a power of two
+        if due and violation > settings.tolerance and trial is None and checkpoint is not False:
+            if checkpoint is not None:
+                saved = solver.copy()
+                removed = solver.snap(checkpoint)
+                solver.drop(checkpoint)
+                if removed:
+                    solver.snapped += removed
+                    trial = (saved, solver.passes * 2, violation)
+                else:
+                    solver.drop(saved)
+            checkpoint = solver.copy()
+    for leftover in [checkpoint] + ([trial[0]] if trial else []):
+        if leftover:
+            solver.drop(leftover)
+    tables.create(x, f"SELECT person, value, x AS p FROM {solver.current}")
+    solver.drop(solver.current)
+    if violation > max(settings.tolerance, 0.01):
+        worst = _worst_constraint(db, conn, tables, x, rs)
+        raise DataError(f"the releases admit no solution (or need more than inference.max_iterations = "
+                        f"{settings.max_iterations} passes): after {solver.passes} passes {worst} is still off by "
+                        f"{violation:.3g}; check that the releases describe the same persons and values")
+    return {"iterations": solver.passes, "max_violation": violation, "converged": violation <= settings.tolerance,
+            "seconds": time.perf_counter() - started, "statements": solver.statements, "snapped": solver.snapped}
+
+
+def _one_pass(query: str, columns: list[str], rs: list[int]) -> str:
+    """One IPF pass over `query`'s rows: each release's (group, value) sums scaled to its count, then each
+    person's probabilities to one. A person outside a release (b NULL) is left alone by its scaling."""
+    keep = ", ".join(columns)
+    for r in rs:
+        scaled = (f"CASE WHEN b{r} IS NULL THEN x ELSE x * c{r} / SUM(x) OVER (PARTITION BY b{r}, value) END")
+        query = f"SELECT {keep}, {scaled} AS x FROM ({query}) AS s{r}"
+    return f"SELECT {keep}, x / SUM(x) OVER (PARTITION BY person) AS x FROM ({query}) AS one"
+
+
+def _violation(db: Database, conn: Connection, x: str, rs: list[int]) -> float:
+    """The largest |sum over a group's persons of P(s | i) - count of s in the group| (persons sum to one)."""
+    parts = [f"SELECT ABS(SUM(x) - MAX(c{r})) AS off FROM {x} WHERE b{r} IS NOT NULL GROUP BY b{r}, value"
+             for r in rs]
+    return float(db.execute(conn, f"SELECT COALESCE(MAX(off), 0) FROM ({' UNION ALL '.join(parts)}) AS v")
+                 .scalar_one())
+
+
+def _worst_constraint(db: Database, conn: Connection, tables: ReleaseTables, p: str, rs: list[int]) -> str:
+    parts = [f"SELECT {r} AS r, m.grp, p.value, ABS(SUM(p.p) - MAX(c.cnt)) AS off FROM {p} p JOIN {tables.members} m "
+             f"ON m.person = p.person AND m.r = {r} JOIN {tables.counts} c ON c.r = {r} AND c.grp = m.grp "
+             "AND c.value = p.value GROUP BY m.grp, p.value" for r in rs]
+    row = db.execute(conn, f"SELECT w.r, w.grp, v.label FROM ({' UNION ALL '.join(parts)}) w JOIN {tables.vals} v "
+                           "ON v.value = w.value ORDER BY w.off DESC LIMIT 1").first()
+    return f"release {tables.releases[row[0] - 1].name!r}, bucket {row[1]}, value {row[2]!r}"
+
+
+def release_pairs(count: int) -> list[list[int]]:
+    """Every pair of releases (1-based), to tell which two together cause a disclosure."""
+    return [list(pair) for pair in itertools.combinations(range(1, count + 1), 2)]
+
+
+def analyze_releases(db: Database, conn: Connection, series: ReleaseSeries, sensitive: str,
+                     hierarchies: dict[str, Hierarchy], qi_columns: list[str], settings: InferenceSettings,
+                     prefix: str, output: str | None = None) -> InferenceReport:
+    """Solve every release together (and, with more than two, each pair, to name the pair behind each
+    disclosure), write P(s | person) to `output` (a table reference) when given, and report."""
+    started = time.perf_counter()
+    # in the caller's transaction: on an error its rollback takes the scratch tables with it
+    tables = ReleaseTables(db, conn, series, sensitive, hierarchies, qi_columns, prefix)
+    x, figures = solve(db, conn, tables, settings)
+    count = len(tables.releases)
+    pairs = release_pairs(count) if count > 2 else []
+    pair_tables = [solve(db, conn, tables, settings, pair, f"pair{j}")[0] for j, pair in enumerate(pairs)]
+    result = tables.scratch("result")
+    tables.create(result, *_result_sql(tables, x, settings, pairs, pair_tables))
+    report = _report(db, conn, tables, result, x, figures, settings)
+    report.seconds = time.perf_counter() - started
+    report.statements += tables.statements
+    if output is not None:
+        db.execute(conn, f"CREATE TABLE {output} AS SELECT pseudonym AS {db.q(series.pseudonym)}, label AS "
+                         f"{db.q(sensitive)}, probability, alone, positive, negative, cause FROM {result}")
+        report.table = output
+    tables.drop()
+    return report
+
+
+def _result_sql(tables: ReleaseTables, x: str, settings: InferenceSettings, pairs: list[list[int]],
+                pair_tables: list[str]) -> tuple[str, dict[str, Any]]:
+    """Every (person, value) some release allows: the probability from all releases, the highest from any one
+    release alone (count / group size), the disclosure flags and the releases that cause them."""
+    names = [r.name for r in tables.releases]
+    # flags need the threshold passed by more than the tolerance the probabilities are solved to
+    params: dict[str, Any] = {"high": settings.max_probability + settings.tolerance,
+                              "low": settings.min_probability - settings.tolerance,
+                              "alone_cause": "one release alone",
+                              "together": f"{names[0]} + {names[1]}" if len(names) == 2 else "all releases"}
+    flagged = "(COALESCE({p}, 0) > :high OR (COALESCE({p}, 0) < :low AND a.alone >= :low))"
+    causes = ["WHEN a.alone > :high THEN :alone_cause"]
+    for j, (a, b) in enumerate(pairs):
+        params[f"pair{j}"] = f"{names[a - 1]} + {names[b - 1]}"
+        causes.append(f"WHEN {flagged.format(p=f'y{j}.p')} THEN :pair{j}")
+    pair_joins = " ".join(f"LEFT JOIN {t} y{j} ON y{j}.person = a.person AND y{j}.value = a.value"
+                          for j, t in enumerate(pair_tables))
+    sizes = f"(SELECT r, grp, SUM(cnt) AS size FROM {tables.counts} GROUP BY r, grp)"
+    alone = (f"(SELECT m.person, c.value, MAX(CAST(c.cnt AS DOUBLE PRECISION) / s.size) AS alone "
+             f"FROM {tables.members} m JOIN {tables.counts} c ON c.r = m.r AND c.grp = m.grp "
+             f"JOIN {sizes} s ON s.r = m.r AND s.grp = m.grp GROUP BY m.person, c.value)")
+    p = "COALESCE(x.p, 0)"
+    return (f"SELECT pe.pseudonym, v.label, {p} AS probability, a.alone, {p} > :high AS positive, "
+            f"({p} < :low AND a.alone >= :low) AS negative, "
+            f"CASE WHEN NOT {flagged.format(p='x.p')} THEN NULL {' '.join(causes)} ELSE :together END AS cause "
+            f"FROM {alone} a JOIN {tables.persons} pe ON pe.person = a.person JOIN {tables.vals} v "
+            f"ON v.value = a.value LEFT JOIN {x} x ON x.person = a.person AND x.value = a.value {pair_joins}"), params
+
+
+def _report(db: Database, conn: Connection, tables: ReleaseTables, result: str, x: str, figures: dict[str, Any],
+            settings: InferenceSettings) -> InferenceReport:
+    """The figures of a solve: sizes, constraints, entropies per release, the first disclosures of each kind."""
+    persons, values, unions = db.execute(conn, f"SELECT COUNT(DISTINCT pseudonym), COUNT(DISTINCT label), COUNT(*) "
+                                               f"FROM {result}").one()
+    variables = db.execute(conn, f"SELECT COUNT(*) FROM {x}").scalar_one() + figures["snapped"]
+    relations = db.execute(conn, f"SELECT COUNT(*) FROM {tables.counts}").scalar_one()
+    entropy = []
+    for r, release in enumerate(tables.releases, start=1):
+        held, alone = db.execute(conn, (
+            "SELECT SUM(size), SUM(h) FROM (SELECT SUM(cnt) AS size, "
+            "SUM(-cnt * LN(CAST(cnt AS DOUBLE PRECISION) / total)) AS h FROM (SELECT grp, cnt, "
+            f"SUM(cnt) OVER (PARTITION BY grp) AS total FROM {tables.counts} WHERE r = {r}) c GROUP BY grp) g")).one()
+        together = db.execute(conn, (
+            f"SELECT COALESCE(SUM(-p * LN(p)), 0) FROM {x} WHERE p > 0 AND person IN "
+            f"(SELECT person FROM {tables.members} WHERE r = {r})")).scalar_one()
+        entropy.append(ReleaseEntropy(release.name, int(held or 0), float(alone or 0), float(together)))
+    total = db.execute(conn, f"SELECT COALESCE(SUM(-p * LN(p)), 0) FROM {x} WHERE p > 0").scalar_one()
+    report = InferenceReport(int(persons), int(values), int(variables), int(unions) - int(variables), int(persons),
+                             int(relations), figures["iterations"], figures["max_violation"], figures["converged"],
+                             0.0, figures["statements"] + 4 + 2 * len(tables.releases), entropy, float(total),
+                             forced_zero=figures["snapped"])
+    for kind in ("positive", "negative"):
+        order = "probability DESC" if kind == "positive" else "alone DESC, probability"
+        rows = db.execute(conn, f"SELECT pseudonym, label, probability, alone, cause FROM {result} WHERE {kind} "
+                                f"ORDER BY {order}, pseudonym, label LIMIT {LISTED}").all()
+        listed = [{"pseudonym": p, "value": v, "probability": float(pr), "alone": float(a), "releases": c}
+                  for p, v, pr, a, c in rows]
+        count = db.execute(conn, f"SELECT COUNT(*) FROM {result} WHERE {kind}").scalar_one()
+        setattr(report, kind, listed)
+        setattr(report, f"{kind}_count", int(count))
+    return report
