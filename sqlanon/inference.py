@@ -39,7 +39,7 @@ from .config import InferenceSettings, Release, ReleaseSeries
 from .errors import DataError
 from .hierarchies import Hierarchy
 
-PASSES_PER_STATEMENT = 8  # IPF passes nested in one statement (fewer round trips; checked after each statement)
+PASSES_PER_STATEMENT = 16  # IPF passes nested in one statement (fewer round trips; checked after each statement)
 LISTED = 50  # disclosures listed in a report (all of them are flagged in the probability table)
 
 
@@ -236,6 +236,7 @@ def solve(db: Database, conn: Connection, tables: ReleaseTables, settings: Infer
         f"SELECT m.person, c.value FROM {sub_members} m JOIN {counts} c ON c.r = m.r AND c.grp = m.grp "
         f"JOIN (SELECT person, COUNT(*) AS held FROM {sub_members} h0 GROUP BY person) h ON h.person = m.person "
         "GROUP BY m.person, c.value, h.held HAVING COUNT(*) = h.held"))
+    possible, propagated, rounds = _propagate(db, conn, tables, possible, sub_members, rs, name)
     _check_solvable(db, conn, tables, possible, rs)
     pivot = ", ".join(f"MAX(CASE WHEN r = {r} THEN grp END) AS b{r}" for r in rs)
     joins = " ".join(f"LEFT JOIN {counts} c{r} ON c{r}.r = {r} AND c{r}.grp = g.b{r} AND c{r}.value = v.value"
@@ -247,7 +248,186 @@ def solve(db: Database, conn: Connection, tables: ReleaseTables, settings: Infer
         f"FROM {possible} v JOIN (SELECT person, {pivot} FROM {members} WHERE {in_subset} GROUP BY person) g "
         f"ON g.person = v.person {joins}"))
     figures = _iterate(db, conn, tables, x, rs, settings, name)
+    figures["snapped"] += propagated
+    figures["propagation_rounds"] = rounds
     return x, figures
+
+
+MAX_PROPAGATION_ROUNDS = 100_000
+MATCHED_GROUP = 12  # groups of at most this many persons get the exact (matching) propagation
+MATCHED_STATES = 100_000  # ... when their value counts allow at most this many partial assignments
+
+
+def _propagate(db: Database, conn: Connection, tables: ReleaseTables, possible: str, members: str, rs: list[int],
+               name: str) -> tuple[str, int, int]:
+    """Remove the (person, value) pairs that no assignment of values to persons allows, until none is left.
+
+    Each group of a release is a global cardinality constraint: its persons
+    take its values, each value exactly `count` times. A pair is kept only if
+    some complete assignment of the group uses it (for groups of at most
+    MATCHED_GROUP persons: a forward and a backward pass over the group's
+    partial assignments, as states counting the values used, in one
+    recursive statement for every group); larger groups get the counting
+    rules (a value already held by `count` fixed persons is no one else's; a
+    value that just `count` persons may hold is theirs). Removing a pair in
+    one release's group can remove more in another release, so rounds repeat
+    until nothing changes. IPF then iterates over what is left: it would
+    approach these zeros only like 1 / passes (and chains of them slower
+    still), while on the pairs left it converges in a few passes. One
+    statement per round; returns the table left, the pairs removed and the
+    rounds."""
+    groups = _MatchedGroups(tables, members, name)
+    every_group = f"SELECT DISTINCT r, grp FROM {members} m"
+    dirty, unmatched = tables.scratch(f"{name}_dirty"), tables.scratch(f"{name}_unmatched")
+    tables.create(dirty, every_group)  # groups that may lose pairs by the counting rules
+    tables.create(unmatched, every_group)  # groups changed since their last matching pass
+    removed, rounds, matching = 0, 0, False
+    while rounds < MAX_PROPAGATION_ROUNDS:
+        rounds += 1
+        gone = tables.scratch(f"{name}_gone")
+        # the matching pass is the costly one: only once the counting rules alone remove nothing more
+        tables.create(gone, _propagation_round(tables, possible, members, dirty, groups if matching else None,
+                                               unmatched))
+        count = db.execute(conn, f"SELECT COUNT(*) FROM {gone}").scalar_one()
+        tables.statements += 2
+        if count:
+            db.execute(conn, f"DELETE FROM {possible} USING {gone} g WHERE {possible}.person = g.person "
+                             f"AND {possible}.value = g.value")
+            changed = f"SELECT DISTINCT m.r, m.grp FROM {members} m WHERE m.person IN (SELECT person FROM {gone})"
+            if matching:
+                db.execute(conn, f"DELETE FROM {unmatched}")
+            db.execute(conn, f"DELETE FROM {dirty}")
+            db.execute(conn, f"INSERT INTO {dirty} {changed}")
+            db.execute(conn, f"INSERT INTO {unmatched} SELECT r, grp FROM {dirty} EXCEPT SELECT r, grp "
+                             f"FROM {unmatched}")
+            tables.statements += 5
+        db.drop_table(conn, gone)
+        tables.created.remove(gone)
+        removed += count
+        if not count and matching:
+            break
+        matching = not count
+    for ref in (dirty, unmatched):
+        db.drop_table(conn, ref)
+        tables.created.remove(ref)
+    groups.drop()
+    _check_counts(db, conn, tables, possible, members, rs)
+    return possible, removed, rounds
+
+
+class _MatchedGroups:
+    """The small groups, their persons in order (`steps`) and their values as digits of a mixed-radix state
+    (`slots`: a value with count c takes a digit 0..c), so a partial assignment is one integer."""
+
+    def __init__(self, tables: ReleaseTables, members: str, name: str):
+        self.tables = tables
+        self.sizes, self.steps, self.slots = (tables.scratch(f"{name}_{t}") for t in ("groups", "steps", "slots"))
+        counts = tables.counts
+        tables.create(self.sizes, (
+            f"SELECT g.r, g.grp, g.persons, g.full_state FROM (SELECT c.r, c.grp, SUM(c.cnt) AS persons, "
+            "EXP(SUM(LN(c.cnt + 1))) AS states, CAST(ROUND(SUM(c.cnt * c.radix)) AS BIGINT) AS full_state FROM "
+            f"(SELECT r, grp, cnt, COALESCE(EXP(SUM(LN(cnt + 1)) OVER (PARTITION BY r, grp ORDER BY value ROWS "
+            f"BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)), 1) AS radix FROM {counts}) c GROUP BY c.r, c.grp) g "
+            f"JOIN (SELECT DISTINCT r, grp FROM {members} ms) m ON m.r = g.r AND m.grp = g.grp "
+            f"WHERE g.persons <= {MATCHED_GROUP} AND g.states <= {MATCHED_STATES}"))
+        tables.create(self.slots, (
+            f"SELECT c.r, c.grp, c.value, c.cnt, CAST(ROUND(COALESCE(EXP(SUM(LN(c.cnt + 1)) OVER (PARTITION BY c.r, "
+            "c.grp ORDER BY c.value ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)), 1)) AS BIGINT) AS radix "
+            f"FROM {counts} c JOIN {self.sizes} g ON g.r = c.r AND g.grp = c.grp"))
+        tables.create(self.steps, (
+            "SELECT m.r, m.grp, m.person, ROW_NUMBER() OVER (PARTITION BY m.r, m.grp ORDER BY m.person) AS t "
+            f"FROM {members} m JOIN {self.sizes} g ON g.r = m.r AND g.grp = m.grp"))
+
+    def feasible(self, possible: str, dirty: str) -> str:
+        """SELECT r, grp, person, value: the pairs some complete assignment of their (small, dirty) group uses."""
+        steps, slots = self.steps, self.slots
+        sizes = f"(SELECT g.* FROM {self.sizes} g JOIN {dirty} d ON d.r = g.r AND d.grp = g.grp)"
+        free = "MOD(CAST(FLOOR({st} / CAST(s.radix AS DOUBLE PRECISION)) AS BIGINT), s.cnt + 1)"
+        moves = (f"JOIN {steps} p ON p.r = {{a}}.r AND p.grp = {{a}}.grp AND p.t = {{t}} JOIN {possible} q "
+                 f"ON q.person = p.person JOIN {slots} s ON s.r = {{a}}.r AND s.grp = {{a}}.grp AND s.value = q.value")
+        return (
+            "WITH RECURSIVE fwd(r, grp, t, st) AS ("
+            f"SELECT r, grp, 0, CAST(0 AS BIGINT) FROM {sizes} g0 UNION SELECT f.r, f.grp, f.t + 1, f.st + s.radix "
+            f"FROM fwd f {moves.format(a='f', t='f.t + 1')} WHERE {free.format(st='f.st')} < s.cnt), "
+            "bwd(r, grp, t, st) AS ("
+            f"SELECT r, grp, persons, full_state FROM {sizes} g1 UNION SELECT b.r, b.grp, b.t - 1, b.st - s.radix "
+            f"FROM bwd b {moves.format(a='b', t='b.t')} WHERE b.t > 0 AND {free.format(st='b.st')} > 0) "
+            f"SELECT DISTINCT f.r, f.grp, p.person, q.value FROM fwd f {moves.format(a='f', t='f.t + 1')} "
+            f"JOIN bwd b ON b.r = f.r AND b.grp = f.grp AND b.t = f.t + 1 AND b.st = f.st + s.radix "
+            f"WHERE {free.format(st='f.st')} < s.cnt")
+
+    def drop(self) -> None:
+        for ref in (self.steps, self.slots, self.sizes):
+            self.tables.db.drop_table(self.tables.conn, ref)
+            self.tables.created.remove(ref)
+
+
+COUNTING_ROUNDS = 4  # rounds of the counting rules chained in one statement
+
+
+def _propagation_round(tables: ReleaseTables, possible: str, members: str, dirty: str,
+                       groups: _MatchedGroups | None, unmatched: str) -> str:
+    """SELECT person, value: the pairs to remove this statement. Without `groups`, COUNTING_ROUNDS rounds of
+    the counting rules, the first over the `dirty` groups and the next over every group (each round sees
+    what the previous removed); with `groups`, one round of the counting rules and of matching over the
+    small groups in `unmatched`."""
+    touched = f"(SELECT m.* FROM {members} m JOIN {dirty} d ON d.r = m.r AND d.grp = m.grp)"
+    steps = [f"p0 AS MATERIALIZED (SELECT person, value FROM {possible})"]
+    rounds = 1 if groups is not None else COUNTING_ROUNDS
+    for k in range(1, rounds + 1):
+        steps += _counting_rules(tables, k, members, touched if k == 1 else members)
+        steps.append(f"p{k} AS MATERIALIZED (SELECT person, value FROM p{k - 1} EXCEPT SELECT person, value "
+                     f"FROM gone{k})")
+    removed = f"SELECT person, value FROM p0 EXCEPT SELECT person, value FROM p{rounds}"
+    if groups is None:
+        return f"WITH {', '.join(steps)} {removed}"
+    # (c) in a small group, the pairs no complete assignment of the group uses
+    lost = (f"SELECT q.person, q.value FROM {possible} q JOIN {groups.steps} p ON p.person = q.person "
+            f"JOIN {unmatched} d ON d.r = p.r AND d.grp = p.grp "
+            f"LEFT JOIN ({groups.feasible(possible, unmatched)}) ok ON ok.r = p.r AND ok.grp = p.grp "
+            "AND ok.person = q.person AND ok.value = q.value WHERE ok.person IS NULL")
+    return f"WITH {', '.join(steps)} {removed} UNION {lost}"
+
+
+def _counting_rules(tables: ReleaseTables, k: int, members: str, touched: str) -> list[str]:
+    """CTEs of round `k` over p{k-1}, ending with gone{k}: the pairs the counting rules remove, looking at the
+    groups in `touched`."""
+    p = f"p{k - 1}"
+    return [
+        f"n{k} AS MATERIALIZED (SELECT person, COUNT(*) AS n FROM {p} GROUP BY person)",
+        f"u{k} AS MATERIALIZED (SELECT t.r, t.grp, t.value, t.fixed, t.open, c.cnt FROM (SELECT m.r, m.grp, "
+        "q.value, SUM(CASE WHEN s.n = 1 THEN 1 ELSE 0 END) AS fixed, SUM(CASE WHEN s.n > 1 THEN 1 ELSE 0 END) "
+        f"AS open FROM {touched} m JOIN {p} q ON q.person = m.person JOIN n{k} s ON s.person = m.person "
+        f"GROUP BY m.r, m.grp, q.value) t JOIN {tables.counts} c ON c.r = t.r AND c.grp = t.grp "
+        "AND c.value = t.value WHERE t.fixed = c.cnt OR (t.open > 0 AND t.fixed + t.open = c.cnt))",
+        # the group's open persons who may hold the value: (a) it is taken by persons fixed to it, so they
+        # cannot; (b) they number just what is left of its count, so they must, and their other values go
+        f"gone{k} AS MATERIALIZED (SELECT m.person, ru.value FROM u{k} ru JOIN {members} m ON m.r = ru.r "
+        f"AND m.grp = ru.grp JOIN n{k} s ON s.person = m.person JOIN {p} q ON q.person = m.person "
+        "AND q.value = ru.value WHERE ru.fixed = ru.cnt AND s.n > 1 "
+        f"UNION SELECT m.person, o.value FROM u{k} ru JOIN {members} m ON m.r = ru.r AND m.grp = ru.grp "
+        f"JOIN n{k} s ON s.person = m.person JOIN {p} q ON q.person = m.person AND q.value = ru.value "
+        f"JOIN {p} o ON o.person = m.person AND o.value <> ru.value "
+        "WHERE ru.fixed < ru.cnt AND ru.open > 0 AND ru.fixed + ru.open = ru.cnt AND s.n > 1)"]
+
+
+def _check_counts(db: Database, conn: Connection, tables: ReleaseTables, possible: str, members: str,
+                  rs: list[int]) -> None:
+    """A group value held by more fixed persons than its count, or possible for fewer persons than its count,
+    has no solution: name it."""
+    row = db.execute(conn, (
+        f"SELECT c.r, c.grp, v.label, c.cnt, COUNT(p.person) AS could, SUM(CASE WHEN s.n = 1 THEN 1 ELSE 0 END) "
+        f"FROM {tables.counts} c JOIN {tables.vals} v ON v.value = c.value JOIN {members} m ON m.r = c.r "
+        f"AND m.grp = c.grp LEFT JOIN {possible} p ON p.person = m.person AND p.value = c.value LEFT JOIN "
+        f"(SELECT person, COUNT(*) AS n FROM {possible} GROUP BY person) s ON s.person = p.person "
+        f"WHERE c.r IN ({', '.join(map(str, rs))}) GROUP BY c.r, c.grp, v.label, c.cnt "
+        "HAVING COUNT(p.person) < c.cnt OR SUM(CASE WHEN s.n = 1 THEN 1 ELSE 0 END) > c.cnt "
+        "ORDER BY c.r, c.grp LIMIT 1")).first()
+    if row:
+        release = tables.releases[row[0] - 1].name
+        raise DataError(f"the releases are inconsistent: release {release!r}, bucket {row[1]} lists {row[3]} x "
+                        f"{row[2]!r}, but given the other releases {row[4]} of its persons may hold it and {row[5] or 0} "
+                        "must; no solution exists")
 
 
 def _check_solvable(db: Database, conn: Connection, tables: ReleaseTables, possible: str, rs: list[int]) -> None:
@@ -337,45 +517,58 @@ def _iterate(db: Database, conn: Connection, tables: ReleaseTables, x: str, rs: 
     Plain IPF approaches a probability forced to 0 (or 1) only like
     1 / passes. At every doubling of the passes, the variables that halved
     meanwhile and are small are taken as forced to 0 and removed, after which
-    convergence is geometric again; if the violation 2x passes later is worse
-    than before the removal, it is undone and no more removals are tried.
+    convergence is faster again; if the violation at twice the passes is
+    worse than before the removal, it is undone and no more removals are
+    tried. A violation that no longer falls between two doublings means the
+    constraints have no solution; one still falling when max_iterations is
+    reached is reported as not converged.
     """
     started = time.perf_counter()
     solver = _Solver(db, conn, tables, x, rs, name)
-    violation, checkpoint, trial = float("inf"), None, None
+    violation, checkpoint, trial, snapping, stalled = float("inf"), None, None, True, False
+    at_doubling: dict[int, float] = {}
     while solver.passes < settings.max_iterations and violation > settings.tolerance:
         violation = solver.run(min(PASSES_PER_STATEMENT, settings.max_iterations - solver.passes))
         if trial is not None and solver.passes >= trial[1]:  # judge the last removal
             saved, _, before = trial
             if violation > before:
                 solver.restore(saved)
-                violation, checkpoint = before, None
+                violation, snapping = before, False
             solver.drop(saved)
             trial = None
-        due = solver.passes >= SNAP_FROM and solver.passes & (solver.passes - 1) == 0  # a power of two
-        if due and violation > settings.tolerance and trial is None and checkpoint is not False:
-            if checkpoint is not None:
-                saved = solver.copy()
-                removed = solver.snap(checkpoint)
-                solver.drop(checkpoint)
-                if removed:
-                    solver.snapped += removed
-                    trial = (saved, solver.passes * 2, violation)
-                else:
-                    solver.drop(saved)
-            checkpoint = solver.copy()
+        if solver.passes < SNAP_FROM or solver.passes & (solver.passes - 1) or violation <= settings.tolerance:
+            continue  # look again at the next power of two
+        at_doubling[solver.passes] = violation
+        earlier = at_doubling.get(solver.passes // 2)
+        if trial is None and earlier is not None and violation >= STALLED * earlier and violation > 0.01:
+            stalled = True
+            break
+        if checkpoint is not None and snapping and trial is None:
+            saved = solver.copy()
+            removed = solver.snap(checkpoint)
+            if removed:
+                solver.snapped += removed
+                trial = (saved, solver.passes * 2, violation)
+            else:
+                solver.drop(saved)
+        if checkpoint is not None:
+            solver.drop(checkpoint)
+        checkpoint = solver.copy()
     for leftover in [checkpoint] + ([trial[0]] if trial else []):
         if leftover:
             solver.drop(leftover)
     tables.create(x, f"SELECT person, value, x AS p FROM {solver.current}")
     solver.drop(solver.current)
-    if violation > max(settings.tolerance, 0.01):
+    if stalled:
         worst = _worst_constraint(db, conn, tables, x, rs)
-        raise DataError(f"the releases admit no solution (or need more than inference.max_iterations = "
-                        f"{settings.max_iterations} passes): after {solver.passes} passes {worst} is still off by "
-                        f"{violation:.3g}; check that the releases describe the same persons and values")
+        raise DataError(f"the releases admit no solution: after {solver.passes} passes {worst} is still off by "
+                        f"{violation:.3g} and no longer improves; check that the releases describe the same persons "
+                        "and values")
     return {"iterations": solver.passes, "max_violation": violation, "converged": violation <= settings.tolerance,
             "seconds": time.perf_counter() - started, "statements": solver.statements, "snapped": solver.snapped}
+
+
+STALLED = 0.95  # a violation at least this share of the one at half the passes has stopped falling
 
 
 def _one_pass(query: str, columns: list[str], rs: list[int]) -> str:
@@ -383,7 +576,7 @@ def _one_pass(query: str, columns: list[str], rs: list[int]) -> str:
     person's probabilities to one. A person outside a release (b NULL) is left alone by its scaling."""
     keep = ", ".join(columns)
     for r in rs:
-        scaled = (f"CASE WHEN b{r} IS NULL THEN x ELSE x * c{r} / SUM(x) OVER (PARTITION BY b{r}, value) END")
+        scaled = f"CASE WHEN b{r} IS NULL THEN x ELSE x * c{r} / SUM(x) OVER (PARTITION BY b{r}, value) END"
         query = f"SELECT {keep}, {scaled} AS x FROM ({query}) AS s{r}"
     return f"SELECT {keep}, x / SUM(x) OVER (PARTITION BY person) AS x FROM ({query}) AS one"
 
