@@ -3,12 +3,13 @@
     python bench/bench_releases.py [--skip entropy,overlap,timing,scale] [--scale-rows 10000,100000,1000000]
 
 1. Entropy, independent against history-guided re-bucketization: two releases D1', D2' of 7,200
-   Adult records sharing 6,000; D2 bucketized by sqlanon independently of D1', or guided by D1'
-   (the paper's rule: D1's buckets kept, a deleted record's slot filled by a new record with the
+   Adult records sharing 6,000; D2 bucketized by sqlanon independently of D1' (with another
+   output.seed, as the paper's independent re-bucketization, or with the same one), or guided by
+   D1' (the paper's rule: D1's buckets kept, a deleted record's slot filled by a new record with the
    same sensitive value when one is left, the other new records bucketized on their own); for
    l = 2, 3, 5: the maximum entropy H(S | I) of D2's persons from D2' alone and from both.
 2. Overlap: D2 fixed, D1 sharing 6,000, 4,800, 3,600, 2,400, 1,200 and 0 of its records with it
-   (independent, l = 3): H(S | I) of D2's persons from both releases.
+   (independent with new seeds, l = 3): H(S | I) of D2's persons from both releases.
 3. Time against the size (the paper's Figure 5): 1,200 to 7,200 records, independent, l = 3.
 4. Scale: the synthetic hospital table (../shared/tools/gen_hospital.py), two releases of N records
    sharing 5/6 of them, l = 3, sensitive diagnosis.
@@ -61,17 +62,19 @@ class Releases:
         return {"source": {"url": self.url, "table": table}, "quasi_identifiers": self.qis,
                 "sensitive": [self.sensitive], "identifying": ["pid"], **extra}
 
-    def anatomy(self, table: str, l: int) -> None:
+    def anatomy(self, table: str, l: int, seed: int = 0) -> None:
         """`<table>_qi` and `<table>_qi_sensitive`, with the plain pid kept as the pseudonym (a bench shortcut:
         a real release would use identifying: {pid: {pseudonym: ...}})."""
-        config = self.job(table, output={"table": f"{table}_qi", "method": "anatomy", "l": l})
+        config = self.job(table, output={"table": f"{table}_qi", "method": "anatomy", "l": l, "seed": seed})
         config["identifying"] = []
         config["insensitive"] = ["pid"]
+        # the history-guided pair of an earlier round is the bench's own table, not sqlanon's: drop it first
+        self.sql(f'DROP TABLE IF EXISTS "{table}_qi"; DROP TABLE IF EXISTS "{table}_qi_sensitive"')
         bucketize(job_from_dict(config), replace=True)
 
     def history_guided(self, old: str, new: str, l: int) -> None:
         """`<new>_qi` and its sensitive table from `<old>_qi`'s buckets by the paper's rule (see the module)."""
-        s, q = f'"{self.sensitive}"', ", ".join(f'"{c}"' for c in self.qis)
+        s = f'"{self.sensitive}"'
         self.sql(f'DROP TABLE IF EXISTS "{new}_qi"; DROP TABLE IF EXISTS "{new}_qi_sensitive"')
         self.sql(f"""CREATE TEMP TABLE slots AS
             SELECT o.bucket, src.{s} AS value, ROW_NUMBER() OVER (PARTITION BY src.{s} ORDER BY o.pid) AS n
@@ -94,7 +97,6 @@ class Releases:
             CREATE TABLE "{new}_qi_sensitive" AS SELECT p.bucket, n.{s}, COUNT(*) AS "count"
                 FROM "{new}" n JOIN placed p ON p.pid = n.pid GROUP BY p.bucket, n.{s};
             DROP TABLE slots; DROP TABLE added; DROP TABLE placed; DROP TABLE rest;""")
-        del q
 
     def infer(self, releases: list[str], current: str):
         series = [{"name": r, "table": f"{r}_qi", "sensitive_table": f"{r}_qi_sensitive"} for r in releases]
@@ -114,17 +116,22 @@ def adult(url: str) -> Releases:
     return data
 
 
+METHODS = {"independent (new seed)": "D2 bucketized by sqlanon with another output.seed than D1",
+           "independent (same seed)": "D2 bucketized by sqlanon with D1's output.seed",
+           "history-guided": "D1's buckets kept, the paper's rule"}
+
+
 def entropy_rows(data: Releases) -> list[list[object]]:
     rows = []
     for l in (2, 3, 5):
         data.version("d1", 0, RECORDS)
         data.version("d2", RECORDS - SHARED, RECORDS)
-        data.anatomy("d1", l)
-        for method in ("independent", "history-guided"):
-            if method == "independent":
-                data.anatomy("d2", l)
-            else:
+        data.anatomy("d1", l, seed=1)
+        for method in METHODS:
+            if method == "history-guided":
                 data.history_guided("d1", "d2", l)
+            else:
+                data.anatomy("d2", l, seed=2 if "new" in method else 1)
             _, alone = data.infer(["d2"], "d2")
             seconds, both = data.infer(["d1", "d2"], "d2")
             single, together = alone.entropy[0].alone, both.entropy[1].together
@@ -136,10 +143,10 @@ def entropy_rows(data: Releases) -> list[list[object]]:
 def overlap_rows(data: Releases, l: int = 3) -> list[list[object]]:
     rows = []
     data.version("d2", 0, RECORDS)
-    data.anatomy("d2", l)
+    data.anatomy("d2", l, seed=2)
     for shared in (6000, 4800, 3600, 2400, 1200, 0):
         data.version("d1", RECORDS - shared, shared, extra_from=RECORDS, extra=RECORDS - shared)
-        data.anatomy("d1", l)
+        data.anatomy("d1", l, seed=1)
         seconds, both = data.infer(["d1", "d2"], "d2")
         rows.append([shared, round(both.entropy[1].alone), round(both.entropy[1].together),
                      f"{both.entropy[1].drop:.1%}", seconds])
@@ -156,8 +163,8 @@ def timing_rows(data: Releases, l: int = 3) -> list[list[object]]:
         shared = records * SHARED // RECORDS
         data.version("d1", 0, records)
         data.version("d2", records - shared, records)
-        data.anatomy("d1", l)
-        data.anatomy("d2", l)
+        data.anatomy("d1", l, seed=1)
+        data.anatomy("d2", l, seed=2)
         seconds, both = data.infer(["d1", "d2"], "d2")
         constraints = both.one_constraints + both.relation_constraints
         paper = PAPER_FIGURE_5[records]
@@ -180,7 +187,7 @@ def scale_rows(sizes: list[int], l: int = 3) -> list[list[object]]:
                  "INTEGER) AS pid, zip, birth_date, sex, race, marital_status, diagnosis FROM hospital_raw")
         data.version("d1", 0, size)
         data.version("d2", total - size, size)
-        publish, _ = timed(lambda: (data.anatomy("d1", l), data.anatomy("d2", l)))
+        publish, _ = timed(lambda: (data.anatomy("d1", l, seed=1), data.anatomy("d2", l, seed=2)))
         seconds, both = data.infer(["d1", "d2"], "d2")
         rows.append([size, both.variables, both.one_constraints + both.relation_constraints, both.iterations,
                      f"{both.max_violation:.1e}", publish, seconds, f"{both.entropy[1].drop:.1%}"])

@@ -6,8 +6,9 @@ sensitive table (bucket, value, count). A reader learns which records share a
 bucket and which values the bucket holds, not which record holds which value.
 
 Buckets are formed in one statement, set-based: the records are ordered by
-their sensitive value (ties by every other column, so the result is
-reproducible) and record number p goes to bucket p mod G + 1, with
+their sensitive value, then pseudo-randomly (an MD5 of the record and
+`output.seed`, so the result is reproducible) and record number p goes to
+bucket p mod G + 1, with
 G = floor(n / l). A value's records are consecutive in that order, and a value
 holds at most G records (the eligibility condition, checked first), so no
 bucket receives a value twice: every bucket holds at least l records with
@@ -94,7 +95,14 @@ def bucketize(db: Database, conn: Connection, job: Job, source: TableName, qi_ta
         raise DataError(f"a source column named {BUCKET!r} or a sensitive column named {COUNT_COLUMN!r} would "
                         "collide with the columns anatomy adds; rename it in the source (or drop it as identifying)")
     s = db.q(sensitive)
-    order = ", ".join([f"t.{s}"] + [f"t.{db.q(c)}" for c in columns if not db.same_name(c, sensitive)])
+    others = [f"t.{db.q(c)}" for c in columns if not db.same_name(c, sensitive)]
+    # within a value, a keyed pseudo-random order (as Anatomy draws records at random): sorted by the QIs, two
+    # releases of a changing table would put the same neighbours together again and again and give far more away
+    # when combined (bench/bench_releases.py); the same job and seed give the same buckets on every database
+    keyed = ["CAST(:anatomy_seed AS VARCHAR)"] + [f"CAST({c} AS VARCHAR)" for c in others]
+    shuffled = f"md5(concat_ws('|', {', '.join(keyed)}))"
+    params["anatomy_seed"] = str(job.output.seed)
+    order = ", ".join([f"t.{s}", shuffled] + others)
     scratch = f"anatomy_{run_id}"
     assigned = db.scratch_ref(scratch)
     if conn.in_transaction():

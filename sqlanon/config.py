@@ -127,6 +127,7 @@ class Output:
     method: str = "generalize"
     l: int | None = None  # anatomy: different sensitive values in every bucket
     sensitive_table: str | None = None  # anatomy: the bucket, value, count table (default: TABLE_sensitive)
+    seed: str | int = 0  # anatomy: the records' pseudo-random order within a value (a new seed, new buckets)
 
     @property
     def bucketized(self) -> bool:
@@ -368,7 +369,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
 
 
 def _output(raw: Any) -> Output:
-    out = _mapping(raw, "output", {"table", "schema", "grant_to", "method", "l", "sensitive_table"})
+    out = _mapping(raw, "output", {"table", "schema", "grant_to", "method", "l", "sensitive_table", "seed"})
     grant_to = out.get("grant_to") or []
     grant_to = [grant_to] if isinstance(grant_to, str) else grant_to
     if not isinstance(grant_to, list):
@@ -379,13 +380,16 @@ def _output(raw: Any) -> Output:
         if isinstance(l_value, bool) or not isinstance(l_value, int) or l_value < 2:
             raise ConfigError(f"output.l must be a whole number >= 2 with method anatomy (every bucket holds l "
                               f"different sensitive values), got {l_value!r}")
-    elif l_value is not None or out.get("sensitive_table") is not None:
-        raise ConfigError("output.l and output.sensitive_table belong to method: anatomy; remove them, or add "
-                          "method: anatomy")
+    elif any(out.get(key) is not None for key in ("l", "sensitive_table", "seed")):
+        raise ConfigError("output.l, output.sensitive_table and output.seed belong to method: anatomy; remove "
+                          "them, or add method: anatomy")
+    seed = out.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, (int, str)):
+        raise ConfigError(f"output.seed must be a whole number or a word, got {seed!r}")
     return Output(_identifier(_required(out, "table", "output"), "output.table"),
                   _optional_identifier(out.get("schema"), "output.schema"),
                   [_identifier(role, "output.grant_to") for role in grant_to], method, l_value,
-                  _optional_identifier(out.get("sensitive_table"), "output.sensitive_table"))
+                  _optional_identifier(out.get("sensitive_table"), "output.sensitive_table"), seed)
 
 
 def require_lattice(job: Job) -> None:

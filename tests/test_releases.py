@@ -334,3 +334,49 @@ def test_inference_and_anatomy_on_postgresql(pg_server: str, pg_schema: str) -> 
               "output": {"table": "patients_qi", "method": "anatomy", "l": 2}}
     published = bucketize(job_from_dict(config))
     assert published.rows == 12 and published.fewest_values >= 2
+
+
+def test_three_releases_name_the_pair_behind_each_disclosure(example_url: str) -> None:
+    config = example_config(example_url, ["d1", "d2"], table="three")
+    config["releases"]["series"].append({"name": "again", "table": "d2_qi", "sensitive_table": "d2_sa"})
+    report = inference(job_from_dict(config))
+    causes = {(d["pseudonym"], d["value"]): d["releases"] for d in report.positive}
+    assert causes[("10", "Lung Cancer")] == "d1 + d2"  # the first pair that discloses it
+    assert len(report.entropy) == 3 and report.entropy[2].together == pytest.approx(report.entropy[1].together)
+
+
+def test_the_probability_table_is_replaced_only_when_asked(example_url: str) -> None:
+    job = job_from_dict(example_config(example_url, ["d1", "d2"], table="inferred"))
+    inference(job)
+    with pytest.raises(DataError, match="already exists"):
+        inference(job)
+    assert inference(job, replace=True).table.endswith("inferred")
+    engine = sa.create_engine(example_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE mine (x INTEGER)")
+    engine.dispose()
+    other = job_from_dict(example_config(example_url, ["d1", "d2"], table="mine"))
+    with pytest.raises(DataError, match="not written by sqlanon"):
+        inference(other, replace=True)
+
+
+def _buckets_of(url: str, table: str) -> dict[int, int]:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        rows = dict(conn.exec_driver_sql(f"SELECT s.pid, q.bucket FROM {table} q JOIN v1 s ON s.age = q.age "
+                                         "AND s.zip = q.zip").all())
+    engine.dispose()
+    return rows
+
+
+def test_the_same_seed_gives_the_same_buckets_and_another_seed_others(duck_url: str) -> None:
+    _table_with_versions(duck_url, 6, persons=30, shared=0)
+    config = _anatomy_config(duck_url, "v1", 3)
+    bucketize(job_from_dict(config))
+    first = _buckets_of(duck_url, "v1_qi")
+    bucketize(job_from_dict(config), replace=True)
+    assert _buckets_of(duck_url, "v1_qi") == first
+    bucketize(job_from_dict({**config, "output": {**config["output"], "seed": 7}}), replace=True)
+    assert _buckets_of(duck_url, "v1_qi") != first
+    with pytest.raises(ConfigError, match="belong to method: anatomy"):
+        job_from_dict({**config, "output": {"table": "t", "seed": 3}})
