@@ -468,6 +468,17 @@ def _checked_source(db: Database, job: Job, options: RunOptions, targets: list[_
     return columns
 
 
+@contextmanager
+def _recorded(db: Database, conn, options: RunOptions, job: Job, command: str) -> Iterator[RunRecord]:
+    """A run record for a command without a lattice search; marked failed (with the error) when it raises."""
+    run = RunRecord.start(db, conn, options.metadata_schema, job.name, command, command, job.to_json())
+    try:
+        yield run
+    except SqlanonError as exc:
+        run.fail(str(exc))
+        raise
+
+
 def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False) -> AnatomyReport:
     """Publish the job's table bucketized (output.method anatomy): a QI table and a sensitive table, written
     and audited in one transaction. Suppression, criteria and the lattice play no part."""
@@ -486,15 +497,10 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
         if qi_target.name.same_as(sa_target.name, db):
             raise ConfigError(f"output.table and output.sensitive_table both name {str(qi_target.name)!r}; give the "
                               "sensitive table its own name")
-        with db.connect() as conn:
-            run = RunRecord.start(db, conn, options.metadata_schema, job.name, "anatomy", "anatomy", job.to_json())
-            try:
-                report = anatomy_publish(db, conn, job, qi_target.source, qi_target.name, sa_target.name,
-                                         qi_target.keys, columns, run.run_id,
-                                         Ownership(db, options.metadata_schema), replace)
-            except SqlanonError as exc:
-                run.fail(str(exc))
-                raise
+        with db.connect() as conn, _recorded(db, conn, options, job, "anatomy") as run:
+            report = anatomy_publish(db, conn, job, qi_target.source, qi_target.name, sa_target.name,
+                                     qi_target.keys, columns, run.run_id, Ownership(db, options.metadata_schema),
+                                     replace)
             run.finish(report.to_dict())
         return report
     finally:
@@ -529,8 +535,7 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
                                            "inference.table")
                 ownership.check_target(conn, target, replace, "inference.table")  # before any work
                 conn.commit()
-            run = RunRecord.start(db, conn, options.metadata_schema, job.name, "inference", "maxent", job.to_json())
-            try:
+            with _recorded(db, conn, options, job, "inference") as run:
                 with conn.begin():  # the probability table appears whole, or not at all
                     output = None
                     if target is not None:
@@ -538,14 +543,11 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
                             db.drop_table(conn, db.q(target.schema, target.table))
                         output = db.q(target.schema, target.table)
                     report = analyze_releases(db, conn, job.releases, job.sensitive[0], found, list(found),
-                                              settings, f"inference_{run.run_id}", output)
+                                              settings, f"inference_{run.run_id}", output, options.progress)
                     if target is not None:
                         report.table = str(target)
                         ownership.record(conn, target, "output", report.persons, run.run_id)
-            except SqlanonError as exc:
-                run.fail(str(exc))
-                raise
-            run.finish(report.to_dict())
+                run.finish(report.to_dict())
         return report
     finally:
         db.dispose()

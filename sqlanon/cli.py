@@ -305,7 +305,8 @@ def inference_command(config: Path, max_probability: float | None, min_probabili
                                  ("table", table)) if v is not None}
     if changes:
         job = dataclasses.replace(job, inference=dataclasses.replace(job.inference, **changes))
-    report = inference(job, RunOptions(db_url, metadata_schema), replace=replace)
+    with _progress(fmt) as progress:
+        report = inference(job, RunOptions(db_url, metadata_schema, progress=progress), replace=replace)
     if fmt == "json":
         print(json.dumps(report.to_dict()))
     else:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 from sqlalchemy.engine import Connection
@@ -49,7 +49,17 @@ from .config import InferenceSettings, Release, ReleaseSeries
 from .errors import DataError
 from .hierarchies import Hierarchy
 
-PASSES_PER_STATEMENT = 16  # IPF passes nested in one statement (fewer round trips; checked after each statement)
+PASSES_PER_STATEMENT = 16
+Progress = Callable[[str, int, "int | None"], None]  # (phase, done, total when known)
+
+
+def _silent(phase: str, done: int, total: int | None) -> None:
+    """No progress shown."""
+
+
+def _label(name: str) -> str:
+    """How progress names a solve: every release, or one pair of them."""
+    return "all releases" if name == "p" else name.replace("pair", "pair ")  # IPF passes nested in one statement (fewer round trips; checked after each statement)
 LISTED = 50  # disclosures listed in a report (all of them are flagged in the probability table)
 
 
@@ -232,7 +242,8 @@ class ReleaseTables:
 
 
 def solve(db: Database, conn: Connection, tables: ReleaseTables, settings: InferenceSettings,
-          subset: list[int] | None = None, name: str = "p") -> tuple[str, dict[str, Any]]:
+          subset: list[int] | None = None, name: str = "p", progress: Progress = _silent
+          ) -> tuple[str, dict[str, Any]]:
     """The maximum-entropy P(s | i) from the releases numbered in `subset` (default: all), as a scratch table
     `(person, value, p)`; returns its name and the solve's figures. Raises DataError when the releases admit
     no solution, naming the constraint."""
@@ -246,7 +257,7 @@ def solve(db: Database, conn: Connection, tables: ReleaseTables, settings: Infer
         f"SELECT m.person, c.value FROM {sub_members} m JOIN {counts} c ON c.r = m.r AND c.grp = m.grp "
         f"JOIN (SELECT person, COUNT(*) AS held FROM {sub_members} h0 GROUP BY person) h ON h.person = m.person "
         "GROUP BY m.person, c.value, h.held HAVING COUNT(*) = h.held"))
-    possible, propagated, rounds = _propagate(db, conn, tables, possible, sub_members, rs, name)
+    possible, propagated, rounds = _propagate(db, conn, tables, possible, sub_members, rs, name, progress)
     _check_solvable(db, conn, tables, possible, rs)
     # persons left with one value hold it: they leave the iteration, and their groups' counts shrink by them
     undecided = f"(SELECT person FROM {possible} GROUP BY person HAVING COUNT(*) > 1)"
@@ -263,7 +274,7 @@ def solve(db: Database, conn: Connection, tables: ReleaseTables, settings: Infer
         "CAST(1 AS DOUBLE PRECISION) / COUNT(*) OVER (PARTITION BY v.person) AS x "
         f"FROM {possible} v JOIN (SELECT person, {pivot} FROM {members} WHERE {in_subset} GROUP BY person) g "
         f"ON g.person = v.person {joins} WHERE v.person IN {undecided}"))
-    figures = _iterate(db, conn, tables, x, rs, settings, name)
+    figures = _iterate(db, conn, tables, x, rs, settings, name, progress)
     db.execute(conn, f"INSERT INTO {x} (person, value, p) SELECT person, value, 1 FROM {possible} "
                      f"WHERE person NOT IN {undecided}")
     db.drop_table(conn, held)
@@ -279,7 +290,7 @@ MATCHED_STATES = 100_000  # ... when their value counts allow at most this many 
 
 
 def _propagate(db: Database, conn: Connection, tables: ReleaseTables, possible: str, members: str, rs: list[int],
-               name: str) -> tuple[str, int, int]:
+               name: str, progress: Progress = _silent) -> tuple[str, int, int]:
     """Remove the (person, value) pairs that no assignment of values to persons allows, until none is left.
 
     Each group of a release is a global cardinality constraint: its persons
@@ -326,6 +337,7 @@ def _propagate(db: Database, conn: Connection, tables: ReleaseTables, possible: 
         db.drop_table(conn, gone)
         tables.created.remove(gone)
         removed += count
+        progress(f"propagation, {_label(name)}: rounds", rounds, None)
         level = 0 if count else level + 1
         if level > (2 if len(rs) > 1 else 1):
             break
@@ -596,7 +608,7 @@ SNAP_BELOW, SNAP_RATIO = 0.05, 0.6  # removed when below this and below this sha
 
 
 def _iterate(db: Database, conn: Connection, tables: ReleaseTables, x: str, rs: list[int],
-             settings: InferenceSettings, name: str) -> dict[str, Any]:
+             settings: InferenceSettings, name: str, progress: Progress = _silent) -> dict[str, Any]:
     """IPF passes until the largest relation-constraint violation is within the tolerance.
 
     Plain IPF approaches a probability forced to 0 (or 1) only like
@@ -614,6 +626,7 @@ def _iterate(db: Database, conn: Connection, tables: ReleaseTables, x: str, rs: 
     at_doubling: dict[int, float] = {}
     while solver.passes < settings.max_iterations and violation > settings.tolerance:
         violation = solver.run(min(PASSES_PER_STATEMENT, settings.max_iterations - solver.passes))
+        progress(f"iterating, {_label(name)}: passes", solver.passes, settings.max_iterations)
         if trial is not None and solver.passes >= trial[1]:  # judge the last removal
             saved, _, before = trial
             if violation > before:
@@ -701,16 +714,16 @@ def release_pairs(count: int) -> list[list[int]]:
 
 def analyze_releases(db: Database, conn: Connection, series: ReleaseSeries, sensitive: str,
                      hierarchies: dict[str, Hierarchy], qi_columns: list[str], settings: InferenceSettings,
-                     prefix: str, output: str | None = None) -> InferenceReport:
+                     prefix: str, output: str | None = None, progress: Progress = _silent) -> InferenceReport:
     """Solve every release together (and, with more than two, each pair, to name the pair behind each
     disclosure), write P(s | person) to `output` (a table reference) when given, and report."""
     started = time.perf_counter()
     # in the caller's transaction: on an error its rollback takes the scratch tables with it
     tables = ReleaseTables(db, conn, series, sensitive, hierarchies, qi_columns, prefix)
-    x, figures = solve(db, conn, tables, settings)
+    x, figures = solve(db, conn, tables, settings, progress=progress)
     count = len(tables.releases)
     pairs = release_pairs(count) if count > 2 else []
-    pair_tables = [solve(db, conn, tables, settings, pair, f"pair{j}")[0] for j, pair in enumerate(pairs)]
+    pair_tables = [solve(db, conn, tables, settings, pair, f"pair{j}", progress)[0] for j, pair in enumerate(pairs)]
     result = tables.scratch("result")
     tables.create(result, *_result_sql(tables, x, settings, pairs, pair_tables))
     report = _report(db, conn, tables, result, x, figures, settings)
