@@ -23,6 +23,7 @@ from sqlalchemy import text
 
 from .anatomy import AnatomyReport, bucketize as anatomy_publish
 from .inference import InferenceReport, analyze_releases
+from .mondrian import Mondrian, MondrianQI, MondrianReport, publish as mondrian_table
 from .analysis import (AnalysisReport, AnalysisSettings, BayesSettings, TableAnalysis, analyze_frequency_set,
                        bayes_audit)
 from .report import ReportData, write_report
@@ -31,11 +32,12 @@ from .backends import Database, duckdb_file
 from .config import Job, Output, normalize_url, require_lattice
 from .dimensions import (StarSchema, build_star_schema, check_columns, generated_hierarchy, needed_sensitive,
                          read_hierarchy_files)
-from .errors import ConfigError, DataError, RunCancelled, SqlanonError
+from .errors import AuditError, ConfigError, DataError, RunCancelled, SqlanonError
 from .hierarchies import GENERATED_TOP, Hierarchy
 from .jobs import opened_registry
 from .lattice import minimal_nodes
-from .materialize import Publication, check_output, materialize, pseudonym_keys
+from .materialize import (Publication, check_output, check_published_columns, identifier_select, materialize,
+                          pseudonym_keys)
 from .ownership import Ownership, TableName, file_digest
 from .metrics import (METRICS, MetricsEvaluator, best_node, level_metrics, needs_every_passing_node, node_label,
                       selection_metric)
@@ -158,6 +160,8 @@ def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False
     if job.output.bucketized:
         raise ConfigError("output.method anatomy publishes two tables: call bucketize(job) (the CLI's anonymize "
                           "does this by itself)")
+    if job.output.partitioned:
+        raise ConfigError("output.method mondrian: call partition(job) (the CLI's anonymize does this by itself)")
     output: Output = job.output
     if output.schema is None and job.source.schema is not None:
         output = dataclasses.replace(output, schema=job.source.schema)
@@ -503,6 +507,55 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
                                      replace)
             run.finish(report.to_dict())
         return report
+    finally:
+        db.dispose()
+
+
+def partition(job: Job, options: RunOptions | None = None, replace: bool = False) -> MondrianReport:
+    """Publish the job's table partitioned by Mondrian (output.method mondrian): QIs with a hierarchy split
+    along it, the others at their median, every partition satisfying the criteria; written and audited in one
+    transaction."""
+    options = options or RunOptions()
+    job = job.with_url(options.db_url)
+    output = job.output
+    if output is None or not output.partitioned:
+        raise ConfigError("partition needs output: {table: NAME, method: mondrian}")
+    if output.schema is None and job.source.schema is not None:
+        output = dataclasses.replace(output, schema=job.source.schema)
+    target = _Target(output, replace, keys=pseudonym_keys(job))
+    found = hierarchies(job, options)
+    db = _database(job, options)
+    try:
+        columns = _checked_source(db, job, options, [target])
+        qis = [MondrianQI(qi.column, found.get(qi.column)) for qi in job.quasi_identifiers]
+        sensitive = needed_sensitive(job.criteria)
+        with db.connect() as conn, _recorded(db, conn, options, job, "mondrian") as run:
+            with conn.begin():  # the output appears whole and audited, or not at all
+                work = Mondrian(db, conn, db.q(target.source.schema, target.source.table), columns, qis, sensitive,
+                                job.criteria, f"mondrian_{run.run_id}", output.relaxed, options.progress)
+                rows = work.prepare()
+                result = work.run()
+                ownership = Ownership(db, options.metadata_schema)
+                final = db.q(target.name.schema, target.name.table)
+                if ownership.check_target(conn, target.name, replace, "output table", target.source):
+                    db.drop_table(conn, final)
+                params: dict[str, object] = {}
+                published = mondrian_table(db, conn, work, final, lambda c: identifier_select(
+                    db, job.identifying, c, target.keys, f"pk{len(params)}", params), output.numeric == "mean",
+                    params)
+                work.drop()
+                check_published_columns(db, conn, target.name, published)
+                report = audit_table(db, conn, final, job.qi_names, job.sensitive, job.criteria)
+                if not report.ok or report.rows != rows:
+                    failed = ", ".join(name for name, ok in report.holds.items() if not ok) or "row count"
+                    raise AuditError(f"the partitioned table failed its audit ({failed}); nothing was written")
+                ownership.record(conn, target.name, "output", rows, run.run_id)
+                for role in output.grant_to:
+                    db.execute(conn, f"GRANT SELECT ON {final} TO {db.q(role)}")
+                preview = db.execute(conn, f"SELECT * FROM {final} LIMIT {PREVIEW_ROWS}").mappings().all()
+            published_report = MondrianReport(str(target.name), rows, result, report, [dict(r) for r in preview])
+            run.finish(published_report.to_dict())
+        return published_report
     finally:
         db.dispose()
 

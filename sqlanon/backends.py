@@ -241,6 +241,12 @@ class Database:
         inner = f"unhex(sha256(CAST({inner_key} AS BLOB) || encode(CAST({value} AS VARCHAR))))"
         return f"sha256(CAST({outer_key} AS BLOB) || {inner})"
 
+    def not_a_number(self, column: str) -> str:
+        """A condition true where `column` (quoted) holds something that is not a number."""
+        if self.kind == "postgresql":  # no TRY_CAST before PostgreSQL 16's pg_input_is_valid
+            return (f"CAST({column} AS TEXT) !~ '^\\s*[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?\\s*$'")
+        return f"TRY_CAST(CAST({column} AS VARCHAR) AS DOUBLE) IS NULL"
+
     def drop_table(self, conn: Connection, ref: str) -> None:
         """Drop one of sqlanon's own tables (its dimension and scratch tables; outputs it wrote)."""
         self.execute(conn, f"DROP TABLE IF EXISTS {ref}")

@@ -25,8 +25,10 @@ from . import __version__
 from .analysis import AnalysisReport, AnalysisSettings, BayesSettings, default_background
 from .anatomy import AnatomyReport
 from .inference import InferenceReport
+from .mondrian import MondrianReport
 from .api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_table, anonymize, apply, audit,
-                  bucketize, hierarchies, inference, load_csv, node_metrics, register_job, report, run_job, search)
+                  bucketize, hierarchies, inference, load_csv, node_metrics, partition, register_job, report,
+                  run_job, search)
 from .jobs import JobRegistry, opened_registry
 from .audit import AuditReport
 from .backends import Database, lock_hint, qualified_name
@@ -746,10 +748,32 @@ def _anonymize(job: Job, options: RunOptions, fmt: str, replace: bool) -> None:
     if job.output is not None and job.output.bucketized:
         _show_bucketized(bucketize(job, options, replace=replace), fmt)
         return
+    if job.output is not None and job.output.partitioned:
+        with _progress(fmt) as progress:
+            options.progress = progress
+            _show_partitioned(partition(job, options, replace=replace), fmt)
+        return
     with _progress(fmt) as progress:
         options.progress = progress
         result = anonymize(job, options, replace=replace)
     _show_result(result, fmt)
+
+
+def _show_partitioned(report: MondrianReport, fmt: str) -> None:
+    """What Mondrian published: the table, its partitions, the audit, the first rows."""
+    if fmt == "json":
+        print(json.dumps(report.to_dict()))
+        return
+    data = report.to_dict()
+    figures = [["table", report.output], ["rows", str(report.rows)], ["partitions", str(data["partitions"])],
+               ["smallest / average / largest partition",
+                f"{data['smallest_partition']} / {_number(data['average_partition'])} / {data['largest_partition']}"],
+               ["rounds (statements)", f"{data['rounds']} ({data['statements']})"]]
+    figures += [[f"audit: {name}", "holds" if ok else "FAILS"] for name, ok in report.audit.holds.items()]
+    _print_rows("Published partitioned (Mondrian), audited:", ["figure", "value"], figures, fmt)
+    if fmt == "table" and report.preview:
+        _print_rows("First rows:", list(report.preview[0]), [[str(v) for v in row.values()] for row in report.preview],
+                    fmt)
 
 
 def _show_bucketized(report: AnatomyReport, fmt: str) -> None:

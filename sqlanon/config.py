@@ -108,7 +108,8 @@ class Identifier:
         return key
 
 
-OUTPUT_METHODS = ("generalize", "anatomy")
+OUTPUT_METHODS = ("generalize", "anatomy", "mondrian")
+NUMERIC_OUTPUTS = ("range", "mean")
 
 
 @dataclass
@@ -128,6 +129,12 @@ class Output:
     l: int | None = None  # anatomy: different sensitive values in every bucket
     sensitive_table: str | None = None  # anatomy: the bucket, value, count table (default: TABLE_sensitive)
     seed: str | int = 0  # anatomy: the records' pseudo-random order within a value (a new seed, new buckets)
+    relaxed: bool = False  # mondrian: cut numeric QIs into halves of the sorted rows (equal values either side)
+    numeric: str = "range"  # mondrian: publish a numeric QI as its partition's range or mean
+
+    @property
+    def partitioned(self) -> bool:
+        return self.method == "mondrian"
 
     @property
     def bucketized(self) -> bool:
@@ -369,7 +376,8 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
 
 
 def _output(raw: Any) -> Output:
-    out = _mapping(raw, "output", {"table", "schema", "grant_to", "method", "l", "sensitive_table", "seed"})
+    out = _mapping(raw, "output", {"table", "schema", "grant_to", "method", "l", "sensitive_table", "seed",
+                                   "relaxed", "numeric"})
     grant_to = out.get("grant_to") or []
     grant_to = [grant_to] if isinstance(grant_to, str) else grant_to
     if not isinstance(grant_to, list):
@@ -383,13 +391,20 @@ def _output(raw: Any) -> Output:
     elif any(out.get(key) is not None for key in ("l", "sensitive_table", "seed")):
         raise ConfigError("output.l, output.sensitive_table and output.seed belong to method: anatomy; remove "
                           "them, or add method: anatomy")
+    if method != "mondrian" and any(out.get(key) is not None for key in ("relaxed", "numeric")):
+        raise ConfigError("output.relaxed and output.numeric belong to method: mondrian; remove them, or add "
+                          "method: mondrian")
+    relaxed = out.get("relaxed", False)
+    if not isinstance(relaxed, bool):
+        raise ConfigError(f"output.relaxed must be true or false, got {relaxed!r}")
+    numeric = _choice(out.get("numeric", "range"), NUMERIC_OUTPUTS, "output.numeric")
     seed = out.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, (int, str)):
         raise ConfigError(f"output.seed must be a whole number or a word, got {seed!r}")
     return Output(_identifier(_required(out, "table", "output"), "output.table"),
                   _optional_identifier(out.get("schema"), "output.schema"),
                   [_identifier(role, "output.grant_to") for role in grant_to], method, l_value,
-                  _optional_identifier(out.get("sensitive_table"), "output.sensitive_table"), seed)
+                  _optional_identifier(out.get("sensitive_table"), "output.sensitive_table"), seed, relaxed, numeric)
 
 
 def require_lattice(job: Job) -> None:
@@ -405,7 +420,10 @@ def require_lattice(job: Job) -> None:
 
 
 def _check_method(job: Job) -> None:
-    """What each output method needs: generalization hierarchies and criteria; anatomy one sensitive column."""
+    """What each output method needs: generalization hierarchies and criteria; anatomy one sensitive column;
+    Mondrian criteria (its QIs with a hierarchy are split along it, the others as numbers)."""
+    if job.output is not None and job.output.partitioned and not job.criteria:
+        raise ConfigError("output.method mondrian needs criteria, e.g. criteria: {k_anonymity: {k: 5}}")
     if job.output is not None and job.output.bucketized:
         if job.criteria:
             raise ConfigError("output.method anatomy guarantees l different sensitive values per bucket (output.l) "
@@ -592,6 +610,9 @@ def _quasi_identifiers(raw: Any, base_dir: Path) -> list[QuasiIdentifier]:
     qis = []
     for column, spec in raw.items():
         column = _identifier(column, "quasi_identifiers")
+        if spec is None or spec == {}:  # `age:` alone, no hierarchy: anatomy publishes it, Mondrian cuts it as a number
+            qis.append(QuasiIdentifier(column))
+            continue
         if isinstance(spec, str):  # shorthand: `age: hierarchies/age.csv`
             spec = {"hierarchy": spec}
         spec = _mapping(spec, f"quasi_identifiers.{column}", None)

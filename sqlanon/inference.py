@@ -49,7 +49,7 @@ from .config import InferenceSettings, Release, ReleaseSeries
 from .errors import DataError
 from .hierarchies import Hierarchy
 
-PASSES_PER_STATEMENT = 16
+PASSES_PER_STATEMENT = 16  # IPF passes in one statement (the violation is checked after each statement)
 Progress = Callable[[str, int, "int | None"], None]  # (phase, done, total when known)
 
 
@@ -59,7 +59,7 @@ def _silent(phase: str, done: int, total: int | None) -> None:
 
 def _label(name: str) -> str:
     """How progress names a solve: every release, or one pair of them."""
-    return "all releases" if name == "p" else name.replace("pair", "pair ")  # IPF passes nested in one statement (fewer round trips; checked after each statement)
+    return "all releases" if name == "p" else name.replace("pair", "pair ")
 LISTED = 50  # disclosures listed in a report (all of them are flagged in the probability table)
 
 
@@ -525,7 +525,8 @@ def _check_counts(db: Database, conn: Connection, tables: ReleaseTables, possibl
     if row:
         release = tables.releases[row[0] - 1].name
         raise DataError(f"the releases are inconsistent: release {release!r}, bucket {row[1]} lists {row[3]} x "
-                        f"{row[2]!r}, but given the other releases {row[4]} of its persons may hold it and {row[5] or 0} "
+                        f"{row[2]!r}, but given the other releases {row[4]} of its persons may hold it and "
+                        f"{row[5] or 0} "
                         "must; no solution exists")
 
 

@@ -1,0 +1,356 @@
+"""Multidimensional anonymization (Mondrian, LeFevre, DeWitt, Ramakrishnan 2006), a depth per round.
+
+The table is copied once into a work table (a row number, the partition,
+each numeric QI as a number, each categorical QI's label at every level of
+its hierarchy, the other columns as they are). Every round considers all the
+partitions still open at once:
+1. candidates: for each partition and QI, the cut Mondrian would make: a
+   numeric QI at its median (the ceil(n/2)-th smallest value: left <= median,
+   right above; relaxed Mondrian splits the sorted rows in two halves instead,
+   so equal values may go either way), a categorical QI into the children of
+   the partition's node (its rows' labels one level down); each with the QI's
+   normalized width (numeric: the partition's range over the table's;
+   categorical: the leaves under the node over all leaves);
+2. the criteria's SQL over the candidate parts (classes: partition, QI,
+   part): a cut is allowed only when every part satisfies every criterion;
+   each partition takes its allowed cut of the widest QI (ties: QI order),
+   and one without any is final;
+3. the rows move to their new partitions.
+So a table needs about log2(n / k) rounds of four statements, however many
+partitions each has. Criteria monotone under splitting's reverse (a union of
+parts that satisfy them satisfies them: k-anonymity, the l-diversity family,
+t-closeness against the whole table) plug in unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from sqlalchemy.engine import Connection
+
+from .backends import Database
+from .criteria import Criterion, FrequencySetView
+from .errors import DataError
+from .frequency import violating_classes_sql
+from .hierarchies import Hierarchy
+
+MAX_ROUNDS = 200
+
+
+@dataclass
+class MondrianQI:
+    column: str
+    hierarchy: Hierarchy | None  # None: numeric, cut at the median
+
+    @property
+    def numeric(self) -> bool:
+        return self.hierarchy is None
+
+    @property
+    def height(self) -> int:
+        return 0 if self.hierarchy is None else self.hierarchy.height
+
+
+@dataclass
+class MondrianResult:
+    partitions: int
+    rounds: int
+    statements: int
+    smallest: int
+    largest: int
+    sizes: list[int] = field(default_factory=list)
+
+
+@dataclass
+class MondrianReport:
+    """What `partition` published: the table, its partitions, its audit and first rows."""
+
+    output: str
+    rows: int
+    result: MondrianResult
+    audit: Any
+    preview: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.result
+        return {"method": "mondrian", "output": self.output, "rows": self.rows, "partitions": r.partitions,
+                "rounds": r.rounds, "statements": r.statements, "smallest_partition": r.smallest,
+                "largest_partition": r.largest, "average_partition": self.rows / max(1, r.partitions),
+                "audit": self.audit.to_dict(),
+                "preview": [{k: v if v is None or isinstance(v, (int, float, str)) else str(v)
+                             for k, v in row.items()} for row in self.preview]}
+
+
+class Mondrian:
+    """The partitioning of one table, built in scratch tables of the connection's session."""
+
+    def __init__(self, db: Database, conn: Connection, source: str, columns: list[str], qis: list[MondrianQI],
+                 sensitive: list[str], criteria: list[Criterion], prefix: str, relaxed: bool = False,
+                 progress: Callable[[str, int, int | None], None] = lambda *_: None):
+        self.db, self.conn, self.source, self.columns, self.qis = db, conn, source, columns, qis
+        self.sensitive, self.criteria, self.prefix, self.relaxed = sensitive, criteria, prefix, relaxed
+        self.progress, self.statements = progress, 0
+        self.work = db.scratch_ref(f"{prefix}_work")
+        self.parts = db.scratch_ref(f"{prefix}_parts")
+        self.created: list[str] = []
+
+    # --- setup ----------------------------------------------------------
+    def _create(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
+        """Create (or replace) the scratch table `ref` from `select`, which may read the table it replaces."""
+        name = ref.rsplit(".", 1)[-1]
+        following = self.db.scratch_ref(f"{self.prefix}_next")
+        self.db.execute(self.conn, f"CREATE TEMP TABLE {following.rsplit('.', 1)[-1]} AS {select}", params)
+        self.db.drop_table(self.conn, ref)
+        self.db.execute(self.conn, f"ALTER TABLE {following} RENAME TO {name}")
+        if ref not in self.created:
+            self.created.append(ref)
+        self.statements += 1
+
+    def drop(self) -> None:
+        for ref in reversed(self.created):
+            self.db.drop_table(self.conn, ref)
+        self.created.clear()
+
+    def prepare(self) -> int:
+        """The work table (checked: numeric QIs are numbers, categorical values are in their hierarchies, no
+        NULL QI), the leaf counts of every hierarchy node, and one partition holding every row."""
+        db, q = self.db, self.db.q
+        labels, joins = [], []
+        for j, qi in enumerate(self.qis):
+            self._check_values(j, qi)
+            if qi.numeric:
+                labels.append(f"CAST(t.{q(qi.column)} AS DOUBLE PRECISION) AS v{j}")
+                continue
+            mapping = self._hierarchy_table(j, qi.hierarchy)
+            joins.append(f"JOIN {mapping} h{j} ON h{j}.value = CAST(t.{q(qi.column)} AS VARCHAR)")
+            labels += [f"h{j}.l{level} AS c{j}_{level}" for level in range(qi.height + 1)]
+        originals = ", ".join(f"t.{q(c)}" for c in self.columns)
+        self._create(self.work, f"SELECT ROW_NUMBER() OVER () AS rid, 1 AS part, {', '.join(labels)}, {originals} "
+                                f"FROM {self.source} t {' '.join(joins)}")
+        levels = ", ".join(f"{qi.height} AS lev{j}" for j, qi in enumerate(self.qis))
+        self._create(self.parts, f"SELECT 1 AS part, TRUE AS open, {levels}")
+        for j, qi in enumerate(self.qis):  # the leaves under each node of each hierarchy, by level and label
+            if not qi.numeric:
+                h = self.db.scratch_ref(f"{self.prefix}_h{j}")
+                self._create(self._leaves_ref(j),
+                             " UNION ALL ".join(f"SELECT {lv} AS level, l{lv} AS label, COUNT(DISTINCT value) AS n "
+                                                f"FROM {h} GROUP BY l{lv}" for lv in range(qi.height + 1)))
+        rows = int(db.execute(self.conn, f"SELECT COUNT(*) FROM {self.work}").scalar_one())
+        if rows == 0:
+            raise DataError("the source table is empty; there is nothing to anonymize")
+        self._check_whole_table()
+        return rows
+
+    def _leaves_ref(self, j: int) -> str:
+        return self.db.scratch_ref(f"{self.prefix}_leaves{j}")
+
+    def _hierarchy_table(self, j: int, hierarchy: Hierarchy) -> str:
+        """(value, l0..lh) of a hierarchy as a scratch table, and the leaves under each node, per level."""
+        ref = self.db.scratch_ref(f"{self.prefix}_h{j}")
+        names = [("value", "VARCHAR")] + [(f"l{level}", "VARCHAR") for level in range(hierarchy.height + 1)]
+        self.db.drop_table(self.conn, ref)
+        cols = ", ".join(f"{self.db.q(n)} {t}" for n, t in names)
+        self.db.execute(self.conn, f"CREATE TEMP TABLE {ref.rsplit('.', 1)[-1]} ({cols})")
+        self.db.insert_rows(self.conn, ref, [n for n, _ in names], [(p[0], *p) for p in hierarchy.paths])
+        self.created.append(ref)
+        self.statements += 2
+        return ref
+
+    def _check_values(self, j: int, qi: MondrianQI) -> None:
+        db, column = self.db, self.db.q(qi.column)
+        nulls = db.execute(self.conn, f"SELECT COUNT(*) FROM {self.source} WHERE {column} IS NULL").scalar_one()
+        if nulls:
+            raise DataError(f"quasi-identifier {qi.column!r} is NULL in {nulls} row(s); Mondrian places every "
+                            "row in a partition by its values: fill them in or remove those rows first")
+        if qi.numeric:
+            bad = db.execute(self.conn, f"SELECT CAST({column} AS VARCHAR) FROM {self.source} WHERE "
+                                        f"{db.not_a_number(column)} LIMIT 1").first()
+            if bad is not None:
+                raise DataError(f"quasi-identifier {qi.column!r} has no hierarchy, so Mondrian cuts it at its "
+                                f"median as a number, but it holds {bad[0]!r}; give it a hierarchy (a categorical "
+                                "QI is split along it) or fix the value")
+            return
+        values = sorted(qi.hierarchy.values)
+        names = {f"hv{j}_{i}": v for i, v in enumerate(values)}
+        stray = db.execute(self.conn, (
+            f"SELECT CAST({column} AS VARCHAR) FROM {self.source} WHERE CAST({column} AS VARCHAR) NOT IN "
+            f"({', '.join(':' + n for n in names)}) LIMIT 1"), names).first()
+        if stray is not None:
+            raise DataError(f"value {stray[0]!r} of {qi.column!r} is not in its hierarchy; add it to the hierarchy "
+                            "file (or fix the value)")
+
+    def _check_whole_table(self) -> None:
+        view = self._view("SELECT part, '' AS child, 0 AS dim, " + self._sensitive("w") + f"COUNT(*) AS cnt "
+                          f"FROM {self.work} w GROUP BY part{self._sensitive_group('w')}")
+        params: dict[str, object] = {}
+        bad = self.db.execute(self.conn, f"WITH fs AS ({view.definition}) SELECT COUNT(*) FROM "
+                                         f"({violating_classes_sql(view, self.criteria, 'all', params)}) v",
+                              params).scalar_one()
+        self.statements += 1
+        if bad:
+            raise DataError("the criteria do not hold even for the whole table as one class, so no partitioning "
+                            "can satisfy them; relax the criteria (a smaller k or l, a larger t)")
+
+    # --- rounds -----------------------------------------------------------
+    def run(self) -> MondrianResult:
+        rounds = 0
+        while rounds < MAX_ROUNDS:
+            rounds += 1
+            self._candidates()
+            split = self._choose()
+            self.progress("Mondrian: rounds", rounds, None)
+            if not split:
+                break
+            self._apply()
+        sizes = [int(n) for (n,) in self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.work} GROUP BY part "
+                                                               "ORDER BY 1").all()]
+        return MondrianResult(len(sizes), rounds, self.statements, min(sizes), max(sizes), sizes)
+
+    def _sensitive(self, alias: str) -> str:
+        return "".join(f"{alias}.{self.db.q(c)} AS s{i}, " for i, c in enumerate(self.sensitive))
+
+    def _sensitive_group(self, alias: str) -> str:
+        return "".join(f", {alias}.{self.db.q(c)}" for c in self.sensitive)
+
+    def _view(self, definition: str) -> FrequencySetView:
+        reference = (f"(SELECT {', '.join(f'{self.db.q(c)} AS s{i}' for i, c in enumerate(self.sensitive))}, "
+                     f"COUNT(*) AS cnt FROM {self.work} GROUP BY "
+                     f"{', '.join(self.db.q(c) for c in self.sensitive)}) AS whole_table") if self.sensitive else None
+        return FrequencySetView("fs", ["part", "dim", "child"], "cnt",
+                                {c: f"s{i}" for i, c in enumerate(self.sensitive)}, definition, reference)
+
+    def _child(self, j: int, qi: MondrianQI, alias: str = "w") -> str:
+        """The part of the row under a cut of QI j (text), the candidate's columns in `c`."""
+        if qi.numeric:
+            if self.relaxed:
+                return (f"CASE WHEN 2 * ROW_NUMBER() OVER (PARTITION BY {alias}.part ORDER BY {alias}.v{j}, "
+                        f"{alias}.rid) <= c.n + 1 THEN 'L' ELSE 'R' END")
+            return f"CASE WHEN {alias}.v{j} <= c.cut THEN 'L' ELSE 'R' END"
+        cases = " ".join(f"WHEN {level} THEN {alias}.c{j}_{level - 1}" for level in range(1, qi.height + 1))
+        return f"CASE p.lev{j} {cases} END"
+
+    def _candidates(self) -> None:
+        """(part, dim, width, cut, n): the cut each open partition would make on each QI that can be cut."""
+        parts = []
+        for j, qi in enumerate(self.qis):
+            if qi.numeric:
+                ranked = (f"SELECT w.part, w.v{j} AS v, ROW_NUMBER() OVER (PARTITION BY w.part ORDER BY w.v{j}) "
+                          f"AS rn, COUNT(*) OVER (PARTITION BY w.part) AS n FROM {self.work} w JOIN {self.parts} p "
+                          "ON p.part = w.part WHERE p.open")
+                span = f"(SELECT MAX(v{j}) - MIN(v{j}) FROM {self.work})"
+                parts.append(
+                    f"SELECT part, {j} AS dim, CASE WHEN {span} > 0 THEN (MAX(v) - MIN(v)) / {span} ELSE 0 END AS "
+                    "width, MAX(CASE WHEN 2 * rn >= n AND 2 * (rn - 1) < n THEN v END) AS cut, MAX(n) AS n "
+                    f"FROM ({ranked}) r GROUP BY part HAVING MAX(v) > MIN(v)"
+                    # strict: the cut must leave rows above it (the lower median can be the largest value)
+                    + ("" if self.relaxed else
+                       " AND MAX(v) > MAX(CASE WHEN 2 * rn >= n AND 2 * (rn - 1) < n THEN v END)"))
+                continue
+            node = " ".join(f"WHEN {lv} THEN w.c{j}_{lv}" for lv in range(qi.height + 1))
+            kids = " ".join(f"WHEN {lv} THEN w.c{j}_{lv - 1}" for lv in range(1, qi.height + 1))
+            grouped = (f"SELECT w.part, p.lev{j} AS lev, MAX(CASE p.lev{j} {node} END) AS node, "
+                       f"COUNT(DISTINCT CASE p.lev{j} {kids} END) AS kids, COUNT(*) AS n FROM {self.work} w "
+                       f"JOIN {self.parts} p ON p.part = w.part WHERE p.open AND p.lev{j} > 0 "
+                       f"GROUP BY w.part, p.lev{j}")
+            parts.append(
+                f"SELECT g.part, {j} AS dim, CAST(lv.n AS DOUBLE PRECISION) / {len(qi.hierarchy.values)} AS width, "
+                f"CAST(NULL AS DOUBLE PRECISION) AS cut, g.n FROM ({grouped}) g JOIN {self._leaves_ref(j)} lv "
+                "ON lv.level = g.lev AND lv.label = g.node WHERE g.kids > 1")
+        if not parts:
+            parts = ["SELECT 0 AS part, 0 AS dim, 0.0 AS width, 0.0 AS cut, 0 AS n WHERE 1 = 0"]
+        self._create(self.candidates, " UNION ALL ".join(parts))
+
+    @property
+    def candidates(self) -> str:
+        return self.db.scratch_ref(f"{self.prefix}_cand")
+
+    @property
+    def choice(self) -> str:
+        return self.db.scratch_ref(f"{self.prefix}_choice")
+
+    def _choose(self) -> int:
+        """Each open partition's cut: the widest QI whose parts all satisfy the criteria; returns how many
+        partitions split (the others are closed)."""
+        pieces = []
+        for j, qi in enumerate(self.qis):
+            pieces.append(
+                f"SELECT w.part, c.dim, {self._child(j, qi)} AS child, {self._sensitive('w')}w.rid FROM {self.work} w "
+                f"JOIN {self.parts} p ON p.part = w.part JOIN {self.candidates} c ON c.part = w.part AND c.dim = {j}")
+        rows = " UNION ALL ".join(pieces)
+        sensitive = "".join(f", s{i}" for i in range(len(self.sensitive)))
+        view = self._view(f"SELECT part, dim, child{sensitive}, COUNT(*) AS cnt FROM ({rows}) r "
+                          f"GROUP BY part, dim, child{sensitive}")
+        params: dict[str, object] = {}
+        bad = violating_classes_sql(view, self.criteria, "cut", params)
+        allowed = (f"SELECT c.part, c.dim, c.width FROM {self.candidates} c WHERE NOT EXISTS (SELECT 1 FROM bad b "
+                   "WHERE b.part = c.part AND b.dim = c.dim)")
+        best = ("SELECT part, dim FROM (SELECT part, dim, ROW_NUMBER() OVER (PARTITION BY part ORDER BY width DESC, "
+                f"dim) AS rank FROM ({allowed}) a) ranked WHERE rank = 1")
+        self._create(self.choice, f"WITH fs AS MATERIALIZED ({view.definition}), bad AS ({bad}) "
+                                  f"SELECT x.part, x.dim, c.cut, c.n FROM ({best}) x JOIN {self.candidates} c "
+                                  "ON c.part = x.part AND c.dim = x.dim", params)
+        return int(self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.choice}").scalar_one())
+
+    def _apply(self) -> None:
+        """Rows to their new partitions (numbered afresh); partitions without a cut are closed."""
+        child = " ".join(f"WHEN {j} THEN {self._child(j, qi)}" for j, qi in enumerate(self.qis))
+        moved = (f"SELECT w.*, CASE c.dim {child} ELSE '' END AS piece, c.dim AS cut_dim FROM {self.work} w "
+                 f"JOIN {self.parts} p ON p.part = w.part LEFT JOIN {self.choice} c ON c.part = w.part")
+        numbered = self.db.scratch_ref(f"{self.prefix}_moved")
+        self._create(numbered, f"SELECT m.*, DENSE_RANK() OVER (ORDER BY m.part, m.piece) AS new_part FROM ({moved}) m")
+        levels = ", ".join(f"MAX(p.lev{j}) - CASE WHEN MAX(m.cut_dim) = {j} THEN {0 if qi.numeric else 1} ELSE 0 "
+                           f"END AS lev{j}" for j, qi in enumerate(self.qis))
+        self._create(self.parts, f"SELECT m.new_part AS part, BOOL_AND(p.open AND m.cut_dim IS NOT NULL) AS open, "
+                                 f"{levels} FROM {numbered} m JOIN {self.parts} p ON p.part = m.part "
+                                 "GROUP BY m.new_part")
+        keep = ", ".join(c for c in self._work_columns())
+        self._create(self.work, f"SELECT {keep.replace('part,', 'new_part AS part,', 1)} FROM {numbered}")
+        self.db.drop_table(self.conn, numbered)
+
+    def _work_columns(self) -> list[str]:
+        names = ["rid", "part"]
+        for j, qi in enumerate(self.qis):
+            names += [f"v{j}"] if qi.numeric else [f"c{j}_{lv}" for lv in range(qi.height + 1)]
+        return names + [self.db.q(c) for c in self.columns]
+
+    # --- output -------------------------------------------------------------
+    def published_qi(self, j: int, qi: MondrianQI, mean: bool) -> str:
+        """The SELECT expression of QI j in the published table (work rows `t`, partitions `p`, ranges `g`)."""
+        if not qi.numeric:
+            return f"CASE p.lev{j} " + " ".join(f"WHEN {lv} THEN t.c{j}_{lv}" for lv in range(qi.height + 1)) + " END"
+        if mean:
+            return f"CAST(g.mean{j} AS VARCHAR)"
+        low, high = _number_text(f"g.low{j}"), _number_text(f"g.high{j}")
+        return f"CASE WHEN g.low{j} = g.high{j} THEN {low} ELSE '[' || {low} || '-' || {high} || ']' END"
+
+    def ranges(self) -> str:
+        """Per partition: each numeric QI's smallest, largest and mean value."""
+        cols = ["part"] + [f"MIN(v{j}) AS low{j}, MAX(v{j}) AS high{j}, AVG(v{j}) AS mean{j}"
+                           for j, qi in enumerate(self.qis) if qi.numeric]
+        return f"(SELECT {', '.join(cols)} FROM {self.work} GROUP BY part)"
+
+
+def _number_text(value: str) -> str:
+    """A number as text, whole numbers without a decimal point (so an integer column reads [30-39])."""
+    return (f"CASE WHEN {value} = FLOOR({value}) THEN CAST(CAST({value} AS BIGINT) AS VARCHAR) "
+            f"ELSE CAST({value} AS VARCHAR) END")
+
+
+def publish(db: Database, conn: Connection, mondrian: Mondrian, final: str, select_other: Callable[[str], str | None],
+            mean: bool, params: dict[str, object]) -> list[str]:
+    """CREATE TABLE `final`: every source column in order, QIs as their partition's range (or mean) or
+    hierarchy node, the others as `select_other` says (None: not published); returns the published names."""
+    by_column = {db.name_key(qi.column): (j, qi) for j, qi in enumerate(mondrian.qis)}
+    select, published = [], []
+    for column in mondrian.columns:
+        if db.name_key(column) in by_column:
+            value = mondrian.published_qi(*by_column[db.name_key(column)], mean)
+        else:
+            value = select_other(column)
+            if value is None:
+                continue
+        select.append(f"{value} AS {db.q(column)}")
+        published.append(column)
+    db.execute(conn, f"CREATE TABLE {final} AS SELECT {', '.join(select)} FROM {mondrian.work} t JOIN "
+                     f"{mondrian.parts} p ON p.part = t.part JOIN {mondrian.ranges()} g ON g.part = t.part", params)
+    return published

@@ -1,0 +1,185 @@
+"""Mondrian (output.method mondrian): against an independent in-memory Mondrian, audited, bad input."""
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+import yaml
+
+from sqlanon import job_from_dict, partition
+from sqlanon.errors import ConfigError
+
+from .conftest import user_tables
+from .test_cli import run as invoke
+
+CITIES = {"Lyon": "South", "Nice": "South", "Marseille": "South", "Lille": "North", "Paris": "North",
+          "Rouen": "North", "Brest": "West"}
+DISEASES = ["flu", "hiv", "cancer", "asthma"]
+
+
+def _table(url: str, seed: int, rows: int) -> list[tuple[int, int, str, str]]:
+    rng = random.Random(seed)
+    data = [(i, rng.randint(20, 60), rng.choice(list(CITIES)), rng.choice(DISEASES)) for i in range(rows)]
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE people (pid INTEGER, age INTEGER, city VARCHAR, disease VARCHAR)")
+        for row in data:
+            conn.execute(sa.text("INSERT INTO people VALUES (:p, :a, :c, :d)"),
+                         dict(zip(("p", "a", "c", "d"), row)))
+    engine.dispose()
+    return data
+
+
+def _config(url: str, tmp_path: Path, criteria: dict, **output) -> dict:
+    hierarchy = tmp_path / "city.csv"
+    hierarchy.write_text("".join(f"{city};{region};*\n" for city, region in CITIES.items()))
+    return {"source": {"url": url, "table": "people"}, "quasi_identifiers": {"age": None, "city": str(hierarchy)},
+            "sensitive": ["disease"], "identifying": ["pid"], "criteria": criteria,
+            "output": {"table": "people_mondrian", "method": "mondrian", **output}}
+
+
+def oracle(rows: list[tuple[int, int, str, str]], k: int, l: int = 1, relaxed: bool = False
+           ) -> dict[int, tuple[str, str]]:
+    """Strict (or relaxed) Mondrian in memory, recursively: per partition, the widest QI whose cut leaves every
+    part with >= k rows (and >= l diseases); age at its lower median, city down its hierarchy."""
+    leaves = {"*": len(CITIES), **{r: sum(1 for v in CITIES.values() if v == r) for r in set(CITIES.values())},
+              **{c: 1 for c in CITIES}}
+    span = max(r[1] for r in rows) - min(r[1] for r in rows)
+    out: dict[int, tuple[str, str]] = {}
+
+    def city_at(city: str, level: int) -> str:
+        return [city, CITIES[city], "*"][level]
+
+    def ok(part: list) -> bool:
+        return len(part) >= k and len({r[3] for r in part}) >= l
+
+    def cuts(part: list, level: int) -> list[tuple[float, int, list[list]]]:
+        found = []
+        ages = sorted((r[1], r[0]) for r in part)
+        if ages[-1][0] > ages[0][0]:
+            n = len(part)
+            if relaxed:
+                left_ids = {pid for _, pid in ages[:math.ceil(n / 2)]}
+                pieces = [[r for r in part if r[0] in left_ids], [r for r in part if r[0] not in left_ids]]
+            else:
+                cut = ages[math.ceil(n / 2) - 1][0]
+                pieces = [[r for r in part if r[1] <= cut], [r for r in part if r[1] > cut]]
+            if all(pieces):
+                found.append(((ages[-1][0] - ages[0][0]) / span if span else 0, 0, pieces))
+        if level > 0:
+            children: dict[str, list] = {}
+            for r in part:
+                children.setdefault(city_at(r[2], level - 1), []).append(r)
+            if len(children) > 1:
+                found.append((leaves[city_at(part[0][2], level)] / len(CITIES), 1, list(children.values())))
+        return found
+
+    def split(part: list, level: int) -> None:
+        allowed = [(w, dim, pieces) for w, dim, pieces in cuts(part, level) if all(ok(p) for p in pieces)]
+        if not allowed:
+            low, high = min(r[1] for r in part), max(r[1] for r in part)
+            age = str(low) if low == high else f"[{low}-{high}]"
+            for r in part:
+                out[r[0]] = (age, city_at(r[2], level))
+            return
+        _, dim, pieces = max(allowed, key=lambda a: (a[0], -a[1]))
+        for piece in pieces:
+            split(piece, level - 1 if dim == 1 else level)
+
+    split(rows, 2)
+    return out
+
+
+def _published(url: str) -> list[tuple[str, str, str]]:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT age, city, disease FROM people_mondrian").all()
+    engine.dispose()
+    return sorted(tuple(r) for r in rows)
+
+
+@pytest.mark.parametrize("seed, k, l, relaxed", [(1, 3, 1, False), (2, 5, 1, False), (3, 4, 2, False),
+                                                 (4, 3, 1, True), (5, 2, 2, True)])
+def test_mondrian_equals_an_in_memory_mondrian(duck_url: str, tmp_path: Path, seed: int, k: int, l: int,
+                                               relaxed: bool) -> None:
+    rows = _table(duck_url, seed, 80)
+    diversity = {"distinct_l_diversity": {"l": l, "attribute": "disease"}} if l > 1 else {}
+    criteria = {"k_anonymity": {"k": k}, **diversity}
+    report = partition(job_from_dict(_config(duck_url, tmp_path, criteria, relaxed=relaxed)))
+    expected = oracle(rows, k, l, relaxed)
+    assert _published(duck_url) == sorted((*expected[r[0]], r[3]) for r in rows)
+    assert report.audit.ok and report.result.smallest >= k
+    assert report.result.partitions == len({v for v in expected.values()}) or relaxed
+
+
+def test_every_criterion_holds_on_the_output(duck_url: str, tmp_path: Path) -> None:
+    _table(duck_url, 6, 120)
+    for criteria in ({"entropy_l_diversity": {"l": 2, "attribute": "disease"}},
+                     {"t_closeness": {"t": 0.3, "attribute": "disease"}},
+                     {"recursive_l_diversity": {"c": 3, "l": 2, "attribute": "disease"}}):
+        report = partition(job_from_dict(_config(duck_url, tmp_path, criteria)), replace=True)
+        assert report.audit.ok, criteria
+
+
+def test_means_instead_of_ranges(duck_url: str, tmp_path: Path) -> None:
+    _table(duck_url, 7, 40)
+    partition(job_from_dict(_config(duck_url, tmp_path, {"k_anonymity": {"k": 4}}, numeric="mean")))
+    ages = {r[0] for r in _published(duck_url)}
+    assert all("[" not in a and float(a) >= 20 for a in ages)
+
+
+def _cli_error(tmp_path: Path, config: dict, expected: str, url: str) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(config))
+    before = user_tables(url)
+    result = invoke("anonymize", str(path))
+    assert result.exit_code == 2 and expected in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert user_tables(url) == before
+
+
+def test_bad_input(duck_url: str, tmp_path: Path) -> None:
+    _table(duck_url, 8, 30)
+    config = _config(duck_url, tmp_path, {"k_anonymity": {"k": 3}})
+    _cli_error(tmp_path, {**config, "criteria": {"k_anonymity": {"k": 31}}}, "whole table", duck_url)
+    text_qi = {**config, "quasi_identifiers": {"age": None, "city": None}}
+    _cli_error(tmp_path, text_qi, "give it a hierarchy", duck_url)
+    engine = sa.create_engine(duck_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE people SET city = 'Berlin' WHERE pid = 2")
+    engine.dispose()
+    _cli_error(tmp_path, config, "not in its hierarchy", duck_url)
+    with pytest.raises(ConfigError, match="needs criteria"):
+        job_from_dict({**config, "criteria": None})
+    with pytest.raises(ConfigError, match="output.numeric"):
+        job_from_dict({**config, "output": {**config["output"], "numeric": "median"}})
+
+
+def test_cli_json_and_postgresql(duck_url: str, tmp_path: Path, pg_server: str, pg_schema: str) -> None:
+    rows = _table(duck_url, 9, 60)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(_config(duck_url, tmp_path, {"k_anonymity": {"k": 4}})))
+    result = invoke("anonymize", str(path), "--format", "json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["smallest_partition"] >= 4
+    duck = _published(duck_url)
+    engine = sa.create_engine(pg_server)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE TABLE "{pg_schema}".people (pid INTEGER, age INTEGER, city VARCHAR, '
+                             "disease VARCHAR)")
+        for row in rows:
+            conn.execute(sa.text(f'INSERT INTO "{pg_schema}".people VALUES (:p, :a, :c, :d)'),
+                         dict(zip(("p", "a", "c", "d"), row)))
+    engine.dispose()
+    config = _config(pg_server, tmp_path, {"k_anonymity": {"k": 4}})
+    config["source"]["schema"] = pg_schema
+    partition(job_from_dict(config))
+    engine = sa.create_engine(pg_server)
+    with engine.connect() as conn:
+        pg = sorted(tuple(r) for r in conn.exec_driver_sql(
+            f'SELECT age, city, disease FROM "{pg_schema}".people_mondrian').all())
+    engine.dispose()
+    assert pg == duck  # the same partitions on both databases
