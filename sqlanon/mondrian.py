@@ -292,20 +292,26 @@ class Mondrian:
         return int(self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.choice}").scalar_one())
 
     def _apply(self) -> None:
-        """Rows to their new partitions (numbered afresh); partitions without a cut are closed."""
+        """Rows to their new partitions; partitions without a cut are closed. New partitions are numbered over
+        the (partition, part) pairs, a table of partitions, not of rows: the rows only join it (a sort of the
+        rows to number them ran out of a 1 GB memory limit at 5M rows)."""
         child = " ".join(f"WHEN {j} THEN {self._child(j, qi)}" for j, qi in enumerate(self.qis))
-        moved = (f"SELECT w.*, CASE c.dim {child} ELSE '' END AS piece, c.dim AS cut_dim FROM {self.work} w "
-                 f"JOIN {self.parts} p ON p.part = w.part LEFT JOIN {self.choice} c ON c.part = w.part")
-        numbered = self.db.scratch_ref(f"{self.prefix}_moved")
-        self._create(numbered, f"SELECT m.*, DENSE_RANK() OVER (ORDER BY m.part, m.piece) AS new_part FROM ({moved}) m")
-        levels = ", ".join(f"MAX(p.lev{j}) - CASE WHEN MAX(m.cut_dim) = {j} THEN {0 if qi.numeric else 1} ELSE 0 "
-                           f"END AS lev{j}" for j, qi in enumerate(self.qis))
-        self._create(self.parts, f"SELECT m.new_part AS part, BOOL_AND(p.open AND m.cut_dim IS NOT NULL) AS open, "
-                                 f"{levels} FROM {numbered} m JOIN {self.parts} p ON p.part = m.part "
-                                 "GROUP BY m.new_part")
-        keep = ", ".join(c for c in self._work_columns())
-        self._create(self.work, f"SELECT {keep.replace('part,', 'new_part AS part,', 1)} FROM {numbered}")
-        self.db.drop_table(self.conn, numbered)
+        piece = f"COALESCE(CASE c.dim {child} END, '')"
+        # each row's piece (a window for relaxed cuts, so computed in the select list, then grouped or joined)
+        rows = (f"(SELECT w.*, {piece} AS piece, c.dim AS cut_dim FROM {self.work} w JOIN {self.parts} p "
+                f"ON p.part = w.part LEFT JOIN {self.choice} c ON c.part = w.part) w")
+        pieces = self.db.scratch_ref(f"{self.prefix}_pieces")
+        self._create(pieces, f"SELECT g.part, g.piece, g.cut_dim, ROW_NUMBER() OVER (ORDER BY g.part, g.piece) "
+                             f"AS new_part FROM (SELECT part, piece, MAX(cut_dim) AS cut_dim FROM {rows} "
+                             "GROUP BY part, piece) g")
+        keep = ", ".join(f"w.{c}" for c in self._work_columns() if c != "part")
+        self._create(self.work, f"SELECT n.new_part AS part, {keep} FROM {rows} JOIN {pieces} n ON n.part = w.part "
+                                "AND n.piece = w.piece")
+        levels = ", ".join(f"p.lev{j} - CASE WHEN n.cut_dim = {j} THEN {0 if qi.numeric else 1} ELSE 0 END AS lev{j}"
+                           for j, qi in enumerate(self.qis))
+        self._create(self.parts, f"SELECT n.new_part AS part, p.open AND n.cut_dim IS NOT NULL AS open, {levels} "
+                                 f"FROM {pieces} n JOIN {self.parts} p ON p.part = n.part")
+        self.db.drop_table(self.conn, pieces)
 
     def _work_columns(self) -> list[str]:
         names = ["rid", "part"]
