@@ -483,16 +483,22 @@ def _recorded(db: Database, conn, options: RunOptions, job: Job, command: str) -
         raise
 
 
+def _method_output(job: Job, method: str, extra: str = "") -> Output:
+    """The job's output, which must use `method`; in the source's schema unless it names its own."""
+    output = job.output
+    if output is None or output.method != method:
+        raise ConfigError(f"this needs output: {{table: NAME, method: {method}{', ' + extra if extra else ''}}}")
+    if output.schema is None and job.source.schema is not None:
+        output = dataclasses.replace(output, schema=job.source.schema)
+    return output
+
+
 def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False) -> AnatomyReport:
     """Publish the job's table bucketized (output.method anatomy): a QI table and a sensitive table, written
     and audited in one transaction. Suppression, criteria and the lattice play no part."""
     options = options or RunOptions()
     job = job.with_url(options.db_url)
-    output = job.output
-    if output is None or not output.bucketized:
-        raise ConfigError("bucketize needs output: {table: NAME, method: anatomy, l: L}")
-    if output.schema is None and job.source.schema is not None:
-        output = dataclasses.replace(output, schema=job.source.schema)
+    output = _method_output(job, "anatomy", "l: L")
     qi_target = _Target(output, replace, keys=pseudonym_keys(job))
     sa_target = _Target(dataclasses.replace(output, table=output.sensitive_table_name), replace)
     db = _database(job, options)
@@ -517,11 +523,7 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
     transaction."""
     options = options or RunOptions()
     job = job.with_url(options.db_url)
-    output = job.output
-    if output is None or not output.partitioned:
-        raise ConfigError("partition needs output: {table: NAME, method: mondrian}")
-    if output.schema is None and job.source.schema is not None:
-        output = dataclasses.replace(output, schema=job.source.schema)
+    output = _method_output(job, "mondrian")
     target = _Target(output, replace, keys=pseudonym_keys(job))
     found = hierarchies(job, options)
     db = _database(job, options)

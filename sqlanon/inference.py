@@ -48,6 +48,7 @@ from .backends import Database
 from .config import InferenceSettings, Release, ReleaseSeries
 from .errors import DataError
 from .hierarchies import Hierarchy
+from .scratch import Scratch
 
 PASSES_PER_STATEMENT = 16  # IPF passes in one statement (the violation is checked after each statement)
 Progress = Callable[[str, int, "int | None"], None]  # (phase, done, total when known)
@@ -120,7 +121,7 @@ class InferenceReport:
                               "drop": e.drop} for e in self.entropy])
 
 
-class ReleaseTables:
+class ReleaseTables(Scratch):
     """The releases as two scratch tables: who is in which group, and how often each value is in each group.
 
     `members(r, person, grp)` and `counts(r, grp, value, cnt)`, persons and
@@ -130,18 +131,17 @@ class ReleaseTables:
 
     def __init__(self, db: Database, conn: Connection, series: ReleaseSeries, sensitive: str,
                  hierarchies: dict[str, Hierarchy], qi_columns: list[str], prefix: str):
-        self.db, self.conn, self.series, self.sensitive = db, conn, series, sensitive
-        self.prefix, self.statements = prefix, 0
-        self.created: list[str] = []
+        super().__init__(db, conn, prefix)
+        self.series, self.sensitive = series, sensitive
         self.releases = list(series.releases)
         raw_members, raw_counts = [], []
         for r, release in enumerate(self.releases, start=1):
             member, count = self._release_sql(r, release, hierarchies, qi_columns)
             raw_members.append(member)
             raw_counts.append(count)
-        self.members, self.counts = self.scratch("members"), self.scratch("counts")
-        self.persons, self.vals = self.scratch("persons"), self.scratch("vals")
-        raw_m, raw_c = self.scratch("raw_members"), self.scratch("raw_counts")
+        self.members, self.counts = self.ref("members"), self.ref("counts")
+        self.persons, self.vals = self.ref("persons"), self.ref("vals")
+        raw_m, raw_c = self.ref("raw_members"), self.ref("raw_counts")
         self.create(raw_m, " UNION ALL ".join(raw_members))
         self.create(raw_c, " UNION ALL ".join(raw_counts))
         self._check_raw(raw_m, raw_c)
@@ -153,20 +153,6 @@ class ReleaseTables:
                                   "ON p.pseudonym = m.pseudonym")
         self.create(self.counts, f"SELECT c.r, c.grp, v.value, c.cnt FROM {raw_c} c JOIN {self.vals} v "
                                  "ON v.label = c.label WHERE c.cnt > 0")
-
-    def scratch(self, name: str) -> str:
-        return self.db.scratch_ref(f"{self.prefix}_{name}")
-
-    def create(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
-        name = ref.rsplit(".", 1)[-1]
-        self.db.execute(self.conn, f"CREATE TEMP TABLE {name} AS {select}", params)
-        self.created.append(ref)
-        self.statements += 1
-
-    def drop(self) -> None:
-        for ref in reversed(self.created):
-            self.db.drop_table(self.conn, ref)
-        self.created.clear()
 
     def _release_sql(self, r: int, release: Release, hierarchies: dict[str, Hierarchy], qi_columns: list[str]
                      ) -> tuple[str, str]:
@@ -250,7 +236,7 @@ def solve(db: Database, conn: Connection, tables: ReleaseTables, settings: Infer
     rs = subset or list(range(1, len(tables.releases) + 1))
     members, counts = tables.members, tables.counts
     in_subset = f"r IN ({', '.join(map(str, rs))})"
-    possible, x = tables.scratch(f"{name}_possible"), tables.scratch(f"{name}_x")
+    possible, x = tables.ref(f"{name}_possible"), tables.ref(f"{name}_x")
     # (person, value) kept when the value is in the person's group of every release of the subset holding them
     sub_members = f"(SELECT * FROM {members} WHERE {in_subset})"
     tables.create(possible, (
@@ -261,7 +247,7 @@ def solve(db: Database, conn: Connection, tables: ReleaseTables, settings: Infer
     _check_solvable(db, conn, tables, possible, rs)
     # persons left with one value hold it: they leave the iteration, and their groups' counts shrink by them
     undecided = f"(SELECT person FROM {possible} GROUP BY person HAVING COUNT(*) > 1)"
-    held = tables.scratch(f"{name}_held")
+    held = tables.ref(f"{name}_held")
     tables.create(held, f"SELECT m.r, m.grp, p.value, COUNT(*) AS n FROM {sub_members} m JOIN {possible} p "
                         f"ON p.person = m.person WHERE m.person NOT IN {undecided} GROUP BY m.r, m.grp, p.value")
     pivot = ", ".join(f"MAX(CASE WHEN r = {r} THEN grp END) AS b{r}" for r in rs)
@@ -277,8 +263,7 @@ def solve(db: Database, conn: Connection, tables: ReleaseTables, settings: Infer
     figures = _iterate(db, conn, tables, x, rs, settings, name, progress)
     db.execute(conn, f"INSERT INTO {x} (person, value, p) SELECT person, value, 1 FROM {possible} "
                      f"WHERE person NOT IN {undecided}")
-    db.drop_table(conn, held)
-    tables.created.remove(held)
+    tables.drop(held)
     figures["snapped"] += propagated
     figures["propagation_rounds"] = rounds
     return x, figures
@@ -309,13 +294,13 @@ def _propagate(db: Database, conn: Connection, tables: ReleaseTables, possible: 
     rounds."""
     groups = _MatchedGroups(tables, members, name)
     every_group = f"SELECT DISTINCT r, grp FROM {members} m"
-    dirty, unmatched = tables.scratch(f"{name}_dirty"), tables.scratch(f"{name}_unmatched")
+    dirty, unmatched = tables.ref(f"{name}_dirty"), tables.ref(f"{name}_unmatched")
     tables.create(dirty, every_group)  # groups that may lose pairs by the counting rules
     tables.create(unmatched, every_group)  # groups changed since their last matching pass
     removed, rounds, level = 0, 0, 0  # level: 0 counting rules, 1 and matching, 2 and components
     while rounds < MAX_PROPAGATION_ROUNDS:
         rounds += 1
-        gone = tables.scratch(f"{name}_gone")
+        gone = tables.ref(f"{name}_gone")
         # matching and components cost more: each only once the cheaper rules alone remove nothing more
         tables.create(gone, _propagation_round(tables, possible, members, dirty, groups if level else None,
                                                unmatched))
@@ -334,16 +319,14 @@ def _propagate(db: Database, conn: Connection, tables: ReleaseTables, possible: 
             db.execute(conn, f"INSERT INTO {unmatched} SELECT r, grp FROM {dirty} EXCEPT SELECT r, grp "
                              f"FROM {unmatched}")
             tables.statements += 5
-        db.drop_table(conn, gone)
-        tables.created.remove(gone)
+        tables.drop(gone)
         removed += count
         progress(f"propagation, {_label(name)}: rounds", rounds, None)
         level = 0 if count else level + 1
         if level > (2 if len(rs) > 1 else 1):
             break
     for ref in (dirty, unmatched):
-        db.drop_table(conn, ref)
-        tables.created.remove(ref)
+        tables.drop(ref)
     groups.drop()
     _check_counts(db, conn, tables, possible, members, rs)
     return possible, removed, rounds
@@ -366,7 +349,7 @@ class _Components:
     def _pair(self, a: int, b: int, gone: str) -> None:
         tables, db, conn = self.tables, self.tables.db, self.tables.conn
         possible, members = self.possible, self.members
-        nodes, edges, labels = (tables.scratch(f"{self.name}_{t}") for t in ("nodes", "edges", "labels"))
+        nodes, edges, labels = (tables.ref(f"{self.name}_{t}") for t in ("nodes", "edges", "labels"))
         tables.create(nodes, f"SELECT r, grp, value, cnt, ROW_NUMBER() OVER (ORDER BY r, grp, value) AS node "
                              f"FROM {tables.counts} WHERE r IN ({a}, {b})")
         # each possible pair with its group (graph node) in release a and in release b, when it is in them
@@ -380,7 +363,7 @@ class _Components:
                              "AND nb IS NOT NULL")
         tables.create(labels, f"SELECT node, node AS label FROM {nodes} n0")
         while True:  # smallest label over each part: neighbours' labels, then the label's own label (a jump)
-            following = tables.scratch(f"{self.name}_labels_next")
+            following = tables.ref(f"{self.name}_labels_next")
             tables.create(following, (
                 "SELECT n.node, LEAST(MIN(n.label), MIN(COALESCE(j.label, n.label))) AS label FROM (SELECT l.node, "
                 f"LEAST(l.label, COALESCE(MIN(o.label), l.label)) AS label FROM {labels} l LEFT JOIN (SELECT u AS x, "
@@ -389,11 +372,8 @@ class _Components:
                 "GROUP BY n.node"))
             moved = db.execute(conn, f"SELECT COUNT(*) FROM {labels} l JOIN {following} f ON f.node = l.node "
                                      "WHERE f.label <> l.label").scalar_one()
-            db.drop_table(conn, labels)
-            tables.created.remove(labels)
-            db.execute(conn, f"ALTER TABLE {following} RENAME TO {labels.rsplit('.', 1)[-1]}")
-            tables.created[tables.created.index(following)] = labels
-            tables.statements += 3
+            tables.swap(following, labels)
+            tables.statements += 1
             if not moved:
                 break
         alone = (f"(SELECT p.person, p.value, COALESCE(p.na, p.nb) AS node, p.nb IS NULL AS first FROM {placed} p "
@@ -409,8 +389,7 @@ class _Components:
         db.execute(conn, f"INSERT INTO {gone} SELECT v.person, q.value FROM {verdict} v JOIN {possible} q "
                          "ON q.person = v.person AND (q.value <> v.value) = v.holds")
         for ref in (nodes, edges, labels):
-            db.drop_table(conn, ref)
-            tables.created.remove(ref)
+            tables.drop(ref)
         tables.statements += 3
 
 
@@ -420,7 +399,7 @@ class _MatchedGroups:
 
     def __init__(self, tables: ReleaseTables, members: str, name: str):
         self.tables = tables
-        self.sizes, self.steps, self.slots = (tables.scratch(f"{name}_{t}") for t in ("groups", "steps", "slots"))
+        self.sizes, self.steps, self.slots = (tables.ref(f"{name}_{t}") for t in ("groups", "steps", "slots"))
         counts = tables.counts
         tables.create(self.sizes, (
             f"SELECT g.r, g.grp, g.persons, g.full_state FROM (SELECT c.r, c.grp, SUM(c.cnt) AS persons, "
@@ -457,8 +436,7 @@ class _MatchedGroups:
 
     def drop(self) -> None:
         for ref in (self.steps, self.slots, self.sizes):
-            self.tables.db.drop_table(self.tables.conn, ref)
-            self.tables.created.remove(ref)
+            self.tables.drop(ref)
 
 
 COUNTING_ROUNDS = 4  # rounds of the counting rules chained in one statement
@@ -583,11 +561,10 @@ class _Solver:
 
     def _new_name(self) -> str:
         self.tables_made += 1
-        return self.tables.scratch(f"{self.name}_x{self.tables_made}")
+        return self.tables.ref(f"{self.name}_x{self.tables_made}")
 
     def drop(self, ref: str) -> None:
-        self.db.drop_table(self.conn, ref)
-        self.tables.created.remove(ref)
+        self.tables.drop(ref)
 
     def restore(self, saved: str) -> None:
         self._replace(f"SELECT * FROM {saved}")
@@ -725,7 +702,7 @@ def analyze_releases(db: Database, conn: Connection, series: ReleaseSeries, sens
     count = len(tables.releases)
     pairs = release_pairs(count) if count > 2 else []
     pair_tables = [solve(db, conn, tables, settings, pair, f"pair{j}", progress)[0] for j, pair in enumerate(pairs)]
-    result = tables.scratch("result")
+    result = tables.ref("result")
     tables.create(result, *_result_sql(tables, x, settings, pairs, pair_tables))
     report = _report(db, conn, tables, result, x, figures, settings)
     report.seconds = time.perf_counter() - started
@@ -734,7 +711,7 @@ def analyze_releases(db: Database, conn: Connection, series: ReleaseSeries, sens
         db.execute(conn, f"CREATE TABLE {output} AS SELECT pseudonym AS {db.q(series.pseudonym)}, label AS "
                          f"{db.q(sensitive)}, probability, alone, positive, negative, cause FROM {result}")
         report.table = output
-    tables.drop()
+    tables.drop_all()
     return report
 
 

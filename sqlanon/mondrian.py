@@ -33,6 +33,7 @@ from .criteria import Criterion, FrequencySetView
 from .errors import DataError
 from .frequency import violating_classes_sql
 from .hierarchies import Hierarchy
+from .scratch import Scratch
 
 MAX_ROUNDS = 200
 
@@ -89,27 +90,20 @@ class Mondrian:
                  progress: Callable[[str, int, int | None], None] = lambda *_: None):
         self.db, self.conn, self.source, self.columns, self.qis = db, conn, source, columns, qis
         self.sensitive, self.criteria, self.prefix, self.relaxed = sensitive, criteria, prefix, relaxed
-        self.progress, self.statements = progress, 0
-        self.work = db.scratch_ref(f"{prefix}_work")
-        self.parts = db.scratch_ref(f"{prefix}_parts")
-        self.created: list[str] = []
+        self.progress, self.scratch = progress, Scratch(db, conn, prefix)
+        self.work, self.parts = self.scratch.ref("work"), self.scratch.ref("parts")
 
     # --- setup ----------------------------------------------------------
     def _create(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
         """Create (or replace) the scratch table `ref` from `select`, which may read the table it replaces."""
-        name = ref.rsplit(".", 1)[-1]
-        following = self.db.scratch_ref(f"{self.prefix}_next")
-        self.db.execute(self.conn, f"CREATE TEMP TABLE {following.rsplit('.', 1)[-1]} AS {select}", params)
-        self.db.drop_table(self.conn, ref)
-        self.db.execute(self.conn, f"ALTER TABLE {following} RENAME TO {name}")
-        if ref not in self.created:
-            self.created.append(ref)
-        self.statements += 1
+        self.scratch.replace(ref, select, params)
+
+    @property
+    def statements(self) -> int:
+        return self.scratch.statements
 
     def drop(self) -> None:
-        for ref in reversed(self.created):
-            self.db.drop_table(self.conn, ref)
-        self.created.clear()
+        self.scratch.drop_all()
 
     def prepare(self) -> int:
         """The work table (checked: numeric QIs are numbers, categorical values are in their hierarchies, no
@@ -131,7 +125,7 @@ class Mondrian:
         self._create(self.parts, f"SELECT 1 AS part, TRUE AS open, {levels}")
         for j, qi in enumerate(self.qis):  # the leaves under each node of each hierarchy, by level and label
             if not qi.numeric:
-                h = self.db.scratch_ref(f"{self.prefix}_h{j}")
+                h = self.scratch.ref(f"h{j}")
                 self._create(self._leaves_ref(j),
                              " UNION ALL ".join(f"SELECT {lv} AS level, l{lv} AS label, COUNT(DISTINCT value) AS n "
                                                 f"FROM {h} GROUP BY l{lv}" for lv in range(qi.height + 1)))
@@ -142,18 +136,17 @@ class Mondrian:
         return rows
 
     def _leaves_ref(self, j: int) -> str:
-        return self.db.scratch_ref(f"{self.prefix}_leaves{j}")
+        return self.scratch.ref(f"leaves{j}")
 
     def _hierarchy_table(self, j: int, hierarchy: Hierarchy) -> str:
         """(value, l0..lh) of a hierarchy as a scratch table, and the leaves under each node, per level."""
-        ref = self.db.scratch_ref(f"{self.prefix}_h{j}")
+        ref = self.scratch.ref(f"h{j}")
         names = [("value", "VARCHAR")] + [(f"l{level}", "VARCHAR") for level in range(hierarchy.height + 1)]
-        self.db.drop_table(self.conn, ref)
         cols = ", ".join(f"{self.db.q(n)} {t}" for n, t in names)
         self.db.execute(self.conn, f"CREATE TEMP TABLE {ref.rsplit('.', 1)[-1]} ({cols})")
         self.db.insert_rows(self.conn, ref, [n for n, _ in names], [(p[0], *p) for p in hierarchy.paths])
-        self.created.append(ref)
-        self.statements += 2
+        self.scratch.register(ref)
+        self.scratch.statements += 2
         return ref
 
     def _check_values(self, j: int, qi: MondrianQI) -> None:
@@ -186,7 +179,7 @@ class Mondrian:
         bad = self.db.execute(self.conn, f"WITH fs AS ({view.definition}) SELECT COUNT(*) FROM "
                                          f"({violating_classes_sql(view, self.criteria, 'all', params)}) v",
                               params).scalar_one()
-        self.statements += 1
+        self.scratch.statements += 1
         if bad:
             raise DataError("the criteria do not hold even for the whole table as one class, so no partitioning "
                             "can satisfy them; relax the criteria (a smaller k or l, a larger t)")
@@ -262,11 +255,11 @@ class Mondrian:
 
     @property
     def candidates(self) -> str:
-        return self.db.scratch_ref(f"{self.prefix}_cand")
+        return self.scratch.ref("cand")
 
     @property
     def choice(self) -> str:
-        return self.db.scratch_ref(f"{self.prefix}_choice")
+        return self.scratch.ref("choice")
 
     def _choose(self) -> int:
         """Each open partition's cut: the widest QI whose parts all satisfy the criteria; returns how many
@@ -300,7 +293,7 @@ class Mondrian:
         # each row's piece (a window for relaxed cuts, so computed in the select list, then grouped or joined)
         rows = (f"(SELECT w.*, {piece} AS piece, c.dim AS cut_dim FROM {self.work} w JOIN {self.parts} p "
                 f"ON p.part = w.part LEFT JOIN {self.choice} c ON c.part = w.part) w")
-        pieces = self.db.scratch_ref(f"{self.prefix}_pieces")
+        pieces = self.scratch.ref("pieces")
         self._create(pieces, f"SELECT g.part, g.piece, g.cut_dim, ROW_NUMBER() OVER (ORDER BY g.part, g.piece) "
                              f"AS new_part FROM (SELECT part, piece, MAX(cut_dim) AS cut_dim FROM {rows} "
                              "GROUP BY part, piece) g")
@@ -311,7 +304,7 @@ class Mondrian:
                            for j, qi in enumerate(self.qis))
         self._create(self.parts, f"SELECT n.new_part AS part, p.open AND n.cut_dim IS NOT NULL AS open, {levels} "
                                  f"FROM {pieces} n JOIN {self.parts} p ON p.part = n.part")
-        self.db.drop_table(self.conn, pieces)
+        self.scratch.drop(pieces)
 
     def _work_columns(self) -> list[str]:
         names = ["rid", "part"]

@@ -1,0 +1,52 @@
+"""Scratch tables of one session: made from a SELECT, replaced in place, all dropped at the end."""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from .backends import Database
+
+
+class Scratch:
+    """The temporary tables a computation makes (named `<prefix>_<name>`), and how many statements it ran."""
+
+    def __init__(self, db: Database, conn: Connection, prefix: str):
+        self.db, self.conn, self.prefix = db, conn, prefix
+        self.created: list[str] = []
+        self.statements = 0
+
+    def ref(self, name: str) -> str:
+        return self.db.scratch_ref(f"{self.prefix}_{name}")
+
+    def create(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
+        """CREATE TEMP TABLE `ref` AS `select`."""
+        self.db.execute(self.conn, f"CREATE TEMP TABLE {ref.rsplit('.', 1)[-1]} AS {select}", params)
+        self.register(ref)
+        self.statements += 1
+
+    def replace(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
+        """`ref` made anew from `select`, which may read `ref` itself."""
+        following = self.ref("next")
+        self.create(following, select, params)
+        self.swap(following, ref)
+
+    def swap(self, following: str, ref: str) -> None:
+        """`following` takes the place (and name) of `ref`."""
+        self.drop(ref)
+        self.db.execute(self.conn, f"ALTER TABLE {following} RENAME TO {ref.rsplit('.', 1)[-1]}")
+        self.created[self.created.index(following)] = ref
+
+    def register(self, ref: str) -> None:
+        if ref not in self.created:
+            self.created.append(ref)
+
+    def drop(self, ref: str) -> None:
+        self.db.drop_table(self.conn, ref)
+        if ref in self.created:
+            self.created.remove(ref)
+
+    def drop_all(self) -> None:
+        for ref in reversed(self.created):
+            self.db.drop_table(self.conn, ref)
+        self.created.clear()
