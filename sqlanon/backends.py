@@ -241,6 +241,12 @@ class Database:
         inner = f"unhex(sha256(CAST({inner_key} AS BLOB) || encode(CAST({value} AS VARCHAR))))"
         return f"sha256(CAST({outer_key} AS BLOB) || {inner})"
 
+    def lower_median(self, value: str) -> str:
+        """The aggregate giving the ceil(n/2)-th smallest of `value` in a group (the lower median)."""
+        if self.kind == "postgresql":
+            return f"percentile_disc(0.5) WITHIN GROUP (ORDER BY {value})"
+        return f"quantile_disc({value}, 0.5)"
+
     def not_a_number(self, column: str) -> str:
         """A condition true where `column` (quoted) holds something that is not a number."""
         if self.kind == "postgresql":  # no TRY_CAST before PostgreSQL 16's pg_input_is_valid
