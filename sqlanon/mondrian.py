@@ -92,7 +92,9 @@ class Mondrian:
         self.db, self.conn, self.source, self.columns, self.qis = db, conn, source, columns, qis
         self.sensitive, self.criteria, self.prefix, self.relaxed = sensitive, criteria, prefix, relaxed
         self.progress, self.scratch = progress, Scratch(db, conn, prefix)
-        self.work, self.parts, self.rows = (self.scratch.ref(t) for t in ("work", "parts", "rows"))
+        self.work, self.parts, self.rows, self.done, self.whole = (
+            self.scratch.ref(t) for t in ("work", "parts", "rows", "done", "whole"))
+        self.spans: dict[int, float] = {}
 
     # --- setup ----------------------------------------------------------
     def _create(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
@@ -134,6 +136,17 @@ class Mondrian:
                 self._create(self._leaves_ref(j),
                              " UNION ALL ".join(f"SELECT {lv} AS level, l{lv} AS label, COUNT(DISTINCT value) AS n "
                                                 f"FROM {h} GROUP BY l{lv}" for lv in range(qi.height + 1)))
+        # rows of closed partitions leave the work table for `done`: later rounds read only open partitions
+        self._create(self.done, f"SELECT * FROM {self.work} w WHERE 1 = 0")
+        numeric = [j for j, qi in enumerate(self.qis) if qi.numeric]
+        if numeric:  # each numeric QI's range over the whole table, what widths are normalized by
+            spans = db.execute(self.conn, "SELECT " + ", ".join(f"MAX(v{j}) - MIN(v{j})" for j in numeric)
+                               + f" FROM {self.work}").one()
+            self.spans = {j: float(span or 0) for j, span in zip(numeric, spans)}
+        if self.sensitive:  # the whole table's distribution of the sensitive values (t-closeness)
+            self._create(self.whole, f"SELECT {', '.join(f'{q(c)} AS s{i}' for i, c in enumerate(self.sensitive))}, "
+                                     f"COUNT(*) AS cnt FROM {self.work} GROUP BY "
+                                     f"{', '.join(q(c) for c in self.sensitive)}")
         rows = int(db.execute(self.conn, f"SELECT COUNT(*) FROM {self.work}").scalar_one())
         if rows == 0:
             raise DataError("the source table is empty; there is nothing to anonymize")
@@ -200,7 +213,7 @@ class Mondrian:
             if not split:
                 break
             self._apply()
-        sizes = [int(n) for (n,) in self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.work} GROUP BY part "
+        sizes = [int(n) for (n,) in self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.every_row} e GROUP BY part "
                                                                "ORDER BY 1").all()]
         return MondrianResult(len(sizes), rounds, self.statements, min(sizes), max(sizes), sizes)
 
@@ -211,9 +224,7 @@ class Mondrian:
         return "".join(f", {alias}.{self.db.q(c)}" for c in self.sensitive)
 
     def _view(self, definition: str) -> FrequencySetView:
-        reference = (f"(SELECT {', '.join(f'{self.db.q(c)} AS s{i}' for i, c in enumerate(self.sensitive))}, "
-                     f"COUNT(*) AS cnt FROM {self.work} GROUP BY "
-                     f"{', '.join(self.db.q(c) for c in self.sensitive)}) AS whole_table") if self.sensitive else None
+        reference = f"{self.whole} AS whole_table" if self.sensitive else None
         return FrequencySetView("fs", ["part", "dim", "child"], "cnt",
                                 {c: f"s{i}" for i, c in enumerate(self.sensitive)}, definition, reference)
 
@@ -232,7 +243,7 @@ class Mondrian:
         parts = []
         for j, qi in enumerate(self.qis):
             if qi.numeric:
-                span = f"(SELECT MAX(v{j}) - MIN(v{j}) FROM {self.work})"
+                span = repr(self.spans[j])
                 median = self.db.lower_median(f"w.v{j}")
                 parts.append(
                     f"SELECT w.part, {j} AS dim, CASE WHEN {span} > 0 THEN (MAX(w.v{j}) - MIN(w.v{j})) / {span} ELSE 0 "
@@ -296,15 +307,20 @@ class Mondrian:
         rows = (f"(SELECT w.*, {piece} AS piece, c.dim AS cut_dim FROM {self.work} w JOIN {self.parts} p "
                 f"ON p.part = w.part LEFT JOIN {self.choice} c ON c.part = w.part) w")
         pieces = self.scratch.ref("pieces")
-        self._create(pieces, f"SELECT g.part, g.piece, g.cut_dim, ROW_NUMBER() OVER (ORDER BY g.part, g.piece) "
-                             f"AS new_part FROM (SELECT part, piece, MAX(cut_dim) AS cut_dim FROM {rows} "
-                             "GROUP BY part, piece) g")
+        # new ids follow every id used so far: closed partitions keep theirs (their rows are in `done`)
+        self._create(pieces, f"SELECT g.part, g.piece, g.cut_dim, (SELECT MAX(part) FROM {self.parts}) + "
+                             "ROW_NUMBER() OVER (ORDER BY g.part, g.piece) AS new_part FROM (SELECT part, piece, "
+                             f"MAX(cut_dim) AS cut_dim FROM {rows} GROUP BY part, piece) g")
         keep = ", ".join(f"w.{c}" for c in self._work_columns() if c != "part")
-        self._create(self.work, f"SELECT n.new_part AS part, {keep} FROM {rows} JOIN {pieces} n ON n.part = w.part "
-                                "AND n.piece = w.piece")
+        moved = (f"SELECT n.new_part AS part, {keep} FROM {rows} JOIN {pieces} n ON n.part = w.part "
+                 "AND n.piece = w.piece")
+        self.db.execute(self.conn, f"INSERT INTO {self.done} {moved} WHERE n.cut_dim IS NULL")
+        self._create(self.work, f"{moved} WHERE n.cut_dim IS NOT NULL")
         levels = ", ".join(f"p.lev{j} - CASE WHEN n.cut_dim = {j} THEN {0 if qi.numeric else 1} ELSE 0 END AS lev{j}"
                            for j, qi in enumerate(self.qis))
-        self._create(self.parts, f"SELECT n.new_part AS part, p.open AND n.cut_dim IS NOT NULL AS open, {levels} "
+        same = ", ".join(f"lev{j}" for j in range(len(self.qis)))
+        self._create(self.parts, f"SELECT part, open, {same} FROM {self.parts} WHERE part NOT IN (SELECT part FROM "
+                                 f"{pieces}) UNION ALL SELECT n.new_part, p.open AND n.cut_dim IS NOT NULL, {levels} "
                                  f"FROM {pieces} n JOIN {self.parts} p ON p.part = n.part")
         self.scratch.drop(pieces)
 
@@ -328,7 +344,12 @@ class Mondrian:
         """Per partition: each numeric QI's smallest, largest and mean value."""
         cols = ["part"] + [f"MIN(v{j}) AS low{j}, MAX(v{j}) AS high{j}, AVG(v{j}) AS mean{j}"
                            for j, qi in enumerate(self.qis) if qi.numeric]
-        return f"(SELECT {', '.join(cols)} FROM {self.work} GROUP BY part)"
+        return f"(SELECT {', '.join(cols)} FROM {self.every_row} e GROUP BY part)"
+
+    @property
+    def every_row(self) -> str:
+        """The rows of open and closed partitions."""
+        return f"(SELECT * FROM {self.work} UNION ALL SELECT * FROM {self.done})"
 
 
 def _number_text(value: str) -> str:
@@ -352,7 +373,7 @@ def publish(db: Database, conn: Connection, mondrian: Mondrian, final: str, sele
                 continue
         select.append(f"{value} AS {db.q(column)}")
         published.append(column)
-    db.execute(conn, f"CREATE TABLE {final} AS SELECT {', '.join(select)} FROM {mondrian.rows} t JOIN {mondrian.work} w "
-                     f"ON w.rid = t.rid JOIN {mondrian.parts} p ON p.part = w.part JOIN {mondrian.ranges()} g "
-                     "ON g.part = w.part", params)
+    db.execute(conn, f"CREATE TABLE {final} AS SELECT {', '.join(select)} FROM {mondrian.rows} t "
+                     f"JOIN {mondrian.every_row} w ON w.rid = t.rid JOIN {mondrian.parts} p ON p.part = w.part "
+                     f"JOIN {mondrian.ranges()} g ON g.part = w.part", params)
     return published
