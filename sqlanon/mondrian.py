@@ -24,7 +24,7 @@ t-closeness against the whole table) plug in unchanged.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from sqlalchemy.engine import Connection
@@ -60,7 +60,6 @@ class MondrianResult:
     statements: int
     smallest: int
     largest: int
-    sizes: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -90,7 +89,7 @@ class Mondrian:
                  sensitive: list[str], criteria: list[Criterion], prefix: str, relaxed: bool = False,
                  progress: Callable[[str, int, int | None], None] = lambda *_: None):
         self.db, self.conn, self.source, self.columns, self.qis = db, conn, source, columns, qis
-        self.sensitive, self.criteria, self.prefix, self.relaxed = sensitive, criteria, prefix, relaxed
+        self.sensitive, self.criteria, self.relaxed = sensitive, criteria, relaxed
         self.progress, self.scratch = progress, Scratch(db, conn, prefix)
         self.work, self.parts, self.rows, self.done, self.whole = (
             self.scratch.ref(t) for t in ("work", "parts", "rows", "done", "whole"))
@@ -213,9 +212,10 @@ class Mondrian:
             if not split:
                 break
             self._apply()
-        sizes = [int(n) for (n,) in self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.every_row} e GROUP BY part "
-                                                               "ORDER BY 1").all()]
-        return MondrianResult(len(sizes), rounds, self.statements, min(sizes), max(sizes), sizes)
+        partitions, smallest, largest = self.db.execute(self.conn, (
+            f"SELECT COUNT(*), MIN(n), MAX(n) FROM (SELECT COUNT(*) AS n FROM {self.every_row} e GROUP BY part) s"
+        )).one()
+        return MondrianResult(int(partitions), rounds, self.statements, int(smallest), int(largest))
 
     def _sensitive(self, alias: str) -> str:
         return "".join(f"{alias}.{self.db.q(c)} AS s{i}, " for i, c in enumerate(self.sensitive))
