@@ -104,16 +104,15 @@ def bucketize(db: Database, conn: Connection, job: Job, source: TableName, qi_ta
     params["anatomy_seed"] = str(job.output.seed)
     order = ", ".join([f"t.{s}", shuffled] + others)
     scratch = f"anatomy_{run_id}"
-    assigned = db.scratch_ref(scratch)
     if conn.in_transaction():
         conn.commit()
     with conn.begin():
         for target, ref in ((qi_target, qi_ref), (sensitive_target, sa_ref)):
             if ownership.check_target(conn, target, replace, "output table", source):
                 db.drop_table(conn, ref)  # sqlanon's own earlier output, replaced in this transaction
-        db.execute(conn, f"CREATE TEMP TABLE {db.q(scratch)} AS SELECT {', '.join(select)}, t.{s} AS {VALUE}, "
-                         f"MOD(ROW_NUMBER() OVER (ORDER BY {order}) - 1, {rows // l}) + 1 AS {BUCKET} "
-                         f"FROM {source_ref} t", params)
+        assigned = db.create_scratch(conn, scratch, f"SELECT {', '.join(select)}, t.{s} AS {VALUE}, "
+                                     f"MOD(ROW_NUMBER() OVER (ORDER BY {order}) - 1, {rows // l}) + 1 AS {BUCKET} "
+                                     f"FROM {source_ref} t", params)
         kept = ", ".join(db.q(c) for c in published)
         db.execute(conn, f"CREATE TABLE {qi_ref} AS SELECT {kept}, {BUCKET} FROM {assigned}")
         db.execute(conn, f"CREATE TABLE {sa_ref} AS SELECT {BUCKET}, {VALUE} AS {s}, COUNT(*) AS "

@@ -28,7 +28,7 @@ from .analysis import (AnalysisReport, AnalysisSettings, BayesSettings, TableAna
                        bayes_audit)
 from .report import ReportData, write_report
 from .audit import AuditReport, audit_table
-from .backends import Database, duckdb_file
+from .backends import Database, duckdb_file, open_database
 from .config import Job, Output, normalize_url, require_lattice
 from .dimensions import (StarSchema, build_star_schema, check_columns, generated_hierarchy, needed_sensitive,
                          read_hierarchy_files)
@@ -212,7 +212,7 @@ def hierarchies(job: Job, options: RunOptions | None = None) -> dict[str, Hierar
     if all(qi.hierarchy for qi in qis):
         return {qi.column: files[qi.column] for qi in qis}
     file = duckdb_file(job.source.url)  # a DuckDB file that does not exist yet is not created for this
-    src, db = job.source, Database("duckdb:///:memory:" if file and not file.exists() else job.source.url)
+    src, db = job.source, open_database("duckdb:///:memory:" if file and not file.exists() else job.source.url)
     try:
         with db.connect() as conn:  # never committed: a temporary table goes with the transaction
             if db.table_exists(conn, src.schema, src.table) or src.csv is None:
@@ -284,7 +284,7 @@ def audit(job: Job, table: str, schema: str | None = None, options: RunOptions |
     """
     options = options or RunOptions()
     job = job.with_url(options.db_url)
-    db = Database(job.source.url)
+    db = open_database(job.source.url)
     try:
         with db.connect() as conn:
             columns = db.columns(conn, schema, table)
@@ -389,8 +389,8 @@ def _database(job: Job, options: RunOptions) -> Database:
     """The job's database, with DuckDB's memory limit and spill folder from the options, else the job."""
     memory = options.memory_limit or job.source.memory_limit
     temp = options.temp_directory or job.source.temp_directory
-    db = Database(job.source.url, memory, temp)
-    if db.kind != "duckdb" and (memory or temp):
+    db = open_database(job.source.url, memory, temp)
+    if not db.memory_settings and (memory or temp):
         warnings.warn("memory_limit and temp_directory apply to DuckDB; on PostgreSQL the server's settings "
                       "(work_mem, temp_tablespaces) govern memory and spills", UserWarning, stacklevel=3)
     return db
@@ -674,7 +674,7 @@ def apply(job: Job, batch: str, node: tuple[int, ...] | None = None, run_id: int
 
 def _published_node(job: Job, run_id: int, schema: str) -> tuple[int, ...]:
     """The node a finished anonymize (or publish, or apply) run wrote, checked to be over the job's QIs."""
-    db = Database(job.source.url)
+    db = open_database(job.source.url)
     try:
         with db.connect() as conn:
             if not db.schema_exists(conn, schema):
@@ -830,7 +830,7 @@ def analyze_table(job: Job, table: str, schema: str | None = None, options: RunO
     options, settings = options or RunOptions(), settings or AnalysisSettings()
     job = job.with_url(options.db_url)
     attribute = _analyzed_attribute(job, sensitive)
-    db = Database(job.source.url)
+    db = open_database(job.source.url)
     try:
         with db.connect() as conn:
             columns = db.columns(conn, schema, table)
@@ -924,8 +924,7 @@ def _scratch_table(ctx: SearchContext, name: str, sql: str, params: dict[str, ob
                    ) -> Iterator[str]:
     """`sql` stored once as a temporary table; yields a SELECT of it for the statements that read it, then drops
     it."""
-    ref = ctx.db.scratch_ref(name)
-    ctx.db.execute(ctx.conn, f"CREATE TEMP TABLE {ctx.db.q(name)} AS {sql}", params)
+    ref = ctx.db.create_scratch(ctx.conn, name, sql, params)
     try:
         yield f"SELECT * FROM {ref}"
     finally:
@@ -1002,7 +1001,7 @@ def load_csv(csv: str | Path, table: str, db_url: str, schema: str | None = None
     overwrites a table it did not create: you name it here). The file's
     checksum is recorded, so a job whose `source.csv` names it reuses the table.
     """
-    db = Database(normalize_url(db_url, Path.cwd()))
+    db = open_database(normalize_url(db_url, Path.cwd()))
     path, options = Path(csv), csv_options or {}
     try:
         migrate(db, metadata_schema)

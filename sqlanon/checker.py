@@ -28,6 +28,7 @@ from .frequency import REGISTRY_COLUMNS, violating_classes_sql
 KEY_BITS = 63  # a signed BIGINT's non-negative range
 ROWS_PER_STATEMENT = 4_000_000  # cube rows x wave nodes joined by one statement
 MAX_WAVE = 256  # nodes per statement, however small the cube
+GROUP_FIRST = 0.5  # a wave reads the cube grouped to its meet only when that is expected to halve it at least
 
 
 @dataclass(frozen=True)
@@ -87,17 +88,17 @@ class WaveChecker:
         """One scan of the table: grouped by level-0 codes, then every level's shifted code beside them."""
         star, db = self.star, self.db
         base = f"cube0_{self.name}"
-        db.execute(self.conn, f"CREATE TEMP TABLE {db.q(base)} AS SELECT "
-                   + ", ".join([f"d{d.attr}.c0 AS a{d.attr}" for d in star.dimensions] + star.sensitive_select("t"))
-                   + f", COUNT(*) AS cnt FROM {star.joins()} GROUP BY "
-                   + ", ".join([f"d{d.attr}.c0" for d in star.dimensions]
-                               + [f"t.{db.q(c)}" for c in star.sensitive]))
+        grouped = db.create_scratch(self.conn, base, "SELECT " + ", ".join(
+            [f"d{d.attr}.c0 AS a{d.attr}" for d in star.dimensions] + star.sensitive_select("t"))
+            + f", COUNT(*) AS cnt FROM {star.joins()} GROUP BY "
+            + ", ".join([f"d{d.attr}.c0" for d in star.dimensions] + [f"t.{db.q(c)}" for c in star.sensitive]))
         joins = [f"JOIN (SELECT DISTINCT {', '.join(f'c{lv}' for lv in range(d.height + 1))} FROM {d.table}) "
                  f"m{d.attr} ON m{d.attr}.c0 = t.a{d.attr}" for d in star.dimensions]
-        grouped = f"{db.scratch_ref(base)} t {' '.join(joins)}"
-        cube = self._shifted_codes(grouped, "m", [f"t.{s}" for s in star.sensitive_columns().values()], "t.cnt")
-        db.execute(self.conn, f"CREATE TEMP TABLE {db.q(self.name)} AS {cube}")
-        db.drop_table(self.conn, db.scratch_ref(base))
+        cube = self._shifted_codes(f"{grouped} t {' '.join(joins)}", "m",
+                                   [f"t.{s}" for s in star.sensitive_columns().values()], "t.cnt")
+        db.create_scratch(self.conn, self.name, cube)
+        db.drop_table(self.conn, grouped)
+        db.analyze(self.conn, self.ref)  # the waves' plans depend on the cube's size
         self.statements += 3
         self.scans += 1
         rows = int(db.execute(self.conn, f"SELECT COUNT(*) FROM {self.ref}").scalar_one())
@@ -177,8 +178,8 @@ class WaveChecker:
         """What the wave reads: the cube, or the cube first grouped up to the wave's meet (each attribute at the
         lowest level of any of the wave's nodes), which has far fewer rows when every node is general."""
         meet = self._meet(nodes)  # an attribute every node leaves out needs no column at all
-        if not any(meet):
-            return self.ref
+        if not any(meet) or self._rows_at(meet) > GROUP_FIRST * self.rows:
+            return self.ref  # grouping first would hardly shrink it: a pass over the cube for nothing
         kept = [f"k{d.attr}_{lv}" for d in self.star.dimensions for lv in range(meet[d.attr], d.height + 1)]
         kept += list(self.star.sensitive_columns().values())
         # the lower levels' columns are not read by the wave; the kept ones depend on each attribute's meet level

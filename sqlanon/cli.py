@@ -31,7 +31,7 @@ from .api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_ta
                   run_job, search)
 from .jobs import JobRegistry, opened_registry
 from .audit import AuditReport
-from .backends import Database, lock_hint, qualified_name
+from .backends import lock_hint, open_database, qualified_name
 from .config import Job, Suppression, check_memory_limit, load_job, normalize_url
 from .errors import SqlanonError
 from .metadata import (DEFAULT_SCHEMA, cleanup_dead_runs, current_version, downgrade, migrate, set_python_path,
@@ -568,7 +568,7 @@ def _option_pair(text: str) -> tuple[str, str]:
                    "finds sqlanon; only the installing superuser may set it.")
 def migrate_command(db_url: str, metadata_schema: str, down_to: str | None, python_path: str | None) -> None:
     """Create or upgrade sqlanon's metadata schema (idempotent), or downgrade it."""
-    db = Database(normalize_url(db_url, Path.cwd()))
+    db = open_database(normalize_url(db_url, Path.cwd()))
     try:
         if down_to:
             downgrade(db, metadata_schema, down_to)
@@ -581,7 +581,7 @@ def migrate_command(db_url: str, metadata_schema: str, down_to: str | None, pyth
     finally:
         db.dispose()
     out.print(f"schema {metadata_schema!r} is at version {version or 'base (empty)'}")
-    if db.kind == "postgresql" and version:
+    if db.stored_routines and version:
         plpython = "run_job" in in_sql
         out.print(f"stored in the database: {', '.join(sorted(in_sql)) or 'none'}" + (
             "" if plpython else "; CALL run_job needs PL/Python (package postgresql-plpython3-NN) and a superuser "
@@ -596,7 +596,7 @@ def cleanup_command(db_url: str, metadata_schema: str) -> None:
 
     Every run does this when it starts; this command does it on demand.
     """
-    db = Database(normalize_url(db_url, Path.cwd()))
+    db = open_database(normalize_url(db_url, Path.cwd()))
     try:
         migrate(db, metadata_schema)
         runs, tables = cleanup_dead_runs(db, metadata_schema)

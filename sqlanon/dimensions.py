@@ -171,7 +171,7 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
             _create_dimension_table(db, conn, dim)
             star.dimensions.append(dim)
             _check_one_row_per_tuple(db, conn, source, dim)
-        if db.kind == "postgresql":  # see StarSchema.parent_code
+        if db.parent_code_arrays:  # see StarSchema.parent_code
             star.create_parent_codes(conn, db.q(schema, f"parents_{run_id}"))
     except Exception:
         star.drop(conn)
@@ -249,6 +249,7 @@ def _create_dimension_table(db: Database, conn: Connection, dim: Dimension) -> N
     columns = [("v", "VARCHAR")] + [(f"c{i}", "INTEGER") for i in levels] + [(f"l{i}", "VARCHAR") for i in levels]
     db.drop_table(conn, dim.table)
     db.create_table_from_rows(conn, dim.table, columns, dim.hierarchy.dimension_rows())
+    db.analyze(conn, dim.table)
 
 
 def _check_one_row_per_tuple(db: Database, conn: Connection, source: str, dim: Dimension) -> None:

@@ -113,8 +113,7 @@ class FrequencySets:
             fs.ref = self.db.q(self.schema, name)
             self.db.execute(self.conn, f"CREATE TABLE {fs.ref} AS {fs.definition}")
         else:  # names are unique within a run, and scratch tables are private to this session
-            fs.ref = self.db.scratch_ref(name)
-            self.db.execute(self.conn, f"CREATE TEMP TABLE {self.db.q(name)} AS {fs.definition}")
+            fs.ref = self.db.create_scratch(self.conn, name, fs.definition)
         self._executed(fs)
         if fs.rows < 0:
             fs.rows = self.db.execute(self.conn, f"SELECT COUNT(*) FROM {fs.ref}").scalar_one()

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from .backends import Database, with_role
+from .backends import Database, open_database, with_role
 from .config import Job, job_from_dict, normalize_url, read_config_file
 from .errors import ConfigError, DataError, SqlanonError
 from .metadata import LIVE_RUNS, migrate, now
@@ -123,7 +123,7 @@ class JobRegistry:
         that role's rights, never the caller's, and only a member of it may
         start it (a superuser is a member of every role).
         """
-        if self.db.kind != "postgresql":
+        if not self.db.roles:
             return None
         if registrant is None:
             raise ConfigError(f"job {name!r} was stored before sqlanon recorded who registers jobs; register it "
@@ -165,7 +165,7 @@ class JobRegistry:
         """A run still marked running with no live session is shown as interrupted."""
         if status != "running":
             return status
-        if self.db.kind == "postgresql":
+        if self.db.concurrent_sessions:
             return "running" if self.is_held(name) else "interrupted"
         # DuckDB: one process writes the file at a time, so only this process's own runs can be live
         return "running" if (self.db.url, self.schema, run_id) in LIVE_RUNS else "interrupted"
@@ -173,7 +173,7 @@ class JobRegistry:
     # --- one run at a time ------------------------------------------------------
     def is_held(self, name: str) -> bool:
         """Whether a live session runs the job (always False on DuckDB, where one process owns the file)."""
-        if self.db.kind != "postgresql":
+        if not self.db.concurrent_sessions:
             return False
         with self.db.connect() as conn:
             if self._try_lock(conn, name):
@@ -184,7 +184,7 @@ class JobRegistry:
     @contextmanager
     def exclusive(self, name: str) -> Iterator[None]:
         """Hold the job's advisory lock for the whole block, or refuse with the running run's number."""
-        if self.db.kind != "postgresql":  # DuckDB: a second process cannot open the file for writing
+        if not self.db.concurrent_sessions:  # DuckDB: a second process cannot open the file for writing
             yield
             return
         with self.db.connect() as conn:
@@ -246,7 +246,7 @@ class JobRegistry:
 @contextmanager
 def opened_registry(db_url: str, schema: str) -> Iterator[JobRegistry]:
     """The registry of `schema` in the database at `db_url` (a URL or DuckDB path), migrated first."""
-    db = Database(normalize_url(db_url, Path.cwd()))
+    db = open_database(normalize_url(db_url, Path.cwd()))
     try:
         migrate(db, schema)
         yield JobRegistry(db, schema)

@@ -199,9 +199,8 @@ class LatticeStore:
 
     def _analyze(self, conn: Connection) -> None:
         """Fresh statistics for PostgreSQL's planner after bulk writes (DuckDB keeps its own)."""
-        if self.db.kind == "postgresql":
-            for table in ("lattice_nodes", "lattice_node_levels", "lattice_edges"):
-                self.db.execute(conn, f"ANALYZE {self.s}.{table}")
+        for table in ("lattice_nodes", "lattice_node_levels", "lattice_edges"):
+            self.db.analyze(conn, f"{self.s}.{table}")
 
     def load_iteration(self, conn: Connection, iteration: int) -> tuple[list[Node], list[tuple[int, int]]]:
         rows = conn.execute(text(f"SELECT node_id, node_key FROM {self.s}.lattice_nodes "

@@ -31,7 +31,7 @@ from .ownership import Ownership, TableName
 def check_output(db: Database, conn: Connection, ownership: Ownership, output: Output, source: TableName,
                  replace: bool) -> TableName:
     """Before any search: the output can be written (and granted) as configured; returns its resolved name."""
-    if output.grant_to and db.kind != "postgresql":
+    if output.grant_to and not db.roles:
         raise ConfigError("output.grant_to needs PostgreSQL (DuckDB has no roles); remove it for a DuckDB file")
     for role in output.grant_to:
         if not db.role_exists(conn, role):

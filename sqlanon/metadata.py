@@ -72,7 +72,7 @@ def migrate(db: Database, schema: str = DEFAULT_SCHEMA, revision: str = "head") 
 def set_python_path(db: Database, schema: str, path: str) -> None:
     """Where the server's Python finds sqlanon (PL/Python), in the table only its owner may write."""
     check_schema_name(schema)
-    if db.kind != "postgresql":
+    if not db.stored_routines:
         raise ConfigError("--python-path is for PostgreSQL with PL/Python (CALL sqlanon.run_job)")
     with db.begin() as conn:
         if not db.table_exists(conn, schema, "server_settings"):
@@ -120,7 +120,7 @@ def stored_sql(name: str, schema: str, quoted_schema: str) -> str:
 
 def stored_routines(db: Database, schema: str = DEFAULT_SCHEMA) -> set[str]:
     """Names of the functions and procedures installed in the schema (PostgreSQL; empty elsewhere)."""
-    if db.kind != "postgresql":
+    if not db.stored_routines:
         return set()
     with db.connect() as conn:
         return set(conn.execute(text("SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
@@ -170,7 +170,7 @@ class RunRecord:
     @staticmethod
     def _attach(db: Database, conn: Connection, schema: str, run_id: int) -> None:
         """Record the run's session (PostgreSQL: backend pid and start time), how liveness is told later."""
-        if db.kind != "postgresql":
+        if not db.concurrent_sessions:
             return
         conn.execute(text(f"UPDATE {db.q(schema)}.runs SET backend_pid = pg_backend_pid(), backend_start = "
                           "(SELECT CAST(backend_start AS TEXT) FROM pg_stat_activity WHERE pid = pg_backend_pid()) "
@@ -221,7 +221,7 @@ def cleanup_dead_runs(db: Database, schema: str = DEFAULT_SCHEMA) -> tuple[list[
     """
     s = db.q(schema)
     with db.begin() as conn:
-        if db.kind == "postgresql":
+        if db.concurrent_sessions:
             dead = conn.execute(text(
                 f"SELECT run_id FROM {s}.runs r WHERE status = 'running' AND NOT EXISTS (SELECT 1 FROM "
                 # another role's backend_start may be hidden (NULL): then the pid alone keeps the run alive

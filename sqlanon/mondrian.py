@@ -159,11 +159,10 @@ class Mondrian:
         """(value, l0..lh) of a hierarchy as a scratch table, and the leaves under each node, per level."""
         ref = self.scratch.ref(f"h{j}")
         names = [("value", "VARCHAR")] + [(f"l{level}", "VARCHAR") for level in range(hierarchy.height + 1)]
-        cols = ", ".join(f"{self.db.q(n)} {t}" for n, t in names)
-        self.db.execute(self.conn, f"CREATE TEMP TABLE {ref.rsplit('.', 1)[-1]} ({cols})")
+        self.scratch.create(ref, "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {self.db.q(n)}" for n, t in names)
+                            + " LIMIT 0")
         self.db.insert_rows(self.conn, ref, [n for n, _ in names], [(p[0], *p) for p in hierarchy.paths])
-        self.scratch.register(ref)
-        self.scratch.statements += 2
+        self.scratch.statements += 1
         return ref
 
     def _check_values(self, j: int, qi: MondrianQI) -> None:

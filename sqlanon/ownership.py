@@ -108,7 +108,7 @@ class Ownership:
                               f"{self.metadata_schema!r}; choose another schema")
         if source is not None and target.same_as(source, db):
             raise ConfigError(f"{what} {str(target)!r} is the source table {str(source)!r} (names are compared as "
-                              f"{'DuckDB compares them, ignoring case' if db.kind == 'duckdb' else 'the database does'}"
+                              f"{db.name_rule}"
                               "); sqlanon never writes over its source: choose another output.table")
         if not db.schema_exists(conn, target.schema):
             raise DataError(f"schema {target.schema!r} of {what} {target.table!r} does not exist; create it "

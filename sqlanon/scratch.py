@@ -14,15 +14,18 @@ class Scratch:
     def __init__(self, db: Database, conn: Connection, prefix: str):
         self.db, self.conn, self.prefix = db, conn, prefix
         self.created: list[str] = []
+        self.names: dict[str, str] = {}  # table name of each ref handed out
         self.statements = 0
 
     def ref(self, name: str) -> str:
-        return self.db.scratch_ref(f"{self.prefix}_{name}")
+        table = f"{self.prefix}_{name}"
+        ref = self.db.scratch_ref(table)
+        self.names[ref] = table
+        return ref
 
     def create(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
-        """CREATE TEMP TABLE `ref` AS `select`."""
-        self.db.execute(self.conn, f"CREATE TEMP TABLE {ref.rsplit('.', 1)[-1]} AS {select}", params)
-        self.register(ref)
+        """`ref` (one of this scratch's refs) made from `select`."""
+        self.register(self.db.create_scratch(self.conn, self.names[ref], select, params))
         self.statements += 1
 
     def replace(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
@@ -34,7 +37,7 @@ class Scratch:
     def swap(self, following: str, ref: str) -> None:
         """`following` takes the place (and name) of `ref`."""
         self.drop(ref)
-        self.db.execute(self.conn, f"ALTER TABLE {following} RENAME TO {ref.rsplit('.', 1)[-1]}")
+        self.db.execute(self.conn, f"ALTER TABLE {following} RENAME TO {self.db.q(self.names[ref])}")
         self.created[self.created.index(following)] = ref
 
     def register(self, ref: str) -> None:

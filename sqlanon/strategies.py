@@ -239,9 +239,9 @@ class Exhaustive(SearchStrategy):
         columns = ", ".join([f"d{d.attr}.l{level} AS q{d.attr}_l{level}"
                              for d in ctx.star.dimensions for level in range(d.height + 1)]
                             + ctx.star.sensitive_select("t"))
-        ctx.db.execute(ctx.conn, f"CREATE TEMP TABLE {ctx.db.q(name)} AS SELECT {columns} FROM {ctx.star.joins()}")
+        ref = ctx.db.create_scratch(ctx.conn, name, f"SELECT {columns} FROM {ctx.star.joins()}")
         ctx.conn.commit()
-        return ctx.db.scratch_ref(name)
+        return ref
 
 
 class Samarati(SearchStrategy):

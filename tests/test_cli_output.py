@@ -187,13 +187,13 @@ def test_a_policy_needs_the_data_only_for_the_chosen_node(tmp_path: Path):
 
 
 def test_duckdb_memory_limit_and_spill_folder_from_the_job_or_the_command_line(tmp_path: Path):
-    from sqlanon.backends import Database, default_memory_limit
+    from sqlanon.backends import default_memory_limit, open_database
     from sqlanon.config import check_memory_limit
 
     assert check_memory_limit("1.5 gib", "x") == "1.5GiB" and check_memory_limit("50%", "x") == "50%"
     with pytest.raises(ConfigError, match="not a memory size"):
         check_memory_limit("2 gallons", "source.memory_limit")
-    db = Database(f"duckdb:///{tmp_path / 'm.duckdb'}", "300MB", tmp_path / "spill")
+    db = open_database(f"duckdb:///{tmp_path / 'm.duckdb'}", "300MB", tmp_path / "spill")
     with db.connect() as conn:
         limit = conn.exec_driver_sql("SELECT current_setting('memory_limit')").scalar_one()
         spill = conn.exec_driver_sql("SELECT current_setting('temp_directory')").scalar_one()

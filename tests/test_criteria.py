@@ -271,8 +271,8 @@ def test_figure_3_of_the_l_diversity_paper(tmp_path: Path):
     job = job_from_dict({"source": {"url": "f.duckdb", "table": "fig3", "csv": "fig3.csv"},
                          "quasi_identifiers": {q: "h.csv" for q in ("zip", "age", "nationality")},
                          "criteria": spec}, tmp_path)
-    from sqlanon.backends import Database
-    db = Database(job.source.url)
+    from sqlanon.backends import open_database
+    db = open_database(job.source.url)
     with db.begin() as conn:
         db.load_csv(conn, job.source.csv, {}, db.q("fig3"))
     db.dispose()

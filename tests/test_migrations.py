@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from sqlanon.backends import Database
+from sqlanon.backends import open_database
 from sqlanon.cli import main
 from sqlanon.metadata import current_version, downgrade, migrate
 
@@ -15,7 +15,7 @@ TABLES = {"alembic_version", "runs", "run_attributes", "lattice_nodes", "lattice
 
 
 def _round_trip(url: str, schema: str, server_tables: set[str] = frozenset()) -> None:
-    db = Database(url)
+    db = open_database(url)
     try:
         migrate(db, schema)
         migrate(db, schema)  # idempotent
