@@ -2,7 +2,7 @@
 same table measured in the same run, on DuckDB (and PostgreSQL if reachable).
 
     python bench/bench_search.py [--no-postgres] [--hospital-rows 1000000] [--no-hospital]
-                                 [--strategies incognito,topdown,auto]
+                                 [--strategies incognito,topdown,border,auto]
 
 Adult: the bundled data, all 9 QIs, k=5, without suppression and with 2% and 10%.
 Criteria: Adult with the 8 QIs other than occupation, occupation sensitive, k=5 plus each
@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--no-hospital", action="store_true")
     parser.add_argument("--no-criteria", action="store_true")
     parser.add_argument("--hospital-rows", type=int, default=1_000_000)
-    parser.add_argument("--strategies", default="incognito,topdown,auto")
+    parser.add_argument("--strategies", default="incognito,topdown,border,auto")
     args = parser.parse_args()
     strategies = args.strategies.split(",")
     (HERE / "out").mkdir(exist_ok=True)

@@ -8,7 +8,6 @@ node with its own direct GROUP BY and serves as the oracle in tests.
 from __future__ import annotations
 
 import heapq
-import random
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from contextlib import contextmanager
@@ -333,31 +332,96 @@ class BottomUp(TopDown):
     downward = False
 
 
-class Auto(SearchStrategy):
-    """The direction that checks fewer nodes for the job's shape.
+class Border(TopDown):
+    """Binary search on chains of the full lattice (as ARX's Flash does), for passing sets closed under
+    generalization: checks close to the border between passing and failing nodes, from both sides.
 
-    Top-down checks the passing nodes (and the highest failing ones), bottom-up
-    the failing ones (and the lowest passing ones). Without suppression few
-    nodes pass (every class must be large enough), so top-down. With it, the
-    share of passing nodes is estimated from a fixed sample of the lattice,
-    checked in one statement: top-down when less than half of it passes.
-    Criteria that are not monotone under suppression get Incognito's exact
-    search.
+    A chain starts at the lowest node whose status is unknown and climbs through unknown nodes to the top,
+    raising the attributes in turn. Checking its middle node halves it: a pass settles every generalization
+    of that node (the chain's upper half among them), a failure every specialization. Each wave checks the
+    middle node of up to WAVE chains at once, in one statement per wave of the checker; chains that are
+    settled are replaced by new ones. The statuses live in an array with one axis per attribute, so settling
+    a node's generalizations is one slice.
+
+    On Adult's 9 QIs, k=5, it needs 2,394 checks in 23 statements at 2% suppression (top-down: 3,776 in 28)
+    and 3,103 in 28 at 10% (bottom-up: 6,026 in 41); without suppression top-down's 141 checks are fewer,
+    since few nodes pass and top-down checks only those. Waves of 128 chains checked fewer nodes than 256
+    (2,528) or 512 (2,854) for the same time per statement.
+    """
+
+    name = "border"
+    WAVE = 128
+    UNKNOWN, PASSING, FAILING = 0, 1, 2
+
+    def walk(self, ctx: SearchContext, check: "Check") -> list[tuple[int, ...]]:
+        import numpy as np  # the statuses of every node, settled by slices
+
+        heights = ctx.star.heights
+        status = np.zeros([h + 1 for h in heights], dtype=np.int8)
+        starts = sorted(full_lattice(heights), key=sum)  # stable: the same chains on every run
+        chains: list[list[tuple[int, ...]]] = []
+        wave = self.next_start = 0
+        while True:
+            chains = [c for c in ([n for n in chain if status[n] == self.UNKNOWN] for chain in chains) if c]
+            self._start_chains(chains, starts, status, heights)
+            if not chains:
+                break
+            middles = sorted({chain[len(chain) // 2] for chain in chains})
+            wave += 1
+            passing = set(check(middles, wave))
+            for node in middles:  # slices: everything above a pass passes, everything below a failure fails
+                if node in passing:
+                    status[tuple(slice(level, None) for level in node)] = self.PASSING
+                else:
+                    status[tuple(slice(0, level + 1) for level in node)] = self.FAILING
+            ctx.progress("border, binary search on chains", int((status != self.UNKNOWN).sum()), status.size)
+        return sorted(tuple(int(level) for level in node) for node in np.argwhere(status == self.PASSING))
+
+    def _start_chains(self, chains: list[list[tuple[int, ...]]], starts: list[tuple[int, ...]], status,
+                      heights: list[int]) -> None:
+        """New chains from the lowest unknown nodes on no chain, until there are WAVE chains. `starts` (nodes by
+        height) is read from `self.next_start` on: a node passed over is settled or on a chain until settled."""
+        on_chain = {node for chain in chains for node in chain}
+        while len(chains) < self.WAVE and self.next_start < len(starts):
+            start = starts[self.next_start]
+            if status[start] != self.UNKNOWN or start in on_chain:
+                self.next_start += 1
+                continue
+            chain = self._climb(start, status, heights, on_chain)
+            on_chain.update(chain)
+            chains.append(chain)
+
+    def _climb(self, start: tuple[int, ...], status, heights: list[int], taken: set) -> list[tuple[int, ...]]:
+        """The chain from `start` up through unknown nodes on no other chain. Of the attributes that can be
+        raised, the one the node's height points at (in turn), so that chains spread over the lattice: always
+        raising the first attribute first needed 20% more checks on Adult."""
+        chain, node = [start], start
+        while True:
+            ups = [up for attr in range(len(heights)) if node[attr] < heights[attr]
+                   for up in [node[:attr] + (node[attr] + 1,) + node[attr + 1:]]
+                   if status[up] == self.UNKNOWN and up not in taken]
+            if not ups:
+                return chain
+            node = ups[sum(node) % len(ups)]
+            chain.append(node)
+
+
+class Auto(SearchStrategy):
+    """The strategy that checks fewer nodes for the job's shape.
+
+    Without suppression few nodes pass (every class must be large enough), and
+    top-down checks only the passing nodes and the highest failing ones. With
+    it, most nodes may pass: binary search on chains checks close to the
+    border from both sides. Criteria that are not monotone under suppression
+    get Incognito's exact search.
     """
 
     name = "auto"
-    SAMPLE = 32
 
     def search(self, ctx: SearchContext, stats: SearchStats) -> list[tuple[int, ...]]:
         if not ctx.monotone:
             return Incognito().search(ctx, stats)
-        if ctx.max_suppressed == 0:
-            return TopDown().search(ctx, stats)
-        lattice = full_lattice(ctx.star.heights)
-        sample = random.Random(0).sample(lattice, min(self.SAMPLE, len(lattice)))
-        with _wave_checks(ctx, stats) as check:
-            share = len(check(sample, -1)) / len(sample)
-            return check.record((TopDown() if share < 0.5 else BottomUp()).walk(ctx, check))
+        return (TopDown() if ctx.max_suppressed == 0 else Border()).search(ctx, stats)
 
 
 class Check:
@@ -411,4 +475,4 @@ def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
 
 
 STRATEGIES: dict[str, type[SearchStrategy]] = {s.name: s for s in (Auto, Incognito, Exhaustive, Samarati, TopDown,
-                                                                   BottomUp)}
+                                                                   BottomUp, Border)}

@@ -224,8 +224,8 @@ def _named(spec: dict) -> set[str]:
                                st.integers(1, 4)), min_size=4, max_size=40),
        spec=st.sampled_from(RANDOM_CASES), limit=st.integers(0, 5))
 def test_criteria_on_random_tables(tmp_path_factory, rows, spec, limit):
-    """Incognito, top-down, bottom-up, auto and Samarati against the exhaustive strategy, with and without
-    suppression."""
+    """Incognito, top-down, bottom-up, border, auto and Samarati against the exhaustive strategy, with and
+    without suppression."""
     tmp = tmp_path_factory.mktemp("crit")
     (tmp / "data.csv").write_text("p,q,occupation,extra,cost\n" + "\n".join(",".join(map(str, r)) for r in rows))
     (tmp / "p.csv").write_text("v0;A;*\nv1;A;*\nv2;B;*\nv3;B;*\n")
@@ -248,7 +248,8 @@ def test_criteria_on_random_tables(tmp_path_factory, rows, spec, limit):
         topdown = search(dataclasses.replace(job, strategy="topdown"))
         bottomup = search(dataclasses.replace(job, strategy="bottomup"))
         auto = search(dataclasses.replace(job, strategy="auto"))
-    assert incognito.satisfying == sorted(exhaustive.satisfying) == topdown.satisfying
+        border = search(dataclasses.replace(job, strategy="border"))
+    assert incognito.satisfying == sorted(exhaustive.satisfying) == topdown.satisfying == border.satisfying
     assert bottomup.satisfying == auto.satisfying == topdown.satisfying and auto.minimal == incognito.minimal
     assert incognito.minimal == exhaustive.minimal
     lowest = min((sum(n) for n in exhaustive.satisfying), default=None)

@@ -14,7 +14,7 @@ from sqlanon.config import Selection, Suppression
 from sqlanon.criteria import KAnonymity, criteria_from_config
 from sqlanon.errors import DataError
 
-from .conftest import ADULT_DIR, ADULT_QIS, adult_job, reclassified, user_tables
+from .conftest import ADULT_DIR, ADULT_QIS, adult_job, passing, reclassified, user_tables
 
 pytestmark = pytest.mark.postgres
 SUBSET = ["age", "education", "marital-status", "workclass"]
@@ -44,6 +44,15 @@ def test_all_nine_qis_equal_the_oracle(pg_adult, all_qi_oracle):
     url, schema = pg_adult
     result = search(adult_job(url, ADULT_QIS, k=5, load_csv=False, schema=schema), _options(schema))
     assert set(result.satisfying) == all_qi_oracle[5]
+
+
+def test_border_search_with_suppression_equals_the_oracle(pg_adult, all_qi_violations):
+    """The default search with suppression (binary search on chains) over all nine QIs, on PostgreSQL."""
+    url, schema = pg_adult
+    job = dataclasses.replace(adult_job(url, ADULT_QIS, k=5, load_csv=False, schema=schema),
+                              suppression=Suppression(0.02))
+    result = search(job, _options(schema))
+    assert set(result.satisfying) == passing(all_qi_violations[5], Suppression(0.02).max_suppressed(30162))
 
 
 def test_exhaustive_strategy_runs_on_postgres(pg_adult):

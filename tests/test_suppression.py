@@ -46,7 +46,8 @@ def test_incognito_equals_exhaustive_with_suppression(adult_duck: str, adult_vio
 
 @pytest.mark.parametrize("strategy, k, limit", [("topdown", 5, 0), ("topdown", 10, 0), ("topdown", 5, 0.02),
                                                ("auto", 5, 0), ("auto", 5, 0.02), ("auto", 5, 0.1),
-                                               ("bottomup", 5, 0.1)])
+                                               ("bottomup", 5, 0.1), ("border", 5, 0), ("border", 10, 0.02),
+                                               ("border", 5, 0.1)])
 def test_wave_strategies_equal_the_oracle_on_all_nine_adult_qis(adult_duck: str, all_qi_violations, strategy: str,
                                                                 k: int, limit):
     """The searches over the full 12,960-node lattice (k-anonymity is monotone with suppression)."""
@@ -69,7 +70,7 @@ def test_class_keys_split_over_several_columns_when_their_bits_do_not_fit(adult_
 
 @pytest.mark.parametrize("limit", list(LIMITS))
 @pytest.mark.parametrize("case", ["distinct l=3", "k=5 and distinct l=4", "entropy l=3"])
-@pytest.mark.parametrize("strategy", ["topdown", "auto"])
+@pytest.mark.parametrize("strategy", ["topdown", "auto", "border"])
 def test_wave_strategies_equal_exhaustive_with_suppression(adult_duck: str, adult_violations, case: str, limit: str,
                                                           strategy: str):
     """Monotone cases are searched over the full lattice; a non-monotone one falls back to Incognito's."""
