@@ -249,7 +249,6 @@ def _create_dimension_table(db: Database, conn: Connection, dim: Dimension) -> N
     columns = [("v", "VARCHAR")] + [(f"c{i}", "INTEGER") for i in levels] + [(f"l{i}", "VARCHAR") for i in levels]
     db.drop_table(conn, dim.table)
     db.create_table_from_rows(conn, dim.table, columns, dim.hierarchy.dimension_rows())
-    db.analyze(conn, dim.table)
 
 
 def _check_one_row_per_tuple(db: Database, conn: Connection, source: str, dim: Dimension) -> None:
