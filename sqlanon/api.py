@@ -365,9 +365,9 @@ def _select(job: Job, ctx: SearchContext, result: SearchResult) -> tuple[int, ..
 
 
 def _add_metrics(job: Job, ctx: SearchContext, result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
-    evaluator = MetricsEvaluator.for_run(ctx, job.sensitive)
+    todo = [n for n in nodes if n not in result.metrics]
+    evaluator = MetricsEvaluator.for_run(ctx, job.sensitive, len(todo))
     try:
-        todo = [n for n in nodes if n not in result.metrics]
         result.metrics.update(evaluator.evaluate(todo, lambda done, total: ctx.progress("metrics", done, total)))
     finally:
         evaluator.close()

@@ -104,10 +104,12 @@ class MetricsEvaluator:
         self._ln_top: float | None = None
 
     @classmethod
-    def for_run(cls, ctx, sensitive: list[str]) -> "MetricsEvaluator":
-        """Frequency sets carrying every sensitive attribute of the job (KL reads them all)."""
+    def for_run(cls, ctx, sensitive: list[str], nodes: int) -> "MetricsEvaluator":
+        """Frequency sets carrying every sensitive attribute of the job (KL reads them all), for `nodes` nodes:
+        one node is one scan of the table grouped at its levels (a cube at level 0 first, then its roll-up,
+        took 0.5 s more on 5M hospital rows, where level 0 is nearly unique)."""
         star = replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + list(sensitive))))
-        fsets = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, False, ctx.use_cube)
+        fsets = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, False, ctx.use_cube and nodes > 1)
         return cls(fsets, ctx.criteria, star.heights)
 
     def close(self) -> None:
