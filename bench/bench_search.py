@@ -97,6 +97,8 @@ def main() -> None:
                         case)
         if not args.no_hospital:
             folder = dataset(args.hospital_rows)
+            if database == "duckdb":  # a file per size: a table loaded from another size's CSV is refused
+                url = f"duckdb:///{HERE / 'out' / f'search_hospital_{args.hospital_rows}.duckdb'}"
             search(hospital_job(folder, url, 5, load=True), RunOptions(db_url=url))  # load (not timed)
             baseline = group_by_seconds(url, "hospital", HOSPITAL_QIS)
             measure(rows, f"hospital {args.hospital_rows:,}", database, url, hospital_job(folder, url, 5, load=False),
