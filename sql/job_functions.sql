@@ -1,7 +1,7 @@
 -- Listing registered jobs, their runs and a run's nodes from SQL (PostgreSQL). Installed by migration 0006.
 --   SELECT * FROM sqlanon.job_runs('census');      -- newest first; 'interrupted': no live session holds it
 --   SELECT * FROM sqlanon.run_nodes(42);           -- nodes with metrics (minimal ones, the chosen one)
---   SELECT * FROM sqlanon.passing_nodes(42);       -- every passing node (Incognito, topdown, bottomup, auto)
+--   SELECT * FROM sqlanon.passing_nodes(42);       -- every passing node (Incognito, topdown, bottomup, border, auto)
 CREATE OR REPLACE FUNCTION {s}.job_runs(job text)
 RETURNS TABLE (run_id bigint, command text, status text, iteration integer, nodes_checked integer,
                started_at timestamp, finished_at timestamp, error text)
