@@ -80,6 +80,8 @@ class Database:
     parent_code_arrays = False
     #: how names are compared, for messages
     name_rule = "the database does"
+    #: the schema of the session's temporary tables
+    temp_schema = "temp"
 
     def __init__(self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None,
                  temp_directory: Path | None = None):
@@ -114,9 +116,6 @@ class Database:
     def execute(self, conn: Connection, sql: str, params: dict[str, Any] | None = None) -> Any:
         """Run one statement built with `q()` names (values always as bound parameters)."""
         return conn.execute(sa.text(sql), params or {})
-
-    #: the schema of the session's temporary tables
-    temp_schema = "temp"
 
     def scratch_ref(self, name: str) -> str:
         """Reference to a session-scoped scratch table (frequency sets)."""
@@ -263,7 +262,6 @@ class Database:
 
     def _load_csv(self, conn: Connection, read_sql: str, params: dict, path: Path, ref: str, temporary: bool) -> None:
         raise NotImplementedError
-
 
 
 class DuckDB(Database):

@@ -22,16 +22,12 @@ from sqlalchemy.engine import Connection
 
 from .backends import Database
 from .criteria import Criterion, FrequencySetView
-from .dimensions import StarSchema
+from .dimensions import STATISTICS_ROWS, StarSchema
 from .frequency import REGISTRY_COLUMNS, violating_classes_sql
 
 KEY_BITS = 63  # a signed BIGINT's non-negative range
 ROWS_PER_STATEMENT = 4_000_000  # cube rows x wave nodes joined by one statement
 MAX_WAVE = 256  # nodes per statement, however small the cube
-#: from this many rows on, the dimension tables and the cube get planner statistics (where the database wants
-#: them): a 1M-row cube's join was planned as 1.2 billion rows without them (PostgreSQL: 2.2 s instead of 1.4 s),
-#: while on Adult's 30k rows the plans they led to were slower (1.55 s against 1.27 s for the whole search)
-STATISTICS_ROWS = 100_000
 GROUP_FIRST = 0.5  # a wave reads the cube grouped to its meet only when that is expected to halve it at least
 
 
@@ -92,9 +88,6 @@ class WaveChecker:
         """One scan of the table: grouped by level-0 codes, then every level's shifted code beside them."""
         star, db = self.star, self.db
         base = f"cube0_{self.name}"
-        large = star.rows >= STATISTICS_ROWS
-        for d in star.dimensions if large else []:
-            db.analyze(self.conn, d.table)
         grouped = db.create_scratch(self.conn, base, "SELECT " + ", ".join(
             [f"d{d.attr}.c0 AS a{d.attr}" for d in star.dimensions] + star.sensitive_select("t"))
             + f", COUNT(*) AS cnt FROM {star.joins()} GROUP BY "
@@ -105,7 +98,7 @@ class WaveChecker:
                                    [f"t.{s}" for s in star.sensitive_columns().values()], "t.cnt")
         db.create_scratch(self.conn, self.name, cube)
         db.drop_table(self.conn, grouped)
-        if large:
+        if star.rows >= STATISTICS_ROWS:
             db.analyze(self.conn, self.ref)  # the waves' plans depend on the cube's size
         self.statements += 3
         self.scans += 1

@@ -21,6 +21,10 @@ from .errors import ConfigError, DataError, HierarchyError
 from .hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file
 
 MISSING_SHOWN = 10
+#: from this many source rows on, the dimension tables (and the search's cube) get planner statistics where the
+#: database wants them: a 1M-row join with the dimensions was planned as 1.2 billion rows without them (PostgreSQL:
+#: 2.2 s instead of 1.4 s), while on Adult's 30k rows the plans they led to were slower (search 1.55 s against 1.24 s)
+STATISTICS_ROWS = 100_000
 
 
 @dataclass
@@ -173,6 +177,8 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
             _check_one_row_per_tuple(db, conn, source, dim)
         if db.parent_code_arrays:  # see StarSchema.parent_code
             star.create_parent_codes(conn, db.q(schema, f"parents_{run_id}"))
+        for dim in star.dimensions if rows >= STATISTICS_ROWS else []:
+            db.analyze(conn, dim.table)  # every join of the source with its dimensions is planned with them
     except Exception:
         star.drop(conn)
         raise
