@@ -121,8 +121,8 @@ def bucketize(db: Database, conn: Connection, job: Job, source: TableName, qi_ta
         report = audit_bucketized(db, conn, qi_ref, sa_ref, sensitive, l, source_ref)
         if report["rows"] != rows:
             raise AuditError(f"the QI table has {report['rows']} rows, the source {rows}; nothing was written")
-        check_published_columns(db, conn, qi_target, published + [BUCKET])
-        check_published_columns(db, conn, sensitive_target, [BUCKET, sensitive, COUNT_COLUMN])
+        check_published_columns(db, conn, qi_ref, str(qi_target), published + [BUCKET])
+        check_published_columns(db, conn, sa_ref, str(sensitive_target), [BUCKET, sensitive, COUNT_COLUMN])
         for target, written in ((qi_target, rows), (sensitive_target, report["cells"])):
             ownership.record(conn, target, "output", written, run_id)
             for role in job.output.grant_to:

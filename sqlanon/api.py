@@ -376,12 +376,13 @@ def _add_metrics(job: Job, ctx: SearchContext, result: SearchResult, nodes: list
 
 def _record_metrics(ctx: SearchContext, result: SearchResult, selected: tuple[int, ...] | None) -> None:
     """Store the computed metrics in node_metrics (replacing the run's earlier rows)."""
-    s = ctx.db.q(ctx.schema)
+    meta, meta_conn = ctx.db.metadata, ctx.meta_conn
+    s = meta.q(ctx.schema)
     minimal = set(result.minimal)
-    ctx.conn.execute(text(f"DELETE FROM {s}.node_metrics WHERE run_id = :r"), {"r": ctx.run.run_id})
+    meta_conn.execute(text(f"DELETE FROM {s}.node_metrics WHERE run_id = :r"), {"r": ctx.run.run_id})
     rows = [(ctx.run.run_id, node_label(node), node in minimal, node == selected,
              *[values[name] for name in METRICS]) for node, values in sorted(result.metrics.items())]
-    ctx.db.insert_rows(ctx.conn, f"{s}.node_metrics", ["run_id", "node", "minimal", "selected", *METRICS], rows)
+    meta.insert_rows(meta_conn, f"{s}.node_metrics", ["run_id", "node", "minimal", "selected", *METRICS], rows)
     ctx.conn.commit()
 
 
@@ -503,6 +504,7 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
     sa_target = _Target(dataclasses.replace(output, table=output.sensitive_table_name), replace)
     db = _database(job, options)
     try:
+        db.require_transactions("an anatomy publication")
         columns = _checked_source(db, job, options, [qi_target, sa_target])
         if qi_target.name.same_as(sa_target.name, db):
             raise ConfigError(f"output.table and output.sensitive_table both name {str(qi_target.name)!r}; give the "
@@ -528,6 +530,7 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
     found = hierarchies(job, options)
     db = _database(job, options)
     try:
+        db.require_transactions("Mondrian partitioning")
         columns = _checked_source(db, job, options, [target])
         qis = [MondrianQI(qi.column, found.get(qi.column)) for qi in job.quasi_identifiers]
         sensitive = needed_sensitive(job.criteria)
@@ -546,7 +549,7 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
                     db, job.identifying, c, target.keys, f"pk{len(params)}", params), output.numeric == "mean",
                     params)
                 work.drop()
-                check_published_columns(db, conn, target.name, published)
+                check_published_columns(db, conn, final, str(target.name), published)
                 report = audit_table(db, conn, final, job.qi_names, job.sensitive, job.criteria)
                 if not report.ok or report.rows != rows:
                     failed = ", ".join(name for name, ok in report.holds.items() if not ok) or "row count"
@@ -581,6 +584,7 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
     settings = job.inference
     db = _database(job, options)
     try:
+        db.require_transactions("inference across releases")
         migrate(db, options.metadata_schema)
         ownership = Ownership(db, options.metadata_schema)
         with db.connect() as conn:
@@ -674,7 +678,8 @@ def apply(job: Job, batch: str, node: tuple[int, ...] | None = None, run_id: int
 
 def _published_node(job: Job, run_id: int, schema: str) -> tuple[int, ...]:
     """The node a finished anonymize (or publish, or apply) run wrote, checked to be over the job's QIs."""
-    db = open_database(job.source.url)
+    opened = open_database(job.source.url)
+    db = opened.metadata
     try:
         with db.connect() as conn:
             if not db.schema_exists(conn, schema):
@@ -682,7 +687,7 @@ def _published_node(job: Job, run_id: int, schema: str) -> tuple[int, ...]:
             row = conn.execute(text(f"SELECT status, command, result FROM {db.q(schema)}.runs "
                                     "WHERE run_id = :r"), {"r": run_id}).one_or_none()
     finally:
-        db.dispose()
+        opened.dispose()
     if row is None:
         raise ConfigError(f"run {run_id} not found in {schema}.runs; `sqlanon job status` or the runs table lists "
                           "the runs")

@@ -53,6 +53,9 @@ def open_database(url: str, memory_limit: str | None = None, temp_directory: Pat
     """The database at `url`, as the subclass for its kind. `memory_limit` (a size checked by
     config.check_memory_limit; default: half the machine's memory) and `temp_directory` (where it spills beyond
     it) apply where the database has `memory_settings`; PostgreSQL's memory is the server's."""
+    if url.split(":", 1)[0] in ("spark", "sc"):
+        from .spark import Spark  # pyspark is optional
+        return Spark.open(url)
     try:
         engine = sa.create_engine(url)
     except Exception as exc:  # unknown driver, malformed URL
@@ -60,7 +63,7 @@ def open_database(url: str, memory_limit: str | None = None, temp_directory: Pat
     kinds = {kind.kind: kind for kind in (DuckDB, PostgreSQL)}
     if engine.dialect.name not in kinds:
         engine.dispose()
-        raise SqlanonError(f"database {engine.dialect.name!r} is not supported; use DuckDB or PostgreSQL")
+        raise SqlanonError(f"database {engine.dialect.name!r} is not supported; use DuckDB, PostgreSQL or Spark")
     return kinds[engine.dialect.name](engine, url, memory_limit, temp_directory)
 
 
@@ -82,10 +85,32 @@ class Database:
     name_rule = "the database does"
     #: the schema of the session's temporary tables
     temp_schema = "temp"
+    #: DDL inside transactions: several tables written (and audited) as one, or none
+    transactions = True
+    #: WITH x AS MATERIALIZED computes x once however often the statement reads it (Spark inlines every
+    #: reference instead, so a set read several times is stored first)
+    materialized_ctes = True
 
     def __init__(self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None,
                  temp_directory: Path | None = None):
         self.engine, self.url = engine, url
+        #: where sqlanon's own tables live (runs, lattices, registries): the database itself, or a store beside it
+        #: for an engine that cannot update tables in place (Spark)
+        self.metadata: Database = self
+
+    def metadata_connection(self, conn: Connection) -> Connection:
+        """The connection to `metadata` that goes with `conn` (the same one, or one committed with it)."""
+        return conn
+
+    def require_transactions(self, what: str) -> None:
+        """Refuse, in one line, work that writes several tables as one transaction where there are none."""
+        if not self.transactions:
+            raise ConfigError(f"{what} is not available on {self.kind}: it writes its tables in one transaction, "
+                              f"and {self.kind} has none; run it on DuckDB or PostgreSQL")
+
+    def run_table(self, schema: str, name: str) -> str:
+        """Reference to a table of one run (dimension tables) named `name` in the metadata schema."""
+        return self.q(schema, name)
 
     # --- names ----------------------------------------------------------
     def q(self, *parts: str | None) -> str:
@@ -217,12 +242,24 @@ class Database:
         raise NotImplementedError
 
     def lower_median(self, value: str) -> str:
-        """The aggregate giving the ceil(n/2)-th smallest of `value` in a group (the lower median)."""
-        raise NotImplementedError
+        """The aggregate giving the ceil(n/2)-th smallest of `value` in a group (the lower median): the SQL
+        standard's ordered-set aggregate, which PostgreSQL and Spark have."""
+        return f"percentile_disc(0.5) WITHIN GROUP (ORDER BY {value})"
 
     def not_a_number(self, column: str) -> str:
         """A condition true where `column` (quoted) holds something that is not a number."""
         raise NotImplementedError
+
+    @contextmanager
+    def staged_output(self, conn: Connection, final: str, select: str, params: dict[str, Any],
+                      replacing: bool) -> Iterator[str]:
+        """The output table `final` made from `select`; yields what to audit. Here DDL is transactional: `final`
+        itself is written (replacing sqlanon's earlier output), and the caller's transaction keeps both or
+        neither."""
+        if replacing:
+            self.drop_table(conn, final)
+        self.execute(conn, f"CREATE TABLE {final} AS {select}", params)
+        yield final
 
     def drop_table(self, conn: Connection, ref: str) -> None:
         """Drop one of sqlanon's own tables (its dimension and scratch tables; outputs it wrote)."""
@@ -389,9 +426,6 @@ class PostgreSQL(Database):
         text_bytes = f"convert_to(CAST({value} AS TEXT), 'UTF8')"
         inner = f"sha256(CAST({inner_key} AS BYTEA) || {text_bytes})"
         return f"encode(sha256(CAST({outer_key} AS BYTEA) || {inner}), 'hex')"
-
-    def lower_median(self, value: str) -> str:
-        return f"percentile_disc(0.5) WITHIN GROUP (ORDER BY {value})"
 
     def not_a_number(self, column: str) -> str:
         # no TRY_CAST before PostgreSQL 16's pg_input_is_valid

@@ -103,7 +103,7 @@ class WaveChecker:
         self.statements += 3
         self.scans += 1
         rows = int(db.execute(self.conn, f"SELECT COUNT(*) FROM {self.ref}").scalar_one())
-        db.insert_rows(self.conn, self.registry, REGISTRY_COLUMNS,
+        db.metadata.insert_rows(db.metadata_connection(self.conn), self.registry, REGISTRY_COLUMNS,
                        [(self.run_id, None, "wide_cube", self.name, "base", None, rows, False)])
         return rows
 
@@ -197,5 +197,5 @@ class WaveChecker:
     def close(self) -> None:
         if not self.from_table:
             self.db.drop_table(self.conn, self.ref)
-            self.db.execute(self.conn, f"UPDATE {self.registry} SET dropped = TRUE WHERE run_id = :r AND label = "
+            self.db.metadata.execute(self.db.metadata_connection(self.conn), f"UPDATE {self.registry} SET dropped = TRUE WHERE run_id = :r AND label = "
                             "'wide_cube'", {"r": self.run_id})

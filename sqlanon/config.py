@@ -291,12 +291,21 @@ def normalize_url(url: str, base_dir: Path) -> str:
         if db != ":memory:" and not Path(db).is_absolute():
             parsed = parsed.set(database=str((base_dir / db).resolve()))
         return parsed.render_as_string(hide_password=False)
+    if parsed.drivername in ("spark", "sc"):  # the metadata store and the warehouse folder relative to base_dir
+        query = {}
+        if "metadata" in parsed.query:
+            query["metadata"] = normalize_url(str(parsed.query["metadata"]), base_dir)
+        if "warehouse" in parsed.query:
+            query["warehouse"] = str((base_dir / str(parsed.query["warehouse"])).resolve())
+        return parsed.update_query_dict(query).render_as_string(hide_password=False)
     return url
 
 
 # URL scheme -> an example of it, for error messages
 SUPPORTED_SCHEMES = {"duckdb": "duckdb:///file.duckdb (or a bare file path)",
-                     "postgresql": "postgresql://user@host/db (also postgres:// and postgresql+psycopg://)"}
+                     "postgresql": "postgresql://user@host/db (also postgres:// and postgresql+psycopg://)",
+                     "spark": "spark://local[2] (or spark://HOST:7077; ?metadata=duckdb:///meta.duckdb)",
+                     "sc": "sc://HOST:15002 (Spark Connect)"}
 
 
 def load_job(path: str | Path) -> Job:

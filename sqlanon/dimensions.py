@@ -113,7 +113,8 @@ class StarSchema:
     def record(self, conn: Connection, schema: str, run_id: int) -> None:
         """List the run's attributes (QI order, heights, hierarchy, dimension table) in run_attributes."""
         rows = [(run_id, d.attr, d.column, d.height, d.hierarchy.origin, d.table) for d in self.dimensions]
-        self.db.insert_rows(conn, f"{self.db.q(schema)}.run_attributes",
+        meta = self.db.metadata
+        meta.insert_rows(self.db.metadata_connection(conn), f"{meta.q(schema)}.run_attributes",
                             ["run_id", "attr", "column_name", "height", "hierarchy", "dimension_table"], rows)
 
 
@@ -171,12 +172,12 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
             hierarchy = files.get(qi.column) or generated_hierarchy(db, conn, source, qi)
             if job.suppression.mode == "mask" and job.suppression.limit:
                 hierarchy.check_masking()
-            dim = Dimension(attr, qi.column, hierarchy, db.q(schema, f"dim_{run_id}_{attr}"))
+            dim = Dimension(attr, qi.column, hierarchy, db.run_table(schema, f"dim_{run_id}_{attr}"))
             _create_dimension_table(db, conn, dim)
             star.dimensions.append(dim)
             _check_one_row_per_tuple(db, conn, source, dim)
         if db.parent_code_arrays:  # see StarSchema.parent_code
-            star.create_parent_codes(conn, db.q(schema, f"parents_{run_id}"))
+            star.create_parent_codes(conn, db.run_table(schema, f"parents_{run_id}"))
         for dim in star.dimensions if rows >= STATISTICS_ROWS else []:
             db.analyze(conn, dim.table)  # every join of the source with its dimensions is planned with them
     except Exception:
@@ -193,7 +194,7 @@ def needed_sensitive(criteria: list[Criterion]) -> list[str]:
     return found
 
 
-NUMERIC_TYPES = ("bigint", "integer", "smallint", "tinyint", "hugeint", "double", "double precision", "real",
+NUMERIC_TYPES = ("bigint", "int", "integer", "smallint", "tinyint", "hugeint", "double", "double precision", "real",
                  "float", "numeric", "decimal", "ubigint", "uinteger", "usmallint", "utinyint")
 
 

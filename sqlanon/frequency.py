@@ -158,13 +158,14 @@ class FrequencySets:
 
     def flush_registry(self) -> None:
         """Write the registry entries gathered since the last flush (once per iteration)."""
-        s = self.db.q(self.schema)
+        meta, meta_conn = self.db.metadata, self.db.metadata_connection(self.conn)
+        s = meta.q(self.schema)
         if self._registry:
-            self.db.insert_rows(self.conn, f"{s}.frequency_sets", REGISTRY_COLUMNS, self._registry)
+            meta.insert_rows(meta_conn, f"{s}.frequency_sets", REGISTRY_COLUMNS, self._registry)
             self._registry = []
         if self._dropped_since_flush:
             update = text(f"UPDATE {s}.frequency_sets SET dropped = TRUE WHERE run_id = :r AND label IN :labels")
-            self.conn.execute(update.bindparams(bindparam("labels", expanding=True)),
+            meta_conn.execute(update.bindparams(bindparam("labels", expanding=True)),
                               {"r": self.run_id, "labels": self._dropped_since_flush})
             self._dropped_since_flush = []
 

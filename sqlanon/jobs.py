@@ -249,7 +249,7 @@ def opened_registry(db_url: str, schema: str) -> Iterator[JobRegistry]:
     db = open_database(normalize_url(db_url, Path.cwd()))
     try:
         migrate(db, schema)
-        yield JobRegistry(db, schema)
+        yield JobRegistry(db.metadata, schema)  # sqlanon's own tables: in the metadata store
     finally:
         db.dispose()
 

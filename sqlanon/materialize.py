@@ -73,20 +73,20 @@ def materialize(db: Database, conn: Connection, star: StarSchema, plan: Publicat
     if conn.in_transaction():
         conn.commit()
     with conn.begin():
-        if ownership.check_target(conn, plan.target, plan.replace, "output table", plan.source):
-            db.drop_table(conn, final)  # sqlanon's own earlier output, replaced in this transaction
+        # sqlanon's own earlier output is replaced in this transaction
+        replacing = ownership.check_target(conn, plan.target, plan.replace, "output table", plan.source)
         select, published = _select_list(db, star, plan, suppressing and plan.mode == "mask", params)
         joins = star.joins("t") + flagged
         where = " WHERE b.n IS NULL" if suppressing and plan.mode == "remove" else ""
-        db.execute(conn, f"CREATE TABLE {final} AS {with_clause}SELECT {', '.join(select)} FROM {joins}{where}",
-                   params)
-        check_published_columns(db, conn, plan.target, published)
-        qi_columns = [d.column for d in star.dimensions]
-        masked_top = {d.column: d.hierarchy.top_labels for d in star.dimensions} \
-            if suppressing and plan.mode == "mask" else None
-        reference = star.source if suppressing and plan.mode == "remove" else None
-        report = audit_table(db, conn, final, qi_columns, star.sensitive, criteria, masked_top, reference)
-        _check_audit(report, star.rows, plan)
+        rows = f"{with_clause}SELECT {', '.join(select)} FROM {joins}{where}"
+        with db.staged_output(conn, final, rows, params, replacing) as written:
+            check_published_columns(db, conn, written, str(plan.target), published)
+            qi_columns = [d.column for d in star.dimensions]
+            masked_top = {d.column: d.hierarchy.top_labels for d in star.dimensions} \
+                if suppressing and plan.mode == "mask" else None
+            reference = star.source if suppressing and plan.mode == "remove" else None
+            report = audit_table(db, conn, written, qi_columns, star.sensitive, criteria, masked_top, reference)
+            _check_audit(report, star.rows, plan)
         ownership.record(conn, plan.target, "output", report.rows, run_id)
         for role in plan.output.grant_to:  # in the same transaction: readers see the table once it exists
             db.execute(conn, f"GRANT SELECT ON {final} TO {db.q(role)}")
@@ -150,11 +150,12 @@ def _pseudonym(db: Database, value: str, key: bytes, name: str, params: dict[str
     return db.hmac_sha256_hex(value, f":{name}_in", f":{name}_out")
 
 
-def check_published_columns(db: Database, conn: Connection, target: TableName, published: list[str]) -> None:
-    """The written table has exactly the declared columns: no dropped identifier, nothing undeclared."""
-    written = db.columns(conn, target.schema, target.table)
+def check_published_columns(db: Database, conn: Connection, ref: str, name: str, published: list[str]) -> None:
+    """The written table `ref` (`name` in messages) has exactly the declared columns: no dropped identifier,
+    nothing undeclared."""
+    written = list(db.execute(conn, f"SELECT * FROM {ref} LIMIT 0").keys())
     if [db.name_key(c) for c in written] != [db.name_key(c) for c in published]:  # `published` lacks dropped ids
-        raise AuditError(f"table {str(target)!r} has columns {written}, expected {published}; nothing was written")
+        raise AuditError(f"table {name!r} has columns {written}, expected {published}; nothing was written")
 
 
 def _violating_classes(db: Database, star: StarSchema, node: tuple[int, ...], criteria: list[Criterion],

@@ -56,6 +56,7 @@ def check_schema_name(schema: str) -> None:
 def migrate(db: Database, schema: str = DEFAULT_SCHEMA, revision: str = "head") -> None:
     """Create or upgrade the metadata schema (idempotent)."""
     check_schema_name(schema)
+    db = db.metadata
     try:
         with db.begin() as conn:
             command.upgrade(_alembic_config(conn, schema), revision)
@@ -90,13 +91,14 @@ def set_python_path(db: Database, schema: str, path: str) -> None:
 
 def downgrade(db: Database, schema: str = DEFAULT_SCHEMA, revision: str = "-1") -> None:
     check_schema_name(schema)
-    with db.begin() as conn:
+    with db.metadata.begin() as conn:
         command.downgrade(_alembic_config(conn, schema), revision)
 
 
 def current_version(db: Database, schema: str = DEFAULT_SCHEMA) -> str | None:
     """The schema's migration revision, or None when it has none."""
     check_schema_name(schema)
+    db = db.metadata
     with db.connect() as conn:
         if not db.table_exists(conn, schema, "alembic_version"):
             return None
@@ -139,32 +141,35 @@ class RunRecord:
     """One row of `runs`: created when a search starts, closed when it ends."""
 
     def __init__(self, db: Database, schema: str, run_id: int):
-        self.db, self.schema, self.run_id = db, schema, run_id
+        """`db`: the database the run works in; its record lives in `db.metadata`."""
+        self.data_db, self.db, self.schema, self.run_id = db, db.metadata, schema, run_id
 
     @classmethod
     def start(cls, db: Database, conn: Connection, schema: str, job_name: str, command_name: str, strategy: str,
               config_json: str) -> "RunRecord":
         """A new run, recorded with the session `conn` (the one that will do its work)."""
-        s = db.q(schema)
+        meta, conn = db.metadata, db.metadata_connection(conn)
+        s = meta.q(schema)
         with conn.begin():
             run_id = conn.execute(text(f"SELECT nextval('{schema_literal(schema)}.run_ids')")).scalar_one()
             conn.execute(text(f"INSERT INTO {s}.runs (run_id, job_name, command, strategy, config, status, "
                               "started_at) VALUES (:r, :j, :c, :st, :cfg, 'running', :t)"),
                          {"r": run_id, "j": job_name, "c": command_name, "st": strategy, "cfg": config_json,
                           "t": now()})
-            cls._attach(db, conn, schema, int(run_id))
-        LIVE_RUNS.add((db.url, schema, int(run_id)))
+            cls._attach(meta, conn, schema, int(run_id))
+        LIVE_RUNS.add((meta.url, schema, int(run_id)))
         return cls(db, schema, int(run_id))
 
     @classmethod
     def reopen(cls, db: Database, conn: Connection, schema: str, run_id: int) -> "RunRecord":
         """Mark an interrupted or failed run as running again in session `conn` (a resume continues it)."""
+        meta, conn = db.metadata, db.metadata_connection(conn)
         with conn.begin():
-            conn.execute(text(f"UPDATE {db.q(schema)}.runs SET status = 'running', finished_at = NULL, error = NULL "
+            conn.execute(text(f"UPDATE {meta.q(schema)}.runs SET status = 'running', finished_at = NULL, error = NULL "
                               "WHERE run_id = :r"), {"r": run_id})
-            conn.execute(text(f"DELETE FROM {db.q(schema)}.run_attributes WHERE run_id = :r"), {"r": run_id})
-            cls._attach(db, conn, schema, run_id)
-        LIVE_RUNS.add((db.url, schema, run_id))
+            conn.execute(text(f"DELETE FROM {meta.q(schema)}.run_attributes WHERE run_id = :r"), {"r": run_id})
+            cls._attach(meta, conn, schema, run_id)
+        LIVE_RUNS.add((meta.url, schema, run_id))
         return cls(db, schema, run_id)
 
     @staticmethod
@@ -177,6 +182,8 @@ class RunRecord:
                           "WHERE run_id = :r"), {"r": run_id})
 
     def progress(self, conn: Connection, iteration: int, nodes_checked: int) -> None:
+        """Recorded with the session's connection `conn` (its metadata connection where that is another)."""
+        conn = self.data_db.metadata_connection(conn)
         conn.execute(text(f"UPDATE {self.db.q(self.schema)}.runs SET iteration = :i, nodes_checked = :n "
                           "WHERE run_id = :r"), {"i": iteration, "n": nodes_checked, "r": self.run_id})
         self._write_side_file("running", iteration=iteration, nodes_checked=nodes_checked)
@@ -219,6 +226,7 @@ def cleanup_dead_runs(db: Database, schema: str = DEFAULT_SCHEMA) -> tuple[list[
     marked running when this process holds it is dead. Returns the runs
     closed and the tables dropped.
     """
+    db = db.metadata
     s = db.q(schema)
     with db.begin() as conn:
         if db.concurrent_sessions:

@@ -91,12 +91,15 @@ def best_node(metric: Metric, metrics: dict[Node, dict[str, Any]]) -> Node:
     return min(metrics, key=key)
 
 
+SPARSE_BATCH = 8  # nodes per statement where CTEs are not materialized (see evaluate)
+
+
 class MetricsEvaluator:
     """Computes the metrics of any nodes of one run, reading the frequency sets of `fsets`."""
 
     def __init__(self, fsets: FrequencySets, criteria: list, heights: list[int]):
         self.fsets, self.criteria, self.heights = fsets, criteria, heights
-        self.conn, self.star = fsets.conn, fsets.star
+        self.db, self.conn, self.star = fsets.db, fsets.conn, fsets.star
         self.rows = self.star.rows
         ks = [c.k for c in criteria if isinstance(c, KAnonymity)]
         self.k = max(ks) if ks else None
@@ -118,8 +121,11 @@ class MetricsEvaluator:
 
     def evaluate(self, nodes: list[Node], progress=lambda done, total: None) -> dict[Node, dict[str, Any]]:
         found: dict[Node, dict[str, Any]] = {}
-        for start in range(0, len(nodes), BATCH):
-            chunk = nodes[start:start + BATCH]
+        # without materialized CTEs every node is stored first, and one statement reads a few nodes' sets: Spark
+        # plans a UNION ALL of many subqueries slowly (57 nodes in one statement: 344 s on Adult)
+        batch = BATCH if self.db.materialized_ctes else SPARSE_BATCH
+        for start in range(0, len(nodes), batch):
+            chunk = nodes[start:start + batch]
             for node, sums in zip(chunk, self._sums(chunk)):
                 found[node] = self._figures(node, *sums)
             progress(len(found), len(nodes))
@@ -128,17 +134,24 @@ class MetricsEvaluator:
     # --- SQL ------------------------------------------------------------------
     def _sums(self, nodes: list[Node]) -> list[tuple]:
         """Per node: classes released, suppressed tuples, sum n^2 released, and the two KL sums."""
-        ctes, selects, params = [], [], {}
+        ctes, selects, params, stored = [], [], {}, []
         for j, node in enumerate(nodes):
             fs = self.fsets.base(dict(enumerate(node)), f"metrics_{j}")
             view = self._view(fs, j)
-            ctes.append(f"{view.table} AS MATERIALIZED ({fs.definition})")
             on = " AND ".join(f"cs.{c} = b.{c}" for c in view.class_columns)
-            ctes.append(f"flags_{j} AS (SELECT cs.*, CASE WHEN b.n IS NULL THEN 0 ELSE 1 END AS bad "
-                        f"FROM ({view.class_sizes()}) cs LEFT JOIN "
-                        f"({violating_classes_sql(view, self.criteria, f'm{j}', params)}) b ON {on})")
+            flags = (f"SELECT cs.*, CASE WHEN b.n IS NULL THEN 0 ELSE 1 END AS bad "
+                     f"FROM ({view.class_sizes()}) cs LEFT JOIN "
+                     f"({violating_classes_sql(view, self.criteria, f'm{j}', params)}) b ON {on}")
+            for name, select in ((view.table, fs.definition), (f"flags_{j}", flags)):
+                if self.db.materialized_ctes:
+                    ctes.append(f"{name} AS MATERIALIZED ({select})")
+                else:  # each is read several times below: stored once (under its name) rather than computed each time
+                    stored.append(self.db.create_scratch(self.conn, name, select, params))
             selects.append(self._node_select(node, view, j))
-        rows = self.conn.execute(text(f"WITH {', '.join(ctes)} {' UNION ALL '.join(selects)}"), params).all()
+        with_clause = f"WITH {', '.join(ctes)} " if ctes else ""
+        rows = self.conn.execute(text(with_clause + " UNION ALL ".join(selects)), params).all()
+        for ref in stored:
+            self.db.drop_table(self.conn, ref)
         by_index = {int(r[0]): r[1:] for r in rows}
         return [by_index[j] for j in range(len(nodes))]
 

@@ -58,7 +58,7 @@ class Ownership:
 
     def __init__(self, db: Database, metadata_schema: str):
         self.db, self.metadata_schema = db, metadata_schema
-        self.table = f"{db.q(metadata_schema)}.owned_tables"
+        self.table = f"{db.metadata.q(metadata_schema)}.owned_tables"  # in the metadata store (see Database)
 
     def resolve(self, conn: Connection, schema: str | None, table: str, where: str) -> TableName:
         """The table's name with its schema, after refusing names the database would change."""
@@ -72,7 +72,7 @@ class Ownership:
 
     def owned(self, conn: Connection, name: TableName) -> OwnedTable | None:
         """The record of a table sqlanon created, when the table is still that one."""
-        row = self.db.execute(conn, f"SELECT kind, token, file_path, file_sha256, row_count FROM {self.table} "
+        row = self.db.metadata.execute(self.db.metadata_connection(conn), f"SELECT kind, token, file_path, file_sha256, row_count FROM {self.table} "
                                     "WHERE schema_name = :s AND table_name = :t", self._key(name)).first()
         if row is None:
             return None
@@ -87,9 +87,9 @@ class Ownership:
         token = uuid.uuid4().hex
         what = f"run {run_id}" if run_id is not None else f"loaded from {Path(file_path or '').name}"
         self.db.set_table_comment(conn, self.db.q(name.schema, name.table), f"written by sqlanon ({what}; {token})")
-        self.db.execute(conn, f"DELETE FROM {self.table} WHERE schema_name = :s AND table_name = :t",
-                        self._key(name))
-        self.db.execute(conn, f"INSERT INTO {self.table} (schema_name, table_name, kind, token, run_id, file_path, "
+        meta, meta_conn = self.db.metadata, self.db.metadata_connection(conn)
+        meta.execute(meta_conn, f"DELETE FROM {self.table} WHERE schema_name = :s AND table_name = :t", self._key(name))
+        meta.execute(meta_conn, f"INSERT INTO {self.table} (schema_name, table_name, kind, token, run_id, file_path, "
                               "file_sha256, row_count, created_at) VALUES (:s, :t, :kind, :token, :run, :path, "
                               ":sha, :rows, :at)",
                         {**self._key(name), "kind": kind, "token": token, "run": run_id, "path": file_path,

@@ -56,6 +56,11 @@ class SearchContext:
         return violating_tuples <= self.max_suppressed
 
     @property
+    def meta_conn(self) -> Connection:
+        """The connection to sqlanon's own tables (lattice, registries), which goes with `conn`."""
+        return self.db.metadata_connection(self.conn)
+
+    @property
     def sound_monotone(self) -> bool:
         """Whether passing is closed under generalization (and QI supersets fail when a subset fails).
 
@@ -103,24 +108,24 @@ class Incognito(SearchStrategy):
 
     def search(self, ctx: SearchContext, stats: SearchStats) -> list[tuple[int, ...]]:
         heights = ctx.star.heights
-        store = LatticeStore(ctx.db, ctx.schema, ctx.run.run_id)
+        store = LatticeStore(ctx.db.metadata, ctx.schema, ctx.run.run_id)
         first = 1 if ctx.monotone else len(heights)
-        done = store.prepare_resume(ctx.conn) if ctx.resuming else 0
+        done = store.prepare_resume(ctx.meta_conn) if ctx.resuming else 0
         ctx.conn.commit()
         with _wave_checks(ctx, stats) as check:
             for iteration in range(max(first, done + 1), len(heights) + 1):
                 if iteration == 1:
-                    store.create_first_iteration(ctx.conn, heights)
+                    store.create_first_iteration(ctx.meta_conn, heights)
                 elif iteration == first:
-                    store.create_full_iteration(ctx.conn, heights)
+                    store.create_full_iteration(ctx.meta_conn, heights)
                 else:
-                    store.generate_next(ctx.conn, iteration - 1)
-                nodes, edges = store.load_iteration(ctx.conn, iteration)
+                    store.generate_next(ctx.meta_conn, iteration - 1)
+                nodes, edges = store.load_iteration(ctx.meta_conn, iteration)
                 statuses = self._search_iteration(ctx, check, nodes, edges, iteration)
-                store.save_statuses(ctx.conn, statuses)
+                store.save_statuses(ctx.meta_conn, statuses)
                 ctx.run.progress(ctx.conn, iteration, stats.nodes_checked)
                 ctx.conn.commit()
-        survivors = store.survivors(ctx.conn, len(heights))
+        survivors = store.survivors(ctx.meta_conn, len(heights))
         return sorted(tuple(level for _, level in pairs) for pairs in survivors)
 
     def _search_iteration(self, ctx: SearchContext, check: "Check", nodes: list[Node],
@@ -453,8 +458,8 @@ class Check:
         """Write the passing nodes (`pass` when checked, `implied` when settled by another's check) and the
         checked failing ones to the lattice tables, as the full iteration of the run; returns `passing`."""
         ctx = self.ctx
-        LatticeStore(ctx.db, ctx.schema, ctx.run.run_id).record_full_lattice(
-            ctx.conn, len(ctx.star.heights),
+        LatticeStore(ctx.db.metadata, ctx.schema, ctx.run.run_id).record_full_lattice(
+            ctx.meta_conn, len(ctx.star.heights),
             {**{n: "fail" for n, ok in self.checked.items() if not ok},
              **{n: "pass" if n in self.checked else "implied" for n in passing}})
         ctx.conn.commit()

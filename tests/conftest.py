@@ -112,6 +112,31 @@ def metadata_tables(url: str, schema: str = "sqlanon") -> set[str]:
 
 
 @pytest.fixture(scope="session")
+def spark_url(tmp_path_factory) -> str:
+    """One local Spark session for the whole run (2 cores, 2 shuffle partitions, 1 GB of driver memory), its
+    warehouse and sqlanon's metadata store in a temporary folder."""
+    from sqlanon.errors import ConfigError
+    from sqlanon.spark import require_spark
+
+    try:
+        require_spark()
+    except ConfigError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"Spark tests must run in CI: {exc}")
+        pytest.skip(str(exc))
+    os.environ.setdefault("SQLANON_SPARK_CONF", "spark.sql.shuffle.partitions=2,spark.driver.memory=1g")
+    folder = tmp_path_factory.mktemp("spark")
+    return f"spark://local[2]?warehouse={folder / 'warehouse'}&metadata=duckdb:///{folder / 'metadata.duckdb'}"
+
+
+@pytest.fixture(scope="session")
+def spark_adult(spark_url: str) -> str:
+    """Adult loaded once into the Spark session's catalog (a Parquet table)."""
+    search(adult_job(spark_url, ["sex"], k=1))
+    return spark_url
+
+
+@pytest.fixture(scope="session")
 def adult_duck(tmp_path_factory) -> str:
     """Adult loaded once into a DuckDB file shared by the Adult tests."""
     url = f"duckdb:///{tmp_path_factory.mktemp('adult') / 'adult.duckdb'}"
@@ -173,7 +198,7 @@ def adult_violations(adult_duck: str) -> dict[str, dict[tuple, int]]:
 
 
 
-# the fast part of the suite (README): pytest -m "not slow and not postgres"
+# the fast part of the suite (README): pytest -m "not slow and not postgres and not spark"
 ORACLE_FIXTURES = {"all_qi_violations", "all_qi_oracle", "adult_violations", "adult_oracle"}
 SLOW_TESTS = {"test_criteria_on_random_tables", "test_runs_killed_at_random_points_leave_nothing_behind"}
 

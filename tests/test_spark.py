@@ -1,0 +1,161 @@
+"""The same jobs on Apache Spark SQL (one local session for the whole run): DuckDB's results, Parquet outputs
+written after their audit, the same one-line errors."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import warnings
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sqlanon import anonymize, audit, search
+from sqlanon.cli import main
+from sqlanon.config import Selection, Suppression, job_from_dict
+from sqlanon.criteria import criteria_from_config
+from sqlanon.errors import ConfigError, DataError, SqlanonError
+
+from .conftest import ADULT_DIR, adult_job, reclassified
+from .test_criteria import RANDOM_CASES, _named
+
+pytestmark = pytest.mark.spark
+QIS = ["sex", "age", "race", "marital-status"]
+OCCUPATION = str(ADULT_DIR / "hierarchies" / "occupation.csv")
+ADULT_CRITERIA = [
+    {"k_anonymity": {"k": 5}},
+    {"distinct_l_diversity": {"attribute": "occupation", "l": 3}},
+    {"entropy_l_diversity": {"attribute": "occupation", "l": 3}},
+    {"recursive_l_diversity": {"attribute": "occupation", "c": 4, "l": 3}},
+    {"t_closeness": {"attribute": "occupation", "t": 0.2, "distance": "equal"}},
+    {"t_closeness": {"attribute": "occupation", "t": 0.2, "distance": "hierarchical", "hierarchy": OCCUPATION}},
+]
+
+
+def _adult(url: str, spec: dict, limit: float = 0.0, **extra) -> object:
+    job = adult_job(url, QIS, load_csv=False, **extra)
+    sensitive = ["occupation"] if "k_anonymity" not in spec else []
+    return reclassified(job, criteria=criteria_from_config(spec), sensitive=sensitive,
+                        suppression=Suppression(limit))
+
+
+#: with 2% suppression: the border search (k-anonymity), the exact search (entropy, t-closeness); the random
+#: tables below run every criterion with suppression too
+SUPPRESSED = [{"k_anonymity": {"k": 5}}, ADULT_CRITERIA[2], ADULT_CRITERIA[5]]
+
+
+@pytest.mark.parametrize("spec, limit", [(spec, 0.0) for spec in ADULT_CRITERIA] + [(spec, 0.02) for spec in SUPPRESSED],
+                         ids=lambda v: "-".join(v) + str(v[next(iter(v))].get("distance", "")) if isinstance(v, dict)
+                         else f"{v:.0%}")
+def test_adult_criteria_equal_duckdb(spark_adult, adult_duck, spec, limit):
+    spark = search(_adult(spark_adult, spec, limit))
+    duck = search(_adult(adult_duck, spec, limit))
+    assert spark.satisfying == duck.satisfying and spark.minimal == duck.minimal
+    assert spark.stats.nodes_checked == duck.stats.nodes_checked
+
+
+def _random_rows(seed: int) -> list[tuple]:
+    rng = random.Random(seed)
+    return [(rng.choice(["v0", "v1", "v2", "v3"]), rng.choice(["w0", "w1", "w2"]), rng.choice("abcd"),
+             rng.choice("xy"), rng.randint(1, 4)) for _ in range(rng.randint(8, 40))]
+
+
+def _random_job(tmp: Path, url: str, table: str, rows: list[tuple], spec: dict, limit: int):
+    (tmp / "data.csv").write_text("p,q,occupation,extra,cost\n" + "\n".join(",".join(map(str, r)) for r in rows))
+    (tmp / "p.csv").write_text("v0;A;*\nv1;A;*\nv2;B;*\nv3;B;*\n")
+    (tmp / "q.csv").write_text("w0;*\nw1;*\nw2;*\n")
+    (tmp / "occ.csv").write_text("a;G1;*\nb;G1;*\nc;G2;*\nd;G2;*\n")
+    return job_from_dict({"source": {"url": url, "table": table, "csv": "data.csv"},
+                          "quasi_identifiers": {"p": "p.csv", "q": "q.csv"}, "criteria": spec,
+                          "insensitive": [c for c in ("occupation", "extra", "cost") if c not in _named(spec)],
+                          "suppression": {"limit": limit}}, tmp)
+
+
+@pytest.mark.parametrize("case", range(len(RANDOM_CASES)))
+def test_random_tables_equal_duckdb(spark_url, tmp_path, case):
+    """Every criterion of the random-table cases, on a seeded random table, with and without suppression."""
+    spec, rows = RANDOM_CASES[case], _random_rows(case)
+    distinct = {"occupation": len({r[2] for r in rows}), "extra": len({r[3] for r in rows})}
+    if any(p.get("l", 1) > min(distinct[a] for a in p.get("attributes", [p.get("attribute")]) if a in distinct)
+           for p in spec.values() if "l" in p):
+        rows = rows + [("v0", "w0", v, e, 1) for v in "abcd" for e in "xy"]  # every value, so l is possible
+    limit = case % 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # don't-care values absent from a small random table
+        spark = search(_random_job(tmp_path, spark_url, f"random_{case}", rows, spec, limit))
+        duck = search(_random_job(tmp_path, f"duckdb:///{tmp_path / 'r.duckdb'}", "t", rows, spec, limit))
+    assert spark.satisfying == duck.satisfying and spark.minimal == duck.minimal
+
+
+def test_anonymize_writes_an_audited_parquet_table(spark_adult, adult_duck):
+    """Entropy l-diversity with 2% suppression, masked, selected by KL divergence: the node, the suppressed
+    tuples and the metrics DuckDB gives; the output is a Parquet table that the audit command accepts, and it
+    is replaced only when asked."""
+    changes = {"criteria": criteria_from_config({"entropy_l_diversity": {"attribute": "occupation", "l": 3}}),
+               "sensitive": ["occupation"], "suppression": Suppression(0.02, "mask"),
+               "select": Selection(None, "kl_divergence")}
+    qis = ["sex", "race", "marital-status"]  # metrics of 12 nodes (each costs Spark a few statements)
+    spark_job = reclassified(adult_job(spark_adult, qis, load_csv=False, output={"table": "adult_anon"}), **changes)
+    duck_job = reclassified(adult_job(adult_duck, qis, load_csv=False, output={"table": "adult_anon"}), **changes)
+    spark = anonymize(spark_job, replace=True)
+    duck = anonymize(duck_job, replace=True)
+    assert spark.node == duck.node and spark.suppressed == duck.suppressed > 0 and spark.audit.ok
+    for node, values in duck.search.metrics.items():
+        assert spark.search.metrics[node] == pytest.approx(values)
+    with pytest.raises(DataError, match="already exists"):
+        anonymize(spark_job)
+    report = audit(spark_job, "adult_anon")
+    assert report.ok and report.rows == 30162
+    from sqlanon.spark import session_for
+    files = session_for("local[2]").sql("DESCRIBE TABLE EXTENDED adult_anon").collect()
+    assert any(row[0] == "Provider" and row[1] == "parquet" for row in files)
+
+
+def test_cli_search_on_spark(spark_adult, tmp_path):
+    config = tmp_path / "job.yaml"
+    config.write_text(json.dumps({
+        "source": {"url": spark_adult, "table": "adult"},
+        "quasi_identifiers": {q: {"hierarchy": str(ADULT_DIR / "hierarchies" / f"{q}.csv")} for q in QIS},
+        "insensitive": ["education", "native-country", "workclass", "occupation", "salary-class"],
+        "criteria": {"k_anonymity": {"k": 10}}}))
+    result = CliRunner().invoke(main, ["search", str(config), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["minimal"]
+
+
+def test_unknown_table_and_column(spark_adult):
+    job = adult_job(spark_adult, QIS, load_csv=False, table="no_such_table")
+    with pytest.raises(DataError, match="not found"):
+        search(job)
+    job = adult_job(spark_adult, QIS + ["no_such_column"], load_csv=False)
+    with pytest.raises(SqlanonError, match="no_such_column"):
+        search(job)
+
+
+def test_spark_without_java_or_pyspark(monkeypatch):
+    from sqlanon import spark
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(ConfigError, match="openjdk-17-jre-headless"):
+        spark.require_spark()
+    monkeypatch.setattr(spark.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ConfigError, match=r'pip install "sqlanon\[spark\]"'):
+        spark.require_spark()
+
+
+def test_incognito_runs_on_spark(spark_adult, adult_duck):
+    """Incognito's lattice tables and their SQL live in the metadata store; its frequency sets in Spark."""
+    qis = ["sex", "race", "salary-class"]
+    spark = search(dataclasses.replace(adult_job(spark_adult, qis, k=10, load_csv=False), strategy="incognito"))
+    duck = search(dataclasses.replace(adult_job(adult_duck, qis, k=10, load_csv=False), strategy="incognito"))
+    assert spark.satisfying == duck.satisfying and spark.minimal == duck.minimal
+
+
+def test_publications_that_need_transactions_say_so(spark_adult):
+    from sqlanon.api import partition
+
+    job = adult_job(spark_adult, QIS, load_csv=False, output={"table": "adult_mondrian", "method": "mondrian"})
+    with pytest.raises(ConfigError, match="Mondrian partitioning is not available on spark"):
+        partition(job)
