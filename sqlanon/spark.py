@@ -67,11 +67,11 @@ logger.sqlexec.level = off
 """
 
 
-def require_spark() -> None:
-    """Refuse a Spark URL, in one line, when pyspark or Java is missing."""
+def require_spark(java: bool = True) -> None:
+    """Refuse a Spark URL, in one line, when pyspark or (for a session in this process) Java is missing."""
     if importlib.util.find_spec("pyspark") is None:
         raise ConfigError('Spark URLs need pyspark: pip install "sqlanon[spark]"')
-    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+    if java and not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
         raise ConfigError("Spark needs a Java runtime (17 or later) and none was found (no java on PATH, no "
                           "JAVA_HOME): install one, e.g. apt-get install openjdk-17-jre-headless")
 
@@ -87,7 +87,7 @@ def session_for(master: str, warehouse: str = DEFAULT_WAREHOUSE) -> Any:
     files), so the tables one command writes are there for the next; a cluster uses its own catalog."""
     if master in _SESSIONS:
         return _SESSIONS[master]
-    require_spark()
+    require_spark(java=not master.startswith("sc://"))  # a Spark Connect client runs no JVM
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName("sqlanon")
@@ -323,9 +323,9 @@ class Spark(Database):
     def open(cls, url: str) -> "Spark":
         """Spark at `url`, with the metadata store its `metadata` parameter names (default: a DuckDB file in the
         warehouse folder in local mode, in the current folder otherwise)."""
-        require_spark()
-        from .backends import open_database
         parsed = sa.engine.make_url(url)
+        require_spark(java=parsed.drivername != "sc")
+        from .backends import open_database
         local = spark_master(parsed).startswith("local")
         warehouse = str(parsed.query.get("warehouse", DEFAULT_WAREHOUSE))
         default = f"duckdb:///{Path(warehouse if local else '.').resolve() / METADATA_FILE}"

@@ -17,7 +17,7 @@ from sqlanon.config import Selection, Suppression, job_from_dict
 from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import ConfigError, DataError, SqlanonError
 
-from .conftest import ADULT_DIR, adult_job, reclassified
+from .conftest import ADULT_DIR, adult_config, adult_job, reclassified
 from .test_criteria import RANDOM_CASES, _named
 
 pytestmark = pytest.mark.spark
@@ -159,3 +159,53 @@ def test_publications_that_need_transactions_say_so(spark_adult):
     job = adult_job(spark_adult, QIS, load_csv=False, output={"table": "adult_mondrian", "method": "mondrian"})
     with pytest.raises(ConfigError, match="Mondrian partitioning is not available on spark"):
         partition(job)
+
+
+@pytest.fixture(scope="module")
+def connect_url(spark_url, tmp_path_factory):
+    """A Spark Connect server on this machine (pyspark's own start script), as a cluster would offer one."""
+    import os
+    import socket
+    import subprocess
+    import time
+
+    import pyspark
+
+    pytest.importorskip("grpc", reason='Spark Connect needs pip install "sqlanon[spark]" (pyspark[connect])')
+    folder = tmp_path_factory.mktemp("connect")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    home = Path(pyspark.__file__).parent
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOG_DIR": str(folder), "SPARK_PID_DIR": str(folder),
+           "PATH": f"{Path(os.sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    script = home / "sbin" / "start-connect-server.sh"
+    subprocess.run(["bash", str(script), "--conf", f"spark.connect.grpc.binding.port={port}", "--conf",
+                    f"spark.sql.warehouse.dir={folder / 'warehouse'}", "--conf", "spark.sql.shuffle.partitions=2"],
+                   env=env, check=True, capture_output=True)
+    try:
+        for _ in range(120):
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}?metadata=duckdb:///{folder / 'metadata.duckdb'}"
+    finally:
+        subprocess.run(["bash", str(home / "sbin" / "stop-connect-server.sh")], env=env, capture_output=True)
+
+
+def test_spark_connect_gives_duckdbs_results(connect_url, adult_duck, tmp_path):
+    """sc://HOST:PORT from a client process of its own (a process holds either a local session or a remote
+    one): CSV load, search and an audited Parquet output, as on DuckDB."""
+    import subprocess
+    import sys
+
+    qis = ["sex", "race", "marital-status"]
+    config = tmp_path / "job.json"
+    config.write_text(json.dumps(adult_config(connect_url, qis, k=5, output={"table": "adult_remote"})))
+    done = subprocess.run([sys.executable, "-m", "sqlanon", "anonymize", str(config), "--format", "json",
+                           "--replace"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    remote = json.loads(done.stdout)
+    duck = anonymize(adult_job(adult_duck, qis, k=5, load_csv=False, output={"table": "adult_remote"}), replace=True)
+    assert tuple(remote["node"]) == duck.node and remote["audit"]["min_class_size"] >= 5
