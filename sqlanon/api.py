@@ -459,7 +459,7 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
 def _checked_source(db: Database, job: Job, options: RunOptions, targets: list[_Target]) -> list[str]:
     """Migrate, check the source's columns (loading source.csv first when named) and where each target goes;
     returns the source's columns. A source loaded from a file stays only if every check passes."""
-    if job.source.csv is None:  # a source the role cannot read is named before anything is created
+    if job.source.csv is None and job.source.parquet is None:  # a source the role cannot read is named first
         with db.connect() as conn:
             check_columns(db, conn, job)
     migrate(db, options.metadata_schema)
@@ -1038,6 +1038,9 @@ def _prepare_source(db: Database, conn, job: Job, ownership: Ownership) -> Table
     """
     src = job.source
     source = ownership.resolve(conn, src.schema, src.table, "source.table")
+    if src.parquet is not None:
+        db.read_parquet(conn, src.parquet, src.table)
+        return source
     if src.csv is None:
         return source
     if not db.table_exists(conn, src.schema, src.table):

@@ -300,6 +300,11 @@ class Database:
     def _load_csv(self, conn: Connection, read_sql: str, params: dict, path: Path, ref: str, temporary: bool) -> None:
         raise NotImplementedError
 
+    def read_parquet(self, conn: Connection, path: Path, name: str) -> None:
+        """Parquet files read in place as the temporary view `name` (source.parquet)."""
+        raise ConfigError(f"source.parquet reads files in place on Spark; on {self.kind} load the data into a "
+                          "table first (e.g. with DuckDB's read_parquet) and name it in source.table")
+
 
 class DuckDB(Database):
     """DuckDB, embedded in this process: one process per file, names compared ignoring case."""

@@ -48,6 +48,7 @@ class Source:
     csv_options: dict[str, Any] = field(default_factory=dict)
     memory_limit: str | None = None  # DuckDB: e.g. "2GB" (default: half the machine's memory)
     temp_directory: Path | None = None  # DuckDB: where it spills what does not fit the limit
+    parquet: Path | None = None  # Spark: Parquet files read in place as the source table (a temporary view)
 
 
 @dataclass
@@ -350,7 +351,8 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
                                         "select", "insensitive", "identifying", "population", "releases",
                                         "inference"})
     source = _source(_mapping(_required(cfg, "source", "the config"), "source",
-                              {"url", "table", "schema", "csv", "csv_options", "memory_limit", "temp_directory"}),
+                              {"url", "table", "schema", "csv", "csv_options", "memory_limit", "temp_directory",
+                               "parquet"}),
                      base_dir)
     qis = _quasi_identifiers(_required(cfg, "quasi_identifiers", "the config"), base_dir)
     sensitive = _column_list(cfg, "sensitive")
@@ -593,10 +595,15 @@ def _source(src: dict, base_dir: Path) -> Source:
     options = _mapping(src.get("csv_options") or {}, "source.csv_options", None)
     memory = src.get("memory_limit")
     temp = src.get("temp_directory")
+    parquet = src.get("parquet")
+    if parquet and (csv or src.get("schema")):
+        raise ConfigError("source.parquet names files read in place as a temporary view: it goes without "
+                          "source.csv and source.schema; keep one source")
     return Source(url, _identifier(_required(src, "table", "source"), "source.table"),
                   _optional_identifier(src.get("schema"), "source.schema"), csv_path, options,
                   None if memory is None else check_memory_limit(memory, "source.memory_limit"),
-                  None if temp is None else (base_dir / str(temp)).resolve())
+                  None if temp is None else (base_dir / str(temp)).resolve(),
+                  (base_dir / str(parquet)).resolve() if parquet else None)
 
 
 MEMORY_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB|%)\s*$", re.IGNORECASE)

@@ -77,6 +77,7 @@ def require_spark(java: bool = True) -> None:
 
 
 _SESSIONS: dict[str, Any] = {}
+_PARQUET_VIEWS: set[str] = set()  # the views over source.parquet files made in this process (lower-case names)
 
 
 def session_for(master: str, warehouse: str = DEFAULT_WAREHOUSE) -> Any:
@@ -475,6 +476,18 @@ class Spark(Database):
             self.execute(conn, f"CREATE TABLE {ref} USING parquet AS SELECT * FROM {self.q('sqlanon_frame')}")
         finally:
             self.execute(conn, f"DROP VIEW IF EXISTS {self.q('sqlanon_frame')}")
+
+    def read_parquet(self, conn: Connection, path: Path, name: str) -> None:
+        """The files stay where they are (a path Spark reads: local, HDFS, S3 ...); the view reads them."""
+        if self._table(conn, None, name) is not None and name.lower() not in _PARQUET_VIEWS:
+            raise DataError(f"source.table {name!r} already names a table or view; choose another name for the "
+                            "Parquet source")
+        try:
+            frame = self.session(conn).read.parquet(str(path))
+        except Exception as exc:  # no such path, not Parquet
+            raise DataError(f"cannot read Parquet files at {path}: {first_line(exc)}") from None
+        frame.createOrReplaceTempView(name)
+        _PARQUET_VIEWS.add(name.lower())
 
     def _load_csv(self, conn: Connection, read_sql: str, params: dict, path: Path, ref: str, temporary: bool) -> None:
         """Spark reads the file itself (in parallel, on a cluster from shared storage); a source loaded for good

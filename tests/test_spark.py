@@ -224,3 +224,26 @@ def test_outputs_replace_only_sqlanons_own_tables(spark_adult):
     with pytest.raises(DataError, match="not written by sqlanon"):
         anonymize(foreign, replace=True)
     assert session_for("local[2]").sql("SELECT * FROM not_sqlanons").collect()[0][0] == 1
+
+
+def test_parquet_files_as_the_source(spark_adult, adult_duck, tmp_path):
+    """source.parquet: files read in place (a temporary view), as a warehouse's exported table would be."""
+    from sqlanon.spark import session_for
+
+    files = tmp_path / "adult_parquet"
+    session_for("local[2]").table("adult").write.parquet(str(files))
+    config = adult_config(spark_adult, QIS, k=5, load_csv=False, table="adult_files")
+    config["source"]["parquet"] = str(files)
+    spark = search(job_from_dict(config, tmp_path))
+    duck = search(adult_job(adult_duck, QIS, k=5, load_csv=False))
+    assert spark.satisfying == duck.satisfying and spark.minimal == duck.minimal
+    config["source"]["parquet"] = str(tmp_path / "missing")
+    with pytest.raises(DataError, match="cannot read Parquet files"):
+        search(job_from_dict(config, tmp_path))
+
+
+def test_parquet_source_is_for_spark(adult_duck, tmp_path):
+    config = adult_config(adult_duck, QIS, k=5, load_csv=False, table="adult_files")
+    config["source"]["parquet"] = str(tmp_path)
+    with pytest.raises(ConfigError, match="source.parquet reads files in place on Spark"):
+        search(job_from_dict(config, tmp_path))
