@@ -74,8 +74,7 @@ def worker(engine: str, rows: int, out: Path, cores: int) -> dict:
     load_csv(folder / "hospital.csv", "hospital", url, csv_options=options)
     load = time.perf_counter() - started
 
-    engine_ = sa.create_engine(url.split("?")[0] + (f"?warehouse={out / f'warehouse_{rows}'}"
-                                                     if engine == "spark" else ""))
+    engine_ = sa.create_engine(url)  # the same session (Spark's dialect is registered by sqlanon.spark)
     quoted = ", ".join(f'"{c}"' for c in QIS)
     with engine_.connect() as conn:
         started = time.perf_counter()

@@ -28,7 +28,7 @@ import tempfile
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, default
@@ -186,6 +186,16 @@ def spark_sql(sql: str) -> str:
     return _MATERIALIZED.sub("AS (", _DOUBLE.sub("DOUBLE", _VARCHAR.sub("STRING", sql)))
 
 
+def run_sql(session: Any, sql: str, params: dict[str, Any] | None, action: Callable[[Any], Any]) -> tuple[Any, Any]:
+    """The DataFrame of a statement of sqlanon's SQL and what `action` makes of it (rows, a checkpoint), Spark's
+    errors (analysis, parsing, Py4J) raised as the DB-API's ProgrammingError with their first line."""
+    try:
+        frame = session.sql(spark_sql(sql), args=dict(params) if params else None)
+        return frame, action(frame)
+    except Exception as exc:
+        raise ProgrammingError(first_line(exc)) from None
+
+
 class SparkCursor:
     def __init__(self, session: Any):
         self.session = session
@@ -195,11 +205,7 @@ class SparkCursor:
         self._rows: list[tuple] = []
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> None:
-        try:
-            frame = self.session.sql(spark_sql(sql), args=dict(params) if params else None)
-            rows = frame.collect()
-        except Exception as exc:  # Spark's AnalysisException, ParseException, Py4J errors
-            raise ProgrammingError(first_line(exc)) from None
+        frame, rows = run_sql(self.session, sql, params, lambda f: f.collect())
         fields = frame.schema.fields
         self.description = [(f.name, None, None, None, None, None, True) for f in fields] if fields else None
         self._rows = [tuple(row) for row in rows]
@@ -375,10 +381,9 @@ class Spark(Database):
         off from what they were computed from, so dropping that later leaves this one intact (a cached view
         defined by SQL would be re-resolved, and break)."""
         try:
-            frame = self.session(conn).sql(spark_sql(select), args=dict(params) if params else None)
-            frame = frame.localCheckpoint(eager=True)
-        except Exception as exc:  # Spark's analysis and execution errors, as the cursor reports them
-            raise sa.exc.ProgrammingError(select, params, ProgrammingError(first_line(exc))) from None
+            _, frame = run_sql(self.session(conn), select, params, lambda f: f.localCheckpoint(eager=True))
+        except ProgrammingError as exc:  # as SQLAlchemy reports the cursor's errors
+            raise sa.exc.ProgrammingError(select, params, exc) from None
         frame.createOrReplaceTempView(name)
         self._scratch[name.lower()] = frame
         return self.scratch_ref(name)
