@@ -1,23 +1,28 @@
 """Multidimensional anonymization (Mondrian, LeFevre, DeWitt, Ramakrishnan 2006), a depth per round.
 
-The table is copied once, its rows numbered, and a narrow work table holds
-what the rounds read (the row number, the partition, each numeric QI as a
-number, each categorical QI's label at every level of its hierarchy, the
-sensitive columns); the other columns join back at publication. Every round considers all the
+The table is copied once, its rows numbered, and a narrow work table of
+integers holds what the rounds read (the row number, the partition, each
+numeric QI as a number, each categorical QI as its path code: the child index
+at every level of its hierarchy packed into one BIGINT, so the node above a
+value at level L is the code shifted right by the bits of the levels below L;
+the sensitive columns); the other columns join back at publication. Only rows
+of open partitions stay in the work table. Every round considers all the
 partitions still open at once:
-1. candidates: for each partition and QI, the cut Mondrian would make: a
-   numeric QI at its median (the ceil(n/2)-th smallest value: left <= median,
-   right above; relaxed Mondrian splits the sorted rows in two halves instead,
-   so equal values may go either way), a categorical QI into the children of
-   the partition's node (its rows' labels one level down); each with the QI's
+1. candidates: one grouping of the rows by partition gives, for each QI, the
+   cut Mondrian would make: a numeric QI at its median (the ceil(n/2)-th
+   smallest value: left <= median, right above; relaxed Mondrian splits the
+   sorted rows in two halves instead, so equal values may go either way), a
+   categorical QI into the children of the partition's node (possible when its
+   rows' smallest and largest child codes differ); each with the QI's
    normalized width (numeric: the partition's range over the table's;
    categorical: the leaves under the node over all leaves);
 2. the criteria's SQL over the candidate parts (classes: partition, QI,
    part): a cut is allowed only when every part satisfies every criterion;
    each partition takes its allowed cut of the widest QI (ties: QI order),
-   and one without any is final;
-3. the rows move to their new partitions.
-So a table needs about log2(n / k) rounds of four statements, however many
+   and one without any is final; the chosen cuts' parts are numbered as the
+   new partitions;
+3. the rows move to their new partitions, those of final ones to the done table.
+So a table needs about log2(n / k) rounds of a few statements, however many
 partitions each has. Criteria monotone under splitting's reverse (a union of
 parts that satisfy them satisfies them: k-anonymity, the l-diversity family,
 t-closeness against the whole table) plug in unchanged.
@@ -94,6 +99,7 @@ class Mondrian:
         self.work, self.parts, self.rows, self.done, self.whole = (
             self.scratch.ref(t) for t in ("work", "parts", "rows", "done", "whole"))
         self.spans: dict[int, float] = {}
+        self.codes: dict[int, PathCodes] = {}  # categorical QIs' path codes
 
     # --- setup ----------------------------------------------------------
     def _create(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
@@ -109,7 +115,7 @@ class Mondrian:
 
     def prepare(self) -> int:
         """The work table (checked: numeric QIs are numbers, categorical values are in their hierarchies, no
-        NULL QI), the leaf counts of every hierarchy node, and one partition holding every row."""
+        NULL QI), every hierarchy node's code, label and leaves, and one partition holding every row."""
         db, q = self.db, self.db.q
         labels, joins = [], []
         for j, qi in enumerate(self.qis):
@@ -117,24 +123,19 @@ class Mondrian:
             if qi.numeric:
                 labels.append(f"CAST(t.{q(qi.column)} AS DOUBLE PRECISION) AS v{j}")
                 continue
-            mapping = self._hierarchy_table(j, qi.hierarchy)
+            self.codes[j] = PathCodes.of(qi.hierarchy)
+            mapping = self._code_tables(j, self.codes[j])
             joins.append(f"JOIN {mapping} h{j} ON h{j}.value = CAST(t.{q(qi.column)} AS VARCHAR)")
-            labels += [f"h{j}.l{level} AS c{j}_{level}" for level in range(qi.height + 1)]
+            labels.append(f"h{j}.code AS c{j}")
         # the rows as they are, numbered, apart: each round rewrites only the narrow work table (rid, partition,
         # QI codes, the sensitive columns the criteria read; 1M hospital rows: 0.8 s of 2 s a round otherwise)
         originals = ", ".join(f"t.{q(c)}" for c in self.columns)
         self._create(self.rows, f"SELECT ROW_NUMBER() OVER () AS rid, {originals} FROM {self.source} t")
         sensitive = "".join(f", t.{q(c)}" for c in self.sensitive)
-        self._create(self.work, f"SELECT t.rid, 1 AS part, {', '.join(labels)}{sensitive} FROM {self.rows} t "
-                                f"{' '.join(joins)}")
+        self._create(self.work, f"SELECT t.rid, CAST(1 AS BIGINT) AS part, {', '.join(labels)}{sensitive} "
+                                f"FROM {self.rows} t {' '.join(joins)}")
         levels = ", ".join(f"{qi.height} AS lev{j}" for j, qi in enumerate(self.qis))
-        self._create(self.parts, f"SELECT 1 AS part, TRUE AS open, {levels}")
-        for j, qi in enumerate(self.qis):  # the leaves under each node of each hierarchy, by level and label
-            if not qi.numeric:
-                h = self.scratch.ref(f"h{j}")
-                self._create(self._leaves_ref(j),
-                             " UNION ALL ".join(f"SELECT {lv} AS level, l{lv} AS label, COUNT(DISTINCT value) AS n "
-                                                f"FROM {h} GROUP BY l{lv}" for lv in range(qi.height + 1)))
+        self._create(self.parts, f"SELECT CAST(1 AS BIGINT) AS part, {levels}")
         # rows of closed partitions leave the work table for `done`: later rounds read only open partitions
         self._create(self.done, f"SELECT * FROM {self.work} w WHERE 1 = 0")
         numeric = [j for j, qi in enumerate(self.qis) if qi.numeric]
@@ -152,18 +153,22 @@ class Mondrian:
         self._check_whole_table()
         return rows
 
-    def _leaves_ref(self, j: int) -> str:
-        return self.scratch.ref(f"leaves{j}")
+    def _nodes_ref(self, j: int) -> str:
+        return self.scratch.ref(f"nodes{j}")
 
-    def _hierarchy_table(self, j: int, hierarchy: Hierarchy) -> str:
-        """(value, l0..lh) of a hierarchy as a scratch table, and the leaves under each node, per level."""
-        ref = self.scratch.ref(f"h{j}")
-        names = [("value", "VARCHAR")] + [(f"l{level}", "VARCHAR") for level in range(hierarchy.height + 1)]
-        self.scratch.create(ref, "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {self.db.q(n)}" for n, t in names)
-                            + " LIMIT 0")
-        self.db.insert_rows(self.conn, ref, [n for n, _ in names], [(p[0], *p) for p in hierarchy.paths])
-        self.scratch.statements += 1
-        return ref
+    def _code_tables(self, j: int, codes: PathCodes) -> str:
+        """Scratch tables of QI j's hierarchy: (value, code) of every value, and (level, node, label, leaves) of
+        every node; returns the first."""
+        values, nodes = self.scratch.ref(f"h{j}"), self._nodes_ref(j)
+        for ref, names in ((values, [("value", "VARCHAR"), ("code", "BIGINT")]),
+                           (nodes, [("level", "INTEGER"), ("node", "BIGINT"), ("label", "VARCHAR"),
+                                    ("leaves", "BIGINT")])):
+            self.scratch.create(ref, "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {self.db.q(n)}" for n, t in names)
+                                + " LIMIT 0")
+        self.db.insert_rows(self.conn, values, ["value", "code"], list(codes.code.items()))
+        self.db.insert_rows(self.conn, nodes, ["level", "node", "label", "leaves"], codes.nodes)
+        self.scratch.statements += 2
+        return values
 
     def _check_values(self, j: int, qi: MondrianQI) -> None:
         db, column = self.db, self.db.q(qi.column)
@@ -189,7 +194,7 @@ class Mondrian:
                             "file (or fix the value)")
 
     def _check_whole_table(self) -> None:
-        view = self._view("SELECT part, '' AS child, 0 AS dim, " + self._sensitive("w") + f"COUNT(*) AS cnt "
+        view = self._view("SELECT part, 0 AS child, 0 AS dim, " + self._sensitive("w") + f"COUNT(*) AS cnt "
                           f"FROM {self.work} w GROUP BY part{self._sensitive_group('w')}")
         params: dict[str, object] = {}
         bad = self.db.execute(self.conn, f"WITH fs AS ({view.definition}) SELECT COUNT(*) FROM "
@@ -202,17 +207,18 @@ class Mondrian:
 
     # --- rounds -----------------------------------------------------------
     def run(self) -> MondrianResult:
-        rounds = 0
-        while rounds < MAX_ROUNDS:
-            rounds += 1
+        for rounds in range(1, MAX_ROUNDS + 1):
             self._candidates()
             split = self._choose()
             self.progress("Mondrian: rounds", rounds, None)
+            self._close(f"WHERE NOT EXISTS (SELECT 1 FROM {self.choice} c WHERE c.part = w.part)")
             if not split:
                 break
             self._apply()
+        else:  # out of rounds: the partitions made so far are final (each satisfies the criteria)
+            self._close("")
         partitions, smallest, largest = self.db.execute(self.conn, (
-            f"SELECT COUNT(*), MIN(n), MAX(n) FROM (SELECT COUNT(*) AS n FROM {self.every_row} e GROUP BY part) s"
+            f"SELECT COUNT(*), MIN(n), MAX(n) FROM (SELECT COUNT(*) AS n FROM {self.done} e GROUP BY part) s"
         )).one()
         return MondrianResult(int(partitions), rounds, self.statements, int(smallest), int(largest))
 
@@ -227,43 +233,56 @@ class Mondrian:
         return FrequencySetView("fs", ["part", "dim", "child"], "cnt",
                                 {c: f"s{i}" for i, c in enumerate(self.sensitive)}, definition, reference)
 
+    def _node(self, j: int, code: str, level: str) -> str:
+        """The code of the node at `level` (SQL, a level of QI j's hierarchy) above the value of path `code`."""
+        shifts = " ".join(f"WHEN {lv} THEN {shift}" for lv, shift in enumerate(self.codes[j].shifts))
+        return f"({code} >> CASE {level} {shifts} END)"
+
     def _child(self, j: int, qi: MondrianQI, alias: str = "w") -> str:
-        """The part of the row under a cut of QI j (text), the candidate's columns in `c`."""
+        """The part of the row under a cut of QI j (an integer), the candidate's columns in `c` (a categorical
+        QI's candidate carries the shift of its children's level)."""
         if qi.numeric:
             if self.relaxed:
                 return (f"CASE WHEN 2 * ROW_NUMBER() OVER (PARTITION BY {alias}.part ORDER BY {alias}.v{j}, "
-                        f"{alias}.rid) <= c.n + 1 THEN 'L' ELSE 'R' END")
-            return f"CASE WHEN {alias}.v{j} <= c.cut THEN 'L' ELSE 'R' END"
-        cases = " ".join(f"WHEN {level} THEN {alias}.c{j}_{level - 1}" for level in range(1, qi.height + 1))
-        return f"CASE p.lev{j} {cases} END"
+                        f"{alias}.rid) <= c.n + 1 THEN 0 ELSE 1 END")
+            return f"CASE WHEN {alias}.v{j} <= c.cut THEN 0 ELSE 1 END"
+        return f"({alias}.c{j} >> c.shift)"
 
     def _candidates(self) -> None:
-        """(part, dim, width, cut, n): the cut each open partition would make on each QI that can be cut."""
+        """(part, dim, width, cut, n, shift): the cut each open partition would make on each QI that can be cut,
+        from one grouping of the open rows by partition. Path codes in code order have their ancestors in order
+        too, so a partition's rows fall under two children or more exactly when its smallest and largest codes do:
+        no distinct count, and no level per row."""
+        figures = []
+        for j, qi in enumerate(self.qis):
+            median = f", {self.db.lower_median(f'w.v{j}')} AS cut{j}" if qi.numeric else ""
+            figures.append(f"MIN(w.{self._qi_column(j)}) AS low{j}, MAX(w.{self._qi_column(j)}) AS high{j}{median}")
+        figures_ref = self.scratch.ref("figures")
+        self._create(figures_ref, f"SELECT w.part, COUNT(*) AS n, {', '.join(figures)} FROM {self.work} w "
+                                  "GROUP BY w.part")
         parts = []
         for j, qi in enumerate(self.qis):
             if qi.numeric:
                 span = repr(self.spans[j])
-                median = self.db.lower_median(f"w.v{j}")
                 parts.append(
-                    f"SELECT w.part, {j} AS dim, CASE WHEN {span} > 0 THEN (MAX(w.v{j}) - MIN(w.v{j})) / {span} ELSE 0 "
-                    f"END AS width, {median} AS cut, COUNT(*) AS n FROM {self.work} w JOIN {self.parts} p "
-                    f"ON p.part = w.part WHERE p.open GROUP BY w.part HAVING MAX(w.v{j}) > MIN(w.v{j})"
+                    f"SELECT part, {j} AS dim, CASE WHEN {span} > 0 THEN (high{j} - low{j}) / {span} ELSE 0 END "
+                    f"AS width, cut{j} AS cut, n, 0 AS shift FROM {figures_ref} WHERE high{j} > low{j}"
                     # strict: the cut must leave rows above it (the lower median can be the largest value)
-                    + ("" if self.relaxed else f" AND MAX(w.v{j}) > {median}"))
+                    + ("" if self.relaxed else f" AND high{j} > cut{j}"))
                 continue
-            node = " ".join(f"WHEN {lv} THEN w.c{j}_{lv}" for lv in range(qi.height + 1))
-            kids = " ".join(f"WHEN {lv} THEN w.c{j}_{lv - 1}" for lv in range(1, qi.height + 1))
-            grouped = (f"SELECT w.part, p.lev{j} AS lev, MAX(CASE p.lev{j} {node} END) AS node, "
-                       f"COUNT(DISTINCT CASE p.lev{j} {kids} END) AS kids, COUNT(*) AS n FROM {self.work} w "
-                       f"JOIN {self.parts} p ON p.part = w.part WHERE p.open AND p.lev{j} > 0 "
-                       f"GROUP BY w.part, p.lev{j}")
+            level, kids = f"p.lev{j}", f"p.lev{j} - 1"
+            kids_shift = " ".join(f"WHEN {lv} THEN {shift}" for lv, shift in enumerate(self.codes[j].shifts))
             parts.append(
-                f"SELECT g.part, {j} AS dim, CAST(lv.n AS DOUBLE PRECISION) / {len(qi.hierarchy.values)} AS width, "
-                f"CAST(NULL AS DOUBLE PRECISION) AS cut, g.n FROM ({grouped}) g JOIN {self._leaves_ref(j)} lv "
-                "ON lv.level = g.lev AND lv.label = g.node WHERE g.kids > 1")
-        if not parts:
-            parts = ["SELECT 0 AS part, 0 AS dim, 0.0 AS width, 0.0 AS cut, 0 AS n WHERE 1 = 0"]
+                f"SELECT g.part, {j} AS dim, CAST(nd.leaves AS DOUBLE PRECISION) / {len(qi.hierarchy.values)} "
+                f"AS width, CAST(NULL AS DOUBLE PRECISION) AS cut, g.n, CASE {kids} {kids_shift} END AS shift "
+                f"FROM {figures_ref} g JOIN {self.parts} p ON p.part = g.part JOIN {self._nodes_ref(j)} nd "
+                f"ON nd.level = {level} AND nd.node = {self._node(j, f'g.low{j}', level)} WHERE {level} > 0 AND "
+                f"{self._node(j, f'g.low{j}', kids)} < {self._node(j, f'g.high{j}', kids)}")
         self._create(self.candidates, " UNION ALL ".join(parts))
+        self.scratch.drop(figures_ref)
+
+    def _qi_column(self, j: int) -> str:
+        return f"v{j}" if self.qis[j].numeric else f"c{j}"
 
     @property
     def candidates(self) -> str:
@@ -273,14 +292,17 @@ class Mondrian:
     def choice(self) -> str:
         return self.scratch.ref("choice")
 
+    @property
+    def pieces(self) -> str:
+        return self.scratch.ref("pieces")
+
     def _choose(self) -> int:
-        """Each open partition's cut: the widest QI whose parts all satisfy the criteria; returns how many
-        partitions split (the others are closed)."""
+        """Each open partition's cut: the widest QI whose parts all satisfy the criteria, and the new partitions
+        its parts become (numbered after every partition so far); returns how many partitions split."""
         pieces = []
         for j, qi in enumerate(self.qis):
-            pieces.append(
-                f"SELECT w.part, c.dim, {self._child(j, qi)} AS child, {self._sensitive('w')}w.rid FROM {self.work} w "
-                f"JOIN {self.parts} p ON p.part = w.part JOIN {self.candidates} c ON c.part = w.part AND c.dim = {j}")
+            pieces.append(f"SELECT w.part, c.dim, {self._child(j, qi)} AS child, {self._sensitive('w')}w.rid "
+                          f"FROM {self.work} w JOIN {self.candidates} c ON c.part = w.part AND c.dim = {j}")
         rows = " UNION ALL ".join(pieces)
         sensitive = "".join(f", s{i}" for i in range(len(self.sensitive)))
         view = self._view(f"SELECT part, dim, child{sensitive}, COUNT(*) AS cnt FROM ({rows}) r "
@@ -291,64 +313,98 @@ class Mondrian:
                    "WHERE b.part = c.part AND b.dim = c.dim)")
         best = ("SELECT part, dim FROM (SELECT part, dim, ROW_NUMBER() OVER (PARTITION BY part ORDER BY width DESC, "
                 f"dim) AS rank FROM ({allowed}) a) ranked WHERE rank = 1")
-        self._create(self.choice, f"WITH fs AS MATERIALIZED ({view.definition}), bad AS ({bad}) "
-                                  f"SELECT x.part, x.dim, c.cut, c.n FROM ({best}) x JOIN {self.candidates} c "
-                                  "ON c.part = x.part AND c.dim = x.dim", params)
+        chosen = (f"SELECT DISTINCT f.part, f.dim, f.child FROM fs f JOIN ({best}) x ON x.part = f.part "
+                  "AND x.dim = f.dim")
+        self._create(self.pieces, f"WITH fs AS MATERIALIZED ({view.definition}), bad AS ({bad}) SELECT g.part, g.dim, "
+                                  f"g.child, c.cut, c.n, c.shift, (SELECT MAX(part) FROM {self.parts}) + ROW_NUMBER() "
+                                  f"OVER (ORDER BY g.part, g.child) AS new_part FROM ({chosen}) g "
+                                  f"JOIN {self.candidates} c ON c.part = g.part AND c.dim = g.dim", params)
+        self._create(self.choice, f"SELECT DISTINCT part, dim, cut, n, shift FROM {self.pieces}")
         return int(self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.choice}").scalar_one())
 
+    def _close(self, where: str) -> None:
+        """Rows of the work table (`where` says which) to the done table: their partitions are final."""
+        columns = ", ".join(self._work_columns())
+        self.db.execute(self.conn, f"INSERT INTO {self.done} ({columns}) SELECT {columns} FROM {self.work} w {where}")
+        self.scratch.statements += 1
+
     def _apply(self) -> None:
-        """Rows to their new partitions; partitions without a cut are closed. New partitions are numbered over
-        the (partition, part) pairs, a table of partitions, not of rows: the rows only join it (a sort of the
-        rows to number them ran out of a 1 GB memory limit at 5M rows)."""
+        """The rows of split partitions to their new partitions, which replace the split ones."""
         child = " ".join(f"WHEN {j} THEN {self._child(j, qi)}" for j, qi in enumerate(self.qis))
-        piece = f"COALESCE(CASE c.dim {child} END, '')"
-        # each row's piece (a window for relaxed cuts, so computed in the select list, then grouped or joined)
-        rows = (f"(SELECT w.*, {piece} AS piece, c.dim AS cut_dim FROM {self.work} w JOIN {self.parts} p "
-                f"ON p.part = w.part LEFT JOIN {self.choice} c ON c.part = w.part) w")
-        pieces = self.scratch.ref("pieces")
-        # new ids follow every id used so far: closed partitions keep theirs (their rows are in `done`)
-        self._create(pieces, f"SELECT g.part, g.piece, g.cut_dim, (SELECT MAX(part) FROM {self.parts}) + "
-                             "ROW_NUMBER() OVER (ORDER BY g.part, g.piece) AS new_part FROM (SELECT part, piece, "
-                             f"MAX(cut_dim) AS cut_dim FROM {rows} GROUP BY part, piece) g")
-        keep = ", ".join(f"w.{c}" for c in self._work_columns() if c != "part")
-        moved = (f"SELECT n.new_part AS part, {keep} FROM {rows} JOIN {pieces} n ON n.part = w.part "
-                 "AND n.piece = w.piece")
-        self.db.execute(self.conn, f"INSERT INTO {self.done} {moved} WHERE n.cut_dim IS NULL")
-        self._create(self.work, f"{moved} WHERE n.cut_dim IS NOT NULL")
-        levels = ", ".join(f"p.lev{j} - CASE WHEN n.cut_dim = {j} THEN {0 if qi.numeric else 1} ELSE 0 END AS lev{j}"
+        # each row's piece (a window for relaxed cuts, so computed in the select list, then joined)
+        rows = (f"(SELECT w.*, CASE c.dim {child} END AS child FROM {self.work} w JOIN {self.choice} c "
+                "ON c.part = w.part) w")
+        moved = ", ".join("n.new_part AS part" if c == "part" else f"w.{c}" for c in self._work_columns())
+        self._create(self.work, f"SELECT {moved} FROM {rows} JOIN {self.pieces} n ON n.part = w.part "
+                                "AND n.child = w.child")
+        levels = ", ".join(f"p.lev{j} - CASE WHEN n.dim = {j} THEN {0 if qi.numeric else 1} ELSE 0 END AS lev{j}"
                            for j, qi in enumerate(self.qis))
         same = ", ".join(f"lev{j}" for j in range(len(self.qis)))
-        self._create(self.parts, f"SELECT part, open, {same} FROM {self.parts} WHERE part NOT IN (SELECT part FROM "
-                                 f"{pieces}) UNION ALL SELECT n.new_part, p.open AND n.cut_dim IS NOT NULL, {levels} "
-                                 f"FROM {pieces} n JOIN {self.parts} p ON p.part = n.part")
-        self.scratch.drop(pieces)
+        self._create(self.parts, f"SELECT part, {same} FROM {self.parts} WHERE part NOT IN (SELECT part FROM "
+                                 f"{self.choice}) UNION ALL SELECT n.new_part, {levels} FROM {self.pieces} n "
+                                 f"JOIN {self.parts} p ON p.part = n.part")
 
     def _work_columns(self) -> list[str]:
-        names = ["rid", "part"]
-        for j, qi in enumerate(self.qis):
-            names += [f"v{j}"] if qi.numeric else [f"c{j}_{lv}" for lv in range(qi.height + 1)]
-        return names + [self.db.q(c) for c in self.sensitive]
+        qis = [self._qi_column(j) for j in range(len(self.qis))]
+        return ["rid", "part"] + qis + [self.db.q(c) for c in self.sensitive]
 
     # --- output -------------------------------------------------------------
-    def published_qi(self, j: int, qi: MondrianQI, mean: bool) -> str:
-        """The SELECT expression of QI j in the published table (work rows `w`, partitions `p`, ranges `g`)."""
+    def labels(self, mean: bool) -> str:
+        """Per partition: what it publishes for each QI (q<j>), made once per partition, not once per row: a
+        numeric QI's range (or mean) as text, a categorical QI's hierarchy node."""
+        numeric = [j for j, qi in enumerate(self.qis) if qi.numeric]
+        categorical = [j for j, qi in enumerate(self.qis) if not qi.numeric]
+        figures = [f"MIN(e.v{j}) AS low{j}, MAX(e.v{j}) AS high{j}, AVG(e.v{j}) AS mean{j}" for j in numeric]
+        figures += [f"MIN(e.c{j}) AS low{j}" for j in categorical]  # any row's code has the partition's node
+        grouped = f"SELECT e.part, {', '.join(figures)} FROM {self.done} e GROUP BY e.part"
+        published = [self.published_qi(j, qi, mean) + f" AS q{j}" for j, qi in enumerate(self.qis)]
+        nodes = " ".join(f"JOIN {self._nodes_ref(j)} n{j} ON n{j}.level = p.lev{j} AND n{j}.node = "
+                         f"{self._node(j, f'g.low{j}', f'p.lev{j}')}" for j in categorical)
+        return (f"(SELECT g.part, {', '.join(published)} FROM ({grouped}) g JOIN {self.parts} p ON p.part = g.part "
+                f"{nodes})")
+
+    @staticmethod
+    def published_qi(j: int, qi: MondrianQI, mean: bool) -> str:
+        """The published text of QI j from its partition's figures (`g`: low, high, mean, node)."""
         if not qi.numeric:
-            return f"CASE p.lev{j} " + " ".join(f"WHEN {lv} THEN w.c{j}_{lv}" for lv in range(qi.height + 1)) + " END"
+            return f"n{j}.label"
         if mean:
             return f"CAST(g.mean{j} AS VARCHAR)"
         low, high = _number_text(f"g.low{j}"), _number_text(f"g.high{j}")
         return f"CASE WHEN g.low{j} = g.high{j} THEN {low} ELSE '[' || {low} || '-' || {high} || ']' END"
 
-    def ranges(self) -> str:
-        """Per partition: each numeric QI's smallest, largest and mean value."""
-        cols = ["part"] + [f"MIN(v{j}) AS low{j}, MAX(v{j}) AS high{j}, AVG(v{j}) AS mean{j}"
-                           for j, qi in enumerate(self.qis) if qi.numeric]
-        return f"(SELECT {', '.join(cols)} FROM {self.every_row} e GROUP BY part)"
+@dataclass(frozen=True)
+class PathCodes:
+    """A hierarchy's values as path codes: from the top down, each level's index among its siblings, in its own
+    bits, so the node above a value at level L is `code >> shifts[L]` (unique among level L's nodes)."""
 
-    @property
-    def every_row(self) -> str:
-        """The rows of open and closed partitions."""
-        return f"(SELECT * FROM {self.work} UNION ALL SELECT * FROM {self.done})"
+    code: dict[str, int]  # value -> its path code
+    shifts: tuple[int, ...]  # per level: the bits of the levels below it
+    nodes: list[tuple[int, int, str, int]]  # (level, node code, label, leaves under it)
+
+    @staticmethod
+    def of(hierarchy: Hierarchy) -> "PathCodes":
+        height, paths = hierarchy.height, hierarchy.paths
+        index: list[dict[str, int]] = [{} for _ in range(height + 1)]  # label -> index among its siblings
+        for level in range(height + 1):
+            siblings: dict[str, list[str]] = {}
+            for path in paths:  # siblings share the label above (the top level: all of its labels)
+                siblings.setdefault(path[level + 1] if level < height else "", []).append(path[level])
+            for group in siblings.values():
+                for i, label in enumerate(sorted(set(group))):
+                    index[level][label] = i
+        bits = [max(index[level].values()).bit_length() for level in range(height + 1)]
+        shifts = tuple(sum(bits[:level]) for level in range(height + 1))
+        if sum(bits) > 62:
+            raise DataError(f"the hierarchy of {hierarchy.column!r} is too wide for Mondrian's 62-bit path codes "
+                            f"({sum(bits)} bits); give it fewer values per node")
+        code = {path[0]: sum(index[lv][path[lv]] << shifts[lv] for lv in range(height + 1)) for path in paths}
+        leaves: dict[tuple[int, int], list] = {}
+        for path in paths:
+            for level in range(height + 1):
+                entry = leaves.setdefault((level, code[path[0]] >> shifts[level]), [path[level], 0])
+                entry[1] += 1
+        return PathCodes(code, shifts, [(lv, node, label, n) for (lv, node), (label, n) in sorted(leaves.items())])
 
 
 def _number_text(value: str) -> str:
@@ -361,11 +417,11 @@ def publish(db: Database, conn: Connection, mondrian: Mondrian, final: str, sele
             mean: bool, params: dict[str, object]) -> list[str]:
     """CREATE TABLE `final`: every source column in order, QIs as their partition's range (or mean) or
     hierarchy node, the others as `select_other` says (None: not published); returns the published names."""
-    by_column = {db.name_key(qi.column): (j, qi) for j, qi in enumerate(mondrian.qis)}
+    by_column = {db.name_key(qi.column): j for j, qi in enumerate(mondrian.qis)}
     select, published = [], []
     for column in mondrian.columns:
         if db.name_key(column) in by_column:
-            value = mondrian.published_qi(*by_column[db.name_key(column)], mean)
+            value = f"g.q{by_column[db.name_key(column)]}"
         else:
             value = select_other(column)
             if value is None:
@@ -373,6 +429,6 @@ def publish(db: Database, conn: Connection, mondrian: Mondrian, final: str, sele
         select.append(f"{value} AS {db.q(column)}")
         published.append(column)
     db.execute(conn, f"CREATE TABLE {final} AS SELECT {', '.join(select)} FROM {mondrian.rows} t "
-                     f"JOIN {mondrian.every_row} w ON w.rid = t.rid JOIN {mondrian.parts} p ON p.part = w.part "
-                     f"JOIN {mondrian.ranges()} g ON g.part = w.part", params)
+                     f"JOIN {mondrian.done} w ON w.rid = t.rid JOIN {mondrian.labels(mean)} g ON g.part = w.part",
+               params)
     return published
