@@ -243,10 +243,14 @@ class Mondrian:
         QI's candidate carries the shift of its children's level)."""
         if qi.numeric:
             if self.relaxed:
-                return (f"CASE WHEN 2 * ROW_NUMBER() OVER (PARTITION BY {alias}.part ORDER BY {alias}.v{j}, "
+                return (f"CASE WHEN 2 * ROW_NUMBER() OVER (PARTITION BY {alias}.part, c.dim ORDER BY {alias}.v{j}, "
                         f"{alias}.rid) <= c.n + 1 THEN 0 ELSE 1 END")
             return f"CASE WHEN {alias}.v{j} <= c.cut THEN 0 ELSE 1 END"
         return f"({alias}.c{j} >> c.shift)"
+
+    def _piece(self) -> str:
+        """The part of the row under the cut of candidate `c` on whichever QI it cuts."""
+        return "CASE c.dim " + " ".join(f"WHEN {j} THEN {self._child(j, qi)}" for j, qi in enumerate(self.qis)) + " END"
 
     def _candidates(self) -> None:
         """(part, dim, width, cut, n, shift): the cut each open partition would make on each QI that can be cut,
@@ -255,7 +259,9 @@ class Mondrian:
         no distinct count, and no level per row."""
         figures = []
         for j, qi in enumerate(self.qis):
-            median = f", {self.db.lower_median(f'w.v{j}')} AS cut{j}" if qi.numeric else ""
+            # relaxed cuts split the sorted rows by rank: no median (an ordered aggregate, most of this statement)
+            median = self.db.lower_median(f"w.v{j}") if not self.relaxed else "CAST(NULL AS DOUBLE PRECISION)"
+            median = f", {median} AS cut{j}" if qi.numeric else ""
             figures.append(f"MIN(w.{self._qi_column(j)}) AS low{j}, MAX(w.{self._qi_column(j)}) AS high{j}{median}")
         figures_ref = self.scratch.ref("figures")
         self._create(figures_ref, f"SELECT w.part, COUNT(*) AS n, {', '.join(figures)} FROM {self.work} w "
@@ -299,11 +305,10 @@ class Mondrian:
     def _choose(self) -> int:
         """Each open partition's cut: the widest QI whose parts all satisfy the criteria, and the new partitions
         its parts become (numbered after every partition so far); returns how many partitions split."""
-        pieces = []
-        for j, qi in enumerate(self.qis):
-            pieces.append(f"SELECT w.part, c.dim, {self._child(j, qi)} AS child, {self._sensitive('w')}w.rid "
-                          f"FROM {self.work} w JOIN {self.candidates} c ON c.part = w.part AND c.dim = {j}")
-        rows = " UNION ALL ".join(pieces)
+        # one join per QI: a join with every candidate and a CASE on its QI took 1.06 s against 0.83 s (1M rows)
+        rows = " UNION ALL ".join(
+            f"SELECT w.part, c.dim, {self._child(j, qi)} AS child, {self._sensitive('w')}w.rid FROM {self.work} w "
+            f"JOIN {self.candidates} c ON c.part = w.part AND c.dim = {j}" for j, qi in enumerate(self.qis))
         sensitive = "".join(f", s{i}" for i in range(len(self.sensitive)))
         view = self._view(f"SELECT part, dim, child{sensitive}, COUNT(*) AS cnt FROM ({rows}) r "
                           f"GROUP BY part, dim, child{sensitive}")
@@ -330,9 +335,8 @@ class Mondrian:
 
     def _apply(self) -> None:
         """The rows of split partitions to their new partitions, which replace the split ones."""
-        child = " ".join(f"WHEN {j} THEN {self._child(j, qi)}" for j, qi in enumerate(self.qis))
         # each row's piece (a window for relaxed cuts, so computed in the select list, then joined)
-        rows = (f"(SELECT w.*, CASE c.dim {child} END AS child FROM {self.work} w JOIN {self.choice} c "
+        rows = (f"(SELECT w.*, {self._piece()} AS child FROM {self.work} w JOIN {self.choice} c "
                 "ON c.part = w.part) w")
         moved = ", ".join("n.new_part AS part" if c == "part" else f"w.{c}" for c in self._work_columns())
         self._create(self.work, f"SELECT {moved} FROM {rows} JOIN {self.pieces} n ON n.part = w.part "
