@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 
 import pytest
 import sqlalchemy as sa
@@ -171,6 +172,30 @@ def test_stored_audit_function_equals_the_cli_audit(pg_adult):
             conn.execute(sa.text(f'SELECT * FROM "{meta}".audit(CAST(:t AS regclass), :q)'),
                          {"t": f'"{schema}"."adult"', "q": ['sex"; DROP TABLE adult; --']})
     engine.dispose()
+
+
+def test_a_never_analyzed_source_is_planned_without_nested_loops(pg_adult):
+    """A table sqlanon loads gets planner statistics; a user's table without them gets a warning naming the fix,
+    hash-joined plans, and the same answer."""
+    url, schema = pg_adult
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        analyzed = conn.execute(sa.text("SELECT COUNT(*) FROM pg_stats WHERE schemaname = :s AND tablename = 'adult'"),
+                                {"s": schema}).scalar_one()
+        # autovacuum must not analyze the copy before the search does its check
+        conn.exec_driver_sql(f'CREATE TABLE "{schema}".fresh WITH (autovacuum_enabled = false) AS '
+                             f'SELECT * FROM "{schema}".adult')
+    engine.dispose()
+    assert analyzed > 0
+    job = adult_job(url, SUBSET, k=5, load_csv=False, schema=schema)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        expected = search(job, _options(schema))
+    assert not [w for w in caught if "planner statistics" in str(w.message)]
+    fresh = dataclasses.replace(job, source=dataclasses.replace(job.source, table="fresh"))
+    with pytest.warns(UserWarning, match=r'"fresh" has no planner statistics.*ANALYZE'):
+        result = search(fresh, _options(schema))
+    assert result.satisfying == expected.satisfying and result.minimal == expected.minimal
 
 
 def test_load_into_a_schema_with_a_hostile_table_name(pg_server, pg_schema):
