@@ -161,7 +161,8 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
     rows = conn.execute(text(f"SELECT COUNT(*) FROM {source}")).scalar_one()
     if rows == 0:
         raise DataError(f"table {src.table!r} is empty; there is nothing to anonymize")
-    db.plan_source_joins(conn, src.schema, src.table)
+    if rows >= STATISTICS_ROWS:  # below, a badly planned join still takes a moment
+        db.plan_source_joins(conn, src.schema, src.table)
     criteria = list(job.criteria) + list(extra_criteria)
     for criterion in criteria:
         criterion.check_table_size(rows)
