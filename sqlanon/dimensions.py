@@ -177,7 +177,7 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
             dim = Dimension(attr, qi.column, hierarchy, db.run_table(schema, f"dim_{run_id}_{attr}"))
             _create_dimension_table(db, conn, dim)
             star.dimensions.append(dim)
-            _check_one_row_per_tuple(db, conn, source, dim)
+        _check_one_row_per_tuple(db, conn, star)
         if db.parent_code_arrays:  # see StarSchema.parent_code
             star.create_parent_codes(conn, db.run_table(schema, f"parents_{run_id}"))
         for dim in star.dimensions if rows >= STATISTICS_ROWS else []:
@@ -260,23 +260,34 @@ def _create_dimension_table(db: Database, conn: Connection, dim: Dimension) -> N
     db.create_table_from_rows(conn, dim.table, columns, dim.hierarchy.dimension_rows())
 
 
-def _check_one_row_per_tuple(db: Database, conn: Connection, source: str, dim: Dimension) -> None:
-    """Prove that joining the source with the dimension keeps every tuple exactly once.
+def _check_one_row_per_tuple(db: Database, conn: Connection, star: StarSchema) -> None:
+    """Prove that joining the source with the dimensions keeps every tuple exactly once.
 
-    At most once: the join key `v` is unique in the dimension table (checked
-    there, a small table). At least once: every distinct key of the column is
-    in it (no NULL unless mapped, no value missing). Together the join keeps
-    the table's row count, so frequency sets count the table's own tuples.
+    At most once: the join key `v` is unique in each dimension table (checked
+    there, small tables). At least once: every row's key is in it (no NULL
+    unless mapped, no value missing). Together the join keeps the table's row
+    count, so frequency sets count the table's own tuples. NULLs and empty
+    strings are counted for all QIs in one pass (on Spark each pass is a job
+    over the whole table), then each QI's distinct keys are looked up.
     """
-    twice = conn.execute(text(f"SELECT v FROM {dim.table} GROUP BY v HAVING COUNT(*) > 1 ORDER BY v "
-                              f"LIMIT {MISSING_SHOWN}")).scalars().all()
-    if twice:
-        raise HierarchyError(f"column {dim.column!r}: value(s) {', '.join(map(repr, twice))} appear more than once in "
-                             f"its hierarchy ({dim.hierarchy.origin}); each original value needs exactly one line")
-    col = db.q(dim.column)
-    nulls, empty = conn.execute(text(
-        f"SELECT COUNT(*) - COUNT({col}), COUNT(CASE WHEN CAST({col} AS VARCHAR) = '' THEN 1 END) "
-        f"FROM {source}")).one()
+    for dim in star.dimensions:
+        twice = conn.execute(text(f"SELECT v FROM {dim.table} GROUP BY v HAVING COUNT(*) > 1 ORDER BY v "
+                                  f"LIMIT {MISSING_SHOWN}")).scalars().all()
+        if twice:
+            raise HierarchyError(f"column {dim.column!r}: value(s) {', '.join(map(repr, twice))} appear more than "
+                                 f"once in its hierarchy ({dim.hierarchy.origin}); each original value needs exactly "
+                                 "one line")
+    columns = [db.q(dim.column) for dim in star.dimensions]
+    counts = conn.execute(text("SELECT " + ", ".join(
+        f"COUNT(*) - COUNT({col}), COUNT(CASE WHEN CAST({col} AS VARCHAR) = '' THEN 1 END)" for col in columns)
+        + f" FROM {star.source}")).one()
+    for dim, nulls, empty in zip(star.dimensions, counts[::2], counts[1::2]):
+        _check_nulls(dim, nulls, empty)
+    for dim in star.dimensions:
+        _check_covered(db, conn, star.source, dim)
+
+
+def _check_nulls(dim: Dimension, nulls: int, empty: int) -> None:
     if nulls and not dim.hierarchy.maps_null:
         how = ("add `null: LABEL` to its generate options (e.g. null: unknown): NULLs then show LABEL up to the "
                "top level" if dim.hierarchy.origin.startswith("generated") else
@@ -287,6 +298,12 @@ def _check_one_row_per_tuple(db: Database, conn: Connection, source: str, dim: D
                         "its hierarchy's empty line maps both, so the search would see one class where the output "
                         "shows two: make them one value in the table (e.g. NULL), or give empty strings a "
                         "non-empty value")
+
+
+def _check_covered(db: Database, conn: Connection, source: str, dim: Dimension) -> None:
+    """Every distinct key of the QI's column has a line in its hierarchy (one grouping of one column: on
+    PostgreSQL this per-QI form took 0.44 s for the five hospital QIs at 1M rows, one LEFT JOIN of the rows with
+    all five dimensions 0.85 s)."""
     missing = conn.execute(text(
         f"SELECT k.value, COUNT(*) OVER () AS missing FROM "
         f"(SELECT DISTINCT {dim.key(db, 't')} AS value FROM {source} t) k "
