@@ -237,10 +237,14 @@ class Mondrian:
         return FrequencySetView("fs", ["part", "dim", "child"], "cnt",
                                 {c: f"s{i}" for i, c in enumerate(self.sensitive)}, definition, reference)
 
+    def _shift(self, j: int, level: str) -> str:
+        """How far to shift QI j's path codes right to reach their node at `level` (SQL, a level)."""
+        shifts = " ".join(f"WHEN {lv} THEN {shift}" for lv, shift in enumerate(self.codes[j].shifts))
+        return f"CASE {level} {shifts} END"
+
     def _node(self, j: int, code: str, level: str) -> str:
         """The code of the node at `level` (SQL, a level of QI j's hierarchy) above the value of path `code`."""
-        shifts = " ".join(f"WHEN {lv} THEN {shift}" for lv, shift in enumerate(self.codes[j].shifts))
-        return f"({code} >> CASE {level} {shifts} END)"
+        return f"({code} >> {self._shift(j, level)})"
 
     def _child(self, j: int, qi: MondrianQI, alias: str = "w") -> str:
         """The part of the row under a cut of QI j (an integer), the candidate's columns in `c` (a categorical
@@ -254,7 +258,8 @@ class Mondrian:
 
     def _piece(self) -> str:
         """The part of the row under the cut of candidate `c` on whichever QI it cuts."""
-        return "CASE c.dim " + " ".join(f"WHEN {j} THEN {self._child(j, qi)}" for j, qi in enumerate(self.qis)) + " END"
+        cases = " ".join(f"WHEN {j} THEN {self._child(j, qi)}" for j, qi in enumerate(self.qis))
+        return f"CASE c.dim {cases} END"
 
     def _candidates(self) -> None:
         """(part, dim, width, cut, n, shift): the cut each open partition would make on each QI that can be cut,
@@ -281,10 +286,9 @@ class Mondrian:
                     + ("" if self.relaxed else f" AND high{j} > cut{j}"))
                 continue
             level, kids = f"p.lev{j}", f"p.lev{j} - 1"
-            kids_shift = " ".join(f"WHEN {lv} THEN {shift}" for lv, shift in enumerate(self.codes[j].shifts))
             parts.append(
                 f"SELECT g.part, {j} AS dim, CAST(nd.leaves AS DOUBLE PRECISION) / {len(qi.hierarchy.values)} "
-                f"AS width, CAST(NULL AS DOUBLE PRECISION) AS cut, g.n, CASE {kids} {kids_shift} END AS shift "
+                f"AS width, CAST(NULL AS DOUBLE PRECISION) AS cut, g.n, {self._shift(j, kids)} AS shift "
                 f"FROM {figures_ref} g JOIN {self.parts} p ON p.part = g.part JOIN {self._nodes_ref(j)} nd "
                 f"ON nd.level = {level} AND nd.node = {self._node(j, f'g.low{j}', level)} WHERE {level} > 0 AND "
                 f"{self._node(j, f'g.low{j}', kids)} < {self._node(j, f'g.high{j}', kids)}")
