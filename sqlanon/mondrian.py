@@ -100,6 +100,7 @@ class Mondrian:
             self.scratch.ref(t) for t in ("work", "parts", "rows", "done", "whole"))
         self.spans: dict[int, float] = {}
         self.codes: dict[int, PathCodes] = {}  # categorical QIs' path codes
+        self.ids = "BIGINT"  # the SQL type of row and partition numbers (narrower once the rows are counted)
 
     # --- setup ----------------------------------------------------------
     def _create(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
@@ -130,16 +131,22 @@ class Mondrian:
             self.codes[j] = PathCodes.of(qi.hierarchy)
             mapping = self._code_tables(j, self.codes[j])
             joins.append(f"JOIN {mapping} h{j} ON h{j}.value = CAST(t.{q(qi.column)} AS VARCHAR)")
-            labels.append(f"h{j}.code AS c{j}")
+            labels.append(f"CAST(h{j}.code AS {_integer(self.codes[j].bits)}) AS c{j}")
         # the rows as they are, numbered, apart: each round rewrites only the narrow work table (rid, partition,
         # QI codes, the sensitive columns the criteria read; 1M hospital rows: 0.8 s of 2 s a round otherwise)
         originals = ", ".join(f"t.{q(c)}" for c in self.columns)
         self._create(self.rows, f"SELECT ROW_NUMBER() OVER () AS rid, {originals} FROM {self.source} t")
+        rows = int(db.execute(self.conn, f"SELECT COUNT(*) FROM {self.rows}").scalar_one())
+        if rows == 0:
+            raise DataError("the source table is empty; there is nothing to anonymize")
+        # row and partition numbers (a partition tree has fewer than 2 x rows nodes) as narrow as they can be:
+        # 4-byte integers made the rounds' rewrites cheaper (5M hospital rows: 37.3 s -> 31.4 s)
+        self.ids = _integer(rows.bit_length() + 1)
         sensitive = "".join(f", t.{q(c)}" for c in self.sensitive)
-        self._create(self.work, f"SELECT t.rid, CAST(1 AS BIGINT) AS part, {', '.join(labels)}{sensitive} "
-                                f"FROM {self.rows} t {' '.join(joins)}")
+        self._create(self.work, f"SELECT CAST(t.rid AS {self.ids}) AS rid, CAST(1 AS {self.ids}) AS part, "
+                                f"{', '.join(labels)}{sensitive} FROM {self.rows} t {' '.join(joins)}")
         levels = ", ".join(f"{qi.height} AS lev{j}" for j, qi in enumerate(self.qis))
-        self._create(self.parts, f"SELECT CAST(1 AS BIGINT) AS part, {levels}")
+        self._create(self.parts, f"SELECT CAST(1 AS {self.ids}) AS part, {levels}")
         # rows of closed partitions leave the work table for `done`: later rounds read only open partitions
         self._create(self.done, f"SELECT * FROM {self.work} w WHERE 1 = 0")
         numeric = [j for j, qi in enumerate(self.qis) if qi.numeric]
@@ -151,9 +158,6 @@ class Mondrian:
             self._create(self.whole, f"SELECT {', '.join(f'{q(c)} AS s{i}' for i, c in enumerate(self.sensitive))}, "
                                      f"COUNT(*) AS cnt FROM {self.work} GROUP BY "
                                      f"{', '.join(q(c) for c in self.sensitive)}")
-        rows = int(db.execute(self.conn, f"SELECT COUNT(*) FROM {self.work}").scalar_one())
-        if rows == 0:
-            raise DataError("the source table is empty; there is nothing to anonymize")
         self._check_whole_table()
         return rows
 
@@ -329,8 +333,8 @@ class Mondrian:
         chosen = (f"SELECT DISTINCT f.part, f.dim, f.child FROM fs f JOIN ({best}) x ON x.part = f.part "
                   "AND x.dim = f.dim")
         self._create(self.pieces, f"WITH fs AS MATERIALIZED ({view.definition}), bad AS ({bad}) SELECT g.part, g.dim, "
-                                  f"g.child, c.cut, c.n, c.shift, (SELECT MAX(part) FROM {self.parts}) + ROW_NUMBER() "
-                                  f"OVER (ORDER BY g.part, g.child) AS new_part FROM ({chosen}) g "
+                                  f"g.child, c.cut, c.n, c.shift, CAST((SELECT MAX(part) FROM {self.parts}) + ROW_NUMBER() "
+                                  f"OVER (ORDER BY g.part, g.child) AS {self.ids}) AS new_part FROM ({chosen}) g "
                                   f"JOIN {self.candidates} c ON c.part = g.part AND c.dim = g.dim", params)
         self._create(self.choice, f"SELECT DISTINCT part, dim, cut, n, shift FROM {self.pieces}")
         return int(self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.choice}").scalar_one())
@@ -394,6 +398,10 @@ class PathCodes:
     shifts: tuple[int, ...]  # per level: the bits of the levels below it
     nodes: list[tuple[int, int, str, int]]  # (level, node code, label, leaves under it)
 
+    @property
+    def bits(self) -> int:
+        return max(self.code.values()).bit_length()
+
     @staticmethod
     def of(hierarchy: Hierarchy) -> "PathCodes":
         height, paths = hierarchy.height, hierarchy.paths
@@ -417,6 +425,11 @@ class PathCodes:
                 entry = leaves.setdefault((level, code[path[0]] >> shifts[level]), [path[level], 0])
                 entry[1] += 1
         return PathCodes(code, shifts, [(lv, node, label, n) for (lv, node), (label, n) in sorted(leaves.items())])
+
+
+def _integer(bits: int) -> str:
+    """The narrowest SQL integer type that holds non-negative numbers of `bits` bits."""
+    return "INTEGER" if bits <= 31 else "BIGINT"
 
 
 def _number_text(value: str) -> str:
