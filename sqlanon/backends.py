@@ -253,7 +253,7 @@ class Database:
 
     def not_a_number(self, column: str) -> str:
         """A condition true where `column` (quoted) holds something that is not a number."""
-        raise NotImplementedError
+        return f"TRY_CAST(CAST({column} AS VARCHAR) AS DOUBLE) IS NULL"
 
     @contextmanager
     def staged_output(self, conn: Connection, final: str, select: str, params: dict[str, Any],
@@ -356,9 +356,6 @@ class DuckDB(Database):
 
     def lower_median(self, value: str) -> str:
         return f"quantile_disc({value}, 0.5)"
-
-    def not_a_number(self, column: str) -> str:
-        return f"TRY_CAST(CAST({column} AS VARCHAR) AS DOUBLE) IS NULL"
 
     def _insert(self, conn: Connection, ref: str, names: str, columns: Sequence[str],
                 rows: Sequence[Sequence[Any]]) -> None:

@@ -449,9 +449,6 @@ class Spark(Database):
         inner = f"unhex(sha2(concat(CAST({inner_key} AS BINARY), {text_bytes}), 256))"
         return f"sha2(concat(CAST({outer_key} AS BINARY), {inner}), 256)"
 
-    def not_a_number(self, column: str) -> str:
-        return f"TRY_CAST(CAST({column} AS STRING) AS DOUBLE) IS NULL"
-
     # --- bulk data --------------------------------------------------------------
     def create_table_from_rows(self, conn: Connection, ref: str, columns: Sequence[tuple[str, str]],
                                rows: Sequence[Sequence[Any]]) -> None:
