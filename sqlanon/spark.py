@@ -257,6 +257,12 @@ class SparkConnection:
         pass  # the session is the process's, shared by every connection
 
 
+def url_parameter(url: sa.engine.URL, name: str, default: str) -> str:
+    """A query parameter of a Spark URL (the last one, when it is given twice)."""
+    value = url.query.get(name, default)
+    return str(value[-1] if isinstance(value, tuple) else value)
+
+
 def connect(master: str, warehouse: str = DEFAULT_WAREHOUSE) -> SparkConnection:
     return SparkConnection(session_for(master, warehouse))
 
@@ -278,8 +284,7 @@ class SparkDialect(default.DefaultDialect):
         return sys.modules[__name__]
 
     def create_connect_args(self, url: sa.engine.URL) -> tuple[list, dict]:
-        warehouse = url.query.get("warehouse", DEFAULT_WAREHOUSE)
-        return [spark_master(url)], {"warehouse": warehouse[-1] if isinstance(warehouse, tuple) else warehouse}
+        return [spark_master(url)], {"warehouse": url_parameter(url, "warehouse", DEFAULT_WAREHOUSE)}
 
     def initialize(self, connection: Connection) -> None:
         self.default_schema_name = "default"
@@ -334,9 +339,9 @@ class Spark(Database):
         require_spark(java=parsed.drivername != "sc")
         from .backends import open_database
         local = spark_master(parsed).startswith("local")
-        warehouse = str(parsed.query.get("warehouse", DEFAULT_WAREHOUSE))
+        warehouse = url_parameter(parsed, "warehouse", DEFAULT_WAREHOUSE)
         default = f"duckdb:///{Path(warehouse if local else '.').resolve() / METADATA_FILE}"
-        metadata_url = str(parsed.query.get("metadata", default))
+        metadata_url = url_parameter(parsed, "metadata", default)
         if metadata_url.split(":", 1)[0] in ("spark", "sc"):
             raise ConfigError("the metadata store of a Spark URL must be DuckDB or PostgreSQL "
                               "(?metadata=duckdb:///PATH or ?metadata=postgresql+psycopg://...)")
