@@ -23,7 +23,7 @@ from sqlalchemy import text
 
 from .anatomy import AnatomyReport, bucketize as anatomy_publish
 from .inference import InferenceReport, analyze_releases
-from .mondrian import Mondrian, MondrianQI, MondrianReport, publish as mondrian_table
+from .mondrian import Mondrian, MondrianQI, MondrianReport, published_rows as mondrian_rows
 from .analysis import (AnalysisReport, AnalysisSettings, BayesSettings, TableAnalysis, analyze_frequency_set,
                        bayes_audit)
 from .report import ReportData, write_report
@@ -542,18 +542,17 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
                 result = work.run()
                 ownership = Ownership(db, options.metadata_schema)
                 final = db.q(target.name.schema, target.name.table)
-                if ownership.check_target(conn, target.name, replace, "output table", target.source):
-                    db.drop_table(conn, final)
+                replacing = ownership.check_target(conn, target.name, replace, "output table", target.source)
                 params: dict[str, object] = {}
-                published = mondrian_table(db, conn, work, final, lambda c: identifier_select(
-                    db, job.identifying, c, target.keys, f"pk{len(params)}", params), output.numeric == "mean",
-                    params)
+                select, published = mondrian_rows(db, work, lambda c: identifier_select(
+                    db, job.identifying, c, target.keys, f"pk{len(params)}", params), output.numeric == "mean")
+                with db.staged_output(conn, final, select, params, replacing) as written:
+                    check_published_columns(db, conn, written, str(target.name), published)
+                    report = audit_table(db, conn, written, job.qi_names, job.sensitive, job.criteria)
+                    if not report.ok or report.rows != rows:
+                        failed = ", ".join(name for name, ok in report.holds.items() if not ok) or "row count"
+                        raise AuditError(f"the partitioned table failed its audit ({failed}); nothing was written")
                 work.drop()
-                check_published_columns(db, conn, final, str(target.name), published)
-                report = audit_table(db, conn, final, job.qi_names, job.sensitive, job.criteria)
-                if not report.ok or report.rows != rows:
-                    failed = ", ".join(name for name, ok in report.holds.items() if not ok) or "row count"
-                    raise AuditError(f"the partitioned table failed its audit ({failed}); nothing was written")
                 ownership.record(conn, target.name, "output", rows, run.run_id)
                 for role in output.grant_to:
                     db.execute(conn, f"GRANT SELECT ON {final} TO {db.q(role)}")

@@ -104,7 +104,7 @@ class WaveChecker:
         self.scans += 1
         rows = int(db.execute(self.conn, f"SELECT COUNT(*) FROM {self.ref}").scalar_one())
         db.metadata.insert_rows(db.metadata_connection(self.conn), self.registry, REGISTRY_COLUMNS,
-                       [(self.run_id, None, "wide_cube", self.name, "base", None, rows, False)])
+                                [(self.run_id, None, "wide_cube", self.name, "base", None, rows, False)])
         return rows
 
     def violations(self, nodes: list[tuple[int, ...]], criteria: list[Criterion]) -> list[tuple[int, int]]:
@@ -197,5 +197,5 @@ class WaveChecker:
     def close(self) -> None:
         if not self.from_table:
             self.db.drop_table(self.conn, self.ref)
-            self.db.metadata.execute(self.db.metadata_connection(self.conn), f"UPDATE {self.registry} SET dropped = TRUE WHERE run_id = :r AND label = "
-                            "'wide_cube'", {"r": self.run_id})
+            self.db.metadata.execute(self.db.metadata_connection(self.conn), f"UPDATE {self.registry} SET dropped = "
+                                     "TRUE WHERE run_id = :r AND label = 'wide_cube'", {"r": self.run_id})

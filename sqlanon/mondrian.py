@@ -438,10 +438,10 @@ def _number_text(value: str) -> str:
             f"ELSE CAST({value} AS VARCHAR) END")
 
 
-def publish(db: Database, conn: Connection, mondrian: Mondrian, final: str, select_other: Callable[[str], str | None],
-            mean: bool, params: dict[str, object]) -> list[str]:
-    """CREATE TABLE `final`: every source column in order, QIs as their partition's range (or mean) or
-    hierarchy node, the others as `select_other` says (None: not published); returns the published names."""
+def published_rows(db: Database, mondrian: Mondrian, select_other: Callable[[str], str | None], mean: bool
+                   ) -> tuple[str, list[str]]:
+    """The SELECT of the published table (every source column in order, QIs as their partition's range (or mean)
+    or hierarchy node, the others as `select_other` says, None: not published) and the published names."""
     by_column = {db.name_key(qi.column): j for j, qi in enumerate(mondrian.qis)}
     select, published = [], []
     for column in mondrian.columns:
@@ -453,7 +453,5 @@ def publish(db: Database, conn: Connection, mondrian: Mondrian, final: str, sele
                 continue
         select.append(f"{value} AS {db.q(column)}")
         published.append(column)
-    db.execute(conn, f"CREATE TABLE {final} AS SELECT {', '.join(select)} FROM {mondrian.rows} t "
-                     f"JOIN {mondrian.done} w ON w.rid = t.rid JOIN {mondrian.labels(mean)} g ON g.part = w.part",
-               params)
-    return published
+    return (f"SELECT {', '.join(select)} FROM {mondrian.rows} t JOIN {mondrian.done} w ON w.rid = t.rid "
+            f"JOIN {mondrian.labels(mean)} g ON g.part = w.part"), published

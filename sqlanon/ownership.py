@@ -72,8 +72,9 @@ class Ownership:
 
     def owned(self, conn: Connection, name: TableName) -> OwnedTable | None:
         """The record of a table sqlanon created, when the table is still that one."""
-        row = self.db.metadata.execute(self.db.metadata_connection(conn), f"SELECT kind, token, file_path, file_sha256, row_count FROM {self.table} "
-                                    "WHERE schema_name = :s AND table_name = :t", self._key(name)).first()
+        row = self.db.metadata.execute(self.db.metadata_connection(conn), "SELECT kind, token, file_path, "
+                                       f"file_sha256, row_count FROM {self.table} WHERE schema_name = :s AND "
+                                       "table_name = :t", self._key(name)).first()
         if row is None:
             return None
         comment = self.db.table_comment(conn, name.schema, name.table) or ""
@@ -90,10 +91,10 @@ class Ownership:
         meta, meta_conn = self.db.metadata, self.db.metadata_connection(conn)
         meta.execute(meta_conn, f"DELETE FROM {self.table} WHERE schema_name = :s AND table_name = :t", self._key(name))
         meta.execute(meta_conn, f"INSERT INTO {self.table} (schema_name, table_name, kind, token, run_id, file_path, "
-                              "file_sha256, row_count, created_at) VALUES (:s, :t, :kind, :token, :run, :path, "
-                              ":sha, :rows, :at)",
-                        {**self._key(name), "kind": kind, "token": token, "run": run_id, "path": file_path,
-                         "sha": file_sha256, "rows": rows, "at": now()})
+                                "file_sha256, row_count, created_at) VALUES (:s, :t, :kind, :token, :run, :path, "
+                                ":sha, :rows, :at)",
+                     {**self._key(name), "kind": kind, "token": token, "run": run_id, "path": file_path,
+                      "sha": file_sha256, "rows": rows, "at": now()})
 
     def check_target(self, conn: Connection, target: TableName, replace: bool, what: str,
                      source: TableName | None = None, replace_any: bool = False) -> bool:
