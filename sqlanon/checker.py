@@ -1,15 +1,17 @@
-"""A wave of lattice nodes checked in one statement, over a wide cube with packed integer class keys.
+"""A wave of lattice nodes checked in one statement, over a cube with packed integer class keys.
 
-The wide cube is the table grouped once at the bottom of the lattice (one row
-per combination of level-0 codes and sensitive values, with its count), and it
-carries, for every quasi-identifier and every level, that level's integer code
-already shifted into the attribute's own bit field. A node's class key is then
-the sum of one column per attribute: a single BIGINT (or one per group of
-attributes when 63 bits do not hold them all), so grouping a node is grouping
-one integer, not one column per attribute.
+Every value carries its path code (see PathCodes): its index among its
+siblings at each level, in fixed bits, so two values share their node at level
+L exactly when their codes agree from that level's bits up. The cube is the
+table grouped once at the bottom of the lattice, each row's path codes packed
+side by side into one BIGINT class key (or one per group of attributes when 63
+bits do not hold them all), with the sensitive values and the count. A node's
+class key is then that key ANDed with the node's mask (the bits of each
+attribute's levels at and above the node's): no lookup, no CASE, and the same
+AND rolls up any set grouped below the node.
 
-A wave joins the cube with a small VALUES list of its nodes and groups by
-(node, key): one statement computes every node's frequency set, and the
+A wave joins the cube with a small VALUES list of its nodes' masks and groups
+by (node, key): one statement computes every node's frequency set, and the
 criteria's SQL, which treats (node, key) as the class columns, reduces it to
 one row per node with a violating class. Statements, not rows, dominate small
 frequency sets; the wave's size is bounded by the rows the join produces.
@@ -33,20 +35,20 @@ GROUP_FIRST = 0.5  # a wave reads the cube grouped to its meet only when that is
 
 @dataclass(frozen=True)
 class KeyLayout:
-    """Where each attribute's code lives: its key column and its bit offset there."""
+    """Where each field (a piece of an attribute's path code) lives: its key column and its bit offset there."""
 
-    bits: tuple[int, ...]  # per attribute: bits its largest code needs (over all levels)
-    key_of: tuple[int, ...]  # per attribute: index of its key column
-    offset: tuple[int, ...]  # per attribute: its shift inside that key
+    bits: tuple[int, ...]  # per field: its width
+    key_of: tuple[int, ...]  # per field: index of its key column
+    offset: tuple[int, ...]  # per field: its shift inside that key
 
     @property
     def keys(self) -> int:
         return max(self.key_of, default=-1) + 1
 
     @staticmethod
-    def for_codes(largest_codes: list[int]) -> "KeyLayout":
-        """Attributes packed in order, a new key column whenever the next one would pass 63 bits."""
-        bits = tuple(max(1, code.bit_length()) for code in largest_codes)
+    def for_bits(widths: list[int]) -> "KeyLayout":
+        """Fields packed in order, a new key column whenever the next one would pass 63 bits."""
+        bits = tuple(widths)
         key_of, offset, key, used = [], [], 0, 0
         for b in bits:
             if used + b > KEY_BITS:
@@ -55,6 +57,15 @@ class KeyLayout:
             offset.append(used)
             used += b
         return KeyLayout(bits, tuple(key_of), tuple(offset))
+
+
+@dataclass(frozen=True)
+class Field:
+    """A piece of one attribute's path code: the dimension column `p<piece>` holding it, its levels."""
+
+    attr: int
+    piece: int
+    levels: tuple[int, int]  # lowest, highest
 
 
 class WaveChecker:
@@ -67,40 +78,45 @@ class WaveChecker:
         self.db, self.conn, self.star, self.from_table = db, conn, star, from_table
         self.registry, self.run_id = f"{db.q(schema)}.frequency_sets", run_id
         self.level_sizes = [d.hierarchy.level_sizes() for d in star.dimensions]
-        self.layout = KeyLayout.for_codes([max(sizes) - 1 for sizes in self.level_sizes])
+        self.fields = [Field(d.attr, i, levels) for d in star.dimensions
+                       for i, levels in enumerate(d.hierarchy.path_codes.pieces())]
+        codes = [star.dimensions[f.attr].hierarchy.path_codes for f in self.fields]
+        self.layout = KeyLayout.for_bits([c.piece_bits(f.levels) for c, f in zip(codes, self.fields)])
         self.name = f"wide_cube_{run_id}"
         self.statements = self.scans = 0
         if from_table:
-            self.ref = f"({self._shifted_codes(star.joins(), 'd', star.sensitive_select('t'), '1')})"
+            self.ref = f"(SELECT {', '.join(self._packed_keys() + star.sensitive_select('t'))}, 1 AS cnt " \
+                       f"FROM {star.joins()})"
             self.rows = star.rows
         else:
             self.ref = db.scratch_ref(self.name)
             self.rows = self._create()
 
-    def _shifted_codes(self, source: str, alias: str, sensitive: list[str], count: str) -> str:
-        """SELECT every level's shifted code (k<attr>_<level>), the `sensitive` columns and `count` from
-        `source`, where `alias`<attr> holds each attribute's codes c0..ch."""
-        columns = [f"CAST({alias}{d.attr}.c{lv} AS BIGINT) * {1 << self.layout.offset[d.attr]} AS k{d.attr}_{lv}"
-                   for d in self.star.dimensions for lv in range(d.height + 1)]
-        return f"SELECT {', '.join(columns + sensitive)}, {count} AS cnt FROM {source}"
+    def _packed_keys(self) -> list[str]:
+        """`key<j>`: each key column's fields, read from the dimensions (d<attr>.p<piece>), shifted into place."""
+        parts: list[list[str]] = [[] for _ in range(self.layout.keys)]
+        for f, key, offset in zip(self.fields, self.layout.key_of, self.layout.offset):
+            parts[key].append(f"CAST(d{f.attr}.p{f.piece} AS BIGINT) * {1 << offset}")
+        return [f"{' + '.join(p)} AS key{key}" for key, p in enumerate(parts)]
+
+    def masks(self, node: tuple[int, ...]) -> list[int]:
+        """Per key column: the bits that name the node's classes (-1 in `node`: the attribute left out)."""
+        masks = [0] * self.layout.keys
+        for f, key, offset in zip(self.fields, self.layout.key_of, self.layout.offset):
+            codes = self.star.dimensions[f.attr].hierarchy.path_codes
+            masks[key] |= codes.piece_mask(f.levels, node[f.attr]) << offset
+        return masks
 
     def _create(self) -> int:
-        """One scan of the table: grouped by level-0 codes, then every level's shifted code beside them."""
+        """One scan of the table: grouped by its packed keys at level 0 (and the sensitive columns)."""
         star, db = self.star, self.db
-        base = f"cube0_{self.name}"
-        grouped = db.create_scratch(self.conn, base, "SELECT " + ", ".join(
-            [f"d{d.attr}.c0 AS a{d.attr}" for d in star.dimensions] + star.sensitive_select("t"))
-            + f", COUNT(*) AS cnt FROM {star.joins()} GROUP BY "
-            + ", ".join([f"d{d.attr}.c0" for d in star.dimensions] + [f"t.{db.q(c)}" for c in star.sensitive]))
-        joins = [f"JOIN (SELECT DISTINCT {', '.join(f'c{lv}' for lv in range(d.height + 1))} FROM {d.table}) "
-                 f"m{d.attr} ON m{d.attr}.c0 = t.a{d.attr}" for d in star.dimensions]
-        cube = self._shifted_codes(f"{grouped} t {' '.join(joins)}", "m",
-                                   [f"t.{s}" for s in star.sensitive_columns().values()], "t.cnt")
-        db.create_scratch(self.conn, self.name, cube)
-        db.drop_table(self.conn, grouped)
+        keys = self._packed_keys()
+        grouping = [k.rsplit(" AS ", 1)[0] for k in keys] + [f"t.{db.q(c)}" for c in star.sensitive]
+        db.create_scratch(self.conn, self.name, f"SELECT {', '.join(keys + star.sensitive_select('t'))}, "
+                                                f"COUNT(*) AS cnt FROM {star.joins()} GROUP BY {', '.join(grouping)}")
         if star.rows >= STATISTICS_ROWS:
             db.analyze(self.conn, self.ref)  # the waves' plans depend on the cube's size
-        self.statements += 3
+        self.statements += 1
         self.scans += 1
         rows = int(db.execute(self.conn, f"SELECT COUNT(*) FROM {self.ref}").scalar_one())
         db.metadata.insert_rows(db.metadata_connection(self.conn), self.registry, REGISTRY_COLUMNS,
@@ -163,36 +179,26 @@ class WaveChecker:
 
     def _frequency_sets(self, nodes: list[tuple[int, ...]]) -> str:
         """SELECT node (its index in `nodes`), key(s), sensitive columns, cnt: the nodes' frequency sets."""
-        dims = self.star.dimensions
-        values = ", ".join("(" + ", ".join(map(str, (j, *node))) + ")" for j, node in enumerate(nodes))
-        names = ", ".join(["node"] + [f"l{d.attr}" for d in dims])
-        keys = []
-        for key in range(self.layout.keys):
-            parts = [self._code(d.attr, d.height) for d in dims if self.layout.key_of[d.attr] == key]
-            keys.append(f"{' + '.join(parts)} AS key{key}")
+        values = ", ".join("(" + ", ".join(map(str, (j, *self.masks(node)))) + ")" for j, node in enumerate(nodes))
+        names = ", ".join(["node"] + [f"m{key}" for key in range(self.layout.keys)])
+        keys = [f"c.key{key} & CAST(w.m{key} AS BIGINT)" for key in range(self.layout.keys)]
         sensitive = [f"c.{s}" for s in self.star.sensitive_columns().values()]
-        return (f"SELECT w.node, {', '.join(keys + sensitive)}, SUM(c.cnt) AS cnt "
-                f"FROM {self._base(nodes)} c CROSS JOIN (VALUES {values}) AS w({names}) "
-                f"GROUP BY {', '.join(['w.node'] + self.key_names + sensitive)}")
+        return (f"SELECT w.node, {', '.join([f'{k} AS key{j}' for j, k in enumerate(keys)] + sensitive)}, "
+                f"SUM(c.cnt) AS cnt FROM {self._base(nodes)} c CROSS JOIN (VALUES {values}) AS w({names}) "
+                f"GROUP BY {', '.join(['w.node'] + keys + sensitive)}")
 
     def _base(self, nodes: list[tuple[int, ...]]) -> str:
         """What the wave reads: the cube, or the cube first grouped up to the wave's meet (each attribute at the
         lowest level of any of the wave's nodes), which has far fewer rows when every node is general."""
-        meet = self._meet(nodes)  # an attribute every node leaves out needs no column at all
+        meet = self._meet(nodes)
         if not any(meet) or self._rows_at(meet) > GROUP_FIRST * self.rows:
             return self.ref  # grouping first would hardly shrink it: a pass over the cube for nothing
-        kept = [f"k{d.attr}_{lv}" for d in self.star.dimensions for lv in range(meet[d.attr], d.height + 1)]
-        kept += list(self.star.sensitive_columns().values())
-        # the lower levels' columns are not read by the wave; the kept ones depend on each attribute's meet level
-        lower = [f"CAST(NULL AS BIGINT) AS k{d.attr}_{lv}"
-                 for d in self.star.dimensions for lv in range(meet[d.attr])]
-        return (f"(SELECT {', '.join(kept + lower)}, SUM(cnt) AS cnt FROM {self.ref} GROUP BY {', '.join(kept)})")
-
-    @staticmethod
-    def _code(attr: int, height: int) -> str:
-        """The node's shifted code of `attr`: the cube column of the node's level."""
-        cases = " ".join(f"WHEN {lv} THEN c.k{attr}_{lv}" for lv in range(height + 1))
-        return f"CASE w.l{attr} {cases} ELSE 0 END"  # -1: the node leaves the attribute out
+        width = [d.height + 1 for d in self.star.dimensions]  # an attribute no node keeps: no bits at all
+        masks = self.masks(tuple(-1 if level >= top else level for level, top in zip(meet, width)))
+        keys = [f"key{key} & CAST({mask} AS BIGINT)" for key, mask in enumerate(masks)]
+        sensitive = list(self.star.sensitive_columns().values())
+        return (f"(SELECT {', '.join([f'{k} AS key{j}' for j, k in enumerate(keys)] + sensitive)}, SUM(cnt) AS cnt "
+                f"FROM {self.ref} b GROUP BY {', '.join(keys + sensitive)})")
 
     def close(self) -> None:
         if not self.from_table:

@@ -1,9 +1,10 @@
 """The star schema: the source table plus one dimension table per quasi-identifier.
 
 A dimension table holds the hierarchy with one row per original value:
-`v` (the value as text, the join key), `c0..ch` (integer code per level) and
-`l0..lh` (label per level). Before any search, the data is checked against
-the hierarchies in SQL: no NULLs unless mapped, no value missing.
+`v` (the value as text, the join key), `c0..ch` (integer code per level),
+`l0..lh` (label per level) and `p0..` (its path code, see PathCodes). Before
+any search, the data is checked against the hierarchies in SQL: no NULLs
+unless mapped, no value missing.
 """
 from __future__ import annotations
 
@@ -256,6 +257,7 @@ def generated_hierarchy(db: Database, conn: Connection, source: str, qi: QuasiId
 def _create_dimension_table(db: Database, conn: Connection, dim: Dimension) -> None:
     levels = range(dim.height + 1)
     columns = [("v", "VARCHAR")] + [(f"c{i}", "INTEGER") for i in levels] + [(f"l{i}", "VARCHAR") for i in levels]
+    columns += [(f"p{i}", "BIGINT") for i in range(len(dim.hierarchy.path_codes.pieces()))]
     db.drop_table(conn, dim.table)
     db.create_table_from_rows(conn, dim.table, columns, dim.hierarchy.dimension_rows())
 

@@ -12,6 +12,7 @@ import datetime as dt
 import io
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Iterable
@@ -76,14 +77,101 @@ class Hierarchy:
         return [len({p[lv] for p in self.paths}) for lv in range(self.height + 1)]
 
     def dimension_rows(self) -> list[tuple[Any, ...]]:
-        """Rows (value, c0..ch, l0..lh): an integer code and a label per level.
+        """Rows (value, c0..ch, l0..lh, p0..): an integer code and a label per level, and the value's path code
+        in pieces (see PathCodes).
 
         Codes number the distinct labels of each level (sorted), so frequency sets
         group on integers, not text.
         """
         codes = [{label: i for i, label in enumerate(sorted({p[lv] for p in self.paths}))}
                  for lv in range(self.height + 1)]
-        return [(p[0], *(codes[lv][p[lv]] for lv in range(self.height + 1)), *p) for p in self.paths]
+        paths = self.path_codes
+        return [(p[0], *(codes[lv][p[lv]] for lv in range(self.height + 1)), *p, *paths.piece_codes(p[0]))
+                for p in self.paths]
+
+    @cached_property
+    def path_codes(self) -> "PathCodes":
+        return PathCodes.of(self)
+
+
+PIECE_BITS = 62  # a piece of a path code, shifted into a packed class key, stays within a signed BIGINT
+
+
+@dataclass(frozen=True)
+class PathCodes:
+    """A hierarchy's values as path codes: from the top down, each level's index among its siblings, in its own
+    bits, so the node above a value at level L is `code >> shifts[L]` (unique among level L's nodes), and two
+    values share their node at level L exactly when their codes agree from bit `shifts[L]` up.
+
+    A code may be wider than a BIGINT (a mask hierarchy of a long identifier); databases get it in pieces of
+    consecutive levels of at most PIECE_BITS bits each (usually one), and the pieces keep the property."""
+
+    code: dict[str, int]  # value -> its path code
+    level_bits: tuple[int, ...]  # per level: the bits of its index among siblings
+    labels: tuple[tuple[str, ...], ...]  # the hierarchy's paths, for `nodes`
+
+    @property
+    def shifts(self) -> tuple[int, ...]:
+        """Per level: the bits of the levels below it."""
+        return tuple(sum(self.level_bits[:level]) for level in range(len(self.level_bits)))
+
+    @property
+    def bits(self) -> int:
+        return sum(self.level_bits)
+
+    @staticmethod
+    def of(hierarchy: Hierarchy) -> "PathCodes":
+        height, paths = hierarchy.height, hierarchy.paths
+        index: list[dict[str, int]] = [{} for _ in range(height + 1)]  # label -> index among its siblings
+        for level in range(height + 1):
+            siblings: dict[str, list[str]] = {}
+            for path in paths:  # siblings share the label above (the top level: all of its labels)
+                siblings.setdefault(path[level + 1] if level < height else "", []).append(path[level])
+            for group in siblings.values():
+                for i, label in enumerate(sorted(set(group))):
+                    index[level][label] = i
+        bits = tuple(max(index[level].values()).bit_length() for level in range(height + 1))
+        shifts = [sum(bits[:level]) for level in range(height + 1)]
+        code = {path[0]: sum(index[lv][path[lv]] << shifts[lv] for lv in range(height + 1)) for path in paths}
+        return PathCodes(code, bits, paths)
+
+    def pieces(self) -> list[tuple[int, int]]:
+        """The levels (lowest, highest) of each piece, bottom up: as many levels as fit PIECE_BITS (a level
+        never needs more bits than it has values, so each fits alone)."""
+        pieces: list[tuple[int, int]] = []
+        low = used = 0
+        for level, bits in enumerate(self.level_bits):
+            if used + bits > PIECE_BITS:
+                pieces.append((low, level - 1))
+                low, used = level, 0
+            used += bits
+        return pieces + [(low, len(self.level_bits) - 1)]
+
+    def piece_codes(self, value: str) -> list[int]:
+        """The value's code cut into its pieces."""
+        shifts = self.shifts
+        return [(self.code[value] >> shifts[piece[0]]) & ((1 << self.piece_bits(piece)) - 1)
+                for piece in self.pieces()]
+
+    def piece_mask(self, piece: tuple[int, int], level: int) -> int:
+        """The bits of a piece that name the node at `level` (-1: none, the attribute left out)."""
+        low, high = piece
+        if level < 0 or level > high:
+            return 0
+        below = self.piece_bits((low, level - 1)) if level > low else 0
+        return ((1 << self.piece_bits(piece)) - 1) >> below << below
+
+    def piece_bits(self, piece: tuple[int, int]) -> int:
+        return sum(self.level_bits[piece[0]:piece[1] + 1])
+
+    def nodes(self) -> list[tuple[int, int, str, int]]:
+        """(level, node code, label, leaves under it) of every node of the hierarchy."""
+        shifts, leaves = self.shifts, {}
+        for path in self.labels:
+            for level in range(len(shifts)):
+                entry = leaves.setdefault((level, self.code[path[0]] >> shifts[level]), [path[level], 0])
+                entry[1] += 1
+        return [(lv, node, label, n) for (lv, node), (label, n) in sorted(leaves.items())]
 
 
 def _validate_paths(column: str, paths: tuple[tuple[str, ...], ...], origin: str,

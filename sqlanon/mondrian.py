@@ -38,7 +38,7 @@ from .backends import Database
 from .criteria import Criterion, FrequencySetView
 from .errors import DataError
 from .frequency import violating_classes_sql
-from .hierarchies import Hierarchy
+from .hierarchies import PIECE_BITS, Hierarchy, PathCodes
 from .scratch import Scratch
 
 MAX_ROUNDS = 200
@@ -128,7 +128,10 @@ class Mondrian:
             if qi.numeric:
                 labels.append(f"CAST(t.{q(qi.column)} AS DOUBLE PRECISION) AS v{j}")
                 continue
-            self.codes[j] = PathCodes.of(qi.hierarchy)
+            self.codes[j] = qi.hierarchy.path_codes
+            if self.codes[j].bits > PIECE_BITS:  # a code travels through the rounds as one integer
+                raise DataError(f"the hierarchy of {qi.column!r} is too wide for Mondrian's {PIECE_BITS}-bit path "
+                                f"codes ({self.codes[j].bits} bits); give it fewer values per node")
             mapping = self._code_tables(j, self.codes[j])
             joins.append(f"JOIN {mapping} h{j} ON h{j}.value = CAST(t.{q(qi.column)} AS VARCHAR)")
             labels.append(f"CAST(h{j}.code AS {_integer(self.codes[j].bits)}) AS c{j}")
@@ -174,7 +177,7 @@ class Mondrian:
             self.scratch.create(ref, "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {self.db.q(n)}" for n, t in names)
                                 + " LIMIT 0")
         self.db.insert_rows(self.conn, values, ["value", "code"], list(codes.code.items()))
-        self.db.insert_rows(self.conn, nodes, ["level", "node", "label", "leaves"], codes.nodes)
+        self.db.insert_rows(self.conn, nodes, ["level", "node", "label", "leaves"], codes.nodes())
         self.scratch.statements += 2
         return values
 
@@ -388,43 +391,6 @@ class Mondrian:
             return f"CAST(g.mean{j} AS VARCHAR)"
         low, high = _number_text(f"g.low{j}"), _number_text(f"g.high{j}")
         return f"CASE WHEN g.low{j} = g.high{j} THEN {low} ELSE '[' || {low} || '-' || {high} || ']' END"
-
-@dataclass(frozen=True)
-class PathCodes:
-    """A hierarchy's values as path codes: from the top down, each level's index among its siblings, in its own
-    bits, so the node above a value at level L is `code >> shifts[L]` (unique among level L's nodes)."""
-
-    code: dict[str, int]  # value -> its path code
-    shifts: tuple[int, ...]  # per level: the bits of the levels below it
-    nodes: list[tuple[int, int, str, int]]  # (level, node code, label, leaves under it)
-
-    @property
-    def bits(self) -> int:
-        return max(self.code.values()).bit_length()
-
-    @staticmethod
-    def of(hierarchy: Hierarchy) -> "PathCodes":
-        height, paths = hierarchy.height, hierarchy.paths
-        index: list[dict[str, int]] = [{} for _ in range(height + 1)]  # label -> index among its siblings
-        for level in range(height + 1):
-            siblings: dict[str, list[str]] = {}
-            for path in paths:  # siblings share the label above (the top level: all of its labels)
-                siblings.setdefault(path[level + 1] if level < height else "", []).append(path[level])
-            for group in siblings.values():
-                for i, label in enumerate(sorted(set(group))):
-                    index[level][label] = i
-        bits = [max(index[level].values()).bit_length() for level in range(height + 1)]
-        shifts = tuple(sum(bits[:level]) for level in range(height + 1))
-        if sum(bits) > 62:
-            raise DataError(f"the hierarchy of {hierarchy.column!r} is too wide for Mondrian's 62-bit path codes "
-                            f"({sum(bits)} bits); give it fewer values per node")
-        code = {path[0]: sum(index[lv][path[lv]] << shifts[lv] for lv in range(height + 1)) for path in paths}
-        leaves: dict[tuple[int, int], list] = {}
-        for path in paths:
-            for level in range(height + 1):
-                entry = leaves.setdefault((level, code[path[0]] >> shifts[level]), [path[level], 0])
-                entry[1] += 1
-        return PathCodes(code, shifts, [(lv, node, label, n) for (lv, node), (label, n) in sorted(leaves.items())])
 
 
 def _integer(bits: int) -> str:

@@ -2,9 +2,11 @@
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sqlanon.errors import ConfigError, HierarchyError
-from sqlanon.hierarchies import Hierarchy, generate_hierarchy, read_hierarchy_file
+from sqlanon.hierarchies import Hierarchy, PathCodes, generate_hierarchy, read_hierarchy_file
 
 
 def test_mask_generator_matches_the_issue_example():
@@ -116,3 +118,55 @@ def test_codes_are_consistent_per_level():
     rows = {r[0]: r for r in h.dimension_rows()}
     assert rows["a"][2] == rows["b"][2] != rows["c"][2]  # c1 codes
     assert rows["a"][3] == rows["c"][3]  # c2: everything is '*'
+
+
+@st.composite
+def hierarchies(draw) -> Hierarchy:
+    """Random trees: a few top labels, any fan-out (one child included), 1 to 4 levels above the values."""
+    height = draw(st.integers(1, 4))
+    level = [f"t{i}" for i in range(draw(st.integers(1, 3)))]
+    paths = [[label] for label in level]
+    for depth in range(height, 0, -1):
+        paths = [[f"{path[0]}.{i}", *path] for path in paths for i in range(draw(st.integers(1, 5)))]
+    return Hierarchy("q", tuple(tuple(path) for path in paths))
+
+
+@settings(max_examples=60, deadline=None)
+@given(hierarchies())
+def test_path_codes_name_every_node_and_keep_subtrees_contiguous(hierarchy: Hierarchy) -> None:
+    """What Mondrian's rounds rely on: `code >> shifts[L]` names the value's level-L node, one code per node, and codes
+    in order keep every subtree contiguous (so a partition's smallest and largest codes tell whether its rows
+    fall under one child or more)."""
+    codes = PathCodes.of(hierarchy)
+    ordered = sorted(hierarchy.paths, key=lambda path: codes.code[path[0]])
+    labels = {(lv, node): label for lv, node, label, _ in codes.nodes()}
+    for level in range(hierarchy.height + 1):
+        nodes = [codes.code[path[0]] >> codes.shifts[level] for path in ordered]
+        assert nodes == sorted(nodes)  # ancestors in code order: subtrees are contiguous runs
+        assert all(labels[(level, node)] == path[level] for node, path in zip(nodes, ordered))
+        assert len(set(nodes)) == len({path[level] for path in ordered})
+    leaves = {(lv, label): n for lv, _, label, n in codes.nodes()}
+    assert all(leaves[(lv, path[lv])] == sum(1 for other in hierarchy.paths if other[lv] == path[lv])
+               for path in hierarchy.paths for lv in range(hierarchy.height + 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(hierarchies(), st.integers(1, 6))
+def test_path_code_pieces_and_masks_tell_every_level_apart(hierarchy: Hierarchy, piece_bits: int) -> None:
+    """What the search's packed class keys rely on: two values' pieces ANDed with the masks of a level are equal
+    exactly when the values share their node at that level, however the code is cut into pieces."""
+    codes = PathCodes.of(hierarchy)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(PathCodes.pieces.__globals__, "PIECE_BITS", piece_bits)  # the module's constant
+        pieces = codes.pieces()
+    assert [low for low, _ in pieces] == [0] + [high + 1 for _, high in pieces[:-1]]
+    assert pieces[-1][1] == hierarchy.height
+    assert all(codes.piece_bits(piece) <= piece_bits or piece[0] == piece[1] for piece in pieces)
+    for level in range(-1, hierarchy.height + 1):
+        keys: dict[tuple[int, ...], set[str]] = {}  # masked pieces -> the labels of the values that have them
+        for path in hierarchy.paths:
+            key = tuple(((codes.code[path[0]] >> codes.shifts[piece[0]]) & ((1 << codes.piece_bits(piece)) - 1))
+                        & codes.piece_mask(piece, level) for piece in pieces)
+            keys.setdefault(key, set()).add(path[level] if level >= 0 else "")
+        assert all(len(labels) == 1 for labels in keys.values())  # one key, one node
+        assert len(keys) == len({path[level] if level >= 0 else "" for path in hierarchy.paths})  # one node, one key

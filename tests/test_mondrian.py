@@ -9,13 +9,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 import yaml
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from sqlanon import job_from_dict, partition
 from sqlanon.errors import ConfigError
-from sqlanon.hierarchies import Hierarchy
-from sqlanon.mondrian import PathCodes
 
 from .conftest import user_tables
 from .test_cli import run as invoke
@@ -98,34 +94,6 @@ def oracle(rows: list[tuple[int, int, str, str]], k: int, l: int = 1, relaxed: b
     return out
 
 
-@st.composite
-def hierarchies(draw) -> Hierarchy:
-    """Random trees: a few top labels, any fan-out (one child included), 1 to 4 levels above the values."""
-    height = draw(st.integers(1, 4))
-    level = [f"t{i}" for i in range(draw(st.integers(1, 3)))]
-    paths = [[label] for label in level]
-    for depth in range(height, 0, -1):
-        paths = [[f"{path[0]}.{i}", *path] for path in paths for i in range(draw(st.integers(1, 5)))]
-    return Hierarchy("q", tuple(tuple(path) for path in paths))
-
-
-@settings(max_examples=60, deadline=None)
-@given(hierarchies())
-def test_path_codes_name_every_node_and_keep_subtrees_contiguous(hierarchy: Hierarchy) -> None:
-    """What the rounds rely on: `code >> shifts[L]` names the value's level-L node, one code per node, and codes
-    in order keep every subtree contiguous (so a partition's smallest and largest codes tell whether its rows
-    fall under one child or more)."""
-    codes = PathCodes.of(hierarchy)
-    ordered = sorted(hierarchy.paths, key=lambda path: codes.code[path[0]])
-    labels = {(lv, node): label for lv, node, label, _ in codes.nodes}
-    for level in range(hierarchy.height + 1):
-        nodes = [codes.code[path[0]] >> codes.shifts[level] for path in ordered]
-        assert nodes == sorted(nodes)  # ancestors in code order: subtrees are contiguous runs
-        assert all(labels[(level, node)] == path[level] for node, path in zip(nodes, ordered))
-        assert len(set(nodes)) == len({path[level] for path in ordered})
-    leaves = {(lv, label): n for lv, _, label, n in codes.nodes}
-    assert all(leaves[(lv, path[lv])] == sum(1 for other in hierarchy.paths if other[lv] == path[lv])
-               for path in hierarchy.paths for lv in range(hierarchy.height + 1))
 
 
 def _published(url: str) -> list[tuple[str, str, str]]:
