@@ -290,7 +290,7 @@ class TopDown(SearchStrategy):
     """Breadth-first from the top of the full lattice down, for passing sets closed under generalization.
 
     A node can pass only if every direct generalization passes, so each height
-    checks just those nodes (a wave of statements over the wide cube); the
+    checks just those nodes (a wave of statements over the cube); the
     others fail without a check, as everything below a failure does. The
     checks are the passing nodes plus the highest failing ones: few when few
     nodes pass (the usual case without suppression). Without monotonicity
@@ -430,7 +430,7 @@ class Auto(SearchStrategy):
 
 
 class Check:
-    """check(nodes, height): the passing ones of `nodes`, a wave per statement over the wide cube.
+    """check(nodes, height): the passing ones of `nodes`, a wave per statement over the cube.
 
     For the strategies that probe the full lattice; progress (height, nodes
     checked) is recorded after each call, and every checked node's outcome is
@@ -468,7 +468,7 @@ class Check:
 
 @contextmanager
 def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
-    """A Check over a wide cube built for the search, dropped at the end."""
+    """A Check over a cube built for the search, dropped at the end."""
     checker = WaveChecker(ctx.db, ctx.conn, ctx.star, ctx.run.run_id, ctx.schema, from_table=not ctx.use_cube)
     try:
         yield Check(ctx, stats, checker)
