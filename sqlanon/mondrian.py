@@ -335,9 +335,10 @@ class Mondrian:
                 f"dim) AS rank FROM ({allowed}) a) ranked WHERE rank = 1")
         chosen = (f"SELECT DISTINCT f.part, f.dim, f.child FROM fs f JOIN ({best}) x ON x.part = f.part "
                   "AND x.dim = f.dim")
+        numbered = (f"CAST((SELECT MAX(part) FROM {self.parts}) + ROW_NUMBER() OVER (ORDER BY g.part, g.child) "
+                    f"AS {self.ids}) AS new_part")
         self._create(self.pieces, f"WITH fs AS MATERIALIZED ({view.definition}), bad AS ({bad}) SELECT g.part, g.dim, "
-                                  f"g.child, c.cut, c.n, c.shift, CAST((SELECT MAX(part) FROM {self.parts}) + ROW_NUMBER() "
-                                  f"OVER (ORDER BY g.part, g.child) AS {self.ids}) AS new_part FROM ({chosen}) g "
+                                  f"g.child, c.cut, c.n, c.shift, {numbered} FROM ({chosen}) g "
                                   f"JOIN {self.candidates} c ON c.part = g.part AND c.dim = g.dim", params)
         self._create(self.choice, f"SELECT DISTINCT part, dim, cut, n, shift FROM {self.pieces}")
         return int(self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.choice}").scalar_one())
