@@ -14,8 +14,8 @@ A wave joins the cube with a small VALUES list of its nodes' masks and groups
 by (node, key): one statement computes every node's frequency set, and the
 criteria's SQL, which treats (node, key) as the class columns, reduces it to
 one row per node with a violating class. Within the statement, the nodes are
-taken in small clusters of neighbours, each joined with the cube grouped up to
-its own lowest levels (UNION ALL). Statements, not rows, dominate small
+taken in small clusters of neighbours (on a small cube), each joined with the
+cube grouped up to its own lowest levels (UNION ALL). Statements, not rows, dominate small
 frequency sets; the wave's size is bounded by the rows the join produces.
 """
 from __future__ import annotations
@@ -32,12 +32,14 @@ from .frequency import REGISTRY_COLUMNS, violating_classes_sql
 KEY_BITS = 63  # a signed BIGINT's non-negative range
 ROWS_PER_STATEMENT = 4_000_000  # cube rows x wave nodes joined by one statement
 MAX_WAVE = 256  # nodes per statement, however small the cube
-# a wave's nodes are read in clusters of CLUSTER, each from the cube grouped to its own meet (one statement, UNION
-# ALL): on Adult at 2% suppression the 128-node waves joined 46.7M rows from the cube, 17.0M in clusters of 8 (and
-# 5.9M rows of grouping passes); clusters of 4 joined fewer but grouped as many, 16 joined 24M
+# on a small cube a wave's nodes are read in clusters of CLUSTER, each from the cube grouped to its own meet (one
+# statement, UNION ALL): on Adult at 2% suppression the 128-node waves joined 46.7M rows from the cube, 17.0M in
+# clusters of 8 (and 5.9M rows of grouping passes); clusters of 4 joined fewer but grouped as many, 16 joined 24M
 CLUSTER = 8
-# a cube this small is grouped to a cluster's meet whatever the estimate says: the pass costs little next to the
-# cluster's join, and the estimate (a product of level sizes) rarely foresees how far a sparse table shrinks
+# up to this size a cube is read in clusters and grouped to a cluster's meet whatever the estimate says: a pass
+# costs little next to the cluster's join, and the estimate (a product of level sizes) rarely foresees how far a
+# sparse table shrinks. A larger cube is read once per wave: each cluster would be a pass over it (hospital 1M on
+# PostgreSQL: 13.5-13.7 s in clusters against 12.0-13.0 s without)
 SMALL_CUBE = 100_000
 GROUP_FIRST = 0.5  # a wave reads the cube grouped to its meet only when that is expected to halve it at least
 
@@ -198,9 +200,10 @@ class WaveChecker:
         columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + sensitive
         select = f"SELECT w.node, {', '.join(columns)}, SUM(c.cnt) AS cnt"
         group = f"GROUP BY {', '.join(['w.node'] + keys + sensitive)}"
+        size = CLUSTER if self.rows <= SMALL_CUBE else len(nodes)  # on a large cube, each cluster is a pass
         parts = []
-        for start in range(0, len(nodes), CLUSTER):
-            cluster = range(start, min(start + CLUSTER, len(nodes)))
+        for start in range(0, len(nodes), size):
+            cluster = range(start, min(start + size, len(nodes)))
             values = ", ".join("(" + ", ".join(map(str, (j, *self.masks(nodes[j])))) + ")" for j in cluster)
             parts.append(f"{select} FROM {self._base([nodes[j] for j in cluster])} c CROSS JOIN (VALUES {values}) "
                          f"AS w({names}) {group}")

@@ -68,6 +68,17 @@ def test_class_keys_split_over_several_columns_when_their_bits_do_not_fit(adult_
     assert set(search(job).satisfying) == passing(all_qi_violations[5], 0)
 
 
+@pytest.mark.parametrize("strategy", ["topdown", "border"])
+def test_a_large_cube_is_read_once_per_wave_with_the_same_answer(adult_duck: str, all_qi_violations, monkeypatch,
+                                                                  strategy: str):
+    """Above SMALL_CUBE rows the waves read the cube whole, not in clusters grouped to their meets."""
+    from sqlanon import checker
+    monkeypatch.setattr(checker, "SMALL_CUBE", 0)
+    job = dataclasses.replace(adult_job(adult_duck, ADULT_QIS, k=5, load_csv=False), strategy=strategy,
+                              suppression=Suppression(0.02))
+    assert set(search(job).satisfying) == passing(all_qi_violations[5], _max_suppressed(0.02))
+
+
 @pytest.mark.parametrize("limit", list(LIMITS))
 @pytest.mark.parametrize("case", ["distinct l=3", "k=5 and distinct l=4", "entropy l=3"])
 @pytest.mark.parametrize("strategy", ["topdown", "auto", "border"])
