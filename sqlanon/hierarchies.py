@@ -147,11 +147,11 @@ class PathCodes:
             used += bits
         return pieces + [(low, len(self.level_bits) - 1)]
 
-    def piece_codes(self, value: str) -> list[int]:
-        """The value's code cut into its pieces."""
+    def piece_codes(self, value: str, pieces: list[tuple[int, int]] | None = None) -> list[int]:
+        """The value's code cut into `pieces` (by default, its pieces)."""
         shifts = self.shifts
         return [(self.code[value] >> shifts[piece[0]]) & ((1 << self.piece_bits(piece)) - 1)
-                for piece in self.pieces()]
+                for piece in (self.pieces() if pieces is None else pieces)]
 
     def piece_mask(self, piece: tuple[int, int], level: int) -> int:
         """The bits of a piece that name the node at `level` (-1: none, the attribute left out)."""

@@ -165,8 +165,8 @@ def test_path_code_pieces_and_masks_tell_every_level_apart(hierarchy: Hierarchy,
     for level in range(-1, hierarchy.height + 1):
         keys: dict[tuple[int, ...], set[str]] = {}  # masked pieces -> the labels of the values that have them
         for path in hierarchy.paths:
-            key = tuple(((codes.code[path[0]] >> codes.shifts[piece[0]]) & ((1 << codes.piece_bits(piece)) - 1))
-                        & codes.piece_mask(piece, level) for piece in pieces)
+            key = tuple(code & codes.piece_mask(piece, level)
+                        for code, piece in zip(codes.piece_codes(path[0], pieces), pieces))
             keys.setdefault(key, set()).add(path[level] if level >= 0 else "")
         assert all(len(labels) == 1 for labels in keys.values())  # one key, one node
         assert len(keys) == len({path[level] if level >= 0 else "" for path in hierarchy.paths})  # one node, one key
