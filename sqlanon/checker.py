@@ -96,19 +96,19 @@ class WaveChecker:
         self.name = f"packed_cube_{run_id}"
         self.statements = self.scans = 0
         if from_table:
-            self.ref = f"(SELECT {', '.join(self._packed_keys() + star.sensitive_select('t'))}, 1 AS cnt " \
-                       f"FROM {star.joins()})"
+            keys = [f"{k} AS key{j}" for j, k in enumerate(self._packed_keys())]
+            self.ref = f"(SELECT {', '.join(keys + star.sensitive_select('t'))}, 1 AS cnt FROM {star.joins()})"
             self.rows = star.rows
         else:
             self.ref = db.scratch_ref(self.name)
             self.rows = self._create()
 
     def _packed_keys(self) -> list[str]:
-        """`key<j>`: each key column's fields, read from the dimensions (d<attr>.p<piece>), shifted into place."""
+        """Per key column: its fields, read from the dimensions (d<attr>.p<piece>), shifted into place."""
         parts: list[list[str]] = [[] for _ in range(self.layout.keys)]
         for f, key, offset in zip(self.fields, self.layout.key_of, self.layout.offset):
             parts[key].append(f"CAST(d{f.attr}.p{f.piece} AS BIGINT) * {1 << offset}")
-        return [f"{' + '.join(p)} AS key{key}" for key, p in enumerate(parts)]
+        return [" + ".join(p) for p in parts]
 
     def masks(self, node: tuple[int, ...]) -> list[int]:
         """Per key column: the bits that name the node's classes (-1 in `node`: the attribute left out)."""
@@ -122,9 +122,10 @@ class WaveChecker:
         """One scan of the table: grouped by its packed keys at level 0 (and the sensitive columns)."""
         star, db = self.star, self.db
         keys = self._packed_keys()
-        grouping = [k.rsplit(" AS ", 1)[0] for k in keys] + [f"t.{db.q(c)}" for c in star.sensitive]
-        db.create_scratch(self.conn, self.name, f"SELECT {', '.join(keys + star.sensitive_select('t'))}, "
-                                                f"COUNT(*) AS cnt FROM {star.joins()} GROUP BY {', '.join(grouping)}")
+        columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + star.sensitive_select("t")
+        grouping = keys + [f"t.{db.q(c)}" for c in star.sensitive]
+        db.create_scratch(self.conn, self.name, f"SELECT {', '.join(columns)}, COUNT(*) AS cnt FROM {star.joins()} "
+                                                f"GROUP BY {', '.join(grouping)}")
         if star.rows >= STATISTICS_ROWS:
             db.analyze(self.conn, self.ref)  # the waves' plans depend on the cube's size
         self.statements += 1
@@ -187,7 +188,7 @@ class WaveChecker:
         rows = self.db.execute(self.conn, f"WITH wave AS MATERIALIZED ({definition}) SELECT node, COUNT(*), "
                                f"SUM(n) FROM ({violators}) AS violators GROUP BY node", params).all()
         self.statements += 1
-        self.scans += self.from_table * -(-len(nodes) // CLUSTER)  # each cluster reads the table
+        self.scans += self.from_table * len(self._clusters(len(nodes)))  # each cluster reads the table
         by_node = {int(node): (int(classes), int(tuples)) for node, classes, tuples in rows}
         return [by_node.get(j, (0, 0)) for j in range(len(nodes))]
 
@@ -200,14 +201,17 @@ class WaveChecker:
         columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + sensitive
         select = f"SELECT w.node, {', '.join(columns)}, SUM(c.cnt) AS cnt"
         group = f"GROUP BY {', '.join(['w.node'] + keys + sensitive)}"
-        size = CLUSTER if self.rows <= SMALL_CUBE else len(nodes)  # on a large cube, each cluster is a pass
         parts = []
-        for start in range(0, len(nodes), size):
-            cluster = range(start, min(start + size, len(nodes)))
+        for cluster in self._clusters(len(nodes)):
             values = ", ".join("(" + ", ".join(map(str, (j, *self.masks(nodes[j])))) + ")" for j in cluster)
             parts.append(f"{select} FROM {self._base([nodes[j] for j in cluster])} c CROSS JOIN (VALUES {values}) "
                          f"AS w({names}) {group}")
         return " UNION ALL ".join(parts)
+
+    def _clusters(self, count: int) -> list[range]:
+        """The indexes of a wave's `count` nodes, a cluster each (on a large cube, one: each cluster is a pass)."""
+        size = CLUSTER if self.rows <= SMALL_CUBE else count
+        return [range(start, min(start + size, count)) for start in range(0, count, size)]
 
     def _base(self, nodes: list[tuple[int, ...]]) -> str:
         """What a cluster reads: the cube, or the cube first grouped up to the cluster's meet (each attribute at
