@@ -16,9 +16,8 @@ import warnings
 from pathlib import Path
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-import pandas as pd
 from sqlalchemy import text
 
 from .anatomy import AnatomyReport, bucketize as anatomy_publish
@@ -45,6 +44,9 @@ from .metadata import DEFAULT_SCHEMA, RunRecord, cleanup_dead_runs, migrate
 from .criteria import Criterion, FrequencySetView
 from .frequency import COUNT, FrequencySets, class_column, violating_classes_sql
 from .strategies import STRATEGIES, Exhaustive, Progress, SearchContext, SearchStats
+
+if TYPE_CHECKING:  # pandas is imported where a DataFrame is asked for: it costs a CLI run 0.3 s to import
+    import pandas as pd
 
 
 HEURISTIC_WARNING = ("search.assume_monotone pruned on criteria that are not monotone under suppression: "
@@ -86,11 +88,15 @@ class SearchResult:
 
     def metrics_frame(self) -> pd.DataFrame:
         """The computed metrics, one row per node (levels as columns, then the metrics)."""
+        import pandas as pd
+
         rows = [{**dict(zip(self.qi, node)), **values} for node, values in sorted(self.metrics.items())]
         return pd.DataFrame(rows)
 
     def minimal_frame(self) -> pd.DataFrame:
         """Minimal nodes as a DataFrame: one column per QI (its level) plus the height."""
+        import pandas as pd
+
         frame = pd.DataFrame(self.minimal, columns=self.qi)
         frame["height"] = frame.sum(axis=1)
         return frame
@@ -114,6 +120,8 @@ class AnonymizeResult:
 
     def preview_frame(self) -> pd.DataFrame:
         """The first rows of the published table."""
+        import pandas as pd
+
         return pd.DataFrame(self.preview)
 
 

@@ -359,10 +359,15 @@ class DuckDB(Database):
 
     def _insert(self, conn: Connection, ref: str, names: str, columns: Sequence[str],
                 rows: Sequence[Sequence[Any]]) -> None:
-        import pandas as pd  # DataFrame in: the documented fast path for DuckDB bulk inserts
-        frame = pd.DataFrame(list(rows), columns=list(columns))
+        # a dict of NumPy arrays, registered as a view: DuckDB scans it as it scans a DataFrame (its bulk-insert
+        # fast path), without importing pandas (0.3 s of every CLI run)
+        import numpy
+
+        columns = list(columns)
+        values = list(zip(*rows)) if rows else [() for _ in columns]
+        arrays = {name: numpy.array(column, dtype=object) for name, column in zip(columns, values)}
         raw = conn.connection.dbapi_connection
-        raw.register("sqlanon_rows", frame)
+        raw.register("sqlanon_rows", arrays)
         try:
             self.execute(conn, f"INSERT INTO {ref} ({names}) SELECT * FROM sqlanon_rows")
         finally:

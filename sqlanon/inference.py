@@ -39,9 +39,8 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import pandas as pd
 from sqlalchemy.engine import Connection
 
 from .backends import Database
@@ -49,6 +48,9 @@ from .config import InferenceSettings, Release, ReleaseSeries
 from .errors import DataError
 from .hierarchies import Hierarchy
 from .scratch import Scratch
+
+if TYPE_CHECKING:  # imported where a DataFrame is asked for (see api.py)
+    import pandas as pd
 
 PASSES_PER_STATEMENT = 16  # IPF passes in one statement (the violation is checked after each statement)
 Progress = Callable[[str, int, "int | None"], None]  # (phase, done, total when known)
@@ -117,6 +119,8 @@ class InferenceReport:
                 "table": self.table}
 
     def entropy_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame([{"release": e.name, "persons": e.persons, "alone": e.alone, "together": e.together,
                               "drop": e.drop} for e in self.entropy])
 
