@@ -95,6 +95,7 @@ class WaveChecker:
         self.layout = KeyLayout.for_bits([c.piece_bits(f.levels) for c, f in zip(codes, self.fields)])
         self.name = f"packed_cube_{run_id}"
         self.statements = self.scans = 0
+        self.cells_term: float | None = None
         if from_table:
             keys = [f"{k} AS key{j}" for j, k in enumerate(self._packed_keys())]
             self.ref = f"(SELECT {', '.join(keys + star.sensitive_select('t'))}, 1 AS cnt FROM {star.joins()})"
@@ -130,10 +131,12 @@ class WaveChecker:
             db.analyze(self.conn, self.ref)  # the waves' plans depend on the cube's size
         self.statements += 1
         self.scans += 1
-        rows = int(db.execute(self.conn, f"SELECT COUNT(*) FROM {self.ref}").scalar_one())
+        rows, cells = db.execute(self.conn, f"SELECT COUNT(*), COALESCE(SUM(cnt * LN(CAST(cnt AS DOUBLE PRECISION))), "
+                                            f"0) FROM {self.ref}").one()
+        self.cells_term = float(cells)  # the level-0 cells' sum of c ln c, which KL divergence needs: free here
         db.metadata.insert_rows(db.metadata_connection(self.conn), self.registry, REGISTRY_COLUMNS,
                                 [(self.run_id, None, "packed_cube", self.name, "base", None, rows, False)])
-        return rows
+        return int(rows)
 
     def violations(self, nodes: list[tuple[int, ...]], criteria: list[Criterion]) -> list[tuple[int, int]]:
         """(violating classes, tuples in them) of each node, in waves bounded by the rows they join."""

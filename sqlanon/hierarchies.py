@@ -86,7 +86,8 @@ class Hierarchy:
         codes = [{label: i for i, label in enumerate(sorted({p[lv] for p in self.paths}))}
                  for lv in range(self.height + 1)]
         paths = self.path_codes
-        return [(p[0], *(codes[lv][p[lv]] for lv in range(self.height + 1)), *p, *paths.piece_codes(p[0]))
+        pieces = paths.pieces()
+        return [(p[0], *(codes[lv][p[lv]] for lv in range(self.height + 1)), *p, *paths.piece_codes(p[0], pieces))
                 for p in self.paths]
 
     @cached_property
@@ -110,7 +111,7 @@ class PathCodes:
     level_bits: tuple[int, ...]  # per level: the bits of its index among siblings
     labels: tuple[tuple[str, ...], ...]  # the hierarchy's paths, for `nodes`
 
-    @property
+    @cached_property
     def shifts(self) -> tuple[int, ...]:
         """Per level: the bits of the levels below it."""
         return tuple(sum(self.level_bits[:level]) for level in range(len(self.level_bits)))

@@ -97,13 +97,14 @@ SPARSE_BATCH = 8  # nodes per statement where CTEs are not materialized (see eva
 class MetricsEvaluator:
     """Computes the metrics of any nodes of one run, reading the frequency sets of `fsets`."""
 
-    def __init__(self, fsets: FrequencySets, criteria: list, heights: list[int]):
+    def __init__(self, fsets: FrequencySets, criteria: list, heights: list[int], cells_term: float | None = None):
+        """`cells_term`: the level-0 cells' sum of c ln c, when known (a search's cube computes it)."""
         self.fsets, self.criteria, self.heights = fsets, criteria, heights
         self.db, self.conn, self.star = fsets.db, fsets.conn, fsets.star
         self.rows = self.star.rows
         ks = [c.k for c in criteria if isinstance(c, KAnonymity)]
         self.k = max(ks) if ks else None
-        self._cells_term: float | None = None
+        self._cells_term = cells_term
         self._ln_top: float | None = None
 
     @classmethod
@@ -113,7 +114,7 @@ class MetricsEvaluator:
         took 0.5 s more on 5M hospital rows, where level 0 is nearly unique)."""
         star = replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + list(sensitive))))
         fsets = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, False, ctx.use_cube and nodes > 1)
-        return cls(fsets, ctx.criteria, star.heights)
+        return cls(fsets, ctx.criteria, star.heights, ctx.cells_terms.get(frozenset(star.sensitive)))
 
     def close(self) -> None:
         self.fsets.drop_all()
@@ -181,12 +182,14 @@ class MetricsEvaluator:
                 f"({released}) AS kl_released, ({suppressed}) AS kl_suppressed")
 
     def _cells(self) -> float:
-        """sum over original cells (level 0 QIs, sensitive values) of c ln c, and ln(area of the top)."""
+        """sum over original cells (level 0 QIs, sensitive values) of c ln c (a scan of the table, unless the
+        search's cube gave it), and ln(area of the top)."""
         if self._cells_term is None:
             zero = self.fsets.base({a: 0 for a in range(len(self.heights))}, "metrics_cells")
             self._cells_term = float(self.conn.execute(text(
                 f"SELECT COALESCE(SUM(cnt * LN(CAST(cnt AS DOUBLE PRECISION))), 0) FROM ({zero.definition}) z"
             )).scalar_one())
+        if self._ln_top is None:
             self._ln_top = sum(float(self.conn.execute(text(
                 f"SELECT LN(CAST(COUNT(*) AS DOUBLE PRECISION)) FROM {d.table}")).scalar_one())
                 for d in self.star.dimensions)

@@ -51,6 +51,9 @@ class SearchContext:
     max_suppressed: int = 0  # MaxSup: a node passes when its violating classes hold at most this many tuples
     assume_monotone: bool = False  # prune with suppression even where it is not sound (opt-in heuristic)
     resuming: bool = False  # continue an interrupted run from its last completed iteration (Incognito)
+    # per set of sensitive columns: the sum of c ln c over the level-0 cells (QI values and those columns), as a
+    # search's cube found it; KL divergence needs it, and it would otherwise cost a scan of the table
+    cells_terms: dict[frozenset[str], float] = field(default_factory=dict)
 
     def accepts(self, violating_tuples: int) -> bool:
         return violating_tuples <= self.max_suppressed
@@ -470,6 +473,8 @@ class Check:
 def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
     """A Check over a cube built for the search, dropped at the end."""
     checker = WaveChecker(ctx.db, ctx.conn, ctx.star, ctx.run.run_id, ctx.schema, from_table=not ctx.use_cube)
+    if checker.cells_term is not None:
+        ctx.cells_terms[frozenset(ctx.star.sensitive)] = checker.cells_term
     try:
         yield Check(ctx, stats, checker)
     finally:

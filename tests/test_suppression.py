@@ -177,6 +177,15 @@ def test_selection_rule_names_are_the_issue_s(tmp_path: Path):
             "kl_divergence"} <= set(METRICS)
 
 
+def test_kl_from_the_search_s_cube_equals_kl_from_a_scan_of_the_table(adult_duck: str):
+    """The cube of a search whose criteria read every sensitive column gives KL its level-0 term; a metrics run
+    without a search scans the table for it. Both must agree."""
+    job = _adult(adult_duck, CASES["k=5 and distinct l=4"], 0.02, select=Selection(None, "kl_divergence"))
+    result = anonymize(dataclasses.replace(job, output=Output("out_kl_cube")), replace=True)
+    scanned = node_metrics(job, [result.node])[result.node]
+    assert result.search.metrics[result.node]["kl_divergence"] == pytest.approx(scanned["kl_divergence"], rel=1e-9)
+
+
 # --- the chosen node is optimal -------------------------------------------------------
 
 @pytest.mark.parametrize("limit", [0, 0.02])
