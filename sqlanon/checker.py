@@ -179,6 +179,11 @@ class WaveChecker:
         return rows
 
     @property
+    def large(self) -> bool:
+        """Whether each statement reads the whole cube (too large for clusters): fewer statements pay."""
+        return self.rows > SMALL_CUBE
+
+    @property
     def key_names(self) -> list[str]:
         return [f"key{key}" for key in range(self.layout.keys)]
 
