@@ -159,6 +159,12 @@ class Database:
         """Make joins of the source with the dimension tables plan well on this connection, whatever the
         source's planner statistics (nothing to do where the planner does not depend on them)."""
 
+    @contextmanager
+    def parallel_plans(self, conn: Connection) -> Iterator[None]:
+        """Within: a statement that reads the whole source and writes a result about as large (the search's
+        cube) is planned to run on several cores where the database would not choose it by itself."""
+        yield
+
     # --- connections ----------------------------------------------------
     @contextmanager
     def connect(self) -> Iterator[Connection]:
@@ -400,6 +406,23 @@ class PostgreSQL(Database):
         without them the planner guessed a 1M-row join of the dimension tables as 1.2 billion rows, sorted
         for merge joins and compiled JIT code (2.2 s; 1.4 s with statistics)."""
         self.execute(conn, f"ANALYZE {ref}")
+
+    #: the planner's default costs price passing a million rows from parallel workers above running the join
+    #: and the grouping in one process, so the cube (hospital 1M: five joins and a GROUP BY) ran serially in
+    #: 1.42 s; with these, in parallel in 0.83 s (the plain GROUP BY of the table already runs in parallel)
+    PARALLEL_COSTS = {"parallel_setup_cost": "10", "parallel_tuple_cost": "0.001"}
+
+    @contextmanager
+    def parallel_plans(self, conn: Connection) -> Iterator[None]:
+        """The costs set for this transaction only (a failed statement's rollback restores them), then put back:
+        a session's own settings (a job run inside the server runs in its caller's session) stay as they were."""
+        names = list(self.PARALLEL_COSTS)
+        saved = [conn.execute(sa.text("SELECT current_setting(:n)"), {"n": n}).scalar_one() for n in names]
+        for name, value in self.PARALLEL_COSTS.items():
+            conn.execute(sa.text("SELECT set_config(:n, :v, true)"), {"n": name, "v": value})
+        yield
+        for name, value in zip(names, saved):
+            conn.execute(sa.text("SELECT set_config(:n, :v, true)"), {"n": name, "v": value})
 
     def plan_source_joins(self, conn: Connection, schema: str | None, table: str) -> None:
         """A table never analyzed (freshly loaded, autovacuum off or not yet run) has no statistics, and the

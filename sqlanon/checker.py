@@ -125,8 +125,9 @@ class WaveChecker:
         keys = self._packed_keys()
         columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + star.sensitive_select("t")
         grouping = keys + [f"t.{db.q(c)}" for c in star.sensitive]
-        db.create_scratch(self.conn, self.name, f"SELECT {', '.join(columns)}, COUNT(*) AS cnt FROM {star.joins()} "
-                                                f"GROUP BY {', '.join(grouping)}")
+        with db.parallel_plans(self.conn):
+            db.create_scratch(self.conn, self.name, f"SELECT {', '.join(columns)}, COUNT(*) AS cnt FROM "
+                                                    f"{star.joins()} GROUP BY {', '.join(grouping)}")
         if star.rows >= STATISTICS_ROWS:
             db.analyze(self.conn, self.ref)  # the waves' plans depend on the cube's size
         self.statements += 1

@@ -236,3 +236,26 @@ def test_apply_a_published_node_to_a_new_batch(pg_adult):
     with pytest.raises(DataError, match="batch 'odd' alone violates the criteria"):
         apply(job, "odd", run_id=first.search.run_id, options=_options(schema))
     assert user_tables(url) == before
+
+
+def test_parallel_plans_come_back_to_the_session_s_own_costs(pg_server: str):
+    """The cube is planned with cheaper parallel costs; the caller's session settings (a job run inside the
+    server runs in its caller's session) are the same afterwards, and a failed statement leaves them too."""
+    from sqlanon.backends import open_database
+
+    db = open_database(pg_server)
+    costs = "SELECT current_setting('parallel_setup_cost'), current_setting('parallel_tuple_cost')"
+    try:
+        with db.connect() as conn:
+            conn.exec_driver_sql("SET parallel_tuple_cost = 0.5")
+            conn.commit()
+            with db.parallel_plans(conn):
+                assert conn.exec_driver_sql(costs).one() == ("10", "0.001")
+            assert conn.exec_driver_sql(costs).one() == ("1000", "0.5")
+            conn.commit()
+            with pytest.raises(sa.exc.DBAPIError), db.parallel_plans(conn):
+                conn.exec_driver_sql("SELECT 1 / 0")
+            conn.rollback()
+            assert conn.exec_driver_sql(costs).one() == ("1000", "0.5")
+    finally:
+        db.dispose()
