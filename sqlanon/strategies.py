@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import heapq
 from abc import ABC, abstractmethod
-from collections import defaultdict
+from collections import Counter, defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from sqlalchemy.engine import Connection
 
@@ -314,27 +314,32 @@ class TopDown(SearchStrategy):
         """The search itself, height by height, with `check` answering each height's candidates."""
         heights = ctx.star.heights
         by_height = nodes_by_height(heights)
-        settled: set[tuple[int, ...]] = set()  # passing (top-down) or failing (bottom-up) nodes
         order = sorted(by_height, reverse=self.downward)
-        neighbours = direct_generalizations if self.downward else lambda n, _: direct_specializations(n)
+        if self.downward:
+            onward, behind = direct_specializations, lambda n: direct_generalizations(n, heights)
+        else:
+            onward, behind = lambda n: direct_generalizations(n, heights), direct_specializations
+
+        def next_candidates(settled_here: Iterable[tuple[int, ...]]) -> list[tuple[int, ...]]:
+            """The next height's nodes all of whose neighbours behind are in `settled_here`, which holds every
+            settled node of this height (counted from the settled side: the lattice is far larger)."""
+            reached = Counter(m for n in settled_here for m in onward(n))
+            return sorted(m for m, count in reached.items() if count == len(behind(m)))
+
+        settled: set[tuple[int, ...]] = set()  # passing (top-down) or failing (bottom-up) nodes
         known: dict[tuple[int, ...], bool] = {}  # checked nodes: passing or not
-
-        def candidates_at(height: int, settled: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
-            return [n for n in by_height[height] if all(m in settled for m in neighbours(n, heights))]
-
+        candidates = by_height[order[0]]  # the top (or the bottom): nothing behind it
         for step, height in enumerate(order):
-            candidates = candidates_at(height, settled)
             todo = [n for n in candidates if n not in known]
             if todo:
                 # on a large cube every statement is a pass over it: the next height's candidates are checked
                 # with this one's, as if every candidate settled (a superset of what will be asked next)
-                ahead = []
-                if check.checker.large and step + 1 < len(order):
-                    ahead = candidates_at(order[step + 1], settled | set(candidates))
+                ahead = next_candidates(candidates) if check.checker.large and step + 1 < len(order) else []
                 passed = set(check(todo + ahead, height))
                 known.update((n, n in passed) for n in todo + ahead)
-            passing = {n for n in candidates if known[n]}
-            settled |= passing if self.downward else set(candidates) - passing
+            settled_here = [n for n in candidates if known[n] == self.downward]
+            settled.update(settled_here)
+            candidates = next_candidates(settled_here)
             ctx.progress(f"heights, {'top down' if self.downward else 'bottom up'}", step + 1, len(order))
         if self.downward:
             return sorted(settled)
