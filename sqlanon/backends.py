@@ -545,7 +545,11 @@ def side_file_status(database: str) -> str:
 
 
 def lock_hint(message: str) -> str:
-    """DuckDB lets one process open a file at a time: say so, and what the running job's progress file says."""
+    """DuckDB lets one process open a file at a time: say so, and what the running job's progress file says.
+    A file in a folder that does not exist: say which folder to create."""
+    missing = re.search(r'Cannot open file "([^"]+)": No such file or directory', message)
+    if missing and not Path(missing.group(1)).parent.is_dir():
+        return f"; the folder {Path(missing.group(1)).parent} does not exist: create it, or choose a file in another"
     locked = re.search(r'Could not set lock on file "([^"]+)"', message)
     if not locked:
         return ""

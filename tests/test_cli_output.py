@@ -159,6 +159,16 @@ def test_a_duckdb_file_held_by_another_process_names_it_and_its_progress(tmp_pat
     assert "Traceback" not in message
 
 
+def test_a_database_file_in_a_missing_folder_names_the_folder(tmp_path: Path):
+    """DuckDB cannot create a file in a folder that does not exist: the one-line error says which to create."""
+    result = run("demo", "--db", str(tmp_path / "missing" / "adult.duckdb"))
+    assert result.exit_code == 2, result.output
+    message = result.stderr.strip()
+    assert f"the folder {tmp_path / 'missing'} does not exist: create it" in message, message
+    assert len(message.splitlines()) == 1 and "Traceback" not in result.output
+    assert not (tmp_path / "missing").exists()
+
+
 def test_a_run_writes_its_progress_beside_the_duckdb_file(tmp_path: Path):
     config = write_config(tmp_path)
     assert run("search", str(config)).exit_code == 0
