@@ -85,7 +85,8 @@ class Releases:
             CREATE TEMP TABLE placed AS
                 SELECT pid, bucket FROM "{old}_qi" WHERE pid IN (SELECT pid FROM "{new}")
                 UNION ALL SELECT a.pid, sl.bucket FROM added a JOIN slots sl ON sl.value = a.value AND sl.n = a.n;
-            CREATE TEMP TABLE rest AS SELECT a.pid, a.value FROM added a WHERE a.pid NOT IN (SELECT pid FROM placed);""")
+            CREATE TEMP TABLE rest AS
+                SELECT a.pid, a.value FROM added a WHERE a.pid NOT IN (SELECT pid FROM placed);""")
         with self.engine.begin() as conn:
             left = conn.exec_driver_sql("SELECT COUNT(*) FROM rest").scalar_one()
             offset = conn.exec_driver_sql(f'SELECT MAX(bucket) FROM "{old}_qi"').scalar_one()

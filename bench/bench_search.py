@@ -105,8 +105,8 @@ def main() -> None:
                     strategies, [0.0], baseline)
     print_table("Search strategies, k=5 (search s: the search itself; call s: the whole search() call; "
                 "ratio: search s / one GROUP BY s, same run)",
-                ["dataset", "database", "criteria", "strategy", "suppression", "checks", "statements", "search s", "call s",
-                 "GROUP BY s", "ratio", "ARX s"], rows)
+                ["dataset", "database", "criteria", "strategy", "suppression", "checks", "statements", "search s",
+                 "call s", "GROUP BY s", "ratio", "ARX s"], rows)
 
 
 if __name__ == "__main__":

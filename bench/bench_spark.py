@@ -7,8 +7,9 @@ Per size and engine: the CSV is loaded into a table (Spark: Parquet in a warehou
 one GROUP BY over zip, birth_date, sex, race, marital_status counts the classes (the scan a search
 should cost, measured in the same process), then `anonymize` (k=5, default strategy) searches and
 writes the audited output (Spark: a Parquet table); "checks+write" is everything of that command but the
-search: the source's checks against the hierarchies, the publication and its audit. Peak memory is the high-water RSS of the Python
-process plus, for Spark, its JVM. Data: ../shared/tools/gen_hospital.py, generated once into bench/out/.
+search: the source's checks against the hierarchies, the publication and its audit. Peak memory is the
+high-water RSS of the Python process plus, for Spark, its JVM. Data: ../shared/tools/gen_hospital.py,
+generated once into bench/out/.
 """
 from __future__ import annotations
 

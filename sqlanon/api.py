@@ -75,7 +75,8 @@ class SearchResult:
                 for i, (qi, level, height) in enumerate(zip(self.qi, node, self.heights))}
 
     def to_dict(self) -> dict[str, Any]:
-        data = {"run_id": self.run_id, "qi": self.qi, "heights": self.heights, "minimal": [list(n) for n in self.minimal],
+        data = {"run_id": self.run_id, "qi": self.qi, "heights": self.heights,
+                "minimal": [list(n) for n in self.minimal],
                 "satisfying_count": len(self.satisfying), "stats": asdict(self.stats),
                 "max_suppressed": self.max_suppressed, "heuristic": self.heuristic}
         if self.heuristic:

@@ -480,9 +480,9 @@ def demo_command(db_path: str, fmt: str) -> None:
     _show_result(published, fmt)
     if fmt == "table":
         _print_suppression_gain(published, without, without_metrics)
-        out.print(f"\nThe source is table [bold]adult[/], the result [bold]adult_anon[/] in {db_path}: every combination "
-                  "of the nine quasi-identifiers (as published) is shared by at least 5 people. Copy the job to edit "
-                  "it: [bold]sqlanon example my-job[/]")
+        out.print(f"\nThe source is table [bold]adult[/], the result [bold]adult_anon[/] in {db_path}: every "
+                  "combination of the nine quasi-identifiers (as published) is shared by at least 5 people. Copy the "
+                  "job to edit it: [bold]sqlanon example my-job[/]")
 
 
 DEMO_SUPPRESSION = 0.02  # the demo's limit: a share of the rows that may be left out
@@ -877,7 +877,8 @@ def _audit_rows(report: AuditReport) -> list[list[Any]]:
 
 
 def _print_audit(table_name: str, report: AuditReport) -> None:
-    table = Table(title=f"{table_name}: {report.rows} rows in {report.classes} classes, smallest {report.min_class_size}")
+    table = Table(title=f"{table_name}: {report.rows} rows in {report.classes} classes, "
+                        f"smallest {report.min_class_size}")
     for column in ("criterion", "parameters", "worst class", "holds", "violating classes", "violating tuples"):
         table.add_column(column)
     for name, c in report.criteria.items():

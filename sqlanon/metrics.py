@@ -172,7 +172,8 @@ class MetricsEvaluator:
                 ln_area.append(f"ar{attr}.la")
         sensitive = [f"v.{s}" for s in self.star.sensitive_columns().values()]
         group = f"GROUP BY {', '.join(sensitive)}" if sensitive else ""
-        released = (f"SELECT COALESCE(SUM(v.cnt * (LN(CAST(v.cnt AS DOUBLE PRECISION)) - ({' + '.join(ln_area) or '0'}))), 0) "
+        area = " + ".join(ln_area) or "0"
+        released = (f"SELECT COALESCE(SUM(v.cnt * (LN(CAST(v.cnt AS DOUBLE PRECISION)) - ({area}))), 0) "
                     f"FROM {fs} v JOIN {flags} f ON {on} AND f.bad = 0 {' '.join(areas)}")
         suppressed = (f"SELECT COALESCE(SUM(x.c * LN(CAST(x.c AS DOUBLE PRECISION))), 0) FROM "
                       f"(SELECT SUM(v.cnt) AS c FROM {fs} v JOIN {flags} f ON {on} AND f.bad = 1 {group}) x")

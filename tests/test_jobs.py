@@ -542,7 +542,8 @@ def test_a_runner_role_registers_runs_resumes_and_publishes_from_sql(runner, pg_
         conn.exec_driver_sql("RESET statement_timeout")
         result = conn.execute(sa.text(f'CALL "{meta}".run_job(:j, true)'), {"j": "granted"}).scalar_one()
         conn.commit()
-        statuses = conn.execute(sa.text(f'SELECT status FROM "{meta}".job_runs(:j)'),  # the resumed run is the cancelled one
+        # the resumed run is the cancelled one
+        statuses = conn.execute(sa.text(f'SELECT status FROM "{meta}".job_runs(:j)'),
                                 {"j": "granted"}).scalars().all()
         run_id = conn.execute(sa.text(f'SELECT max(run_id) FROM "{meta}".job_runs(:j)'), {"j": "granted"}).scalar()
         top = ",".join(str(h) for h in result["heights"])

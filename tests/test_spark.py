@@ -45,7 +45,8 @@ def _adult(url: str, spec: dict, limit: float = 0.0, **extra) -> object:
 SUPPRESSED = [{"k_anonymity": {"k": 5}}, ADULT_CRITERIA[2], ADULT_CRITERIA[5]]
 
 
-@pytest.mark.parametrize("spec, limit", [(spec, 0.0) for spec in ADULT_CRITERIA] + [(spec, 0.02) for spec in SUPPRESSED],
+@pytest.mark.parametrize("spec, limit",
+                         [(spec, 0.0) for spec in ADULT_CRITERIA] + [(spec, 0.02) for spec in SUPPRESSED],
                          ids=lambda v: "-".join(v) + str(v[next(iter(v))].get("distance", "")) if isinstance(v, dict)
                          else f"{v:.0%}")
 def test_adult_criteria_equal_duckdb(spark_adult, adult_duck, spec, limit):
