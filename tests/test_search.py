@@ -132,3 +132,16 @@ def test_waves_hold_more_nodes_where_the_grouped_cube_is_small():
     specific = [(0, 1), (0, 0), (1, 1)]  # meet at level 0 of a million codes: two nodes would join 4M rows
     assert wave._waves(list(range(3)), specific) == [[0, 1], [2]]
     assert wave._rows_at([3, 2]) == 1  # every node leaves both attributes out
+
+
+@pytest.mark.parametrize("strategy", ["topdown", "border", "samarati"])
+def test_a_wave_search_records_its_final_progress(adult_duck: str, strategy: str):
+    """Progress is written at most every half second on the way, and always at the end: the run's row holds
+    every check of a search too short for any intermediate write."""
+    result = search(dataclasses.replace(adult_job(adult_duck, ADULT_QIS[:4], k=5, load_csv=False), strategy=strategy))
+    engine = sa.create_engine(adult_duck)
+    with engine.connect() as conn:
+        checked = conn.execute(sa.text("SELECT nodes_checked FROM sqlanon.runs WHERE run_id = :r"),
+                               {"r": result.run_id}).scalar_one()
+    engine.dispose()
+    assert checked == result.stats.nodes_checked > 0
