@@ -618,8 +618,8 @@ def test_a_cancelled_call_stops_its_loopback_work_and_resumes(pg_job, stop: str)
 
         def call() -> None:
             try:
-                if stop == "statement_timeout":  # well before the run's end (about 9 s on this machine)
-                    conn.exec_driver_sql("SET statement_timeout = '3s'")
+                if stop == "statement_timeout":  # well before the run's end (about 3 s on this machine)
+                    conn.exec_driver_sql("SET statement_timeout = '1s'")
                 conn.execute(sa.text(f'CALL "{meta}".run_job(:j)'), {"j": "adult9"})
                 outcome["error"] = None
             except sa.exc.DBAPIError as exc:

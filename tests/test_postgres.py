@@ -259,3 +259,22 @@ def test_parallel_plans_come_back_to_the_session_s_own_costs(pg_server: str):
             assert conn.exec_driver_sql(costs).one() == ("1000", "0.5")
     finally:
         db.dispose()
+
+
+def test_sqlanon_sessions_run_without_jit(pg_server: str):
+    """JIT compilation cost more than it saved on sqlanon's statements: its own sessions turn it off (for good,
+    not for one transaction), and no other session is touched."""
+    from sqlanon.backends import open_database
+
+    db = open_database(pg_server)
+    other = sa.create_engine(pg_server)
+    try:
+        with db.connect() as conn:
+            conn.rollback()
+            assert conn.exec_driver_sql("SHOW jit").scalar_one() == "off"
+        with other.connect() as conn:
+            assert conn.exec_driver_sql("SHOW jit").scalar_one() == conn.exec_driver_sql(
+                "SELECT reset_val FROM pg_settings WHERE name = 'jit'").scalar_one()
+    finally:
+        db.dispose()
+        other.dispose()
