@@ -399,3 +399,55 @@ def test_adjusted_entropy_when_a_class_column_is_attribute_zero(tmp_path_factory
                                                 ("v1", "w0", "a", "x", 1), ("v1", "w0", "b", "x", 1)]
     spec = {"entropy_l_diversity": {"attribute": "occupation", "l": 2, "dont_care": ["a", "b"]}}
     test_criteria_on_random_tables.hypothesis.inner_test(tmp_path_factory, rows, spec, 0)
+
+
+# --- t-closeness against a reference in Python --------------------------------------------
+
+SENSITIVE_TREE = {"a": ("G1", "H1"), "b": ("G1", "H1"), "c": ("G2", "H1"), "d": ("G3", "H2"), "e": ("G3", "H2"),
+                  "f": ("G3", "H2")}  # leaf -> its labels at levels 1 and 2; level 3 is *
+
+
+def _distances(p: dict[str, float], q: dict[str, float]) -> dict[str, float]:
+    """Equal, KL and hierarchical distance of class distribution p from table distribution q, written from the
+    definitions, not from the SQL: the hierarchical one as the t-closeness paper's sum over
+    internal nodes of (height / H) * min(positive extra, negative extra) of their children, bottom up."""
+    leaves = sorted(q)
+    extra = {leaf: p.get(leaf, 0.0) - q[leaf] for leaf in leaves}
+    hierarchical, height = 0.0, 3
+    for level in (1, 2, 3):
+        parent = (lambda leaf: SENSITIVE_TREE[leaf][level - 1]) if level < 3 else (lambda leaf: "*")
+        child = (lambda leaf: leaf) if level == 1 else (lambda leaf: SENSITIVE_TREE[leaf][level - 2])
+        children: dict[str, dict[str, float]] = {}
+        for leaf in leaves:
+            node = children.setdefault(parent(leaf), {})
+            node[child(leaf)] = node.get(child(leaf), 0.0) + extra[leaf]
+        for values in children.values():
+            positive = sum(e for e in values.values() if e > 0)
+            negative = -sum(e for e in values.values() if e < 0)
+            hierarchical += level / height * min(positive, negative)
+    return {"equal": 0.5 * sum(abs(e) for e in extra.values()),
+            "kl": sum(v * math.log(v / q[s]) for s, v in p.items() if v > 0),
+            "hierarchical": hierarchical}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(classes=st.lists(st.lists(st.sampled_from(sorted(SENSITIVE_TREE)), min_size=1, max_size=8), min_size=1,
+                        max_size=3),
+       distance=st.sampled_from(["equal", "kl", "hierarchical"]))
+def test_t_closeness_figures_equal_a_python_reference(tmp_path_factory, classes: list[list[str]], distance: str):
+    """The audit's largest distance of any class (max_t) equals the one computed in Python for each class."""
+    from sqlanon import audit
+
+    tmp = tmp_path_factory.mktemp("tclose")
+    (tmp / "s.csv").write_text("".join(f"{leaf};{g};{h};*\n" for leaf, (g, h) in SENSITIVE_TREE.items()))
+    spec = {"t_closeness": {"attribute": "s", "t": 0.99, "distance": distance,
+                            **({"hierarchy": "s.csv"} if distance == "hierarchical" else {})}}
+    job = _one_table(tmp, {f"x{i}": values for i, values in enumerate(classes)}, spec)
+    search(dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 1}})))  # loads the table
+    report = audit(dataclasses.replace(job, source=dataclasses.replace(job.source, csv=None)), "t")
+    found = report.criteria["t_closeness"].to_dict()["max_t"]
+    everything = [s for values in classes for s in values]
+    q = {s: everything.count(s) / len(everything) for s in set(everything)}
+    expected = max(_distances({s: values.count(s) / len(values) for s in set(values)}, q)[distance]
+                   for values in classes)
+    assert found == pytest.approx(expected, abs=1e-9)
