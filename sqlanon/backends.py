@@ -173,7 +173,7 @@ class Database:
         except sa.exc.OperationalError as exc:
             first = str(exc.orig).strip().splitlines()[0]
             raise SqlanonError(f"cannot connect to {self.engine.url.render_as_string(hide_password=True)}: "
-                               f"{first}{lock_hint(first)}") from None
+                               f"{first}{connect_hint(first)}") from None
         with conn:
             yield conn
 
@@ -558,7 +558,7 @@ def side_file_status(database: str) -> str:
             f"as of {state.get('updated_at')}")
 
 
-def lock_hint(message: str) -> str:
+def connect_hint(message: str) -> str:
     """DuckDB lets one process open a file at a time: say so, and what the running job's progress file says.
     A file in a folder that does not exist: say which folder to create."""
     missing = re.search(r'Cannot open file "([^"]+)": No such file or directory', message)

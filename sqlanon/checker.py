@@ -28,6 +28,7 @@ from .backends import Database
 from .criteria import Criterion, FrequencySetView
 from .dimensions import STATISTICS_ROWS, StarSchema
 from .frequency import REGISTRY_COLUMNS, violating_classes_sql
+from .metrics import sum_c_ln_c
 
 KEY_BITS = 63  # a signed BIGINT's non-negative range
 ROWS_PER_STATEMENT = 4_000_000  # cube rows x wave nodes joined by one statement
@@ -132,8 +133,7 @@ class WaveChecker:
             db.analyze(self.conn, self.ref)  # the waves' plans depend on the cube's size
         self.statements += 1
         self.scans += 1
-        rows, cells = db.execute(self.conn, f"SELECT COUNT(*), COALESCE(SUM(cnt * LN(CAST(cnt AS DOUBLE PRECISION))), "
-                                            f"0) FROM {self.ref}").one()
+        rows, cells = db.execute(self.conn, f"SELECT COUNT(*), {sum_c_ln_c('cnt')} FROM {self.ref}").one()
         self.cells_term = float(cells)  # the level-0 cells' sum of c ln c, which KL divergence needs: free here
         db.metadata.insert_rows(db.metadata_connection(self.conn), self.registry, REGISTRY_COLUMNS,
                                 [(self.run_id, None, "packed_cube", self.name, "base", None, rows, False)])
@@ -219,14 +219,14 @@ class WaveChecker:
 
     def _clusters(self, count: int) -> list[range]:
         """The indexes of a wave's `count` nodes, a cluster each (on a large cube, one: each cluster is a pass)."""
-        size = CLUSTER if self.rows <= SMALL_CUBE else count
+        size = count if self.large else CLUSTER
         return [range(start, min(start + size, count)) for start in range(0, count, size)]
 
     def _base(self, nodes: list[tuple[int, ...]]) -> str:
         """What a cluster reads: the cube, or the cube first grouped up to the cluster's meet (each attribute at
         the lowest level of any of its nodes), which has far fewer rows when every node is general."""
         meet = self._meet(nodes)
-        if not any(meet) or (self._rows_at(meet) > GROUP_FIRST * self.rows and self.rows > SMALL_CUBE):
+        if not any(meet) or (self._rows_at(meet) > GROUP_FIRST * self.rows and self.large):
             return self.ref  # grouping first would hardly shrink it: a pass over the cube for nothing
         width = [d.height + 1 for d in self.star.dimensions]  # an attribute no node keeps: no bits at all
         masks = self.masks(tuple(-1 if level >= top else level for level, top in zip(meet, width)))

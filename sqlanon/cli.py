@@ -31,7 +31,7 @@ from .api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_ta
                   run_job, search)
 from .jobs import JobRegistry, opened_registry
 from .audit import AuditReport
-from .backends import lock_hint, open_database, qualified_name
+from .backends import connect_hint, open_database, qualified_name
 from .config import Job, Suppression, check_memory_limit, load_job, normalize_url
 from .errors import SqlanonError
 from .metadata import (DEFAULT_SCHEMA, cleanup_dead_runs, current_version, downgrade, migrate, set_python_path,
@@ -120,7 +120,7 @@ class Command(click.Group):
             if Command.debug:
                 raise
             first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__
-            err.print(f"[bold red]database error:[/] {first}{lock_hint(first)} (rerun with --debug for details)",
+            err.print(f"[bold red]database error:[/] {first}{connect_hint(first)} (rerun with --debug for details)",
                       highlight=False, soft_wrap=True)
             sys.exit(EXIT_ERROR)
         except (sa.exc.SQLAlchemyError, OSError) as exc:  # e.g. a file that cannot be read or written

@@ -91,6 +91,11 @@ def best_node(metric: Metric, metrics: dict[Node, dict[str, Any]]) -> Node:
     return min(metrics, key=key)
 
 
+def sum_c_ln_c(count: str) -> str:
+    """SQL: the sum of c ln c over a column of counts (0 for no rows), the entropy term KL divergence needs."""
+    return f"COALESCE(SUM({count} * LN(CAST({count} AS DOUBLE PRECISION))), 0)"
+
+
 SPARSE_BATCH = 8  # nodes per statement where CTEs are not materialized (see evaluate)
 
 
@@ -175,7 +180,7 @@ class MetricsEvaluator:
         area = " + ".join(ln_area) or "0"
         released = (f"SELECT COALESCE(SUM(v.cnt * (LN(CAST(v.cnt AS DOUBLE PRECISION)) - ({area}))), 0) "
                     f"FROM {fs} v JOIN {flags} f ON {on} AND f.bad = 0 {' '.join(areas)}")
-        suppressed = (f"SELECT COALESCE(SUM(x.c * LN(CAST(x.c AS DOUBLE PRECISION))), 0) FROM "
+        suppressed = (f"SELECT {sum_c_ln_c('x.c')} FROM "
                       f"(SELECT SUM(v.cnt) AS c FROM {fs} v JOIN {flags} f ON {on} AND f.bad = 1 {group}) x")
         return (f"SELECT {j} AS j, (SELECT COUNT(*) FROM {flags} WHERE bad = 0) AS classes, "
                 f"(SELECT COALESCE(SUM(n), 0) FROM {flags} WHERE bad = 1) AS suppressed, "
@@ -188,7 +193,7 @@ class MetricsEvaluator:
         if self._cells_term is None:
             zero = self.fsets.base({a: 0 for a in range(len(self.heights))}, "metrics_cells")
             self._cells_term = float(self.conn.execute(text(
-                f"SELECT COALESCE(SUM(cnt * LN(CAST(cnt AS DOUBLE PRECISION))), 0) FROM ({zero.definition}) z"
+                f"SELECT {sum_c_ln_c('cnt')} FROM ({zero.definition}) z"
             )).scalar_one())
         if self._ln_top is None:
             self._ln_top = sum(float(self.conn.execute(text(

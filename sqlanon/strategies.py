@@ -328,7 +328,7 @@ class TopDown(SearchStrategy):
             return sorted(m for m, count in reached.items() if count == len(behind(m)))
 
         settled: set[tuple[int, ...]] = set()  # passing (top-down) or failing (bottom-up) nodes
-        known: dict[tuple[int, ...], bool] = {}  # checked nodes: passing or not
+        known = check.checked  # checked nodes: passing or not
         candidates = by_height[order[0]]  # the top (or the bottom): nothing behind it
         for step, height in enumerate(order):
             todo = [n for n in candidates if n not in known]
@@ -336,8 +336,7 @@ class TopDown(SearchStrategy):
                 # on a large cube every statement is a pass over it: the next height's candidates are checked
                 # with this one's, as if every candidate settled (a superset of what will be asked next)
                 ahead = next_candidates(candidates) if check.checker.large and step + 1 < len(order) else []
-                passed = set(check(todo + ahead, height))
-                known.update((n, n in passed) for n in todo + ahead)
+                check(todo + ahead, height)
             settled_here = [n for n in candidates if known[n] == self.downward]
             settled.update(settled_here)
             candidates = next_candidates(settled_here)
