@@ -342,9 +342,9 @@ def _search(job: Job, ctx: SearchContext) -> SearchResult:
     stats.seconds = round(time.perf_counter() - started, 3)
     if ctx.heuristic:
         warnings.warn(HEURISTIC_WARNING, UserWarning, stacklevel=2)
-    return SearchResult(job.qi_names, ctx.star.heights, satisfying, minimal_nodes(satisfying), stats,
-                        ctx.run.run_id, job.strategy, ctx.star.rows, ctx.max_suppressed, ctx.heuristic,
-                        level_examples=_level_examples(ctx.star))
+    minimal = minimal_nodes(satisfying, ctx.star.heights)
+    return SearchResult(job.qi_names, ctx.star.heights, satisfying, minimal, stats, ctx.run.run_id, job.strategy,
+                        ctx.star.rows, ctx.max_suppressed, ctx.heuristic, level_examples=_level_examples(ctx.star))
 
 
 def _level_examples(star: StarSchema) -> list[list[list[str]]]:

@@ -87,15 +87,20 @@ def nodes_by_height(heights: list[int]) -> dict[int, list[tuple[int, ...]]]:
     return found
 
 
-def minimal_nodes(passing: Iterable[tuple[int, ...]]) -> list[tuple[int, ...]]:
+def minimal_nodes(passing: Iterable[tuple[int, ...]], heights: list[int] | None = None) -> list[tuple[int, ...]]:
     """Passing nodes with no passing node strictly below them.
 
     Passing sets need not be closed under generalization (criteria that are
     not monotone under suppression), so "below" means anywhere below, not just
     one step: a node is covered when a direct specialization passes or is
-    itself covered, worked out from the lowest heights up.
+    itself covered, worked out from the lowest heights up. When the set is
+    closed (checked against the lattice's `heights`), a passing node below
+    another means one a step below it, and the direct specializations tell.
     """
     found = set(passing)
+    if heights is not None and all(g in found for n in found for g in direct_generalizations(n, heights)):
+        minimal = [n for n in found if not any(b in found for b in direct_specializations(n))]
+        return sorted(minimal, key=lambda n: (sum(n), n))
     covered: dict[tuple[int, ...], bool] = {}  # node -> some passing node lies strictly below it
 
     def is_covered(node: tuple[int, ...]) -> bool:
