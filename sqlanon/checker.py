@@ -191,7 +191,7 @@ class WaveChecker:
     def _wave(self, nodes: list[tuple[int, ...]], criteria: list[Criterion]) -> list[tuple[int, int]]:
         definition = self._frequency_sets(nodes)
         view = FrequencySetView("wave", ["node"] + self.key_names, "cnt", self.star.sensitive_columns(), definition,
-                                reference=self.ref)
+                                reference=self.ref, grouped=True)
         params: dict[str, object] = {}
         violators = violating_classes_sql(view, criteria, "w", params)
         rows = self.db.execute(self.conn, f"WITH wave AS MATERIALIZED ({definition}) SELECT node, COUNT(*), "

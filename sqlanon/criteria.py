@@ -27,7 +27,9 @@ class FrequencySetView:
     `table` is a table, or the name of a CTE whose SELECT is `definition`.
     `reference`, when set, is a FROM item with the same sensitive and count
     columns whose distribution t-closeness compares classes with (by default,
-    the set's own: the whole table at that node).
+    the set's own: the whole table at that node). `grouped`: the set has one
+    row per class and sensitive values (it is a GROUP BY of them), so a single
+    sensitive attribute's counts need no grouping again.
     """
 
     table: str
@@ -36,6 +38,7 @@ class FrequencySetView:
     sensitive_columns: dict[str, str]  # sensitive attribute -> its column in the set
     definition: str | None = None
     reference: str | None = None
+    grouped: bool = False
 
     @property
     def one_row_per_class(self) -> bool:
@@ -51,21 +54,30 @@ class FrequencySetView:
             return f"SELECT {self.classes}, {self.count_column} AS n FROM {self.table}"
         return f"SELECT {self.classes}, SUM({self.count_column}) AS n FROM {self.table} GROUP BY {self.classes}"
 
+    def counts(self, attribute: str) -> str:
+        """Per class and sensitive value s of `attribute`: c (its count)."""
+        s, cnt = self.sensitive_columns[attribute], self.count_column
+        if self.grouped and len(self.sensitive_columns) == 1:  # already one row per class and value
+            return f"SELECT {self.classes}, {s} AS s, {cnt} AS c FROM {self.table}"
+        return f"SELECT {self.classes}, {s} AS s, SUM({cnt}) AS c FROM {self.table} GROUP BY {self.classes}, {s}"
+
     def value_counts(self, attribute: str) -> str:
         """Per class and sensitive value s of `attribute`: c (its count), n (class size), r (rank by count).
 
-        Ranks are by count descending, ties by value, so results are deterministic.
+        Ranks are by count descending, ties by value, so results are deterministic. Each window is a pass
+        (and, on small sets, costs more than the data): read `counts` where a GROUP BY of it will do.
         """
-        s = self.sensitive_columns[attribute]
         return (f"SELECT {self.classes}, s, c, SUM(c) OVER (PARTITION BY {self.classes}) AS n, "
                 f"ROW_NUMBER() OVER (PARTITION BY {self.classes} ORDER BY c DESC, s) AS r FROM "
-                f"(SELECT {self.classes}, {s} AS s, SUM({self.count_column}) AS c FROM {self.table} "
-                f"GROUP BY {self.classes}, {s}) AS value_counts")
+                f"({self.counts(attribute)}) AS value_counts")
 
     def with_classes(self, extra: list[str], attribute: str) -> "FrequencySetView":
-        """The same set with more class columns and only one sensitive attribute (multi-attribute diversity)."""
+        """The same set with the other sensitive columns `extra` as class columns and only `attribute` sensitive
+        (multi-attribute diversity)."""
+        others = {c for a, c in self.sensitive_columns.items() if a != attribute}
         return FrequencySetView(self.table, self.class_columns + extra, self.count_column,
-                                {attribute: self.sensitive_columns[attribute]}, reference=self.reference)
+                                {attribute: self.sensitive_columns[attribute]}, reference=self.reference,
+                                grouped=self.grouped and others <= set(extra))
 
     def distribution(self, attribute: str) -> str:
         """Per sensitive value s of `attribute`: q, its share of the whole table (or of the reference)."""
@@ -101,17 +113,24 @@ class Criterion(ABC):
 
     @abstractmethod
     def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
-        """SELECT the class columns, n (class size) and stat for every class."""
+        """SELECT the class columns, n (class size) and stat for every class (one row each)."""
 
     @abstractmethod
     def violation(self) -> SqlFragment:
         """A predicate over `stat` (and n) that is true for classes violating the criterion."""
 
-    def violating_classes(self, fs: FrequencySetView) -> SqlFragment:
-        """SELECT the class columns and their size n for every class that violates it."""
+    def size_violation(self) -> SqlFragment | None:
+        """When the criterion reads class sizes alone: its predicate over n (another criterion's statistic, which
+        has a row and n for every class, then tests it too, instead of a pass of its own)."""
+        return None
+
+    def violating_classes(self, fs: FrequencySetView, also: SqlFragment | None = None) -> SqlFragment:
+        """SELECT the class columns and their size n for every class that violates it (or `also`, a predicate
+        over n)."""
         stat, bad = self.class_statistic(fs), self.violation()
-        return SqlFragment(f"SELECT {fs.classes}, n FROM ({stat.sql}) AS st WHERE {bad.sql}",
-                           {**stat.params, **bad.params})
+        where = bad.sql if also is None else f"({bad.sql}) OR ({also.sql})"
+        return SqlFragment(f"SELECT {fs.classes}, n FROM ({stat.sql}) AS st WHERE {where}",
+                           {**stat.params, **bad.params, **(also.params if also else {})})
 
     def audit_figure(self, fs: FrequencySetView) -> SqlFragment:
         """SELECT the worst class's statistic (one row, one column)."""
@@ -229,6 +248,9 @@ class KAnonymity(Criterion):
     def violation(self) -> SqlFragment:
         return SqlFragment("stat < :kanon_k", {"kanon_k": self.k})
 
+    def size_violation(self) -> SqlFragment:
+        return SqlFragment("n < :kanon_k", {"kanon_k": self.k})
+
     def check_table_size(self, rows: int) -> None:
         if self.k > rows:
             raise ConfigError(f"k_anonymity: k={self.k} is larger than the table ({rows} rows); "
@@ -266,10 +288,13 @@ class _LDiversity(Criterion):
             raise ConfigError(f"{self.name}: l={self.l} is larger than the {distinct_values} distinct values of "
                               f"{attribute!r}; no class can be {self.l}-diverse; choose l <= {distinct_values}")
 
-    def _per_class(self, fs: FrequencySetView, stat: str, params: dict[str, Any] | None = None) -> SqlFragment:
+    def _per_class(self, fs: FrequencySetView, stat: str, params: dict[str, Any] | None = None,
+                   ranked: bool = False) -> SqlFragment:
+        """`stat`, an aggregate over the class's values' counts v.c (and their ranks v.r when `ranked`)."""
         cls = ", ".join(f"v.{c}" for c in fs.class_columns)
-        return SqlFragment(f"SELECT {cls}, MAX(v.n) AS n, {stat} AS stat "
-                           f"FROM ({fs.value_counts(self.attribute)}) v GROUP BY {cls}", params or {})
+        counts = fs.value_counts(self.attribute) if ranked else fs.counts(self.attribute)
+        return SqlFragment(f"SELECT {cls}, SUM(v.c) AS n, {stat} AS stat FROM ({counts}) v GROUP BY {cls}",
+                           params or {})
 
 
 class DistinctLDiversity(_LDiversity):
@@ -307,7 +332,7 @@ class EntropyLDiversity(_LDiversity):
 
     def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
         if not self.dont_care:  # H = log n - (sum c log c) / n
-            return self._per_class(fs, "LN(MAX(v.n)) - SUM(v.c * LN(v.c)) / MAX(v.n)")
+            return self._per_class(fs, "LN(SUM(v.c)) - SUM(v.c * LN(v.c)) / SUM(v.c)")
         return self._adjusted(fs)
 
     def violation(self) -> SqlFragment:
@@ -315,28 +340,25 @@ class EntropyLDiversity(_LDiversity):
 
     def _adjusted(self, fs: FrequencySetView) -> SqlFragment:
         """Adjusted entropy: don't-care counts, smallest first, join the fixed set while their log is at most
-        the fixed set's log-entropic mean (sum c log c / sum c); the rest are lowered to exp(mean).
+        the log-entropic mean (sum c log c / sum c) of the fixed set and the counts joined before them; the rest
+        are lowered to exp(mean).
 
+        One ordered window, the fixed values first, then the don't-care counts ascending: the sums over the rows
+        before a count are those of the joined ones up to the first count that does not join, and every later
+        count fails as well (a failed count lifts the mean, but not up to its own log, which later logs are not
+        below), so a count joins exactly when it passes against every row before it. Where rounding decides a
+        tie, the count's log is the mean itself and joining or lowering it gives the same entropy.
         Internal column names must not look like class columns (a<i>, g<i>, s<j>).
         """
         cls = fs.classes
         in_y = _in_list("s", self.dont_care, "entropy_y")
-        flagged = f"SELECT {cls}, c, n, ({in_y.sql}) AS dc FROM ({fs.value_counts(self.attribute)}) vc"
-        fixed = (f"SELECT {cls}, c, n, dc, "
-                 f"SUM(CASE WHEN dc THEN 0 ELSE c * LN(c) END) OVER (PARTITION BY {cls}) AS fixed_clogc, "
-                 f"SUM(CASE WHEN dc THEN 0 ELSE c END) OVER (PARTITION BY {cls}) AS fixed_c FROM ({flagged}) f")
-        before = "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING"
-        order = f"PARTITION BY {cls}, dc ORDER BY c"
-        ordered = (f"SELECT {cls}, c, n, dc, fixed_clogc, fixed_c, ROW_NUMBER() OVER ({order}) AS j, "
-                   f"fixed_clogc + COALESCE(SUM(c * LN(c)) OVER ({order} {before}), 0) AS a_prev, "
-                   f"fixed_c + COALESCE(SUM(c) OVER ({order} {before}), 0) AS b_prev FROM ({fixed}) o")
-        # the first don't-care count that does not join (an empty fixed set takes the first one)
-        tested = (f"SELECT *, MIN(CASE WHEN dc AND b_prev > 0 AND LN(c) > a_prev / b_prev THEN j END) "
-                  f"OVER (PARTITION BY {cls}) AS stop FROM ({ordered}) t")
-        joined = "(NOT dc OR stop IS NULL OR j < stop)"
-        totals = (f"SELECT {cls}, MAX(n) AS n, SUM(CASE WHEN {joined} THEN c * LN(c) ELSE 0 END) AS a, "
-                  f"SUM(CASE WHEN {joined} THEN c ELSE 0 END) AS b, "
-                  f"SUM(CASE WHEN {joined} THEN 0 ELSE 1 END) AS lowered FROM ({tested}) x GROUP BY {cls}")
+        before = f"PARTITION BY {cls} ORDER BY dc, c ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING"
+        ordered = (f"SELECT {cls}, c, dc, SUM(c * LN(c)) OVER ({before}) AS a_prev, SUM(c) OVER ({before}) AS b_prev "
+                   f"FROM (SELECT {cls}, c, ({in_y.sql}) AS dc FROM ({fs.counts(self.attribute)}) vc) f")
+        lowered = "dc AND b_prev > 0 AND LN(c) > a_prev / b_prev"  # b_prev is NULL on a class's first row: joins
+        totals = (f"SELECT {cls}, SUM(c) AS n, SUM(CASE WHEN {lowered} THEN 0 ELSE c * LN(c) END) AS a, "
+                  f"SUM(CASE WHEN {lowered} THEN 0 ELSE c END) AS b, "
+                  f"SUM(CASE WHEN {lowered} THEN 1 ELSE 0 END) AS lowered FROM ({ordered}) o GROUP BY {cls}")
         # lowered counts are exp(mean) each: Z = b + lowered * e^m, sum z log z = a + lowered * e^m * m
         z = "(b + lowered * EXP(a / b))"
         stat = f"LN({z}) - (a + lowered * EXP(a / b) * (a / b)) / {z}"
@@ -377,7 +399,7 @@ class RecursiveLDiversity(_LDiversity):
             if self.l == 1:  # holds by definition
                 return self._per_class(fs, "0.0")
             ratio = ("MAX(v.c) * 1.0 / NULLIF(SUM(CASE WHEN v.r >= :rec_l THEN v.c ELSE 0 END), 0)")
-            return self._per_class(fs, ratio, {"rec_l": self.l})
+            return self._per_class(fs, ratio, {"rec_l": self.l}, ranked=True)
         return _positive_disclosure_ratio(fs, self.attribute, self.dont_care, self.l, "rec")
 
     def violation(self) -> SqlFragment:
@@ -385,21 +407,22 @@ class RecursiveLDiversity(_LDiversity):
 
 
 def _positive_disclosure_ratio(fs: FrequencySetView, attribute: str, dont_care: list[str], l: int,
-                               prefix: str) -> SqlFragment:
+                               prefix: str, extra: str = "") -> SqlFragment:
     """r_y over its tail, s_y the most frequent value outside Y at rank y (ties rank values outside Y first):
-    y <= l-1: tail = r_l + ... + r_m;  y > l-1: tail = r_{l-1} + ... + r_m - r_y.  0 when no value is outside Y."""
+    y <= l-1: tail = r_l + ... + r_m;  y > l-1: tail = r_{l-1} + ... + r_m - r_y.  0 when no value is outside Y.
+    `extra`: more aggregates over the class's values (s, c), selected after stat."""
     cls = fs.classes
     in_y = _in_list("s", dont_care, f"{prefix}_y")
-    ranked = (f"SELECT {cls}, c, n, dc, ROW_NUMBER() OVER (PARTITION BY {cls} ORDER BY c DESC, dc, s) AS r "
-              f"FROM (SELECT vc.*, ({in_y.sql}) AS dc FROM ({fs.value_counts(attribute)}) vc) f")
-    marked = (f"SELECT *, MIN(CASE WHEN NOT dc THEN r END) OVER (PARTITION BY {cls}) AS y FROM ({ranked}) rk")
-    r_y = "MAX(CASE WHEN r = y THEN c END)"
+    ranked = (f"SELECT {cls}, s, c, dc, ROW_NUMBER() OVER (PARTITION BY {cls} ORDER BY c DESC, dc, s) AS r "
+              f"FROM (SELECT vc.*, ({in_y.sql}) AS dc FROM ({fs.counts(attribute)}) vc) f")
+    y = "MIN(CASE WHEN NOT dc THEN r END)"
+    r_y = "MAX(CASE WHEN NOT dc THEN c END)"  # rank y is the first outside Y: the largest count outside Y
     tail_low = f"SUM(CASE WHEN r >= :{prefix}_l THEN c ELSE 0 END)"
-    tail_high = f"SUM(CASE WHEN r >= :{prefix}_l - 1 AND r <> y THEN c ELSE 0 END)"
-    stat = (f"CASE WHEN MAX(y) IS NULL THEN 0.0 "
-            f"WHEN MAX(y) <= :{prefix}_l - 1 THEN {r_y} * 1.0 / NULLIF({tail_low}, 0) "
+    tail_high = f"SUM(CASE WHEN r >= :{prefix}_l - 1 THEN c ELSE 0 END) - {r_y}"  # y > l-1: r_y is in that sum
+    stat = (f"CASE WHEN {y} IS NULL THEN 0.0 "
+            f"WHEN {y} <= :{prefix}_l - 1 THEN {r_y} * 1.0 / NULLIF({tail_low}, 0) "
             f"ELSE {r_y} * 1.0 / NULLIF({tail_high}, 0) END")
-    return SqlFragment(f"SELECT {cls}, MAX(n) AS n, {stat} AS stat FROM ({marked}) m GROUP BY {cls}",
+    return SqlFragment(f"SELECT {cls}, SUM(c) AS n, {stat} AS stat{extra} FROM ({ranked}) rk GROUP BY {cls}",
                        {**in_y.params, f"{prefix}_l": l})
 
 
@@ -432,16 +455,14 @@ class NpdRecursiveLDiversity(_LDiversity):
         return {self.attribute: self.dont_care + self.w}
 
     def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
-        """stat: the pd ratio; w_share: the smallest share (percent) of a W value in the class."""
-        pd = _positive_disclosure_ratio(fs, self.attribute, self.dont_care, self.l, "npd")
+        """stat: the pd ratio; w_share: the smallest share (percent) of a W value in the class (0 when one is
+        missing)."""
         in_w = _in_list("s", self.w, "npd_w")
-        shares = (f"SELECT {fs.classes}, MIN(share) AS w_share, COUNT(*) AS present FROM "
-                  f"(SELECT {fs.classes}, 100.0 * c / n AS share FROM ({fs.value_counts(self.attribute)}) vc "
-                  f"WHERE {in_w.sql}) w GROUP BY {fs.classes}")
-        on = " AND ".join(f"p.{c} IS NOT DISTINCT FROM w.{c}" for c in fs.class_columns)
-        cols = ", ".join(f"p.{c}" for c in fs.class_columns)
-        sql = (f"SELECT {cols}, p.n, p.stat, CASE WHEN COALESCE(w.present, 0) < :npd_wcount THEN 0.0 "
-               f"ELSE w.w_share END AS w_share FROM ({pd.sql}) p LEFT JOIN ({shares}) w ON {on}")
+        shares = (f", 100.0 * MIN(CASE WHEN {in_w.sql} THEN c END) / SUM(c) AS w_share, "
+                  f"COUNT(CASE WHEN {in_w.sql} THEN 1 END) AS present")
+        pd = _positive_disclosure_ratio(fs, self.attribute, self.dont_care, self.l, "npd", shares)
+        sql = (f"SELECT {fs.classes}, n, stat, CASE WHEN present < :npd_wcount THEN 0.0 ELSE w_share END AS w_share "
+               f"FROM ({pd.sql}) p")
         return SqlFragment(sql, {**pd.params, **in_w.params, "npd_wcount": len(self.w)})
 
     def violation(self) -> SqlFragment:
@@ -540,6 +561,9 @@ class TCloseness(Criterion):
         self.distance = distance
         self.hierarchy_path = Path(hierarchy) if hierarchy is not None else None
         self.hierarchy = read_hierarchy_file(attribute, self.hierarchy_path) if self.hierarchy_path else None
+        if self.hierarchy is not None and self.hierarchy.height == 0:
+            raise ConfigError(f"{self.name}: the hierarchy {str(self.hierarchy_path)!r} has a single level; the "
+                              "hierarchical distance needs at least two (the values, and a level above them)")
 
     @classmethod
     def from_config(cls, spec: Any) -> "TCloseness":
@@ -579,8 +603,15 @@ class TCloseness(Criterion):
                            f"JOIN ({table}) q ON v.s IS NOT DISTINCT FROM q.s GROUP BY {cls_v}", {})
 
     def _hierarchical(self, fs: FrequencySetView, counts: str, table: str) -> SqlFragment:
-        """Sum over internal nodes N of (level(N)/H) min(pos(N), |neg(N)|), where pos/neg add up the
-        positive/negative extra(child) = sum over the child's leaves of (p - q)."""
+        """The sum over internal nodes N of (level(N)/H) min(pos(N), |neg(N)|), where pos/neg add up the
+        positive/negative extra(child) = P(child) - Q(child), the class's and the table's shares of its leaves.
+
+        Computed from the nodes the class reaches alone: min(pos, |neg|) = (sum over children |extra| -
+        |extra(N)|) / 2, and a node below the top is a child once and (unless a leaf) a parent once, so the
+        distance is the sum over nodes of w(level) |extra|, w = 1/(2H) below the top level, -1/2 at the top. A
+        node the class does not reach has |extra| = Q, and Q adds up to 1 per level: the sum over the nodes
+        reached of w (|P - Q| - Q) is the distance (1/2 + ... with a single root).
+        """
         height = self.hierarchy.height
         rows, params = [], {}
         for i, path in enumerate(self.hierarchy.paths):  # long form: (leaf, level, label at that level)
@@ -588,21 +619,16 @@ class TCloseness(Criterion):
                 rows.append(f"(:thl{i}, {level}, :thn{i}_{level})")
                 params[f"thn{i}_{level}"] = label
             params[f"thl{i}"] = path[0]
-        tree = f"(VALUES {', '.join(rows)}) AS tree(leaf, lvl, label)"
-        parents = (f"SELECT DISTINCT c.lvl, c.label AS child, p.label AS parent FROM {tree.replace('tree(', 'c(')} "
-                   f"JOIN {tree.replace('tree(', 'p(')} ON p.leaf = c.leaf AND p.lvl = c.lvl + 1")
+        weight = f"CASE WHEN t.lvl = {height} THEN -0.5 ELSE 0.5 / {height} END"
+        nodes = (f"SELECT t.leaf, t.lvl, t.label, {weight} AS w, SUM(d.q) OVER (PARTITION BY t.lvl, t.label) AS q "
+                 f"FROM (VALUES {', '.join(rows)}) AS t(leaf, lvl, label) "
+                 f"LEFT JOIN ({table}) d ON CAST(d.s AS VARCHAR) = t.leaf")
         cls = fs.class_columns
-        cls_g, cls_x = ", ".join(f"g.{c}" for c in cls), ", ".join(f"x.{c}" for c in cls)
-        grid = self._grid(fs, counts, table, "CAST(d.s AS VARCHAR) AS leaf")
-        extra = (f"SELECT {cls_g}, MAX(g.n) AS n, a.lvl, a.label, SUM(g.diff) AS e FROM ({grid}) g "
-                 f"JOIN {tree.replace('tree(', 'a(')} ON a.leaf = g.leaf WHERE a.lvl < {height} "
-                 f"GROUP BY {cls_g}, a.lvl, a.label")
-        costs = (f"SELECT {cls_x}, MAX(x.n) AS n, (pr.lvl + 1) * 1.0 / {height} * "
-                 f"LEAST(SUM(GREATEST(x.e, 0)), -SUM(LEAST(x.e, 0))) AS cost FROM ({extra}) x "
-                 f"JOIN ({parents}) pr ON pr.lvl = x.lvl AND pr.child = x.label GROUP BY {cls_x}, pr.lvl, pr.parent")
-        cls_k = ", ".join(f"k.{c}" for c in cls)
-        return SqlFragment(f"SELECT {cls_k}, MAX(k.n) AS n, SUM(k.cost) AS stat FROM ({costs}) k GROUP BY {cls_k}",
-                           params)
+        cls_v, cls_r = ", ".join(f"v.{c}" for c in cls), ", ".join(f"r.{c}" for c in cls)
+        reached = (f"SELECT {cls_v}, MAX(v.n) AS n, MAX(t.w) AS w, MAX(t.q) AS q, SUM(v.c) AS c FROM ({counts}) v "
+                   f"JOIN ({nodes}) t ON t.leaf = CAST(v.s AS VARCHAR) GROUP BY {cls_v}, t.lvl, t.label")
+        return SqlFragment(f"SELECT {cls_r}, MAX(r.n) AS n, GREATEST(SUM(r.w * (ABS(r.c * 1.0 / r.n - r.q) - r.q)), "
+                           f"0.0) AS stat FROM ({reached}) r GROUP BY {cls_r}", params)
 
     @staticmethod
     def _grid(fs: FrequencySetView, counts: str, values: str, value_columns: str) -> str:

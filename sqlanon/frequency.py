@@ -17,7 +17,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection
 
 from .backends import Database
-from .criteria import Criterion, FrequencySetView
+from .criteria import Criterion, FrequencySetView, SqlFragment
 from .dimensions import StarSchema
 
 COUNT = "cnt"
@@ -202,11 +202,21 @@ def violating_classes_sql(view: FrequencySetView, criteria: list[Criterion], suf
                           params: dict[str, object]) -> str:
     """SELECT the class columns and n of every class violating any of the criteria (a UNION).
 
-    Parameters are renamed with `suffix` (a criterion appears once per view and
-    set in a statement) and added to `params`.
+    A criterion that reads class sizes alone (k-anonymity) is tested on the
+    statistic of another, which has every class and its size, rather than by a
+    pass and a UNION of its own. Parameters are renamed with `suffix` (a
+    criterion appears once per view and set in a statement) and added to `params`.
     """
+    sizes = [c for c in criteria if c.size_violation() is not None]
+    others = [c for c in criteria if c.size_violation() is None]
+    if others and sizes:
+        also = [c.size_violation() for c in sizes]
+        folded = SqlFragment(" OR ".join(f"({a.sql})" for a in also), {k: v for a in also for k, v in a.params.items()})
+        fragments = [others[0].violating_classes(view, folded)] + [c.violating_classes(view) for c in others[1:]]
+    else:
+        fragments = [c.violating_classes(view) for c in criteria]
     parts = []
-    for fragment in (c.violating_classes(view) for c in criteria):
+    for fragment in fragments:
         sql = fragment.sql
         for name, value in fragment.params.items():
             sql = re.sub(rf":{name}\b", f":{name}_{suffix}", sql)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import uuid
 import warnings
@@ -10,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import sqlalchemy as sa
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sqlanon import anonymize, search
@@ -298,11 +299,10 @@ def _adjusted_entropy_brute_force(fixed: list[int], dont_care: list[int], steps:
     """sup of H(z) over 0 <= z_i <= x_i for don't-care counts, on a grid (independent of the SQL)."""
     best = -1.0
     grids = [[x * i / steps for i in range(1, steps + 1)] for x in dont_care]
-    for z1 in grids[0]:
-        for z2 in grids[1]:
-            z = fixed + [z1, z2]
-            total = sum(z)
-            best = max(best, math.log(total) - sum(v * math.log(v) for v in z) / total)
+    for lowered in itertools.product(*grids):
+        z = fixed + list(lowered)
+        total = sum(z)
+        best = max(best, math.log(total) - sum(v * math.log(v) for v in z) / total)
     return best
 
 
@@ -407,14 +407,15 @@ SENSITIVE_TREE = {"a": ("G1", "H1"), "b": ("G1", "H1"), "c": ("G2", "H1"), "d": 
                   "f": ("G3", "H2")}  # leaf -> its labels at levels 1 and 2; level 3 is *
 
 
-def _distances(p: dict[str, float], q: dict[str, float]) -> dict[str, float]:
+def _distances(p: dict[str, float], q: dict[str, float], height: int = 3) -> dict[str, float]:
     """Equal, KL and hierarchical distance of class distribution p from table distribution q, written from the
     definitions, not from the SQL: the hierarchical one as the t-closeness paper's sum over
-    internal nodes of (height / H) * min(positive extra, negative extra) of their children, bottom up."""
+    internal nodes of (height / H) * min(positive extra, negative extra) of their children, bottom up
+    (height 2: the tree without its root, two top labels)."""
     leaves = sorted(q)
     extra = {leaf: p.get(leaf, 0.0) - q[leaf] for leaf in leaves}
-    hierarchical, height = 0.0, 3
-    for level in (1, 2, 3):
+    hierarchical = 0.0
+    for level in range(1, height + 1):
         parent = (lambda leaf: SENSITIVE_TREE[leaf][level - 1]) if level < 3 else (lambda leaf: "*")
         child = (lambda leaf: leaf) if level == 1 else (lambda leaf: SENSITIVE_TREE[leaf][level - 2])
         children: dict[str, dict[str, float]] = {}
@@ -433,13 +434,15 @@ def _distances(p: dict[str, float], q: dict[str, float]) -> dict[str, float]:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(classes=st.lists(st.lists(st.sampled_from(sorted(SENSITIVE_TREE)), min_size=1, max_size=8), min_size=1,
                         max_size=3),
-       distance=st.sampled_from(["equal", "kl", "hierarchical"]))
-def test_t_closeness_figures_equal_a_python_reference(tmp_path_factory, classes: list[list[str]], distance: str):
+       distance=st.sampled_from(["equal", "kl", "hierarchical"]), rooted=st.booleans())
+def test_t_closeness_figures_equal_a_python_reference(tmp_path_factory, classes: list[list[str]], distance: str,
+                                                      rooted: bool):
     """The audit's largest distance of any class (max_t) equals the one computed in Python for each class."""
     from sqlanon import audit
 
     tmp = tmp_path_factory.mktemp("tclose")
-    (tmp / "s.csv").write_text("".join(f"{leaf};{g};{h};*\n" for leaf, (g, h) in SENSITIVE_TREE.items()))
+    root = ";*" if rooted else ""
+    (tmp / "s.csv").write_text("".join(f"{leaf};{g};{h}{root}\n" for leaf, (g, h) in SENSITIVE_TREE.items()))
     spec = {"t_closeness": {"attribute": "s", "t": 0.99, "distance": distance,
                             **({"hierarchy": "s.csv"} if distance == "hierarchical" else {})}}
     job = _one_table(tmp, {f"x{i}": values for i, values in enumerate(classes)}, spec)
@@ -448,6 +451,42 @@ def test_t_closeness_figures_equal_a_python_reference(tmp_path_factory, classes:
     found = report.criteria["t_closeness"].to_dict()["max_t"]
     everything = [s for values in classes for s in values]
     q = {s: everything.count(s) / len(everything) for s in set(everything)}
-    expected = max(_distances({s: values.count(s) / len(values) for s in set(values)}, q)[distance]
+    expected = max(_distances({s: values.count(s) / len(values) for s in set(values)}, q, 3 if rooted else 2)[distance]
                    for values in classes)
     assert found == pytest.approx(expected, abs=1e-9)
+
+
+# --- don't-care sets against references in Python ---------------------------------------
+
+def _pd_ratio(counts: dict[str, int], dont_care: set[str], l: int) -> float | None:
+    """r_y over its tail as domain.md defines pd-recursive diversity (ties rank values outside Y first); None
+    when the tail is empty, 0 when every value is don't-care."""
+    ranked = sorted(counts.items(), key=lambda vc: (-vc[1], vc[0] in dont_care))
+    r = [count for _, count in ranked]
+    outside = [rank for rank, (value, _) in enumerate(ranked, start=1) if value not in dont_care]
+    if not outside:
+        return 0.0
+    y = outside[0]
+    tail = sum(r[l - 1:]) if y <= l - 1 else sum(r[l - 2:y - 1]) + sum(r[y:])
+    return r[y - 1] / tail if tail else None
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(counts=st.lists(st.integers(1, 9), min_size=1, max_size=5), dont_care=st.sets(st.sampled_from("ab")),
+       l=st.integers(2, 3))
+@example(counts=[3, 9, 2], dont_care={"a", "b"}, l=2)  # the larger don't-care count, lowered, would let 3 join
+def test_dont_care_figures_equal_python_references(tmp_path_factory, counts: list[int], dont_care: set[str],
+                                                   l: int):
+    """One class: the adjusted entropy (against the sup of its definition, on a grid) and the pd-recursive ratio
+    (against domain.md's definition) of the audit."""
+    values = {"abcde"[i]: count for i, count in enumerate(counts)}
+    rows = [value for value, count in values.items() for _ in range(count)]
+    tmp = tmp_path_factory.mktemp("dont_care")
+    spec = {"recursive_l_diversity": {"attribute": "s", "c": 1, "l": l, "dont_care": sorted(dont_care)}}
+    expected = _pd_ratio(values, dont_care, l)
+    found = _audit_one_class(tmp, rows, spec)["smallest_c"]
+    assert found == (None if expected is None else pytest.approx(expected))
+    spec = {"entropy_l_diversity": {"attribute": "s", "l": 1, "dont_care": sorted(dont_care)}}
+    fixed = [count for value, count in values.items() if value not in dont_care]
+    entropy = _adjusted_entropy_brute_force(fixed, [values[v] for v in sorted(dont_care) if v in values], 200)
+    assert math.log(_audit_one_class(tmp, rows, spec)["entropy_l"]) == pytest.approx(entropy, abs=1e-3)
