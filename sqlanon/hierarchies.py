@@ -65,8 +65,12 @@ class Hierarchy:
 
     def examples(self, level: int, count: int = 3) -> list[str]:
         """The first `count` distinct labels of `level`, in the hierarchy's order (NULL shown as 'NULL')."""
-        labels = dict.fromkeys("NULL" if level == 0 and p[0] == NULL_VALUE else p[level] for p in self.paths)
-        return list(labels)[:count]
+        wanted, labels = min(count, self.level_sizes()[level]), {}
+        for p in self.paths:  # up to the last one wanted (a level's first labels come early)
+            labels["NULL" if level == 0 and p[0] == NULL_VALUE else p[level]] = None
+            if len(labels) == wanted:
+                break
+        return list(labels)
 
     @property
     def maps_null(self) -> bool:
@@ -74,7 +78,14 @@ class Hierarchy:
 
     def level_sizes(self) -> list[int]:
         """How many distinct labels (so codes 0..size-1) each level has."""
-        return [len({p[lv] for p in self.paths}) for lv in range(self.height + 1)]
+        return [len(codes) for codes in self.level_codes]
+
+    @cached_property
+    def level_codes(self) -> tuple[dict[str, int], ...]:
+        """Per level: each label's integer code, its index among the level's labels sorted (computed once: a pass
+        over every path)."""
+        return tuple({label: i for i, label in enumerate(sorted({p[lv] for p in self.paths}))}
+                     for lv in range(self.height + 1))
 
     def dimension_rows(self) -> list[tuple[Any, ...]]:
         """Rows (value, c0..ch, l0..lh, p0..): an integer code and a label per level, and the value's path code
@@ -83,8 +94,7 @@ class Hierarchy:
         Codes number the distinct labels of each level (sorted), so frequency sets
         group on integers, not text.
         """
-        codes = [{label: i for i, label in enumerate(sorted({p[lv] for p in self.paths}))}
-                 for lv in range(self.height + 1)]
+        codes = self.level_codes
         paths = self.path_codes
         pieces = paths.pieces()
         return [(p[0], *(codes[lv][p[lv]] for lv in range(self.height + 1)), *p, *paths.piece_codes(p[0], pieces))
