@@ -474,7 +474,7 @@ def _pd_ratio(counts: dict[str, int], dont_care: set[str], l: int) -> float | No
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(counts=st.lists(st.integers(1, 9), min_size=1, max_size=5), dont_care=st.sets(st.sampled_from("ab")),
        l=st.integers(2, 3))
-@example(counts=[3, 9, 2], dont_care={"a", "b"}, l=2)  # the larger don't-care count, lowered, would let 3 join
+@example(counts=[3, 9, 2], dont_care={"a", "b"}, l=2)  # largest first, 9 is lowered and then 3 would join
 def test_dont_care_figures_equal_python_references(tmp_path_factory, counts: list[int], dont_care: set[str],
                                                    l: int):
     """One class: the adjusted entropy (against the sup of its definition, on a grid) and the pd-recursive ratio
