@@ -20,6 +20,7 @@ frequency sets; the wave's size is bounded by the rows the join produces.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
@@ -97,6 +98,8 @@ class WaveChecker:
         self.name = f"packed_cube_{run_id}"
         self.statements = self.scans = 0
         self.cells_term: float | None = None
+        self.sensitive_values = 1  # combinations of sensitive values a class may hold (at most)
+        self.reference: str | None = None  # the sensitive values' counts over the table, once stored
         if from_table:
             keys = [f"{k} AS key{j}" for j, k in enumerate(self._packed_keys())]
             self.ref = f"(SELECT {', '.join(keys + star.sensitive_select('t'))}, 1 AS cnt FROM {star.joins()})"
@@ -133,32 +136,37 @@ class WaveChecker:
             db.analyze(self.conn, self.ref)  # the waves' plans depend on the cube's size
         self.statements += 1
         self.scans += 1
-        rows, cells = db.execute(self.conn, f"SELECT COUNT(*), {sum_c_ln_c('cnt')} FROM {self.ref}").one()
+        distinct = "".join(f", COUNT(DISTINCT {s})" for s in star.sensitive_columns().values())
+        rows, cells, *values = db.execute(self.conn, f"SELECT COUNT(*), {sum_c_ln_c('cnt')}{distinct} "
+                                                     f"FROM {self.ref}").one()
         self.cells_term = float(cells)  # the level-0 cells' sum of c ln c, which KL divergence needs: free here
+        self.sensitive_values = math.prod(max(int(v), 1) for v in values)
         db.metadata.insert_rows(db.metadata_connection(self.conn), self.registry, REGISTRY_COLUMNS,
                                 [(self.run_id, None, "packed_cube", self.name, "base", None, rows, False)])
         return int(rows)
 
-    def violations(self, nodes: list[tuple[int, ...]], criteria: list[Criterion]) -> list[tuple[int, int]]:
-        """(violating classes, tuples in them) of each node, in waves bounded by the rows they join."""
+    def violations(self, nodes: list[tuple[int, ...]], criteria: list[Criterion],
+                   sensitive: bool = True) -> list[tuple[int, int]]:
+        """(violating classes, tuples in them) of each node, in waves bounded by the rows they join. `sensitive`
+        False: the frequency sets leave the sensitive columns out (criteria that read class sizes alone)."""
         # families (the attributes a node keeps) together, then by levels, the attributes with the most values
         # first: neighbours in this order share high levels where it matters, so a cluster's meet is small
         attrs = sorted(range(len(self.level_sizes)), key=lambda a: -self.level_sizes[a][0])
         order = sorted(range(len(nodes)), key=lambda j: (tuple(lv < 0 for lv in nodes[j]),
                                                          tuple(nodes[j][a] for a in attrs)), reverse=True)
         by_index: dict[int, tuple[int, int]] = {}
-        for chunk in self._waves(order, nodes):
-            by_index.update(zip(chunk, self._wave([nodes[j] for j in chunk], criteria)))
+        for chunk in self._waves(order, nodes, sensitive):
+            by_index.update(zip(chunk, self._wave([nodes[j] for j in chunk], criteria, sensitive)))
         return [by_index[j] for j in range(len(nodes))]
 
-    def _waves(self, order: list[int], nodes: list[tuple[int, ...]]) -> list[list[int]]:
+    def _waves(self, order: list[int], nodes: list[tuple[int, ...]], sensitive: bool) -> list[list[int]]:
         """`order` cut into waves: a node joins the current wave while the wave's base (the cube grouped to the
         meet, as estimated by `_rows_at`) times its nodes stays within ROWS_PER_STATEMENT."""
         waves: list[list[int]] = []
         for j in order:
             if waves and len(waves[-1]) < MAX_WAVE:
                 meet = self._meet([nodes[i] for i in waves[-1]] + [nodes[j]])
-                if self._rows_at(meet) * (len(waves[-1]) + 1) <= ROWS_PER_STATEMENT:
+                if self._rows_at(meet, sensitive) * (len(waves[-1]) + 1) <= ROWS_PER_STATEMENT:
                     waves[-1].append(j)
                     continue
             waves.append([j])
@@ -169,10 +177,10 @@ class WaveChecker:
         return [min((node[d.attr] for node in nodes if node[d.attr] >= 0), default=d.height + 1)
                 for d in self.star.dimensions]
 
-    def _rows_at(self, meet: list[int]) -> int:
-        """At most how many rows the cube has once grouped to `meet`: the product of the levels' sizes (the
-        sensitive columns ignored), never more than the cube."""
-        rows = 1
+    def _rows_at(self, meet: list[int], sensitive: bool) -> int:
+        """At most how many rows the cube has once grouped to `meet`: the product of the levels' sizes (and of
+        the sensitive columns' numbers of values, when the sets carry them), never more than the cube."""
+        rows = self.sensitive_values if sensitive else 1
         for d, level in zip(self.star.dimensions, meet):
             rows *= self.level_sizes[d.attr][level] if level <= d.height else 1
             if rows >= self.rows:
@@ -188,10 +196,13 @@ class WaveChecker:
     def key_names(self) -> list[str]:
         return [f"key{key}" for key in range(self.layout.keys)]
 
-    def _wave(self, nodes: list[tuple[int, ...]], criteria: list[Criterion]) -> list[tuple[int, int]]:
-        definition = self._frequency_sets(nodes)
-        view = FrequencySetView("wave", ["node"] + self.key_names, "cnt", self.star.sensitive_columns(), definition,
-                                reference=self.ref, grouped=True)
+    def _sensitive(self, sensitive: bool) -> dict[str, str]:
+        return self.star.sensitive_columns() if sensitive else {}
+
+    def _wave(self, nodes: list[tuple[int, ...]], criteria: list[Criterion], sensitive: bool) -> list[tuple[int, int]]:
+        definition = self._frequency_sets(nodes, sensitive)
+        view = FrequencySetView("wave", ["node"] + self.key_names, "cnt", self._sensitive(sensitive), definition,
+                                reference=self._reference(criteria), grouped=True)
         params: dict[str, object] = {}
         violators = violating_classes_sql(view, criteria, "w", params)
         rows = self.db.execute(self.conn, f"WITH wave AS MATERIALIZED ({definition}) SELECT node, COUNT(*), "
@@ -201,19 +212,37 @@ class WaveChecker:
         by_node = {int(node): (int(classes), int(tuples)) for node, classes, tuples in rows}
         return [by_node.get(j, (0, 0)) for j in range(len(nodes))]
 
-    def _frequency_sets(self, nodes: list[tuple[int, ...]]) -> str:
+    def _reference(self, criteria: list[Criterion]) -> str:
+        """What t-closeness compares a class with: the table's counts of each sensitive value, from the cube, or,
+        on a large cube, stored once (each wave would scan the cube for them twice)."""
+        if not self.large or not any(c.reads_distribution for c in criteria):
+            return self.ref
+        if self.reference is None:
+            columns = ", ".join(self.star.sensitive_columns().values())
+            self.reference = self.db.create_scratch(self.conn, f"reference_{self.run_id}", f"SELECT {columns}, "
+                                                    f"SUM(cnt) AS cnt FROM {self.ref} GROUP BY {columns}")
+            self.statements += 1
+            self.scans += self.from_table
+            rows = self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.reference}").scalar_one()
+            self.db.metadata.insert_rows(self.db.metadata_connection(self.conn), self.registry, REGISTRY_COLUMNS,
+                                         [(self.run_id, None, "reference", f"reference_{self.run_id}", "base", None,
+                                           rows, False)])
+        return self.reference
+
+    def _frequency_sets(self, nodes: list[tuple[int, ...]], sensitive_too: bool) -> str:
         """SELECT node (its index in `nodes`), key(s), sensitive columns, cnt: the nodes' frequency sets, a cluster
         of nodes at a time, each from its own base."""
         names = ", ".join(["node"] + [f"m{key}" for key in range(self.layout.keys)])
         keys = [f"c.key{key} & CAST(w.m{key} AS BIGINT)" for key in range(self.layout.keys)]
-        sensitive = [f"c.{s}" for s in self.star.sensitive_columns().values()]
+        sensitive = [f"c.{s}" for s in self._sensitive(sensitive_too).values()]
         columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + sensitive
         select = f"SELECT w.node, {', '.join(columns)}, SUM(c.cnt) AS cnt"
         group = f"GROUP BY {', '.join(['w.node'] + keys + sensitive)}"
         parts = []
         for cluster in self._clusters(len(nodes)):
             values = ", ".join("(" + ", ".join(map(str, (j, *self.masks(nodes[j])))) + ")" for j in cluster)
-            parts.append(f"{select} FROM {self._base([nodes[j] for j in cluster])} c CROSS JOIN (VALUES {values}) "
+            parts.append(f"{select} FROM {self._base([nodes[j] for j in cluster], sensitive_too)} c "
+                         f"CROSS JOIN (VALUES {values}) "
                          f"AS w({names}) {group}")
         return " UNION ALL ".join(parts)
 
@@ -222,21 +251,25 @@ class WaveChecker:
         size = count if self.large else CLUSTER
         return [range(start, min(start + size, count)) for start in range(0, count, size)]
 
-    def _base(self, nodes: list[tuple[int, ...]]) -> str:
+    def _base(self, nodes: list[tuple[int, ...]], sensitive_too: bool) -> str:
         """What a cluster reads: the cube, or the cube first grouped up to the cluster's meet (each attribute at
         the lowest level of any of its nodes), which has far fewer rows when every node is general."""
         meet = self._meet(nodes)
-        if not any(meet) or (self._rows_at(meet) > GROUP_FIRST * self.rows and self.large):
+        if not any(meet) or (self._rows_at(meet, sensitive_too) > GROUP_FIRST * self.rows and self.large):
             return self.ref  # grouping first would hardly shrink it: a pass over the cube for nothing
         width = [d.height + 1 for d in self.star.dimensions]  # an attribute no node keeps: no bits at all
         masks = self.masks(tuple(-1 if level >= top else level for level, top in zip(meet, width)))
         keys = [f"key{key} & CAST({mask} AS BIGINT)" for key, mask in enumerate(masks)]
-        sensitive = list(self.star.sensitive_columns().values())
+        sensitive = list(self._sensitive(sensitive_too).values())
         return (f"(SELECT {', '.join([f'{k} AS key{j}' for j, k in enumerate(keys)] + sensitive)}, SUM(cnt) AS cnt "
                 f"FROM {self.ref} b GROUP BY {', '.join(keys + sensitive)})")
 
     def close(self) -> None:
+        for table in [self.reference] if self.reference else []:
+            self.db.drop_table(self.conn, table)
         if not self.from_table:
             self.db.drop_table(self.conn, self.ref)
+        if self.reference or not self.from_table:
             self.db.metadata.execute(self.db.metadata_connection(self.conn), f"UPDATE {self.registry} SET dropped = "
-                                     "TRUE WHERE run_id = :r AND label = 'packed_cube'", {"r": self.run_id})
+                                     "TRUE WHERE run_id = :r AND label IN ('packed_cube', 'reference')",
+                                     {"r": self.run_id})

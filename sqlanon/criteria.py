@@ -103,6 +103,8 @@ class Criterion(ABC):
     #: a merged class violates only if every class merged into it does, so a node's violating
     #: (suppressed) tuples can only shrink under generalization: pruning stays sound with suppression
     monotone_under_suppression: bool = False
+    #: reads the table's distribution of its sensitive values (FrequencySetView.distribution)
+    reads_distribution: bool = False
     #: what the audit reports: the worst class's statistic (SQL over column `stat`)
     figure_name: str = ""
     figure_sql: str = "MIN(stat)"
@@ -546,6 +548,7 @@ class TCloseness(Criterion):
     """Distance between each class's sensitive distribution and the whole table's at most t."""
 
     name = "t_closeness"
+    reads_distribution = True
     figure_name = "max_t"
     figure_sql = "MAX(stat)"
     DISTANCES = ("equal", "ordered", "hierarchical", "kl")

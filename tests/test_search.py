@@ -127,11 +127,14 @@ def test_waves_hold_more_nodes_where_the_grouped_cube_is_small():
     wave = object.__new__(checker.WaveChecker)
     wave.star, wave.rows = SimpleNamespace(dimensions=dims), 2_000_000
     wave.level_sizes = [[1_000_000, 100, 1], [2, 1]]  # level sizes of each attribute, bottom to top
+    wave.sensitive_values = 10_000  # the sensitive values a class may hold, where the sets carry them
     general = [(2, 1), (2, 0), (1, 1), (1, 0)]  # meet (1, 0): at most 100 x 2 rows
-    assert wave._waves(list(range(4)), general) == [[0, 1, 2, 3]]
+    assert wave._waves(list(range(4)), general, False) == [[0, 1, 2, 3]]
+    assert wave._waves(list(range(4)), general, True) == [[0, 1], [2, 3]]  # 2M rows each, with the values
     specific = [(0, 1), (0, 0), (1, 1)]  # meet at level 0 of a million codes: two nodes would join 4M rows
-    assert wave._waves(list(range(3)), specific) == [[0, 1], [2]]
-    assert wave._rows_at([3, 2]) == 1  # every node leaves both attributes out
+    assert wave._waves(list(range(3)), specific, False) == [[0, 1], [2]]
+    assert wave._rows_at([3, 2], False) == 1  # every node leaves both attributes out
+    assert wave._rows_at([3, 2], True) == 10_000
 
 
 @pytest.mark.parametrize("strategy", ["topdown", "border", "samarati"])

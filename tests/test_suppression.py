@@ -84,6 +84,28 @@ def test_a_large_cube_is_read_once_per_wave_with_the_same_answer(adult_duck: str
         assert result.stats.statements < search(job).stats.statements
 
 
+@pytest.mark.parametrize("strategy, limit", [("topdown", 0), ("topdown", "2%"), ("border", "300 tuples")])
+@pytest.mark.parametrize("case", ["k=5 and distinct l=4", "t equal 0.2", "t hierarchical 0.15"])
+def test_a_large_cube_checks_class_sizes_first_and_stores_the_distribution(adult_duck: str, adult_violations,
+                                                                           monkeypatch, case: str, strategy: str,
+                                                                           limit):
+    """On a large cube, k-anonymity beside criteria over sensitive values is checked first without them (the
+    nodes it fails need no other check), and t-closeness reads the table's distribution from a table stored
+    once: the same answers, with and without suppression."""
+    from sqlanon import checker
+    monkeypatch.setattr(checker, "SMALL_CUBE", 0)
+    calls = []
+    violations = checker.WaveChecker.violations
+    monkeypatch.setattr(checker.WaveChecker, "violations",
+                        lambda self, nodes, criteria, sensitive=True: calls.append((sensitive, self.reference))
+                        or violations(self, nodes, criteria, sensitive))
+    max_suppressed = _max_suppressed(LIMITS[limit]) if limit else 0
+    result = search(_adult(adult_duck, CASES[case], LIMITS[limit] if limit else 0, strategy=strategy))
+    assert set(result.satisfying) == passing(adult_violations[case], max_suppressed)
+    assert any(not sensitive for sensitive, _ in calls) == case.startswith("k=5")
+    assert any(reference for _, reference in calls) == case.startswith("t ")
+
+
 @pytest.mark.parametrize("limit", list(LIMITS))
 @pytest.mark.parametrize("case", ["distinct l=3", "k=5 and distinct l=4", "entropy l=3"])
 @pytest.mark.parametrize("strategy", ["topdown", "auto", "border"])
