@@ -8,7 +8,8 @@ Adult: the bundled data, all 9 QIs, k=5, without suppression and with 2% and 10%
 Criteria: Adult with the 8 QIs other than occupation, occupation sensitive, k=5 plus each
 criterion of bench_criteria.py (default strategy).
 Hospital: ../shared/tools/gen_hospital.py data (QIs zip, birth_date, sex, race,
-marital_status), k=5. The ARX column is ARX's figure for the same question on a
+marital_status), k=5, alone and (unless --no-criteria) with entropy l-diversity or
+t-closeness on diagnosis. The ARX column is ARX's figure for the same question on a
 machine of this kind, where one exists.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ from common import PG_URL, pg_reachable, print_table, timed  # noqa: E402
 
 from sqlanon import RunOptions, load_job, search  # noqa: E402
 from sqlanon.config import Suppression  # noqa: E402
-from sqlanon.criteria import KAnonymity  # noqa: E402
+from sqlanon.criteria import KAnonymity, criteria_from_config  # noqa: E402
 
 HERE = Path(__file__).parent
 ADULT = Path(str(resources.files("sqlanon.data").joinpath("adult", "adult.yaml")))
@@ -49,6 +50,10 @@ def group_by_seconds(url: str, table: str, columns: list[str]) -> float:
             f"SELECT COUNT(*) FROM (SELECT {quoted}, COUNT(*) FROM {table} GROUP BY {quoted}) g").scalar(), 3)
     engine.dispose()
     return seconds
+
+# k=5 plus a criterion over the hospital's diagnosis: frequency sets with the sensitive values are far larger
+HOSPITAL_CRITERIA = {"k=5, entropy l=2": {"entropy_l_diversity": {"attribute": "diagnosis", "l": 2}},
+                     "k=5, t equal 0.3": {"t_closeness": {"attribute": "diagnosis", "t": 0.3}}}
 
 
 def measure(rows: list, dataset_name: str, database: str, url: str, job, strategies: list[str],
@@ -101,8 +106,14 @@ def main() -> None:
                 url = f"duckdb:///{HERE / 'out' / f'search_hospital_{args.hospital_rows}.duckdb'}"
             search(hospital_job(folder, url, 5, load=True), RunOptions(db_url=url))  # load (not timed)
             baseline = group_by_seconds(url, "hospital", HOSPITAL_QIS)
-            measure(rows, f"hospital {args.hospital_rows:,}", database, url, hospital_job(folder, url, 5, load=False),
-                    strategies, [0.0], baseline)
+            hospital = hospital_job(folder, url, 5, load=False)
+            measure(rows, f"hospital {args.hospital_rows:,}", database, url, hospital, strategies, [0.0], baseline)
+            if not args.no_criteria:
+                for case, spec in HOSPITAL_CRITERIA.items():
+                    run = dataclasses.replace(hospital, criteria=criteria_from_config({"k_anonymity": {"k": 5},
+                                                                                       **spec}))
+                    measure(rows, f"hospital {args.hospital_rows:,}", database, url, run, ["auto"], [0.0], baseline,
+                            case)
     print_table("Search strategies, k=5 (search s: the search itself; call s: the whole search() call; "
                 "ratio: search s / one GROUP BY s, same run)",
                 ["dataset", "database", "criteria", "strategy", "suppression", "checks", "statements", "search s",
