@@ -219,8 +219,9 @@ class WaveChecker:
             return self.ref
         if self.reference is None:
             columns = ", ".join(self.star.sensitive_columns().values())
-            self.reference = self.db.create_scratch(self.conn, f"reference_{self.run_id}", f"SELECT {columns}, "
-                                                    f"SUM(cnt) AS cnt FROM {self.ref} GROUP BY {columns}")
+            self.reference = self.db.create_scratch(
+                self.conn, f"reference_{self.run_id}",
+                f"SELECT {columns}, CAST(SUM(cnt) AS BIGINT) AS cnt FROM {self.ref} GROUP BY {columns}")
             self.statements += 1
             self.scans += self.from_table
             rows = self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.reference}").scalar_one()
@@ -236,7 +237,9 @@ class WaveChecker:
         keys = [f"c.key{key} & CAST(w.m{key} AS BIGINT)" for key in range(self.layout.keys)]
         sensitive = [f"c.{s}" for s in self._sensitive(sensitive_too).values()]
         columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + sensitive
-        select = f"SELECT w.node, {', '.join(columns)}, SUM(c.cnt) AS cnt"
+        # counts stay BIGINT: a SUM of BIGINT is NUMERIC on PostgreSQL (HUGEINT on DuckDB), and the criteria's
+        # c * LN(c) over NUMERIC took 12 ms where it takes 2 ms over BIGINT (a don't-care entropy wave's window)
+        select = f"SELECT w.node, {', '.join(columns)}, CAST(SUM(c.cnt) AS BIGINT) AS cnt"
         group = f"GROUP BY {', '.join(['w.node'] + keys + sensitive)}"
         parts = []
         for cluster in self._clusters(len(nodes)):
@@ -261,8 +264,8 @@ class WaveChecker:
         masks = self.masks(tuple(-1 if level >= top else level for level, top in zip(meet, width)))
         keys = [f"key{key} & CAST({mask} AS BIGINT)" for key, mask in enumerate(masks)]
         sensitive = list(self._sensitive(sensitive_too).values())
-        return (f"(SELECT {', '.join([f'{k} AS key{j}' for j, k in enumerate(keys)] + sensitive)}, SUM(cnt) AS cnt "
-                f"FROM {self.ref} b GROUP BY {', '.join(keys + sensitive)})")
+        return (f"(SELECT {', '.join([f'{k} AS key{j}' for j, k in enumerate(keys)] + sensitive)}, "
+                f"CAST(SUM(cnt) AS BIGINT) AS cnt FROM {self.ref} b GROUP BY {', '.join(keys + sensitive)})")
 
     def close(self) -> None:
         for table in [self.reference] if self.reference else []:

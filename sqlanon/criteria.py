@@ -59,7 +59,8 @@ class FrequencySetView:
         s, cnt = self.sensitive_columns[attribute], self.count_column
         if self.grouped and len(self.sensitive_columns) == 1:  # already one row per class and value
             return f"SELECT {self.classes}, {s} AS s, {cnt} AS c FROM {self.table}"
-        return f"SELECT {self.classes}, {s} AS s, SUM({cnt}) AS c FROM {self.table} GROUP BY {self.classes}, {s}"
+        return (f"SELECT {self.classes}, {s} AS s, CAST(SUM({cnt}) AS BIGINT) AS c FROM {self.table} "
+                f"GROUP BY {self.classes}, {s}")  # BIGINT: a SUM is NUMERIC on PostgreSQL, slow under LN
 
     def value_counts(self, attribute: str) -> str:
         """Per class and sensitive value s of `attribute`: c (its count), n (class size), r (rank by count).
@@ -67,7 +68,7 @@ class FrequencySetView:
         Ranks are by count descending, ties by value, so results are deterministic. Each window is a pass
         (and, on small sets, costs more than the data): read `counts` where a GROUP BY of it will do.
         """
-        return (f"SELECT {self.classes}, s, c, SUM(c) OVER (PARTITION BY {self.classes}) AS n, "
+        return (f"SELECT {self.classes}, s, c, CAST(SUM(c) OVER (PARTITION BY {self.classes}) AS BIGINT) AS n, "
                 f"ROW_NUMBER() OVER (PARTITION BY {self.classes} ORDER BY c DESC, s) AS r FROM "
                 f"({self.counts(attribute)}) AS value_counts")
 
