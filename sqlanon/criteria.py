@@ -565,9 +565,6 @@ class TCloseness(Criterion):
         self.distance = distance
         self.hierarchy_path = Path(hierarchy) if hierarchy is not None else None
         self.hierarchy = read_hierarchy_file(attribute, self.hierarchy_path) if self.hierarchy_path else None
-        if self.hierarchy is not None and self.hierarchy.height == 0:
-            raise ConfigError(f"{self.name}: the hierarchy {str(self.hierarchy_path)!r} has a single level; the "
-                              "hierarchical distance needs at least two (the values, and a level above them)")
 
     @classmethod
     def from_config(cls, spec: Any) -> "TCloseness":

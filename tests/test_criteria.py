@@ -18,7 +18,7 @@ from sqlanon import anonymize, search
 from sqlanon.api import evaluate_every_node
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
-from sqlanon.errors import ConfigError
+from sqlanon.errors import ConfigError, HierarchyError
 
 from .conftest import CASES, QIS, adult_job, passing, reclassified
 
@@ -390,6 +390,14 @@ def test_sensitive_hierarchy_must_cover_the_values(tmp_path: Path):
     spec = {"t_closeness": {"attribute": "s", "t": 0.5, "distance": "hierarchical", "hierarchy": "s.csv"}}
     with pytest.raises(Exception, match="1 value.s. missing from its hierarchy"):
         search(_one_table(tmp_path, {"x": ["a"], "y": ["b"]}, spec))
+
+
+def test_hierarchical_distance_needs_two_levels(tmp_path: Path):
+    """The distance weighs nodes by 1/(2H): a sensitive hierarchy of one level is refused when read."""
+    (tmp_path / "s.csv").write_text("a\nb\n")
+    spec = {"attribute": "s", "t": 0.5, "distance": "hierarchical", "hierarchy": "s.csv"}
+    with pytest.raises(HierarchyError, match="line 1 has one field"):
+        criteria_from_config({"t_closeness": spec}, tmp_path)
 
 
 def test_adjusted_entropy_when_a_class_column_is_attribute_zero(tmp_path_factory):
