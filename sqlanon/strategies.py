@@ -290,6 +290,11 @@ class Samarati(SearchStrategy):
             return passing(high)
 
 
+#: a height with fewer nodes to check than this takes the next height's candidates along (Adult 8 QIs: hierarchical
+#: t-closeness 0.052 -> 0.048 s, don't-care entropy 0.074 -> 0.066 s; every node of a height: slower)
+FEW_NODES = 16
+
+
 class TopDown(SearchStrategy):
     """Breadth-first from the top of the full lattice down, for passing sets closed under generalization.
 
@@ -333,9 +338,11 @@ class TopDown(SearchStrategy):
         for step, height in enumerate(order):
             todo = [n for n in candidates if n not in known]
             if todo:
-                # on a large cube every statement is a pass over it: the next height's candidates are checked
-                # with this one's, as if every candidate settled (a superset of what will be asked next)
-                ahead = next_candidates(candidates) if check.checker.large and step + 1 < len(order) else []
+                # on a large cube every statement is a pass over it, and a few nodes' statement costs its planning
+                # more than its rows: the next height's candidates are then checked with this one's, as if every
+                # candidate settled (a superset of what will be asked next)
+                few = len(todo) < FEW_NODES
+                ahead = next_candidates(candidates) if (check.checker.large or few) and step + 1 < len(order) else []
                 check(todo + ahead, height)
             settled_here = [n for n in candidates if known[n] == self.downward]
             settled.update(settled_here)
