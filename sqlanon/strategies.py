@@ -291,7 +291,7 @@ class Samarati(SearchStrategy):
 
 
 #: a height with fewer nodes to check than this takes the next height's candidates along (Adult 8 QIs: hierarchical
-#: t-closeness 0.052 -> 0.048 s, don't-care entropy 0.074 -> 0.066 s; at every height, or below 48: slower)
+#: t-closeness 0.052 -> 0.048 s, don't-care entropy 0.074 -> 0.066 s; at every height, or with 48: slower)
 FEW_NODES = 16
 
 
