@@ -524,7 +524,7 @@ class Check:
         LatticeStore(ctx.db.metadata, ctx.schema, ctx.run.run_id).record_full_lattice(
             ctx.meta_conn, len(ctx.star.heights),
             {**{n: "fail" for n, ok in self.checked.items() if not ok},
-             **{n: "pass" if n in self.checked else "implied" for n in passing}})
+             **{n: "pass" if n in self.checked else "implied" for n in passing}}, ctx.resuming)
         ctx.conn.commit()
         return passing
 
