@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection
 
 from .backends import Database
-from .criteria import Criterion, FrequencySetView
+from .criteria import Criterion, FrequencySetView, count_sum
 from .dimensions import STATISTICS_ROWS, StarSchema
 from .frequency import REGISTRY_COLUMNS, violating_classes_sql
 from .metrics import sum_c_ln_c
@@ -144,9 +144,13 @@ class WaveChecker:
                                                      f"FROM {self.ref}").one()
         self.cells_term = float(cells)  # the level-0 cells' sum of c ln c, which KL divergence needs: free here
         self.sensitive_values = math.prod(max(int(v), 1) for v in values)
-        db.metadata.insert_rows(db.metadata_connection(self.conn), self.registry, REGISTRY_COLUMNS,
-                                [(self.run_id, None, "packed_cube", self.name, "base", None, rows, False)])
+        self._register("packed_cube", self.name, rows)
         return int(rows)
+
+    def _register(self, label: str, name: str, rows: int) -> None:
+        """A scratch table of the search in the frequency-set registry (marked dropped by `close`)."""
+        self.db.metadata.insert_rows(self.db.metadata_connection(self.conn), self.registry, REGISTRY_COLUMNS,
+                                     [(self.run_id, None, label, name, "base", None, rows, False)])
 
     def violations(self, nodes: list[tuple[int, ...]], criteria: list[Criterion],
                    sensitive: bool = True) -> list[tuple[int, int]]:
@@ -221,16 +225,13 @@ class WaveChecker:
         if not self.large or not any(c.reads_distribution for c in criteria):
             return self.ref
         if self.reference is None:
-            columns = ", ".join(self.star.sensitive_columns().values())
+            columns, name = ", ".join(self.star.sensitive_columns().values()), f"reference_{self.run_id}"
             self.reference = self.db.create_scratch(
-                self.conn, f"reference_{self.run_id}",
-                f"SELECT {columns}, CAST(SUM(cnt) AS BIGINT) AS cnt FROM {self.ref} GROUP BY {columns}")
+                self.conn, name, f"SELECT {columns}, {count_sum('cnt')} AS cnt FROM {self.ref} GROUP BY {columns}")
             self.statements += 1
             self.scans += self.from_table
             rows = self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.reference}").scalar_one()
-            self.db.metadata.insert_rows(self.db.metadata_connection(self.conn), self.registry, REGISTRY_COLUMNS,
-                                         [(self.run_id, None, "reference", f"reference_{self.run_id}", "base", None,
-                                           rows, False)])
+            self._register("reference", name, rows)
         return self.reference
 
     def _frequency_sets(self, nodes: list[tuple[int, ...]], sensitive_too: bool) -> str:
@@ -240,9 +241,7 @@ class WaveChecker:
         keys = [f"c.key{key} & CAST(w.m{key} AS BIGINT)" for key in range(self.layout.keys)]
         sensitive = [f"c.{s}" for s in self._sensitive(sensitive_too).values()]
         columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + sensitive
-        # counts stay BIGINT: a SUM of BIGINT is NUMERIC on PostgreSQL (HUGEINT on DuckDB), and the criteria's
-        # c * LN(c) over NUMERIC took 12 ms where it takes 2 ms over BIGINT (a don't-care entropy wave's window)
-        select = f"SELECT w.node, {', '.join(columns)}, CAST(SUM(c.cnt) AS BIGINT) AS cnt"
+        select = f"SELECT w.node, {', '.join(columns)}, {count_sum('c.cnt')} AS cnt"
         group = f"GROUP BY {', '.join(['w.node'] + keys + sensitive)}"
         parts = []
         for cluster in self._clusters(len(nodes)):
@@ -268,11 +267,11 @@ class WaveChecker:
         keys = [f"key{key} & CAST({mask} AS BIGINT)" for key, mask in enumerate(masks)]
         sensitive = list(self._sensitive(sensitive_too).values())
         return (f"(SELECT {', '.join([f'{k} AS key{j}' for j, k in enumerate(keys)] + sensitive)}, "
-                f"CAST(SUM(cnt) AS BIGINT) AS cnt FROM {self.ref} b GROUP BY {', '.join(keys + sensitive)})")
+                f"{count_sum('cnt')} AS cnt FROM {self.ref} b GROUP BY {', '.join(keys + sensitive)})")
 
     def close(self) -> None:
-        for table in [self.reference] if self.reference else []:
-            self.db.drop_table(self.conn, table)
+        if self.reference:
+            self.db.drop_table(self.conn, self.reference)
         if not self.from_table:
             self.db.drop_table(self.conn, self.ref)
         if self.reference or not self.from_table:

@@ -20,6 +20,13 @@ from .errors import ConfigError
 from .hierarchies import Hierarchy, read_hierarchy_file
 
 
+def count_sum(column: str) -> str:
+    """SQL: the SUM of a column of counts, kept BIGINT. A SUM of BIGINT is NUMERIC on PostgreSQL (HUGEINT on
+    DuckDB), and the criteria's c * LN(c) over NUMERIC took 12 ms where it takes 2 ms over BIGINT (the window of
+    a don't-care entropy wave)."""
+    return f"CAST(SUM({column}) AS BIGINT)"
+
+
 @dataclass(frozen=True)
 class FrequencySetView:
     """What a criterion needs to know about a frequency set (names already quoted).
@@ -59,8 +66,7 @@ class FrequencySetView:
         s, cnt = self.sensitive_columns[attribute], self.count_column
         if self.grouped and len(self.sensitive_columns) == 1:  # already one row per class and value
             return f"SELECT {self.classes}, {s} AS s, {cnt} AS c FROM {self.table}"
-        return (f"SELECT {self.classes}, {s} AS s, CAST(SUM({cnt}) AS BIGINT) AS c FROM {self.table} "
-                f"GROUP BY {self.classes}, {s}")  # BIGINT: a SUM is NUMERIC on PostgreSQL, slow under LN
+        return f"SELECT {self.classes}, {s} AS s, {count_sum(cnt)} AS c FROM {self.table} GROUP BY {self.classes}, {s}"
 
     def value_counts(self, attribute: str) -> str:
         """Per class and sensitive value s of `attribute`: c (its count), n (class size), r (rank by count).
@@ -611,7 +617,7 @@ class TCloseness(Criterion):
         |extra(N)|) / 2, and a node below the top is a child once and (unless a leaf) a parent once, so the
         distance is the sum over nodes of w(level) |extra|, w = 1/(2H) below the top level, -1/2 at the top. A
         node the class does not reach has |extra| = Q, and Q adds up to 1 per level: the sum over the nodes
-        reached of w (|P - Q| - Q) is the distance (1/2 + ... with a single root).
+        reached of w (|P - Q| - Q) is the distance (a single root, reached by every class, adds its 1/2).
         """
         height = self.hierarchy.height
         rows, params = [], {}
