@@ -42,6 +42,11 @@ from .hierarchies import PIECE_BITS, Hierarchy, PathCodes
 from .scratch import Scratch
 
 MAX_ROUNDS = 200
+# a round groups the open rows by partition two or three times; over rows stored in partition order that runs 2-3x
+# faster (1M hospital rows, round 16: its figures 148 -> 54 ms), so the work table is rewritten sorted whenever the
+# partitions have multiplied by SORT_GROWTH since the last sort (a sort costs about one round's figures). Between
+# sorts a partition's rows stay within its ancestor's range: a join keeps the order in which it reads the rows
+SORT_GROWTH = 256
 
 
 @dataclass
@@ -100,6 +105,7 @@ class Mondrian:
             self.scratch.ref(t) for t in ("work", "parts", "rows", "done", "whole"))
         self.spans: dict[int, float] = {}
         self.codes: dict[int, PathCodes] = {}  # categorical QIs' path codes
+        self.open_parts = self.sorted_parts = 1  # partitions after the last round; when the rows were last sorted
         self.ids = "BIGINT"  # the SQL type of row and partition numbers (narrower once the rows are counted)
 
     # --- setup ----------------------------------------------------------
@@ -341,7 +347,9 @@ class Mondrian:
                                   f"g.child, c.cut, c.n, c.shift, {numbered} FROM ({chosen}) g "
                                   f"JOIN {self.candidates} c ON c.part = g.part AND c.dim = g.dim", params)
         self._create(self.choice, f"SELECT DISTINCT part, dim, cut, n, shift FROM {self.pieces}")
-        return int(self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.choice}").scalar_one())
+        split, self.open_parts = self.db.execute(self.conn, f"SELECT (SELECT COUNT(*) FROM {self.choice}), "
+                                                            f"(SELECT COUNT(*) FROM {self.pieces})").one()
+        return int(split)
 
     def _close(self, where: str) -> None:
         """Rows of the work table (`where` says which) to the done table: their partitions are final."""
@@ -355,8 +363,11 @@ class Mondrian:
         rows = (f"(SELECT w.*, {self._piece()} AS child FROM {self.work} w JOIN {self.choice} c "
                 "ON c.part = w.part) w")
         moved = ", ".join("n.new_part AS part" if c == "part" else f"w.{c}" for c in self._work_columns())
+        order = ""
+        if self.open_parts >= SORT_GROWTH * self.sorted_parts:
+            order, self.sorted_parts = " ORDER BY n.new_part", self.open_parts
         self._create(self.work, f"SELECT {moved} FROM {rows} JOIN {self.pieces} n ON n.part = w.part "
-                                "AND n.child = w.child")
+                                f"AND n.child = w.child{order}")
         levels = ", ".join(f"p.lev{j} - CASE WHEN n.dim = {j} THEN {0 if qi.numeric else 1} ELSE 0 END AS lev{j}"
                            for j, qi in enumerate(self.qis))
         same = ", ".join(f"lev{j}" for j in range(len(self.qis)))
