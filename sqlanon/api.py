@@ -541,10 +541,13 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
     try:
         db.require_transactions("Mondrian partitioning")
         columns = _checked_source(db, job, options, [target])
-        qis = [MondrianQI(qi.column, found.get(qi.column)) for qi in job.quasi_identifiers]
         sensitive = needed_sensitive(job.criteria)
         with db.connect() as conn, _recorded(db, conn, options, job, "mondrian") as run:
             with conn.begin():  # the output appears whole and audited, or not at all
+                src = target.source
+                qis = [MondrianQI(qi.column, found.get(qi.column), "" if qi.column in found else
+                                  db.column_type(conn, src.schema, src.table, qi.column))
+                       for qi in job.quasi_identifiers]
                 work = Mondrian(db, conn, db.q(target.source.schema, target.source.table), columns, qis, sensitive,
                                 job.criteria, f"mondrian_{run.run_id}", output.relaxed, options.progress)
                 rows = work.prepare()

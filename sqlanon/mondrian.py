@@ -50,10 +50,21 @@ SORT_GROWTH = 256
 WIDE_CUTS = 3  # from this many QIs to cut in a round, its parts are counted in one join (Mondrian._counted_parts)
 
 
+# the source types whose values a 4-byte integer holds: such a numeric QI travels through the rounds as INTEGER,
+# not as DOUBLE PRECISION (1M hospital rows, zip and birth date: rewriting the rows and their medians 4.5 -> 4.0 s)
+SMALL_INTEGERS = {"tinyint", "smallint", "integer", "int", "int2", "int4", "utinyint", "usmallint"}
+
+
 @dataclass
 class MondrianQI:
     column: str
     hierarchy: Hierarchy | None  # None: numeric, cut at the median
+    source_type: str = ""  # the column's type in the source (information_schema's data_type)
+
+    @property
+    def sql_type(self) -> str:
+        """What a numeric QI's values are cast to in the work table."""
+        return "INTEGER" if self.source_type.lower() in SMALL_INTEGERS else "DOUBLE PRECISION"
 
     @property
     def numeric(self) -> bool:
@@ -134,7 +145,7 @@ class Mondrian:
         for j, qi in enumerate(self.qis):
             self._check_values(j, qi)
             if qi.numeric:
-                labels.append(f"CAST(t.{q(qi.column)} AS DOUBLE PRECISION) AS v{j}")
+                labels.append(f"CAST(t.{q(qi.column)} AS {qi.sql_type}) AS v{j}")
                 continue
             self.codes[j] = qi.hierarchy.path_codes
             if self.codes[j].bits > PIECE_BITS:  # a code travels through the rounds as one integer
@@ -420,7 +431,8 @@ class Mondrian:
         numeric QI's range (or mean) as text, a categorical QI's hierarchy node."""
         numeric = [j for j, qi in enumerate(self.qis) if qi.numeric]
         categorical = [j for j, qi in enumerate(self.qis) if not qi.numeric]
-        figures = [f"MIN(e.v{j}) AS low{j}, MAX(e.v{j}) AS high{j}, AVG(e.v{j}) AS mean{j}" for j in numeric]
+        figures = [f"MIN(e.v{j}) AS low{j}, MAX(e.v{j}) AS high{j}, AVG(CAST(e.v{j} AS DOUBLE PRECISION)) AS mean{j}"
+                   for j in numeric]  # (PostgreSQL's AVG of integers is a NUMERIC, printed with 16 decimals)
         figures += [f"MIN(e.c{j}) AS low{j}" for j in categorical]  # any row's code has the partition's node
         grouped = f"SELECT e.part, {', '.join(figures)} FROM {self.done} e GROUP BY e.part"
         published = [self.published_qi(j, qi, mean) + f" AS q{j}" for j, qi in enumerate(self.qis)]

@@ -21,12 +21,12 @@ CITIES = {"Lyon": "South", "Nice": "South", "Marseille": "South", "Lille": "Nort
 DISEASES = ["flu", "hiv", "cancer", "asthma"]
 
 
-def _table(url: str, seed: int, rows: int) -> list[tuple[int, int, str, str]]:
+def _table(url: str, seed: int, rows: int, age_type: str = "INTEGER") -> list[tuple[int, int, str, str]]:
     rng = random.Random(seed)
     data = [(i, rng.randint(20, 60), rng.choice(list(CITIES)), rng.choice(DISEASES)) for i in range(rows)]
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE people (pid INTEGER, age INTEGER, city VARCHAR, disease VARCHAR)")
+        conn.exec_driver_sql(f"CREATE TABLE people (pid INTEGER, age {age_type}, city VARCHAR, disease VARCHAR)")
         for row in data:
             conn.execute(sa.text("INSERT INTO people VALUES (:p, :a, :c, :d)"),
                          dict(zip(("p", "a", "c", "d"), row)))
@@ -118,14 +118,16 @@ def test_mondrian_equals_an_in_memory_mondrian(duck_url: str, tmp_path: Path, se
     assert report.result.partitions == len({v for v in expected.values()}) or relaxed
 
 
-@pytest.mark.parametrize("seed, k, l, relaxed", [(7, 3, 1, False), (8, 3, 2, False), (9, 2, 1, True)])
+@pytest.mark.parametrize("seed, k, l, relaxed, age_type", [(7, 3, 1, False, "INTEGER"), (8, 3, 2, False, "BIGINT"),
+                                                           (9, 2, 1, True, "DOUBLE")])
 def test_the_other_ways_of_a_round_give_the_same_partitions(duck_url: str, tmp_path: Path, seed: int, k: int, l: int,
-                                                            relaxed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+                                                            relaxed: bool, age_type: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows sorted by partition between rounds, and the parts of every cut counted in one join (both only on
-    large tables otherwise)."""
+    large tables otherwise); a numeric QI that the rounds carry as a double."""
     monkeypatch.setattr(mondrian, "SORT_GROWTH", 2)  # the work table sorted whenever the partitions have doubled
     monkeypatch.setattr(mondrian, "WIDE_CUTS", 1)
-    rows = _table(duck_url, seed, 80)
+    rows = _table(duck_url, seed, 80, age_type)
     diversity = {"distinct_l_diversity": {"l": l, "attribute": "disease"}} if l > 1 else {}
     partition(job_from_dict(_config(duck_url, tmp_path, {"k_anonymity": {"k": k}, **diversity}, relaxed=relaxed)))
     expected = oracle(rows, k, l, relaxed)
@@ -201,3 +203,12 @@ def test_cli_json_and_postgresql(duck_url: str, tmp_path: Path, pg_server: str, 
             f'SELECT age, city, disease FROM "{pg_schema}".people_mondrian').all())
     engine.dispose()
     assert pg == duck  # the same partitions on both databases
+    for url in (duck_url, pg_server):  # and the same means, printed alike
+        config = _config(url, tmp_path, {"k_anonymity": {"k": 4}}, numeric="mean")
+        config["source"]["schema"] = pg_schema if url == pg_server else None
+        partition(job_from_dict(config), replace=True)
+    engine = sa.create_engine(pg_server)
+    with engine.connect() as conn:
+        pg_means = sorted(r[0] for r in conn.exec_driver_sql(f'SELECT age FROM "{pg_schema}".people_mondrian'))
+    engine.dispose()
+    assert pg_means == sorted(r[0] for r in _published(duck_url))
