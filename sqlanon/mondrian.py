@@ -323,6 +323,7 @@ class Mondrian:
         # the QIs some partition can still cut (late rounds: the numeric ones alone): the only ones a round counts
         cut = self.db.execute(self.conn, f"SELECT DISTINCT dim FROM {self.candidates}").scalars().all()
         self.cuttable = sorted(int(j) for j in cut) or [0]  # none: any one (its join is empty)
+        self.scratch.statements += 1
         self.scratch.drop(figures_ref)
 
     def _qi_column(self, j: int) -> str:
@@ -362,6 +363,7 @@ class Mondrian:
         self._create(self.choice, f"SELECT DISTINCT part, dim, cut, n, shift FROM {self.pieces}")
         split, self.open_parts = self.db.execute(self.conn, f"SELECT (SELECT COUNT(*) FROM {self.choice}), "
                                                             f"(SELECT COUNT(*) FROM {self.pieces})").one()
+        self.scratch.statements += 1
         return int(split)
 
     def _counted_parts(self) -> tuple[str, str]:
