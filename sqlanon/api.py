@@ -548,7 +548,7 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
                 qis = [MondrianQI(qi.column, found.get(qi.column), "" if qi.column in found else
                                   db.column_type(conn, src.schema, src.table, qi.column))
                        for qi in job.quasi_identifiers]
-                work = Mondrian(db, conn, db.q(target.source.schema, target.source.table), columns, qis, sensitive,
+                work = Mondrian(db, conn, db.q(src.schema, src.table), columns, qis, sensitive,
                                 job.criteria, f"mondrian_{run.run_id}", output.relaxed, options.progress)
                 rows = work.prepare()
                 result = work.run()
