@@ -543,7 +543,8 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
         columns = _checked_source(db, job, options, [target])
         sensitive = needed_sensitive(job.criteria)
         with db.connect() as conn, _recorded(db, conn, options, job, "mondrian") as run:
-            with conn.begin():  # the output appears whole and audited, or not at all
+            # the output appears whole and audited, or not at all; the rounds sort and group a table's every row
+            with conn.begin(), db.large_sorts(conn):
                 src = target.source
                 qis = [MondrianQI(qi.column, found.get(qi.column), "" if qi.column in found else
                                   db.column_type(conn, src.schema, src.table, qi.column))

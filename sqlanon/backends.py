@@ -165,6 +165,12 @@ class Database:
         cube) is planned to run on several cores where the database would not choose it by itself."""
         yield
 
+    @contextmanager
+    def large_sorts(self, conn: Connection) -> Iterator[None]:
+        """Within: statements sort and group about a million rows each (Mondrian's rounds) and get the memory
+        for it where the database's default would send them to disk."""
+        yield
+
     # --- connections ----------------------------------------------------
     @contextmanager
     def connect(self) -> Iterator[Connection]:
@@ -426,16 +432,32 @@ class PostgreSQL(Database):
     #: 1.42 s; with these, in parallel in 0.83 s (the plain GROUP BY of the table already runs in parallel)
     PARALLEL_COSTS = {"parallel_setup_cost": "10", "parallel_tuple_cost": "0.001"}
 
+    #: the default work_mem (4MB) sent each round's sort of a million Mondrian rows to disk (an external merge
+    #: of 32MB); with 64MB: 1M hospital rows 48.3 -> 45.5 s, the publication 3.9 -> 2.8 s
+    SORT_MEMORY = 64 * 1024 * 1024
+
     @contextmanager
     def parallel_plans(self, conn: Connection) -> Iterator[None]:
-        """The costs set for this transaction only (a failed statement's rollback restores them), then put back:
+        with self._settings(conn, self.PARALLEL_COSTS):
+            yield
+
+    @contextmanager
+    def large_sorts(self, conn: Connection) -> Iterator[None]:
+        """work_mem raised to SORT_MEMORY, never lowered (a server or role set higher keeps its own)."""
+        low = conn.execute(sa.text("SELECT pg_size_bytes(current_setting('work_mem')) < :m"),
+                           {"m": self.SORT_MEMORY}).scalar_one()
+        with self._settings(conn, {"work_mem": f"{self.SORT_MEMORY // 1024}kB"} if low else {}):
+            yield
+
+    @contextmanager
+    def _settings(self, conn: Connection, values: dict[str, str]) -> Iterator[None]:
+        """`values` set for this transaction only (a failed statement's rollback restores them), then put back:
         a session's own settings (a job run inside the server runs in its caller's session) stay as they were."""
-        names = list(self.PARALLEL_COSTS)
-        saved = [conn.execute(sa.text("SELECT current_setting(:n)"), {"n": n}).scalar_one() for n in names]
-        for name, value in self.PARALLEL_COSTS.items():
+        saved = {n: conn.execute(sa.text("SELECT current_setting(:n)"), {"n": n}).scalar_one() for n in values}
+        for name, value in values.items():
             conn.execute(sa.text("SELECT set_config(:n, :v, true)"), {"n": name, "v": value})
         yield
-        for name, value in zip(names, saved):
+        for name, value in saved.items():
             conn.execute(sa.text("SELECT set_config(:n, :v, true)"), {"n": name, "v": value})
 
     def plan_source_joins(self, conn: Connection, schema: str | None, table: str) -> None:

@@ -261,6 +261,26 @@ def test_parallel_plans_come_back_to_the_session_s_own_costs(pg_server: str):
         db.dispose()
 
 
+def test_large_sorts_raise_work_mem_and_never_lower_it(pg_server: str):
+    """Mondrian's rounds get 64MB to sort in, for their transaction; a session that has more keeps its own, and
+    the session's setting is back afterwards."""
+    from sqlanon.backends import open_database
+
+    db = open_database(pg_server)
+    memory = "SELECT current_setting('work_mem')"
+    try:
+        with db.connect() as conn:
+            for own, within in (("1MB", "64MB"), ("256MB", "256MB")):
+                conn.exec_driver_sql(f"SET work_mem = '{own}'")
+                conn.commit()
+                with db.large_sorts(conn):
+                    assert conn.exec_driver_sql(memory).scalar_one() == within
+                assert conn.exec_driver_sql(memory).scalar_one() == own
+                conn.commit()
+    finally:
+        db.dispose()
+
+
 def test_sqlanon_sessions_run_without_jit(pg_server: str):
     """JIT compilation cost more than it saved on sqlanon's statements: its own sessions turn it off (for good,
     not for one transaction), and no other session is touched."""
