@@ -481,10 +481,10 @@ class Check:
         self.height = height
         if not nodes:  # a height with nothing to check
             return []
-        self.stats.nodes_checked += len(nodes)
         too_small = self._failing_on_sizes(nodes)
+        self.stats.nodes_checked += len(too_small)  # settled by the pass over class sizes
         rest = [node for node in nodes if node not in too_small]
-        for node, (_, tuples) in zip(rest, self.checker.violations(rest, ctx.criteria)):
+        for node, (_, tuples) in zip(rest, self.violations(rest)):
             self.checked[node] = ctx.accepts(tuples)
         self.checked.update(dict.fromkeys(too_small, False))
         if time.monotonic() - self.written >= self.PROGRESS_SECONDS:
