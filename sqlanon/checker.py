@@ -14,15 +14,21 @@ A wave joins the cube with a small VALUES list of its nodes' masks and groups
 by (node, key): one statement computes every node's frequency set, and the
 criteria's SQL, which treats (node, key) as the class columns, reduces it to
 one row per node with a violating class. Within the statement, the nodes are
-taken in small clusters of neighbours (on a small cube), each joined with the
-cube grouped up to its own lowest levels (UNION ALL). Statements, not rows, dominate small
-frequency sets; the wave's size is bounded by the rows the join produces.
+taken in small clusters of neighbours on a small cube, each joined with the
+cube grouped up to its own lowest levels (UNION ALL); on a large cube, from the
+roll-ups planned for the wave (rollups.py: the cube grouped once to the meet of
+many nodes, and that grouped again for the nodes that share higher levels).
+Statements, not rows, dominate small frequency sets; a small cube's wave is
+bounded by the rows its join produces.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property, partial
+from typing import Iterator
 
+import numpy as np
 from sqlalchemy.engine import Connection
 
 from .backends import Database
@@ -30,6 +36,7 @@ from .criteria import Criterion, FrequencySetView, count_sum
 from .dimensions import STATISTICS_ROWS, StarSchema
 from .frequency import REGISTRY_COLUMNS, violating_classes_sql
 from .metrics import sum_c_ln_c
+from .rollups import RollUp, nodes_of, plan, statements
 
 KEY_BITS = 63  # a signed BIGINT's non-negative range
 ROWS_PER_STATEMENT = 4_000_000  # cube rows x wave nodes joined by one statement
@@ -40,10 +47,11 @@ MAX_WAVE = 256  # nodes per statement, however small the cube
 CLUSTER = 8
 # up to this size a cube is read in clusters and grouped to a cluster's meet whatever the estimate says: a pass
 # costs little next to the cluster's join, and the estimate (a product of level sizes) rarely foresees how far a
-# sparse table shrinks. A larger cube is read once per wave: each cluster would be a pass over it (hospital 1M on
-# PostgreSQL: 13.5-13.7 s in clusters against 12.0-13.0 s without)
+# sparse table shrinks. On a larger cube each pass counts, and a wave's roll-ups are planned to make few of them
 SMALL_CUBE = 100_000
-GROUP_FIRST = 0.5  # a wave reads the cube grouped to its meet only when that is expected to halve it at least
+# a large table whose rows are estimated distinct at level 0 beyond this share keeps them ungrouped as its cube
+KEYED_ROWS = 0.5
+GROUP_FIRST = 0.5  # on a large cube a roll-up groups its parent only when that is expected to halve it at least
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,7 @@ class WaveChecker:
         codes = [star.dimensions[f.attr].hierarchy.path_codes for f in self.fields]
         self.layout = KeyLayout.for_bits([c.piece_bits(f.levels) for c, f in zip(codes, self.fields)])
         self.name = f"packed_cube_{run_id}"
+        self.grouped = True  # one row per level-0 cell (and sensitive values), or one per row of the table
         self.statements = self.scans = 0
         self.cells_term: float | None = None
         self.sensitive_values = 1  # combinations of sensitive values a class may hold (at most)
@@ -124,17 +133,19 @@ class WaveChecker:
         return masks
 
     def _create(self) -> int:
-        """One scan of the table: grouped by its packed keys at level 0 (and the sensitive columns)."""
+        """One scan of the table: grouped by its packed keys at level 0 (and the sensitive columns), unless its
+        rows are mostly distinct there (see `_keyed_rows`)."""
         star, db = self.star, self.db
         keys = self._packed_keys()
         columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + star.sensitive_select("t")
         grouping = keys + [f"t.{db.q(c)}" for c in star.sensitive]
         with db.parallel_plans(self.conn):
-            db.create_scratch(self.conn, self.name, f"SELECT {', '.join(columns)}, COUNT(*) AS cnt FROM "
-                                                    f"{star.joins()} GROUP BY {', '.join(grouping)}")
+            if not self._keyed_rows(columns):
+                db.create_scratch(self.conn, self.name, f"SELECT {', '.join(columns)}, COUNT(*) AS cnt FROM "
+                                                        f"{star.joins()} GROUP BY {', '.join(grouping)}")
+                self.statements += 1
         if star.rows >= STATISTICS_ROWS:
             db.analyze(self.conn, self.ref)  # the waves' plans depend on the cube's size
-        self.statements += 1
         self.scans += 1
         # the sensitive values a class may hold size the waves that carry them; on a small table (so a small cube,
         # whose waves are capped by MAX_WAVE first) counting them is a millisecond for nothing
@@ -142,10 +153,35 @@ class WaveChecker:
         distinct = "".join(f", COUNT(DISTINCT {s})" for s in counted)
         rows, cells, *values = db.execute(self.conn, f"SELECT COUNT(*), {sum_c_ln_c('cnt')}{distinct} "
                                                      f"FROM {self.ref}").one()
-        self.cells_term = float(cells)  # the level-0 cells' sum of c ln c, which KL divergence needs: free here
+        # the level-0 cells' sum of c ln c, which KL divergence needs: free here, unless the rows were not grouped
+        self.cells_term = float(cells) if self.grouped else None
         self.sensitive_values = math.prod(max(int(v), 1) for v in values)
         self._register("packed_cube", self.name, rows)
         return int(rows)
+
+    def _keyed_rows(self, columns: list[str]) -> bool:
+        """On a large table, where the database estimates distinct values cheaply: store the table's rows with their
+        keys first, and keep them as the cube when most of them are distinct (grouping nearly unique rows costs
+        as much as the joins and shrinks nothing: hospital 1M, 112 -> 56 ms); otherwise group them into the cube.
+        Whether the cube is stored (it always is, where this says False, by the caller)."""
+        star, db = self.star, self.db
+        grouping = self.key_names + list(star.sensitive_columns().values())
+        estimate = db.approximate_distinct(grouping)
+        if estimate is None or star.rows <= SMALL_CUBE:
+            return False
+        name = f"packed_rows_{self.run_id}"
+        keyed = db.create_scratch(self.conn, name, f"SELECT {', '.join(columns)}, CAST(1 AS BIGINT) AS cnt FROM "
+                                                   f"{star.joins()}")
+        rows, distinct = db.execute(self.conn, f"SELECT COUNT(*), {estimate} FROM {keyed}").one()
+        self.statements += 2
+        if distinct > KEYED_ROWS * rows:
+            self.name, self.ref, self.grouped = name, keyed, False
+            return True
+        db.create_scratch(self.conn, self.name, f"SELECT {', '.join(grouping)}, {count_sum('cnt')} AS cnt FROM "
+                                                f"{keyed} GROUP BY {', '.join(grouping)}")
+        db.drop_table(self.conn, keyed)
+        self.statements += 1
+        return True
 
     def _register(self, label: str, name: str, rows: int) -> None:
         """A scratch table of the search in the frequency-set registry (marked dropped by `close`)."""
@@ -162,9 +198,26 @@ class WaveChecker:
         order = sorted(range(len(nodes)), key=lambda j: (tuple(lv < 0 for lv in nodes[j]),
                                                          tuple(nodes[j][a] for a in attrs)), reverse=True)
         by_index: dict[int, tuple[int, int]] = {}
-        for chunk in self._waves(order, nodes, sensitive):
-            by_index.update(zip(chunk, self._wave([nodes[j] for j in chunk], criteria, sensitive)))
+        for chunk, forest in self._statements(order, nodes, sensitive):
+            found = self._wave([nodes[j] for j in chunk], forest, criteria, sensitive)
+            by_index.update((chunk[j], found.get(j, (0, 0))) for j in nodes_of(forest))
         return [by_index[j] for j in range(len(nodes))]
+
+    def _statements(self, order: list[int], nodes: list[tuple[int, ...]], sensitive: bool
+                    ) -> Iterator[tuple[list[int], list[RollUp]]]:
+        """A statement each: a wave (indexes into `nodes`) and the roll-ups it reads, which name the wave's nodes
+        by their index in it. On a large cube, waves of MAX_WAVE nodes whose planned roll-ups are cut into
+        statements of at most ROWS_PER_STATEMENT rows joined; on a small one, `_waves`."""
+        if not self.large:
+            for wave in self._waves(order, nodes, sensitive):
+                yield wave, self._clusters([nodes[j] for j in wave])
+            return
+        rows_at = partial(self._rows_at_many, sensitive=sensitive)
+        for start in range(0, len(order), MAX_WAVE):
+            wave = order[start:start + MAX_WAVE]
+            forest = plan([tuple(self._meet([nodes[j]])) for j in wave], rows_at, self.rows, ROWS_PER_STATEMENT)
+            for trees in statements(forest, rows_at, ROWS_PER_STATEMENT):
+                yield wave, trees
 
     def _waves(self, order: list[int], nodes: list[tuple[int, ...]], sensitive: bool) -> list[list[int]]:
         """`order` cut into waves: a node joins the current wave while the wave's base (the cube grouped to the
@@ -184,15 +237,23 @@ class WaveChecker:
         return [min((node[d.attr] for node in nodes if node[d.attr] >= 0), default=d.height + 1)
                 for d in self.star.dimensions]
 
-    def _rows_at(self, meet: list[int], sensitive: bool) -> int:
-        """At most how many rows the cube has once grouped to `meet`: the product of the levels' sizes (and of
-        the sensitive columns' numbers of values, when the sets carry them), never more than the cube."""
-        rows = self.sensitive_values if sensitive else 1
-        for d, level in zip(self.star.dimensions, meet):
-            rows *= self.level_sizes[d.attr][level] if level <= d.height else 1
-            if rows >= self.rows:
-                return self.rows
-        return rows
+    @cached_property
+    def log_level_sizes(self) -> list[np.ndarray]:
+        """Per attribute, the log of each level's size, and 0 above the top (the attribute left out)."""
+        return [np.log(np.array(sizes + [1], dtype=float)) for sizes in self.level_sizes]
+
+    def _rows_at(self, meet: list[int] | tuple[int, ...], sensitive: bool) -> int:
+        """At most how many rows the cube has once grouped to `meet` (see `_rows_at_many`)."""
+        return round(float(self._rows_at_many(np.array([meet]), sensitive)[0]))
+
+    def _rows_at_many(self, meets: np.ndarray, sensitive: bool) -> np.ndarray:
+        """Per row of `meets` (levels; above the top: the attribute left out), at most how many rows the cube has
+        once grouped to it: the product of the levels' sizes (and of the sensitive columns' numbers of values,
+        when the sets carry them), never more than the cube."""
+        logs = np.full(len(meets), math.log(self.sensitive_values) if sensitive else 0.0)
+        for d in self.star.dimensions:
+            logs += self.log_level_sizes[d.attr][meets[:, d.attr]]
+        return np.exp(np.minimum(logs, math.log(max(self.rows, 1))))
 
     @property
     def large(self) -> bool:
@@ -206,18 +267,19 @@ class WaveChecker:
     def _sensitive(self, sensitive: bool) -> dict[str, str]:
         return self.star.sensitive_columns() if sensitive else {}
 
-    def _wave(self, nodes: list[tuple[int, ...]], criteria: list[Criterion], sensitive: bool) -> list[tuple[int, int]]:
-        definition = self._frequency_sets(nodes, sensitive)
+    def _wave(self, nodes: list[tuple[int, ...]], forest: list[RollUp], criteria: list[Criterion],
+              sensitive: bool) -> dict[int, tuple[int, int]]:
+        """(violating classes, tuples in them) of each node of `forest` with any (by its index in `nodes`)."""
+        ctes, definition = self._frequency_sets(nodes, forest, sensitive)
         view = FrequencySetView("wave", ["node"] + self.key_names, "cnt", self._sensitive(sensitive), definition,
                                 reference=self._reference(criteria), grouped=True)
         params: dict[str, object] = {}
         violators = violating_classes_sql(view, criteria, "w", params)
-        rows = self.db.execute(self.conn, f"WITH wave AS MATERIALIZED ({definition}) SELECT node, COUNT(*), "
-                               f"SUM(n) FROM ({violators}) AS violators GROUP BY node", params).all()
+        with_clause = "".join(f"{name} AS MATERIALIZED ({select}), " for name, select in ctes)
+        rows = self.db.execute(self.conn, f"WITH {with_clause}wave AS MATERIALIZED ({definition}) SELECT node, "
+                               f"COUNT(*), SUM(n) FROM ({violators}) AS violators GROUP BY node", params).all()
         self.statements += 1
-        self.scans += self.from_table * len(self._clusters(len(nodes)))  # each cluster reads the table
-        by_node = {int(node): (int(classes), int(tuples)) for node, classes, tuples in rows}
-        return [by_node.get(j, (0, 0)) for j in range(len(nodes))]
+        return {int(node): (int(classes), int(tuples)) for node, classes, tuples in rows}
 
     def _reference(self, criteria: list[Criterion]) -> str:
         """What t-closeness compares a class with: the table's counts of each sensitive value, from the cube, or,
@@ -234,40 +296,62 @@ class WaveChecker:
             self._register("reference", name, rows)
         return self.reference
 
-    def _frequency_sets(self, nodes: list[tuple[int, ...]], sensitive_too: bool) -> str:
-        """SELECT node (its index in `nodes`), key(s), sensitive columns, cnt: the nodes' frequency sets, a cluster
-        of nodes at a time, each from its own base."""
+    def _clusters(self, nodes: list[tuple[int, ...]]) -> list[RollUp]:
+        """A small cube's wave: its nodes in clusters of CLUSTER neighbours, each from the cube grouped to the
+        cluster's meet."""
+        clusters = [list(range(start, min(start + CLUSTER, len(nodes)))) for start in range(0, len(nodes), CLUSTER)]
+        return [RollUp(tuple(self._meet([nodes[j] for j in cluster])), cluster) for cluster in clusters]
+
+    def _frequency_sets(self, nodes: list[tuple[int, ...]], forest: list[RollUp], sensitive_too: bool
+                        ) -> tuple[list[tuple[str, str]], str]:
+        """(name, SELECT) of the roll-ups that several others read, and the SELECT of node (its index in `nodes`),
+        key(s), sensitive columns, cnt: the frequency sets of the nodes of `forest`, each from its roll-up."""
         names = ", ".join(["node"] + [f"m{key}" for key in range(self.layout.keys)])
         keys = [f"c.key{key} & CAST(w.m{key} AS BIGINT)" for key in range(self.layout.keys)]
         sensitive = [f"c.{s}" for s in self._sensitive(sensitive_too).values()]
         columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + sensitive
         select = f"SELECT w.node, {', '.join(columns)}, {count_sum('c.cnt')} AS cnt"
         group = f"GROUP BY {', '.join(['w.node'] + keys + sensitive)}"
-        parts = []
-        for cluster in self._clusters(len(nodes)):
-            values = ", ".join("(" + ", ".join(map(str, (j, *self.masks(nodes[j])))) + ")" for j in cluster)
-            parts.append(f"{select} FROM {self._base([nodes[j] for j in cluster], sensitive_too)} c "
-                         f"CROSS JOIN (VALUES {values}) "
-                         f"AS w({names}) {group}")
-        return " UNION ALL ".join(parts)
+        ctes: list[tuple[str, str]] = []
+        parts: list[str] = []
 
-    def _clusters(self, count: int) -> list[range]:
-        """The indexes of a wave's `count` nodes, a cluster each (on a large cube, one: each cluster is a pass)."""
-        size = count if self.large else CLUSTER
-        return [range(start, min(start + size, count)) for start in range(0, count, size)]
+        def read(roll_up: RollUp, parent: str, parent_rows: float) -> None:
+            source, rows, grouped = parent, parent_rows, self._worth_grouping(roll_up, parent_rows, sensitive_too)
+            if grouped:
+                source, rows = self._grouped(parent, roll_up.meet, sensitive_too), self._rows_at(roll_up.meet,
+                                                                                              sensitive_too)
+                if roll_up.below:  # read by several: computed once
+                    ctes.append((f"rollup{len(ctes)}", source))
+                    source = ctes[-1][0]
+            if self.from_table and parent == self.ref and (grouped or roll_up.nodes):
+                self.scans += 1  # without a cube, whatever reads the source is a scan of the table
+            if roll_up.nodes:
+                values = ", ".join("(" + ", ".join(map(str, (j, *self.masks(nodes[j])))) + ")"
+                                   for j in roll_up.nodes)
+                parts.append(f"{select} FROM {source} c CROSS JOIN (VALUES {values}) AS w({names}) {group}")
+            for under in roll_up.below:
+                read(under, source, rows)
 
-    def _base(self, nodes: list[tuple[int, ...]], sensitive_too: bool) -> str:
-        """What a cluster reads: the cube, or the cube first grouped up to the cluster's meet (each attribute at
-        the lowest level of any of its nodes), which has far fewer rows when every node is general."""
-        meet = self._meet(nodes)
-        if not any(meet) or (self._rows_at(meet, sensitive_too) > GROUP_FIRST * self.rows and self.large):
-            return self.ref  # grouping first would hardly shrink it: a pass over the cube for nothing
+        for root in forest:
+            read(root, self.ref, self.rows)
+        return ctes, " UNION ALL ".join(parts)
+
+    def _worth_grouping(self, roll_up: RollUp, parent_rows: float, sensitive: bool) -> bool:
+        """Whether a roll-up groups its parent to its meet: not a lone node with nothing under it (its own join
+        groups as much), not at the bottom of the lattice, and, on a large cube, only when that is expected to
+        halve the rows at least."""
+        if not any(roll_up.meet) or (len(roll_up.nodes) == 1 and not roll_up.below and self.large):
+            return False
+        return not self.large or self._rows_at(list(roll_up.meet), sensitive) <= GROUP_FIRST * parent_rows
+
+    def _grouped(self, source: str, meet: tuple[int, ...], sensitive_too: bool) -> str:
+        """`source` grouped up to `meet` (each attribute's level; above its top: left out)."""
         width = [d.height + 1 for d in self.star.dimensions]  # an attribute no node keeps: no bits at all
         masks = self.masks(tuple(-1 if level >= top else level for level, top in zip(meet, width)))
         keys = [f"key{key} & CAST({mask} AS BIGINT)" for key, mask in enumerate(masks)]
         sensitive = list(self._sensitive(sensitive_too).values())
         return (f"(SELECT {', '.join([f'{k} AS key{j}' for j, k in enumerate(keys)] + sensitive)}, "
-                f"{count_sum('cnt')} AS cnt FROM {self.ref} b GROUP BY {', '.join(keys + sensitive)})")
+                f"{count_sum('cnt')} AS cnt FROM {source} b GROUP BY {', '.join(keys + sensitive)})")
 
     def close(self) -> None:
         if self.reference:

@@ -71,17 +71,58 @@ def test_class_keys_split_over_several_columns_when_their_bits_do_not_fit(adult_
 @pytest.mark.parametrize("strategy, limit", [("topdown", 0.02), ("border", 0.02), ("topdown", 0), ("bottomup", 0)])
 def test_a_large_cube_is_read_once_per_wave_with_the_same_answer(adult_duck: str, all_qi_violations, monkeypatch,
                                                                   strategy: str, limit: float):
-    """Above SMALL_CUBE rows the waves read the cube whole, not in clusters grouped to their meets, and the
-    height walks check the next height's possible candidates with each height's."""
+    """Above SMALL_CUBE rows the waves read the cube through planned roll-ups, not in clusters grouped to their
+    meets, and the height walks check the next height's possible candidates with each height's."""
     from sqlanon import checker
     monkeypatch.setattr(checker, "SMALL_CUBE", 0)
+    checks = []
+    violations = checker.WaveChecker.violations
+    monkeypatch.setattr(checker.WaveChecker, "violations",
+                        lambda self, *args, **kwargs: checks.append(self.large) or violations(self, *args, **kwargs))
     job = dataclasses.replace(adult_job(adult_duck, ADULT_QIS, k=5, load_csv=False), strategy=strategy,
                               suppression=Suppression(limit))
     result = search(job)
     assert set(result.satisfying) == passing(all_qi_violations[5], _max_suppressed(limit))
-    if strategy != "border":  # two heights per check: fewer statements than a height per check
+    if strategy != "border":  # two heights per check: fewer checks than a height per check
         monkeypatch.setattr(checker.WaveChecker, "large", False)
-        assert result.stats.statements < search(job).stats.statements
+        search(job)
+        assert checks.count(True) < checks.count(False)
+
+
+@pytest.mark.parametrize("strategy, case, limit", [("topdown", "k=5 and distinct l=4", "2%"),
+                                                   ("border", "entropy l=3", 0), ("topdown", "t equal 0.2", 0)])
+def test_roll_ups_read_by_others_give_the_same_answer(adult_duck: str, adult_violations, monkeypatch,
+                                                      strategy: str, case: str, limit):
+    """With roll-ups made free, a large cube's waves nest them deeply (each read by those under it): the same
+    answers as the oracle."""
+    from sqlanon import checker, rollups
+    monkeypatch.setattr(checker, "SMALL_CUBE", 0)
+    monkeypatch.setattr(rollups, "ROLLUP_ROWS", 0)
+    monkeypatch.setattr(rollups, "GROUP_ROWS", 0)
+    forests = []
+    monkeypatch.setattr(checker, "plan", lambda *args: forests.append(rollups.plan(*args)) or forests[-1])
+    max_suppressed = _max_suppressed(LIMITS[limit]) if limit else 0
+    result = search(_adult(adult_duck, CASES[case], LIMITS[limit] if limit else 0, strategy=strategy))
+    assert set(result.satisfying) == passing(adult_violations[case], max_suppressed)
+    assert any(r.below and r.below[0].below for forest in forests for r in forest)  # two levels of roll-ups
+
+
+@pytest.mark.parametrize("keyed_rows, grouped", [(0.0, False), (1.0, True)])
+def test_a_large_table_keeps_its_rows_ungrouped_or_groups_them_with_the_same_answer(adult_duck: str, adult_violations,
+                                                                                   monkeypatch, keyed_rows: float,
+                                                                                   grouped: bool):
+    """A large table whose rows are mostly distinct keeps them, with their keys, as the cube (no KL term from
+    it then); otherwise they are grouped into it: the same answers as the oracle either way."""
+    from sqlanon import checker
+    monkeypatch.setattr(checker, "SMALL_CUBE", 0)
+    monkeypatch.setattr(checker, "KEYED_ROWS", keyed_rows)
+    cubes = []
+    close = checker.WaveChecker.close
+    monkeypatch.setattr(checker.WaveChecker, "close", lambda self: cubes.append((self.grouped, self.rows,
+                                                                                 self.cells_term)) or close(self))
+    result = search(_adult(adult_duck, CASES["k=5 and distinct l=4"], 0.02, strategy="topdown"))
+    assert set(result.satisfying) == passing(adult_violations["k=5 and distinct l=4"], _max_suppressed(0.02))
+    assert [(g, rows == ADULT_ROWS, term is None) for g, rows, term in cubes] == [(grouped, not grouped, not grouped)]
 
 
 @pytest.mark.parametrize("strategy, limit", [("topdown", 0), ("topdown", "2%"), ("border", "300 tuples")])
