@@ -163,7 +163,7 @@ class WaveChecker:
         """On a large table, where the database estimates distinct values cheaply: store the table's rows with their
         keys first, and keep them as the cube when most of them are distinct (grouping nearly unique rows costs
         as much as the joins and shrinks nothing: hospital 1M, 112 -> 56 ms); otherwise group them into the cube.
-        Whether the cube is stored (it always is, where this says False, by the caller)."""
+        True when this stored the cube; False leaves it to the caller's one grouping of the table."""
         star, db = self.star, self.db
         grouping = self.key_names + list(star.sensitive_columns().values())
         estimate = db.approximate_distinct(grouping)
