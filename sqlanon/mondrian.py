@@ -116,6 +116,8 @@ class Mondrian:
         self.progress, self.scratch = progress, Scratch(db, conn, prefix)
         self.work, self.parts, self.rows, self.done, self.whole = (
             self.scratch.ref(t) for t in ("work", "parts", "rows", "done", "whole"))
+        self.numeric = [j for j, qi in enumerate(qis) if qi.numeric]  # the QIs cut at the median, by index
+        self.categorical = [j for j, qi in enumerate(qis) if not qi.numeric]  # those cut along their hierarchy
         self.spans: dict[int, float] = {}
         self.codes: dict[int, PathCodes] = {}  # categorical QIs' path codes
         self.cuttable: list[int] = []  # the QIs some open partition can cut (this round)
@@ -172,11 +174,10 @@ class Mondrian:
         self._create(self.parts, f"SELECT CAST(1 AS {self.ids}) AS part, {levels}")
         # rows of closed partitions leave the work table for `done`: later rounds read only open partitions
         self._create(self.done, f"SELECT * FROM {self.work} w WHERE 1 = 0")
-        numeric = [j for j, qi in enumerate(self.qis) if qi.numeric]
-        if numeric:  # each numeric QI's range over the whole table, what widths are normalized by
-            spans = db.execute(self.conn, "SELECT " + ", ".join(f"MAX(v{j}) - MIN(v{j})" for j in numeric)
+        if self.numeric:  # each numeric QI's range over the whole table, what widths are normalized by
+            spans = db.execute(self.conn, "SELECT " + ", ".join(f"MAX(v{j}) - MIN(v{j})" for j in self.numeric)
                                + f" FROM {self.work}").one()
-            self.spans = {j: float(span or 0) for j, span in zip(numeric, spans)}
+            self.spans = {j: float(span or 0) for j, span in zip(self.numeric, spans)}
         if self.sensitive:  # the whole table's distribution of the sensitive values (t-closeness)
             self._create(self.whole, f"SELECT {', '.join(f'{q(c)} AS s{i}' for i, c in enumerate(self.sensitive))}, "
                                      f"COUNT(*) AS cnt FROM {self.work} GROUP BY "
@@ -419,11 +420,9 @@ class Mondrian:
         # a numeric cut's two parts were numbered in a row (left, right), so its rows need no look-up of their
         # new partition; a categorical cut's parts are its children present (1M rows on PostgreSQL: a join less
         # in every round that cuts numbers alone)
-        numeric = [j for j, qi in enumerate(self.qis) if qi.numeric]
-        categorical = [j for j, qi in enumerate(self.qis) if not qi.numeric]
-        branches = [f"SELECT {moved('w.first + w.child')} FROM {cut_by(numeric)}"] if numeric else []
-        if categorical:
-            branches.append(f"SELECT {moved('n.new_part')} FROM {cut_by(categorical)} JOIN {self.pieces} n "
+        branches = [f"SELECT {moved('w.first + w.child')} FROM {cut_by(self.numeric)}"] if self.numeric else []
+        if self.categorical:
+            branches.append(f"SELECT {moved('n.new_part')} FROM {cut_by(self.categorical)} JOIN {self.pieces} n "
                             "ON n.part = w.part AND n.child = w.child")
         order = ""
         if self.open_parts >= SORT_GROWTH * self.sorted_parts:
@@ -444,15 +443,13 @@ class Mondrian:
     def labels(self, mean: bool) -> str:
         """Per partition: what it publishes for each QI (q<j>), made once per partition, not once per row: a
         numeric QI's range (or mean) as text, a categorical QI's hierarchy node."""
-        numeric = [j for j, qi in enumerate(self.qis) if qi.numeric]
-        categorical = [j for j, qi in enumerate(self.qis) if not qi.numeric]
         figures = [f"MIN(e.v{j}) AS low{j}, MAX(e.v{j}) AS high{j}, AVG(CAST(e.v{j} AS DOUBLE PRECISION)) AS mean{j}"
-                   for j in numeric]  # (PostgreSQL's AVG of integers is a NUMERIC, printed with 16 decimals)
-        figures += [f"MIN(e.c{j}) AS low{j}" for j in categorical]  # any row's code has the partition's node
+                   for j in self.numeric]  # (PostgreSQL's AVG of integers is a NUMERIC, printed with 16 decimals)
+        figures += [f"MIN(e.c{j}) AS low{j}" for j in self.categorical]  # any row's code has the partition's node
         grouped = f"SELECT e.part, {', '.join(figures)} FROM {self.done} e GROUP BY e.part"
         published = [self.published_qi(j, qi, mean) + f" AS q{j}" for j, qi in enumerate(self.qis)]
         nodes = " ".join(f"JOIN {self._nodes_ref(j)} n{j} ON n{j}.level = p.lev{j} AND n{j}.node = "
-                         f"{self._node(j, f'g.low{j}', f'p.lev{j}')}" for j in categorical)
+                         f"{self._node(j, f'g.low{j}', f'p.lev{j}')}" for j in self.categorical)
         return (f"(SELECT g.part, {', '.join(published)} FROM ({grouped}) g JOIN {self.parts} p ON p.part = g.part "
                 f"{nodes})")
 
