@@ -61,6 +61,20 @@ def reclassified(job: Job, **changes: Any) -> Job:
     return dataclasses.replace(job, insensitive=[c for c in ADULT_QIS if c not in named])
 
 
+def with_cropped_hierarchies(job: Job, folder: Path, dropped: dict[str, tuple[str, ...]]) -> Job:
+    """`job` with the Adult hierarchies of the QIs in `dropped` rewritten into `folder` without the lines of
+    those values (values missing from a hierarchy)."""
+    qis = []
+    for qi in job.quasi_identifiers:
+        if qi.column in dropped:
+            lines = (ADULT_DIR / "hierarchies" / f"{qi.column}.csv").read_text().splitlines()
+            kept = [line for line in lines if line.split(";")[0] not in dropped[qi.column]]
+            (folder / f"{qi.column}.csv").write_text("\n".join(kept) + "\n")
+            qi = dataclasses.replace(qi, hierarchy=folder / f"{qi.column}.csv")
+        qis.append(qi)
+    return dataclasses.replace(job, quasi_identifiers=qis)
+
+
 @pytest.fixture
 def duck_url(tmp_path: Path) -> str:
     return f"duckdb:///{tmp_path / 'test.duckdb'}"

@@ -13,9 +13,10 @@ from sqlanon import RunOptions, anonymize, audit, search
 from sqlanon.cli import main
 from sqlanon.config import Selection, Suppression
 from sqlanon.criteria import KAnonymity, criteria_from_config
-from sqlanon.errors import DataError
+from sqlanon.errors import DataError, HierarchyError
 
-from .conftest import ADULT_DIR, ADULT_QIS, adult_job, passing, reclassified, user_tables
+from .conftest import (ADULT_DIR, ADULT_QIS, adult_job, passing, reclassified, user_tables,
+                       with_cropped_hierarchies)
 
 pytestmark = pytest.mark.postgres
 SUBSET = ["age", "education", "marital-status", "workclass"]
@@ -117,6 +118,22 @@ def test_unknown_table_on_postgres(pg_adult):
     url, schema = pg_adult
     with pytest.raises(DataError, match=r"table '.*nope' not found"):
         search(adult_job(url, ["sex"], k=2, load_csv=False, schema=schema, table="nope"), _options(schema))
+
+
+def test_values_missing_from_hierarchies_are_named_as_on_duckdb(pg_adult, adult_duck, tmp_path):
+    """Every QI's keys are looked up in one statement: the first QI in job order with values missing from its
+    hierarchy is named, with the same values and count on both databases."""
+    url, schema = pg_adult
+    dropped = {"race": ("Black", "Other"), "education": ("Masters",)}
+    errors = []
+    for job, options in ((adult_job(url, ["sex", "education", "race"], k=2, load_csv=False, schema=schema),
+                          _options(schema)),
+                         (adult_job(adult_duck, ["sex", "education", "race"], k=2, load_csv=False), RunOptions())):
+        with pytest.raises(HierarchyError) as caught:
+            search(with_cropped_hierarchies(job, tmp_path, dropped), options)
+        errors.append(str(caught.value))
+    assert "column 'education': 1 value(s) missing from its hierarchy" in errors[0]
+    assert errors[0].split("): ")[1] == errors[1].split("): ")[1] == "'Masters'; add a line for each"
 
 
 def test_k_bigger_than_table_on_postgres(pg_adult):

@@ -15,9 +15,9 @@ from sqlanon import anonymize, audit, search
 from sqlanon.cli import main
 from sqlanon.config import Selection, Suppression, job_from_dict
 from sqlanon.criteria import criteria_from_config
-from sqlanon.errors import ConfigError, DataError, SqlanonError
+from sqlanon.errors import ConfigError, DataError, HierarchyError, SqlanonError
 
-from .conftest import ADULT_DIR, adult_config, adult_job, reclassified
+from .conftest import ADULT_DIR, adult_config, adult_job, reclassified, with_cropped_hierarchies
 from .test_criteria import RANDOM_CASES, _named
 
 pytestmark = pytest.mark.spark
@@ -131,6 +131,14 @@ def test_unknown_table_and_column(spark_adult):
         search(job)
     job = adult_job(spark_adult, QIS + ["no_such_column"], load_csv=False)
     with pytest.raises(SqlanonError, match="no_such_column"):
+        search(job)
+
+
+def test_values_missing_from_hierarchies(spark_adult, tmp_path):
+    """The coverage checks of every QI, one statement each, name the first QI with values missing."""
+    job = with_cropped_hierarchies(adult_job(spark_adult, ["sex", "education", "race"], k=2, load_csv=False),
+                                   tmp_path, {"race": ("Black", "Other"), "education": ("Masters",)})
+    with pytest.raises(HierarchyError, match=r"column 'education': 1 value\(s\) missing .*: 'Masters'; add a line"):
         search(job)
 
 
