@@ -37,15 +37,17 @@ class RollUp:
 def plan(levels: list[tuple[int, ...]], rows_at: Callable[[np.ndarray], np.ndarray], cube_rows: float,
          max_join: float) -> list[RollUp]:
     """The roll-ups reading the cube (`cube_rows` rows) for nodes at `levels` (an attribute left out: a level above
-    its top). `rows_at` estimates the rows of the cube grouped to each row of an array of levels; no roll-up joins
-    more than `max_join` rows (its rows times what reads it), unless a lone node does."""
+    its top). `rows_at` estimates the rows of the cube grouped to each row of an array of levels. No roll-up joins
+    more than `max_join` rows with its nodes (its rows times its nodes) unless it has one node: two roll-ups are
+    flattened into one only when its rows times all that reads it stay within the bound. Nesting and putting under
+    are not bounded: a roll-up under another reads it by grouping it, not by a join."""
     return _Merging(levels, rows_at, cube_rows, max_join).run()
 
 
 def statements(forest: list[RollUp], rows_at: Callable[[np.ndarray], np.ndarray], max_join: float
                ) -> list[list[RollUp]]:
-    """The forest's trees in groups, a statement each, of at most `max_join` rows joined (a tree that joins more
-    is a statement of its own)."""
+    """The forest's trees in groups, a statement each, of at most `max_join` rows read (each roll-up's rows times
+    the nodes and roll-ups that read it; a tree that reads more is a statement of its own)."""
     groups: list[list[RollUp]] = []
     joined = 0.0
     for tree in forest:

@@ -5,6 +5,7 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from sqlanon import rollups
 from sqlanon.rollups import RollUp, nodes_of, plan, statements
@@ -14,11 +15,11 @@ LEVEL_SIZES = [[1205, 496, 60, 45, 9, 1], [35040, 1153, 97, 20, 10, 1], [2, 1], 
 CUBE_ROWS = 992_403
 
 
-def rows_at(meets: np.ndarray) -> np.ndarray:
+def rows_at(meets: np.ndarray, cube_rows: float = CUBE_ROWS) -> np.ndarray:
     """The product of the levels' sizes (a level above the top: the attribute left out), at most the cube."""
     logs = [np.log(np.array(sizes + [1], dtype=float)) for sizes in LEVEL_SIZES]
     total = sum(logs[a][meets[:, a]] for a in range(len(LEVEL_SIZES)))
-    return np.exp(np.minimum(total, np.log(CUBE_ROWS)))
+    return np.exp(np.minimum(total, np.log(cube_rows)))
 
 
 def walk(forest: list[RollUp], above: tuple[int, ...] | None = None):
@@ -85,3 +86,23 @@ def test_no_roll_up_joins_more_rows_than_a_statement_should_and_statements_split
     groups = statements(forest, rows_at, 1.5e6)
     assert sorted(j for group in groups for j in nodes_of(group)) == list(range(len(levels)))
     assert len(groups) >= 3  # the three nodes at the bottom of zip and birth date: a statement each
+
+
+@settings(max_examples=300, deadline=None)
+@given(levels=st.lists(st.tuples(*(st.integers(0, len(sizes)) for sizes in LEVEL_SIZES)), min_size=1, max_size=60,
+                       unique=True),
+       cube_rows=st.sampled_from([2e5, CUBE_ROWS, 4.9e6]), max_join=st.sampled_from([2e5, 1.5e6, 4e6]))
+def test_any_wave_is_planned_validly(levels, cube_rows, max_join):
+    """Any wave (attributes left out included), any cube and join bound: every node read once from a roll-up below
+    its levels, each roll-up below the one it groups, no roll-up's join with its nodes above the bound unless it
+    has one node, and the statements hold every node."""
+    def estimate(meets: np.ndarray) -> np.ndarray:
+        return rows_at(meets, cube_rows)
+
+    forest = plan(levels, estimate, cube_rows, max_join)
+    check_valid(forest, levels)
+    for roll_up, _ in walk(forest):
+        rows = float(estimate(np.array([roll_up.meet]))[0])
+        assert len(roll_up.nodes) <= 1 or rows * len(roll_up.nodes) <= max_join * (1 + 1e-9)
+    groups = statements(forest, estimate, max_join)
+    assert sorted(j for group in groups for j in nodes_of(group)) == list(range(len(levels)))
