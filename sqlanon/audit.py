@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from .backends import Database
 from .criteria import Criterion, FrequencySetView
-from .frequency import count_violations_batch
+from .frequency import violating_classes_sql
 
 
 @dataclass
@@ -71,14 +71,15 @@ def audit_table(db: Database, conn: Connection, table_ref: str, qi_columns: list
     checked, but stay in the distribution t-closeness compares with.
     `reference` (a table) gives that distribution instead, e.g. the source of
     an output whose suppressed tuples were removed.
+
+    One statement and one grouping of the table: the published classes (by QI
+    and sensitive values) are computed once, and the class sizes, each
+    criterion's violating classes and its worst class are read from them (one
+    statement per figure grouped the table again each time: 2 + one per criterion).
     """
     params: dict[str, object] = {}
     masked = _masked_condition(db, masked_top, params) if masked_top else "1 = 0"
     released = f"SELECT * FROM {table_ref} WHERE NOT ({masked})"
-    group = ", ".join(db.q(c) for c in qi_columns)
-    class_sizes = f"SELECT COUNT(*) AS n FROM ({released}) AS r GROUP BY {group}"
-    rows, classes, smallest = conn.execute(text(
-        f"SELECT COALESCE(SUM(n), 0), COUNT(*), COALESCE(MIN(n), 0) FROM ({class_sizes}) AS classes"), params).one()
     select = [f"{db.q(c)} AS g{i}" for i, c in enumerate(qi_columns)]
     sensitive_select = [f"{db.q(c)} AS s{j}" for j, c in enumerate(sensitive)]
     grouping = [db.q(c) for c in qi_columns + sensitive]
@@ -90,15 +91,24 @@ def audit_table(db: Database, conn: Connection, table_ref: str, qi_columns: list
                             {c: f"s{j}" for j, c in enumerate(sensitive)},
                             f"SELECT {', '.join(select + sensitive_select)}, COUNT(*) AS cnt FROM ({released}) AS r "
                             f"GROUP BY {', '.join(grouping)}", distribution)
-    [(_, violations)] = count_violations_batch(conn, [view], [[c] for c in criteria], params)
-    suppressed = None
+    sources = [f"(SELECT COALESCE(SUM(n), 0) AS tuples, COUNT(*) AS classes, COALESCE(MIN(n), 0) AS smallest "
+               f"FROM ({view.class_sizes()}) AS c) AS sizes"]
+    figures = ["sizes.tuples", "sizes.classes", "sizes.smallest"]
+    for i, criterion in enumerate(criteria):
+        violators = violating_classes_sql(view, [criterion], f"v{i}", params)
+        sources.append(f"(SELECT COUNT(*) AS classes, COALESCE(SUM(n), 0) AS tuples FROM ({violators}) AS v) "
+                       f"AS violations{i}")
+        figures += [f"violations{i}.classes", f"violations{i}.tuples",
+                    f"({criterion.audit_figure(view).bound(f'f{i}', params)}) AS figure{i}"]
     if masked_top:
-        suppressed = int(conn.execute(text(f"SELECT COUNT(*) FROM {table_ref} WHERE {masked}"), params).scalar_one())
-    report = AuditReport(int(rows) + (suppressed or 0), int(classes), int(smallest), suppressed=suppressed)
-    for criterion, (bad_classes, bad_tuples) in zip(criteria, violations):
-        figure = criterion.audit_figure(view)
-        value = conn.execute(text(f"WITH {view.table} AS ({view.definition}) {figure.sql}"),
-                             {**params, **figure.params}).scalar()
+        figures.append(f"(SELECT COUNT(*) FROM {table_ref} WHERE {masked}) AS suppressed")
+    found = conn.execute(text(f"WITH {view.table} AS MATERIALIZED ({view.definition}) SELECT {', '.join(figures)} "
+                              f"FROM {' CROSS JOIN '.join(sources)}"), params).one()
+    rows, classes, smallest = (int(x) for x in found[:3])
+    suppressed = int(found[-1]) if masked_top else None
+    report = AuditReport(rows + (suppressed or 0), classes, smallest, suppressed=suppressed)
+    for i, criterion in enumerate(criteria):
+        bad_classes, bad_tuples, value = found[3 + 3 * i: 6 + 3 * i]
         report.criteria[criterion.name] = CriterionAudit(
             criterion.params(), criterion.figure_name, None if value is None else float(value),
             bad_classes == 0, int(bad_classes), int(bad_tuples))

@@ -99,6 +99,15 @@ class SqlFragment:
     sql: str
     params: dict[str, Any]
 
+    def bound(self, suffix: str, params: dict[str, Any]) -> str:
+        """The SQL with its parameters renamed with `suffix` (so that fragments sharing parameter names share a
+        statement) and added to `params`."""
+        sql = self.sql
+        for name, value in self.params.items():
+            sql = re.sub(rf":{name}\b", f":{name}_{suffix}", sql)
+            params[f"{name}_{suffix}"] = value
+        return sql
+
 
 class Criterion(ABC):
     """One privacy criterion, evaluated per equivalence class in SQL."""
@@ -534,10 +543,7 @@ class MultiAttributeLDiversity(Criterion):
         for i, inner in enumerate(self.inner):
             others = [fs.sensitive_columns[a] for a in self.attributes if a != inner.attribute]
             sub = inner.violating_classes(fs.with_classes(others, inner.attribute))
-            sql = sub.sql
-            for name, value in sub.params.items():  # the inner criteria share parameter names
-                sql = re.sub(rf":{name}\b", f":{name}_m{i}", sql)
-                params[f"{name}_m{i}"] = value
+            sql = sub.bound(f"m{i}", params)  # the inner criteria share parameter names
             parts.append(f"SELECT {fs.classes} FROM ({sql}) AS sub{i}")
         cls_s = ", ".join(f"s.{c}" for c in fs.class_columns)
         on = " AND ".join(f"s.{c} IS NOT DISTINCT FROM bad.{c}" for c in fs.class_columns)

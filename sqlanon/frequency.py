@@ -10,7 +10,6 @@ unless the run keeps them, and registered in `frequency_sets`.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from sqlalchemy import bindparam, text
@@ -215,11 +214,4 @@ def violating_classes_sql(view: FrequencySetView, criteria: list[Criterion], suf
         fragments = [others[0].violating_classes(view, folded)] + [c.violating_classes(view) for c in others[1:]]
     else:
         fragments = [c.violating_classes(view) for c in criteria]
-    parts = []
-    for fragment in fragments:
-        sql = fragment.sql
-        for name, value in fragment.params.items():
-            sql = re.sub(rf":{name}\b", f":{name}_{suffix}", sql)
-            params[f"{name}_{suffix}"] = value
-        parts.append(f"({sql})")
-    return " UNION ".join(parts)
+    return " UNION ".join(f"({fragment.bound(suffix, params)})" for fragment in fragments)
