@@ -241,9 +241,11 @@ class Mondrian:
     def run(self) -> MondrianResult:
         for rounds in range(1, MAX_ROUNDS + 1):
             self._candidates()
+            open_parts = self.open_parts
             split = self._choose()
             self.progress("Mondrian: rounds", rounds, None)
-            self._close(f"WHERE NOT EXISTS (SELECT 1 FROM {self.choice} c WHERE c.part = w.part)")
+            if split < open_parts:  # some partition is final (none is, in the early rounds: no pass for nothing)
+                self._close(f"WHERE NOT EXISTS (SELECT 1 FROM {self.choice} c WHERE c.part = w.part)")
             if not split:
                 break
             self._apply()
