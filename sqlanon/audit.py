@@ -72,10 +72,10 @@ def audit_table(db: Database, conn: Connection, table_ref: str, qi_columns: list
     `reference` (a table) gives that distribution instead, e.g. the source of
     an output whose suppressed tuples were removed.
 
-    One statement and one grouping of the table: the published classes (by QI
-    and sensitive values) are computed once, and the class sizes, each
-    criterion's violating classes and its worst class are read from them (one
-    statement per figure grouped the table again each time: 2 + one per criterion).
+    One statement and one grouping of the table, however many criteria: the
+    published classes (by QI and sensitive values) are computed once, and the
+    class sizes, each criterion's violating classes and its worst class are
+    read from them.
     """
     params: dict[str, object] = {}
     masked = _masked_condition(db, masked_top, params) if masked_top else "1 = 0"
