@@ -66,10 +66,12 @@ class StarSchema:
     def heights(self) -> list[int]:
         return [d.height for d in self.dimensions]
 
-    def joins(self, alias: str = "t") -> str:
-        """FROM clause joining the source with every dimension table (d0, d1, ...)."""
+    def joins(self, alias: str = "t", attrs: set[int] | None = None) -> str:
+        """FROM clause joining the source with every dimension table (d0, d1, ...), or those of `attrs`. Each join
+        keeps every row once (build_star_schema proves it), so leaving one out changes no row."""
         parts = [f"{self.source} {alias}"]
-        parts += [f"JOIN {d.table} d{d.attr} ON {d.key(self.db, alias)} = d{d.attr}.v" for d in self.dimensions]
+        parts += [f"JOIN {d.table} d{d.attr} ON {d.key(self.db, alias)} = d{d.attr}.v" for d in self.dimensions
+                  if attrs is None or d.attr in attrs]
         return " ".join(parts)
 
     def parent_code(self, attr: int, level: int, to_level: int, code: str) -> tuple[str, str]:

@@ -76,7 +76,11 @@ def materialize(db: Database, conn: Connection, star: StarSchema, plan: Publicat
         # sqlanon's own earlier output is replaced in this transaction
         replacing = ownership.check_target(conn, plan.target, plan.replace, "output table", plan.source)
         select, published = _select_list(db, star, plan, suppressing and plan.mode == "mask", params)
-        joins = star.joins("t") + flagged
+        # the dimensions whose labels are published (a QI at level 0 is its own value), all of them when the
+        # violating classes are flagged by their codes (PostgreSQL, Adult x 33 = 1M rows, the bottom node: the
+        # table written in 0.85 s instead of 2.43 s; DuckDB's writes cost the same either way)
+        joins = star.joins("t", None if suppressing else {d.attr for d, level in zip(star.dimensions, plan.node)
+                                                         if level > 0}) + flagged
         where = " WHERE b.n IS NULL" if suppressing and plan.mode == "remove" else ""
         rows = f"{with_clause}SELECT {', '.join(select)} FROM {joins}{where}"
         with db.staged_output(conn, final, rows, params, replacing) as written:
