@@ -241,3 +241,31 @@ def test_scratch_names_are_never_dropped_first(tmp_path: Path):
     anonymize(_job(url, None, "out", ["patient_id"]))
     for run_id in run_ids:
         assert _rows(url, f"SELECT mine FROM sqlanon_tmp_{run_id}") == [(run_id,)]
+
+
+@pytest.mark.parametrize("setting", ["true", "false"])
+def test_a_csv_load_puts_the_database_s_row_order_setting_back(tmp_path: Path, setting: str):
+    """DuckDB loads a CSV without keeping the file's row order (a setting of the whole database), and sets it back
+    as it was, whether the load succeeds or fails on a malformed file."""
+    from sqlanon.backends import open_database
+
+    good, bad = tmp_path / "good.csv", tmp_path / "bad.csv"
+    good.write_text("a;b\n1;2\n3;4\n")
+    bad.write_bytes(b"a;b\n\xff\xfe;1\n")
+    db = open_database(f"duckdb:///{tmp_path / 'db.duckdb'}")
+    try:
+        with db.engine.connect() as conn:
+            conn.exec_driver_sql(f"SET preserve_insertion_order = {setting}")
+        for name, path in (("good", good), ("bad", bad)):
+            with db.engine.connect() as conn:
+                try:
+                    with conn.begin():
+                        db.load_csv(conn, path, {"delimiter": ";"}, db.q(name))
+                except DataError as exc:
+                    assert name == "bad" and "cannot read CSV file" in str(exc)
+            with db.engine.connect() as conn:
+                current = conn.exec_driver_sql("SELECT current_setting('preserve_insertion_order')").scalar()
+                assert current is (setting == "true")
+        assert _rows(f"duckdb:///{tmp_path / 'db.duckdb'}", "SELECT COUNT(*) FROM good") == [(2,)]
+    finally:
+        db.dispose()
