@@ -1,14 +1,28 @@
-"""Helpers shared by the benchmarks: timing, PostgreSQL reachability, table printing."""
+"""Helpers shared by the benchmarks: timing, PostgreSQL reachability, table printing, ARX's figures."""
 from __future__ import annotations
 
 import os
 import statistics
 import time
+from pathlib import Path
 from typing import Callable
 
 from sqlanon.backends import unreachable_reason
 
 PG_URL = os.environ.get("SQLANON_BENCH_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+ARX_FIGURES = Path(__file__).parent / "out" / "arx" / "figures.tsv"
+
+
+def arx_here() -> dict[tuple[str, str, float], float]:
+    """ARX's warm seconds per (dataset, criteria, suppression), as `bench/arx/run.sh` measured them on this
+    machine; empty until it has run."""
+    if not ARX_FIGURES.exists():
+        return {}
+    lines = ARX_FIGURES.read_text().splitlines()[1:]
+    return {(dataset, criteria, float(limit)): float(warm) / 1000
+            for dataset, criteria, limit, _cold, warm, *_ in (line.split("\t") for line in lines)}
 
 
 def pg_reachable(url: str = PG_URL) -> bool:

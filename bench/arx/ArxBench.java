@@ -1,0 +1,100 @@
+import java.io.File;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Consumer;
+
+import org.deidentifier.arx.ARXAnonymizer;
+import org.deidentifier.arx.ARXConfiguration;
+import org.deidentifier.arx.ARXResult;
+import org.deidentifier.arx.AttributeType;
+import org.deidentifier.arx.AttributeType.Hierarchy;
+import org.deidentifier.arx.Data;
+import org.deidentifier.arx.criteria.DistinctLDiversity;
+import org.deidentifier.arx.criteria.EntropyLDiversity;
+import org.deidentifier.arx.criteria.EqualDistanceTCloseness;
+import org.deidentifier.arx.criteria.HierarchicalDistanceTCloseness;
+import org.deidentifier.arx.criteria.KAnonymity;
+import org.deidentifier.arx.criteria.RecursiveCLDiversity;
+
+/**
+ * ARX's times for the jobs of bench_search.py and bench_criteria.py, on this machine: Adult (the bundled CSV,
+ * decompressed) with its hierarchies, Flash (ARX's default), ARX's default loss metric.
+ *
+ *   java -cp ARX_CLASSES:. ArxBench ADULT_CSV HIERARCHY_DIR [REPEAT]
+ *
+ * Prints a tab-separated line per job: its dataset, criteria and suppression limit (as bench_search.py names
+ * them), the first run's milliseconds (a cold JVM), the median of REPEAT warm runs, the transformations ARX
+ * checked and the optimum's levels (in the CSV's column order). A run is anonymize() alone, from encoding the
+ * data to the optimum: the CSV and hierarchies are read before the clock starts.
+ */
+public class ArxBench {
+    static final String OCC = "occupation";
+
+    public static void main(String[] args) throws Exception {
+        File csv = new File(args[0]);
+        File hierarchies = new File(args[1]);
+        int repeat = args.length > 2 ? Integer.parseInt(args[2]) : 15;
+        Map<String, Job> jobs = new LinkedHashMap<>();
+        jobs.put("adult\tk=5\t0.0", new Job(null, 0d, c -> {}));
+        jobs.put("adult\tk=5\t0.02", new Job(null, 0.02d, c -> {}));
+        jobs.put("adult\tk=5\t0.1", new Job(null, 0.1d, c -> {}));
+        jobs.put("adult 8 QIs\tk=5 only\t0.0", new Job(OCC, 0d, c -> {}, false));
+        jobs.put("adult 8 QIs\tdistinct l=3\t0.0", new Job(OCC, 0d, c -> c.addPrivacyModel(new DistinctLDiversity(OCC, 3))));
+        jobs.put("adult 8 QIs\tentropy l=3\t0.0", new Job(OCC, 0d, c -> c.addPrivacyModel(new EntropyLDiversity(OCC, 3))));
+        jobs.put("adult 8 QIs\trecursive c=4 l=3\t0.0",
+                new Job(OCC, 0d, c -> c.addPrivacyModel(new RecursiveCLDiversity(OCC, 4, 3))));
+        jobs.put("adult 8 QIs\tt equal 0.2\t0.0", new Job(OCC, 0d, c -> c.addPrivacyModel(new EqualDistanceTCloseness(OCC, 0.2))));
+        Hierarchy occupation = Hierarchy.create(new File(hierarchies, OCC + ".csv"), StandardCharsets.UTF_8, ';');
+        jobs.put("adult 8 QIs\tt hierarchical 0.2\t0.0", new Job(OCC, 0d,
+                c -> c.addPrivacyModel(new HierarchicalDistanceTCloseness(OCC, 0.2, occupation))));
+        System.out.println("dataset\tcriteria\tsuppression\tcold ms\twarm ms\tchecked\toptimum");
+        for (Map.Entry<String, Job> job : jobs.entrySet()) {
+            List<Double> times = new ArrayList<>();
+            ARXResult result = null;
+            for (int i = 0; i <= repeat; i++) {
+                Data data = job.getValue().data(csv, hierarchies);
+                ARXConfiguration config = job.getValue().config();
+                long started = System.nanoTime();
+                result = new ARXAnonymizer().anonymize(data, config);
+                times.add((System.nanoTime() - started) / 1e6);
+            }
+            List<Double> warm = new ArrayList<>(times.subList(1, times.size()));
+            warm.sort(null);
+            System.out.printf("%s\t%.1f\t%.1f\t%d\t%s%n", job.getKey(), times.get(0), warm.get(warm.size() / 2),
+                    result.getProcessStatistics().getTransformationsChecked(),
+                    result.getGlobalOptimum() == null ? "-" : Arrays.toString(result.getGlobalOptimum().getTransformation()));
+        }
+    }
+
+    record Job(String sensitive, double suppression, Consumer<ARXConfiguration> criteria, boolean sensitiveModels) {
+        Job(String sensitive, double suppression, Consumer<ARXConfiguration> criteria) {
+            this(sensitive, suppression, criteria, true);
+        }
+
+        Data data(File csv, File hierarchies) throws Exception {
+            Data data = Data.create(csv, StandardCharsets.UTF_8, ';');
+            for (File file : hierarchies.listFiles()) {
+                String column = file.getName().replace(".csv", "");
+                if (column.equals(sensitive)) {  // sensitive when a criterion reads it, else published as it is
+                    data.getDefinition().setAttributeType(column, sensitiveModels
+                            ? AttributeType.SENSITIVE_ATTRIBUTE : AttributeType.INSENSITIVE_ATTRIBUTE);
+                } else {
+                    data.getDefinition().setAttributeType(column, Hierarchy.create(file, StandardCharsets.UTF_8, ';'));
+                }
+            }
+            return data;
+        }
+
+        ARXConfiguration config() {
+            ARXConfiguration config = ARXConfiguration.create();
+            config.addPrivacyModel(new KAnonymity(5));
+            config.setSuppressionLimit(suppression);
+            criteria.accept(config);
+            return config;
+        }
+    }
+}
