@@ -26,6 +26,7 @@ from .errors import ConfigError, DataError, SqlanonError
 
 #: PostgreSQL truncates longer identifiers (NAMEDATALEN - 1), so two long names could be one table
 PG_MAX_NAME_BYTES = 63
+UNNEST_ROWS = 200  # DuckDB: up to this many rows, an insert binds one list per column (see DuckDBDatabase._insert)
 
 #: read_csv options a job may pass through (name in the config -> DuckDB name)
 CSV_OPTIONS = {"delimiter": "delim", "delim": "delim", "sep": "delim", "header": "header", "quote": "quote",
@@ -380,12 +381,18 @@ class DuckDB(Database):
 
     def _insert(self, conn: Connection, ref: str, names: str, columns: Sequence[str],
                 rows: Sequence[Sequence[Any]]) -> None:
+        values = [list(column) for column in zip(*rows)]
+        if len(rows) <= UNNEST_ROWS:
+            # each column one list parameter, unnested: a registration costs more than the rows of a small insert
+            # (1 row 1.26 -> 0.63 ms, 100 rows 1.46 -> 1.11 ms; 500 rows 2.2 against 3.1 ms)
+            lists = {f"c{i}": column for i, column in enumerate(values)}
+            self.execute(conn, f"INSERT INTO {ref} ({names}) SELECT "
+                               f"{', '.join(f'UNNEST(:{name})' for name in lists)}", lists)
+            return
         # a dict of NumPy arrays, registered as a view: DuckDB scans it as it scans a DataFrame (its bulk-insert
         # fast path), without importing pandas (0.3 s of every CLI run)
         import numpy
 
-        columns = list(columns)
-        values = list(zip(*rows)) if rows else [() for _ in columns]
         arrays = {name: numpy.array(column, dtype=object) for name, column in zip(columns, values)}
         raw = conn.connection.dbapi_connection
         raw.register("sqlanon_rows", arrays)

@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from sqlanon.backends import open_database
 from sqlanon.cli import main
-from sqlanon.metadata import current_version, downgrade, migrate
+from sqlanon.metadata import current_version, downgrade, head_revision, migrate
 
 from .conftest import metadata_tables
 
@@ -43,6 +43,30 @@ def test_migrations_on_duckdb(duck_url: str):
 @pytest.mark.postgres
 def test_migrations_on_postgres(pg_server: str, pg_schema: str):
     _round_trip(pg_server, f"{pg_schema}_meta", {"server_settings"})  # with PL/Python (CI installs it)
+
+
+def test_the_head_read_from_the_files_is_alembic_s():
+    from importlib import resources
+
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("sqlanon.migrations")))
+    assert head_revision() == ScriptDirectory.from_config(config).get_current_head() == "0011"
+
+
+def test_a_schema_at_head_is_checked_without_alembic(duck_url: str):
+    import subprocess
+    import sys
+
+    db = open_database(duck_url)
+    migrate(db)
+    db.dispose()
+    code = ("import sys; from sqlanon.backends import open_database; from sqlanon.metadata import migrate; "
+            f"db = open_database({duck_url!r}); migrate(db); db.dispose(); "
+            "assert 'alembic' not in sys.modules, 'Alembic was imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_migrate_command(duck_url: str):
