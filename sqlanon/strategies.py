@@ -319,8 +319,9 @@ class TopDown(SearchStrategy):
     def walk(self, ctx: SearchContext, check: "Check") -> list[tuple[int, ...]]:
         """The search itself, height by height, with `check` answering each height's candidates."""
         heights = ctx.star.heights
-        by_height = nodes_by_height(heights)
-        order = sorted(by_height, reverse=self.downward)
+        # the lattice itself is never listed (Adult's 9 QIs: 12,960 nodes, 10 ms of Python): a height's candidates
+        # come from the one before it, starting from the top (or the bottom) alone
+        order = sorted(range(sum(heights) + 1), reverse=self.downward)
         if self.downward:
             onward, behind = direct_specializations, lambda n: direct_generalizations(n, heights)
         else:
@@ -334,7 +335,7 @@ class TopDown(SearchStrategy):
 
         settled: set[tuple[int, ...]] = set()  # passing (top-down) or failing (bottom-up) nodes
         known = check.checked  # checked nodes: passing or not
-        candidates = by_height[order[0]]  # the top (or the bottom): nothing behind it
+        candidates = [tuple(heights) if self.downward else (0,) * len(heights)]  # nothing behind it
         for step, height in enumerate(order):
             todo = [n for n in candidates if n not in known]
             if todo:
@@ -350,7 +351,7 @@ class TopDown(SearchStrategy):
             ctx.progress(f"heights, {'top down' if self.downward else 'bottom up'}", step + 1, len(order))
         if self.downward:
             return sorted(settled)
-        return sorted(n for ns in by_height.values() for n in ns if n not in settled)
+        return [n for n in full_lattice(heights) if n not in settled]  # sorted, as product lists them
 
 
 class BottomUp(TopDown):
