@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import warnings
 
 import pytest
@@ -315,3 +316,31 @@ def test_sqlanon_sessions_run_without_jit(pg_server: str):
     finally:
         db.dispose()
         other.dispose()
+
+
+
+@pytest.mark.parametrize("backend", ["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("rows", [3, 500])  # below and above the size where DuckDB's inserts change method
+def test_bulk_inserts_store_the_values_they_are_given(request, backend: str, rows: int):
+    """Metadata rows come back as written, on each database and whichever way its insert goes: NULLs, NaN (stored
+    as NULL on DuckDB, as it always was), large integers, text with quotes, booleans."""
+    from sqlanon.backends import open_database
+
+    if backend == "duckdb":
+        db, schema = open_database(request.getfixturevalue("duck_url")), None
+    else:
+        db, schema = open_database(request.getfixturevalue("pg_server")), request.getfixturevalue("pg_schema")
+    values = [(i, None if i % 3 == 0 else f"it's {i}", float("nan") if i == 1 else i / 2, 2**62 + i, i % 2 == 0)
+              for i in range(rows)]
+    ref = db.q(schema, "bulk_insert_check")
+    try:
+        with db.begin() as conn:
+            db.create_table_from_rows(conn, ref, [("i", "INTEGER"), ("t", "VARCHAR(20)"), ("f", "DOUBLE PRECISION"),
+                                                  ("b", "BIGINT"), ("ok", "BOOLEAN")], values)
+            stored = [tuple(r) for r in db.execute(conn, f"SELECT * FROM {ref} ORDER BY i")]
+            db.drop_table(conn, ref)
+    finally:
+        db.dispose()
+    assert stored[1][2] is None if backend == "duckdb" else math.isnan(stored[1][2])
+    assert [r[:2] + r[3:] for r in stored] == [v[:2] + v[3:] for v in values]
+    assert [r[2] for r in stored if r[0] != 1] == [v[2] for v in values if v[0] != 1]
