@@ -1,4 +1,5 @@
 import java.io.File;
+import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -9,6 +10,7 @@ import java.util.function.Consumer;
 
 import org.deidentifier.arx.ARXAnonymizer;
 import org.deidentifier.arx.ARXConfiguration;
+import org.deidentifier.arx.ARXLattice.ARXNode;
 import org.deidentifier.arx.ARXResult;
 import org.deidentifier.arx.AttributeType;
 import org.deidentifier.arx.AttributeType.Hierarchy;
@@ -24,12 +26,16 @@ import org.deidentifier.arx.criteria.RecursiveCLDiversity;
  * ARX's times for the jobs of bench_search.py and bench_criteria.py, on this machine: Adult (the bundled CSV,
  * decompressed) with its hierarchies, Flash (ARX's default), ARX's default loss metric.
  *
- *   java -cp ARX_CLASSES:. ArxBench ADULT_CSV HIERARCHY_DIR [REPEAT]
+ *   java -cp ARX_CLASSES:. ArxBench ADULT_CSV HIERARCHY_DIR [REPEAT [LATTICES_TSV]]
  *
  * Prints a tab-separated line per job: its dataset, criteria and suppression limit (as bench_search.py names
  * them), the first run's milliseconds (a cold JVM), the median of REPEAT warm runs, the transformations ARX
  * checked and the optimum's levels (in the CSV's column order). A run is anonymize() alone, from encoding the
  * data to the optimum: the CSV and hierarchies are read before the clock starts.
+ *
+ * LATTICES_TSV, when given, receives every job's lattice as ARX left it: one line per transformation (dataset,
+ * criteria, suppression, levels as attribute=level pairs, ARX's anonymity tag, whether it is the optimum), which
+ * compare_arx.py checks sqlanon's answers against.
  */
 public class ArxBench {
     static final String OCC = "occupation";
@@ -51,6 +57,10 @@ public class ArxBench {
         Hierarchy occupation = Hierarchy.create(new File(hierarchies, OCC + ".csv"), StandardCharsets.UTF_8, ';');
         jobs.put("adult 8 QIs\tt hierarchical 0.2\t0.0", new Job(OCC, 0d,
                 c -> c.addPrivacyModel(new HierarchicalDistanceTCloseness(OCC, 0.2, occupation))));
+        PrintWriter lattices = args.length > 3 ? new PrintWriter(args[3], StandardCharsets.UTF_8) : null;
+        if (lattices != null) {
+            lattices.println("dataset\tcriteria\tsuppression\tnode\tanonymity\toptimum");
+        }
         System.out.println("dataset\tcriteria\tsuppression\tcold ms\twarm ms\tchecked\toptimum");
         for (Map.Entry<String, Job> job : jobs.entrySet()) {
             List<Double> times = new ArrayList<>();
@@ -67,6 +77,28 @@ public class ArxBench {
             System.out.printf("%s\t%.1f\t%.1f\t%d\t%s%n", job.getKey(), times.get(0), warm.get(warm.size() / 2),
                     result.getProcessStatistics().getTransformationsChecked(),
                     result.getGlobalOptimum() == null ? "-" : Arrays.toString(result.getGlobalOptimum().getTransformation()));
+            if (lattices != null) {
+                writeLattice(lattices, job.getKey(), result);
+            }
+        }
+        if (lattices != null) {
+            lattices.close();
+        }
+    }
+
+    static void writeLattice(PrintWriter out, String job, ARXResult result) {
+        ARXNode optimum = result.getGlobalOptimum();
+        for (ARXNode[] level : result.getLattice().getLevels()) {
+            for (ARXNode node : level) {
+                String[] attributes = node.getQuasiIdentifyingAttributes();
+                int[] levels = node.getTransformation();
+                StringBuilder pairs = new StringBuilder();
+                for (int i = 0; i < attributes.length; i++) {
+                    pairs.append(i == 0 ? "" : ",").append(attributes[i]).append('=').append(levels[i]);
+                }
+                boolean isOptimum = optimum != null && Arrays.equals(levels, optimum.getTransformation());
+                out.printf("%s\t%s\t%s\t%b%n", job, pairs, node.getAnonymity(), isOptimum);
+            }
         }
     }
 

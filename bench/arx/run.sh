@@ -4,7 +4,8 @@
 #   bash bench/arx/run.sh ARX_SOURCE [REPEAT]
 #
 # ARX_SOURCE: a checkout of https://github.com/arx-deidentifier/arx (its lib/ant holds the jars it needs).
-# Needs a JDK 17+. Writes bench/out/arx/figures.tsv, which bench_search.py shows beside its own figures.
+# Needs a JDK 17+. Writes bench/out/arx/figures.tsv, which bench_search.py shows beside its own figures, and
+# bench/out/arx/lattices.tsv, the lattices ARX tagged, which compare_arx.py checks sqlanon's answers against.
 # ARX's PDF certificates are left out, and the two classes of its PDF and Hadoop libraries that its
 # anonymization code names without using are compiled as empty stand-ins.
 set -euo pipefail
@@ -29,4 +30,5 @@ fi
 javac -nowarn -cp "$libs$out/classes" -d "$out" "$here/ArxBench.java"
 adult="$here/../../sqlanon/data/adult"
 gzip -dc "$adult/adult.csv.gz" > "$out/adult.csv"
-java -cp "$libs$out/classes:$out" ArxBench "$out/adult.csv" "$adult/hierarchies" "$repeat" | tee "$out/figures.tsv"
+java -cp "$libs$out/classes:$out" ArxBench "$out/adult.csv" "$adult/hierarchies" "$repeat" "$out/lattices.tsv" \
+  | tee "$out/figures.tsv"

@@ -1,0 +1,60 @@
+"""The search against ARX, the reference anonymizer, on Adult: every transformation ARX tagged anonymous is among
+sqlanon's satisfying nodes, every one it tagged not anonymous is not, and ARX's optimum is one of sqlanon's minimal
+nodes. The tags are ARX's own (its default Flash search and loss metric), as bench/arx/run.sh writes them, kept in
+tests/data/arx_adult_lattices.tsv.gz: they confirm that the criteria mean what ARX's do, which the exhaustive
+oracle (sqlanon's own definitions) cannot."""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import gzip
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from sqlanon import search
+from sqlanon.config import Suppression
+from sqlanon.criteria import criteria_from_config
+
+from .conftest import ADULT_DIR, ADULT_QIS, CASES, adult_job, reclassified
+
+TAGS = Path(__file__).parent / "data" / "arx_adult_lattices.tsv.gz"
+OCCUPATION = {**CASES, "k=5 only": {},
+              "t hierarchical 0.2": {"t_closeness": {"attribute": "occupation", "t": 0.2, "distance": "hierarchical",
+                                                     "hierarchy": str(ADULT_DIR / "hierarchies" / "occupation.csv")}}}
+
+
+def arx_tags() -> dict[tuple[str, str, float], list[tuple[dict[str, int], str, bool]]]:
+    """Per job (dataset, criteria, suppression): each transformation ARX kept, its tag, whether it is the optimum."""
+    jobs = defaultdict(list)
+    with gzip.open(TAGS, "rt") as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            levels = {a: int(lv) for a, lv in (pair.split("=") for pair in row["node"].split(","))}
+            jobs[(row["dataset"], row["criteria"], float(row["suppression"]))].append(
+                (levels, row["anonymity"], row["optimum"] == "true"))
+    return jobs
+
+
+ARX = arx_tags()
+
+
+@pytest.mark.parametrize("dataset, criteria, limit", sorted(ARX))
+def test_the_search_agrees_with_arx(adult_duck: str, dataset: str, criteria: str, limit: float):
+    if dataset == "adult":  # all nine QIs, k=5
+        job = adult_job(adult_duck, ADULT_QIS, load_csv=False)
+    else:  # the eight others, occupation sensitive
+        job = adult_job(adult_duck, [q for q in ADULT_QIS if q != "occupation"], load_csv=False)
+        if OCCUPATION[criteria]:
+            job = reclassified(job, criteria=criteria_from_config({"k_anonymity": {"k": 5}, **OCCUPATION[criteria]}),
+                               sensitive=["occupation"])
+    result = search(dataclasses.replace(job, suppression=Suppression(limit)))
+    satisfying = set(result.satisfying)
+    nodes = ARX[(dataset, criteria, limit)]
+    tagged = {tag for _, tag, _ in nodes}
+    assert tagged == {"ANONYMOUS", "NOT_ANONYMOUS"}, "ARX left some transformations undecided"
+    disagree = [levels for levels, tag, _ in nodes
+                if (tuple(levels[qi] for qi in result.qi) in satisfying) != (tag == "ANONYMOUS")]
+    assert not disagree, f"{len(disagree)} of ARX's {len(nodes)} tags differ, e.g. {disagree[:3]}"
+    (optimum,) = [tuple(levels[qi] for qi in result.qi) for levels, _, best in nodes if best]
+    assert optimum in result.minimal
