@@ -39,7 +39,10 @@ def arx_tags() -> dict[tuple[str, str, float], list[tuple[dict[str, int], str, b
 ARX = arx_tags()
 
 
-@pytest.mark.parametrize("dataset, criteria, limit", sorted(ARX))
+@pytest.mark.parametrize("dataset, criteria, limit", [
+    # with suppression, criteria other than k-anonymity take Incognito's exact search: seconds each
+    pytest.param(*job, marks=pytest.mark.slow) if job[2] and job[1] not in ("k=5", "k=5 only") else job
+    for job in sorted(ARX)])
 def test_the_search_agrees_with_arx(adult_duck: str, dataset: str, criteria: str, limit: float):
     if dataset == "adult":  # all nine QIs, k=5
         job = adult_job(adult_duck, ADULT_QIS, load_csv=False)
@@ -51,9 +54,9 @@ def test_the_search_agrees_with_arx(adult_duck: str, dataset: str, criteria: str
     result = search(dataclasses.replace(job, suppression=Suppression(limit)))
     satisfying = set(result.satisfying)
     nodes = ARX[(dataset, criteria, limit)]
-    tagged = {tag for _, tag, _ in nodes}
-    assert tagged == {"ANONYMOUS", "NOT_ANONYMOUS"}, "ARX left some transformations undecided"
-    disagree = [levels for levels, tag, _ in nodes
+    decided = [(levels, tag) for levels, tag, _ in nodes if tag in ("ANONYMOUS", "NOT_ANONYMOUS")]
+    assert len(decided) >= len(nodes) - 1  # ARX may leave one node (the top) untagged
+    disagree = [levels for levels, tag in decided
                 if (tuple(levels[qi] for qi in result.qi) in satisfying) != (tag == "ANONYMOUS")]
     assert not disagree, f"{len(disagree)} of ARX's {len(nodes)} tags differ, e.g. {disagree[:3]}"
     (optimum,) = [tuple(levels[qi] for qi in result.qi) for levels, _, best in nodes if best]

@@ -48,15 +48,20 @@ public class ArxBench {
         jobs.put("adult\tk=5\t0.0", new Job(null, 0d, c -> {}));
         jobs.put("adult\tk=5\t0.02", new Job(null, 0.02d, c -> {}));
         jobs.put("adult\tk=5\t0.1", new Job(null, 0.1d, c -> {}));
-        jobs.put("adult 8 QIs\tk=5 only\t0.0", new Job(OCC, 0d, c -> {}, false));
-        jobs.put("adult 8 QIs\tdistinct l=3\t0.0", new Job(OCC, 0d, c -> c.addPrivacyModel(new DistinctLDiversity(OCC, 3))));
-        jobs.put("adult 8 QIs\tentropy l=3\t0.0", new Job(OCC, 0d, c -> c.addPrivacyModel(new EntropyLDiversity(OCC, 3))));
-        jobs.put("adult 8 QIs\trecursive c=4 l=3\t0.0",
-                new Job(OCC, 0d, c -> c.addPrivacyModel(new RecursiveCLDiversity(OCC, 4, 3))));
-        jobs.put("adult 8 QIs\tt equal 0.2\t0.0", new Job(OCC, 0d, c -> c.addPrivacyModel(new EqualDistanceTCloseness(OCC, 0.2))));
         Hierarchy occupation = Hierarchy.create(new File(hierarchies, OCC + ".csv"), StandardCharsets.UTF_8, ';');
-        jobs.put("adult 8 QIs\tt hierarchical 0.2\t0.0", new Job(OCC, 0d,
-                c -> c.addPrivacyModel(new HierarchicalDistanceTCloseness(OCC, 0.2, occupation))));
+        Map<String, Consumer<ARXConfiguration>> criteria = new LinkedHashMap<>();
+        criteria.put("distinct l=3", c -> c.addPrivacyModel(new DistinctLDiversity(OCC, 3)));
+        criteria.put("entropy l=3", c -> c.addPrivacyModel(new EntropyLDiversity(OCC, 3)));
+        criteria.put("recursive c=4 l=3", c -> c.addPrivacyModel(new RecursiveCLDiversity(OCC, 4, 3)));
+        criteria.put("t equal 0.2", c -> c.addPrivacyModel(new EqualDistanceTCloseness(OCC, 0.2)));
+        criteria.put("t hierarchical 0.2", c -> c.addPrivacyModel(new HierarchicalDistanceTCloseness(OCC, 0.2, occupation)));
+        for (double suppression : new double[] {0d, 0.02d}) {
+            jobs.put("adult 8 QIs\tk=5 only\t" + suppression, new Job(OCC, suppression, c -> {}, false));
+            for (Map.Entry<String, Consumer<ARXConfiguration>> criterion : criteria.entrySet()) {
+                jobs.put("adult 8 QIs\t" + criterion.getKey() + "\t" + suppression,
+                        new Job(OCC, suppression, criterion.getValue()));
+            }
+        }
         PrintWriter lattices = args.length > 3 ? new PrintWriter(args[3], StandardCharsets.UTF_8) : null;
         if (lattices != null) {
             lattices.println("dataset\tcriteria\tsuppression\tnode\tanonymity\toptimum");
