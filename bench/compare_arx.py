@@ -1,4 +1,4 @@
-"""sqlanon's answers against ARX's, on the Adult jobs of bench_search.py (DuckDB).
+"""sqlanon's answers against ARX's, on the Adult jobs of bench/arx/ArxBench.java (DuckDB).
 
     bash bench/arx/run.sh ARX_SOURCE      # writes bench/out/arx/lattices.tsv
     python bench/compare_arx.py

@@ -23,8 +23,9 @@ import org.deidentifier.arx.criteria.KAnonymity;
 import org.deidentifier.arx.criteria.RecursiveCLDiversity;
 
 /**
- * ARX's times for the jobs of bench_search.py and bench_criteria.py, on this machine: Adult (the bundled CSV,
- * decompressed) with its hierarchies, Flash (ARX's default), ARX's default loss metric.
+ * ARX's times for the Adult jobs of bench_search.py and bench_criteria.py (and the criteria with 2% suppression),
+ * on this machine: the bundled CSV, decompressed, with its hierarchies; Flash (ARX's default), ARX's default loss
+ * metric.
  *
  *   java -cp ARX_CLASSES:. ArxBench ADULT_CSV HIERARCHY_DIR [REPEAT [LATTICES_TSV]]
  *
