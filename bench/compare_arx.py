@@ -23,7 +23,7 @@ from common import print_table  # noqa: E402
 
 from sqlanon import RunOptions, load_job, search  # noqa: E402
 from sqlanon.config import Suppression  # noqa: E402
-from sqlanon.criteria import KAnonymity  # noqa: E402
+from sqlanon.criteria import KAnonymity, criteria_from_config  # noqa: E402
 
 HERE = Path(__file__).parent
 LATTICES = HERE / "out" / "arx" / "lattices.tsv"
@@ -40,10 +40,20 @@ def arx_lattices() -> dict[tuple[str, str, float], list[tuple[dict[str, int], st
     return jobs
 
 
+AGE_CASES = {"t ordered 0.2": {"t_closeness": {"attribute": "age", "t": 0.2, "distance": "ordered"}}}
+
+
 def sqlanon_job(base, dataset: str, criteria: str, limit: float):
     if dataset == "adult":
-        return dataclasses.replace(base, criteria=[KAnonymity(5)], suppression=Suppression(limit))
-    return dataclasses.replace(criteria_job(base, criteria), suppression=Suppression(limit))
+        job = dataclasses.replace(base, criteria=[KAnonymity(5)])
+    elif dataset.endswith("age sensitive"):  # the eight other QIs
+        job = dataclasses.replace(base, criteria=criteria_from_config({"k_anonymity": {"k": 5},
+                                                                      **AGE_CASES[criteria]}),
+                                  quasi_identifiers=[q for q in base.quasi_identifiers if q.column != "age"],
+                                  sensitive=["age"])
+    else:
+        job = criteria_job(base, criteria)
+    return dataclasses.replace(job, suppression=Suppression(limit))
 
 
 def main() -> None:

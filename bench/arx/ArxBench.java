@@ -15,11 +15,13 @@ import org.deidentifier.arx.ARXResult;
 import org.deidentifier.arx.AttributeType;
 import org.deidentifier.arx.AttributeType.Hierarchy;
 import org.deidentifier.arx.Data;
+import org.deidentifier.arx.DataType;
 import org.deidentifier.arx.criteria.DistinctLDiversity;
 import org.deidentifier.arx.criteria.EntropyLDiversity;
 import org.deidentifier.arx.criteria.EqualDistanceTCloseness;
 import org.deidentifier.arx.criteria.HierarchicalDistanceTCloseness;
 import org.deidentifier.arx.criteria.KAnonymity;
+import org.deidentifier.arx.criteria.OrderedDistanceTCloseness;
 import org.deidentifier.arx.criteria.RecursiveCLDiversity;
 
 /**
@@ -40,6 +42,7 @@ import org.deidentifier.arx.criteria.RecursiveCLDiversity;
  */
 public class ArxBench {
     static final String OCC = "occupation";
+    static final String AGE = "age";
 
     public static void main(String[] args) throws Exception {
         File csv = new File(args[0]);
@@ -62,6 +65,10 @@ public class ArxBench {
                 jobs.put("adult 8 QIs\t" + criterion.getKey() + "\t" + suppression,
                         new Job(OCC, suppression, criterion.getValue()));
             }
+        }
+        for (double suppression : new double[] {0d, 0.02d}) {  // a numeric sensitive attribute: age
+            jobs.put("adult 8 QIs, age sensitive\tt ordered 0.2\t" + suppression,
+                    new Job(AGE, suppression, c -> c.addPrivacyModel(new OrderedDistanceTCloseness(AGE, 0.2))));
         }
         PrintWriter lattices = args.length > 3 ? new PrintWriter(args[3], StandardCharsets.UTF_8) : null;
         if (lattices != null) {
@@ -120,6 +127,9 @@ public class ArxBench {
                 if (column.equals(sensitive)) {  // sensitive when a criterion reads it, else published as it is
                     data.getDefinition().setAttributeType(column, sensitiveModels
                             ? AttributeType.SENSITIVE_ATTRIBUTE : AttributeType.INSENSITIVE_ATTRIBUTE);
+                    if (column.equals(AGE)) {  // ordered by value (the ordered distance)
+                        data.getDefinition().setDataType(column, DataType.INTEGER);
+                    }
                 } else {
                     data.getDefinition().setAttributeType(column, Hierarchy.create(file, StandardCharsets.UTF_8, ';'));
                 }
