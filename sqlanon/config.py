@@ -22,7 +22,7 @@ from .criteria import Criterion, criteria_from_config
 from .errors import ConfigError
 
 GENERATORS = ("mask", "intervals", "date", "suppress")
-STRATEGIES = ("auto", "incognito", "topdown", "bottomup", "border", "samarati", "exhaustive")
+STRATEGIES = ("auto", "incognito", "topdown", "bottomup", "border", "filtered", "samarati", "exhaustive")
 BASES = ("cube", "table")
 SUPPRESSION_MODES = ("remove", "mask")
 #: what each role does to a column in the published table (ARX's attribute types)

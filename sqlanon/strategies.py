@@ -7,6 +7,7 @@ node with its own direct GROUP BY and serves as the oracle in tests.
 """
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import time
 from abc import ABC, abstractmethod
@@ -441,6 +442,53 @@ class Border(TopDown):
             chain.append(node)
 
 
+class Filtered(SearchStrategy):
+    """For criteria that are not monotone under suppression, exact: the criteria that are (k-anonymity, distinct
+    l-diversity) first, by binary search on chains, then every node they pass checked with all the criteria.
+
+    A node passes when the tuples in classes that violate any criterion fit within the limit; those violating
+    the monotone criteria alone are fewer, so a node that fails them fails, and the nodes that pass them (a set
+    closed under generalization) are the only candidates. They are checked bottom up, a height per wave; a node
+    with no violating class at all settles its generalizations (without suppression every criterion is
+    monotone). Without a monotone criterion among the job's, this is Incognito's exact search.
+    """
+
+    name = "filtered"
+
+    def search(self, ctx: SearchContext, stats: SearchStats) -> list[tuple[int, ...]]:
+        monotone = [c for c in ctx.criteria if c.monotone_under_suppression]
+        if ctx.monotone:
+            return Auto().search(ctx, stats)
+        if not monotone:
+            return Incognito().search(ctx, stats)
+        with _wave_checks(ctx, stats) as check:
+            first = Check(dataclasses.replace(ctx, criteria=monotone), stats, check.checker)
+            candidates = Border().walk(first.ctx, first)
+            check.checked.update((node, False) for node, ok in first.checked.items() if not ok)
+            return check.record(self.walk(ctx, check, candidates))
+
+    @staticmethod
+    def walk(ctx: SearchContext, check: "Check", candidates: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        """The passing nodes among `candidates` (closed under generalization), checked bottom up."""
+        heights = ctx.star.heights
+        by_height: dict[int, list[tuple[int, ...]]] = defaultdict(list)
+        for node in candidates:
+            by_height[sum(node)].append(node)
+        clear: set[tuple[int, ...]] = set()  # nodes with no violating class: so are their generalizations
+        passing = []
+        for step, height in enumerate(sorted(by_height)):
+            todo = [node for node in by_height[height] if node not in clear]
+            for node, (classes, tuples) in zip(todo, check.violations(todo)):
+                check.checked[node] = ctx.accepts(tuples)
+                if classes == 0:
+                    clear.update(direct_generalizations(node, heights))
+            clear.update(up for node in clear.intersection(by_height[height])
+                         for up in direct_generalizations(node, heights))
+            passing += [node for node in by_height[height] if node in clear or check.checked[node]]
+            ctx.progress("criteria on the nodes k-anonymity passes, bottom up", step + 1, len(by_height))
+        return sorted(passing)
+
+
 class Auto(SearchStrategy):
     """The strategy that checks fewer nodes for the job's shape.
 
@@ -448,14 +496,14 @@ class Auto(SearchStrategy):
     top-down checks only the passing nodes and the highest failing ones. With
     it, most nodes may pass: binary search on chains checks close to the
     border from both sides. Criteria that are not monotone under suppression
-    get Incognito's exact search.
+    get the filtered search (the monotone criteria first, then the nodes they pass).
     """
 
     name = "auto"
 
     def search(self, ctx: SearchContext, stats: SearchStats) -> list[tuple[int, ...]]:
         if not ctx.monotone:
-            return Incognito().search(ctx, stats)
+            return Filtered().search(ctx, stats)
         return (TopDown() if ctx.max_suppressed == 0 else Border()).search(ctx, stats)
 
 
@@ -516,7 +564,8 @@ class Check:
     def violations(self, nodes: list[tuple[int, ...]]) -> list[tuple[int, int]]:
         """(violating classes, tuples in them) of each node (-1: an attribute the node leaves out)."""
         self.stats.nodes_checked += len(nodes)
-        return self.checker.violations(nodes, self.ctx.criteria)
+        criteria = self.ctx.criteria  # frequency sets without the sensitive columns when no criterion reads them
+        return self.checker.violations(nodes, criteria, sensitive=any(c.sensitive_attributes() for c in criteria))
 
     def record(self, passing: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
         """Write the passing nodes (`pass` when checked, `implied` when settled by another's check) and the
@@ -548,4 +597,4 @@ def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
 
 
 STRATEGIES: dict[str, type[SearchStrategy]] = {s.name: s for s in (Auto, Incognito, Exhaustive, Samarati, TopDown,
-                                                                   BottomUp, Border)}
+                                                                   BottomUp, Border, Filtered)}
