@@ -125,6 +125,11 @@ class Criterion(ABC):
     figure_name: str = ""
     figure_sql: str = "MIN(stat)"
 
+    def monotone_part(self) -> list["Criterion"]:
+        """Criteria monotone under suppression that hold in every class where this one holds (itself, when it is
+        monotone): the filtered search settles them first."""
+        return [self] if self.monotone_under_suppression else []
+
     @abstractmethod
     def params(self) -> dict[str, Any]:
         """The criterion's parameters, as written in the config."""
@@ -356,6 +361,11 @@ class EntropyLDiversity(_LDiversity):
     def violation(self) -> SqlFragment:
         return SqlFragment("stat < LN(:entropy_l) - :entropy_eps", {"entropy_l": float(self.l), "entropy_eps": EPSILON})
 
+    def monotone_part(self) -> list[Criterion]:
+        """An entropy of log l needs l distinct values (m values give at most log m); with don't-care values the
+        adjusted entropy needs no such thing."""
+        return [] if self.dont_care else [DistinctLDiversity(self.attribute, self.l)]
+
     def _adjusted(self, fs: FrequencySetView) -> SqlFragment:
         """Adjusted entropy: don't-care counts, smallest first, join the fixed set while their log is at most
         the log-entropic mean (sum c log c / sum c) of the fixed set and the counts joined before them; the rest
@@ -422,6 +432,10 @@ class RecursiveLDiversity(_LDiversity):
 
     def violation(self) -> SqlFragment:
         return SqlFragment("(stat IS NULL OR stat >= :rec_c)", {"rec_c": float(self.c)})
+
+    def monotone_part(self) -> list[Criterion]:
+        """r1 < c (r_l + ... + r_m) needs an l-th value (positive disclosure, with don't-care values, does not)."""
+        return [] if self.dont_care else [DistinctLDiversity(self.attribute, self.l)]
 
 
 def _positive_disclosure_ratio(fs: FrequencySetView, attribute: str, dont_care: list[str], l: int,

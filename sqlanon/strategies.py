@@ -444,19 +444,20 @@ class Border(TopDown):
 
 class Filtered(SearchStrategy):
     """For criteria that are not monotone under suppression, exact: the criteria that are (k-anonymity, distinct
-    l-diversity) first, by binary search on chains, then every node they pass checked with all the criteria.
+    l-diversity, and what the others imply: entropy and recursive l-diversity need l distinct values) first,
+    by binary search on chains, then every node they pass checked with all the criteria.
 
     A node passes when the tuples in classes that violate any criterion fit within the limit; those violating
     the monotone criteria alone are fewer, so a node that fails them fails, and the nodes that pass them (a set
     closed under generalization) are the only candidates. They are checked bottom up, a height per wave; a node
     with no violating class at all settles its generalizations (without suppression every criterion is
-    monotone). Without a monotone criterion among the job's, this is Incognito's exact search.
+    monotone). Without a monotone criterion among the job's or implied by them, this is Incognito's exact search.
     """
 
     name = "filtered"
 
     def search(self, ctx: SearchContext, stats: SearchStats) -> list[tuple[int, ...]]:
-        monotone = [c for c in ctx.criteria if c.monotone_under_suppression]
+        monotone = [m for c in ctx.criteria for m in c.monotone_part()]
         if ctx.monotone:
             return Auto().search(ctx, stats)
         if not monotone:
