@@ -444,8 +444,8 @@ class Border(TopDown):
 
 class Filtered(SearchStrategy):
     """For criteria that are not monotone under suppression, exact: the criteria that are (k-anonymity, distinct
-    l-diversity, and what the others imply: entropy and recursive l-diversity need l distinct values) first,
-    by binary search on chains, then every node they pass checked with all the criteria.
+    l-diversity; without them, what the others imply: entropy and recursive l-diversity need l distinct values)
+    first, by binary search on chains, then every node they pass checked with all the criteria.
 
     A node passes when the tuples in classes that violate any criterion fit within the limit; those violating
     the monotone criteria alone are fewer, so a node that fails them fails, and the nodes that pass them (a set
@@ -457,7 +457,11 @@ class Filtered(SearchStrategy):
     name = "filtered"
 
     def search(self, ctx: SearchContext, stats: SearchStats) -> list[tuple[int, ...]]:
-        monotone = [m for c in ctx.criteria for m in c.monotone_part()]
+        # the job's own monotone criteria, else those its criteria imply: adding distinct l-diversity to k-anonymity
+        # leaves fewer candidates but makes the first stage read the sensitive values (Adult, 8 QIs, k=5 and entropy
+        # l=3, 2%: 2,519 checks in 1.33-1.46 s against 2,657 in 0.99-1.24 s)
+        monotone = ([c for c in ctx.criteria if c.monotone_under_suppression]
+                    or [m for c in ctx.criteria for m in c.monotone_part()])
         if ctx.monotone:
             return Auto().search(ctx, stats)
         if not monotone:
