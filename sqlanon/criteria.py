@@ -558,11 +558,12 @@ class MultiAttributeLDiversity(Criterion):
             others = [fs.sensitive_columns[a] for a in self.attributes if a != inner.attribute]
             sub = inner.violating_classes(fs.with_classes(others, inner.attribute))
             sql = sub.bound(f"m{i}", params)  # the inner criteria share parameter names
-            parts.append(f"SELECT {fs.classes} FROM ({sql}) AS sub{i}")
-        cls_s = ", ".join(f"s.{c}" for c in fs.class_columns)
-        on = " AND ".join(f"s.{c} IS NOT DISTINCT FROM bad.{c}" for c in fs.class_columns)
-        sql = (f"SELECT {cls_s}, MAX(s.n) AS n, COUNT(bad.{fs.class_columns[0]}) AS stat "
-               f"FROM ({fs.class_sizes()}) s LEFT JOIN ({' UNION ALL '.join(parts)}) bad ON {on} GROUP BY {cls_s}")
+            parts.append(f"SELECT {fs.classes}, NULL AS n, 1 AS bad FROM ({sql}) AS sub{i}")
+        # stat: the class's subclasses that violate, counted by grouping the classes with them (a grouping matches
+        # NULLs as equal and hashes; a join on IS NOT DISTINCT FROM is a nested loop on PostgreSQL)
+        sizes = f"SELECT {fs.classes}, n, 0 AS bad FROM ({fs.class_sizes()}) s"
+        sql = (f"SELECT {fs.classes}, MAX(n) AS n, SUM(bad) AS stat FROM ({sizes} UNION ALL "
+               f"{' UNION ALL '.join(parts)}) c GROUP BY {fs.classes}")
         return SqlFragment(sql, params)
 
     def violation(self) -> SqlFragment:
@@ -658,28 +659,22 @@ class TCloseness(Criterion):
                            f"0.0) AS stat FROM ({reached}) r GROUP BY {cls_r}", params)
 
     @staticmethod
-    def _grid(fs: FrequencySetView, counts: str, values: str, value_columns: str) -> str:
-        """Every class against every value d of the table: diff = p - q (p = 0 where the class lacks it)."""
-        cls_g = ", ".join(f"g.{c}" for c in fs.class_columns)
-        on = " AND ".join(f"v.{c} IS NOT DISTINCT FROM g.{c}" for c in fs.class_columns)
-        classes = f"SELECT DISTINCT {fs.classes}, n FROM ({counts}) c"
-        return (f"SELECT {cls_g}, g.n, {value_columns}, COALESCE(v.c, 0) * 1.0 / g.n - d.q AS diff "
-                f"FROM ({classes}) g CROSS JOIN ({values}) d "
-                f"LEFT JOIN ({counts}) v ON {on} AND v.s IS NOT DISTINCT FROM d.s")
-
-    @staticmethod
     def _ordered(fs: FrequencySetView, counts: str, table: str) -> str:
-        """(1/(m-1)) sum_i |sum_{j<=i} (p_j - q_j)| over the table's m values in ascending order."""
-        cls = fs.class_columns
-        cls_g = ", ".join(f"g.{c}" for c in cls)
-        ranked = f"SELECT s, q, ROW_NUMBER() OVER (ORDER BY s) AS rank_ FROM ({table}) t"
-        grid = TCloseness._grid(fs, counts, ranked, "d.rank_")
-        cumulative = (f"SELECT {cls_g}, g.n, SUM(g.diff) OVER (PARTITION BY {cls_g} ORDER BY g.rank_ "
-                      f"ROWS UNBOUNDED PRECEDING) AS cum FROM ({grid}) g")
-        cls_w = ", ".join(f"w.{c}" for c in cls)
+        """(1/(m-1)) sum_i |sum_{j<=i} (p_j - q_j)| over the table's m values in ascending order.
+
+        One running sum per class over the table's values (q, from the classes crossed with the values) and the
+        class's own counts (p), each own count ahead of its value's row, which reads the sum. No join matches
+        the counts with the values: a join on IS NOT DISTINCT FROM (values may be NULL) is a nested loop of
+        every class with every other on PostgreSQL."""
+        cls = fs.classes
+        every = (f"SELECT {cls}, n, d.s, d.q, 0 AS c, 1 AS at_value FROM (SELECT DISTINCT {cls}, n FROM ({counts}) c) g "
+                 f"CROSS JOIN ({table}) d")
+        own = f"SELECT {cls}, n, s, 0 AS q, c, 0 AS at_value FROM ({counts}) v"
+        cumulative = (f"SELECT {cls}, n, at_value, SUM(c * 1.0 / n - q) OVER (PARTITION BY {cls} ORDER BY s, at_value "
+                      f"ROWS UNBOUNDED PRECEDING) AS cum FROM ({every} UNION ALL {own}) x")
         steps = f"(SELECT COUNT(*) - 1 FROM ({table}) m)"
-        return (f"SELECT {cls_w}, MAX(w.n) AS n, SUM(ABS(w.cum)) / GREATEST({steps}, 1) AS stat "
-                f"FROM ({cumulative}) w GROUP BY {cls_w}")
+        return (f"SELECT {cls}, MAX(n) AS n, SUM(CASE WHEN at_value = 1 THEN ABS(cum) ELSE 0 END) / "
+                f"GREATEST({steps}, 1) AS stat FROM ({cumulative}) w GROUP BY {cls}")
 
 
 CRITERIA: dict[str, Callable[[Any], Criterion]] = {

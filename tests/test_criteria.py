@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import anonymize, search
+from sqlanon import RunOptions, anonymize, search
 from sqlanon.api import evaluate_every_node
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
@@ -253,6 +253,33 @@ def test_criteria_on_random_tables(tmp_path_factory, rows, spec, limit):
             assert (found.satisfying, found.minimal) == (sorted(exhaustive.satisfying), exhaustive.minimal), strategy
     lowest = min((sum(n) for n in exhaustive.satisfying), default=None)
     assert samarati.satisfying == sorted(n for n in exhaustive.satisfying if sum(n) == lowest)
+
+
+@pytest.mark.parametrize("backend", ["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_multi_attribute_audit_counts_subclasses_whose_class_value_is_null(request, tmp_path: Path, backend: str):
+    """A published class whose QI value is NULL (a hierarchy may map NULL) violates multi-attribute diversity when
+    one of its subclasses does, as any other class does."""
+    from sqlanon import audit
+    from sqlanon.backends import open_database
+
+    if backend == "duckdb":
+        url, schema = f"duckdb:///{tmp_path / 'm.duckdb'}", None
+    else:
+        url, schema = request.getfixturevalue("pg_server"), request.getfixturevalue("pg_schema")
+    rows = [(None, "flu", "a"), (None, "flu", "b"), (None, "cold", "a"), (None, "cold", "a"),  # cold: one value of y
+            ("z1", "flu", "a"), ("z1", "flu", "b"), ("z1", "cold", "a"), ("z1", "cold", "b")]
+    db = open_database(url)
+    with db.begin() as conn:
+        db.create_table_from_rows(conn, db.q(schema, "released"), [("zip", "VARCHAR(10)"), ("x", "VARCHAR(10)"),
+                                                                   ("y", "VARCHAR(10)")], rows)
+    db.dispose()
+    (tmp_path / "h.csv").write_text(";*\nz1;*\n")
+    source = {"url": url, "table": "released", **({"schema": schema} if schema else {})}
+    job = job_from_dict({"source": source, "quasi_identifiers": {"zip": "h.csv"},
+                         "criteria": {"multi_attribute_l_diversity": {"attributes": ["x", "y"], "l": 2}}}, tmp_path)
+    report = audit(job, "released", schema, RunOptions(metadata_schema=f"{schema}_meta" if schema else "sqlanon"))
+    found = report.criteria["multi_attribute_l_diversity"]
+    assert not report.ok and (found.violating_classes, found.violating_tuples) == (1, 4)
 
 
 def test_figure_3_of_the_l_diversity_paper(tmp_path: Path):
