@@ -667,8 +667,8 @@ class TCloseness(Criterion):
         the counts with the values: a join on IS NOT DISTINCT FROM (values may be NULL) is a nested loop of
         every class with every other on PostgreSQL."""
         cls = fs.classes
-        every = (f"SELECT {cls}, n, d.s, d.q, 0 AS c, 1 AS at_value FROM (SELECT DISTINCT {cls}, n FROM ({counts}) c) g "
-                 f"CROSS JOIN ({table}) d")
+        classes = f"SELECT DISTINCT {cls}, n FROM ({counts}) c"
+        every = f"SELECT {cls}, n, d.s, d.q, 0 AS c, 1 AS at_value FROM ({classes}) g CROSS JOIN ({table}) d"
         own = f"SELECT {cls}, n, s, 0 AS q, c, 0 AS at_value FROM ({counts}) v"
         cumulative = (f"SELECT {cls}, n, at_value, SUM(c * 1.0 / n - q) OVER (PARTITION BY {cls} ORDER BY s, at_value "
                       f"ROWS UNBOUNDED PRECEDING) AS cum FROM ({every} UNION ALL {own}) x")

@@ -58,7 +58,8 @@ public class ArxBench {
         criteria.put("entropy l=3", c -> c.addPrivacyModel(new EntropyLDiversity(OCC, 3)));
         criteria.put("recursive c=4 l=3", c -> c.addPrivacyModel(new RecursiveCLDiversity(OCC, 4, 3)));
         criteria.put("t equal 0.2", c -> c.addPrivacyModel(new EqualDistanceTCloseness(OCC, 0.2)));
-        criteria.put("t hierarchical 0.2", c -> c.addPrivacyModel(new HierarchicalDistanceTCloseness(OCC, 0.2, occupation)));
+        criteria.put("t hierarchical 0.2",
+                c -> c.addPrivacyModel(new HierarchicalDistanceTCloseness(OCC, 0.2, occupation)));
         for (double suppression : new double[] {0d, 0.02d}) {
             jobs.put("adult 8 QIs\tk=5 only\t" + suppression, new Job(OCC, suppression, c -> {}, false));
             for (Map.Entry<String, Consumer<ARXConfiguration>> criterion : criteria.entrySet()) {
@@ -89,7 +90,8 @@ public class ArxBench {
             warm.sort(null);
             System.out.printf("%s\t%.1f\t%.1f\t%d\t%s%n", job.getKey(), times.get(0), warm.get(warm.size() / 2),
                     result.getProcessStatistics().getTransformationsChecked(),
-                    result.getGlobalOptimum() == null ? "-" : Arrays.toString(result.getGlobalOptimum().getTransformation()));
+                    result.getGlobalOptimum() == null ? "-"
+                            : Arrays.toString(result.getGlobalOptimum().getTransformation()));
             if (lattices != null) {
                 writeLattice(lattices, job.getKey(), result);
             }
