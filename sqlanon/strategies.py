@@ -2,8 +2,9 @@
 
 A strategy receives a SearchContext (database connection, star schema,
 criteria, run) and returns every node over the full QI set that satisfies the
-criteria. Incognito is the production strategy; Exhaustive evaluates every
-node with its own direct GROUP BY and serves as the oracle in tests.
+criteria. Auto (the default) picks top-down, the border search or the filtered
+search by the job's shape; Incognito is the paper's search; Exhaustive evaluates
+every node with its own direct GROUP BY and serves as the oracle in tests.
 """
 from __future__ import annotations
 
