@@ -109,6 +109,7 @@ class WaveChecker:
         self.cells_term: float | None = None
         self.sensitive_values = 1  # combinations of sensitive values a class may hold (at most)
         self.reference: str | None = None  # the sensitive values' counts over the table, once stored
+        self.registered: list[tuple[object, ...]] = []  # registry rows of the scratch tables (see `_register`)
         if from_table:
             keys = [f"{k} AS key{j}" for j, k in enumerate(self._packed_keys())]
             self.ref = f"(SELECT {', '.join(keys + star.sensitive_select('t'))}, 1 AS cnt FROM {star.joins()})"
@@ -117,11 +118,13 @@ class WaveChecker:
             self.ref = db.scratch_ref(self.name)
             self.rows = self._create()
 
-    def _packed_keys(self) -> list[str]:
-        """Per key column: its fields, read from the dimensions (d<attr>.p<piece>), shifted into place."""
+    def _packed_keys(self, codes: dict[tuple[int, int], str] | None = None) -> list[str]:
+        """Per key column: its fields, read from the dimensions (d<attr>.p<piece>, or `codes`), shifted into
+        place."""
         parts: list[list[str]] = [[] for _ in range(self.layout.keys)]
         for f, key, offset in zip(self.fields, self.layout.key_of, self.layout.offset):
-            parts[key].append(f"CAST(d{f.attr}.p{f.piece} AS BIGINT) * {1 << offset}")
+            code = (codes or {}).get((f.attr, f.piece), f"d{f.attr}.p{f.piece}")
+            parts[key].append(f"CAST({code} AS BIGINT) * {1 << offset}")
         return [" + ".join(p) for p in parts]
 
     def masks(self, node: tuple[int, ...]) -> list[int]:
@@ -136,13 +139,15 @@ class WaveChecker:
         """One scan of the table: grouped by its packed keys at level 0 (and the sensitive columns), unless its
         rows are mostly distinct there (see `_keyed_rows`)."""
         star, db = self.star, self.db
-        keys = self._packed_keys()
+        params: dict[str, object] = {}
+        source, codes = star.coded(params)
+        keys = self._packed_keys(codes)
         columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + star.sensitive_select("t")
         grouping = keys + [f"t.{db.q(c)}" for c in star.sensitive]
         with db.parallel_plans(self.conn):
-            if not self._keyed_rows(columns):
+            if not self._keyed_rows(columns, source, params):
                 db.create_scratch(self.conn, self.name, f"SELECT {', '.join(columns)}, COUNT(*) AS cnt FROM "
-                                                        f"{star.joins()} GROUP BY {', '.join(grouping)}")
+                                                        f"{source} GROUP BY {', '.join(grouping)}", params)
                 self.statements += 1
         if star.rows >= STATISTICS_ROWS:
             db.analyze(self.conn, self.ref)  # the waves' plans depend on the cube's size
@@ -159,7 +164,7 @@ class WaveChecker:
         self._register("packed_cube", self.name, rows)
         return int(rows)
 
-    def _keyed_rows(self, columns: list[str]) -> bool:
+    def _keyed_rows(self, columns: list[str], source: str, params: dict[str, object]) -> bool:
         """On a large table, where the database estimates distinct values cheaply: store the table's rows with their
         keys first, and keep them as the cube when most of them are distinct (grouping nearly unique rows costs
         as much as the joins and shrinks nothing: hospital 1M, 112 -> 56 ms); otherwise group them into the cube.
@@ -171,7 +176,7 @@ class WaveChecker:
             return False
         name = f"packed_rows_{self.run_id}"
         keyed = db.create_scratch(self.conn, name, f"SELECT {', '.join(columns)}, CAST(1 AS BIGINT) AS cnt FROM "
-                                                   f"{star.joins()}")
+                                                   f"{source}", params)
         rows, distinct = db.execute(self.conn, f"SELECT COUNT(*), {estimate} FROM {keyed}").one()
         self.statements += 2
         if distinct > KEYED_ROWS * rows:
@@ -184,9 +189,9 @@ class WaveChecker:
         return True
 
     def _register(self, label: str, name: str, rows: int) -> None:
-        """A scratch table of the search in the frequency-set registry (marked dropped by `close`)."""
-        self.db.metadata.insert_rows(self.db.metadata_connection(self.conn), self.registry, REGISTRY_COLUMNS,
-                                     [(self.run_id, None, label, name, "base", None, rows, False)])
+        """A scratch table of the search, for the frequency-set registry. Written by `close`, once dropped: a
+        session's scratch tables end with it, so a killed run leaves nothing for the registry to find."""
+        self.registered.append((self.run_id, None, label, name, "base", None, rows, True))
 
     def violations(self, nodes: list[tuple[int, ...]], criteria: list[Criterion],
                    sensitive: bool = True) -> list[tuple[int, int]]:
@@ -223,13 +228,16 @@ class WaveChecker:
         """`order` cut into waves: a node joins the current wave while the wave's base (the cube grouped to the
         meet, as estimated by `_rows_at`) times its nodes stays within ROWS_PER_STATEMENT."""
         waves: list[list[int]] = []
+        meet: list[int] = []  # the current wave's
         for j in order:
             if waves and len(waves[-1]) < MAX_WAVE:
-                meet = self._meet([nodes[i] for i in waves[-1]] + [nodes[j]])
-                if self._rows_at(meet, sensitive) * (len(waves[-1]) + 1) <= ROWS_PER_STATEMENT:
+                joined = [min(m, level) for m, level in zip(meet, self._meet([nodes[j]]))]
+                if self._rows_at(joined, sensitive) * (len(waves[-1]) + 1) <= ROWS_PER_STATEMENT:
                     waves[-1].append(j)
+                    meet = joined
                     continue
             waves.append([j])
+            meet = self._meet([nodes[j]])
         return waves
 
     def _meet(self, nodes: list[tuple[int, ...]]) -> list[int]:
@@ -365,7 +373,6 @@ class WaveChecker:
             self.db.drop_table(self.conn, self.reference)
         if not self.from_table:
             self.db.drop_table(self.conn, self.ref)
-        if self.reference or not self.from_table:
-            self.db.metadata.execute(self.db.metadata_connection(self.conn), f"UPDATE {self.registry} SET dropped = "
-                                     "TRUE WHERE run_id = :r AND label IN ('packed_cube', 'reference')",
-                                     {"r": self.run_id})
+        if self.registered:
+            self.db.metadata.insert_rows(self.db.metadata_connection(self.conn), self.registry, REGISTRY_COLUMNS,
+                                         self.registered)

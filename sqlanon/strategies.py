@@ -560,11 +560,12 @@ class Check:
         found = self.checker.violations(nodes, sizes, sensitive=False)
         return {node for node, (_, tuples) in zip(nodes, found) if not self.ctx.accepts(tuples)}
 
-    def write_progress(self) -> None:
+    def write_progress(self, commit: bool = True) -> None:
         if self.height is None:  # Incognito records its own progress, by iteration (a resume starts from it)
             return
         self.ctx.run.progress(self.ctx.conn, self.height, self.stats.nodes_checked)
-        self.ctx.conn.commit()
+        if commit:
+            self.ctx.conn.commit()
         self.written = time.monotonic()
 
     def violations(self, nodes: list[tuple[int, ...]]) -> list[tuple[int, int]]:
@@ -581,8 +582,7 @@ class Check:
             ctx.meta_conn, len(ctx.star.heights),
             {**{n: "fail" for n, ok in self.checked.items() if not ok},
              **{n: "pass" if n in self.checked else "implied" for n in passing}}, ctx.resuming)
-        ctx.conn.commit()
-        return passing
+        return passing  # committed with the search's last figures (see _wave_checks)
 
 
 @contextmanager
@@ -594,8 +594,8 @@ def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
     try:
         check = Check(ctx, stats, checker)
         yield check
-        check.write_progress()  # the final figures, however few were written on the way
-    finally:
+        check.write_progress(commit=False)  # the final figures, however few were written on the way
+    finally:  # one commit: the lattice, the figures and the registry
         checker.close()
         ctx.conn.commit()
         stats.statements += checker.statements

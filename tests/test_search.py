@@ -139,6 +139,35 @@ def test_waves_hold_more_nodes_where_the_grouped_cube_is_small(monkeypatch):
     assert wave._rows_at([3, 2], True) == 10_000
 
 
+def test_the_cube_looks_small_dimensions_up_as_the_joins_would(adult_duck: str, monkeypatch):
+    """On a small table, DuckDB's cube looks each row's code up in the small dimensions' bound lists instead of
+    joining them; a dimension of more values (age: 72) is still joined. Same answers as joins alone."""
+    from sqlalchemy import event
+
+    from sqlanon import dimensions
+
+    job = dataclasses.replace(adult_job(adult_duck, ["age", "sex", "education", "native-country"], k=5,
+                                        load_csv=False), strategy="topdown")
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *_):
+        statements.append(statement)
+    event.listen(sa.engine.Engine, "before_cursor_execute", seen)
+    try:
+        looked_up = search(job)
+        cube = next(s for s in statements if "packed_cube" in s and " AS SELECT " in s)
+        monkeypatch.setattr(dimensions, "LOOKUP_ROWS", 0)  # a table too large for lookups: every dimension joined
+        statements.clear()
+        joined = search(job)
+        joins_only = next(s for s in statements if "packed_cube" in s and " AS SELECT " in s)
+    finally:
+        event.remove(sa.engine.Engine, "before_cursor_execute", seen)
+    # three dimensions looked up, each in the SELECT and the GROUP BY; age joined
+    assert cube.count("map_extract_value") == 2 * 3 and cube.count(" JOIN ") == 1 and '"age"' in cube
+    assert "map_extract_value" not in joins_only and joins_only.count(" JOIN ") == 4
+    assert looked_up.satisfying == joined.satisfying and looked_up.minimal == joined.minimal
+
+
 @pytest.mark.parametrize("strategy", ["topdown", "border", "samarati"])
 def test_a_wave_search_records_its_final_progress(adult_duck: str, strategy: str):
     """Progress is written at most every half second on the way, and always at the end: the run's row holds
