@@ -102,11 +102,11 @@ class SqlFragment:
     def bound(self, suffix: str, params: dict[str, Any]) -> str:
         """The SQL with its parameters renamed with `suffix` (so that fragments sharing parameter names share a
         statement) and added to `params`."""
-        sql = self.sql
-        for name, value in self.params.items():
-            sql = re.sub(rf":{name}\b", f":{name}_{suffix}", sql)
-            params[f"{name}_{suffix}"] = value
-        return sql
+        params.update((f"{name}_{suffix}", value) for name, value in self.params.items())
+        if not self.params:
+            return self.sql
+        # one pass over the SQL, whatever the number of parameters (hierarchical t-closeness binds dozens)
+        return re.sub(r":(\w+)\b", lambda m: f":{m[1]}_{suffix}" if m[1] in self.params else m[0], self.sql)
 
 
 class Criterion(ABC):
@@ -641,12 +641,13 @@ class TCloseness(Criterion):
         reached of w (|P - Q| - Q) is the distance (a single root, reached by every class, adds its 1/2).
         """
         height = self.hierarchy.height
-        rows, params = [], {}
-        for i, path in enumerate(self.hierarchy.paths):  # long form: (leaf, level, label at that level)
-            for level, label in enumerate(path):
-                rows.append(f"(:thl{i}, {level}, :thn{i}_{level})")
-                params[f"thn{i}_{level}"] = label
-            params[f"thl{i}"] = path[0]
+        names: dict[str, str] = {}  # one parameter per distinct label (each costs the statement's parsing)
+
+        def bound(label: str) -> str:
+            return ":" + names.setdefault(label, f"thn{len(names)}")
+        rows = [f"({bound(path[0])}, {level}, {bound(label)})"  # long form: (leaf, level, label at that level)
+                for path in self.hierarchy.paths for level, label in enumerate(path)]
+        params = {name: label for label, name in names.items()}
         weight = f"CASE WHEN t.lvl = {height} THEN -0.5 ELSE 0.5 / {height} END"
         nodes = (f"SELECT t.leaf, t.lvl, t.label, {weight} AS w, SUM(d.q) OVER (PARTITION BY t.lvl, t.label) AS q "
                  f"FROM (VALUES {', '.join(rows)}) AS t(leaf, lvl, label) "

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sqlanon import RunOptions, anonymize, search
 from sqlanon.api import evaluate_every_node
 from sqlanon.config import job_from_dict
-from sqlanon.criteria import criteria_from_config
+from sqlanon.criteria import SqlFragment, criteria_from_config
 from sqlanon.errors import ConfigError, HierarchyError
 
 from .conftest import CASES, QIS, adult_job, passing, reclassified
@@ -25,6 +25,14 @@ from .conftest import CASES, QIS, adult_job, passing, reclassified
 @pytest.fixture(scope="module")
 def adult_oracle(adult_violations) -> dict[str, set]:
     return {name: passing(found, 0) for name, found in adult_violations.items()}
+
+
+def test_a_fragment_renames_its_own_parameters_only():
+    """Criteria sharing a statement get their parameters suffixed: a name that starts another is left whole."""
+    params: dict[str, object] = {"z_w": 0}
+    sql = SqlFragment("a = :x AND b = :x1 AND c = :y AND d = :x", {"x": 1, "x1": 2}).bound("w", params)
+    assert sql == "a = :x_w AND b = :x1_w AND c = :y AND d = :x_w"
+    assert params == {"z_w": 0, "x_w": 1, "x1_w": 2}
 
 
 def test_multi_attribute_l_diversity_against_the_oracle(adult_duck: str):
