@@ -103,6 +103,11 @@ class WaveChecker:
                        for i, levels in enumerate(d.hierarchy.path_codes.pieces())]
         codes = [star.dimensions[f.attr].hierarchy.path_codes for f in self.fields]
         self.layout = KeyLayout.for_bits([c.piece_bits(f.levels) for c, f in zip(codes, self.fields)])
+        # per field: its attribute, its key column and its bits in place for each level from -1 (left out) up
+        self.field_masks = [(f.attr, key, [c.piece_mask(f.levels, level) << offset
+                                           for level in range(-1, star.dimensions[f.attr].height + 1)])
+                            for f, c, key, offset in zip(self.fields, codes, self.layout.key_of, self.layout.offset)]
+        self.tops = [d.height + 1 for d in star.dimensions]  # a meet's level for an attribute no node keeps
         self.name = f"packed_cube_{run_id}"
         self.grouped = True  # one row per level-0 cell (and sensitive values), or one per row of the table
         self.statements = self.scans = 0
@@ -130,9 +135,8 @@ class WaveChecker:
     def masks(self, node: tuple[int, ...]) -> list[int]:
         """Per key column: the bits that name the node's classes (-1 in `node`: the attribute left out)."""
         masks = [0] * self.layout.keys
-        for f, key, offset in zip(self.fields, self.layout.key_of, self.layout.offset):
-            codes = self.star.dimensions[f.attr].hierarchy.path_codes
-            masks[key] |= codes.piece_mask(f.levels, node[f.attr]) << offset
+        for attr, key, by_level in self.field_masks:
+            masks[key] |= by_level[node[attr] + 1]
         return masks
 
     def _create(self) -> int:
@@ -242,8 +246,8 @@ class WaveChecker:
 
     def _meet(self, nodes: list[tuple[int, ...]]) -> list[int]:
         """Each attribute at the lowest level of any of `nodes` (height + 1 when every node leaves it out)."""
-        return [min((node[d.attr] for node in nodes if node[d.attr] >= 0), default=d.height + 1)
-                for d in self.star.dimensions]
+        return [min((node[attr] for node in nodes if node[attr] >= 0), default=top)
+                for attr, top in enumerate(self.tops)]
 
     @cached_property
     def log_level_sizes(self) -> list[np.ndarray]:
@@ -255,8 +259,8 @@ class WaveChecker:
         the sensitive columns' numbers of values, when the sets carry them), never more than the cube. (A small
         cube's waves ask it for every node they take: plain Python, 1 us a call against 25 us through numpy.)"""
         rows = self.sensitive_values if sensitive else 1
-        for d, level in zip(self.star.dimensions, meet):
-            rows *= self.level_sizes[d.attr][level] if level <= d.height else 1
+        for sizes, level, top in zip(self.level_sizes, meet, self.tops):
+            rows *= sizes[level] if level < top else 1
             if rows >= self.rows:
                 return self.rows
         return rows
@@ -361,8 +365,8 @@ class WaveChecker:
 
     def _grouped(self, source: str, meet: tuple[int, ...], sensitive_too: bool) -> str:
         """`source` grouped up to `meet` (each attribute's level; above its top: left out)."""
-        width = [d.height + 1 for d in self.star.dimensions]  # an attribute no node keeps: no bits at all
-        masks = self.masks(tuple(-1 if level >= top else level for level, top in zip(meet, width)))
+        # an attribute no node keeps: no bits at all
+        masks = self.masks(tuple(-1 if level >= top else level for level, top in zip(meet, self.tops)))
         keys = [f"key{key} & CAST({mask} AS BIGINT)" for key, mask in enumerate(masks)]
         sensitive = list(self._sensitive(sensitive_too).values())
         return (f"(SELECT {', '.join([f'{k} AS key{j}' for j, k in enumerate(keys)] + sensitive)}, "

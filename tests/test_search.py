@@ -127,7 +127,7 @@ def test_waves_hold_more_nodes_where_the_grouped_cube_is_small(monkeypatch):
     monkeypatch.setattr(checker, "SMALL_CUBE", 10_000_000)
     dims = [SimpleNamespace(attr=0, height=2), SimpleNamespace(attr=1, height=1)]
     wave = object.__new__(checker.WaveChecker)
-    wave.star, wave.rows = SimpleNamespace(dimensions=dims), 2_000_000
+    wave.star, wave.rows, wave.tops = SimpleNamespace(dimensions=dims), 2_000_000, [3, 2]
     wave.level_sizes = [[1_000_000, 100, 1], [2, 1]]  # level sizes of each attribute, bottom to top
     wave.sensitive_values = 10_000  # the sensitive values a class may hold, where the sets carry them
     general = [(2, 1), (2, 0), (1, 1), (1, 0)]  # meet (1, 0): at most 100 x 2 rows
