@@ -51,6 +51,7 @@ def _alembic(conn: Connection, schema: str) -> tuple[Any, Any]:
     return command, cfg
 
 
+@functools.cache
 def head_revision() -> str:
     """The newest migration's revision: the one no other migration names as its down_revision (read from the
     files, so that a schema already at head is checked without importing Alembic)."""
