@@ -318,7 +318,6 @@ def test_sqlanon_sessions_run_without_jit(pg_server: str):
         other.dispose()
 
 
-
 @pytest.mark.parametrize("backend", ["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)])
 @pytest.mark.parametrize("rows", [3, 500])  # below and above the size where DuckDB's inserts change method
 def test_bulk_inserts_store_the_values_they_are_given(request, backend: str, rows: int):
