@@ -43,7 +43,7 @@ ARX = arx_tags()
 
 
 @pytest.mark.parametrize("dataset, criteria, limit", [
-    # with suppression, criteria other than k-anonymity take Incognito's exact search: seconds each
+    # with suppression, criteria other than k-anonymity take the filtered search: seconds each
     pytest.param(*job, marks=pytest.mark.slow) if job[2] and job[1] not in ("k=5", "k=5 only") else job
     for job in sorted(ARX)])
 def test_the_search_agrees_with_arx(adult_duck: str, dataset: str, criteria: str, limit: float):
