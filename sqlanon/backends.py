@@ -339,6 +339,9 @@ class Database:
                           "table first (e.g. with DuckDB's read_parquet) and name it in source.table")
 
 
+TEXT_PARAMETER = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")  # a bound parameter in text(), as SQLAlchemy finds them
+
+
 class DuckDB(Database):
     """DuckDB, embedded in this process: one process per file, names compared ignoring case."""
 
@@ -351,6 +354,18 @@ class DuckDB(Database):
                  temp_directory: Path | None = None):
         super().__init__(engine, url)
         self._limit_memory(memory_limit or default_memory_limit(), temp_directory)
+
+    def execute(self, conn: Connection, sql: str, params: dict[str, Any] | None = None) -> Any:
+        """As `text()` would run it, without its compilation: `:name` as DuckDB's own `$name` (the same pattern
+        as SQLAlchemy's; DuckDB refuses parameters a statement does not name). Compiling a wave of hierarchical
+        t-closeness took 0.9 ms, its statement 10 ms; a small search runs a dozen statements."""
+        named: list[str] = []
+
+        def to_driver(match: re.Match) -> str:
+            named.append(match[1])
+            return "$" + match[1]
+        driver_sql = TEXT_PARAMETER.sub(to_driver, sql).replace("\\:", ":")
+        return conn.exec_driver_sql(driver_sql, {n: params[n] for n in named} if named else None)
 
     def lookup(self, key: str, keys: str, values: str) -> str:
         # list functions rather than a MAP: map_extract_value is newer than DuckDB 1.1, and no faster here
