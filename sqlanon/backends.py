@@ -97,6 +97,8 @@ class Database:
     #: StarSchema.coded); PostgreSQL's array lookups were slower than its hash joins (Adult's cube 57 ms against
     #: 48 ms), Spark binds no lists
     value_lookups = False
+    #: a list binds as one parameter (an array), which UNNEST reads as rows (Spark binds no lists)
+    binds_lists = False
 
     def __init__(self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None,
                  temp_directory: Path | None = None):
@@ -348,6 +350,7 @@ class DuckDB(Database):
     kind = "duckdb"
     memory_settings = True
     value_lookups = True
+    binds_lists = True
     name_rule = "DuckDB compares them, ignoring case"
 
     def __init__(self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None,
@@ -465,6 +468,7 @@ class PostgreSQL(Database):
     concurrent_sessions = True
     stored_routines = True
     parent_code_arrays = True  # see StarSchema.parent_code
+    binds_lists = True
     temp_schema = "pg_temp"
 
     def __init__(self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None,

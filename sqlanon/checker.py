@@ -114,6 +114,7 @@ class WaveChecker:
         self.cells_term: float | None = None
         self.sensitive_values = 1  # combinations of sensitive values a class may hold (at most)
         self.reference: str | None = None  # the sensitive values' counts over the table, once stored
+        self.table_counts: dict[str, dict[str | None, int]] | None = None  # the same, read here (`_table_counts`)
         self.registered: list[tuple[object, ...]] = []  # registry rows of the scratch tables (see `_register`)
         if from_table:
             keys = [f"{k} AS key{j}" for j, k in enumerate(self._packed_keys())]
@@ -290,8 +291,9 @@ class WaveChecker:
               sensitive: bool) -> dict[int, tuple[int, int]]:
         """(violating classes, tuples in them) of each node of `forest` with any (by its index in `nodes`)."""
         ctes, definition = self._frequency_sets(nodes, forest, sensitive)
+        counts = self._table_counts(criteria) if sensitive else None
         view = FrequencySetView("wave", ["node"] + self.key_names, "cnt", self._sensitive(sensitive), definition,
-                                reference=self._reference(criteria), grouped=True)
+                                reference=self._reference(criteria), grouped=True, table_counts=counts)
         params: dict[str, object] = {}
         violators = violating_classes_sql(view, criteria, "w", params)
         with_clause = "".join(f"{name} AS MATERIALIZED ({select}), " for name, select in ctes)
@@ -303,7 +305,8 @@ class WaveChecker:
     def _reference(self, criteria: list[Criterion]) -> str:
         """What t-closeness compares a class with: the table's counts of each sensitive value, from the cube, or,
         on a large cube, stored once (each wave would scan the cube for them twice)."""
-        if not self.large or not any(c.reads_distribution for c in criteria):
+        in_sql = [c for c in criteria if c.reads_distribution and not (c.reads_table_counts and self.table_counts)]
+        if not self.large or not in_sql:
             return self.ref
         if self.reference is None:
             columns, name = ", ".join(self.star.sensitive_columns().values()), f"reference_{self.run_id}"
@@ -314,6 +317,22 @@ class WaveChecker:
             rows = self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.reference}").scalar_one()
             self._register("reference", name, rows)
         return self.reference
+
+    def _table_counts(self, criteria: list[Criterion]) -> dict[str, dict[str | None, int]] | None:
+        """Per sensitive attribute, the table's count of each value (as text), read once for the criteria that
+        bind them (hierarchical t-closeness), where the database binds lists."""
+        wanted = {a for c in criteria if c.reads_table_counts for a in c.sensitive_attributes()}
+        if self.table_counts is None and self.db.binds_lists and wanted:
+            self.table_counts = {}
+            for attr, column in self.star.sensitive_columns().items():
+                if attr not in wanted:
+                    continue
+                rows = self.db.execute(self.conn, f"SELECT CAST({column} AS VARCHAR), {count_sum('cnt')} FROM "
+                                                  f"{self.ref} GROUP BY CAST({column} AS VARCHAR)").all()
+                self.table_counts[attr] = {value: int(count) for value, count in rows}
+                self.statements += 1
+                self.scans += self.from_table
+        return self.table_counts
 
     def _clusters(self, nodes: list[tuple[int, ...]]) -> list[RollUp]:
         """A small cube's wave: its nodes in clusters of CLUSTER neighbours, each from the cube grouped to the

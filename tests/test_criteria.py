@@ -495,6 +495,26 @@ def test_t_closeness_figures_equal_a_python_reference(tmp_path_factory, classes:
     expected = max(_distances({s: values.count(s) / len(values) for s in set(values)}, q, 3 if rooted else 2)[distance]
                    for values in classes)
     assert found == pytest.approx(expected, abs=1e-9)
+    if distance == "hierarchical":
+        assert _bound_max_t(spec, tmp, classes) == pytest.approx(expected, abs=1e-9)
+
+
+def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]]) -> float:
+    """The largest hierarchical distance of any class as a search's waves compute it, the table's counts of each
+    value read beforehand and the shares of the hierarchy's nodes bound as lists."""
+    from collections import Counter
+
+    from sqlanon.criteria import FrequencySetView
+
+    criterion = criteria_from_config(spec, folder)[0]
+    rows = [{"cls": i, "s0": s, "cnt": n} for i, values in enumerate(classes) for s, n in Counter(values).items()]
+    counts = Counter(s for values in classes for s in values)
+    view = FrequencySetView("fs", ["cls"], "cnt", {"s": "s0"}, grouped=True, table_counts={"s": dict(counts)})
+    fragment = criterion.class_statistic(view)
+    with sa.create_engine("duckdb:///:memory:").connect() as conn:
+        conn.exec_driver_sql("CREATE TABLE fs (cls INTEGER, s0 VARCHAR, cnt BIGINT)")
+        conn.execute(sa.text("INSERT INTO fs VALUES (:cls, :s0, :cnt)"), rows)
+        return conn.execute(sa.text(f"SELECT MAX(stat) FROM ({fragment.sql}) x"), fragment.params).scalar_one()
 
 
 # --- don't-care sets against references in Python ---------------------------------------

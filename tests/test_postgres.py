@@ -16,7 +16,7 @@ from sqlanon.config import Selection, Suppression
 from sqlanon.criteria import KAnonymity, criteria_from_config
 from sqlanon.errors import DataError, HierarchyError
 
-from .conftest import (ADULT_DIR, ADULT_QIS, adult_job, passing, reclassified, user_tables,
+from .conftest import (ADULT_DIR, ADULT_QIS, CASES, QIS, adult_job, passing, reclassified, user_tables,
                        with_cropped_hierarchies)
 
 pytestmark = pytest.mark.postgres
@@ -56,6 +56,18 @@ def test_border_search_with_suppression_equals_the_oracle(pg_adult, all_qi_viola
                               suppression=Suppression(0.02))
     result = search(job, _options(schema))
     assert set(result.satisfying) == passing(all_qi_violations[5], Suppression(0.02).max_suppressed(30162))
+
+
+@pytest.mark.parametrize("limit", [0, 0.02])
+def test_hierarchical_t_closeness_equals_the_oracle(pg_adult, adult_violations, limit: float):
+    """The search binds the table's shares of the hierarchy's nodes as arrays on PostgreSQL: the oracle's answer
+    (computed on DuckDB from the table's distribution in SQL), with and without suppression."""
+    url, schema = pg_adult
+    case = "t hierarchical 0.15"
+    job = reclassified(adult_job(url, QIS, load_csv=False, schema=schema), criteria=criteria_from_config(CASES[case]),
+                       sensitive=["occupation"], suppression=Suppression(limit))
+    result = search(job, _options(schema))
+    assert set(result.satisfying) == passing(adult_violations[case], Suppression(limit).max_suppressed(30162))
 
 
 def test_exhaustive_strategy_runs_on_postgres(pg_adult):

@@ -135,19 +135,24 @@ def test_a_large_cube_checks_class_sizes_first_and_stores_the_distribution(adult
                                                                            limit):
     """On a large cube, k-anonymity beside criteria over sensitive values is checked first without them (the
     nodes it fails need no other check), and t-closeness reads the table's distribution from a table stored
-    once: the same answers, with and without suppression."""
+    once (hierarchical t-closeness: the table's counts, read once and bound): the same answers, with and
+    without suppression."""
     from sqlanon import checker
     monkeypatch.setattr(checker, "SMALL_CUBE", 0)
     calls = []
+    close = checker.WaveChecker.close
+    monkeypatch.setattr(checker.WaveChecker, "close", lambda self: calls.append(
+        (self.reference, self.table_counts)) or close(self))
     violations = checker.WaveChecker.violations
     monkeypatch.setattr(checker.WaveChecker, "violations",
-                        lambda self, nodes, criteria, sensitive=True: calls.append((sensitive, self.reference))
+                        lambda self, nodes, criteria, sensitive=True: calls.append((sensitive, None))
                         or violations(self, nodes, criteria, sensitive))
     max_suppressed = _max_suppressed(LIMITS[limit]) if limit else 0
     result = search(_adult(adult_duck, CASES[case], LIMITS[limit] if limit else 0, strategy=strategy))
     assert set(result.satisfying) == passing(adult_violations[case], max_suppressed)
-    assert any(not sensitive for sensitive, _ in calls) == case.startswith("k=5")
-    assert any(reference for _, reference in calls) == case.startswith("t ")
+    *checks, (reference, table_counts) = calls
+    assert any(not sensitive for sensitive, _ in checks) == case.startswith("k=5")
+    assert (reference is not None, bool(table_counts)) == (case == "t equal 0.2", case == "t hierarchical 0.15")
 
 
 @pytest.mark.parametrize("limit", list(LIMITS))
