@@ -40,7 +40,9 @@ def timed(action: Callable[[], object], repeat: int = 1) -> tuple[float, object]
 
 
 def print_table(title: str, header: list[str], rows: list[list[object]]) -> None:
-    cells = [header] + [[f"{c:.2f}" if isinstance(c, float) else str(c) for c in row] for row in rows]
+    # floats under 1 with three decimals: a small search's milliseconds are what is compared
+    cells = [header] + [[(f"{c:.3f}" if abs(c) < 1 else f"{c:.2f}") if isinstance(c, float) else str(c) for c in row]
+                        for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     print(f"\n{title}")
     for n, row in enumerate(cells):
