@@ -367,7 +367,7 @@ class DuckDB(Database):
         def to_driver(match: re.Match) -> str:
             named.append(match[1])
             return "$" + match[1]
-        driver_sql = TEXT_PARAMETER.sub(to_driver, sql).replace("\\:", ":")
+        driver_sql = self.for_driver(TEXT_PARAMETER.sub(to_driver, sql))
         return conn.exec_driver_sql(driver_sql, {n: params[n] for n in named} if named else None)
 
     def lookup(self, key: str, keys: str, values: str) -> str:

@@ -321,12 +321,13 @@ class WaveChecker:
     def _table_counts(self, criteria: list[Criterion]) -> dict[str, dict[str | None, int]] | None:
         """Per sensitive attribute, the table's count of each value (as text), read once for the criteria that
         bind them (hierarchical t-closeness), where the database binds lists."""
-        wanted = {a for c in criteria if c.reads_table_counts for a in c.sensitive_attributes()}
-        if self.table_counts is None and self.db.binds_lists and wanted:
-            self.table_counts = {}
-            for attr, column in self.star.sensitive_columns().items():
-                if attr not in wanted:
-                    continue
+        if self.table_counts is not None or not self.db.binds_lists:
+            return self.table_counts
+        wanted = sorted({a for c in criteria if c.reads_table_counts for a in c.sensitive_attributes()})
+        if wanted:
+            self.table_counts, columns = {}, self.star.sensitive_columns()
+            for attr in wanted:
+                column = columns[attr]
                 rows = self.db.execute(self.conn, f"SELECT CAST({column} AS VARCHAR), {count_sum('cnt')} FROM "
                                                   f"{self.ref} GROUP BY CAST({column} AS VARCHAR)").all()
                 self.table_counts[attr] = {value: int(count) for value, count in rows}
