@@ -40,6 +40,8 @@ class FrequencySetView:
     caller read them (only where the database binds lists): per sensitive attribute,
     how many rows of the whole table hold each value, the value as the database
     casts it to text (a criterion may then bind the table's shares as lists).
+    `keyed`: the class columns are integer keys, never NULL, so a class can be
+    found by an equi-join (the wave checker's sets).
     """
 
     table: str
@@ -50,6 +52,7 @@ class FrequencySetView:
     reference: str | None = None
     grouped: bool = False
     table_counts: dict[str, dict[str | None, int]] | None = None
+    keyed: bool = False
 
     @property
     def one_row_per_class(self) -> bool:
@@ -82,9 +85,21 @@ class FrequencySetView:
                 f"ROW_NUMBER() OVER (PARTITION BY {self.classes} ORDER BY c DESC, s) AS r FROM "
                 f"({self.counts(attribute)}) AS value_counts")
 
+    def sized_counts(self, attribute: str) -> str:
+        """Per class and sensitive value s of `attribute`: c (its count) and n (class size).
+
+        On a keyed set n comes from a join with the class sizes: DuckDB's window operator costs more than a
+        grouping and a join on a wave's small sets (Adult's t-closeness waves 1 ms less each). A join on
+        NULL-able class columns would lose their classes, so other sets take the window."""
+        if not self.keyed:
+            return self.value_counts(attribute)
+        on = " AND ".join(f"z.{c} = v.{c}" for c in self.class_columns)
+        return (f"SELECT {', '.join(f'v.{c}' for c in self.class_columns)}, v.s, v.c, z.n FROM "
+                f"({self.counts(attribute)}) v JOIN ({self.class_sizes()}) z ON {on}")
+
     def with_classes(self, extra: list[str], attribute: str) -> "FrequencySetView":
         """The same set with the other sensitive columns `extra` as class columns and only `attribute` sensitive
-        (multi-attribute diversity)."""
+        (multi-attribute diversity). Not keyed: the extra class columns are sensitive values, which may be NULL."""
         others = {c for a, c in self.sensitive_columns.items() if a != attribute}
         return FrequencySetView(self.table, self.class_columns + extra, self.count_column,
                                 {attribute: self.sensitive_columns[attribute]}, reference=self.reference,
@@ -599,7 +614,7 @@ class TCloseness(Criterion):
         self.distance = distance
         self.hierarchy_path = Path(hierarchy) if hierarchy is not None else None
         self.hierarchy = read_hierarchy_file(attribute, self.hierarchy_path) if self.hierarchy_path else None
-        self.reads_table_counts = distance == "hierarchical"
+        self.reads_table_counts = distance != "ordered"
 
     @classmethod
     def from_config(cls, spec: Any) -> "TCloseness":
@@ -624,21 +639,26 @@ class TCloseness(Criterion):
         return SqlFragment("stat > :tclose_t + :tclose_eps", {"tclose_t": float(self.t), "tclose_eps": EPSILON})
 
     def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
-        counts = fs.value_counts(self.attribute)
-        table = fs.distribution(self.attribute)
         if self.distance == "ordered":
-            return SqlFragment(self._ordered(fs, counts, table), {})
+            return SqlFragment(self._ordered(fs, fs.value_counts(self.attribute), fs.distribution(self.attribute)), {})
+        counts, known = fs.sized_counts(self.attribute), (fs.table_counts or {}).get(self.attribute)
         if self.distance == "hierarchical":
-            return self._hierarchical(fs, counts, table)
+            return self._hierarchical(fs, counts, known)
+        if known is None:
+            table, value, params = fs.distribution(self.attribute), "v.s", {}
+        else:  # the table's shares bound as lists (a wave over Adult's cube: 1 ms less than grouping the cube)
+            table, params = _unnested({"s": ("VARCHAR", list(known)), "q": ("DOUBLE PRECISION",
+                                                                             _shares(known.values()))}, "tq_")
+            value = "CAST(v.s AS VARCHAR)"
         if self.distance == "kl":
             distance = "SUM((v.c * 1.0 / v.n) * LN((v.c * 1.0 / v.n) / q.q))"
         else:  # equal ground distance: half the L1 distance; values absent from the class contribute q
             distance = "0.5 * (SUM(ABS(v.c * 1.0 / v.n - q.q)) + 1 - SUM(q.q))"
         cls_v = ", ".join(f"v.{c}" for c in fs.class_columns)
         return SqlFragment(f"SELECT {cls_v}, MAX(v.n) AS n, {distance} AS stat FROM ({counts}) v "
-                           f"JOIN ({table}) q ON v.s IS NOT DISTINCT FROM q.s GROUP BY {cls_v}", {})
+                           f"JOIN ({table}) q ON {value} IS NOT DISTINCT FROM q.s GROUP BY {cls_v}", params)
 
-    def _hierarchical(self, fs: FrequencySetView, counts: str, table: str) -> SqlFragment:
+    def _hierarchical(self, fs: FrequencySetView, counts: str, known: dict[str | None, int] | None) -> SqlFragment:
         """The sum over internal nodes N of (level(N)/H) min(pos(N), |neg(N)|), where pos/neg add up the
         positive/negative extra(child) = P(child) - Q(child), the class's and the table's shares of its leaves.
 
@@ -647,47 +667,56 @@ class TCloseness(Criterion):
         distance is the sum over nodes of w(level) |extra|, w = 1/(2H) below the top level, -1/2 at the top. A
         node the class does not reach has |extra| = Q, and Q adds up to 1 per level: the sum over the nodes
         reached of w (|P - Q| - Q) is the distance (a single root, reached by every class, adds its 1/2).
+        Hierarchy nodes are numbered (hn; not `node`, a wave's class column): `leaves` maps each leaf to the nodes
+        above it, `nodes` gives each node its w and Q (from the table's counts, bound as lists, where the caller
+        read them; else from the distribution, in SQL).
         """
-        known = (fs.table_counts or {}).get(self.attribute)
-        nodes, params = self._hierarchy_nodes(table) if known is None else self._hierarchy_lists(known)
+        leaves, nodes, params = (self._hierarchy_nodes(fs.distribution(self.attribute)) if known is None
+                                 else self._hierarchy_lists(known))
         cls = fs.class_columns
         cls_v, cls_r = ", ".join(f"v.{c}" for c in cls), ", ".join(f"r.{c}" for c in cls)
-        reached = (f"SELECT {cls_v}, MAX(v.n) AS n, MAX(t.w) AS w, MAX(t.q) AS q, SUM(v.c) AS c FROM ({counts}) v "
-                   f"JOIN ({nodes}) t ON t.leaf = CAST(v.s AS VARCHAR) GROUP BY {cls_v}, t.lvl, t.label")
-        return SqlFragment(f"SELECT {cls_r}, MAX(r.n) AS n, GREATEST(SUM(r.w * (ABS(r.c * 1.0 / r.n - r.q) - r.q)), "
-                           f"0.0) AS stat FROM ({reached}) r GROUP BY {cls_r}", params)
+        reached = (f"SELECT {cls_v}, t.hn, MAX(v.n) AS n, SUM(v.c) AS c FROM ({counts}) v JOIN ({leaves}) t "
+                   f"ON t.leaf = CAST(v.s AS VARCHAR) GROUP BY {cls_v}, t.hn")
+        return SqlFragment(f"SELECT {cls_r}, MAX(r.n) AS n, GREATEST(SUM(x.w * (ABS(r.c * 1.0 / r.n - x.q) - x.q)), "
+                           f"0.0) AS stat FROM ({reached}) r JOIN ({nodes}) x ON x.hn = r.hn GROUP BY {cls_r}",
+                           params)
 
-    def _hierarchy_nodes(self, table: str) -> tuple[str, dict[str, Any]]:
-        """(leaf, lvl, label, w, q) of every node above every leaf: its level's weight and the table's share of
-        the node's leaves (from `table`, the distribution), as a SELECT and its parameters."""
-        height = self.hierarchy.height
-        names: dict[str, str] = {}  # one parameter per distinct label (each costs the statement's parsing)
-
-        def bound(label: str) -> str:
-            return ":" + names.setdefault(label, f"thn{len(names)}")
-        rows = [f"({bound(path[0])}, {level}, {bound(label)})"  # long form: (leaf, level, label at that level)
+    def _numbered_paths(self) -> list[tuple[str, int, int]]:
+        """(leaf, hn, level) of every node above every leaf (the leaf's own included), each node (a level and a
+        label) numbered from 1."""
+        numbers: dict[tuple[int, str], int] = {}
+        return [(path[0], numbers.setdefault((level, label), len(numbers) + 1), level)
                 for path in self.hierarchy.paths for level, label in enumerate(path)]
-        weight = f"CASE WHEN t.lvl = {height} THEN -0.5 ELSE 0.5 / {height} END"
-        return (f"SELECT t.leaf, t.lvl, t.label, {weight} AS w, SUM(d.q) OVER (PARTITION BY t.lvl, t.label) AS q "
-                f"FROM (VALUES {', '.join(rows)}) AS t(leaf, lvl, label) "
-                f"LEFT JOIN ({table}) d ON CAST(d.s AS VARCHAR) = t.leaf"), {n: label for label, n in names.items()}
 
-    def _hierarchy_lists(self, counts: dict[str | None, int]) -> tuple[str, dict[str, Any]]:
-        """The rows of `_hierarchy_nodes`, computed here from the table's `counts` of each value, bound as five
-        lists. A DuckDB wave over Adult's cube (occupation) took 12.8 ms with the VALUES list and the window
-        adding up the shares, 9.0 ms with the lists (12.1 ms with a VALUES list of the same numbers)."""
-        height, total = self.hierarchy.height, sum(counts.values()) or 1
-        share: dict[tuple[int, str], float] = {}
-        for path in self.hierarchy.paths:
-            for level, label in enumerate(path):
-                share[level, label] = share.get((level, label), 0.0) + counts.get(path[0], 0) / total
-        rows = [(path[0], level, label, -0.5 if level == height else 0.5 / height, share[level, label])
-                for path in self.hierarchy.paths for level, label in enumerate(path)]
-        columns = {"leaf": "VARCHAR", "lvl": "INTEGER", "label": "VARCHAR", "w": "DOUBLE PRECISION",
-                   "q": "DOUBLE PRECISION"}
-        lists = {f"thl_{name}": [row[i] for row in rows] for i, name in enumerate(columns)}
-        return "SELECT " + ", ".join(f"UNNEST(CAST(:thl_{name} AS {sql_type}[])) AS {name}"
-                                     for name, sql_type in columns.items()), lists
+    def _weight(self, level: int) -> float:
+        return -0.5 if level == self.hierarchy.height else 0.5 / self.hierarchy.height
+
+    def _hierarchy_nodes(self, table: str) -> tuple[str, str, dict[str, Any]]:
+        """`_hierarchical`'s leaves (leaf, hn) and nodes (hn, w, q) as SELECTs, q from `table` (the
+        distribution), and their parameters (the leaves' names)."""
+        paths = self._numbered_paths()
+        names = {leaf: f"thv{i}" for i, leaf in enumerate(dict.fromkeys(leaf for leaf, _, _ in paths))}
+        rows = ", ".join(f"(:{names[leaf]}, {node}, {self._weight(level)!r})" for leaf, node, level in paths)
+        values = f"(VALUES {rows}) AS t(leaf, hn, w)"
+        return (f"SELECT leaf, hn FROM {values}",
+                f"SELECT t.hn, MAX(t.w) AS w, SUM(d.q) AS q FROM {values} LEFT JOIN ({table}) d "
+                "ON CAST(d.s AS VARCHAR) = t.leaf GROUP BY t.hn", {n: leaf for leaf, n in names.items()})
+
+    def _hierarchy_lists(self, counts: dict[str | None, int]) -> tuple[str, str, dict[str, Any]]:
+        """`_hierarchy_nodes`, computed here from the table's `counts` of each value, bound as lists. A DuckDB
+        wave over Adult's cube (occupation) took 12.8 ms with a VALUES list and a window adding up the shares,
+        9.0 ms with lists (12.1 ms with a VALUES list of the same numbers)."""
+        paths, total = self._numbered_paths(), sum(counts.values()) or 1
+        weight, share = {}, {}
+        for leaf, node, level in paths:
+            weight[node] = self._weight(level)
+            share[node] = share.get(node, 0.0) + counts.get(leaf, 0) / total
+        leaves, leaf_params = _unnested({"leaf": ("VARCHAR", [leaf for leaf, _, _ in paths]),
+                                         "hn": ("INTEGER", [node for _, node, _ in paths])}, "thl_")
+        nodes, node_params = _unnested({"hn": ("INTEGER", list(weight)),
+                                        "w": ("DOUBLE PRECISION", list(weight.values())),
+                                        "q": ("DOUBLE PRECISION", [share[node] for node in weight])}, "thn_")
+        return leaves, nodes, {**leaf_params, **node_params}
 
     @staticmethod
     def _ordered(fs: FrequencySetView, counts: str, table: str) -> str:
@@ -706,6 +735,21 @@ class TCloseness(Criterion):
         steps = f"(SELECT COUNT(*) - 1 FROM ({table}) m)"
         return (f"SELECT {cls}, MAX(n) AS n, SUM(CASE WHEN at_value = 1 THEN ABS(cum) ELSE 0 END) / "
                 f"GREATEST({steps}, 1) AS stat FROM ({cumulative}) w GROUP BY {cls}")
+
+
+def _shares(counts: Any) -> list[float]:
+    """Each count's share of their sum."""
+    counts = list(counts)
+    total = sum(counts) or 1
+    return [count / total for count in counts]
+
+
+def _unnested(columns: dict[str, tuple[str, list[Any]]], prefix: str = "") -> tuple[str, dict[str, Any]]:
+    """A SELECT of rows from lists bound as parameters (column name -> SQL type and values; the parameters are
+    named prefix + column), and the parameters. For databases that bind a list as one parameter."""
+    select = ", ".join(f"UNNEST(CAST(:{prefix}{name} AS {sql_type}[])) AS {name}"
+                       for name, (sql_type, _) in columns.items())
+    return f"SELECT {select}", {f"{prefix}{name}": values for name, (_, values) in columns.items()}
 
 
 CRITERIA: dict[str, Callable[[Any], Criterion]] = {

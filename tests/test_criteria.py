@@ -418,6 +418,25 @@ def test_hierarchical_distance_by_hand(tmp_path: Path):
     assert _level_zero_passes(tmp_path, {"x": ["a", "c"], "y": ["b", "d"]}, spec)
 
 
+@pytest.mark.parametrize("distance", ["equal", "kl"])
+def test_t_closeness_with_null_sensitive_values_equals_the_oracle(tmp_path: Path, distance: str):
+    """NULL is a sensitive value like any other: the searches (the table's shares bound as lists, NULL among
+    them) find the nodes the exhaustive strategy (the shares in SQL) finds, at every t."""
+    rows = ["p,s"] + [f"v{i % 4},{'' if i % 3 == 0 else 'ab'[i % 2]}" for i in range(24)]
+    (tmp_path / "data.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "p.csv").write_text("v0;A;*\nv1;A;*\nv2;B;*\nv3;B;*\n")
+    found = {}
+    for t in (0.01, 0.05, 0.1, 0.2, 0.4, 0.9):
+        job = job_from_dict({"source": {"url": "t.duckdb", "table": "t", "csv": "data.csv",
+                                        "csv_options": {"all_varchar": True}},
+                             "quasi_identifiers": {"p": "p.csv"},
+                             "criteria": {"t_closeness": {"attribute": "s", "t": t, "distance": distance}}}, tmp_path)
+        found[t] = search(dataclasses.replace(job, strategy="exhaustive")).satisfying
+        for strategy in ("auto", "incognito"):
+            assert search(dataclasses.replace(job, strategy=strategy)).satisfying == found[t], (t, strategy)
+    assert len({tuple(nodes) for nodes in found.values()}) > 1  # some t tells the nodes apart
+
+
 def test_sensitive_hierarchy_must_cover_the_values(tmp_path: Path):
     (tmp_path / "s.csv").write_text("a;*\n")
     spec = {"t_closeness": {"attribute": "s", "t": 0.5, "distance": "hierarchical", "hierarchy": "s.csv"}}
@@ -495,13 +514,13 @@ def test_t_closeness_figures_equal_a_python_reference(tmp_path_factory, classes:
     expected = max(_distances({s: values.count(s) / len(values) for s in set(values)}, q, 3 if rooted else 2)[distance]
                    for values in classes)
     assert found == pytest.approx(expected, abs=1e-9)
-    if distance == "hierarchical":
-        assert _bound_max_t(spec, tmp, classes) == pytest.approx(expected, abs=1e-9)
+    assert _bound_max_t(spec, tmp, classes) == pytest.approx(expected, abs=1e-9)
 
 
 def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]]) -> float:
-    """The largest hierarchical distance of any class as a search's waves compute it, the table's counts of each
-    value read beforehand and the shares of the hierarchy's nodes bound as lists."""
+    """The largest distance of any class as a search's waves compute it: the table's counts of each value read
+    beforehand and bound as lists (the hierarchy's nodes' shares, for the hierarchical distance), the class sizes
+    joined on the integer class keys."""
     from collections import Counter
 
     from sqlanon.criteria import FrequencySetView
@@ -509,7 +528,8 @@ def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]]) -> float:
     criterion = criteria_from_config(spec, folder)[0]
     rows = [{"cls": i, "s0": s, "cnt": n} for i, values in enumerate(classes) for s, n in Counter(values).items()]
     counts = Counter(s for values in classes for s in values)
-    view = FrequencySetView("fs", ["cls"], "cnt", {"s": "s0"}, grouped=True, table_counts={"s": dict(counts)})
+    view = FrequencySetView("fs", ["cls"], "cnt", {"s": "s0"}, grouped=True, table_counts={"s": dict(counts)},
+                            keyed=True)
     fragment = criterion.class_statistic(view)
     with sa.create_engine("duckdb:///:memory:").connect() as conn:
         conn.exec_driver_sql("CREATE TABLE fs (cls INTEGER, s0 VARCHAR, cnt BIGINT)")
