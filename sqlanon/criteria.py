@@ -644,19 +644,21 @@ class TCloseness(Criterion):
         counts, known = fs.sized_counts(self.attribute), (fs.table_counts or {}).get(self.attribute)
         if self.distance == "hierarchical":
             return self._hierarchical(fs, counts, known)
+        match = "v.s IS NOT DISTINCT FROM q.s"
         if known is None:
-            table, value, params = fs.distribution(self.attribute), "v.s", {}
+            table, params = fs.distribution(self.attribute), {}
         else:  # the table's shares bound as lists (a wave over Adult's cube: 1 ms less than grouping the cube)
             table, params = _unnested({"s": ("VARCHAR", list(known)), "q": ("DOUBLE PRECISION",
                                                                              _shares(known.values()))}, "tq_")
-            value = "CAST(v.s AS VARCHAR)"
+            # without a NULL value, an equality: PostgreSQL joins IS NOT DISTINCT FROM by a nested loop
+            match = f"CAST(v.s AS VARCHAR) {'IS NOT DISTINCT FROM' if None in known else '='} q.s"
         if self.distance == "kl":
             distance = "SUM((v.c * 1.0 / v.n) * LN((v.c * 1.0 / v.n) / q.q))"
         else:  # equal ground distance: half the L1 distance; values absent from the class contribute q
             distance = "0.5 * (SUM(ABS(v.c * 1.0 / v.n - q.q)) + 1 - SUM(q.q))"
         cls_v = ", ".join(f"v.{c}" for c in fs.class_columns)
         return SqlFragment(f"SELECT {cls_v}, MAX(v.n) AS n, {distance} AS stat FROM ({counts}) v "
-                           f"JOIN ({table}) q ON {value} IS NOT DISTINCT FROM q.s GROUP BY {cls_v}", params)
+                           f"JOIN ({table}) q ON {match} GROUP BY {cls_v}", params)
 
     def _hierarchical(self, fs: FrequencySetView, counts: str, known: dict[str | None, int] | None) -> SqlFragment:
         """The sum over internal nodes N of (level(N)/H) min(pos(N), |neg(N)|), where pos/neg add up the

@@ -418,22 +418,28 @@ def test_hierarchical_distance_by_hand(tmp_path: Path):
     assert _level_zero_passes(tmp_path, {"x": ["a", "c"], "y": ["b", "d"]}, spec)
 
 
+@pytest.mark.parametrize("backend", ["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)])
 @pytest.mark.parametrize("distance", ["equal", "kl"])
-def test_t_closeness_with_null_sensitive_values_equals_the_oracle(tmp_path: Path, distance: str):
+def test_t_closeness_with_null_sensitive_values_equals_the_oracle(request, tmp_path: Path, distance: str,
+                                                                  backend: str):
     """NULL is a sensitive value like any other: the searches (the table's shares bound as lists, NULL among
     them) find the nodes the exhaustive strategy (the shares in SQL) finds, at every t."""
     rows = ["p,s"] + [f"v{i % 4},{'' if i % 3 == 0 else 'ab'[i % 2]}" for i in range(24)]
     (tmp_path / "data.csv").write_text("\n".join(rows) + "\n")
     (tmp_path / "p.csv").write_text("v0;A;*\nv1;A;*\nv2;B;*\nv3;B;*\n")
+    source = {"url": "t.duckdb", "table": "t", "csv": "data.csv", "csv_options": {"all_varchar": True}}
+    options = RunOptions()
+    if backend == "postgresql":
+        schema = request.getfixturevalue("pg_schema")
+        source.update(url=request.getfixturevalue("pg_server"), schema=schema)
+        options = RunOptions(metadata_schema=f"{schema}_meta")
     found = {}
     for t in (0.01, 0.05, 0.1, 0.2, 0.4, 0.9):
-        job = job_from_dict({"source": {"url": "t.duckdb", "table": "t", "csv": "data.csv",
-                                        "csv_options": {"all_varchar": True}},
-                             "quasi_identifiers": {"p": "p.csv"},
+        job = job_from_dict({"source": source, "quasi_identifiers": {"p": "p.csv"},
                              "criteria": {"t_closeness": {"attribute": "s", "t": t, "distance": distance}}}, tmp_path)
-        found[t] = search(dataclasses.replace(job, strategy="exhaustive")).satisfying
+        found[t] = search(dataclasses.replace(job, strategy="exhaustive"), options).satisfying
         for strategy in ("auto", "incognito"):
-            assert search(dataclasses.replace(job, strategy=strategy)).satisfying == found[t], (t, strategy)
+            assert search(dataclasses.replace(job, strategy=strategy), options).satisfying == found[t], (t, strategy)
     assert len({tuple(nodes) for nodes in found.values()}) > 1  # some t tells the nodes apart
 
 
