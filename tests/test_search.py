@@ -162,8 +162,8 @@ def test_the_cube_looks_small_dimensions_up_as_the_joins_would(adult_duck: str, 
         joins_only = next(s for s in statements if "packed_cube" in s and " AS SELECT " in s)
     finally:
         event.remove(sa.engine.Engine, "before_cursor_execute", seen)
-    # three dimensions looked up, each in the SELECT and the GROUP BY; age joined
-    assert cube.count("list_position") == 2 * 3 and cube.count(" JOIN ") == 1 and '"age"' in cube
+    # three dimensions looked up (the cube is grouped by position); age joined
+    assert cube.count("list_position") == 3 and cube.count(" JOIN ") == 1 and '"age"' in cube
     assert "list_position" not in joins_only and joins_only.count(" JOIN ") == 4
     assert looked_up.satisfying == joined.satisfying and looked_up.minimal == joined.minimal
 
