@@ -306,7 +306,8 @@ class WaveChecker:
 
     def _reference(self, criteria: list[Criterion]) -> str:
         """What t-closeness compares a class with: the table's counts of each sensitive value, from the cube, or,
-        on a large cube, stored once (each wave would scan the cube for them twice)."""
+        on a large cube, stored once (each wave would scan the cube for them twice); needed only by the criteria
+        that do not bind the counts read once (the ordered distance; any, where the database binds no lists)."""
         in_sql = [c for c in criteria if c.reads_distribution and not (c.reads_table_counts and self.table_counts)]
         if not self.large or not in_sql:
             return self.ref
