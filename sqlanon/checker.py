@@ -148,11 +148,11 @@ class WaveChecker:
         source, codes = star.coded(params)
         keys = self._packed_keys(codes)
         columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + star.sensitive_select("t")
-        grouping = keys + [f"t.{db.q(c)}" for c in star.sensitive]
         with db.parallel_plans(self.conn):
             if not self._keyed_rows(columns, source, params):
-                # grouped by position: the packed keys' expressions written twice cost their binding twice
-                ordinals = ", ".join(str(i + 1) for i in range(len(grouping)))
+                # grouped by every column, by position: the packed keys' expressions written twice cost their
+                # binding twice
+                ordinals = ", ".join(str(i + 1) for i in range(len(columns)))
                 db.create_scratch(self.conn, self.name, f"SELECT {', '.join(columns)}, COUNT(*) AS cnt FROM "
                                                         f"{source} GROUP BY {ordinals}", params)
                 self.statements += 1
@@ -308,7 +308,7 @@ class WaveChecker:
         """What t-closeness compares a class with: the table's counts of each sensitive value, from the cube, or,
         on a large cube, stored once (each wave would scan the cube for them twice); needed only by the criteria
         that do not bind the counts read once (the ordered distance; any, where the database binds no lists)."""
-        in_sql = [c for c in criteria if c.reads_distribution and not (c.reads_table_counts and self.table_counts)]
+        in_sql = any(c.reads_distribution and not (c.reads_table_counts and self.table_counts) for c in criteria)
         if not self.large or not in_sql:
             return self.ref
         if self.reference is None:
@@ -323,7 +323,7 @@ class WaveChecker:
 
     def _table_counts(self, criteria: list[Criterion]) -> dict[str, dict[str | None, int]] | None:
         """Per sensitive attribute, the table's count of each value (as text), read once for the criteria that
-        bind them (hierarchical t-closeness), where the database binds lists."""
+        bind them (t-closeness but for the ordered distance), where the database binds lists."""
         if self.table_counts is not None or not self.db.binds_lists:
             return self.table_counts
         wanted = sorted({a for c in criteria if c.reads_table_counts for a in c.sensitive_attributes()})
