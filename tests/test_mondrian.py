@@ -96,12 +96,24 @@ def oracle(rows: list[tuple[int, int, str, str]], k: int, l: int = 1, relaxed: b
 
 
 
-def _published(url: str) -> list[tuple[str, str, str]]:
+def _published(url: str, schema: str | None = None) -> list[tuple[str, str, str]]:
     engine = sa.create_engine(url)
+    table = f'"{schema}".people_mondrian' if schema else "people_mondrian"
     with engine.connect() as conn:
-        rows = conn.exec_driver_sql("SELECT age, city, disease FROM people_mondrian").all()
+        rows = conn.exec_driver_sql(f"SELECT age, city, disease FROM {table}").all()
     engine.dispose()
     return sorted(tuple(r) for r in rows)
+
+
+def _pg_table(pg_server: str, pg_schema: str, rows: list[tuple[int, int, str, str]]) -> None:
+    """`rows` as table people in the test's PostgreSQL schema."""
+    engine = sa.create_engine(pg_server)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE TABLE "{pg_schema}".people (pid INTEGER, age INTEGER, city VARCHAR, '
+                             "disease VARCHAR)")
+        conn.execute(sa.text(f'INSERT INTO "{pg_schema}".people VALUES (:p, :a, :c, :d)'),
+                     [dict(zip(("p", "a", "c", "d"), row)) for row in rows])
+    engine.dispose()
 
 
 @pytest.mark.parametrize("seed, k, l, relaxed", [(1, 3, 1, False), (2, 5, 1, False), (3, 4, 2, False),
@@ -186,23 +198,11 @@ def test_cli_json_and_postgresql(duck_url: str, tmp_path: Path, pg_server: str, 
     audited = invoke("audit", str(path), "--table", "people_mondrian", "--format", "json")  # ranges as QI values
     assert audited.exit_code == 0 and json.loads(audited.stdout)["k_anonymity"]["holds"]
     duck = _published(duck_url)
-    engine = sa.create_engine(pg_server)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f'CREATE TABLE "{pg_schema}".people (pid INTEGER, age INTEGER, city VARCHAR, '
-                             "disease VARCHAR)")
-        for row in rows:
-            conn.execute(sa.text(f'INSERT INTO "{pg_schema}".people VALUES (:p, :a, :c, :d)'),
-                         dict(zip(("p", "a", "c", "d"), row)))
-    engine.dispose()
+    _pg_table(pg_server, pg_schema, rows)
     config = _config(pg_server, tmp_path, {"k_anonymity": {"k": 4}})
     config["source"]["schema"] = pg_schema
     partition(job_from_dict(config))
-    engine = sa.create_engine(pg_server)
-    with engine.connect() as conn:
-        pg = sorted(tuple(r) for r in conn.exec_driver_sql(
-            f'SELECT age, city, disease FROM "{pg_schema}".people_mondrian').all())
-    engine.dispose()
-    assert pg == duck  # the same partitions on both databases
+    assert _published(pg_server, pg_schema) == duck  # the same partitions on both databases
     for url in (duck_url, pg_server):  # and the same means, printed alike
         config = _config(url, tmp_path, {"k_anonymity": {"k": 4}}, numeric="mean")
         config["source"]["schema"] = pg_schema if url == pg_server else None
@@ -212,3 +212,18 @@ def test_cli_json_and_postgresql(duck_url: str, tmp_path: Path, pg_server: str, 
         pg_means = sorted(r[0] for r in conn.exec_driver_sql(f'SELECT age FROM "{pg_schema}".people_mondrian'))
     engine.dispose()
     assert pg_means == sorted(r[0] for r in _published(duck_url))
+
+
+@pytest.mark.parametrize("seed, k, l, relaxed", [(3, 4, 2, False), (4, 3, 1, True)])
+def test_postgresql_equals_an_in_memory_mondrian(duck_url: str, tmp_path: Path, pg_server: str, pg_schema: str,
+                                                 seed: int, k: int, l: int, relaxed: bool) -> None:
+    """PostgreSQL's own SQL for a round (its median, its ranks for relaxed cuts), against the oracle."""
+    rows = _table(duck_url, seed, 80)  # the same random rows as the DuckDB test of this seed
+    _pg_table(pg_server, pg_schema, rows)
+    diversity = {"distinct_l_diversity": {"l": l, "attribute": "disease"}} if l > 1 else {}
+    config = _config(pg_server, tmp_path, {"k_anonymity": {"k": k}, **diversity}, relaxed=relaxed)
+    config["source"]["schema"] = pg_schema
+    report = partition(job_from_dict(config))
+    expected = oracle(rows, k, l, relaxed)
+    assert _published(pg_server, pg_schema) == sorted((*expected[r[0]], r[3]) for r in rows)
+    assert report.audit.ok and report.result.smallest >= k
