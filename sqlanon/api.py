@@ -551,8 +551,10 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
                        for qi in job.quasi_identifiers]
                 work = Mondrian(db, conn, db.q(src.schema, src.table), columns, qis, sensitive,
                                 job.criteria, f"mondrian_{run.run_id}", output.relaxed, options.progress)
+                started = time.perf_counter()
                 rows = work.prepare()
                 result = work.run()
+                partitioned = time.perf_counter()
                 ownership = Ownership(db, options.metadata_schema)
                 final = db.q(target.name.schema, target.name.table)
                 replacing = ownership.check_target(conn, target.name, replace, "output table", target.source)
@@ -570,7 +572,8 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
                 for role in output.grant_to:
                     db.execute(conn, f"GRANT SELECT ON {final} TO {db.q(role)}")
                 preview = db.execute(conn, f"SELECT * FROM {final} LIMIT {PREVIEW_ROWS}").mappings().all()
-            published_report = MondrianReport(str(target.name), rows, result, report, [dict(r) for r in preview])
+            published_report = MondrianReport(str(target.name), rows, result, report, [dict(r) for r in preview],
+                                              partitioned - started, time.perf_counter() - partitioned)
             run.finish(published_report.to_dict())
         return published_report
     finally:

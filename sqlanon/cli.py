@@ -768,7 +768,9 @@ def _show_partitioned(report: MondrianReport, fmt: str) -> None:
     figures = [["table", report.output], ["rows", str(report.rows)], ["partitions", str(data["partitions"])],
                ["smallest / average / largest partition",
                 f"{data['smallest_partition']} / {_number(data['average_partition'])} / {data['largest_partition']}"],
-               ["rounds (statements)", f"{data['rounds']} ({data['statements']})"]]
+               ["rounds (statements)", f"{data['rounds']} ({data['statements']})"],
+               ["seconds: partitioning / publishing",
+                f"{data['partitioning_seconds']:.2f} / {data['publishing_seconds']:.2f}"]]
     figures += [[f"audit: {name}", "holds" if ok else "FAILS"] for name, ok in report.audit.holds.items()]
     _print_rows("Published partitioned (Mondrian), audited:", ["figure", "value"], figures, fmt)
     if fmt == "table" and report.preview:

@@ -87,20 +87,24 @@ class MondrianResult:
 
 @dataclass
 class MondrianReport:
-    """What `partition` published: the table, its partitions, its audit and first rows."""
+    """What `partition` published: the table, its partitions, its audit and first rows, and where the time went:
+    partitioning (the rounds, with the work table's set-up) and publishing (writing, auditing, committing)."""
 
     output: str
     rows: int
     result: MondrianResult
     audit: Any
     preview: list[dict[str, Any]]
+    partitioning_seconds: float = 0.0
+    publishing_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         r = self.result
         return {"method": "mondrian", "output": self.output, "rows": self.rows, "partitions": r.partitions,
                 "rounds": r.rounds, "statements": r.statements, "smallest_partition": r.smallest,
                 "largest_partition": r.largest, "average_partition": self.rows / max(1, r.partitions),
-                "audit": self.audit.to_dict(),
+                "partitioning_seconds": round(self.partitioning_seconds, 3),
+                "publishing_seconds": round(self.publishing_seconds, 3), "audit": self.audit.to_dict(),
                 "preview": [{k: v if v is None or isinstance(v, (int, float, str)) else str(v)
                              for k, v in row.items()} for row in self.preview]}
 

@@ -194,7 +194,9 @@ def test_cli_json_and_postgresql(duck_url: str, tmp_path: Path, pg_server: str, 
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(_config(duck_url, tmp_path, {"k_anonymity": {"k": 4}})))
     result = invoke("anonymize", str(path), "--format", "json")
-    assert result.exit_code == 0 and json.loads(result.stdout)["smallest_partition"] >= 4
+    summary = json.loads(result.stdout)
+    assert result.exit_code == 0 and summary["smallest_partition"] >= 4
+    assert summary["partitioning_seconds"] > 0 and summary["publishing_seconds"] > 0
     audited = invoke("audit", str(path), "--table", "people_mondrian", "--format", "json")  # ranges as QI values
     assert audited.exit_code == 0 and json.loads(audited.stdout)["k_anonymity"]["holds"]
     duck = _published(duck_url)
