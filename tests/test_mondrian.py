@@ -24,14 +24,18 @@ DISEASES = ["flu", "hiv", "cancer", "asthma"]
 def _table(url: str, seed: int, rows: int, age_type: str = "INTEGER") -> list[tuple[int, int, str, str]]:
     rng = random.Random(seed)
     data = [(i, rng.randint(20, 60), rng.choice(list(CITIES)), rng.choice(DISEASES)) for i in range(rows)]
+    _store_people(url, "people", data, age_type)
+    return data
+
+
+def _store_people(url: str, table: str, rows: list[tuple[int, int, str, str]], age_type: str = "INTEGER") -> None:
+    """`rows` (pid, age, city, disease) as a new table `table` (a quoted name)."""
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        conn.exec_driver_sql(f"CREATE TABLE people (pid INTEGER, age {age_type}, city VARCHAR, disease VARCHAR)")
-        for row in data:
-            conn.execute(sa.text("INSERT INTO people VALUES (:p, :a, :c, :d)"),
-                         dict(zip(("p", "a", "c", "d"), row)))
+        conn.exec_driver_sql(f"CREATE TABLE {table} (pid INTEGER, age {age_type}, city VARCHAR, disease VARCHAR)")
+        conn.execute(sa.text(f"INSERT INTO {table} VALUES (:p, :a, :c, :d)"),
+                     [dict(zip(("p", "a", "c", "d"), row)) for row in rows])
     engine.dispose()
-    return data
 
 
 def _config(url: str, tmp_path: Path, criteria: dict, **output) -> dict:
@@ -103,17 +107,6 @@ def _published(url: str, schema: str | None = None) -> list[tuple[str, str, str]
         rows = conn.exec_driver_sql(f"SELECT age, city, disease FROM {table}").all()
     engine.dispose()
     return sorted(tuple(r) for r in rows)
-
-
-def _pg_table(pg_server: str, pg_schema: str, rows: list[tuple[int, int, str, str]]) -> None:
-    """`rows` as table people in the test's PostgreSQL schema."""
-    engine = sa.create_engine(pg_server)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f'CREATE TABLE "{pg_schema}".people (pid INTEGER, age INTEGER, city VARCHAR, '
-                             "disease VARCHAR)")
-        conn.execute(sa.text(f'INSERT INTO "{pg_schema}".people VALUES (:p, :a, :c, :d)'),
-                     [dict(zip(("p", "a", "c", "d"), row)) for row in rows])
-    engine.dispose()
 
 
 @pytest.mark.parametrize("seed, k, l, relaxed", [(1, 3, 1, False), (2, 5, 1, False), (3, 4, 2, False),
@@ -200,7 +193,7 @@ def test_cli_json_and_postgresql(duck_url: str, tmp_path: Path, pg_server: str, 
     audited = invoke("audit", str(path), "--table", "people_mondrian", "--format", "json")  # ranges as QI values
     assert audited.exit_code == 0 and json.loads(audited.stdout)["k_anonymity"]["holds"]
     duck = _published(duck_url)
-    _pg_table(pg_server, pg_schema, rows)
+    _store_people(pg_server, f'"{pg_schema}".people', rows)
     config = _config(pg_server, tmp_path, {"k_anonymity": {"k": 4}})
     config["source"]["schema"] = pg_schema
     partition(job_from_dict(config))
@@ -221,7 +214,7 @@ def test_postgresql_equals_an_in_memory_mondrian(duck_url: str, tmp_path: Path, 
                                                  seed: int, k: int, l: int, relaxed: bool) -> None:
     """PostgreSQL's own SQL for a round (its median, its ranks for relaxed cuts), against the oracle."""
     rows = _table(duck_url, seed, 80)  # the same random rows as the DuckDB test of this seed
-    _pg_table(pg_server, pg_schema, rows)
+    _store_people(pg_server, f'"{pg_schema}".people', rows)
     diversity = {"distinct_l_diversity": {"l": l, "attribute": "disease"}} if l > 1 else {}
     config = _config(pg_server, tmp_path, {"k_anonymity": {"k": k}, **diversity}, relaxed=relaxed)
     config["source"]["schema"] = pg_schema
