@@ -299,7 +299,7 @@ class WaveChecker:
         params: dict[str, object] = {}
         violators = violating_classes_sql(view, criteria, "w", params)
         with_clause = "".join(f"{name} AS MATERIALIZED ({select}), " for name, select in ctes)
-        rows = self.db.execute(self.conn, f"WITH {with_clause}wave AS MATERIALIZED ({definition}) SELECT node, "
+        rows = self.db.execute(self.conn, f"WITH {with_clause}wave {self.db.wave_cte} ({definition}) SELECT node, "
                                f"COUNT(*), SUM(n) FROM ({violators}) AS violators GROUP BY node", params).all()
         self.statements += 1
         return {int(node): (int(classes), int(tuples)) for node, classes, tuples in rows}
@@ -367,7 +367,10 @@ class WaveChecker:
                     source = ctes[-1][0]
             if self.from_table and parent == self.ref and (grouped or roll_up.nodes):
                 self.scans += 1  # without a cube, whatever reads the source is a scan of the table
-            if roll_up.nodes:
+            if len(roll_up.nodes) > 1 and self.db.grouping_sets:
+                parts.append(self._grouping_sets(source, [(j, self.masks(nodes[j])) for j in roll_up.nodes],
+                                                 sensitive))
+            elif roll_up.nodes:
                 values = ", ".join("(" + ", ".join(map(str, (j, *self.masks(nodes[j])))) + ")"
                                    for j in roll_up.nodes)
                 parts.append(f"{select} FROM {source} c CROSS JOIN (VALUES {values}) AS w({names}) {group}")
@@ -377,6 +380,19 @@ class WaveChecker:
         for root in forest:
             read(root, self.ref, self.rows)
         return ctes, " UNION ALL ".join(parts)
+
+    def _grouping_sets(self, source: str, masked: list[tuple[int, list[int]]], sensitive: list[str]) -> str:
+        """Node, key(s), sensitive columns, cnt of each (node, masks) of `masked`, from one read of `source`: each
+        node's keys are a grouping set of their own (a node's key columns are NULL in every other node's rows)."""
+        keys = range(self.layout.keys)
+        columns = [f"c.key{key} & CAST({mask} AS BIGINT) AS g{i}_{key}" for i, (_, masks) in enumerate(masked)
+                   for key, mask in zip(keys, masks)]
+        node = " ".join(f"WHEN g{i}_0 IS NOT NULL THEN {j}" for i, (j, _) in enumerate(masked))
+        merged = [f"COALESCE({', '.join(f'g{i}_{key}' for i in range(len(masked)))}) AS key{key}" for key in keys]
+        plain = [s.removeprefix("c.") for s in sensitive]
+        sets = ", ".join("(" + ", ".join([f"g{i}_{key}" for key in keys] + plain) + ")" for i in range(len(masked)))
+        return (f"SELECT CASE {node} END AS node, {', '.join(merged + plain)}, {count_sum('cnt')} AS cnt FROM "
+                f"(SELECT {', '.join(columns + sensitive)}, c.cnt FROM {source} c) g GROUP BY GROUPING SETS ({sets})")
 
     def _worth_grouping(self, roll_up: RollUp, parent_rows: float, sensitive: bool) -> bool:
         """Whether a roll-up groups its parent to its meet: not a lone node with nothing under it (its own join

@@ -71,6 +71,26 @@ def test_class_keys_split_over_several_columns_when_their_bits_do_not_fit(adult_
     assert set(search(job).satisfying) == passing(all_qi_violations[5], 0)
 
 
+@pytest.mark.parametrize("case, limit, key_bits", [("k=5 and distinct l=4", "2%", 63), ("t equal 0.2", 0, 63),
+                                                    ("k=5 and distinct l=4", "2%", 8)])
+def test_nodes_grouped_by_grouping_sets_give_the_same_answer(adult_duck: str, adult_violations, monkeypatch,
+                                                             case: str, limit, key_bits: int):
+    """The waves' GROUPING SETS form (PostgreSQL's), here on DuckDB: with sensitive values, suppression and class
+    keys over several columns, the same answers as the oracle."""
+    from sqlanon import checker
+    from sqlanon.backends import DuckDB
+    monkeypatch.setattr(DuckDB, "grouping_sets", True)
+    monkeypatch.setattr(checker, "KEY_BITS", key_bits)
+    statements = []
+    execute = DuckDB.execute
+    monkeypatch.setattr(DuckDB, "execute", lambda self, conn, sql, *args: statements.append(sql) or
+                        execute(self, conn, sql, *args))
+    max_suppressed = _max_suppressed(LIMITS[limit]) if limit else 0
+    result = search(_adult(adult_duck, CASES[case], LIMITS[limit] if limit else 0, strategy="topdown"))
+    assert set(result.satisfying) == passing(adult_violations[case], max_suppressed)
+    assert any("GROUPING SETS" in sql for sql in statements)
+
+
 @pytest.mark.parametrize("strategy, limit", [("topdown", 0.02), ("border", 0.02), ("topdown", 0), ("bottomup", 0)])
 def test_a_large_cube_is_read_once_per_wave_with_the_same_answer(adult_duck: str, all_qi_violations, monkeypatch,
                                                                   strategy: str, limit: float):
