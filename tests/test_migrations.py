@@ -19,9 +19,9 @@ def _round_trip(url: str, schema: str, server_tables: set[str] = frozenset()) ->
     try:
         migrate(db, schema)
         migrate(db, schema)  # idempotent
-        assert current_version(db, schema) == "0011"
+        assert current_version(db, schema) == "0012"
         assert metadata_tables(url, schema) == TABLES | server_tables
-        downgrade(db, schema, "-4")  # to 0007: the server settings (0008) and the stored analysis (0011) are gone
+        downgrade(db, schema, "-5")  # to 0007: server settings (0008), stored analysis (0011), statistics (0012)
         assert metadata_tables(url, schema) == TABLES
         downgrade(db, schema, "-3")
         assert current_version(db, schema) == "0004"  # the PL/Python procedure and audit function are gone
@@ -31,7 +31,7 @@ def _round_trip(url: str, schema: str, server_tables: set[str] = frozenset()) ->
         downgrade(db, schema, "base")
         assert metadata_tables(url, schema) == {"alembic_version"}
         migrate(db, schema)
-        assert current_version(db, schema) == "0011"
+        assert current_version(db, schema) == "0012"
     finally:
         db.dispose()
 
@@ -45,6 +45,35 @@ def test_migrations_on_postgres(pg_server: str, pg_schema: str):
     _round_trip(pg_server, f"{pg_schema}_meta", {"server_settings"})  # with PL/Python (CI installs it)
 
 
+def _statistics_targets(db, schema: str) -> dict[str, set[int]]:
+    """Per lattice table of `schema`, its columns' statistics targets."""
+    import sqlalchemy as sa
+    with db.engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT c.relname, a.attstattarget FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN "
+            "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = :s AND c.relkind = 'r' AND a.attnum > 0 "
+            "AND NOT a.attisdropped AND c.relname LIKE 'lattice%'"), {"s": schema}).all()
+    targets: dict[str, set[int]] = {}
+    for table, target in rows:
+        targets.setdefault(table, set()).add(target)
+    return targets
+
+
+@pytest.mark.postgres
+def test_lattice_tables_sample_few_rows_for_statistics_on_postgres(pg_server: str, pg_schema: str):
+    """Incognito analyzes them after each bulk write; they keep every run's lattice (migration 0012)."""
+    db = open_database(pg_server)
+    schema = f"{pg_schema}_meta"  # dropped by the fixture
+    try:
+        migrate(db, schema)
+        assert _statistics_targets(db, schema) == {t: {10} for t in ("lattice_nodes", "lattice_node_levels",
+                                                                     "lattice_edges")}
+        downgrade(db, schema, "0011")
+        assert all(10 not in targets for targets in _statistics_targets(db, schema).values())
+    finally:
+        db.dispose()
+
+
 def test_the_head_read_from_the_files_is_alembic_s():
     from importlib import resources
 
@@ -53,7 +82,7 @@ def test_the_head_read_from_the_files_is_alembic_s():
 
     config = Config()
     config.set_main_option("script_location", str(resources.files("sqlanon.migrations")))
-    assert head_revision() == ScriptDirectory.from_config(config).get_current_head() == "0011"
+    assert head_revision() == ScriptDirectory.from_config(config).get_current_head() == "0012"
 
 
 def test_a_schema_at_head_is_checked_without_alembic(duck_url: str):
@@ -72,6 +101,6 @@ def test_a_schema_at_head_is_checked_without_alembic(duck_url: str):
 def test_migrate_command(duck_url: str):
     runner = CliRunner()
     result = runner.invoke(main, ["migrate", "--db", duck_url])
-    assert result.exit_code == 0 and "version 0011" in result.output
+    assert result.exit_code == 0 and "version 0012" in result.output
     result = runner.invoke(main, ["migrate", "--db", duck_url, "--downgrade", "base"])
     assert result.exit_code == 0 and "base" in result.output
