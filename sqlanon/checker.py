@@ -369,7 +369,7 @@ class WaveChecker:
                 self.scans += 1  # without a cube, whatever reads the source is a scan of the table
             if len(roll_up.nodes) > 1 and self.db.grouping_sets:
                 parts.append(self._grouping_sets(source, [(j, self.masks(nodes[j])) for j in roll_up.nodes],
-                                                 sensitive))
+                                                 list(self._sensitive(sensitive_too).values())))
             elif roll_up.nodes:
                 values = ", ".join("(" + ", ".join(map(str, (j, *self.masks(nodes[j])))) + ")"
                                    for j in roll_up.nodes)
@@ -382,17 +382,17 @@ class WaveChecker:
         return ctes, " UNION ALL ".join(parts)
 
     def _grouping_sets(self, source: str, masked: list[tuple[int, list[int]]], sensitive: list[str]) -> str:
-        """Node, key(s), sensitive columns, cnt of each (node, masks) of `masked`, from one read of `source`: each
+        """Node, key(s), `sensitive` columns, cnt of each (node, masks) of `masked`, from one read of `source`: each
         node's keys are a grouping set of their own (a node's key columns are NULL in every other node's rows)."""
         keys = range(self.layout.keys)
         columns = [f"c.key{key} & CAST({mask} AS BIGINT) AS g{i}_{key}" for i, (_, masks) in enumerate(masked)
                    for key, mask in zip(keys, masks)]
         node = " ".join(f"WHEN g{i}_0 IS NOT NULL THEN {j}" for i, (j, _) in enumerate(masked))
         merged = [f"COALESCE({', '.join(f'g{i}_{key}' for i in range(len(masked)))}) AS key{key}" for key in keys]
-        plain = [s.removeprefix("c.") for s in sensitive]
-        sets = ", ".join("(" + ", ".join([f"g{i}_{key}" for key in keys] + plain) + ")" for i in range(len(masked)))
-        return (f"SELECT CASE {node} END AS node, {', '.join(merged + plain)}, {count_sum('cnt')} AS cnt FROM "
-                f"(SELECT {', '.join(columns + sensitive)}, c.cnt FROM {source} c) g GROUP BY GROUPING SETS ({sets})")
+        sets = ", ".join("(" + ", ".join([f"g{i}_{key}" for key in keys] + sensitive) + ")" for i in range(len(masked)))
+        read = columns + [f"c.{s}" for s in sensitive]
+        return (f"SELECT CASE {node} END AS node, {', '.join(merged + sensitive)}, {count_sum('cnt')} AS cnt FROM "
+                f"(SELECT {', '.join(read)}, c.cnt FROM {source} c) g GROUP BY GROUPING SETS ({sets})")
 
     def _worth_grouping(self, roll_up: RollUp, parent_rows: float, sensitive: bool) -> bool:
         """Whether a roll-up groups its parent to its meet: not a lone node with nothing under it (its own join
