@@ -104,6 +104,8 @@ class Database:
     value_lookups = False
     #: a list binds as one parameter (an array), which UNNEST reads as rows (Spark binds no lists)
     binds_lists = False
+    #: a wave's class sizes joined with its counts, not added up in a window (see FrequencySetView.sized_counts)
+    class_sizes_by_join = True
 
     def __init__(self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None,
                  temp_directory: Path | None = None):
@@ -480,6 +482,7 @@ class PostgreSQL(Database):
     #: -> 6.86 s; 8 QIs, distinct l=3 at 2%: 3.97 -> 3.06 s); hospital 1M, k=5: 2.13 -> 1.96 s
     wave_cte = "AS"
     grouping_sets = True
+    class_sizes_by_join = False
     binds_lists = True
     temp_schema = "pg_temp"
 

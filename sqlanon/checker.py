@@ -295,7 +295,8 @@ class WaveChecker:
         ctes, definition = self._frequency_sets(nodes, forest, sensitive)
         counts = self._table_counts(criteria) if sensitive else None
         view = FrequencySetView("wave", ["node"] + self.key_names, "cnt", self._sensitive(sensitive), definition,
-                                reference=self._reference(criteria), grouped=True, table_counts=counts, keyed=True)
+                                reference=self._reference(criteria), grouped=True, table_counts=counts,
+                                sizes_by_join=self.db.class_sizes_by_join)
         params: dict[str, object] = {}
         violators = violating_classes_sql(view, criteria, "w", params)
         with_clause = "".join(f"{name} AS MATERIALIZED ({select}), " for name, select in ctes)

@@ -520,13 +520,14 @@ def test_t_closeness_figures_equal_a_python_reference(tmp_path_factory, classes:
     expected = max(_distances({s: values.count(s) / len(values) for s in set(values)}, q, 3 if rooted else 2)[distance]
                    for values in classes)
     assert found == pytest.approx(expected, abs=1e-9)
-    assert _bound_max_t(spec, tmp, classes) == pytest.approx(expected, abs=1e-9)
+    for sizes_by_join in (True, False):
+        assert _bound_max_t(spec, tmp, classes, sizes_by_join) == pytest.approx(expected, abs=1e-9)
 
 
-def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]]) -> float:
+def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]], sizes_by_join: bool) -> float:
     """The largest distance of any class as a search's waves compute it: the table's counts of each value read
     beforehand and bound as lists (the hierarchy's nodes' shares, for the hierarchical distance), the class sizes
-    joined on the integer class keys."""
+    joined on the integer class keys (DuckDB's waves) or added up in a window (PostgreSQL's)."""
     from collections import Counter
 
     from sqlanon.criteria import FrequencySetView
@@ -535,7 +536,7 @@ def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]]) -> float:
     rows = [{"cls": i, "s0": s, "cnt": n} for i, values in enumerate(classes) for s, n in Counter(values).items()]
     counts = Counter(s for values in classes for s in values)
     view = FrequencySetView("fs", ["cls"], "cnt", {"s": "s0"}, grouped=True, table_counts={"s": dict(counts)},
-                            keyed=True)
+                            sizes_by_join=sizes_by_join)
     fragment = criterion.class_statistic(view)
     with sa.create_engine("duckdb:///:memory:").connect() as conn:
         conn.exec_driver_sql("CREATE TABLE fs (cls INTEGER, s0 VARCHAR, cnt BIGINT)")
