@@ -96,7 +96,7 @@ class WaveChecker:
                  from_table: bool = False, criteria: list[Criterion] | None = None):
         """`from_table`: no stored cube; every wave scans the source joined with the dimensions (for
         comparison: the cube is one scan for the whole search). `criteria`: the job's, whose table counts the cube's
-        first reading may fetch (see `_counts_with_table_counts`)."""
+        first reading may fetch (see `_figures_with_table_counts`)."""
         self.db, self.conn, self.star, self.from_table = db, conn, star, from_table
         self.criteria = criteria or []
         self.registry, self.run_id = f"{db.q(schema)}.frequency_sets", run_id
@@ -167,33 +167,29 @@ class WaveChecker:
         distinct = "".join(f", COUNT(DISTINCT {s})" for s in counted)
         # the level-0 cells' sum of c ln c, which KL divergence needs: free here, unless the rows were not grouped
         cells = sum_c_ln_c("cnt") if self.grouped else "NULL"
-        if self._counts_with_table_counts(cells):
-            rows = self.rows
-        else:
+        rows = self._figures_with_table_counts(cells)
+        if rows is None:
             rows, cells, *values = db.execute(self.conn, f"SELECT COUNT(*), {cells}{distinct} FROM {self.ref}").one()
             self.cells_term = None if cells is None else float(cells)
             self.sensitive_values = math.prod(max(int(v), 1) for v in values)
         self._register("packed_cube", self.name, rows)
         return int(rows)
 
-    def _counts_with_table_counts(self, cells: str) -> bool:
+    def _figures_with_table_counts(self, cells: str) -> int | None:
         """Where the criteria bind the table's counts of the only sensitive attribute (see `_table_counts`): the
         cube's figures read by the same statement, grouped by that attribute's values, instead of two statements.
-        Sets rows (the cube's), the cells term, the sensitive values and the table counts."""
+        Sets the cells term, the sensitive values and the table counts, and returns the cube's rows; else None."""
         columns = self.star.sensitive_columns()
-        if len(columns) != 1 or not self.db.binds_lists or not self.grouped:
-            return False
+        if len(columns) != 1 or not self.grouped or self._wanted_counts(self.criteria) != list(columns):
+            return None
         [(attr, column)] = columns.items()
-        if not any(c.reads_table_counts and attr in c.sensitive_attributes() for c in self.criteria):
-            return False
         groups = self.db.execute(self.conn, f"SELECT CAST({column} AS VARCHAR), COUNT(*), {cells}, "
                                             f"{count_sum('cnt')} FROM {self.ref} GROUP BY 1").all()
-        self.rows = sum(int(rows) for _, rows, _, _ in groups)
         self.cells_term = sum(float(part) for _, _, part, _ in groups)
         if self.star.rows > SMALL_CUBE:  # as `_create` counts them
             self.sensitive_values = max(sum(value is not None for value, _, _, _ in groups), 1)
         self.table_counts = {attr: {value: int(count) for value, _, _, count in groups}}
-        return True
+        return sum(int(rows) for _, rows, _, _ in groups)
 
     def _keyed_rows(self, columns: list[str], source: str, params: dict[str, object]) -> bool:
         """On a large table, where the database estimates distinct values cheaply: store the table's rows with their
@@ -346,12 +342,18 @@ class WaveChecker:
             self._register("reference", name, rows)
         return self.reference
 
+    def _wanted_counts(self, criteria: list[Criterion]) -> list[str]:
+        """The sensitive attributes whose table counts `criteria` bind as lists, where the database binds lists."""
+        if not self.db.binds_lists:
+            return []
+        return sorted({a for c in criteria if c.reads_table_counts for a in c.sensitive_attributes()})
+
     def _table_counts(self, criteria: list[Criterion]) -> dict[str, dict[str | None, int]] | None:
         """Per sensitive attribute, the table's count of each value (as text), read once for the criteria that
         bind them (t-closeness but for the ordered distance), where the database binds lists."""
-        if self.table_counts is not None or not self.db.binds_lists:
+        if self.table_counts is not None:
             return self.table_counts
-        wanted = sorted({a for c in criteria if c.reads_table_counts for a in c.sensitive_attributes()})
+        wanted = self._wanted_counts(criteria)
         if wanted:
             self.table_counts, columns = {}, self.star.sensitive_columns()
             for attr in wanted:

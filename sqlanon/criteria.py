@@ -690,7 +690,7 @@ class TCloseness(Criterion):
         node the class does not reach has |extra| = Q, and Q adds up to 1 per level: the sum over the nodes
         reached of w (|P - Q| - Q) is the distance. A single root, reached by every class, adds its 1/2 without
         being grouped (a third fewer rows to group for a hierarchy of three levels: on PostgreSQL, Adult's 8-QI
-        search with 2% suppression 15.6-15.8 -> 12.5-14.2 s).
+        search with 2% suppression 14.5-15.6 -> 13.0-13.6 s in three alternated runs).
         Hierarchy nodes are numbered (hn; not `node`, a wave's class column): `leaves` maps each leaf to the nodes
         above it (itself included, a single root left out), `nodes` gives each node its w and Q (from the table's
         counts, bound as lists, where the caller read them; else from the distribution, in SQL).
