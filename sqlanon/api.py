@@ -475,7 +475,7 @@ def _checked_source(db: Database, job: Job, options: RunOptions, targets: list[_
     ownership = Ownership(db, options.metadata_schema)
     with db.connect() as conn, conn.begin():
         source = _prepare_source(db, conn, job, ownership)
-        columns = check_columns(db, conn, job)
+        columns = list(check_columns(db, conn, job))
         for target in targets:
             target.source = source
             target.name = check_output(db, conn, ownership, target.output, source, target.replace)

@@ -104,6 +104,10 @@ class Database:
     value_lookups = False
     #: a list binds as one parameter (an array), which UNNEST reads as rows (Spark binds no lists)
     binds_lists = False
+    #: an integer column's codes come from a bound array indexed by its value (`index_lookup`), not a join with
+    #: its dimension, whatever the rows (see StarSchema.coded). A million rows coded through 90 ages: DuckDB 57 ->
+    #: 37 ms, PostgreSQL 680-960 -> 440-510 ms; Spark binds no lists
+    index_lookups = False
     #: a wave's class sizes joined with its counts, not added up in a window (see FrequencySetView.sized_counts)
     class_sizes_by_join = True
 
@@ -217,12 +221,13 @@ class Database:
         """A catalog column equal to a bound name, compared as the database resolves names."""
         return f"{column} = {param}"
 
-    def _column_names(self, conn: Connection, schema: str | None, table: str) -> list[str]:
-        return list(conn.execute(sa.text(
-            "SELECT column_name FROM information_schema.columns WHERE table_catalog = current_database() "
+    def _column_types(self, conn: Connection, schema: str | None, table: str) -> dict[str, str]:
+        """The table's columns, in order, each with its type as the catalog names it."""
+        return dict(conn.execute(sa.text(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = current_database() "
             f"AND {self._matches('table_schema', 'COALESCE(:s, current_schema())')} "
             f"AND {self._matches('table_name', ':t')} ORDER BY ordinal_position"),
-            {"s": schema, "t": table}).scalars())
+            {"s": schema, "t": table}).all())
 
     def column_type(self, conn: Connection, schema: str | None, table: str, column: str) -> str:
         return conn.execute(sa.text(
@@ -256,16 +261,20 @@ class Database:
         self.execute(conn, f"COMMENT ON TABLE {ref} IS {literal}")
 
     def table_exists(self, conn: Connection, schema: str | None, table: str) -> bool:
-        return bool(self._column_names(conn, schema, table))
+        return bool(self._column_types(conn, schema, table))
 
     def columns(self, conn: Connection, schema: str | None, table: str) -> list[str]:
-        names = self._column_names(conn, schema, table)
-        if not names:
+        return list(self.column_types(conn, schema, table))
+
+    def column_types(self, conn: Connection, schema: str | None, table: str) -> dict[str, str]:
+        """The table's columns and their types (an error naming the fix when there is no such table)."""
+        types = self._column_types(conn, schema, table)
+        if not types:
             where = qualified_name(schema, table)
             self._check_readable(conn, schema, table, where)
             raise DataError(f"table {where!r} not found in {self.engine.url.render_as_string(hide_password=True)}; "
                             "check source.table (and source.schema), or load it with source.csv")
-        return names
+        return types
 
     def _check_readable(self, conn: Connection, schema: str | None, table: str, where: str) -> None:
         """Where the catalog lists only what a role may use: tell an unreadable table from a missing one."""
@@ -278,6 +287,11 @@ class Database:
         """SQL for the integer paired with `key` (text) in two bound lists, the parameters named `keys` (text)
         and `values` (integers), where `value_lookups` says that beats a join with a small table."""
         raise NotImplementedError
+
+    def index_lookup(self, value: str, first: int, codes: str) -> str:
+        """SQL for the entry of the bound integer array `codes` at integer `value`, its first entry being the
+        value `first`, where `index_lookups` says the database has them (1-based arrays on both)."""
+        return f"(CAST(:{codes} AS BIGINT[]))[CAST({value} AS BIGINT) + ({1 - int(first)})]"
 
     def hmac_sha256_hex(self, value: str, inner_key: str, outer_key: str) -> str:
         """SQL for HMAC-SHA256 of `value` as text, in hex, from the two padded keys (bound parameters)."""
@@ -358,6 +372,7 @@ class DuckDB(Database):
     memory_settings = True
     value_lookups = True
     binds_lists = True
+    index_lookups = True
     name_rule = "DuckDB compares them, ignoring case"
 
     def __init__(self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None,
@@ -485,6 +500,7 @@ class PostgreSQL(Database):
     grouping_sets = True
     class_sizes_by_join = False
     binds_lists = True
+    index_lookups = True
     temp_schema = "pg_temp"
 
     def __init__(self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None,

@@ -33,6 +33,12 @@ STATISTICS_ROWS = 100_000
 #: against 1.9 ms)
 LOOKUP_VALUES = 48
 LOOKUP_ROWS = 100_000
+#: an integer column is coded by indexing an array (Database.index_lookup) when its hierarchy's integer leaves span
+#: at most this many values (the array binds one entry per value of the span)
+INDEX_SPAN = 65_536
+#: the source types whose values index an array as BIGINT (information_schema's names, lower case)
+INTEGER_TYPES = {"tinyint", "smallint", "integer", "int", "bigint", "int2", "int4", "int8", "utinyint",
+                 "usmallint", "uinteger"}
 
 
 @dataclass
@@ -41,10 +47,22 @@ class Dimension:
     column: str
     hierarchy: Hierarchy
     table: str  # quoted reference
+    integer: bool = False  # the source column holds integers (so its text is a canonical integer)
 
     @property
     def height(self) -> int:
         return self.hierarchy.height
+
+    def integer_span(self) -> tuple[int, int] | None:
+        """The first and last integer among the hierarchy's leaves, where the column's values can index an array
+        of their codes: an integer column (NULL not mapped) whose leaves written as integers span at most
+        INDEX_SPAN values. A leaf not written as its integer's text (`07`, `7.0`) is never an integer's text."""
+        if not self.integer or self.hierarchy.maps_null:
+            return None
+        numbers = [int(v) for v in self.hierarchy.path_codes.code if _canonical_integer(v)]
+        if not numbers or max(numbers) - min(numbers) >= INDEX_SPAN:
+            return None
+        return min(numbers), max(numbers)
 
     def key(self, db: Database, alias: str) -> str:
         """The source column as text, the join key into `v` (NULL -> '' where the hierarchy maps NULL)."""
@@ -91,6 +109,10 @@ class StarSchema:
         small = self.db.value_lookups and self.rows <= LOOKUP_ROWS
         for d in self.dimensions:
             paths = d.hierarchy.path_codes
+            span = d.integer_span() if self.db.index_lookups else None
+            if span is not None:
+                codes.update(self._indexed(d, span, params, alias))
+                continue
             if not small or len(paths.code) > LOOKUP_VALUES:
                 continue
             keys = params[f"lookup_{d.attr}"] = list(paths.code)
@@ -99,6 +121,20 @@ class StarSchema:
                 codes[(d.attr, piece)] = self.db.lookup(d.key(self.db, alias), f"lookup_{d.attr}",
                                                         f"lookup_{d.attr}_{piece}")
         return self.joins(alias, {d.attr for d in self.dimensions} - {attr for attr, _ in codes}), codes
+
+    def _indexed(self, d: Dimension, span: tuple[int, int], params: dict[str, Any], alias: str
+                 ) -> dict[tuple[int, int], str]:
+        """Each piece of an integer column's path codes, read from an array over its span (no join, no search:
+        the value is the index)."""
+        paths, (first, last) = d.hierarchy.path_codes, span
+        column = f"{alias}.{self.db.q(d.column)}"
+        codes = {}
+        for piece, levels in enumerate(paths.pieces()):
+            name = f"index_{d.attr}_{piece}"
+            params[name] = [paths.piece_codes(str(v), [levels])[0] if str(v) in paths.code else None
+                            for v in range(first, last + 1)]
+            codes[(d.attr, piece)] = self.db.index_lookup(column, first, name)
+        return codes
 
     def parent_code(self, attr: int, level: int, to_level: int, code: str) -> tuple[str, str]:
         """SQL for the code at `to_level` of `code` (a code at `level`), and the JOIN it needs ('' for none).
@@ -147,19 +183,27 @@ class StarSchema:
                             ["run_id", "attr", "column_name", "height", "hierarchy", "dimension_table"], rows)
 
 
+def _canonical_integer(text: str) -> bool:
+    """Whether `text` is how a database writes an integer (`-7`, `42`; not `07`, `+7` or ` 7`)."""
+    try:
+        return str(int(text)) == text
+    except ValueError:
+        return False
+
+
 def read_hierarchy_files(job: Job) -> dict[str, Hierarchy]:
     """Hierarchies that come from files, read before touching the database (errors come early)."""
     return {qi.column: read_hierarchy_file(qi.column, qi.hierarchy) for qi in job.quasi_identifiers if qi.hierarchy}
 
 
-def check_columns(db: Database, conn: Connection, job: Job) -> list[str]:
-    """The source's columns, after checking that each has exactly one role in the job.
+def check_columns(db: Database, conn: Connection, job: Job) -> dict[str, str]:
+    """The source's columns and their types, after checking that each has exactly one role in the job.
 
     Names are compared as the database resolves them (DuckDB ignores case), so
     `Age` and `age` are one column, listed twice.
     """
     src = job.source
-    columns = db.columns(conn, src.schema, src.table)
+    columns = db.column_types(conn, src.schema, src.table)
     check_roles(job, db.name_key)
     present = {db.name_key(c) for c in columns}
     for name, role in job.column_roles():
@@ -186,6 +230,7 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
     """
     src = job.source
     columns = check_columns(db, conn, job)
+    integers = {db.name_key(c) for c, kind in columns.items() if kind.lower() in INTEGER_TYPES}
     source = db.q(src.schema, src.table)
     rows = conn.execute(text(f"SELECT COUNT(*) FROM {source}")).scalar_one()
     if rows == 0:
@@ -197,13 +242,14 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
         criterion.check_table_size(rows)
     sensitive = needed_sensitive(criteria)
     _check_sensitive_domains(db, conn, job.source, criteria, source, sensitive)
-    star = StarSchema(db, source, columns, rows, [], sensitive)
+    star = StarSchema(db, source, list(columns), rows, [], sensitive)
     try:
         for attr, qi in enumerate(job.quasi_identifiers):
             hierarchy = files.get(qi.column) or generated_hierarchy(db, conn, source, qi)
             if job.suppression.mode == "mask" and job.suppression.limit:
                 hierarchy.check_masking()
-            dim = Dimension(attr, qi.column, hierarchy, db.run_table(schema, f"dim_{run_id}_{attr}"))
+            dim = Dimension(attr, qi.column, hierarchy, db.run_table(schema, f"dim_{run_id}_{attr}"),
+                            db.name_key(qi.column) in integers)
             _create_dimension_table(db, conn, dim)
             star.dimensions.append(dim)
         _check_one_row_per_tuple(db, conn, star)

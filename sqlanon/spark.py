@@ -424,8 +424,8 @@ class Spark(Database):
         name = _catalog_name(schema, table)
         return catalog.getTable(name) if catalog.tableExists(name) else None
 
-    def _column_names(self, conn: Connection, schema: str | None, table: str) -> list[str]:
-        return [c.name for c in self._columns(conn, schema, table)]
+    def _column_types(self, conn: Connection, schema: str | None, table: str) -> dict[str, str]:
+        return {c.name: c.dataType for c in self._columns(conn, schema, table)}
 
     def _columns(self, conn: Connection, schema: str | None, table: str) -> list[Any]:
         if self._table(conn, schema, table) is None:

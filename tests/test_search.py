@@ -94,13 +94,13 @@ def random_tables(draw):
     return hierarchies, rows, min(k, len(rows))
 
 
-def _write_random_job(tmp: Path, hierarchies, rows, k):
+def _write_random_job(tmp: Path, hierarchies, rows, k, all_varchar: bool = True):
     names = [f"q{i}" for i in range(len(hierarchies))]
     for name, paths in zip(names, hierarchies):
         (tmp / f"{name}.csv").write_text("\n".join(";".join(p) for p in paths) + "\n")
     (tmp / "data.csv").write_text(",".join(names) + "\n" + "\n".join(",".join(r) for r in rows) + "\n")
     return job_from_dict({
-        "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv", "csv_options": {"all_varchar": True}},
+        "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv", "csv_options": {"all_varchar": all_varchar}},
         "quasi_identifiers": {n: {"hierarchy": f"{n}.csv"} for n in names},
         "criteria": {"k_anonymity": {"k": k}}}, tmp)
 
@@ -141,7 +141,8 @@ def test_waves_hold_more_nodes_where_the_grouped_cube_is_small(monkeypatch):
 
 def test_the_cube_looks_small_dimensions_up_as_the_joins_would(adult_duck: str, monkeypatch):
     """On a small table, DuckDB's cube looks each row's code up in the small dimensions' bound lists instead of
-    joining them; a dimension of more values (age: 72) is still joined. Same answers as joins alone."""
+    joining them, and an integer column (age) indexes an array of its codes at any size. Same answers as joins
+    alone."""
     from sqlalchemy import event
 
     from sqlanon import dimensions
@@ -152,20 +153,65 @@ def test_the_cube_looks_small_dimensions_up_as_the_joins_would(adult_duck: str, 
 
     def seen(conn, cursor, statement, *_):
         statements.append(statement)
+
+    def cube_of_a_search():
+        statements.clear()
+        result = search(job)
+        return result, next(s for s in statements if "packed_cube" in s and " AS SELECT " in s)
     event.listen(sa.engine.Engine, "before_cursor_execute", seen)
     try:
-        looked_up = search(job)
-        cube = next(s for s in statements if "packed_cube" in s and " AS SELECT " in s)
-        monkeypatch.setattr(dimensions, "LOOKUP_ROWS", 0)  # a table too large for lookups: every dimension joined
-        statements.clear()
-        joined = search(job)
-        joins_only = next(s for s in statements if "packed_cube" in s and " AS SELECT " in s)
+        looked_up, cube = cube_of_a_search()
+        monkeypatch.setattr(dimensions, "LOOKUP_ROWS", 0)  # a table too large for lookups: the text columns joined
+        indexed, index_only = cube_of_a_search()
+        monkeypatch.setattr(dimensions, "INDEX_SPAN", 0)  # and no integer span small enough: every column joined
+        joined, joins_only = cube_of_a_search()
     finally:
         event.remove(sa.engine.Engine, "before_cursor_execute", seen)
-    # three dimensions looked up (the cube is grouped by position); age joined
-    assert cube.count("list_position") == 3 and cube.count(" JOIN ") == 1 and '"age"' in cube
-    assert "list_position" not in joins_only and joins_only.count(" JOIN ") == 4
-    assert looked_up.satisfying == joined.satisfying and looked_up.minimal == joined.minimal
+    assert cube.count("list_position") == 3 and " JOIN " not in cube and "$index_0_0" in cube
+    assert "list_position" not in index_only and index_only.count(" JOIN ") == 3 and "$index_0_0" in index_only
+    assert "list_position" not in joins_only and "$index" not in joins_only and joins_only.count(" JOIN ") == 4
+    for other in (indexed, joined):
+        assert looked_up.satisfying == other.satisfying and looked_up.minimal == other.minimal
+
+
+@st.composite
+def integer_tables(draw):
+    """A small table of two integer QIs (negative values, gaps), each with a hierarchy whose leaves may include
+    texts no integer is written as (`07`, `+3`), and a k."""
+    hierarchies, columns = [], []
+    for q in range(2):
+        values = sorted(draw(st.sets(st.integers(-20, 40), min_size=1, max_size=8)))
+        width = draw(st.integers(1, 3))
+        paths = [[str(v), f"b{i % width}", "*"] for i, v in enumerate(values)]
+        paths += [[odd, "b0", "*"] for odd in draw(st.lists(st.sampled_from(["07", "+3", "-0", "x"]), unique=True))]
+        hierarchies.append(paths)
+        columns.append([str(v) for v in values])
+    rows = draw(st.lists(st.tuples(*(st.sampled_from(c) for c in columns)), min_size=1, max_size=40))
+    return hierarchies, rows, draw(st.integers(1, 4))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=integer_tables())
+def test_integer_columns_coded_by_index_equal_exhaustive(tmp_path_factory, case):
+    """Integer QIs coded by indexing an array (the cube) give the answers of the exhaustive search, which joins
+    the dimensions by the values' text."""
+    hierarchies, rows, k = case
+    tmp = tmp_path_factory.mktemp("integers")
+    job = _write_random_job(tmp, hierarchies, rows, min(k, len(rows)), all_varchar=False)
+    for strategy in ("topdown", "incognito"):
+        found = search(dataclasses.replace(job, strategy=strategy))
+        exhaustive = search(dataclasses.replace(job, strategy="exhaustive"))
+        assert found.satisfying == exhaustive.satisfying and found.minimal == exhaustive.minimal
+
+
+def test_an_integer_column_indexes_the_span_of_its_integer_leaves():
+    from sqlanon.dimensions import Dimension
+    from sqlanon.hierarchies import Hierarchy
+
+    paths = [("-2", "*"), ("5", "*"), ("07", "*"), ("+9", "*"), ("x", "*")]
+    dim = Dimension(0, "a", Hierarchy("a", tuple(paths)), "d", integer=True)
+    assert dim.integer_span() == (-2, 5)
+    assert dataclasses.replace(dim, integer=False).integer_span() is None
 
 
 @pytest.mark.parametrize("strategy", ["topdown", "border", "samarati"])
