@@ -692,19 +692,20 @@ class TCloseness(Criterion):
         being grouped (a third fewer rows to group for a hierarchy of three levels: on PostgreSQL, Adult's 8-QI
         search with 2% suppression 14.5-15.6 -> 13.0-13.6 s in three alternated runs).
         Hierarchy nodes are numbered (hn; not `node`, a wave's class column): `leaves` maps each leaf to the nodes
-        above it (itself included, a single root left out), `nodes` gives each node its w and Q (from the table's
-        counts, bound as lists, where the caller read them; else from the distribution, in SQL).
+        above it (itself included, a single root left out), each with its w and Q (from the table's counts, bound as
+        lists, where the caller read them; else from the distribution, in SQL), so that a class's counts meet them
+        in one join (a second join for the weights took the same time on DuckDB and PostgreSQL).
         """
-        leaves, nodes, params = (self._hierarchy_nodes(fs.distribution(self.attribute)) if known is None
-                                 else self._hierarchy_lists(known))
+        leaves, params = (self._hierarchy_nodes(fs.distribution(self.attribute)) if known is None
+                          else self._hierarchy_lists(known))
         cls = fs.class_columns
         cls_v, cls_r = ", ".join(f"v.{c}" for c in cls), ", ".join(f"r.{c}" for c in cls)
-        reached = (f"SELECT {cls_v}, t.hn, MAX(v.n) AS n, SUM(v.c) AS c FROM ({counts}) v JOIN ({leaves}) t "
-                   f"ON t.leaf = CAST(v.s AS VARCHAR) GROUP BY {cls_v}, t.hn")
+        reached = (f"SELECT {cls_v}, t.hn, MAX(t.w) AS w, MAX(t.q) AS q, MAX(v.n) AS n, SUM(v.c) AS c FROM "
+                   f"({counts}) v JOIN ({leaves}) t ON t.leaf = CAST(v.s AS VARCHAR) GROUP BY {cls_v}, t.hn")
         root = 0.5 if len(self.hierarchy.top_labels) == 1 else 0.0
-        distance = f"SUM(x.w * (ABS({share('r.c', 'r.n')} - x.q) - x.q))"
+        distance = f"SUM(r.w * (ABS({share('r.c', 'r.n')} - r.q) - r.q))"
         return SqlFragment(f"SELECT {cls_r}, MAX(r.n) AS n, GREATEST({root!r} + {distance}, 0.0) AS stat FROM "
-                           f"({reached}) r JOIN ({nodes}) x ON x.hn = r.hn GROUP BY {cls_r}", params)
+                           f"({reached}) r GROUP BY {cls_r}", params)
 
     def _numbered_paths(self) -> list[tuple[str, int, int]]:
         """(leaf, hn, level) of every node above every leaf (the leaf's own included, a single root left out), each
@@ -717,32 +718,30 @@ class TCloseness(Criterion):
     def _weight(self, level: int) -> float:
         return -0.5 if level == self.hierarchy.height else 0.5 / self.hierarchy.height
 
-    def _hierarchy_nodes(self, table: str) -> tuple[str, str, dict[str, Any]]:
-        """`_hierarchical`'s leaves (leaf, hn) and nodes (hn, w, q) as SELECTs, q from `table` (the
-        distribution), and their parameters (the leaves' names)."""
+    def _hierarchy_nodes(self, table: str) -> tuple[str, dict[str, Any]]:
+        """`_hierarchical`'s leaves (leaf, hn, w, q) as a SELECT, q from `table` (the distribution), and its
+        parameters (the leaves' names)."""
         paths = self._numbered_paths()
         names = {leaf: f"thv{i}" for i, leaf in enumerate(dict.fromkeys(leaf for leaf, _, _ in paths))}
         rows = ", ".join(f"(:{names[leaf]}, {node}, {self._weight(level)!r})" for leaf, node, level in paths)
         values = f"(VALUES {rows}) AS t(leaf, hn, w)"
-        return (f"SELECT leaf, hn FROM {values}",
-                f"SELECT t.hn, MAX(t.w) AS w, SUM(d.q) AS q FROM {values} LEFT JOIN ({table}) d "
-                "ON CAST(d.s AS VARCHAR) = t.leaf GROUP BY t.hn", {n: leaf for leaf, n in names.items()})
+        shares = (f"SELECT t.hn, SUM(d.q) AS q FROM {values} LEFT JOIN ({table}) d ON CAST(d.s AS VARCHAR) = t.leaf "
+                  "GROUP BY t.hn")
+        return (f"SELECT t.leaf, t.hn, t.w, x.q FROM {values} JOIN ({shares}) x ON x.hn = t.hn",
+                {n: leaf for leaf, n in names.items()})
 
-    def _hierarchy_lists(self, counts: dict[str | None, int]) -> tuple[str, str, dict[str, Any]]:
+    def _hierarchy_lists(self, counts: dict[str | None, int]) -> tuple[str, dict[str, Any]]:
         """`_hierarchy_nodes`, computed here from the table's `counts` of each value, bound as lists. A DuckDB
         wave over Adult's cube (occupation) took 12.8 ms with a VALUES list and a window adding up the shares,
         9.0 ms with lists (12.1 ms with a VALUES list of the same numbers)."""
         paths, total = self._numbered_paths(), sum(counts.values()) or 1
-        weight, share = {}, {}
-        for leaf, node, level in paths:
-            weight[node] = self._weight(level)
+        share: dict[int, float] = {}
+        for leaf, node, _ in paths:
             share[node] = share.get(node, 0.0) + counts.get(leaf, 0) / total
-        leaves, leaf_params = _unnested({"leaf": ("VARCHAR", [leaf for leaf, _, _ in paths]),
-                                         "hn": ("INTEGER", [node for _, node, _ in paths])}, "thl_")
-        nodes, node_params = _unnested({"hn": ("INTEGER", list(weight)),
-                                        "w": ("DOUBLE PRECISION", list(weight.values())),
-                                        "q": ("DOUBLE PRECISION", [share[node] for node in weight])}, "thn_")
-        return leaves, nodes, {**leaf_params, **node_params}
+        return _unnested({"leaf": ("VARCHAR", [leaf for leaf, _, _ in paths]),
+                          "hn": ("INTEGER", [node for _, node, _ in paths]),
+                          "w": ("DOUBLE PRECISION", [self._weight(level) for _, _, level in paths]),
+                          "q": ("DOUBLE PRECISION", [share[node] for _, node, _ in paths])}, "thl_")
 
     @staticmethod
     def _ordered(fs: FrequencySetView, counts: str, table: str) -> str:
