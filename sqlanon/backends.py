@@ -658,10 +658,12 @@ class PostgreSQL(Database):
             reader.close()
 
 def duckdb_file(url: str) -> Path | None:
-    """The file of a DuckDB URL (None for other databases and in-memory DuckDB)."""
-    if not url.startswith("duckdb:///") or url.endswith(":memory:"):
+    """The file of a DuckDB URL (None for other databases and in-memory DuckDB). Read as SQLAlchemy reads it: a
+    job's URL is written back by SQLAlchemy, which escapes `:memory:` as `%3Amemory%3A`."""
+    if not url.startswith("duckdb:///"):
         return None
-    return Path(url[len("duckdb:///"):].split("?")[0])
+    database = sa.engine.make_url(url).database
+    return None if not database or database == ":memory:" else Path(database)
 
 
 def progress_file(db_url: str) -> Path | None:

@@ -176,6 +176,18 @@ def test_a_run_writes_its_progress_beside_the_duckdb_file(tmp_path: Path):
     assert state["status"] == "finished" and state["run_id"] >= 1
 
 
+def test_an_in_memory_database_has_no_progress_file(tmp_path: Path, monkeypatch):
+    """However its URL is written (a job's URL comes back from SQLAlchemy as `duckdb:///%3Amemory%3A`), an
+    in-memory database gets no progress file: none is left in the working folder."""
+    from sqlanon.backends import progress_file
+
+    assert progress_file("duckdb:///:memory:") is None and progress_file("duckdb:///%3Amemory%3A") is None
+    assert progress_file("duckdb:///a b.duckdb?threads=1") == Path("a b.duckdb.sqlanon-run.json")
+    monkeypatch.chdir(tmp_path)
+    assert run("search", str(write_config(tmp_path)), "--db", "duckdb:///:memory:").exit_code == 0
+    assert not list(tmp_path.glob("*.sqlanon-run.json"))
+
+
 def test_demo_shows_what_suppression_buys(tmp_path: Path):
     result = run("demo", "--db", str(tmp_path / "demo.duckdb"), "--json")
     assert result.exit_code == 0, result.output
