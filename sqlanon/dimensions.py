@@ -16,7 +16,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection
 
 from .backends import Database
-from .config import ROLE_NAMES, ROLES, Job, QuasiIdentifier, Source, check_roles
+from .config import ROLE_NAMES, ROLES, Job, QuasiIdentifier, check_roles
 from .criteria import Criterion
 from .errors import ConfigError, DataError, HierarchyError
 from .hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file
@@ -230,7 +230,7 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
     """
     src = job.source
     columns = check_columns(db, conn, job)
-    integers = {db.name_key(c) for c, kind in columns.items() if kind.lower() in INTEGER_TYPES}
+    types = {db.name_key(c): kind.lower().split("(")[0] for c, kind in columns.items()}
     source = db.q(src.schema, src.table)
     rows = conn.execute(text(f"SELECT COUNT(*) FROM {source}")).scalar_one()
     if rows == 0:
@@ -241,7 +241,7 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
     for criterion in criteria:
         criterion.check_table_size(rows)
     sensitive = needed_sensitive(criteria)
-    _check_sensitive_domains(db, conn, job.source, criteria, source, sensitive)
+    _check_sensitive_domains(db, conn, criteria, source, sensitive, types)
     star = StarSchema(db, source, list(columns), rows, [], sensitive)
     try:
         for attr, qi in enumerate(job.quasi_identifiers):
@@ -249,7 +249,7 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
             if job.suppression.mode == "mask" and job.suppression.limit:
                 hierarchy.check_masking()
             dim = Dimension(attr, qi.column, hierarchy, db.run_table(schema, f"dim_{run_id}_{attr}"),
-                            db.name_key(qi.column) in integers)
+                            types[db.name_key(qi.column)] in INTEGER_TYPES)
             _create_dimension_table(db, conn, dim)
             star.dimensions.append(dim)
         _check_one_row_per_tuple(db, conn, star)
@@ -275,9 +275,10 @@ NUMERIC_TYPES = ("bigint", "int", "integer", "smallint", "tinyint", "hugeint", "
                  "float", "numeric", "decimal", "ubigint", "uinteger", "usmallint", "utinyint")
 
 
-def _check_sensitive_domains(db: Database, conn: Connection, src: Source, criteria: list[Criterion], source: str,
-                             sensitive: list[str]) -> None:
-    """Criteria that cannot hold for a sensitive attribute's values fail here, before any search."""
+def _check_sensitive_domains(db: Database, conn: Connection, criteria: list[Criterion], source: str,
+                             sensitive: list[str], types: dict[str, str]) -> None:
+    """Criteria that cannot hold for a sensitive attribute's values fail here, before any search. `types`: each
+    source column's type (lower case, without its size), by `db.name_key`."""
     for column in sensitive:
         col = db.q(column)
         distinct, values = conn.execute(text(
@@ -286,7 +287,7 @@ def _check_sensitive_domains(db: Database, conn: Connection, src: Source, criter
         if values == 0:
             raise DataError(f"sensitive column {column!r} holds only NULLs, so no criterion can protect anything "
                             "in it; check the column name in the config")
-        numeric = db.column_type(conn, src.schema, src.table, column).lower().split("(")[0] in NUMERIC_TYPES
+        numeric = types[db.name_key(column)] in NUMERIC_TYPES
         for criterion in criteria:
             criterion.check_domain(column, int(distinct), numeric)
             _warn_absent_values(db, conn, source, column, criterion)
