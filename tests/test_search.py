@@ -179,7 +179,7 @@ def integer_tables(draw):
     """A small table of two integer QIs (negative values, gaps), each with a hierarchy whose leaves may include
     texts no integer is written as (`07`, `+3`), and a k."""
     hierarchies, columns = [], []
-    for q in range(2):
+    for _ in range(2):
         values = sorted(draw(st.sets(st.integers(-20, 40), min_size=1, max_size=8)))
         width = draw(st.integers(1, 3))
         paths = [[str(v), f"b{i % width}", "*"] for i, v in enumerate(values)]
@@ -198,9 +198,9 @@ def test_integer_columns_coded_by_index_equal_exhaustive(tmp_path_factory, case)
     hierarchies, rows, k = case
     tmp = tmp_path_factory.mktemp("integers")
     job = _write_random_job(tmp, hierarchies, rows, min(k, len(rows)), all_varchar=False)
+    exhaustive = search(dataclasses.replace(job, strategy="exhaustive"))
     for strategy in ("topdown", "incognito"):
         found = search(dataclasses.replace(job, strategy=strategy))
-        exhaustive = search(dataclasses.replace(job, strategy="exhaustive"))
         assert found.satisfying == exhaustive.satisfying and found.minimal == exhaustive.minimal
 
 
