@@ -465,9 +465,9 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
         db.dispose()
 
 
-def _checked_source(db: Database, job: Job, options: RunOptions, targets: list[_Target]) -> list[str]:
+def _checked_source(db: Database, job: Job, options: RunOptions, targets: list[_Target]) -> dict[str, str]:
     """Migrate, check the source's columns (loading source.csv first when named) and where each target goes;
-    returns the source's columns. A source loaded from a file stays only if every check passes."""
+    returns the source's columns and their types. A source loaded from a file stays only if every check passes."""
     if job.source.csv is None and job.source.parquet is None:  # a source the role cannot read is named first
         with db.connect() as conn:
             check_columns(db, conn, job)
@@ -475,7 +475,7 @@ def _checked_source(db: Database, job: Job, options: RunOptions, targets: list[_
     ownership = Ownership(db, options.metadata_schema)
     with db.connect() as conn, conn.begin():
         source = _prepare_source(db, conn, job, ownership)
-        columns = list(check_columns(db, conn, job))
+        columns = check_columns(db, conn, job)
         for target in targets:
             target.source = source
             target.name = check_output(db, conn, ownership, target.output, source, target.replace)
@@ -514,7 +514,7 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
     db = _database(job, options)
     try:
         db.require_transactions("an anatomy publication")
-        columns = _checked_source(db, job, options, [qi_target, sa_target])
+        columns = list(_checked_source(db, job, options, [qi_target, sa_target]))
         if qi_target.name.same_as(sa_target.name, db):
             raise ConfigError(f"output.table and output.sensitive_table both name {str(qi_target.name)!r}; give the "
                               "sensitive table its own name")
@@ -541,15 +541,16 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
     try:
         db.require_transactions("Mondrian partitioning")
         columns = _checked_source(db, job, options, [target])
+        types = {db.name_key(column): kind for column, kind in columns.items()}
         sensitive = needed_sensitive(job.criteria)
         with db.connect() as conn, _recorded(db, conn, options, job, "mondrian") as run:
             # the output appears whole and audited, or not at all; the rounds sort and group a table's every row
             with conn.begin(), db.large_sorts(conn):
                 src = target.source
-                qis = [MondrianQI(qi.column, found.get(qi.column), "" if qi.column in found else
-                                  db.column_type(conn, src.schema, src.table, qi.column))
+                qis = [MondrianQI(qi.column, found.get(qi.column),
+                                  "" if qi.column in found else types[db.name_key(qi.column)])
                        for qi in job.quasi_identifiers]
-                work = Mondrian(db, conn, db.q(src.schema, src.table), columns, qis, sensitive,
+                work = Mondrian(db, conn, db.q(src.schema, src.table), list(columns), qis, sensitive,
                                 job.criteria, f"mondrian_{run.run_id}", output.relaxed, options.progress)
                 started = time.perf_counter()
                 rows = work.prepare()

@@ -229,13 +229,6 @@ class Database:
             f"AND {self._matches('table_name', ':t')} ORDER BY ordinal_position"),
             {"s": schema, "t": table}).all())
 
-    def column_type(self, conn: Connection, schema: str | None, table: str, column: str) -> str:
-        return conn.execute(sa.text(
-            "SELECT data_type FROM information_schema.columns WHERE table_catalog = current_database() "
-            f"AND {self._matches('table_schema', 'COALESCE(:s, current_schema())')} "
-            f"AND {self._matches('table_name', ':t')} AND {self._matches('column_name', ':c')}"),
-            {"s": schema, "t": table, "c": column}).scalar_one()
-
     def resolved_schema(self, conn: Connection, schema: str | None) -> str:
         """The schema a name without one lands in (the current schema), or the given one."""
         return schema if schema is not None else conn.execute(sa.text("SELECT current_schema()")).scalar_one()

@@ -735,13 +735,13 @@ class TCloseness(Criterion):
         wave over Adult's cube (occupation) took 12.8 ms with a VALUES list and a window adding up the shares,
         9.0 ms with lists (12.1 ms with a VALUES list of the same numbers)."""
         paths, total = self._numbered_paths(), sum(counts.values()) or 1
-        share: dict[int, float] = {}
+        shares: dict[int, float] = {}  # not `share`: the module's SQL helper
         for leaf, node, _ in paths:
-            share[node] = share.get(node, 0.0) + counts.get(leaf, 0) / total
+            shares[node] = shares.get(node, 0.0) + counts.get(leaf, 0) / total
         return _unnested({"leaf": ("VARCHAR", [leaf for leaf, _, _ in paths]),
                           "hn": ("INTEGER", [node for _, node, _ in paths]),
                           "w": ("DOUBLE PRECISION", [self._weight(level) for _, _, level in paths]),
-                          "q": ("DOUBLE PRECISION", [share[node] for _, node, _ in paths])}, "thl_")
+                          "q": ("DOUBLE PRECISION", [shares[node] for _, node, _ in paths])}, "thl_")
 
     @staticmethod
     def _ordered(fs: FrequencySetView, counts: str, table: str) -> str:

@@ -432,12 +432,6 @@ class Spark(Database):
             return []
         return list(self.session(conn).catalog.listColumns(_catalog_name(schema, table)))
 
-    def column_type(self, conn: Connection, schema: str | None, table: str, column: str) -> str:
-        for c in self._columns(conn, schema, table):
-            if c.name.lower() == column.lower():
-                return c.dataType
-        raise DataError(f"column {column!r} not found in {table!r}")
-
     def resolved_schema(self, conn: Connection, schema: str | None) -> str:
         return schema if schema is not None else self.session(conn).catalog.currentDatabase()
 
