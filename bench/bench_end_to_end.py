@@ -15,19 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_hospital import QIS, dataset  # noqa: E402
-from bench_search import group_by_seconds  # noqa: E402
-from common import print_table  # noqa: E402
+from common import group_by_seconds, print_table, run_process  # noqa: E402
 
 HERE = Path(__file__).parent
 ARX = {5_000_000: "load 8 s + anonymize 25 s, 1.8 GB"}
@@ -55,19 +50,10 @@ def run_once(rows: int, k: int, memory_limit: str | None) -> list[object]:
     command = [sys.executable, "-m", "sqlanon", "anonymize", str(job), "--json"]
     if memory_limit:
         command += ["--memory-limit", memory_limit]
-    started = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        child = subprocess.Popen(command, stdout=out, stderr=err, text=True)
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak RSS (KiB on Linux)
-        child.returncode = os.waitstatus_to_exitcode(status)
-        seconds = time.perf_counter() - started
-        out.seek(0)
-        err.seek(0)
-        if child.returncode:
-            raise SystemExit(f"sqlanon anonymize failed:\n{err.read()}")
-        result = json.loads(out.read())
+    seconds, peak, out = run_process(command)
+    result = json.loads(out)
     baseline = group_by_seconds(f"duckdb:///{database}", "hospital", QIS)
-    return [f"{rows:,}", memory_limit or "default", seconds, usage.ru_maxrss / 1024, result.get("node"), baseline,
+    return [f"{rows:,}", memory_limit or "default", seconds, peak, result.get("node"), baseline,
             seconds / baseline, ARX.get(rows, "-")]
 
 

@@ -1,16 +1,21 @@
 """The search strategies side by side: checks, statements and seconds, against one GROUP BY of the
 same table measured in the same run, on DuckDB (and PostgreSQL if reachable).
 
-    python bench/bench_search.py [--no-postgres] [--hospital-rows 1000000] [--no-hospital]
-                                 [--strategies incognito,topdown,border,auto]
+    python bench/bench_search.py [--no-postgres] [--hospital-rows 1000000,5000000] [--no-hospital]
+                                 [--no-processes] [--strategies incognito,topdown,border,auto]
 
 Adult: the bundled data, all 9 QIs, k=5, without suppression and with 2% and 10%.
 Criteria: Adult with the 8 QIs other than occupation, occupation sensitive, k=5 plus each
 criterion of bench_criteria.py (default strategy), without suppression and with 2%.
 Hospital: ../shared/tools/gen_hospital.py data (QIs zip, birth_date, sex, race,
-marital_status), k=5, alone and (unless --no-criteria) with entropy l-diversity or
-t-closeness on diagnosis. The ARX column is the figure the targets were set against (ARX on another
-machine of this kind); "ARX here" is ARX measured on this machine by bench/arx/run.sh, once it has run.
+marital_status), k=5; the first size with every strategy, alone and (unless --no-criteria) with
+entropy l-diversity or t-closeness on diagnosis, on each database; the larger sizes with the default
+strategy, on DuckDB.
+Processes (unless --no-processes): `sqlanon search` on the bundled Adult job as a whole process (median
+of 3), and `sqlanon anonymize` from the largest hospital size's CSV to an audited table in a new
+DuckDB file (bench_end_to_end.py), with their peak resident memory.
+The ARX column is the figure the targets were set against (ARX on another machine of this kind);
+"ARX here" is ARX measured on this machine by bench/arx/run.sh, once it has run.
 A search under QUICK_SECONDS is timed REPEAT times and its row shows the medians.
 """
 from __future__ import annotations
@@ -22,12 +27,11 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-import sqlalchemy as sa
-
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_criteria import CASES as CRITERIA_CASES, OCC, criteria_job  # noqa: E402
+from bench_end_to_end import run_once as end_to_end  # noqa: E402
 from bench_hospital import QIS as HOSPITAL_QIS, dataset, job as hospital_job  # noqa: E402
-from common import PG_URL, arx_here, pg_reachable, print_table, timed  # noqa: E402
+from common import PG_URL, arx_here, group_by_seconds, pg_reachable, print_table, run_process, timed  # noqa: E402
 
 from sqlanon import RunOptions, load_job, search  # noqa: E402
 from sqlanon.config import Suppression  # noqa: E402
@@ -43,16 +47,6 @@ ARX_SECONDS = {("adult", "k=5", 0.0): 0.088, ("adult", "k=5", 0.02): 0.81, ("adu
                ("adult 8 QIs", "t hierarchical 0.2", 0.0): 0.039}
 ARX_HERE = arx_here()
 
-
-def group_by_seconds(url: str, table: str, columns: list[str]) -> float:
-    """One GROUP BY of the table over the QIs, counting the classes (the scan a search should cost)."""
-    engine = sa.create_engine(url)
-    quoted = ", ".join(f'"{c}"' for c in columns)
-    with engine.connect() as conn:
-        seconds, _ = timed(lambda: conn.exec_driver_sql(
-            f"SELECT COUNT(*) FROM (SELECT {quoted}, COUNT(*) FROM {table} GROUP BY {quoted}) g").scalar(), 3)
-    engine.dispose()
-    return seconds
 
 # k=5 plus a criterion over the hospital's diagnosis: frequency sets with the sensitive values are far larger
 HOSPITAL_CRITERIA = {"k=5, entropy l=2": {"entropy_l_diversity": {"attribute": "diagnosis", "l": 2}},
@@ -78,7 +72,7 @@ def measure(rows: list, dataset_name: str, database: str, url: str, job, strateg
             seconds = statistics.median(call for call, _ in calls)
             searched = statistics.median(r.stats.seconds for _, r in calls)
             rows.append([dataset_name, database, criteria, strategy, f"{limit:.0%}", s.nodes_checked,
-                         s.statements or "-", searched, seconds, baseline, searched / baseline,
+                         s.statements or "-", searched, seconds, baseline, searched / baseline, "-",
                          ARX_SECONDS.get((dataset_name, criteria, limit), "-"),
                          ARX_HERE.get((dataset_name, criteria, limit), "-")])
             # a line per search as it ends (the whole run takes minutes; the table comes at the end)
@@ -87,15 +81,47 @@ def measure(rows: list, dataset_name: str, database: str, url: str, job, strateg
         assert len(answers) == 1, "the strategies disagree"
 
 
+def measure_hospital(rows: list, database: str, url: str, size: int, strategies: list[str],
+                     criteria: bool) -> None:
+    folder = dataset(size)
+    if database == "duckdb":  # a file per size: a table loaded from another size's CSV is refused
+        url = f"duckdb:///{HERE / 'out' / f'search_hospital_{size}.duckdb'}"
+    search(hospital_job(folder, url, 5, load=True), RunOptions(db_url=url))  # load (not timed)
+    baseline = group_by_seconds(url, "hospital", HOSPITAL_QIS)
+    hospital = hospital_job(folder, url, 5, load=False)
+    measure(rows, f"hospital {size:,}", database, url, hospital, strategies, [0.0], baseline)
+    if criteria:
+        for case, spec in HOSPITAL_CRITERIA.items():
+            run = dataclasses.replace(hospital, criteria=criteria_from_config({"k_anonymity": {"k": 5}, **spec}))
+            measure(rows, f"hospital {size:,}", database, url, run, ["auto"], [0.0], baseline, case)
+
+
+def measure_processes(rows: list, url: str, hospital_rows: int | None) -> None:
+    """`sqlanon search` on the bundled job, and (given a size) `sqlanon anonymize` from CSV, as whole processes."""
+    command = [sys.executable, "-m", "sqlanon", "search", str(ADULT), "--db", url]
+    runs = [run_process(command) for _ in range(3)]
+    seconds, peak = statistics.median(r[0] for r in runs), max(r[1] for r in runs)
+    baseline = group_by_seconds(url, "adult", ADULT_QIS)
+    rows.append(["adult", "duckdb", "k=5", "`sqlanon search` process", "0%", "-", "-", "-", seconds, baseline,
+                 seconds / baseline, peak, "-", "-"])
+    if hospital_rows:
+        size, _, seconds, peak, _, baseline, ratio, arx = end_to_end(hospital_rows, 5, None)
+        rows.append([f"hospital {size}", "duckdb", "k=5", "CSV to audited table, process", "0%", "-", "-", "-",
+                     seconds, baseline, ratio, peak, arx, "-"])
+    print(f"processes: {rows[-1]}", file=sys.stderr, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-hospital", action="store_true")
     parser.add_argument("--no-criteria", action="store_true")
-    parser.add_argument("--hospital-rows", type=int, default=1_000_000)
+    parser.add_argument("--no-processes", action="store_true")
+    parser.add_argument("--hospital-rows", default="1000000,5000000", help="sizes, comma-separated")
     parser.add_argument("--strategies", default="incognito,topdown,border,auto")
     args = parser.parse_args()
     strategies = args.strategies.split(",")
+    sizes = [] if args.no_hospital else [int(size) for size in args.hospital_rows.split(",")]
     (HERE / "out").mkdir(exist_ok=True)
     targets = [("duckdb", f"duckdb:///{HERE / 'out' / 'search.duckdb'}")]
     if not args.no_postgres and pg_reachable():
@@ -116,24 +142,15 @@ def main() -> None:
                 for case in CRITERIA_CASES:
                     measure(rows, "adult 8 QIs", database, url, criteria_job(loaded, case), ["auto"], [limit],
                             baseline, case)
-        if not args.no_hospital:
-            folder = dataset(args.hospital_rows)
-            if database == "duckdb":  # a file per size: a table loaded from another size's CSV is refused
-                url = f"duckdb:///{HERE / 'out' / f'search_hospital_{args.hospital_rows}.duckdb'}"
-            search(hospital_job(folder, url, 5, load=True), RunOptions(db_url=url))  # load (not timed)
-            baseline = group_by_seconds(url, "hospital", HOSPITAL_QIS)
-            hospital = hospital_job(folder, url, 5, load=False)
-            measure(rows, f"hospital {args.hospital_rows:,}", database, url, hospital, strategies, [0.0], baseline)
-            if not args.no_criteria:
-                for case, spec in HOSPITAL_CRITERIA.items():
-                    run = dataclasses.replace(hospital, criteria=criteria_from_config({"k_anonymity": {"k": 5},
-                                                                                       **spec}))
-                    measure(rows, f"hospital {args.hospital_rows:,}", database, url, run, ["auto"], [0.0], baseline,
-                            case)
-    print_table("Search strategies, k=5 (search s: the search itself; call s: the whole search() call; "
-                "ratio: search s / one GROUP BY s, same run)",
+        for n, size in enumerate(sizes if database == "duckdb" else sizes[:1]):
+            measure_hospital(rows, database, url, size, strategies if n == 0 else ["auto"],
+                             n == 0 and not args.no_criteria)
+        if database == "duckdb" and not args.no_processes:
+            measure_processes(rows, url, max(sizes, default=None))
+    print_table("Search strategies, k=5 (search s: the search itself; call s: the whole search() call, or the whole "
+                "process; ratio: search s, or a process's s, / one GROUP BY s, same run)",
                 ["dataset", "database", "criteria", "strategy", "suppression", "checks", "statements", "search s",
-                 "call s", "GROUP BY s", "ratio", "ARX s", "ARX here s"], rows)
+                 "call s", "GROUP BY s", "ratio", "peak RSS MB", "ARX s", "ARX here s"], rows)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,14 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
+
+import sqlalchemy as sa
 
 from sqlanon.backends import unreachable_reason
 
@@ -37,6 +42,45 @@ def timed(action: Callable[[], object], repeat: int = 1) -> tuple[float, object]
         result = action()
         seconds.append(time.perf_counter() - started)
     return statistics.median(seconds), result
+
+
+def group_by_seconds(url: str, table: str, columns: list[str]) -> float:
+    """One GROUP BY of the table over the QIs, counting the classes (the scan a search should cost)."""
+    engine = sa.create_engine(url)
+    quoted = ", ".join(f'"{c}"' for c in columns)
+    with engine.connect() as conn:
+        seconds, _ = timed(lambda: conn.exec_driver_sql(
+            f"SELECT COUNT(*) FROM (SELECT {quoted}, COUNT(*) FROM {table} GROUP BY {quoted}) g").scalar(), 3)
+    engine.dispose()
+    return seconds
+
+
+# runs a command in a process forked from this small one and writes its wall seconds and peak RSS (KiB) to the file
+# argv[1]: a child forked from the benchmark itself would report the benchmark's own resident memory at the fork as
+# its peak (Linux keeps the high-water mark across exec)
+_PEAK_SHIM = """import os, sys, time
+started = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as figures:
+    figures.write(f"{time.perf_counter() - started} {usage.ru_maxrss}")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def run_process(command: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, peak resident memory in MB (DuckDB's memory as well as Python's) and standard output of one
+    process; exits with its standard error if it fails."""
+    with tempfile.TemporaryDirectory() as folder:
+        figures = Path(folder) / "figures"
+        done = subprocess.run([sys.executable, "-c", _PEAK_SHIM, str(figures), *command], capture_output=True,
+                              text=True)
+        if done.returncode:
+            raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr}")
+        seconds, peak = figures.read_text().split()
+        return float(seconds), int(peak) / 1024, done.stdout
 
 
 def print_table(title: str, header: list[str], rows: list[list[object]]) -> None:
