@@ -99,7 +99,7 @@ class WaveChecker:
         first reading may fetch (see `_figures_with_table_counts`)."""
         self.db, self.conn, self.star, self.from_table = db, conn, star, from_table
         self.criteria = criteria or []
-        self.registry, self.run_id = f"{db.q(schema)}.frequency_sets", run_id
+        self.schema, self.registry, self.run_id = schema, f"{db.q(schema)}.frequency_sets", run_id
         self.level_sizes = [d.hierarchy.level_sizes() for d in star.dimensions]
         self.fields = [Field(d.attr, i, levels) for d in star.dimensions
                        for i, levels in enumerate(d.hierarchy.path_codes.pieces())]
@@ -123,7 +123,6 @@ class WaveChecker:
             self.ref = f"(SELECT {', '.join(keys + star.sensitive_select('t'))}, 1 AS cnt FROM {star.joins()})"
             self.rows = star.rows
         else:
-            self.ref = db.scratch_ref(self.name)
             self.rows = self._create()
 
     def _packed_keys(self, codes: dict[tuple[int, int], str] | None = None) -> list[str]:
@@ -155,8 +154,8 @@ class WaveChecker:
                 # grouped by every column, by position: the packed keys' expressions written twice cost their
                 # binding twice
                 ordinals = ", ".join(str(i + 1) for i in range(len(columns)))
-                db.create_scratch(self.conn, self.name, f"SELECT {', '.join(columns)}, COUNT(*) AS cnt FROM "
-                                                        f"{source} GROUP BY {ordinals}", params)
+                self.ref = self._store(self.name, f"SELECT {', '.join(columns)}, COUNT(*) AS cnt FROM {source} "
+                                                  f"GROUP BY {ordinals}", params)
                 self.statements += 1
         if star.rows >= STATISTICS_ROWS:
             db.analyze(self.conn, self.ref)  # the waves' plans depend on the cube's size
@@ -202,22 +201,26 @@ class WaveChecker:
         if estimate is None or star.rows <= SMALL_CUBE:
             return False
         name = f"packed_rows_{self.run_id}"
-        keyed = db.create_scratch(self.conn, name, f"SELECT {', '.join(columns)}, CAST(1 AS BIGINT) AS cnt FROM "
-                                                   f"{source}", params)
+        keyed = self._store(name, f"SELECT {', '.join(columns)}, CAST(1 AS BIGINT) AS cnt FROM {source}", params)
         rows, distinct = db.execute(self.conn, f"SELECT COUNT(*), {estimate} FROM {keyed}").one()
         self.statements += 2
         if distinct > KEYED_ROWS * rows:
             self.name, self.ref, self.grouped = name, keyed, False
             return True
-        db.create_scratch(self.conn, self.name, f"SELECT {', '.join(grouping)}, {count_sum('cnt')} AS cnt FROM "
-                                                f"{keyed} GROUP BY {', '.join(grouping)}")
+        self.ref = self._store(self.name, f"SELECT {', '.join(grouping)}, {count_sum('cnt')} AS cnt FROM {keyed} "
+                                          f"GROUP BY {', '.join(grouping)}")
         db.drop_table(self.conn, keyed)
         self.statements += 1
         return True
 
+    def _store(self, name: str, select: str, params: dict[str, object] | None = None) -> str:
+        """The run's scratch table `name` (the cube, the keyed rows) made from `select`; returns its reference."""
+        return self.db.create_run_scratch(self.conn, self.schema, name, select, params)
+
     def _register(self, label: str, name: str, rows: int) -> None:
-        """A scratch table of the search, for the frequency-set registry. Written by `close`, once dropped: a
-        session's scratch tables end with it, so a killed run leaves nothing for the registry to find."""
+        """A scratch table of the search, for the frequency-set registry. Written by `close`, once dropped: the
+        registry records what the search computed; a killed run's scratch tables end with its session, or with the
+        next cleanup where the database keeps them in the metadata schema (Database.create_run_scratch)."""
         self.registered.append((self.run_id, None, label, name, "base", None, rows, True))
 
     def violations(self, nodes: list[tuple[int, ...]], criteria: list[Criterion],

@@ -279,9 +279,10 @@ def cleanup_dead_runs(db: Database, schema: str = DEFAULT_SCHEMA) -> tuple[list[
 
 
 def _run_of_table(name: str) -> int | None:
-    """The run a dimension (dim_<run>_<attr>) or parent-code (parents_<run>) table belongs to."""
-    found = re.fullmatch(r"dim_(\d+)_\d+|parents_(\d+)", name)
-    return int(found.group(1) or found.group(2)) if found else None
+    """The run a dimension (dim_<run>_<attr>), parent-code (parents_<run>) or search scratch table
+    (packed_cube_<run>, packed_rows_<run>: see Database.create_run_scratch) belongs to."""
+    found = re.fullmatch(r"dim_(\d+)_\d+|parents_(\d+)|packed_(?:cube|rows)_(\d+)", name)
+    return int(next(run for run in found.groups() if run)) if found else None
 
 
 def _ended_without_finishing(conn: Connection, s: str, tables: list[str]) -> set[int]:

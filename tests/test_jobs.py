@@ -442,7 +442,8 @@ def test_runs_killed_at_random_points_leave_nothing_behind(backend: str, tmp_pat
         with engine.connect() as conn:
             running = conn.exec_driver_sql(f"SELECT COUNT(*) FROM \"{meta}\".runs WHERE status = 'running'").scalar()
             left = conn.execute(sa.text("SELECT table_name FROM information_schema.tables WHERE table_schema = :s AND "
-                                        "(table_name LIKE 'dim%' OR table_name LIKE 'parents%')"), {"s": meta}).all()
+                                        "(table_name LIKE 'dim%' OR table_name LIKE 'parents%' OR "
+                                        "table_name LIKE 'packed%')"), {"s": meta}).all()
             statuses = conn.exec_driver_sql(f'SELECT status FROM "{meta}".runs WHERE command = \'anonymize\'').all()
             output = conn.execute(sa.text("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'killed' "
                                           "AND table_schema = :s"), {"s": schema or "main"}).scalar()
@@ -455,6 +456,29 @@ def test_runs_killed_at_random_points_leave_nothing_behind(backend: str, tmp_pat
     assert running == 0 and not left
     assert {s for (s,) in statuses} <= {"interrupted", "finished"}
     assert rows in (None, 30162)  # published whole, or not at all
+
+
+def test_cleanup_drops_the_tables_of_runs_that_ended_without_finishing(tmp_path: Path):
+    """A failed run's dimension, parent-code and search scratch tables (a killed session's, on PostgreSQL, where the
+    cube is a table of the metadata schema) are dropped by cleanup; a finished run keeps its tables (--keep)."""
+    url = f"duckdb:///{tmp_path / 'c.duckdb'}"
+    search(adult_job(url, ["sex"], k=1))
+    engine = sa.create_engine(url)
+    tables = {run: [f"dim_{run}_0", f"parents_{run}", f"packed_cube_{run}", f"packed_rows_{run}"]
+              for run in (900001, 900002)}
+    with engine.begin() as conn:
+        for run, status in ((900001, "failed"), (900002, "finished")):
+            conn.exec_driver_sql("INSERT INTO sqlanon.runs (run_id, job_name, command, strategy, config, status, "
+                                 f"started_at) VALUES ({run}, 'j', 'search', 'auto', '{{}}', '{status}', now())")
+            for table in tables[run]:
+                conn.exec_driver_sql(f"CREATE TABLE sqlanon.{table} (x INTEGER)")
+    cleaned = CliRunner().invoke(main, ["cleanup", "--db", url])
+    assert cleaned.exit_code == 0, cleaned.output
+    with engine.connect() as conn:
+        left = set(conn.exec_driver_sql("SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                                        "'sqlanon'").scalars())
+    engine.dispose()
+    assert not left & set(tables[900001]) and set(tables[900002]) <= left
 
 
 RUNNER = "sqlanon_ci_runner"  # CI maps the server's OS user to it for peer auth (.ci/run; README "Security")
