@@ -173,9 +173,9 @@ class Database:
 
     def create_run_scratch(self, conn: Connection, schema: str, name: str, select: str,
                            params: dict[str, Any] | None = None) -> str:
-        """A scratch table of one run that many statements read (the search's cube), made from `select`: a
-        session-scoped one where nothing is gained otherwise; returns its reference. Named as `run_table` names
-        (metadata.run_of_table finds it), since a database may keep it in `schema`."""
+        """A scratch table of one run that many statements read (the search's cube), made from `select`; returns
+        its reference. Here a session-scoped one; a database may keep it in the metadata schema `schema` instead,
+        so `name` carries the run's number (metadata._run_of_table finds the tables a killed run left)."""
         return self.create_scratch(conn, name, select, params)
 
     def analyze(self, conn: Connection, ref: str) -> None:
