@@ -30,7 +30,7 @@ from .audit import AuditReport, audit_table
 from .backends import Database, duckdb_file, open_database
 from .config import Job, Output, normalize_url, require_lattice
 from .dimensions import (StarSchema, build_star_schema, check_columns, generated_hierarchy, needed_sensitive,
-                         read_hierarchy_files)
+                         read_hierarchy_files, types_by_key)
 from .errors import AuditError, ConfigError, DataError, RunCancelled, SqlanonError
 from .hierarchies import GENERATED_TOP, Hierarchy
 from .jobs import opened_registry
@@ -422,7 +422,7 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
         target.keys = pseudonym_keys(job)
     db = _database(job, options)
     try:
-        _checked_source(db, job, options, [target] if target else [])
+        columns = _checked_source(db, job, options, [target] if target else [])
         cleanup_dead_runs(db, options.metadata_schema)  # tables of runs killed earlier
         star: StarSchema | None = None
         run: RunRecord | None = None
@@ -434,7 +434,7 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
                     run = RunRecord.start(db, conn, options.metadata_schema, job.name, command, job.strategy,
                                           job.to_json())
                 try:
-                    star = build_star_schema(db, conn, job, files, options.metadata_schema, run.run_id,
+                    star = build_star_schema(db, conn, job, files, options.metadata_schema, run.run_id, columns,
                                              extra_criteria)
                     star.record(conn, options.metadata_schema, run.run_id)
                     conn.commit()
@@ -468,14 +468,16 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
 def _checked_source(db: Database, job: Job, options: RunOptions, targets: list[_Target]) -> dict[str, str]:
     """Migrate, check the source's columns (loading source.csv first when named) and where each target goes;
     returns the source's columns and their types. A source loaded from a file stays only if every check passes."""
+    columns = None
     if job.source.csv is None and job.source.parquet is None:  # a source the role cannot read is named first
         with db.connect() as conn:
-            check_columns(db, conn, job)
+            columns = check_columns(db, conn, job)
     migrate(db, options.metadata_schema)
     ownership = Ownership(db, options.metadata_schema)
     with db.connect() as conn, conn.begin():
         source = _prepare_source(db, conn, job, ownership)
-        columns = check_columns(db, conn, job)
+        if columns is None:  # the table loaded from the job's file
+            columns = check_columns(db, conn, job)
         for target in targets:
             target.source = source
             target.name = check_output(db, conn, ownership, target.output, source, target.replace)
@@ -541,7 +543,7 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
     try:
         db.require_transactions("Mondrian partitioning")
         columns = _checked_source(db, job, options, [target])
-        types = {db.name_key(column): kind for column, kind in columns.items()}
+        types = types_by_key(db, columns)
         sensitive = needed_sensitive(job.criteria)
         with db.connect() as conn, _recorded(db, conn, options, job, "mondrian") as run:
             # the output appears whole and audited, or not at all; the rounds sort and group a table's every row

@@ -221,16 +221,21 @@ def check_columns(db: Database, conn: Connection, job: Job) -> dict[str, str]:
     return columns
 
 
+def types_by_key(db: Database, columns: dict[str, str]) -> dict[str, str]:
+    """Each of `columns`' types (as `check_columns` returns them) in lower case without its size, by
+    `db.name_key` of the column."""
+    return {db.name_key(c): kind.lower().split("(")[0] for c, kind in columns.items()}
+
+
 def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str, Hierarchy], schema: str,
-                      run_id: int, extra_criteria: list[Criterion] = ()) -> StarSchema:
+                      run_id: int, columns: dict[str, str], extra_criteria: list[Criterion] = ()) -> StarSchema:
     """Create the dimension tables for a run and validate the data against them.
 
-    Frequency sets carry the sensitive columns that the job's criteria (and
-    any extra criteria evaluated in the same run) read.
+    `columns`: the source's columns and types, as `check_columns` returned them. Frequency sets carry the
+    sensitive columns that the job's criteria (and any extra criteria evaluated in the same run) read.
     """
     src = job.source
-    columns = check_columns(db, conn, job)
-    types = {db.name_key(c): kind.lower().split("(")[0] for c, kind in columns.items()}
+    types = types_by_key(db, columns)
     source = db.q(src.schema, src.table)
     rows = conn.execute(text(f"SELECT COUNT(*) FROM {source}")).scalar_one()
     if rows == 0:
