@@ -95,8 +95,8 @@ class WaveChecker:
     def __init__(self, db: Database, conn: Connection, star: StarSchema, run_id: int, schema: str,
                  from_table: bool = False, criteria: list[Criterion] | None = None):
         """`from_table`: no stored cube; every wave scans the source joined with the dimensions (for
-        comparison: the cube is one scan for the whole search). `criteria`: the job's, whose table counts the cube's
-        first reading may fetch (see `_figures_with_table_counts`)."""
+        comparison: the cube is one scan for the whole search). `criteria`: the job's (every wave checks them or
+        a part of them): the sensitive values they name or order are carried as values, the others may be codes."""
         self.db, self.conn, self.star, self.from_table = db, conn, star, from_table
         self.criteria = criteria or []
         self.schema, self.registry, self.run_id = schema, f"{db.q(schema)}.frequency_sets", run_id
@@ -116,7 +116,10 @@ class WaveChecker:
         self.cells_term: float | None = None
         self.sensitive_values = 1  # combinations of sensitive values a class may hold (at most)
         self.reference: str | None = None  # the sensitive values' counts over the table, once stored
-        self.table_counts: dict[str, dict[str | None, int]] | None = None  # the same, read here (`_table_counts`)
+        # the sensitive columns the cube carries as codes (StarSchema.sensitive_codes), and each value's code
+        read_by_value = {attribute for c in self.criteria for attribute in c.reads_values()}
+        self.coded = {} if from_table else star.sensitive_codes(read_by_value)
+        self.codes = {col: {value: i + 1 for i, value in enumerate(values)} for col, values in self.coded.items()}
         self.registered: list[tuple[object, ...]] = []  # registry rows of the scratch tables (see `_register`)
         if from_table:
             keys = [f"{k} AS key{j}" for j, k in enumerate(self._packed_keys())]
@@ -148,7 +151,7 @@ class WaveChecker:
         params: dict[str, object] = {}
         source, codes = star.coded(params)
         keys = self._packed_keys(codes)
-        columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + star.sensitive_select("t")
+        columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + star.sensitive_select("t", self.coded, params)
         with db.parallel_plans(self.conn):
             if not self._keyed_rows(columns, source, params):
                 # grouped by every column, by position: the packed keys' expressions written twice cost their
@@ -162,33 +165,18 @@ class WaveChecker:
         self.scans += 1
         # the sensitive values a class may hold size the waves that carry them; on a small table (so a small cube,
         # whose waves are capped by MAX_WAVE first) counting them is a millisecond for nothing
-        counted = star.sensitive_columns().values() if star.rows > SMALL_CUBE else []
+        counted, known = [], 1
+        if star.rows > SMALL_CUBE:
+            counted = [s for col, s in star.sensitive_columns().items() if col not in star.domain_counts]
+            known = math.prod(len(star.domain_counts[col]) for col in star.sensitive if col in star.domain_counts)
         distinct = "".join(f", COUNT(DISTINCT {s})" for s in counted)
         # the level-0 cells' sum of c ln c, which KL divergence needs: free here, unless the rows were not grouped
         cells = sum_c_ln_c("cnt") if self.grouped else "NULL"
-        rows = self._figures_with_table_counts(cells)
-        if rows is None:
-            rows, cells, *values = db.execute(self.conn, f"SELECT COUNT(*), {cells}{distinct} FROM {self.ref}").one()
-            self.cells_term = None if cells is None else float(cells)
-            self.sensitive_values = math.prod(max(int(v), 1) for v in values)
+        rows, cells, *values = db.execute(self.conn, f"SELECT COUNT(*), {cells}{distinct} FROM {self.ref}").one()
+        self.cells_term = None if cells is None else float(cells)
+        self.sensitive_values = known * math.prod(max(int(v), 1) for v in values)
         self._register("packed_cube", self.name, rows)
         return int(rows)
-
-    def _figures_with_table_counts(self, cells: str) -> int | None:
-        """Where the criteria bind the table's counts of the only sensitive attribute (see `_table_counts`): the
-        cube's figures read by the same statement, grouped by that attribute's values, instead of two statements.
-        Sets the cells term, the sensitive values and the table counts, and returns the cube's rows; else None."""
-        columns = self.star.sensitive_columns()
-        if len(columns) != 1 or not self.grouped or self._wanted_counts(self.criteria) != list(columns):
-            return None
-        [(attr, column)] = columns.items()
-        groups = self.db.execute(self.conn, f"SELECT CAST({column} AS VARCHAR), COUNT(*), {cells}, "
-                                            f"{count_sum('cnt')} FROM {self.ref} GROUP BY 1").all()
-        self.cells_term = sum(float(part) for _, _, part, _ in groups)
-        if self.star.rows > SMALL_CUBE:  # as `_create` counts them
-            self.sensitive_values = max(sum(value is not None for value, _, _, _ in groups), 1)
-        self.table_counts = {attr: {value: int(count) for value, _, _, count in groups}}
-        return sum(int(rows) for _, rows, _, _ in groups)
 
     def _keyed_rows(self, columns: list[str], source: str, params: dict[str, object]) -> bool:
         """On a large table, where the database estimates distinct values cheaply: store the table's rows with their
@@ -319,7 +307,7 @@ class WaveChecker:
         counts = self._table_counts(criteria) if sensitive else None
         view = FrequencySetView("wave", ["node"] + self.key_names, "cnt", self._sensitive(sensitive), definition,
                                 reference=self._reference(criteria), grouped=True, table_counts=counts,
-                                sizes_by_join=self.db.class_sizes_by_join)
+                                sizes_by_join=self.db.class_sizes_by_join, codes=self.codes if sensitive else None)
         params: dict[str, object] = {}
         violators = violating_classes_sql(view, criteria, "w", params)
         with_clause = "".join(f"{name} AS MATERIALIZED ({select}), " for name, select in ctes)
@@ -331,8 +319,11 @@ class WaveChecker:
     def _reference(self, criteria: list[Criterion]) -> str:
         """What t-closeness compares a class with: the table's counts of each sensitive value, from the cube, or,
         on a large cube, stored once (each wave would scan the cube for them twice); needed only by the criteria
-        that do not bind the counts read once (the ordered distance; any, where the database binds no lists)."""
-        in_sql = any(c.reads_distribution and not (c.reads_table_counts and self.table_counts) for c in criteria)
+        that do not bind the table's counts (the ordered distance; a domain too large to have been read before the
+        search; any, where the database binds no lists)."""
+        bound = self._table_counts(criteria).keys()
+        in_sql = any(c.reads_distribution and not (c.reads_table_counts and set(c.sensitive_attributes()) <= bound)
+                     for c in criteria)
         if not self.large or not in_sql:
             return self.ref
         if self.reference is None:
@@ -345,28 +336,14 @@ class WaveChecker:
             self._register("reference", name, rows)
         return self.reference
 
-    def _wanted_counts(self, criteria: list[Criterion]) -> list[str]:
-        """The sensitive attributes whose table counts `criteria` bind as lists, where the database binds lists."""
+    def _table_counts(self, criteria: list[Criterion]) -> dict[str, dict[str | None, int]]:
+        """Per sensitive attribute whose table counts `criteria` bind as lists (t-closeness but for the ordered
+        distance, where the database binds lists), the table's count of each value (as text), where they were
+        read before the search (StarSchema.domain_counts)."""
         if not self.db.binds_lists:
-            return []
-        return sorted({a for c in criteria if c.reads_table_counts for a in c.sensitive_attributes()})
-
-    def _table_counts(self, criteria: list[Criterion]) -> dict[str, dict[str | None, int]] | None:
-        """Per sensitive attribute, the table's count of each value (as text), read once for the criteria that
-        bind them (t-closeness but for the ordered distance), where the database binds lists."""
-        if self.table_counts is not None:
-            return self.table_counts
-        wanted = self._wanted_counts(criteria)
-        if wanted:
-            self.table_counts, columns = {}, self.star.sensitive_columns()
-            for attr in wanted:
-                column = columns[attr]
-                rows = self.db.execute(self.conn, f"SELECT CAST({column} AS VARCHAR), {count_sum('cnt')} FROM "
-                                                  f"{self.ref} GROUP BY CAST({column} AS VARCHAR)").all()
-                self.table_counts[attr] = {value: int(count) for value, count in rows}
-                self.statements += 1
-                self.scans += self.from_table
-        return self.table_counts
+            return {}
+        wanted = {a for c in criteria if c.reads_table_counts for a in c.sensitive_attributes()}
+        return {a: counts for a, counts in self.star.domain_counts.items() if a in wanted}
 
     def _clusters(self, nodes: list[tuple[int, ...]]) -> list[RollUp]:
         """A small cube's wave: its nodes in clusters of CLUSTER neighbours, each from the cube grouped to the

@@ -50,7 +50,11 @@ class FrequencySetView:
     casts it to text (a criterion may then bind the table's shares as lists).
     `sizes_by_join`: the class columns are integer keys, never NULL, so a class can be
     found by an equi-join (the wave checker's sets), and the database joins the class
-    sizes faster than it adds them up in a window (see `sized_counts`).
+    sizes faster than it adds them up in a window (see `sized_counts`). `codes`: per
+    sensitive attribute whose column holds integer codes instead of its values (the
+    wave checker's, see WaveChecker.codes), each value's code, the value as text; the
+    codes tell values apart, and criteria that compare values with others bind them
+    through `value_keys` (no criterion that names or orders values reads such a set).
     """
 
     table: str
@@ -62,6 +66,7 @@ class FrequencySetView:
     grouped: bool = False
     table_counts: dict[str, dict[str | None, int]] | None = None
     sizes_by_join: bool = False
+    codes: dict[str, dict[str | None, int]] | None = None
 
     @property
     def one_row_per_class(self) -> bool:
@@ -121,7 +126,17 @@ class FrequencySetView:
         others = {c for a, c in self.sensitive_columns.items() if a != attribute}
         return FrequencySetView(self.table, self.class_columns + extra, self.count_column,
                                 {attribute: self.sensitive_columns[attribute]}, reference=self.reference,
-                                grouped=self.grouped and others <= set(extra), table_counts=self.table_counts)
+                                grouped=self.grouped and others <= set(extra), table_counts=self.table_counts,
+                                codes=self.codes)
+
+    def value_keys(self, attribute: str, values: list[str | None]) -> tuple[str, list[Any], str]:
+        """How `values` of `attribute` (as text) meet a set's rows `v`: the SQL type to bind them as, the list to
+        bind (their codes where the column holds codes, 0 for a value the table does not hold) and the expression
+        of `v.s` that equals them."""
+        codes = (self.codes or {}).get(attribute)
+        if codes is None:
+            return "VARCHAR", values, "CAST(v.s AS VARCHAR)"
+        return "BIGINT", [None if value is None else codes.get(value, 0) for value in values], "v.s"
 
     def distribution(self, attribute: str) -> str:
         """Per sensitive value s of `attribute`: q, its share of the whole table (or of the reference)."""
@@ -207,6 +222,11 @@ class Criterion(ABC):
     def named_values(self) -> dict[str, list[str]]:
         """Sensitive values the config names (don't-care sets), by attribute: checked against the data."""
         return {}
+
+    def reads_values(self) -> set[str]:
+        """The sensitive attributes whose values the criterion's SQL compares with named ones or orders (not only
+        tells apart): their frequency sets carry the values, never codes for them (FrequencySetView.codes)."""
+        return {attribute for attribute, values in self.named_values().items() if values}
 
     def check_domain(self, attribute: str, distinct_values: int, numeric: bool) -> None:
         """Raise ConfigError if the criterion cannot hold for this sensitive attribute's values."""
@@ -649,6 +669,9 @@ class TCloseness(Criterion):
     def sensitive_attributes(self) -> list[str]:
         return [self.attribute]
 
+    def reads_values(self) -> set[str]:
+        return {self.attribute} if self.distance == "ordered" else set()
+
     def check_domain(self, attribute: str, distinct_values: int, numeric: bool) -> None:
         if attribute == self.attribute and self.distance == "ordered" and not numeric:
             raise ConfigError(f"{self.name}: the ordered distance needs a numeric attribute, and {attribute!r} is "
@@ -667,10 +690,11 @@ class TCloseness(Criterion):
         if known is None:
             table, params = fs.distribution(self.attribute), {}
         else:  # the table's shares bound as lists (a wave over Adult's cube: 1 ms less than grouping the cube)
-            table, params = _unnested({"s": ("VARCHAR", list(known)), "q": ("DOUBLE PRECISION",
-                                                                             _shares(known.values()))}, "tq_")
+            sql_type, keys, value = fs.value_keys(self.attribute, list(known))
+            table, params = _unnested({"s": (sql_type, keys), "q": ("DOUBLE PRECISION", _shares(known.values()))},
+                                      "tq_")
             # without a NULL value, an equality: PostgreSQL joins IS NOT DISTINCT FROM by a nested loop
-            match = f"CAST(v.s AS VARCHAR) {'IS NOT DISTINCT FROM' if None in known else '='} q.s"
+            match = f"{value} {'IS NOT DISTINCT FROM' if None in known else '='} q.s"
         if self.distance == "kl":
             p = share("v.c", "v.n")
             distance = f"SUM(({p}) * LN(({p}) / q.q))"
@@ -696,12 +720,15 @@ class TCloseness(Criterion):
         lists, where the caller read them; else from the distribution, in SQL), so that a class's counts meet them
         in one join (a second join for the weights took the same time on DuckDB and PostgreSQL).
         """
-        leaves, params = (self._hierarchy_nodes(fs.distribution(self.attribute)) if known is None
-                          else self._hierarchy_lists(known))
+        value = "CAST(v.s AS VARCHAR)"
+        if known is None:
+            leaves, params = self._hierarchy_nodes(fs.distribution(self.attribute))
+        else:
+            leaves, params, value = self._hierarchy_lists(fs, known)
         cls = fs.class_columns
         cls_v, cls_r = ", ".join(f"v.{c}" for c in cls), ", ".join(f"r.{c}" for c in cls)
         reached = (f"SELECT {cls_v}, t.hn, MAX(t.w) AS w, MAX(t.q) AS q, MAX(v.n) AS n, SUM(v.c) AS c FROM "
-                   f"({counts}) v JOIN ({leaves}) t ON t.leaf = CAST(v.s AS VARCHAR) GROUP BY {cls_v}, t.hn")
+                   f"({counts}) v JOIN ({leaves}) t ON t.leaf = {value} GROUP BY {cls_v}, t.hn")
         root = 0.5 if len(self.hierarchy.top_labels) == 1 else 0.0
         distance = f"SUM(r.w * (ABS({share('r.c', 'r.n')} - r.q) - r.q))"
         return SqlFragment(f"SELECT {cls_r}, MAX(r.n) AS n, GREATEST({root!r} + {distance}, 0.0) AS stat FROM "
@@ -730,18 +757,21 @@ class TCloseness(Criterion):
         return (f"SELECT t.leaf, t.hn, t.w, x.q FROM {values} JOIN ({shares}) x ON x.hn = t.hn",
                 {n: leaf for leaf, n in names.items()})
 
-    def _hierarchy_lists(self, counts: dict[str | None, int]) -> tuple[str, dict[str, Any]]:
-        """`_hierarchy_nodes`, computed here from the table's `counts` of each value, bound as lists. A DuckDB
-        wave over Adult's cube (occupation) took 12.8 ms with a VALUES list and a window adding up the shares,
-        9.0 ms with lists (12.1 ms with a VALUES list of the same numbers)."""
+    def _hierarchy_lists(self, fs: FrequencySetView, counts: dict[str | None, int]
+                         ) -> tuple[str, dict[str, Any], str]:
+        """`_hierarchy_nodes`, computed here from the table's `counts` of each value, bound as lists, and the
+        expression of a class's value that equals its leaf (FrequencySetView.value_keys). A DuckDB wave over
+        Adult's cube (occupation) took 12.8 ms with a VALUES list and a window adding up the shares, 9.0 ms with
+        lists (12.1 ms with a VALUES list of the same numbers)."""
         paths, total = self._numbered_paths(), sum(counts.values()) or 1
         shares: dict[int, float] = {}  # not `share`: the module's SQL helper
         for leaf, node, _ in paths:
             shares[node] = shares.get(node, 0.0) + counts.get(leaf, 0) / total
-        return _unnested({"leaf": ("VARCHAR", [leaf for leaf, _, _ in paths]),
-                          "hn": ("INTEGER", [node for _, node, _ in paths]),
-                          "w": ("DOUBLE PRECISION", [self._weight(level) for _, _, level in paths]),
-                          "q": ("DOUBLE PRECISION", [shares[node] for _, node, _ in paths])}, "thl_")
+        sql_type, leaves, value = fs.value_keys(self.attribute, [leaf for leaf, _, _ in paths])
+        select, params = _unnested({"leaf": (sql_type, leaves), "hn": ("INTEGER", [node for _, node, _ in paths]),
+                                    "w": ("DOUBLE PRECISION", [self._weight(level) for _, _, level in paths]),
+                                    "q": ("DOUBLE PRECISION", [shares[node] for _, node, _ in paths])}, "thl_")
+        return select, params, value
 
     @staticmethod
     def _ordered(fs: FrequencySetView, counts: str, table: str) -> str:

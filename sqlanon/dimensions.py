@@ -37,6 +37,11 @@ LOOKUP_ROWS = 100_000
 #: at most this many values (the array binds one entry per value of the span)
 INDEX_SPAN = 65_536
 #: the source types whose values index an array as BIGINT (information_schema's names, lower case)
+#: a sensitive column's values are read with their counts (one grouping, which the checks before the search and the
+#: criteria that bind the table's shares read) when it has at most this many; a larger domain is checked in SQL
+DOMAIN_VALUES = 10_000
+#: floating-point types: -0.0 and 0.0 are one value written as two texts (StarSchema.exact_text)
+FLOAT_TYPES = {"double", "double precision", "real", "float", "float4", "float8"}
 INTEGER_TYPES = {"tinyint", "smallint", "integer", "int", "bigint", "int2", "int4", "int8", "utinyint",
                  "usmallint", "uinteger"}
 
@@ -79,10 +84,35 @@ class StarSchema:
     dimensions: list[Dimension]
     sensitive: list[str] = field(default_factory=list)  # sensitive columns the criteria read
     parents: str | None = None  # quoted reference to the parent-code arrays (see create_parent_codes)
+    #: per sensitive column of at most DOMAIN_VALUES values: the table's count of each value, as text (NULL: None)
+    domain_counts: dict[str, dict[str | None, int]] = field(default_factory=dict)
+    #: the sensitive columns whose values are equal exactly when their texts are (not floating point)
+    exact_text: set[str] = field(default_factory=set)
 
-    def sensitive_select(self, alias: str) -> list[str]:
-        """`alias.column AS s<j>` for each sensitive column frequency sets carry."""
-        return [f"{alias}.{self.db.q(col)} AS s{j}" for j, col in enumerate(self.sensitive)]
+    def sensitive_select(self, alias: str, codes: dict[str, list[str]] | None = None,
+                         params: dict[str, Any] | None = None) -> list[str]:
+        """`alias.column AS s<j>` for each sensitive column frequency sets carry; a column of `codes` (see
+        `sensitive_codes`) as its value's code instead, looked up in lists bound in `params`."""
+        selected = []
+        for j, col in enumerate(self.sensitive):
+            column = f"{alias}.{self.db.q(col)}"
+            if col in (codes or {}):
+                assert params is not None
+                params[f"svalues_{j}"], params[f"scodes_{j}"] = codes[col], list(range(1, len(codes[col]) + 1))
+                column = self.db.lookup(f"CAST({column} AS VARCHAR)", f"svalues_{j}", f"scodes_{j}")
+            selected.append(f"{column} AS s{j}")
+        return selected
+
+    def sensitive_codes(self, read_by_value: set[str]) -> dict[str, list[str]]:
+        """The sensitive columns that a small table's sets may carry as integer codes (1, 2, ...; NULL stays
+        NULL), each with its values in the order of their codes: where the database has lookups, a domain of at
+        most LOOKUP_VALUES values read before the search, values equal exactly when their texts are, and no
+        criterion that names or orders them (`read_by_value`). Codes group and join faster than text: Adult's
+        waves with occupation as codes ~2 ms less a search of 28-30 ms (see bench/RESULTS.md, session 27)."""
+        if not self.db.value_lookups or self.rows > LOOKUP_ROWS:
+            return {}
+        return {col: [value for value in counts if value is not None] for col, counts in self.domain_counts.items()
+                if col in self.exact_text and col not in read_by_value and len(counts) <= LOOKUP_VALUES}
 
     def sensitive_columns(self) -> dict[str, str]:
         return {col: f"s{j}" for j, col in enumerate(self.sensitive)}
@@ -246,8 +276,9 @@ def build_star_schema(db: Database, conn: Connection, job: Job, files: dict[str,
     for criterion in criteria:
         criterion.check_table_size(rows)
     sensitive = needed_sensitive(criteria)
-    _check_sensitive_domains(db, conn, criteria, source, sensitive, types)
-    star = StarSchema(db, source, list(columns), rows, [], sensitive)
+    counts = _check_sensitive_domains(db, conn, criteria, source, sensitive, types)
+    star = StarSchema(db, source, list(columns), rows, [], sensitive, domain_counts=counts,
+                      exact_text={c for c in sensitive if types[db.name_key(c)] not in FLOAT_TYPES})
     try:
         for attr, qi in enumerate(job.quasi_identifiers):
             hierarchy = files.get(qi.column) or generated_hierarchy(db, conn, source, qi)
@@ -281,31 +312,48 @@ NUMERIC_TYPES = ("bigint", "int", "integer", "smallint", "tinyint", "hugeint", "
 
 
 def _check_sensitive_domains(db: Database, conn: Connection, criteria: list[Criterion], source: str,
-                             sensitive: list[str], types: dict[str, str]) -> None:
+                             sensitive: list[str], types: dict[str, str]) -> dict[str, dict[str | None, int]]:
     """Criteria that cannot hold for a sensitive attribute's values fail here, before any search. `types`: each
-    source column's type (lower case, without its size), by `db.name_key`."""
+    source column's type (lower case, without its size), by `db.name_key`. Returns, per column with at most
+    DOMAIN_VALUES values, the table's count of each value (as text; NULL: None), read by one grouping that also
+    serves the checks (StarSchema.domain_counts)."""
+    found = {}
     for column in sensitive:
         col = db.q(column)
-        distinct, values = conn.execute(text(
-            f"SELECT COUNT(DISTINCT {col}) + MAX(CASE WHEN {col} IS NULL THEN 1 ELSE 0 END), COUNT({col}) "
-            f"FROM {source}")).one()  # NULL is one more value: the criteria group and count it like any other
+        counts = _domain_counts(db, conn, source, column)
+        if counts is not None:
+            found[column] = counts
+            distinct, values = len(counts), sum(n for value, n in counts.items() if value is not None)
+        else:
+            distinct, values = conn.execute(text(
+                f"SELECT COUNT(DISTINCT {col}) + MAX(CASE WHEN {col} IS NULL THEN 1 ELSE 0 END), COUNT({col}) "
+                f"FROM {source}")).one()  # NULL is one more value: the criteria group and count it like any other
         if values == 0:
             raise DataError(f"sensitive column {column!r} holds only NULLs, so no criterion can protect anything "
                             "in it; check the column name in the config")
         numeric = types[db.name_key(column)] in NUMERIC_TYPES
         for criterion in criteria:
             criterion.check_domain(column, int(distinct), numeric)
-            _warn_absent_values(db, conn, source, column, criterion)
+            _warn_absent_values(db, conn, source, column, criterion, counts)
             hierarchy = criterion.covered_values().get(column)
             if hierarchy is not None:
-                _check_sensitive_hierarchy(db, conn, source, column, hierarchy)
+                _check_sensitive_hierarchy(db, conn, source, column, hierarchy, counts)
+    return found
 
 
-def _check_sensitive_hierarchy(db: Database, conn: Connection, source: str, column: str,
-                               hierarchy: Hierarchy) -> None:
+def _domain_counts(db: Database, conn: Connection, source: str, column: str) -> dict[str | None, int] | None:
+    """The table's count of each value of `column` (as text; NULL: None), or None beyond DOMAIN_VALUES values."""
+    rows = conn.execute(text(f"SELECT CAST({db.q(column)} AS VARCHAR), COUNT(*) FROM {source} GROUP BY 1 "
+                             f"LIMIT {DOMAIN_VALUES + 1}")).all()
+    return {value: int(count) for value, count in rows} if len(rows) <= DOMAIN_VALUES else None
+
+
+def _check_sensitive_hierarchy(db: Database, conn: Connection, source: str, column: str, hierarchy: Hierarchy,
+                               counts: dict[str | None, int] | None) -> None:
     """Every value of a sensitive column must be a leaf of its hierarchy (the distinct values are the
-    attribute's domain: a small aggregate)."""
-    values = conn.execute(text(f"SELECT DISTINCT CAST({db.q(column)} AS VARCHAR) FROM {source}")).scalars().all()
+    attribute's domain: a small aggregate, or the keys of `counts`)."""
+    values = counts.keys() if counts is not None else conn.execute(text(
+        f"SELECT DISTINCT CAST({db.q(column)} AS VARCHAR) FROM {source}")).scalars().all()
     missing = sorted(v if v is not None else "NULL" for v in set(values) - hierarchy.values)
     if missing:
         shown = ", ".join(map(repr, missing[:MISSING_SHOWN]))
@@ -313,14 +361,19 @@ def _check_sensitive_hierarchy(db: Database, conn: Connection, source: str, colu
                              f"({hierarchy.origin}): {shown}; add a line for each")
 
 
-def _warn_absent_values(db: Database, conn: Connection, source: str, column: str, criterion: Criterion) -> None:
-    """Values a criterion names (don't-care sets) that the column never holds: a likely typo, not an error."""
+def _warn_absent_values(db: Database, conn: Connection, source: str, column: str, criterion: Criterion,
+                        counts: dict[str | None, int] | None) -> None:
+    """Values a criterion names (don't-care sets) that the column never holds: a likely typo, not an error.
+    `counts`: the column's values, where `_domain_counts` read them."""
     named = criterion.named_values().get(column)
     if not named:
         return
-    query = text(f"SELECT DISTINCT CAST({db.q(column)} AS VARCHAR) FROM {source} "
-                 f"WHERE CAST({db.q(column)} AS VARCHAR) IN :values").bindparams(bindparam("values", expanding=True))
-    present = set(conn.execute(query, {"values": named}).scalars())
+    if counts is not None:
+        present = set(counts)
+    else:
+        query = text(f"SELECT DISTINCT CAST({db.q(column)} AS VARCHAR) FROM {source} WHERE CAST({db.q(column)} AS "
+                     "VARCHAR) IN :values").bindparams(bindparam("values", expanding=True))
+        present = set(conn.execute(query, {"values": named}).scalars())
     absent = [v for v in named if v not in present]
     if absent:
         warnings.warn(f"{criterion.name}: value(s) {', '.join(map(repr, absent))} of {column!r} named in the "

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import RunOptions, anonymize, search
+from sqlanon import RunOptions, anonymize, dimensions, search
 from sqlanon.api import evaluate_every_node
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import SqlFragment, criteria_from_config
@@ -83,6 +83,14 @@ def _level_zero_passes(tmp_path, classes, criteria, numeric=False) -> bool:
     return (0,) in search(_one_table(tmp_path, classes, criteria, numeric)).satisfying
 
 
+@pytest.fixture(params=["values read", "values counted in SQL"])
+def sensitive_domain(request, monkeypatch) -> None:
+    """Both ways a sensitive column is checked before the search: its values read with their counts, and (a
+    domain of more than DOMAIN_VALUES values) counted in SQL, its table shares then grouped by the criteria."""
+    if request.param == "values counted in SQL":
+        monkeypatch.setattr(dimensions, "DOMAIN_VALUES", 1)
+
+
 def test_entropy_of_three_equal_values_is_exactly_three_diverse(tmp_path: Path):
     classes = {"x": ["a", "b", "c"], "y": ["a", "b", "c"]}
     assert _level_zero_passes(tmp_path, classes, {"entropy_l_diversity": {"attribute": "s", "l": 3}})
@@ -113,7 +121,7 @@ def test_a_class_with_one_value(tmp_path: Path):
         assert _level_zero_passes(tmp_path, classes, spec), spec  # l = 1 always holds
 
 
-def test_t_zero_needs_the_table_distribution_in_every_class(tmp_path: Path):
+def test_t_zero_needs_the_table_distribution_in_every_class(tmp_path: Path, sensitive_domain):
     same = {"x": ["a", "b"], "y": ["b", "a"]}
     assert _level_zero_passes(tmp_path, same, {"t_closeness": {"attribute": "s", "t": 0}})
     skewed = {"x": ["a", "a"], "y": ["b", "b"]}
@@ -129,6 +137,39 @@ def test_ordered_distance_by_hand(tmp_path: Path):
     assert _level_zero_passes(tmp_path, classes, spec, numeric=True)
     spec["t_closeness"]["t"] = 0.49
     assert not _level_zero_passes(tmp_path, classes, spec, numeric=True)
+
+
+@pytest.mark.parametrize("spec, numeric, coded", [
+    ({"t_closeness": {"attribute": "s", "t": 0.5}}, False, True),
+    ({"t_closeness": {"attribute": "s", "t": 0.5, "distance": "hierarchical", "hierarchy": "s.csv"}}, False, True),
+    ({"entropy_l_diversity": {"attribute": "s", "l": 2}}, False, True),
+    ({"entropy_l_diversity": {"attribute": "s", "l": 2, "dont_care": ["a"]}}, False, False),  # names a value
+    ({"t_closeness": {"attribute": "s", "t": 0.5}}, True, True),  # integers: one text per value
+    ({"t_closeness": {"attribute": "s", "t": 0.5, "distance": "ordered"}}, True, False),  # orders the values
+    ({"t_closeness": {"attribute": "s", "t": 0.5}}, "DOUBLE", False),  # -0.0 and 0.0: one value, two texts
+])
+def test_a_small_tables_cube_carries_sensitive_codes_where_no_criterion_reads_values(
+        tmp_path: Path, monkeypatch, spec: dict, numeric, coded: bool):
+    """The search's cube holds each sensitive value as an integer code (faster to group and join than text)
+    unless a criterion names or orders the values, or values and texts do not correspond one to one; either way
+    the search finds what the exhaustive strategy finds."""
+    from sqlanon.checker import WaveChecker
+
+    seen, create = [], WaveChecker.__init__
+
+    def spy(self, *args, **kwargs) -> None:
+        create(self, *args, **kwargs)
+        seen.append(set(self.coded))
+
+    monkeypatch.setattr(WaveChecker, "__init__", spy)
+    (tmp_path / "s.csv").write_text("1;A;*\n2;A;*\n3;B;*\na;A;*\nb;B;*\n")
+    values = ["1", "1", "2", "3"] if numeric else ["a", "a", "b", "a"]
+    job = _one_table(tmp_path, {"x": values, "y": values[::-1], "z": values[1:]}, spec, bool(numeric))
+    if numeric == "DOUBLE":
+        job = dataclasses.replace(job, source=dataclasses.replace(job.source, csv_options={"types": {"s": "DOUBLE"}}))
+    found = search(job)
+    assert seen == [{"s"} if coded else set()]
+    assert found.satisfying == search(dataclasses.replace(job, strategy="exhaustive")).satisfying
 
 
 # --- bad input --------------------------------------------------------------------
@@ -152,7 +193,7 @@ def test_bad_criteria(spec, fragment):
         criteria_from_config(spec)
 
 
-def test_l_larger_than_the_sensitive_domain(tmp_path: Path):
+def test_l_larger_than_the_sensitive_domain(tmp_path: Path, sensitive_domain):
     job = _one_table(tmp_path, {"x": ["a", "b"], "y": ["a", "b"]},
                      {"distinct_l_diversity": {"attribute": "s", "l": 3}})
     with pytest.raises(ConfigError, match="l=3 is larger than the 2 distinct values"):
@@ -376,7 +417,7 @@ def test_npd_share_of_w(tmp_path: Path, c2: float, expected: bool):
     assert _audit_one_class(tmp_path, values, spec)["holds"] is expected
 
 
-def test_dont_care_values_that_do_not_occur_warn(tmp_path: Path):
+def test_dont_care_values_that_do_not_occur_warn(tmp_path: Path, sensitive_domain):
     job = _one_table(tmp_path, {"x": ["a", "b"], "y": ["a", "b"]},
                      {"entropy_l_diversity": {"attribute": "s", "l": 2, "dont_care": ["zzz"]}})
     with pytest.warns(UserWarning, match="'zzz'.*do not occur"):
@@ -403,7 +444,7 @@ def test_audit_command_json(tmp_path: Path, adult_duck: str):
     assert data["t_closeness"]["max_t"] > 0.2 and data["distinct_l_diversity"]["violating_classes"] > 0
 
 
-def test_hierarchical_distance_by_hand(tmp_path: Path):
+def test_hierarchical_distance_by_hand(tmp_path: Path, sensitive_domain):
     """Leaves a, b under A and c, d under B (top *), H = 2. Table: a, b, c, d once each; class x = {a, b},
     y = {c, d}. For x: extra(a) = extra(b) = 1/4, extra(c) = extra(d) = -1/4; at A and B the children have
     one sign each (cost 0); at *: extra(A) = 1/2, extra(B) = -1/2, cost = (2/2) * 1/2 = 0.5."""
@@ -421,7 +462,7 @@ def test_hierarchical_distance_by_hand(tmp_path: Path):
 @pytest.mark.parametrize("backend", ["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)])
 @pytest.mark.parametrize("distance", ["equal", "kl"])
 def test_t_closeness_with_null_sensitive_values_equals_the_oracle(request, tmp_path: Path, distance: str,
-                                                                  backend: str):
+                                                                  backend: str, sensitive_domain):
     """NULL is a sensitive value like any other: the searches (the table's shares bound as lists, NULL among
     them) find the nodes the exhaustive strategy (the shares in SQL) finds, at every t."""
     rows = ["p,s"] + [f"v{i % 4},{'' if i % 3 == 0 else 'ab'[i % 2]}" for i in range(24)]
@@ -443,7 +484,7 @@ def test_t_closeness_with_null_sensitive_values_equals_the_oracle(request, tmp_p
     assert len({tuple(nodes) for nodes in found.values()}) > 1  # some t tells the nodes apart
 
 
-def test_sensitive_hierarchy_must_cover_the_values(tmp_path: Path):
+def test_sensitive_hierarchy_must_cover_the_values(tmp_path: Path, sensitive_domain):
     (tmp_path / "s.csv").write_text("a;*\n")
     spec = {"t_closeness": {"attribute": "s", "t": 0.5, "distance": "hierarchical", "hierarchy": "s.csv"}}
     with pytest.raises(Exception, match="1 value.s. missing from its hierarchy"):
@@ -520,26 +561,29 @@ def test_t_closeness_figures_equal_a_python_reference(tmp_path_factory, classes:
     expected = max(_distances({s: values.count(s) / len(values) for s in set(values)}, q, 3 if rooted else 2)[distance]
                    for values in classes)
     assert found == pytest.approx(expected, abs=1e-9)
-    for sizes_by_join in (True, False):
-        assert _bound_max_t(spec, tmp, classes, sizes_by_join) == pytest.approx(expected, abs=1e-9)
+    for sizes_by_join, coded in itertools.product((True, False), (False, True)):
+        assert _bound_max_t(spec, tmp, classes, sizes_by_join, coded) == pytest.approx(expected, abs=1e-9)
 
 
-def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]], sizes_by_join: bool) -> float:
+def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]], sizes_by_join: bool, coded: bool) -> float:
     """The largest distance of any class as a search's waves compute it: the table's counts of each value read
     beforehand and bound as lists (the hierarchy's nodes' shares, for the hierarchical distance), the class sizes
-    joined on the integer class keys (DuckDB's waves) or added up in a window (PostgreSQL's)."""
+    joined on the integer class keys (DuckDB's waves) or added up in a window (PostgreSQL's), the values as they are
+    or `coded` (integers from 1 in the order the table's counts list them, as a small table's cube holds them)."""
     from collections import Counter
 
     from sqlanon.criteria import FrequencySetView
 
     criterion = criteria_from_config(spec, folder)[0]
-    rows = [{"cls": i, "s0": s, "cnt": n} for i, values in enumerate(classes) for s, n in Counter(values).items()]
     counts = Counter(s for values in classes for s in values)
+    codes = {value: i + 1 for i, value in enumerate(counts)} if coded else None
+    rows = [{"cls": i, "s0": codes[s] if coded else s, "cnt": n} for i, values in enumerate(classes)
+            for s, n in Counter(values).items()]
     view = FrequencySetView("fs", ["cls"], "cnt", {"s": "s0"}, grouped=True, table_counts={"s": dict(counts)},
-                            sizes_by_join=sizes_by_join)
+                            sizes_by_join=sizes_by_join, codes={"s": codes} if coded else None)
     fragment = criterion.class_statistic(view)
     with sa.create_engine("duckdb:///:memory:").connect() as conn:
-        conn.exec_driver_sql("CREATE TABLE fs (cls INTEGER, s0 VARCHAR, cnt BIGINT)")
+        conn.exec_driver_sql(f"CREATE TABLE fs (cls INTEGER, s0 {'BIGINT' if coded else 'VARCHAR'}, cnt BIGINT)")
         conn.execute(sa.text("INSERT INTO fs VALUES (:cls, :s0, :cnt)"), rows)
         return conn.execute(sa.text(f"SELECT MAX(stat) FROM ({fragment.sql}) x"), fragment.params).scalar_one()
 
