@@ -441,7 +441,8 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
                     ctx = SearchContext(db, conn, star, job.criteria, run, options.metadata_schema, options.keep,
                                         job.base == "cube", options.progress,
                                         job.suppression.max_suppressed(star.rows), job.assume_monotone,
-                                        options.resume_run is not None)
+                                        options.resume_run is not None,
+                                        metrics_follow=command != "search" or options.metrics)
                     yield ctx, run.finish
                 finally:
                     if conn.in_transaction():

@@ -172,11 +172,12 @@ class Database:
         return self.scratch_ref(name)
 
     def create_run_scratch(self, conn: Connection, schema: str, name: str, select: str,
-                           params: dict[str, Any] | None = None) -> str:
+                           params: dict[str, Any] | None = None) -> tuple[str, int | None]:
         """A scratch table of one run that many statements read (the search's cube), made from `select`; returns
-        its reference. Here a session-scoped one; a database may keep it in the metadata schema `schema` instead,
-        so `name` carries the run's number (metadata._run_of_table finds the tables a killed run left)."""
-        return self.create_scratch(conn, name, select, params)
+        its reference and its rows where the database reports them (None: count them). Here a session-scoped
+        one; a database may keep it in the metadata schema `schema` instead, so `name` carries the run's number
+        (metadata._run_of_table finds the tables a killed run left)."""
+        return self.create_scratch(conn, name, select, params), None
 
     def analyze(self, conn: Connection, ref: str) -> None:
         """Fresh planner statistics for a table sqlanon just filled, where the planner needs them."""
@@ -392,6 +393,12 @@ class DuckDB(Database):
         driver_sql = self.for_driver(TEXT_PARAMETER.sub(to_driver, sql))
         return conn.exec_driver_sql(driver_sql, {n: params[n] for n in named} if named else None)
 
+    def create_run_scratch(self, conn: Connection, schema: str, name: str, select: str,
+                           params: dict[str, Any] | None = None) -> tuple[str, int | None]:
+        """A temporary table (DuckDB reads them in parallel), whose creation reports its rows."""
+        created = self.execute(conn, f"CREATE TEMP TABLE {self.q(name)} AS {select}", params)
+        return self.scratch_ref(name), created.rowcount
+
     def lookup(self, key: str, keys: str, values: str) -> str:
         # list functions rather than a MAP: map_extract_value is newer than DuckDB 1.1, and no faster here
         return f"list_extract(:{values}, list_position(:{keys}, {key}))"
@@ -547,15 +554,15 @@ class PostgreSQL(Database):
             yield
 
     def create_run_scratch(self, conn: Connection, schema: str, name: str, select: str,
-                           params: dict[str, Any] | None = None) -> str:
+                           params: dict[str, Any] | None = None) -> tuple[str, int | None]:
         """An UNLOGGED table of the metadata schema: PostgreSQL never reads a temporary table in parallel, so a
         wave's branches (a cluster of nodes each) ran on one core; from a table, on every core (Parallel Append).
         Adult 9 QIs k=5 with 2% suppression 4.7-5.5 -> 3.2-3.8 s, 10% 12.1-12.6 -> 7.1-7.8 s, hospital 1M 3.29-3.37
         -> 3.15-3.20 s; small searches unchanged. A run's progress commits make it visible before the run ends:
         a killed run's table is dropped by the next cleanup, as its dimension tables are."""
         ref = self.run_table(schema, name)
-        self.execute(conn, f"CREATE UNLOGGED TABLE {ref} AS {select}", params)
-        return ref
+        created = self.execute(conn, f"CREATE UNLOGGED TABLE {ref} AS {select}", params)
+        return ref, created.rowcount
 
     @contextmanager
     def large_sorts(self, conn: Connection) -> Iterator[None]:

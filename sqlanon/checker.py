@@ -113,7 +113,6 @@ class WaveChecker:
         self.name = f"packed_cube_{run_id}"
         self.grouped = True  # one row per level-0 cell (and sensitive values), or one per row of the table
         self.statements = self.scans = 0
-        self.cells_term: float | None = None
         self.sensitive_values = 1  # combinations of sensitive values a class may hold (at most)
         self.reference: str | None = None  # the sensitive values' counts over the table, once stored
         # the sensitive columns the cube carries as codes (StarSchema.sensitive_codes), and each value's code
@@ -153,12 +152,13 @@ class WaveChecker:
         keys = self._packed_keys(codes)
         columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + star.sensitive_select("t", self.coded, params)
         with db.parallel_plans(self.conn):
-            if not self._keyed_rows(columns, source, params):
+            stored, rows = self._keyed_rows(columns, source, params)
+            if not stored:
                 # grouped by every column, by position: the packed keys' expressions written twice cost their
                 # binding twice
                 ordinals = ", ".join(str(i + 1) for i in range(len(columns)))
-                self.ref = self._store(self.name, f"SELECT {', '.join(columns)}, COUNT(*) AS cnt FROM {source} "
-                                                  f"GROUP BY {ordinals}", params)
+                self.ref, rows = self._store(self.name, f"SELECT {', '.join(columns)}, COUNT(*) AS cnt FROM "
+                                                        f"{source} GROUP BY {ordinals}", params)
                 self.statements += 1
         if star.rows >= STATISTICS_ROWS:
             db.analyze(self.conn, self.ref)  # the waves' plans depend on the cube's size
@@ -169,40 +169,48 @@ class WaveChecker:
         if star.rows > SMALL_CUBE:
             counted = [s for col, s in star.sensitive_columns().items() if col not in star.domain_counts]
             known = math.prod(len(star.domain_counts[col]) for col in star.sensitive if col in star.domain_counts)
-        distinct = "".join(f", COUNT(DISTINCT {s})" for s in counted)
-        # the level-0 cells' sum of c ln c, which KL divergence needs: free here, unless the rows were not grouped
-        cells = sum_c_ln_c("cnt") if self.grouped else "NULL"
-        rows, cells, *values = db.execute(self.conn, f"SELECT COUNT(*), {cells}{distinct} FROM {self.ref}").one()
-        self.cells_term = None if cells is None else float(cells)
+        values: list[int] = []
+        if rows is None or counted:  # a statement only for what the cube's creation did not tell
+            distinct = "".join(f", COUNT(DISTINCT {s})" for s in counted)
+            rows, *values = db.execute(self.conn, f"SELECT COUNT(*){distinct} FROM {self.ref}").one()
         self.sensitive_values = known * math.prod(max(int(v), 1) for v in values)
         self._register("packed_cube", self.name, rows)
         return int(rows)
 
-    def _keyed_rows(self, columns: list[str], source: str, params: dict[str, object]) -> bool:
+    def cells_term(self) -> float | None:
+        """The level-0 cells' sum of c ln c, which KL divergence needs (a scan of the table, unless the cube's
+        rows were grouped: then of the cube); read when the run computes metrics, not by every search."""
+        if not self.grouped:
+            return None
+        return float(self.db.execute(self.conn, f"SELECT {sum_c_ln_c('cnt')} FROM {self.ref}").scalar_one())
+
+    def _keyed_rows(self, columns: list[str], source: str, params: dict[str, object]) -> tuple[bool, int | None]:
         """On a large table, where the database estimates distinct values cheaply: store the table's rows with their
         keys first, and keep them as the cube when most of them are distinct (grouping nearly unique rows costs
         as much as the joins and shrinks nothing: hospital 1M, 112 -> 56 ms); otherwise group them into the cube.
-        True when this stored the cube; False leaves it to the caller's one grouping of the table."""
+        Whether this stored the cube (False leaves it to the caller's one grouping of the table), and its rows
+        where known."""
         star, db = self.star, self.db
         grouping = self.key_names + list(star.sensitive_columns().values())
         estimate = db.approximate_distinct(grouping)
         if estimate is None or star.rows <= SMALL_CUBE:
-            return False
+            return False, None
         name = f"packed_rows_{self.run_id}"
-        keyed = self._store(name, f"SELECT {', '.join(columns)}, CAST(1 AS BIGINT) AS cnt FROM {source}", params)
+        keyed, _ = self._store(name, f"SELECT {', '.join(columns)}, CAST(1 AS BIGINT) AS cnt FROM {source}", params)
         rows, distinct = db.execute(self.conn, f"SELECT COUNT(*), {estimate} FROM {keyed}").one()
         self.statements += 2
         if distinct > KEYED_ROWS * rows:
             self.name, self.ref, self.grouped = name, keyed, False
-            return True
-        self.ref = self._store(self.name, f"SELECT {', '.join(grouping)}, {count_sum('cnt')} AS cnt FROM {keyed} "
-                                          f"GROUP BY {', '.join(grouping)}")
+            return True, int(rows)
+        self.ref, grouped_rows = self._store(self.name, f"SELECT {', '.join(grouping)}, {count_sum('cnt')} AS cnt "
+                                                        f"FROM {keyed} GROUP BY {', '.join(grouping)}")
         db.drop_table(self.conn, keyed)
         self.statements += 1
-        return True
+        return True, grouped_rows
 
-    def _store(self, name: str, select: str, params: dict[str, object] | None = None) -> str:
-        """The run's scratch table `name` (the cube, the keyed rows) made from `select`; returns its reference."""
+    def _store(self, name: str, select: str, params: dict[str, object] | None = None) -> tuple[str, int | None]:
+        """The run's scratch table `name` (the cube, the keyed rows) made from `select`: its reference, and its
+        rows where the database reported them."""
         return self.db.create_run_scratch(self.conn, self.schema, name, select, params)
 
     def _register(self, label: str, name: str, rows: int) -> None:

@@ -57,6 +57,7 @@ class SearchContext:
     # per set of sensitive columns: the sum of c ln c over the level-0 cells (QI values and those columns), as a
     # search's cube found it; KL divergence needs it, and it would otherwise cost a scan of the table
     cells_terms: dict[frozenset[str], float] = field(default_factory=dict)
+    metrics_follow: bool = True  # the run computes utility metrics after the search (see WaveChecker.cells_term)
 
     def accepts(self, violating_tuples: int) -> bool:
         return violating_tuples <= self.max_suppressed
@@ -590,12 +591,13 @@ def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
     """A Check over a cube built for the search, dropped at the end."""
     checker = WaveChecker(ctx.db, ctx.conn, ctx.star, ctx.run.run_id, ctx.schema, from_table=not ctx.use_cube,
                           criteria=ctx.criteria)
-    if checker.cells_term is not None:
-        ctx.cells_terms[frozenset(ctx.star.sensitive)] = checker.cells_term
     try:
         check = Check(ctx, stats, checker)
         yield check
         check.write_progress(commit=False)  # the final figures, however few were written on the way
+        term = checker.cells_term() if ctx.metrics_follow else None
+        if term is not None:
+            ctx.cells_terms[frozenset(ctx.star.sensitive)] = term
     finally:  # one commit: the lattice, the figures and the registry
         checker.close()
         ctx.conn.commit()

@@ -142,7 +142,7 @@ def test_a_large_table_keeps_its_rows_ungrouped_or_groups_them_with_the_same_ans
     cubes = []
     close = checker.WaveChecker.close
     monkeypatch.setattr(checker.WaveChecker, "close", lambda self: cubes.append((self.grouped, self.rows,
-                                                                                 self.cells_term)) or close(self))
+                                                                                 self.cells_term())) or close(self))
     result = search(_adult(adult_duck, CASES["k=5 and distinct l=4"], 0.02, strategy="topdown"))
     assert set(result.satisfying) == passing(adult_violations["k=5 and distinct l=4"], _max_suppressed(0.02))
     assert [(g, rows == ADULT_ROWS, term is None) for g, rows, term in cubes] == [(grouped, not grouped, not grouped)]
