@@ -121,6 +121,7 @@ class WaveChecker:
         self.codes = {col: {value: i + 1 for i, value in enumerate(values)} for col, values in self.coded.items()}
         self.registered: list[tuple[object, ...]] = []  # registry rows of the scratch tables (see `_register`)
         if from_table:
+            self.grouped = False  # a row per row of the table
             keys = [f"{k} AS key{j}" for j, k in enumerate(self._packed_keys())]
             self.ref = f"(SELECT {', '.join(keys + star.sensitive_select('t'))}, 1 AS cnt FROM {star.joins()})"
             self.rows = star.rows
@@ -178,8 +179,9 @@ class WaveChecker:
         return int(rows)
 
     def cells_term(self) -> float | None:
-        """The level-0 cells' sum of c ln c, which KL divergence needs (a scan of the table, unless the cube's
-        rows were grouped: then of the cube); read when the run computes metrics, not by every search."""
+        """The level-0 cells' sum of c ln c, which KL divergence needs, from the cube (None where its rows were
+        not grouped: the metrics then group the table for it); read when the run computes metrics, not by every
+        search."""
         if not self.grouped:
             return None
         return float(self.db.execute(self.conn, f"SELECT {sum_c_ln_c('cnt')} FROM {self.ref}").scalar_one())
