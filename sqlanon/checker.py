@@ -115,10 +115,9 @@ class WaveChecker:
         self.statements = self.scans = 0
         self.sensitive_values = 1  # combinations of sensitive values a class may hold (at most)
         self.reference: str | None = None  # the sensitive values' counts over the table, once stored
-        # the sensitive columns the cube carries as codes (StarSchema.sensitive_codes), and each value's code
+        # the sensitive columns the cube carries as codes, each value's code (StarSchema.sensitive_codes)
         read_by_value = {attribute for c in self.criteria for attribute in c.reads_values()}
-        self.coded = {} if from_table else star.sensitive_codes(read_by_value)
-        self.codes = {col: {value: i + 1 for i, value in enumerate(values)} for col, values in self.coded.items()}
+        self.codes = {} if from_table else star.sensitive_codes(read_by_value)
         self.registered: list[tuple[object, ...]] = []  # registry rows of the scratch tables (see `_register`)
         if from_table:
             self.grouped = False  # a row per row of the table
@@ -151,7 +150,7 @@ class WaveChecker:
         params: dict[str, object] = {}
         source, codes = star.coded(params)
         keys = self._packed_keys(codes)
-        columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + star.sensitive_select("t", self.coded, params)
+        columns = [f"{k} AS key{j}" for j, k in enumerate(keys)] + star.sensitive_select("t", self.codes, params)
         with db.parallel_plans(self.conn):
             stored, rows = self._keyed_rows(columns, source, params)
             if not stored:

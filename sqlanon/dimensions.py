@@ -36,12 +36,12 @@ LOOKUP_ROWS = 100_000
 #: an integer column is coded by indexing an array (Database.index_lookup) when its hierarchy's integer leaves span
 #: at most this many values (the array binds one entry per value of the span)
 INDEX_SPAN = 65_536
-#: the source types whose values index an array as BIGINT (information_schema's names, lower case)
 #: a sensitive column's values are read with their counts (one grouping, which the checks before the search and the
 #: criteria that bind the table's shares read) when it has at most this many; a larger domain is checked in SQL
 DOMAIN_VALUES = 10_000
 #: floating-point types: -0.0 and 0.0 are one value written as two texts (StarSchema.exact_text)
 FLOAT_TYPES = {"double", "double precision", "real", "float", "float4", "float8"}
+#: the source types whose values index an array as BIGINT (information_schema's names, lower case)
 INTEGER_TYPES = {"tinyint", "smallint", "integer", "int", "bigint", "int2", "int4", "int8", "utinyint",
                  "usmallint", "uinteger"}
 
@@ -89,7 +89,7 @@ class StarSchema:
     #: the sensitive columns whose values are equal exactly when their texts are (not floating point)
     exact_text: set[str] = field(default_factory=set)
 
-    def sensitive_select(self, alias: str, codes: dict[str, list[str]] | None = None,
+    def sensitive_select(self, alias: str, codes: dict[str, dict[str, int]] | None = None,
                          params: dict[str, Any] | None = None) -> list[str]:
         """`alias.column AS s<j>` for each sensitive column frequency sets carry; a column of `codes` (see
         `sensitive_codes`) as its value's code instead, looked up in lists bound in `params`."""
@@ -98,20 +98,21 @@ class StarSchema:
             column = f"{alias}.{self.db.q(col)}"
             if col in (codes or {}):
                 assert params is not None
-                params[f"svalues_{j}"], params[f"scodes_{j}"] = codes[col], list(range(1, len(codes[col]) + 1))
+                params[f"svalues_{j}"], params[f"scodes_{j}"] = list(codes[col]), list(codes[col].values())
                 column = self.db.lookup(f"CAST({column} AS VARCHAR)", f"svalues_{j}", f"scodes_{j}")
             selected.append(f"{column} AS s{j}")
         return selected
 
-    def sensitive_codes(self, read_by_value: set[str]) -> dict[str, list[str]]:
-        """The sensitive columns that a small table's sets may carry as integer codes (1, 2, ...; NULL stays
-        NULL), each with its values in the order of their codes: where the database has lookups, a domain of at
-        most LOOKUP_VALUES values read before the search, values equal exactly when their texts are, and no
-        criterion that names or orders them (`read_by_value`). Codes group and join faster than text: Adult's
-        waves with occupation as codes ~2 ms less a search of 28-30 ms (see bench/RESULTS.md, session 27)."""
+    def sensitive_codes(self, read_by_value: set[str]) -> dict[str, dict[str, int]]:
+        """The sensitive columns that a small table's sets may carry as integer codes, each value's code (1, 2,
+        ...; NULL stays NULL): where the database has lookups, a domain of at most LOOKUP_VALUES values read
+        before the search, values equal exactly when their texts are, and no criterion that names or orders them
+        (`read_by_value`). Codes group and join faster than text: Adult's waves with occupation as codes ~2 ms
+        less a search of 28-30 ms (see bench/RESULTS.md, session 27)."""
         if not self.db.value_lookups or self.rows > LOOKUP_ROWS:
             return {}
-        return {col: [value for value in counts if value is not None] for col, counts in self.domain_counts.items()
+        return {col: {value: code for code, value in enumerate((v for v in counts if v is not None), start=1)}
+                for col, counts in self.domain_counts.items()
                 if col in self.exact_text and col not in read_by_value and len(counts) <= LOOKUP_VALUES}
 
     def sensitive_columns(self) -> dict[str, str]:

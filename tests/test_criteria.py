@@ -159,7 +159,7 @@ def test_a_small_tables_cube_carries_sensitive_codes_where_no_criterion_reads_va
 
     def spy(self, *args, **kwargs) -> None:
         create(self, *args, **kwargs)
-        seen.append(set(self.coded))
+        seen.append(set(self.codes))
 
     monkeypatch.setattr(WaveChecker, "__init__", spy)
     (tmp_path / "s.csv").write_text("1;A;*\n2;A;*\n3;B;*\na;A;*\nb;B;*\n")
