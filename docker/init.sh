@@ -5,9 +5,12 @@
 #   sh docker/init.sh postgresql+psycopg://postgres@host:5432/db
 set -eu
 url="$1"
+# the server's Python imports sqlanon from the folder this sqlanon is installed in (the image's venv, which the
+# server's container has too); only a superuser may set it
+site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 # the server may still be starting: wait for it (up to a minute) before the first statement
 tries=0
-until sqlanon migrate --db "$url"; do
+until sqlanon migrate --db "$url" --python-path "$site"; do
     tries=$((tries + 1))
     [ "$tries" -lt 30 ] || { echo "the database at $url did not answer; is the postgres service up?" >&2; exit 1; }
     sleep 2

@@ -1,22 +1,34 @@
--- Run sqlanon from SQL alone (PL/Python). Installed by migration 0006 when PL/Python is available.
---   CALL sqlanon.run_job('census');                       -- the same search as `sqlanon job run census`
---   CALL sqlanon.run_job('census', resume => true);
---   SELECT sqlanon.register_job('census', '{...}'::json, json_build_object('age.csv', '...'));
---   CALL sqlanon.publish(run_id, '1,0,2', 'census_1_0_2', 'published');   -- a node of a finished run
--- Each calls the sqlanon package (sqlanon.inserver) in the server's Python, which runs the CLI's code
--- over a loopback connection to this database as the calling role (local trust or peer access needed).
--- Migration 0008 revokes EXECUTE from PUBLIC and grants it to the role sqlanon_runner.
--- The server's Python must find sqlanon: install it there, or name its site-packages folder(s) in the table
--- server_settings, which only its owner (the installing superuser) may write:
---   sqlanon migrate --db URL --python-path /opt/sqlanon/lib/python3.11/site-packages
--- Never a session setting: any role could SET one and make the server import its own code.
-CREATE OR REPLACE FUNCTION {s}.load_sqlanon() RETURNS text LANGUAGE plpython3u AS $load$
+-- Run sqlanon from SQL alone (PL/Python), where a superuser migrated a server with PL/Python.
+--   CALL sqlanon.run_job(job => CAST('census' AS text));           -- as `sqlanon job run census`
+--   CALL sqlanon.run_job(job => CAST('census' AS text), resume => true);
+--   SELECT sqlanon.register_job(name => CAST('census' AS text), config => CAST('{...}' AS json),
+--                               files => json_build_object('age.csv', '...'));
+--   CALL sqlanon.publish(run => CAST(42 AS bigint), node => CAST('1,0,2' AS text),
+--                        target_table => CAST('census_1_0_2' AS text), target_schema => CAST('published' AS text));
+--   SELECT sqlanon.analyze_job(job => CAST('census' AS text));          -- every minimal node, as `sqlanon analyze`
+--   SELECT sqlanon.analyze_job(job => CAST('census' AS text), node => CAST('1,0,2' AS text));
+-- Each calls the sqlanon package (sqlanon.inserver) in the server's Python, which runs the CLI's code over a
+-- loopback connection to this database as the job's registrant (see inserver.loopback_url).
+-- The server's Python finds sqlanon in the folders written into load_sqlanon's body by the installing superuser
+-- (sqlanon migrate --db URL --python-path FOLDERS); only the routine's owner can change them, and each folder (and
+-- each .pth file in it) must be writable by no one but root or the server's own user.
+CREATE FUNCTION {s}.load_sqlanon() RETURNS text LANGUAGE plpython3u
+SET search_path = pg_catalog, pg_temp AS $load$
+import os
 import site
-try:
-    rows = plpy.execute("SELECT value FROM " + {settings_table} + " WHERE name = 'python_path'")
-except plpy.SPIError as exc:
-    plpy.error(f"sqlanon cannot read its server settings ({exc}); upgrade the schema: sqlanon migrate --db URL")
-for folder in (f for f in (rows[0]["value"] if rows else "").split(":") if f):
+import stat
+
+for folder in {python_folders}:
+    try:
+        paths = [folder] + [os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".pth")]
+        infos = [(path, os.stat(path)) for path in paths]
+    except OSError as exc:
+        plpy.error(f"sqlanon: the server cannot read its Python folder {folder!r} ({exc.strerror}); a superuser sets "
+                   "the folders with: sqlanon migrate --db URL --python-path FOLDERS")
+    for path, info in infos:
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or info.st_uid not in (0, os.getuid()):
+            plpy.error(f"sqlanon: {path!r} may be written by users other than root and the server's own, so the "
+                       "server imports nothing from it; make it writable by its owner only")
     site.addsitedir(folder)  # a site folder: its .pth files (an editable install) count too
 try:
     import sqlanon
@@ -26,24 +38,31 @@ except ImportError as exc:
 return sqlanon.__version__
 $load$;
 
-CREATE OR REPLACE PROCEDURE {s}.run_job(job text, resume boolean DEFAULT false, INOUT result json DEFAULT NULL)
-LANGUAGE plpython3u AS $run$
+CREATE PROCEDURE {s}.run_job(job text, resume boolean DEFAULT false, INOUT result json DEFAULT NULL)
+LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $run$
 plpy.execute({load_sql})
 from sqlanon import inserver
 return {"result": inserver.run_job(plpy, {schema_literal}, job, resume)}
 $run$;
 
-CREATE OR REPLACE FUNCTION {s}.register_job(name text, config json, files json DEFAULT NULL) RETURNS integer
-LANGUAGE plpython3u AS $register$
+CREATE FUNCTION {s}.register_job(name text, config json, files json DEFAULT NULL) RETURNS integer
+LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $register$
 plpy.execute({load_sql})
 from sqlanon import inserver
 return inserver.register_job(plpy, {schema_literal}, name, config, files)
 $register$;
 
-CREATE OR REPLACE PROCEDURE {s}.publish(run bigint, node text, target_table text, target_schema text DEFAULT NULL,
-                                        INOUT result json DEFAULT NULL)
-LANGUAGE plpython3u AS $publish$
+CREATE PROCEDURE {s}.publish(run bigint, node text, target_table text, target_schema text DEFAULT NULL,
+                             INOUT result json DEFAULT NULL)
+LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $publish$
 plpy.execute({load_sql})
 from sqlanon import inserver
 return {"result": inserver.publish_node(plpy, {schema_literal}, run, node, target_table, target_schema)}
 $publish$;
+
+CREATE FUNCTION {s}.analyze_job(job text, node text DEFAULT NULL) RETURNS json
+LANGUAGE plpython3u SET search_path = pg_catalog, pg_temp AS $analyze$
+plpy.execute({load_sql})
+from sqlanon import inserver
+return inserver.analyze_job(plpy, {schema_literal}, job, node)
+$analyze$;

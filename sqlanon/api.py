@@ -43,6 +43,7 @@ from .metrics import (METRICS, MetricsEvaluator, best_node, level_metrics, needs
 from .metadata import DEFAULT_SCHEMA, RunRecord, cleanup_dead_runs, migrate
 from .criteria import Criterion, FrequencySetView
 from .frequency import COUNT, FrequencySets, class_column, violating_classes_sql
+from .store import Store, runs as store_runs
 from .strategies import STRATEGIES, Exhaustive, Progress, SearchContext, SearchStats
 
 if TYPE_CHECKING:  # pandas is imported where a DataFrame is asked for: it costs a CLI run 0.3 s to import
@@ -385,13 +386,10 @@ def _add_metrics(job: Job, ctx: SearchContext, result: SearchResult, nodes: list
 
 def _record_metrics(ctx: SearchContext, result: SearchResult, selected: tuple[int, ...] | None) -> None:
     """Store the computed metrics in node_metrics (replacing the run's earlier rows)."""
-    meta, meta_conn = ctx.db.metadata, ctx.meta_conn
-    s = meta.q(ctx.schema)
     minimal = set(result.minimal)
-    meta_conn.execute(text(f"DELETE FROM {s}.node_metrics WHERE run_id = :r"), {"r": ctx.run.run_id})
-    rows = [(ctx.run.run_id, node_label(node), node in minimal, node == selected,
-             *[values[name] for name in METRICS]) for node, values in sorted(result.metrics.items())]
-    meta.insert_rows(meta_conn, f"{s}.node_metrics", ["run_id", "node", "minimal", "selected", *METRICS], rows)
+    rows = [(node_label(node), node in minimal, node == selected, *[values[name] for name in METRICS])
+            for node, values in sorted(result.metrics.items())]
+    ctx.run.store.insert(ctx.meta_conn, store_runs.NODE_METRICS, ctx.run.run_id, rows)
     ctx.conn.commit()
 
 
@@ -434,7 +432,7 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
                     run = RunRecord.start(db, conn, options.metadata_schema, job.name, command, job.strategy,
                                           job.to_json())
                 try:
-                    star = build_star_schema(db, conn, job, files, options.metadata_schema, run.run_id, columns,
+                    star = build_star_schema(db, conn, job, files, run.work_schema, run.run_id, columns,
                                              extra_criteria)
                     star.record(conn, options.metadata_schema, run.run_id)
                     conn.commit()
@@ -654,7 +652,6 @@ def publish_node(run_id: int, node: tuple[int, ...], table: str, schema: str | N
     options = dataclasses.replace(options or RunOptions(), db_url=normalize_url(db_url, Path.cwd()))
     with opened_registry(options.db_url, options.metadata_schema) as registry:
         with registry.load(registry.job_of_run(run_id), options.db_url) as job:
-            options = dataclasses.replace(options, db_url=job.source.url)  # as the job's registrant
             grants = job.output.grant_to if job.output else []
             target = _Target(Output(table, schema or job.source.schema, grants), replace)
             with _run(job, options, "publish", target) as (ctx, finish):
@@ -703,14 +700,14 @@ def _published_node(job: Job, run_id: int, schema: str) -> tuple[int, ...]:
         with db.connect() as conn:
             if not db.schema_exists(conn, schema):
                 raise ConfigError(f"run {run_id} not found: the database has no sqlanon schema {schema!r}")
-            row = conn.execute(text(f"SELECT status, command, result FROM {db.q(schema)}.runs "
-                                    "WHERE run_id = :r"), {"r": run_id}).one_or_none()
+            migrate(opened, schema)
+            row = Store(db, schema).call(conn, store_runs.OUTCOME, run=run_id).one_or_none()
     finally:
         opened.dispose()
     if row is None:
         raise ConfigError(f"run {run_id} not found in {schema}.runs; `sqlanon job status` or the runs table lists "
                           "the runs")
-    status, command, result = row
+    _, command, status, result = row
     found = json.loads(result) if result else {}
     if status != "finished" or "node" not in found:
         raise ConfigError(f"run {run_id} ({command}, {status}) published no table; give a finished anonymize run, "
@@ -728,7 +725,7 @@ def _refuse_violating_batch(ctx: SearchContext, node: tuple[int, ...], batch: st
     if violating <= ctx.max_suppressed:
         return
     star, db = ctx.star, ctx.db
-    fs = FrequencySets(db, ctx.conn, star, ctx.schema, ctx.run.run_id, False, False).from_table(
+    fs = FrequencySets(db, ctx.conn, star, ctx.schema, ctx.run.run_id, use_cube=False).from_table(
         dict(enumerate(node)), "apply")
     view = FrequencySetView("apply_fs", [class_column(d.attr) for d in star.dimensions], COUNT,
                             star.sensitive_columns(), fs.definition)
@@ -787,7 +784,7 @@ def _chosen_classes(ctx: SearchContext, node: tuple[int, ...], attribute: str
                     ) -> tuple[list[tuple[int, int]], list[tuple[str, list[tuple[str, int]]]]]:
     """The node's class-size histogram (size, classes), and its least diverse classes with their value counts."""
     star = dataclasses.replace(ctx.star, sensitive=[attribute])
-    fs = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, False, False).from_table(
+    fs = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, use_cube=False).from_table(
         dict(enumerate(node)), "report")
     columns = [class_column(d.attr) for d in star.dimensions]
     value = star.sensitive_columns()[attribute]
@@ -844,7 +841,6 @@ def analyze_registered(name: str, db_url: str, options: RunOptions | None = None
     options = dataclasses.replace(options or RunOptions(), db_url=normalize_url(db_url, Path.cwd()))
     with opened_registry(options.db_url, options.metadata_schema) as registry:
         with registry.exclusive(name), registry.load(name, options.db_url) as job:
-            options = dataclasses.replace(options, db_url=job.source.url)  # as the job's registrant
             return analyze(job, options, node, settings=settings)
 
 
@@ -918,13 +914,12 @@ def _analyze_node(ctx: SearchContext, node: tuple[int, ...], attribute: str, set
     columns = [class_column(a) for a in sorted(levels)]
     tag = f"{ctx.run.run_id}_{'_'.join(map(str, node))}"
     with ExitStack() as scratch:
-        fs = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, False, False).from_table(levels,
+        fs = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, use_cube=False).from_table(levels,
                                                                                                          "analysis")
         definition = scratch.enter_context(_scratch_table(ctx, f"analysis_{tag}", fs.definition))
         suppressed = None
         if ctx.max_suppressed:
-            checked = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, False,
-                                    False).from_table(levels, "criteria")
+            checked = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, use_cube=False).from_table(levels, "criteria")
             view = FrequencySetView("criteria_fs", columns, COUNT, ctx.star.sensitive_columns(), checked.definition)
             params: dict[str, object] = {}
             violators = violating_classes_sql(view, ctx.criteria, "a", params)
@@ -933,8 +928,8 @@ def _analyze_node(ctx: SearchContext, node: tuple[int, ...], attribute: str, set
                 f"WITH criteria_fs AS ({checked.definition}) SELECT {', '.join(columns)} FROM ({violators}) v", params))
         population = None
         if population_star is not None:
-            population = FrequencySets(ctx.db, ctx.conn, population_star, ctx.schema, ctx.run.run_id, False,
-                                       False).from_table(levels, "population").definition
+            population = FrequencySets(ctx.db, ctx.conn, population_star, ctx.schema, ctx.run.run_id,
+                                       use_cube=False).from_table(levels, "population").definition
         analysis = analyze_frequency_set(ctx.conn, node_label(node), attribute, definition, columns,
                                          star.sensitive_columns()[attribute], settings, suppressed, population)
         analysis.utility = {**metrics, **_arx_utility(ctx, definition, node, analysis, suppressed)}
@@ -1003,7 +998,6 @@ def run_job(name: str, db_url: str, options: RunOptions | None = None, resume: b
     options = dataclasses.replace(options or RunOptions(), db_url=normalize_url(db_url, Path.cwd()))
     with opened_registry(options.db_url, options.metadata_schema) as registry:
         with registry.exclusive(name), registry.load(name, options.db_url) as job:
-            options = dataclasses.replace(options, db_url=job.source.url)  # as the job's registrant
             if resume:
                 options = dataclasses.replace(options, resume_run=registry.resumable_run(name))
             else:

@@ -41,17 +41,6 @@ PG_TYPES = {"VARCHAR": "text", "BIGINT": "bigint", "INTEGER": "integer", "SMALLI
             "BOOLEAN": "boolean", "TIME": "time", "HUGEINT": "numeric"}
 
 
-def with_role(url: str, role: str | None) -> str:
-    """A PostgreSQL URL whose sessions work as `role` (SET ROLE at connection start; refused by the server
-    unless the connecting role is a member of it, and RESET ROLE comes back to it)."""
-    if role is None:
-        return url
-    parsed = sa.engine.make_url(url)
-    escaped = role.replace("\\", "\\\\").replace(" ", "\\ ")  # libpq's options: backslash escapes
-    options = " ".join(filter(None, [parsed.query.get("options"), f"-c role={escaped}"]))
-    return parsed.update_query_dict({"options": options}).render_as_string(hide_password=False)
-
-
 def open_database(url: str, memory_limit: str | None = None, temp_directory: Path | None = None) -> "Database":
     """The database at `url`, as the subclass for its kind. `memory_limit` (a size checked by
     config.check_memory_limit; default: half the machine's memory) and `temp_directory` (where it spills beyond

@@ -34,9 +34,11 @@ from sqlalchemy.engine import Connection
 from .backends import Database
 from .criteria import Criterion, FrequencySetView, count_sum
 from .dimensions import STATISTICS_ROWS, StarSchema
-from .frequency import REGISTRY_COLUMNS, violating_classes_sql
+from .frequency import violating_classes_sql
+from .metadata import RunRecord
 from .metrics import sum_c_ln_c
 from .rollups import RollUp, nodes_of, plan, statements
+from .store import runs
 
 KEY_BITS = 63  # a signed BIGINT's non-negative range
 ROWS_PER_STATEMENT = 4_000_000  # cube rows x wave nodes joined by one statement
@@ -92,14 +94,14 @@ class Field:
 class WaveChecker:
     """Checks lists of nodes of the full lattice against the criteria, a wave per statement."""
 
-    def __init__(self, db: Database, conn: Connection, star: StarSchema, run_id: int, schema: str,
+    def __init__(self, db: Database, conn: Connection, star: StarSchema, run: RunRecord,
                  from_table: bool = False, criteria: list[Criterion] | None = None):
         """`from_table`: no stored cube; every wave scans the source joined with the dimensions (for
         comparison: the cube is one scan for the whole search). `criteria`: the job's (every wave checks them or
         a part of them): the sensitive values they name or order are carried as values, the others may be codes."""
         self.db, self.conn, self.star, self.from_table = db, conn, star, from_table
         self.criteria = criteria or []
-        self.schema, self.registry, self.run_id = schema, f"{db.q(schema)}.frequency_sets", run_id
+        self.run, self.run_id = run, run.run_id
         self.level_sizes = [d.hierarchy.level_sizes() for d in star.dimensions]
         self.fields = [Field(d.attr, i, levels) for d in star.dimensions
                        for i, levels in enumerate(d.hierarchy.path_codes.pieces())]
@@ -110,7 +112,7 @@ class WaveChecker:
                                            for level in range(-1, star.dimensions[f.attr].height + 1)])
                             for f, c, key, offset in zip(self.fields, codes, self.layout.key_of, self.layout.offset)]
         self.tops = [d.height + 1 for d in star.dimensions]  # a meet's level for an attribute no node keeps
-        self.name = f"packed_cube_{run_id}"
+        self.name = f"packed_cube_{run.run_id}"
         self.grouped = True  # one row per level-0 cell (and sensitive values), or one per row of the table
         self.statements = self.scans = 0
         self.sensitive_values = 1  # combinations of sensitive values a class may hold (at most)
@@ -212,13 +214,13 @@ class WaveChecker:
     def _store(self, name: str, select: str, params: dict[str, object] | None = None) -> tuple[str, int | None]:
         """The run's scratch table `name` (the cube, the keyed rows) made from `select`: its reference, and its
         rows where the database reported them."""
-        return self.db.create_run_scratch(self.conn, self.schema, name, select, params)
+        return self.db.create_run_scratch(self.conn, self.run.work_schema, name, select, params)
 
     def _register(self, label: str, name: str, rows: int) -> None:
         """A scratch table of the search, for the frequency-set registry. Written by `close`, once dropped: the
         registry records what the search computed; a killed run's scratch tables end with its session, or with the
         next cleanup where the database keeps them in the metadata schema (Database.create_run_scratch)."""
-        self.registered.append((self.run_id, None, label, name, "base", None, rows, True))
+        self.registered.append((None, label, name, "base", None, rows, True))
 
     def violations(self, nodes: list[tuple[int, ...]], criteria: list[Criterion],
                    sensitive: bool = True) -> list[tuple[int, int]]:
@@ -433,5 +435,5 @@ class WaveChecker:
         if not self.from_table:
             self.db.drop_table(self.conn, self.ref)
         if self.registered:
-            self.db.metadata.insert_rows(self.db.metadata_connection(self.conn), self.registry, REGISTRY_COLUMNS,
-                                         self.registered)
+            self.run.store.insert(self.db.metadata_connection(self.conn), runs.FREQUENCY_SETS, self.run_id,
+                                  self.registered)

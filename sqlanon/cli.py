@@ -34,8 +34,8 @@ from .audit import AuditReport
 from .backends import connect_hint, open_database, qualified_name
 from .config import Job, Suppression, check_memory_limit, load_job, normalize_url
 from .errors import SqlanonError
-from .metadata import (DEFAULT_SCHEMA, cleanup_dead_runs, current_version, downgrade, migrate, set_python_path,
-                       stored_routines)
+from .metadata import DEFAULT_SCHEMA, cleanup_dead_runs, current_version, downgrade, grant_runner, migrate, \
+    stored_routines
 from .metrics import METRICS, best_node, level_metrics, node_label, selection_metric
 
 def _console(stderr: bool = False) -> Console:
@@ -565,17 +565,22 @@ def _option_pair(text: str) -> tuple[str, str]:
               help="Downgrade instead: -1 for the previous version, base to remove the schema's tables.")
 @click.option("--python-path", metavar="FOLDERS",
               help="PostgreSQL with PL/Python: the site-packages folder(s) (':'-separated) where the server's Python "
-                   "finds sqlanon; only the installing superuser may set it.")
-def migrate_command(db_url: str, metadata_schema: str, down_to: str | None, python_path: str | None) -> None:
-    """Create or upgrade sqlanon's metadata schema (idempotent), or downgrade it."""
+                   "finds sqlanon; only a superuser may set it.")
+@click.option("--runner-role", metavar="ROLE",
+              help="PostgreSQL: the role whose members may run sqlanon in this database (default: "
+                   "sqlanon_runner_DATABASE); `sqlanon grant-runner` grants it.")
+def migrate_command(db_url: str, metadata_schema: str, down_to: str | None, python_path: str | None,
+                    runner_role: str | None) -> None:
+    """Create or upgrade sqlanon's metadata schema (idempotent), or downgrade it.
+
+    On PostgreSQL it also installs the routines through which every role reaches sqlanon's tables (and, as a
+    superuser on a server with PL/Python, those that run jobs inside the server)."""
     db = open_database(normalize_url(db_url, Path.cwd()))
     try:
         if down_to:
             downgrade(db, metadata_schema, down_to)
         else:
-            migrate(db, metadata_schema)
-            if python_path is not None:
-                set_python_path(db, metadata_schema, python_path)
+            migrate(db, metadata_schema, runner_role=runner_role, python_path=python_path)
         version = current_version(db, metadata_schema)
         in_sql = stored_routines(db, metadata_schema)
     finally:
@@ -586,6 +591,36 @@ def migrate_command(db_url: str, metadata_schema: str, down_to: str | None, pyth
         out.print(f"stored in the database: {', '.join(sorted(in_sql)) or 'none'}" + (
             "" if plpython else "; CALL run_job needs PL/Python (package postgresql-plpython3-NN) and a superuser "
                                 "to migrate once"))
+
+
+@main.command("grant-runner")
+@click.argument("role")
+@click.option("--db", "db_url", required=True, metavar="URL", help="PostgreSQL database whose sqlanon the role runs.")
+@SCHEMA_OPTION
+@click.option("--revoke", is_flag=True, help="Take it back: revoke the runner role and drop the role's work schema.")
+def grant_runner_command(role: str, db_url: str, metadata_schema: str, revoke: bool) -> None:
+    """Let ROLE run sqlanon in this database, with exactly what that needs (PostgreSQL; as a DBA).
+
+    ROLE gets the database's runner role (EXECUTE on the routines that reach sqlanon's tables; no privilege on
+    any table) and a work schema of its own for its runs' scratch tables. Reading the source, and creating the
+    output, are yours to grant (GRANT SELECT ON ..., GRANT CREATE ON SCHEMA ...); this command prints how.
+    Its SQL twin: CALL sqlanon.grant_runner(runner => CAST('ROLE' AS name)).
+    """
+    db = open_database(normalize_url(db_url, Path.cwd()))
+    try:
+        done = grant_runner(db, metadata_schema, role, revoke)
+    finally:
+        db.dispose()
+    if revoke:
+        out.print(f"role {role!r} no longer runs sqlanon in schema {metadata_schema!r}; its work schema is gone")
+        return
+    out.print(f"role {role!r} may run sqlanon in schema {metadata_schema!r}: member of {done['runner_role']!r}, "
+              f"scratch tables in schema {done['work_schema']!r}")
+    out.print("Also grant it what its jobs read and write, e.g.:\n"
+              f"  GRANT USAGE ON SCHEMA warehouse TO {role};  GRANT SELECT ON warehouse.census TO {role};\n"
+              f"  GRANT USAGE, CREATE ON SCHEMA published TO {role};\n"
+              "and, to run jobs inside the server (CALL ...run_job), a pg_ident.conf line mapping the server's OS "
+              f"user to it:\n  sqlanon_loopback   postgres   {role}")
 
 
 @main.command("cleanup")

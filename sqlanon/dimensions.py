@@ -20,6 +20,7 @@ from .config import ROLE_NAMES, ROLES, Job, QuasiIdentifier, check_roles
 from .criteria import Criterion
 from .errors import ConfigError, DataError, HierarchyError
 from .hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file
+from .store import Store, runs
 
 MISSING_SHOWN = 10
 #: from this many source rows on, the search's cube gets planner statistics where the database wants them, and a
@@ -208,10 +209,8 @@ class StarSchema:
 
     def record(self, conn: Connection, schema: str, run_id: int) -> None:
         """List the run's attributes (QI order, heights, hierarchy, dimension table) in run_attributes."""
-        rows = [(run_id, d.attr, d.column, d.height, d.hierarchy.origin, d.table) for d in self.dimensions]
-        meta = self.db.metadata
-        meta.insert_rows(self.db.metadata_connection(conn), f"{meta.q(schema)}.run_attributes",
-                            ["run_id", "attr", "column_name", "height", "hierarchy", "dimension_table"], rows)
+        rows = [(d.attr, d.column, d.height, d.hierarchy.origin, d.table) for d in self.dimensions]
+        Store(self.db, schema).insert(self.db.metadata_connection(conn), runs.ATTRIBUTES, run_id, rows)
 
 
 def _canonical_integer(text: str) -> bool:

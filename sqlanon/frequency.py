@@ -5,22 +5,21 @@ the dimension tables (a base scan), or by rolling up a more specific,
 materialized frequency set: map each code to its parent code (through the
 dimension, StarSchema.parent_code) and sum the counts. A set is evaluated
 straight from its definition (a CTE); only sets that later roll-ups need (the cube, super-roots,
-failing nodes) are materialized as scratch tables, which are session-scoped
-unless the run keeps them, and registered in `frequency_sets`.
+failing nodes) are materialized as session-scoped scratch tables, and registered in `frequency_sets`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from .backends import Database
 from .criteria import Criterion, FrequencySetView, SqlFragment
 from .dimensions import StarSchema
+from .store import Store, runs
 
 COUNT = "cnt"
-REGISTRY_COLUMNS = ["run_id", "node_id", "label", "table_name", "origin", "derived_from", "row_count", "dropped"]
 CANDIDATE = "candidate"  # CTE names of sets evaluated without a table
 BATCH = 64  # frequency sets evaluated per statement
 
@@ -45,9 +44,10 @@ class FrequencySets:
     """Defines, evaluates, materializes, registers and drops one run's frequency sets."""
 
     def __init__(self, db: Database, conn: Connection, star: StarSchema, schema: str, run_id: int,
-                 keep: bool = False, use_cube: bool = True):
-        self.db, self.conn, self.star, self.schema, self.run_id, self.keep = db, conn, star, schema, run_id, keep
-        self.use_cube = use_cube
+                 use_cube: bool = True):
+        """`schema`: the store's (where the sets are registered)."""
+        self.db, self.conn, self.star, self.run_id, self.use_cube = db, conn, star, run_id, use_cube
+        self.store = Store(db, schema)
         self.base_scans = 0
         self.rollups = 0
         self._cube: FrequencySet | None = None
@@ -108,16 +108,12 @@ class FrequencySets:
     def materialize(self, fs: FrequencySet) -> FrequencySet:
         """Store the set as a table (for roll-ups) and register it."""
         name = f"fs_{self.run_id}_{fs.label}"
-        if self.keep:
-            fs.ref = self.db.q(self.schema, name)
-            self.db.execute(self.conn, f"CREATE TABLE {fs.ref} AS {fs.definition}")
-        else:  # names are unique within a run, and scratch tables are private to this session
-            fs.ref = self.db.create_scratch(self.conn, name, fs.definition)
+        fs.ref = self.db.create_scratch(self.conn, name, fs.definition)  # private to this session
         self._executed(fs)
         if fs.rows < 0:
             fs.rows = self.db.execute(self.conn, f"SELECT COUNT(*) FROM {fs.ref}").scalar_one()
         self._live[fs.label] = fs
-        self._registry.append((self.run_id, fs.node_id, fs.label, name, fs.origin, fs.derived_from, fs.rows, False))
+        self._registry.append((fs.node_id, fs.label, name, fs.origin, fs.derived_from, fs.rows, False))
         return fs
 
     def violations(self, batch: list[FrequencySet], criteria: list[Criterion]) -> list[tuple[int, int]]:
@@ -144,7 +140,7 @@ class FrequencySets:
 
     # --- cleaning up ----------------------------------------------------
     def drop(self, fs: FrequencySet) -> None:
-        if self.keep or fs.label not in self._live:
+        if fs.label not in self._live:
             return
         self.db.drop_table(self.conn, fs.ref)
         del self._live[fs.label]
@@ -157,15 +153,12 @@ class FrequencySets:
 
     def flush_registry(self) -> None:
         """Write the registry entries gathered since the last flush (once per iteration)."""
-        meta, meta_conn = self.db.metadata, self.db.metadata_connection(self.conn)
-        s = meta.q(self.schema)
+        meta_conn = self.db.metadata_connection(self.conn)
         if self._registry:
-            meta.insert_rows(meta_conn, f"{s}.frequency_sets", REGISTRY_COLUMNS, self._registry)
+            self.store.insert(meta_conn, runs.FREQUENCY_SETS, self.run_id, self._registry)
             self._registry = []
         if self._dropped_since_flush:
-            update = text(f"UPDATE {s}.frequency_sets SET dropped = TRUE WHERE run_id = :r AND label IN :labels")
-            meta_conn.execute(update.bindparams(bindparam("labels", expanding=True)),
-                              {"r": self.run_id, "labels": self._dropped_since_flush})
+            self.store.call(meta_conn, runs.FREQUENCY_SETS_DROPPED, run=self.run_id, labels=self._dropped_since_flush)
             self._dropped_since_flush = []
 
 

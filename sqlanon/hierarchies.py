@@ -11,11 +11,13 @@ import csv
 import datetime as dt
 import io
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cached_property
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from .errors import ConfigError, HierarchyError
 
@@ -211,14 +213,39 @@ def _validate_paths(column: str, paths: tuple[tuple[str, ...], ...], origin: str
                     f"level {level + 1}, {parent!r} and {path[level + 1]!r}; each value needs exactly one")
 
 
-def read_hierarchy_file(column: str, path: Path) -> Hierarchy:
-    """Read `value;level1;...;top` lines (ARX format, any line ending, optional BOM)."""
+#: a registered job's stored files, by the path its config names them with, while the job is loaded (see
+#: stored_files): then no hierarchy is read from the disk
+STORED: ContextVar[dict[Path, str] | None] = ContextVar("stored_files", default=None)
+
+
+@contextmanager
+def stored_files(files: dict[Path, str]) -> Iterator[None]:
+    """Within: hierarchy files are the given texts (a registered job's files, kept in the database), and a path
+    that is not one of them is refused: a registered job reads no file of the machine that runs it."""
+    token = STORED.set(files)
+    try:
+        yield
+    finally:
+        STORED.reset(token)
+
+
+def _file_text(column: str, path: Path) -> str:
+    stored = STORED.get()
+    if stored is not None:
+        if path not in stored:
+            raise HierarchyError(f"hierarchy file for {column!r}: {path} is not among the job's stored files")
+        return stored[path].removeprefix("\ufeff")
     if not path.is_file():
         raise HierarchyError(f"hierarchy file for {column!r} not found: {path}")
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise HierarchyError(f"hierarchy file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def read_hierarchy_file(column: str, path: Path) -> Hierarchy:
+    """Read `value;level1;...;top` lines (ARX format, any line ending, optional BOM)."""
+    text = _file_text(column, path)
     reader = csv.reader(io.StringIO(text), delimiter=";")
     numbered = []
     for row in reader:  # reader.line_num: the file's line where the row ends (quoted fields may span lines)

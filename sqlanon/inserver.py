@@ -16,29 +16,46 @@ from .backends import quote_name
 from .errors import RunCancelled, SqlanonError
 
 
-def loopback_url(plpy: Any, schema: str) -> str:
-    """This database, as the calling role, over the server's Unix socket.
+def loopback_url(plpy: Any, schema: str, role: str) -> str:
+    """This database, as `role`, over the server's Unix socket.
 
-    The socket folder is read from server_settings, where the installing
-    superuser's migration put it: `unix_socket_directories` itself is readable
-    only by superusers and pg_read_all_settings, which a runner role need not be.
+    `role` is the job's registrant (or the caller, to register one): a run
+    works with that role's rights on a connection of that role, never on the
+    caller's session switched to it (SET ROLE), which the job's views and
+    functions could switch back. The store's routines checked that the caller
+    is the role or a member of it. Peer authentication with a map lets the
+    server's OS user in as the runner roles (README, "Security"). The socket
+    folder comes from installation(), where the installing superuser's
+    migration wrote it: `unix_socket_directories` itself is readable only by
+    superusers and pg_read_all_settings, which a runner role need not be.
     """
-    settings = f"{schema}.server_settings"
-    where = plpy.execute("SELECT current_user AS u, current_database() AS d, current_setting('port') AS port, "
-                         f"(SELECT value FROM {quote_name(schema)}.server_settings WHERE name = 'socket_directory') "
-                         "AS socket")[0]
+    where = plpy.execute("SELECT current_database() AS d, current_setting('port') AS port, i.socket_directory AS socket "
+                         f"FROM {quote_name(schema)}.installation() i")[0]
     if not where["socket"]:
-        plpy.error(f"sqlanon: {settings} has no socket_directory; a superuser upgrades the schema once with: "
-                   "sqlanon migrate --db URL")
-    return URL.create("postgresql+psycopg", username=where["u"], database=where["d"],
+        plpy.error(f"sqlanon: schema {schema!r} does not know the server's socket folder; a superuser upgrades it "
+                   "once with: sqlanon migrate --db URL")
+    return URL.create("postgresql+psycopg", username=role, database=where["d"],
                       query={"host": where["socket"].strip(), "port": where["port"],
                              "application_name": "sqlanon-in-server"}).render_as_string(hide_password=False)
+
+
+def _registrant(plpy: Any, schema: str, job: str) -> str:
+    """The role that registered `job`, asked of the store as the caller: its routine refuses a job that is not the
+    caller's (nor one of its roles')."""
+    plan = plpy.prepare(f"SELECT registered_by FROM {quote_name(schema)}.job_definition(p_job => $1)", ["text"])
+    return plpy.execute(plan, [job])[0]["registered_by"]
+
+
+def _job_of_run(plpy: Any, schema: str, run_id: int) -> str:
+    plan = plpy.prepare(f"SELECT job_name FROM {quote_name(schema)}.run_outcome(p_run => $1)", ["bigint"])
+    return plpy.execute(plan, [run_id])[0]["job_name"]
 
 
 def run_job(plpy: Any, schema: str, job: str, resume: bool) -> str:
     from .api import RunOptions, run_job as run
     options = RunOptions(metadata_schema=schema, progress=_interrupt_probe(plpy, job))
-    answer = _answer(plpy, schema, f"run_job({job!r})", lambda url: run(job, url, options, resume=resume).to_dict())
+    answer = _answer(plpy, schema, f"run_job({job!r})", lambda: _registrant(plpy, schema, job),
+                     lambda url: run(job, url, options, resume=resume).to_dict())
     settle_late_cancel(plpy, job)
     return answer
 
@@ -87,7 +104,7 @@ def register_job(plpy: Any, schema: str, name: str, config: str, files: str | No
             raise SqlanonError(f"{where}: {path!r} is not among the files given (keys of the files argument)")
         return named[path]
 
-    return _answer(plpy, schema, f"register_job({name!r})",
+    return _answer(plpy, schema, f"register_job({name!r})", lambda: plpy.execute("SELECT session_user AS u")[0]["u"],
                    lambda url: register_job_config(name, json.loads(config), read, url, schema))
 
 
@@ -95,6 +112,7 @@ def publish_node(plpy: Any, schema: str, run_id: int, node: str, table: str, tar
     from .api import RunOptions, publish_node as publish
     levels = tuple(int(level) for level in node.split(","))
     return _answer(plpy, schema, f"publish({run_id}, {node!r})",
+                   lambda: _registrant(plpy, schema, _job_of_run(plpy, schema, run_id)),
                    lambda url: publish(run_id, levels, table, target_schema, url,
                                        RunOptions(metadata_schema=schema)).to_dict())
 
@@ -102,14 +120,16 @@ def publish_node(plpy: Any, schema: str, run_id: int, node: str, table: str, tar
 def analyze_job(plpy: Any, schema: str, job: str, node: str | None) -> str:
     from .api import RunOptions, analyze_registered
     levels = None if node is None else tuple(int(level) for level in node.split(","))
-    return _answer(plpy, schema, f"analyze_job({job!r})",
+    return _answer(plpy, schema, f"analyze_job({job!r})", lambda: _registrant(plpy, schema, job),
                    lambda url: analyze_registered(job, url, RunOptions(metadata_schema=schema), levels).to_dict())
 
 
-def _answer(plpy: Any, schema: str, what: str, action: Callable[[str], Any]) -> Any:
-    """Run `action` over the loopback URL; any error reaches the caller as one line, not a traceback."""
+def _answer(plpy: Any, schema: str, what: str, role: Callable[[], str], action: Callable[[str], Any]) -> Any:
+    """Run `action` over a loopback URL as `role()`; any error reaches the caller as one line, not a traceback."""
     try:
-        result = action(loopback_url(plpy, schema))
+        result = action(loopback_url(plpy, schema, role()))
+    except plpy.SPIError as exc:  # refused by the store's routines (not the caller's job or run)
+        plpy.error(f"sqlanon.{what}: {(str(exc).strip().splitlines() or ['refused'])[0]}")
     except SqlanonError as exc:
         plpy.error(f"sqlanon.{what}: {exc}")
     except Exception as exc:  # a database error on the loopback session: its first line, as the CLI shows it

@@ -1,9 +1,10 @@
 """Registered jobs: a configuration and its files stored in sqlanon's schema, run by name.
 
 A DBA registers a job once (`sqlanon job register NAME FILE --db URL`); from
-then on it runs against that database alone, whoever starts it: the
-hierarchy files it names are stored in `job_files` and written to a private
-temporary folder for the length of a run. One run of a job at a time: on
+then on it runs against that database alone: the hierarchy files it names
+are stored in `job_files` and read from there (never from the disk of the
+machine that runs it). A job belongs to the role that registered it, and
+runs with that role's rights only. One run of a job at a time: on
 PostgreSQL a session-level advisory lock, held by a dedicated connection for
 the whole run, refuses a second one and vanishes with a killed client, which
 is how an interrupted run is told from a live one.
@@ -11,8 +12,6 @@ is how an interrupted run is told from a live one.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
@@ -21,10 +20,15 @@ from typing import Any, Callable, Iterator
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from .backends import Database, open_database, with_role
+from .backends import Database, open_database, quote_literal, quote_name
 from .config import Job, job_from_dict, normalize_url, read_config_file
 from .errors import ConfigError, DataError, SqlanonError
+from .hierarchies import stored_files
 from .metadata import LIVE_RUNS, migrate, now
+from .store import Store, jobs, runs
+
+#: what a registered job's file names are read against: a folder of no machine (see hierarchies.stored_files)
+STORED_ROOT = Path("/stored-job")
 
 
 @dataclass
@@ -45,10 +49,10 @@ class RunSummary:
 
 
 class JobRegistry:
-    """The `jobs` and `job_files` tables of one metadata schema."""
+    """The registered jobs of one metadata schema (through the store's operations, sqlanon.store.jobs)."""
 
     def __init__(self, db: Database, schema: str):
-        self.db, self.schema, self.s = db, schema, db.q(schema)
+        self.db, self.schema, self.store = db, schema, Store(db, schema)
 
     # --- registering ------------------------------------------------------------
     def register(self, name: str, config_file: Path) -> int:
@@ -67,7 +71,8 @@ class JobRegistry:
     def register_config(self, name: str, config: Any, read: Callable[[str, str], str]) -> int:
         """Store (or replace) the job `name` from a parsed config; `read(path, where)` gives a named file's text.
 
-        The whole config is checked (as `job_from_dict` does) before anything is stored.
+        The whole config is checked (as `job_from_dict` does, its files read from what was given) before anything
+        is stored. A name another role registered is refused (PostgreSQL).
         """
         if not name or not isinstance(name, str):
             raise ConfigError("a job needs a non-empty name")
@@ -75,79 +80,55 @@ class JobRegistry:
             raise ConfigError("the config must be a mapping (key: value)")
         _refuse_file_access(config)
         files = _rewrite_files(config, read)
-        with _materialized(config, files) as folder:
-            job_from_dict(config, folder, default_name=name)
+        with stored_files(_stored_files(files)):
+            job_from_dict(config, STORED_ROOT, default_name=name)
         with self.db.begin() as conn:
-            conn.execute(text(f"DELETE FROM {self.s}.job_files WHERE job_name = :n"), {"n": name})
-            conn.execute(text(f"DELETE FROM {self.s}.jobs WHERE name = :n"), {"n": name})
-            conn.execute(text(f"INSERT INTO {self.s}.jobs (name, config, registered_at) VALUES (:n, :c, :t)"),
-                         {"n": name, "c": json.dumps(config), "t": now()})  # key order matters: QI priority
-            if files:
-                conn.execute(text(f"INSERT INTO {self.s}.job_files (job_name, path, content) VALUES (:n, :p, :c)"),
-                             [{"n": name, "p": p, "c": c} for p, c in files.items()])
+            self.store.call(conn, jobs.REGISTER, job=name, config=json.dumps(config),  # key order: QI priority
+                            registered_at=now(), paths=list(files), contents=list(files.values()))
         return len(files)
 
     @contextmanager
     def load(self, name: str, db_url: str) -> Iterator[Job]:
-        """The registered job against `db_url`, its files on disk while the context lasts."""
+        """The registered job against `db_url`, its files read from the database while the context lasts.
+
+        A job runs with the rights of the role that registered it, and only on that role's own connection: a
+        session that switched to the role (SET ROLE) could switch back, so running a job another role registered
+        with a DBA's session would run that role's views and functions with the DBA's rights. A DBA runs such a
+        job in the server (CALL sqlanon.run_job), which connects as the registrant.
+        """
         with self.db.connect() as conn:
-            row = conn.execute(text(f"SELECT config, registered_by FROM {self.s}.jobs WHERE name = :n"),
-                               {"n": name}).first()
+            row = self.store.call(conn, jobs.DEFINITION, job=name).first()
             if row is None:
                 raise ConfigError(f"no job named {name!r} is registered in schema {self.schema!r}; "
                                   f"register it with: sqlanon job register {name} FILE --db URL")
-            files = dict(conn.execute(text(f"SELECT path, content FROM {self.s}.job_files WHERE job_name = :n"),
-                                      {"n": name}).all())
-            run_as = self._registrant_role(conn, name, row[1])
+            files = dict(self.store.call(conn, jobs.FILES, job=name).all())
+            self._check_registrant(conn, name, row[1])
         config = json.loads(row[0])
         if not isinstance(config, dict):
             raise ConfigError(f"the stored config of job {name!r} is not a mapping; register the job again")
         _refuse_file_access(config)  # stored rows are data: checked again, whoever wrote them
         _check_file_references(name, config, files)
-        with _materialized(config, files) as folder:
-            job = job_from_dict(config, folder, default_name=name)
-            # runs are recorded under the registered name, and work with the rights of the job's registrant
-            try:
-                yield replace(job, name=name).with_url(with_role(db_url, run_as))
-            except SqlanonError as exc:
-                if run_as is None:
-                    raise
-                raise type(exc)(f"{exc} (job {name!r} runs as role {run_as!r}, who last registered or changed "
-                                "it)") from None
+        with stored_files(_stored_files(files)):
+            job = job_from_dict(config, STORED_ROOT, default_name=name)
+            yield replace(job, name=name).with_url(db_url)  # runs are recorded under the registered name
 
-    def _registrant_role(self, conn: Connection, name: str, registrant: str | None) -> str | None:
-        """The role a run of the job must work as: whoever last wrote the job or its files (PostgreSQL).
-
-        None when that is the calling role already. Whoever may write the job
-        tables decides what a run drops, replaces and grants; so the run has
-        that role's rights, never the caller's, and only a member of it may
-        start it (a superuser is a member of every role).
-        """
+    def _check_registrant(self, conn: Connection, name: str, registrant: str | None) -> None:
+        """Refuse a job registered by another role than the session's (PostgreSQL; see `load`)."""
         if not self.db.roles:
-            return None
-        if registrant is None:
-            raise ConfigError(f"job {name!r} was stored before sqlanon recorded who registers jobs; register it "
-                              f"again: sqlanon job register {name} FILE --db URL")
-        caller, exists, member = conn.execute(text(
-            "SELECT current_user, r.oid IS NOT NULL, r.oid IS NOT NULL AND pg_has_role(current_user, r.oid, "
-            "'MEMBER') FROM (SELECT 1) one LEFT JOIN pg_roles r ON r.rolname = :r"), {"r": registrant}).one()
+            return
+        caller = conn.execute(text("SELECT session_user")).scalar_one()
         if registrant == caller:
-            return None
-        if not member:
-            fix = (f"run it as {registrant!r}, or register the job again as {caller!r}" if exists else
-                   f"no role of that name exists any more: register the job again as {caller!r}")
-            raise DataError(f"job {name!r} was registered (or last changed) by role {registrant!r} and runs with "
-                            f"that role's rights only; role {caller!r} is not a member of it: {fix}")
-        return registrant
+            return
+        raise DataError(f"job {name!r} was registered by role {registrant!r} and runs with that role's rights, on "
+                        f"a connection of that role only; connect as {registrant!r}, or run it in the server, which "
+                        f"connects as its registrant: CALL {quote_name(self.schema)}.run_job(job => "
+                        f"CAST({quote_literal(name)} AS text))")
 
     # --- listing ----------------------------------------------------------------
     def jobs(self) -> list[dict[str, Any]]:
-        """Every registered job with its latest run."""
+        """Every registered job (the caller's) with its latest run."""
         with self.db.connect() as conn:
-            rows = conn.execute(text(
-                f"SELECT j.name, j.registered_at, r.run_id, r.status, r.started_at FROM {self.s}.jobs j "
-                f"LEFT JOIN (SELECT job_name, MAX(run_id) AS run_id FROM {self.s}.runs GROUP BY job_name) l "
-                f"ON l.job_name = j.name LEFT JOIN {self.s}.runs r ON r.run_id = l.run_id ORDER BY j.name")).all()
+            rows = self.store.call(conn, jobs.LIST).all()
         return [{"name": n, "registered_at": str(at), "last_run": run_id,
                  "status": self._status(n, status, run_id) if status else None,
                  "started_at": None if started is None else str(started)} for n, at, run_id, status, started in rows]
@@ -155,12 +136,9 @@ class JobRegistry:
     def runs(self, name: str, limit: int = 10) -> list[RunSummary]:
         """The job's latest runs, newest first."""
         with self.db.connect() as conn:
-            rows = conn.execute(text(
-                f"SELECT run_id, command, status, iteration, nodes_checked, started_at, finished_at, error "
-                f"FROM {self.s}.runs WHERE job_name = :n ORDER BY run_id DESC LIMIT {int(limit)}"), {"n": name}).all()
+            rows = self.store.call(conn, jobs.RUNS, job=name, most=int(limit)).all()
         return [RunSummary(int(r[0]), r[1], self._status(name, r[2], int(r[0])), int(r[3]), int(r[4]), r[5], r[6],
                            r[7]) for r in rows]
-
     def _status(self, name: str, status: str, run_id: int | None = None) -> str:
         """A run still marked running with no live session is shown as interrupted."""
         if status != "running":
@@ -213,13 +191,13 @@ class JobRegistry:
     def job_of_run(self, run_id: int) -> str:
         """The registered job a finished run belongs to."""
         with self.db.connect() as conn:
-            row = conn.execute(text(f"SELECT job_name, status FROM {self.s}.runs WHERE run_id = :r"),
-                               {"r": run_id}).first()
+            row = self.store.call(conn, runs.OUTCOME, run=run_id).first()
         if row is None:
             raise DataError(f"there is no run {run_id} in schema {self.schema!r}")
-        if row[1] != "finished":
-            raise DataError(f"run {run_id} is {row[1]}, not finished; publish a node of a finished run")
-        return row[0]
+        job_name, _, status, _ = row
+        if status != "finished":
+            raise DataError(f"run {run_id} is {status}, not finished; publish a node of a finished run")
+        return job_name
 
     def resumable_run(self, name: str) -> int:
         """The run a resume continues: the job's latest, when it did not finish.
@@ -227,8 +205,7 @@ class JobRegistry:
         Called while holding the job's lock, so a run still marked running has no live session.
         """
         with self.db.connect() as conn:
-            last = conn.execute(text(f"SELECT run_id, status FROM {self.s}.runs WHERE job_name = :n "
-                                     "ORDER BY run_id DESC LIMIT 1"), {"n": name}).first()
+            last = self.store.call(conn, jobs.LAST_RUN, job=name).first()
         if last is None:
             raise DataError(f"job {name!r} has never run; start it with: sqlanon job run {name}")
         if last[1] == "finished":
@@ -238,9 +215,8 @@ class JobRegistry:
     def mark_interrupted(self, name: str, superseded_by: str) -> None:
         """Close runs left 'running' by a dead session as failed."""
         with self.db.begin() as conn:
-            conn.execute(text(f"UPDATE {self.s}.runs SET status = 'failed', finished_at = :t, "
-                              "error = :e WHERE job_name = :n AND status = 'running'"),
-                         {"t": now(), "e": f"interrupted (no live session); {superseded_by}", "n": name})
+            self.store.call(conn, jobs.FAIL_RUNNING, job=name, finished_at=now(),
+                            error=f"interrupted (no live session); {superseded_by}")
 
 
 @contextmanager
@@ -255,10 +231,16 @@ def opened_registry(db_url: str, schema: str) -> Iterator[JobRegistry]:
 
 
 def _refuse_file_access(config: dict) -> None:
-    """A registered job reaches no file of the machine it runs on: no CSV to load, no key file."""
-    if (config.get("source") or {}).get("csv"):
+    """A registered job reaches no file of the machine it runs on: no CSV or Parquet file to read, no spill
+    folder, no key file (its hierarchies are its stored files)."""
+    source = config.get("source") if isinstance(config.get("source"), dict) else {}
+    if source.get("csv"):
         raise ConfigError("a registered job reads a table already in the database: load the file first "
                           "(sqlanon load FILE --table T --db URL) and remove source.csv from the config")
+    for key in ("parquet", "temp_directory"):
+        if source.get(key):
+            raise ConfigError(f"a registered job reaches no file or folder of the machine that runs it: remove "
+                              f"source.{key} from the config")
     identifying = config.get("identifying")
     actions = identifying.values() if isinstance(identifying, dict) else []
     if any(isinstance(a, dict) and isinstance(a.get("pseudonym"), dict) and "key_file" in a["pseudonym"]
@@ -306,36 +288,17 @@ def _check_file_references(name: str, config: dict, files: dict[str, str]) -> No
                               "register the job again (sqlanon job register)")
 
 
-def _stored_path(folder: Path, stored: str) -> Path:
-    """Where a stored file goes: a plain relative path inside the job's folder, or an error."""
-    if not isinstance(stored, str):
-        raise ConfigError(f"stored job file {stored!r} is not a path; register the job again")
-    parts = PurePosixPath(stored).parts
-    if (not parts or PurePosixPath(stored).is_absolute() or "\\" in stored
-            or any(part in ("", ".", "..") for part in parts) or "\0" in stored):
-        raise ConfigError(f"stored job file {stored!r} is not a plain relative path; register the job again")
-    return folder.joinpath(*parts)
-
-
-@contextmanager
-def _materialized(config: dict, files: dict[str, str]) -> Iterator[Path]:
-    """A private temporary folder holding the job's stored files under their stored names.
-
-    Stored names are data: each must be a plain relative path (no absolute
-    path, no `..`), and files are created new (O_EXCL, no link followed), so
-    nothing is written outside the folder.
-    """
-    with tempfile.TemporaryDirectory(prefix="sqlanon-job-") as folder:
-        root = Path(folder)
-        for stored, content in files.items():
-            path = _stored_path(root, stored)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.parent.resolve() != root.resolve() and root.resolve() not in path.parent.resolve().parents:
-                raise ConfigError(f"stored job file {stored!r} would leave the job's folder")
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-            with os.fdopen(os.open(path, flags, 0o600), "w") as fh:
-                fh.write(content)
-        yield root
+def _stored_files(files: dict[str, str]) -> dict[Path, str]:
+    """A registered job's files by the path its config, read against STORED_ROOT, names them with. Stored names
+    are data: each must be a plain relative path (none is ever written to disk: see hierarchies.stored_files)."""
+    found = {}
+    for stored, content in files.items():
+        parts = PurePosixPath(stored).parts if isinstance(stored, str) else ()
+        if (not parts or PurePosixPath(stored).is_absolute() or "\\" in stored
+                or any(part in ("", ".", "..") for part in parts) or "\0" in stored):
+            raise ConfigError(f"stored job file {stored!r} is not a plain relative path; register the job again")
+        found[(STORED_ROOT / stored).resolve()] = content
+    return found
 
 
 __all__ = ["JobRegistry", "RunSummary", "SqlanonError"]

@@ -3,21 +3,20 @@
 A node of iteration i is a set of i (attribute, level) pairs, attributes being
 QI positions in config order. Its key `attr:level,...` (attributes ascending)
 identifies it; Incognito's self-join, subset pruning and edge generation are
-the SQL templates under sql/, run here. Python only reads back one iteration's
-nodes and edges to drive the breadth-first search.
+the SQL templates under sql/, run by the store (sqlanon.store.lattice). Python
+only reads back one iteration's nodes and edges to drive the breadth-first
+search.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from itertools import product
 from typing import Iterable
 
-from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection
 
 from .backends import Database
+from .store import Store, lattice
 
 Pairs = tuple[tuple[int, int], ...]
 
@@ -51,17 +50,6 @@ def node_key(pairs: Iterable[tuple[int, int]]) -> str:
 
 def parse_key(key: str) -> Pairs:
     return tuple((int(a), int(lv)) for a, lv in (pair.split(":") for pair in key.split(",")))
-
-
-@lru_cache(maxsize=None)
-def sql_template(name: str) -> list[str]:
-    """The statements of sql/<name>.sql."""
-    body = resources.files("sqlanon.sql").joinpath(f"{name}.sql").read_text()
-    return [stmt for stmt in body.split(";\n") if stmt.strip() and not _only_comments(stmt)]
-
-
-def _only_comments(stmt: str) -> bool:
-    return all(not line.strip() or line.strip().startswith("--") for line in stmt.splitlines())
 
 
 def full_lattice(heights: list[int]) -> list[tuple[int, ...]]:
@@ -120,34 +108,24 @@ def minimal_nodes(passing: Iterable[tuple[int, ...]], heights: list[int] | None 
 
 
 class LatticeStore:
-    """Reads and writes one run's lattice tables."""
+    """Reads and writes one run's lattice tables (through the store's operations, sqlanon.store.lattice)."""
 
     def __init__(self, db: Database, schema: str, run_id: int):
-        self.db, self.run_id = db, run_id
-        self.s = db.q(schema)
-
-    def _run(self, conn: Connection, template: str, **params: int) -> None:
-        for stmt in sql_template(template):
-            conn.execute(text(stmt.replace("{s}", self.s)), {"run_id": self.run_id, **params})
+        self.store, self.run_id = Store(db, schema), run_id
 
     def create_first_iteration(self, conn: Connection, heights: list[int]) -> None:
         """C_1: every level of every attribute, chained by edges level -> level + 1."""
-        nodes, edges, next_id = [], [], 1
+        nodes, levels, edges, next_id = [], [], [], 1
         for attr, height in enumerate(heights):
             for level in range(height + 1):
-                nodes.append({"r": self.run_id, "id": next_id, "key": node_key([(attr, level)]), "a": attr,
-                              "l": level})
+                nodes.append((next_id, 1, node_key([(attr, level)]), "", attr, level, level, "candidate"))
+                levels.append((next_id, attr, level))
                 if level < height:
-                    edges.append({"r": self.run_id, "a": next_id, "b": next_id + 1})
+                    edges.append((1, next_id, next_id + 1))
                 next_id += 1
-        conn.execute(text(f"INSERT INTO {self.s}.lattice_nodes (run_id, node_id, iteration, node_key, prefix_key, "
-                          "last_attr, last_level, height, status) "
-                          "VALUES (:r, :id, 1, :key, '', :a, :l, :l, 'candidate')"), nodes)
-        conn.execute(text(f"INSERT INTO {self.s}.lattice_node_levels (run_id, node_id, attr, level) "
-                          "VALUES (:r, :id, :a, :l)"), nodes)
-        if edges:
-            conn.execute(text(f"INSERT INTO {self.s}.lattice_edges (run_id, iteration, start_id, end_id) "
-                              "VALUES (:r, 1, :a, :b)"), edges)
+        self.store.insert(conn, lattice.NODES, self.run_id, nodes)
+        self.store.insert(conn, lattice.LEVELS, self.run_id, levels)
+        self.store.insert(conn, lattice.EDGES, self.run_id, edges)
 
     def create_full_iteration(self, conn: Connection, heights: list[int]) -> None:
         """The whole lattice over all attributes as one iteration (for searches that cannot prune by subsets)."""
@@ -156,80 +134,46 @@ class LatticeStore:
         nodes, levels, edges = [], [], []
         for node, node_id in ids.items():
             pairs = list(enumerate(node))
-            nodes.append((self.run_id, node_id, iteration, node_key(pairs), node_key(pairs[:-1]), len(node) - 1,
-                          node[-1], sum(node), "candidate"))
-            levels += [(self.run_id, node_id, attr, level) for attr, level in pairs]
-            edges += [(self.run_id, iteration, ids[below], node_id) for below in direct_specializations(node)]
-        self.db.insert_rows(conn, f"{self.s}.lattice_nodes", ["run_id", "node_id", "iteration", "node_key",
-                            "prefix_key", "last_attr", "last_level", "height", "status"], nodes)
-        self.db.insert_rows(conn, f"{self.s}.lattice_node_levels", ["run_id", "node_id", "attr", "level"], levels)
-        self.db.insert_rows(conn, f"{self.s}.lattice_edges", ["run_id", "iteration", "start_id", "end_id"], edges)
-        self._analyze(conn)
+            nodes.append((node_id, iteration, node_key(pairs), node_key(pairs[:-1]), len(node) - 1, node[-1],
+                          sum(node), "candidate"))
+            levels += [(node_id, attr, level) for attr, level in pairs]
+            edges += [(iteration, ids[below], node_id) for below in direct_specializations(node)]
+        self.store.insert(conn, lattice.NODES, self.run_id, nodes)
+        self.store.insert(conn, lattice.LEVELS, self.run_id, levels)
+        self.store.insert(conn, lattice.EDGES, self.run_id, edges)
+        self.store.call(conn, lattice.ANALYZE_TABLES, run=self.run_id)
 
     def record_full_lattice(self, conn: Connection, attributes: int, statuses: dict[tuple[int, ...], str],
                             resumed: bool) -> None:
         """The settled nodes of a search over the full lattice, as its one iteration (in bulk); a resumed run's
         earlier rows replaced."""
-        rows = [(self.run_id, node_id, attributes, node_key(list(enumerate(node))),
-                 node_key(list(enumerate(node))[:-1]), attributes - 1, node[-1], sum(node), status)
+        rows = [(node_id, attributes, node_key(list(enumerate(node))), node_key(list(enumerate(node))[:-1]),
+                 attributes - 1, node[-1], sum(node), status)
                 for node_id, (node, status) in enumerate(sorted(statuses.items()), start=1)]
         if resumed:  # a new run has no rows yet (the statement was a millisecond of a 0.04 s search)
-            conn.execute(text(f"DELETE FROM {self.s}.lattice_nodes WHERE run_id = :r"), {"r": self.run_id})
-        self.db.insert_rows(conn, f"{self.s}.lattice_nodes", ["run_id", "node_id", "iteration", "node_key",
-                            "prefix_key", "last_attr", "last_level", "height", "status"], rows)
+            self.store.call(conn, lattice.CLEAR, run=self.run_id)
+        self.store.insert(conn, lattice.NODES, self.run_id, rows)
 
     def prepare_resume(self, conn: Connection) -> int:
-        """The last iteration an interrupted run completed (0 if none); the partial one's rows are deleted.
-
-        An iteration is complete once every node has a status: statuses are saved
-        and committed at the end of each iteration, never in between.
-        """
-        completed = conn.execute(text(
-            f"SELECT COALESCE(MAX(iteration), 0) FROM {self.s}.lattice_nodes WHERE run_id = :r AND iteration NOT IN "
-            f"(SELECT iteration FROM {self.s}.lattice_nodes WHERE run_id = :r AND status = 'candidate')"),
-            {"r": self.run_id}).scalar_one()
-        params = {"r": self.run_id, "i": int(completed)}
-        conn.execute(text(f"DELETE FROM {self.s}.lattice_node_levels WHERE run_id = :r AND node_id IN "
-                          f"(SELECT node_id FROM {self.s}.lattice_nodes WHERE run_id = :r AND iteration > :i)"), params)
-        conn.execute(text(f"DELETE FROM {self.s}.lattice_nodes WHERE run_id = :r AND iteration > :i"), params)
-        conn.execute(text(f"DELETE FROM {self.s}.lattice_edges WHERE run_id = :r AND iteration > :i"), params)
-        return int(completed)
+        """The last iteration an interrupted run completed (0 if none); the partial one's rows are deleted."""
+        return int(self.store.call(conn, lattice.RESUME, run=self.run_id).scalar_one())
 
     def generate_next(self, conn: Connection, iteration: int) -> None:
         """C_{i+1}, pruned, with its edges, from the survivors of iteration i (all in SQL)."""
-        first_id = conn.execute(text(f"SELECT COALESCE(MAX(node_id), 0) + 1 FROM {self.s}.lattice_nodes "
-                                     "WHERE run_id = :r"), {"r": self.run_id}).scalar_one()
-        self._run(conn, "candidates", iteration=iteration, first_id=first_id)
-        self._analyze(conn)
-        self._run(conn, "prune", iteration=iteration)
-        self._run(conn, "edges", iteration=iteration + 1)
-        self._analyze(conn)
-
-    def _analyze(self, conn: Connection) -> None:
-        """Fresh statistics for PostgreSQL's planner after bulk writes (DuckDB keeps its own)."""
-        for table in ("lattice_nodes", "lattice_node_levels", "lattice_edges"):
-            self.db.analyze(conn, f"{self.s}.{table}")
+        self.store.call(conn, lattice.NEXT, run=self.run_id, iteration=iteration)
 
     def load_iteration(self, conn: Connection, iteration: int) -> tuple[list[Node], list[tuple[int, int]]]:
-        rows = conn.execute(text(f"SELECT node_id, node_key FROM {self.s}.lattice_nodes "
-                                 "WHERE run_id = :r AND iteration = :i ORDER BY node_id"),
-                            {"r": self.run_id, "i": iteration}).all()
-        edges = conn.execute(text(f"SELECT start_id, end_id FROM {self.s}.lattice_edges "
-                                  "WHERE run_id = :r AND iteration = :i"),
-                             {"r": self.run_id, "i": iteration}).all()
+        rows = self.store.call(conn, lattice.ITERATION_NODES, run=self.run_id, iteration=iteration).all()
+        edges = self.store.call(conn, lattice.ITERATION_EDGES, run=self.run_id, iteration=iteration).all()
         return [Node(int(i), parse_key(k)) for i, k in rows], [(int(a), int(b)) for a, b in edges]
 
     def save_statuses(self, conn: Connection, statuses: dict[int, str]) -> None:
         by_status: dict[str, list[int]] = {}
         for node_id, status in statuses.items():
             by_status.setdefault(status, []).append(node_id)
-        update = text(f"UPDATE {self.s}.lattice_nodes SET status = :st WHERE run_id = :r AND node_id IN :ids")
-        update = update.bindparams(bindparam("ids", expanding=True))
         for status, ids in by_status.items():
-            conn.execute(update, {"st": status, "r": self.run_id, "ids": ids})
+            self.store.call(conn, lattice.STATUS, run=self.run_id, ids=ids, status=status)
 
     def survivors(self, conn: Connection, iteration: int) -> list[Pairs]:
-        rows = conn.execute(text(f"SELECT node_key FROM {self.s}.lattice_nodes "
-                                 "WHERE run_id = :r AND iteration = :i AND status <> 'fail'"),
-                            {"r": self.run_id, "i": iteration}).scalars().all()
+        rows = self.store.call(conn, lattice.SURVIVORS, run=self.run_id, iteration=iteration).scalars().all()
         return [parse_key(k) for k in rows]

@@ -1,8 +1,10 @@
 """sqlanon's own schema in the user's database: migrations and run records.
 
 The schema (default `sqlanon`) is created and upgraded by the Alembic
-migrations under migrations/. Each search is a row in `runs`, with its lattice
-nodes, edges and frequency-set registry in the tables beside it.
+migrations under migrations/, and on PostgreSQL its routines are installed
+after them (sqlanon.store.postgres). Each search is a row in `runs`, with its
+lattice nodes, edges and frequency-set registry in the tables beside it, all
+reached through the store's operations (sqlanon.store).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import json
 import os
 import re
 from importlib import resources
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import text
@@ -20,10 +23,10 @@ from sqlalchemy.exc import DBAPIError
 
 from .backends import PG_MAX_NAME_BYTES, Database, progress_file
 from .errors import ConfigError, DataError
+from .store import Store, runs
+from .store import postgres as routines
 
 DEFAULT_SCHEMA = "sqlanon"
-#: the role that may call the PL/Python routines (granted by a DBA to the roles that run jobs from SQL)
-RUNNER_ROLE = "sqlanon_runner"
 
 
 @functools.cache
@@ -75,48 +78,109 @@ def check_schema_name(schema: str) -> None:
                           f"{PG_MAX_NAME_BYTES}")
 
 
-def migrate(db: Database, schema: str = DEFAULT_SCHEMA, revision: str = "head") -> None:
-    """Create or upgrade the metadata schema (idempotent)."""
+def migrate(db: Database, schema: str = DEFAULT_SCHEMA, revision: str = "head", runner_role: str | None = None,
+            python_path: str | None = None) -> None:
+    """Create or upgrade the metadata schema (idempotent), and on PostgreSQL (re)install the store's routines
+    (see sqlanon.store.postgres): when they are missing or from another version, or when a setting is given
+    (`runner_role`: the database's runner role; `python_path`: the folders the server's Python imports sqlanon from,
+    which only a superuser may set)."""
     check_schema_name(schema)
+    if python_path is not None:
+        if not db.metadata.stored_routines:
+            raise ConfigError("--python-path is for PostgreSQL with PL/Python (CALL sqlanon.run_job)")
+        routines.check_python_path(python_path)
     db = db.metadata
+    settings = runner_role is not None or python_path is not None
     try:
-        if revision == "head" and current_version(db, schema) == head_revision():
+        if revision == "head" and not settings and _at_head(db, schema):
             return
         with db.begin() as conn:
+            if python_path is not None and not conn.execute(text(
+                    "SELECT rolsuper FROM pg_roles WHERE rolname = current_user")).scalar_one():
+                raise DataError("only a superuser may set the folders the server's Python imports sqlanon from "
+                                "(they decide what code the server runs)")
+            previous = _settings(conn, schema) if db.stored_routines else None
             command, cfg = _alembic(conn, schema)
             command.upgrade(cfg, revision)
+            if previous is not None and revision == "head":
+                routines.install(conn, schema, head_revision(), replace(
+                    previous, runner_role=runner_role or previous.runner_role,
+                    python_path=previous.python_path if python_path is None else python_path))
     except DBAPIError as exc:
         if getattr(exc.orig, "sqlstate", None) != "42501":  # insufficient_privilege
             raise
         user = db.engine.url.username or "the role"
         raise DataError(f"role {user!r} may not create or upgrade sqlanon's metadata schema {schema!r} "
-                        f"({str(exc.orig).strip().splitlines()[0]}); ask a DBA for: CREATE SCHEMA {db.q(schema)} "
-                        f"AUTHORIZATION {db.q(user)}, or pass --metadata-schema naming a schema the role owns"
+                        f"({str(exc.orig).strip().splitlines()[0]}); its owner upgrades it with: sqlanon migrate --db "
+                        f"URL --metadata-schema {schema} (or ask a DBA for: CREATE SCHEMA {db.q(schema)} "
+                        f"AUTHORIZATION {db.q(user)}, or pass --metadata-schema naming a schema the role owns)"
                         ) from None
 
 
-def set_python_path(db: Database, schema: str, path: str) -> None:
-    """Where the server's Python finds sqlanon (PL/Python), in the table only its owner may write."""
+def grant_runner(db: Database, schema: str, role: str, revoke: bool = False) -> dict[str, str | None]:
+    """Let `role` run sqlanon in `schema` (or no longer: `revoke`), through the schema's grant_runner routine with
+    the caller's rights (PostgreSQL). Returns the runner role and the role's work schema."""
     check_schema_name(schema)
-    if not db.stored_routines:
-        raise ConfigError("--python-path is for PostgreSQL with PL/Python (CALL sqlanon.run_job)")
+    if not db.metadata.roles:
+        raise ConfigError(f"grant-runner is for PostgreSQL; {db.metadata.kind} has no roles (whoever opens the file "
+                          "has all of it)")
+    migrate(db, schema)
+    db = db.metadata
+    s = db.q(schema)
     with db.begin() as conn:
-        if not db.table_exists(conn, schema, "server_settings"):
-            raise DataError(f"schema {schema!r} has no server_settings table: PL/Python routines are installed only "
-                            "when a superuser migrates a server with PL/Python (postgresql-plpython3-NN)")
         try:
-            with conn.begin_nested():
-                conn.execute(text(f"DELETE FROM {db.q(schema)}.server_settings WHERE name = 'python_path'"))
-                conn.execute(text(f"INSERT INTO {db.q(schema)}.server_settings VALUES ('python_path', :p)"),
-                             {"p": path})
-        except DBAPIError:
-            raise DataError(f"only the owner of {schema}.server_settings (the superuser who installed sqlanon) may "
-                            "set the server's Python path") from None
+            conn.execute(text(f"CALL {s}.{'revoke_runner' if revoke else 'grant_runner'}(runner => CAST(:r AS name))"),
+                         {"r": role})
+        except DBAPIError as exc:
+            detail = getattr(exc.orig, "diag", None)
+            raise DataError(str(getattr(detail, "message_primary", None) or exc.orig).strip().splitlines()[0]
+                            ) from None
+        work = conn.execute(text(f"SELECT {s}.work_schema_of(CAST(:r AS name))"), {"r": role}).scalar()
+        found = routines.installed(conn, schema)
+    return {"runner_role": found[2].runner_role if found else None, "work_schema": work}
+
+
+def _at_head(db: Database, schema: str) -> bool:
+    """Whether the schema is at the newest revision, with the routines of this sqlanon (PostgreSQL: read from its
+    installation() routine, which runners may call; only the schema's owner could upgrade it)."""
+    if not db.stored_routines:
+        return current_version(db, schema) == head_revision()
+    with db.connect() as conn:
+        user, exists, usable = conn.execute(text(
+            "SELECT session_user, to_regnamespace(:s) IS NOT NULL, COALESCE(has_schema_privilege(session_user, "
+            "to_regnamespace(:s), 'USAGE'), false)"), {"s": db.q(schema)}).one()
+        if exists and not usable:
+            raise DataError(f"role {user!r} may not use sqlanon's schema {schema!r}; a DBA sets the role up with: "
+                            f"sqlanon grant-runner {user} --db URL --metadata-schema {schema} (or pass "
+                            "--metadata-schema naming a schema of the role's own)")
+        found = routines.installed(conn, schema)
+        if found is None:
+            return False
+        version, digest, _ = found
+        if (version, digest) == (head_revision(), routines.digest()):
+            return True
+        owner = conn.execute(text("SELECT pg_has_role(session_user, nspowner, 'MEMBER') FROM pg_namespace "
+                                  "WHERE nspname = :s"), {"s": schema}).scalar()
+    if not owner:
+        raise DataError(f"sqlanon's schema {schema!r} was installed by another version of sqlanon (schema "
+                        f"{version}, routines {digest}; this one needs {head_revision()}, {routines.digest()}); its "
+                        f"owner upgrades it with: sqlanon migrate --db URL --metadata-schema {schema}")
+    return False
+
+
+def _settings(conn: Connection, schema: str) -> routines.Installation:
+    """The store's settings as installed (or as an older schema kept them in its server_settings table)."""
+    found = routines.installed(conn, schema)
+    return found[2] if found is not None else routines.legacy_settings(conn, schema)
 
 
 def downgrade(db: Database, schema: str = DEFAULT_SCHEMA, revision: str = "-1") -> None:
+    """Downgrade the schema's tables; on PostgreSQL the store's routines go first (they read the newest tables;
+    `migrate` installs them again)."""
     check_schema_name(schema)
     with db.metadata.begin() as conn:
+        if db.metadata.stored_routines:
+            routines.uninstall(conn, schema)
         command, cfg = _alembic(conn, schema)
         command.downgrade(cfg, revision)
 
@@ -126,24 +190,13 @@ def current_version(db: Database, schema: str = DEFAULT_SCHEMA) -> str | None:
     check_schema_name(schema)
     db = db.metadata
     with db.connect() as conn:
+        if db.stored_routines:
+            found = routines.installed(conn, schema)
+            if found is not None:
+                return found[0]
         if not db.table_exists(conn, schema, "alembic_version"):
             return None
         return conn.execute(text(f"SELECT version_num FROM {db.q(schema)}.alembic_version")).scalar()
-
-
-def stored_sql(name: str, schema: str, quoted_schema: str) -> str:
-    """sql/<name> for the metadata schema: its placeholders filled in (migrations install these files)."""
-    body = resources.files("sqlanon.sql").joinpath(name).read_text()
-    replacements = {
-        "{s}": quoted_schema,  # in SQL
-        "{schema_literal_sql}": "'" + schema.replace("'", "''") + "'",
-        "{schema_literal}": repr(schema),  # in Python bodies
-        "{load_sql}": repr(f"SELECT {quoted_schema}.load_sqlanon()"),
-        "{settings_table}": repr(f"{quoted_schema}.server_settings"),
-    }
-    for placeholder, value in replacements.items():
-        body = body.replace(placeholder, value)
-    return body
 
 
 def stored_routines(db: Database, schema: str = DEFAULT_SCHEMA) -> set[str]:
@@ -159,59 +212,48 @@ def now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
 
+#: what a result shows its caller but a run record never keeps: published rows
+UNRECORDED = ("preview",)
 #: runs going on in this process, (database URL, schema, run id): on DuckDB the only live ones
 LIVE_RUNS: set[tuple[str, str, int]] = set()
 
 
 class RunRecord:
-    """One row of `runs`: created when a search starts, closed when it ends."""
+    """One row of `runs`: created when a search starts, closed when it ends. `work_schema` is where the run keeps
+    its scratch tables (see Store.work_schema)."""
 
-    def __init__(self, db: Database, schema: str, run_id: int):
+    def __init__(self, db: Database, schema: str, run_id: int, work_schema: str):
         """`db`: the database the run works in; its record lives in `db.metadata`."""
         self.data_db, self.db, self.schema, self.run_id = db, db.metadata, schema, run_id
+        self.store, self.work_schema = Store(db, schema), work_schema
 
     @classmethod
     def start(cls, db: Database, conn: Connection, schema: str, job_name: str, command_name: str, strategy: str,
               config_json: str) -> "RunRecord":
-        """A new run, recorded with the session `conn` (the one that will do its work)."""
-        meta, conn = db.metadata, db.metadata_connection(conn)
-        s = meta.q(schema)
+        """A new run, recorded with the session `conn` (the one that will do its work: on PostgreSQL the record
+        keeps its backend, how a live run is told from a dead one)."""
+        store, conn = Store(db, schema), db.metadata_connection(conn)
         with conn.begin():
-            run_id = conn.execute(text(f"SELECT nextval('{schema_literal(schema)}.run_ids')")).scalar_one()
-            conn.execute(text(f"INSERT INTO {s}.runs (run_id, job_name, command, strategy, config, status, "
-                              "started_at) VALUES (:r, :j, :c, :st, :cfg, 'running', :t)"),
-                         {"r": run_id, "j": job_name, "c": command_name, "st": strategy, "cfg": config_json,
-                          "t": now()})
-            cls._attach(meta, conn, schema, int(run_id))
-        LIVE_RUNS.add((meta.url, schema, int(run_id)))
-        return cls(db, schema, int(run_id))
+            work = store.work_schema(conn)
+            run_id = int(store.call(conn, runs.START, job_name=job_name, command=command_name, strategy=strategy,
+                                    config=config_json, started_at=now()).scalar_one())
+        LIVE_RUNS.add((store.db.url, schema, run_id))
+        return cls(db, schema, run_id, work)
 
     @classmethod
     def reopen(cls, db: Database, conn: Connection, schema: str, run_id: int) -> "RunRecord":
         """Mark an interrupted or failed run as running again in session `conn` (a resume continues it)."""
-        meta, conn = db.metadata, db.metadata_connection(conn)
+        store, conn = Store(db, schema), db.metadata_connection(conn)
         with conn.begin():
-            conn.execute(text(f"UPDATE {meta.q(schema)}.runs SET status = 'running', finished_at = NULL, error = NULL "
-                              "WHERE run_id = :r"), {"r": run_id})
-            conn.execute(text(f"DELETE FROM {meta.q(schema)}.run_attributes WHERE run_id = :r"), {"r": run_id})
-            cls._attach(meta, conn, schema, run_id)
-        LIVE_RUNS.add((meta.url, schema, run_id))
-        return cls(db, schema, run_id)
-
-    @staticmethod
-    def _attach(db: Database, conn: Connection, schema: str, run_id: int) -> None:
-        """Record the run's session (PostgreSQL: backend pid and start time), how liveness is told later."""
-        if not db.concurrent_sessions:
-            return
-        conn.execute(text(f"UPDATE {db.q(schema)}.runs SET backend_pid = pg_backend_pid(), backend_start = "
-                          "(SELECT CAST(backend_start AS TEXT) FROM pg_stat_activity WHERE pid = pg_backend_pid()) "
-                          "WHERE run_id = :r"), {"r": run_id})
+            work = store.work_schema(conn)
+            store.call(conn, runs.REOPEN, run=run_id)
+        LIVE_RUNS.add((store.db.url, schema, run_id))
+        return cls(db, schema, run_id, work)
 
     def progress(self, conn: Connection, iteration: int, nodes_checked: int) -> None:
         """Recorded with the session's connection `conn` (its metadata connection where that is another)."""
-        conn = self.data_db.metadata_connection(conn)
-        conn.execute(text(f"UPDATE {self.db.q(self.schema)}.runs SET iteration = :i, nodes_checked = :n "
-                          "WHERE run_id = :r"), {"i": iteration, "n": nodes_checked, "r": self.run_id})
+        self.store.call(self.data_db.metadata_connection(conn), runs.PROGRESS, run=self.run_id, iteration=iteration,
+                        nodes_checked=nodes_checked)
         self._write_side_file("running", iteration=iteration, nodes_checked=nodes_checked)
 
     def _write_side_file(self, status: str, **figures: Any) -> None:
@@ -226,7 +268,9 @@ class RunRecord:
         os.replace(partial, path)  # readers see the old state or the new one, never half of it
 
     def finish(self, result: dict[str, Any]) -> None:
-        self._close("finished", json.dumps(result), None)
+        """Close the run with its result, but for the first rows of what it published (`preview`): those belong
+        to the output, which only its readers may read, not to a record of the run."""
+        self._close("finished", json.dumps({k: v for k, v in result.items() if k not in UNRECORDED}), None)
 
     def fail(self, error: str) -> None:
         self._close("failed", None, error)
@@ -238,44 +282,37 @@ class RunRecord:
         LIVE_RUNS.discard((self.db.url, self.schema, self.run_id))
         self._write_side_file(status, error=error)
         with self.db.begin() as conn:
-            conn.execute(text(f"UPDATE {self.db.q(self.schema)}.runs SET status = :s, finished_at = :t, "
-                              "result = :res, error = :e WHERE run_id = :r"),
-                         {"s": status, "t": now(), "res": result, "e": error, "r": self.run_id})
+            self.store.call(conn, runs.CLOSE, run=self.run_id, status=status, finished_at=now(), result=result,
+                            error=error)
 
 
 def cleanup_dead_runs(db: Database, schema: str = DEFAULT_SCHEMA) -> tuple[list[int], list[str]]:
-    """Close the runs whose session died (status interrupted) and drop the dimension tables of every run
-    that ended without finishing.
+    """Close the runs whose session died (status interrupted) and drop the scratch tables (in the caller's work
+    schema) of every run of the caller's that ended without finishing.
 
     PostgreSQL: a run is dead when no backend with its pid and start time is
     alive. DuckDB: one process writes the file at a time, so a run still
     marked running when this process holds it is dead. Returns the runs
     closed and the tables dropped.
     """
+    store = Store(db, schema)
     db = db.metadata
-    s = db.q(schema)
     with db.begin() as conn:
-        if db.concurrent_sessions:
-            dead = conn.execute(text(
-                f"SELECT run_id FROM {s}.runs r WHERE status = 'running' AND NOT EXISTS (SELECT 1 FROM "
-                # another role's backend_start may be hidden (NULL): then the pid alone keeps the run alive
-                "pg_stat_activity a WHERE a.pid = r.backend_pid AND (a.backend_start IS NULL OR "
-                "CAST(a.backend_start AS TEXT) = r.backend_start)) ORDER BY run_id")).scalars().all()
-        else:
-            running = conn.execute(text(f"SELECT run_id FROM {s}.runs WHERE status = 'running' ORDER BY run_id")
-                                   ).scalars().all()
-            dead = [r for r in running if (db.url, schema, int(r)) not in LIVE_RUNS]
+        dead = [int(r) for r in store.call(conn, runs.DEAD).scalars()]
+        if not db.concurrent_sessions:
+            dead = [r for r in dead if (db.url, schema, r) not in LIVE_RUNS]
+        if dead:
+            store.call(conn, runs.INTERRUPT, ids=dead, finished_at=now(),
+                       error="its session ended before the run did (killed or disconnected)")
+        work = store.work_schema(conn)
         tables = conn.execute(text("SELECT table_name FROM information_schema.tables WHERE table_schema = :s "
-                                   "AND table_catalog = current_database()"), {"s": schema}).scalars().all()
-        ended = set(dead) | _ended_without_finishing(conn, s, tables)
+                                   "AND table_catalog = current_database()"), {"s": work}).scalars().all()
+        owners = {r for r in map(_run_of_table, tables) if r is not None}
+        ended = set(store.call(conn, runs.UNFINISHED, ids=sorted(owners)).scalars()) if owners else set()
         dropped = [t for t in tables if _run_of_table(t) in ended]
         for table in dropped:
-            db.drop_table(conn, f"{s}.{db.q(table)}")
-        if dead:
-            conn.execute(text(f"UPDATE {s}.runs SET status = 'interrupted', finished_at = :t, error = "
-                              "'its session ended before the run did (killed or disconnected)' "
-                              f"WHERE run_id IN ({', '.join(str(int(r)) for r in dead)})"), {"t": now()})
-    return [int(r) for r in dead], sorted(dropped)
+            db.drop_table(conn, f"{db.q(work)}.{db.q(table)}")
+    return dead, sorted(dropped)
 
 
 def _run_of_table(name: str) -> int | None:
@@ -283,19 +320,3 @@ def _run_of_table(name: str) -> int | None:
     (packed_cube_<run>, packed_rows_<run>: see Database.create_run_scratch) belongs to."""
     found = re.fullmatch(r"dim_(\d+)_\d+|parents_(\d+)|packed_(?:cube|rows)_(\d+)", name)
     return int(next(run for run in found.groups() if run)) if found else None
-
-
-def _ended_without_finishing(conn: Connection, s: str, tables: list[str]) -> set[int]:
-    """Failed, interrupted or cancelled runs that still own tables (their session died before its cleanup).
-    Finished runs keep theirs: that is what --keep asks for."""
-    runs = {r for r in map(_run_of_table, tables) if r is not None}
-    if not runs:
-        return set()
-    return set(conn.execute(text(f"SELECT run_id FROM {s}.runs WHERE status IN ('failed', 'interrupted', "
-                                 "'cancelled') AND "
-                                 f"run_id IN ({', '.join(map(str, sorted(runs)))})")).scalars())
-
-
-def schema_literal(schema: str) -> str:
-    """The schema name as it appears inside a regclass string literal: nextval('"schema".seq')."""
-    return '"' + schema.replace('"', '""').replace("'", "''") + '"'

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 from .backends import Database, qualified_name
 from .errors import ConfigError, DataError
 from .metadata import now
+from .store import Store, tables
 
 
 @dataclass(frozen=True)
@@ -54,11 +55,11 @@ class OwnedTable:
 
 
 class Ownership:
-    """The `owned_tables` record of one metadata schema."""
+    """The `owned_tables` record of one metadata schema (the store's, through its operations: each role sees and
+    replaces only its own records)."""
 
     def __init__(self, db: Database, metadata_schema: str):
-        self.db, self.metadata_schema = db, metadata_schema
-        self.table = f"{db.metadata.q(metadata_schema)}.owned_tables"  # in the metadata store (see Database)
+        self.db, self.metadata_schema, self.store = db, metadata_schema, Store(db, metadata_schema)
 
     def resolve(self, conn: Connection, schema: str | None, table: str, where: str) -> TableName:
         """The table's name with its schema, after refusing names the database would change."""
@@ -68,13 +69,11 @@ class Ownership:
         return TableName(resolved, table)
 
     def _key(self, name: TableName) -> dict[str, str]:
-        return {"s": self.db.name_key(name.schema), "t": self.db.name_key(name.table)}
+        return {"schema_name": self.db.name_key(name.schema), "table_name": self.db.name_key(name.table)}
 
     def owned(self, conn: Connection, name: TableName) -> OwnedTable | None:
         """The record of a table sqlanon created, when the table is still that one."""
-        row = self.db.metadata.execute(self.db.metadata_connection(conn), "SELECT kind, token, file_path, "
-                                       f"file_sha256, row_count FROM {self.table} WHERE schema_name = :s AND "
-                                       "table_name = :t", self._key(name)).first()
+        row = self.store.call(self.db.metadata_connection(conn), tables.OWNED, **self._key(name)).first()
         if row is None:
             return None
         comment = self.db.table_comment(conn, name.schema, name.table) or ""
@@ -88,13 +87,8 @@ class Ownership:
         token = uuid.uuid4().hex
         what = f"run {run_id}" if run_id is not None else f"loaded from {Path(file_path or '').name}"
         self.db.set_table_comment(conn, self.db.q(name.schema, name.table), f"written by sqlanon ({what}; {token})")
-        meta, meta_conn = self.db.metadata, self.db.metadata_connection(conn)
-        meta.execute(meta_conn, f"DELETE FROM {self.table} WHERE schema_name = :s AND table_name = :t", self._key(name))
-        meta.execute(meta_conn, f"INSERT INTO {self.table} (schema_name, table_name, kind, token, run_id, file_path, "
-                                "file_sha256, row_count, created_at) VALUES (:s, :t, :kind, :token, :run, :path, "
-                                ":sha, :rows, :at)",
-                     {**self._key(name), "kind": kind, "token": token, "run": run_id, "path": file_path,
-                      "sha": file_sha256, "rows": rows, "at": now()})
+        self.store.call(self.db.metadata_connection(conn), tables.RECORD, **self._key(name), kind=kind, token=token,
+                        run=run_id, file_path=file_path, file_sha256=file_sha256, row_count=rows, created_at=now())
 
     def check_target(self, conn: Connection, target: TableName, replace: bool, what: str,
                      source: TableName | None = None, replace_any: bool = False) -> bool:

@@ -589,7 +589,7 @@ class Check:
 @contextmanager
 def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
     """A Check over a cube built for the search, dropped at the end."""
-    checker = WaveChecker(ctx.db, ctx.conn, ctx.star, ctx.run.run_id, ctx.schema, from_table=not ctx.use_cube,
+    checker = WaveChecker(ctx.db, ctx.conn, ctx.star, ctx.run, from_table=not ctx.use_cube,
                           criteria=ctx.criteria)
     try:
         check = Check(ctx, stats, checker)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sysconfig
 import uuid
 from importlib import resources
 from pathlib import Path
@@ -11,11 +12,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from sqlanon import search
+from sqlanon import RunOptions, search
 from sqlanon.api import every_node_violations
-from sqlanon.backends import unreachable_reason
+from sqlanon.backends import open_database, unreachable_reason
 from sqlanon.config import Job, job_from_dict
 from sqlanon.criteria import KAnonymity, criteria_from_config
+from sqlanon.metadata import migrate
 
 ADULT_DIR = Path(str(resources.files("sqlanon.data").joinpath("adult")))
 ADULT_QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation",
@@ -101,7 +103,88 @@ def pg_schema(pg_server: str):
     with engine.begin() as conn:
         conn.exec_driver_sql(f'DROP SCHEMA "{name}" CASCADE')
         conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{name}_meta" CASCADE')
+        for work in conn.execute(sa.text("SELECT nspname FROM pg_namespace WHERE nspname LIKE :w"),
+                                 {"w": f"{name}\\_meta\\_work\\_%"}).scalars().all():
+            conn.exec_driver_sql(f'DROP SCHEMA "{work}" CASCADE')  # runners' work schemas
     engine.dispose()
+
+
+def plpython_or_skip(conn: sa.Connection, meta: str, set_path: bool = True) -> None:
+    """Skip (fail in CI) where the store `meta` has no PL/Python routines; else point the server's Python at this
+    interpreter's site-packages (where sqlanon is installed, editable or not)."""
+    installed = conn.execute(sa.text("SELECT to_regprocedure(:p) IS NOT NULL"),
+                             {"p": f'"{meta}".run_job(text, boolean, json)'}).scalar_one()
+    if not installed:
+        message = "PL/Python is not installed in this PostgreSQL server (package postgresql-plpython3-NN)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    if not set_path:
+        return
+    conn.commit()
+    db = open_database(conn.engine.url.render_as_string(hide_password=False))
+    try:
+        migrate(db, meta, python_path=sysconfig.get_paths()["purelib"])
+    finally:
+        db.dispose()
+
+
+RUNNER = "sqlanon_ci_runner"  # CI maps the server's OS user to it for peer auth (.ci/run; README "Security")
+
+
+@pytest.fixture
+def runner(pg_server: str, pg_schema: str):
+    """A login role set up exactly as the README's Security section says (`sqlanon grant-runner`, then SELECT on
+    the Adult table and CREATE on an output schema; no superuser, no trust auth where CI configured peer).
+    Yields its URL, the output schema and how the server authenticates it over the Unix socket."""
+    from click.testing import CliRunner
+
+    from sqlanon.cli import main
+
+    meta, out = f"{pg_schema}_meta", f"{pg_schema}_out"
+    search(adult_job(pg_server, ["sex"], k=1, schema=pg_schema), RunOptions(metadata_schema=meta))
+    engine = sa.create_engine(pg_server)
+    with engine.connect() as conn:
+        plpython_or_skip(conn, meta)
+        drop_role(conn, RUNNER)
+        conn.exec_driver_sql(f'CREATE ROLE "{RUNNER}" LOGIN')
+        conn.commit()
+        granted = CliRunner().invoke(main, ["grant-runner", RUNNER, "--db", pg_server, "--metadata-schema", meta])
+        assert granted.exit_code == 0, granted.output
+        for statement in (f'CREATE SCHEMA "{out}"', f'GRANT USAGE, CREATE ON SCHEMA "{out}" TO "{RUNNER}"',
+                          f'GRANT USAGE ON SCHEMA "{pg_schema}" TO "{RUNNER}"',
+                          f'GRANT SELECT ON "{pg_schema}".adult TO "{RUNNER}"'):
+            conn.exec_driver_sql(statement)
+        conn.commit()
+        loopback_auth = local_auth_method(conn, RUNNER)
+    engine.dispose()
+    yield sa.engine.make_url(pg_server).set(username=RUNNER).render_as_string(hide_password=False), out, loopback_auth
+    engine = sa.create_engine(pg_server)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{out}" CASCADE')
+        drop_role(conn, RUNNER)
+    engine.dispose()
+
+
+def drop_role(conn: sa.Connection, role: str) -> None:
+    if conn.execute(sa.text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}).first():
+        conn.exec_driver_sql(f'DROP OWNED BY "{role}" CASCADE')
+        conn.exec_driver_sql(f'DROP ROLE "{role}"')
+
+
+def local_auth_method(conn: sa.Connection, role: str) -> str:
+    """How the server authenticates `role` over its Unix socket (the loopback of in-server runs): the first
+    `local` rule of pg_hba.conf for this database that names the role, a group of it, or all."""
+    for databases, users, method in conn.execute(sa.text(
+            "SELECT database, user_name, auth_method FROM pg_hba_file_rules WHERE type = 'local' "
+            "AND error IS NULL ORDER BY line_number")):
+        if not ({"all", conn.exec_driver_sql("SELECT current_database()").scalar()} & set(databases)):
+            continue
+        for user in users:
+            if user in ("all", role) or (user.startswith("+") and conn.execute(sa.text(
+                    "SELECT pg_has_role(:r, :g, 'MEMBER')"), {"r": role, "g": user[1:]}).scalar()):
+                return method
+    return "none"
 
 
 def user_tables(url: str, exclude_schema: str = "sqlanon") -> set[tuple[str, str]]:

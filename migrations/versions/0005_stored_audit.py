@@ -1,15 +1,13 @@
 """The stored audit function, sqlanon.audit(table, quasi-identifiers, sensitive) (PostgreSQL only).
 
-Its body is sql/audit_function.sql, so psql users get the same figures as `sqlanon audit`.
+Since revision 0013 every routine of the store, this one included (sql/audit_function.sql), is installed by
+`sqlanon migrate` after the revisions, from the definitions of the installed sqlanon (sqlanon.store.postgres):
+a revision no longer installs routines, so upgrading from any revision gives the same routines.
 
 Revision ID: 0005
 Revises: 0004
 Create Date: 2026-11-22
 """
-from alembic import op
-
-from sqlanon.metadata import stored_sql
-
 revision = "0005"
 down_revision = "0004"
 branch_labels = None
@@ -17,10 +15,8 @@ depends_on = None
 
 
 def upgrade(schema: str, quoted_schema: str) -> None:
-    if op.get_bind().dialect.name == "postgresql":
-        op.execute(stored_sql("audit_function.sql", schema, quoted_schema))
+    pass
 
 
 def downgrade(schema: str, quoted_schema: str) -> None:
-    if op.get_bind().dialect.name == "postgresql":
-        op.execute(f"DROP FUNCTION {quoted_schema}.audit(regclass, text[], text[])")
+    pass

@@ -43,10 +43,10 @@ def upgrade(schema: str, quoted_schema: str) -> None:
 
 
 def downgrade(schema: str, quoted_schema: str) -> None:
-    s = quoted_schema
+    s = quoted_schema  # revision 0013 dropped the triggers: they may be gone
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(f"DROP TRIGGER stamp_writer ON {s}.job_files")
-        op.execute(f"DROP TRIGGER stamp_registrant ON {s}.jobs")
-        op.execute(f"DROP FUNCTION {s}.stamp_job_files_writer()")
-        op.execute(f"DROP FUNCTION {s}.stamp_job_registrant()")
+        op.execute(f"DROP TRIGGER IF EXISTS stamp_writer ON {s}.job_files")
+        op.execute(f"DROP TRIGGER IF EXISTS stamp_registrant ON {s}.jobs")
+        op.execute(f"DROP FUNCTION IF EXISTS {s}.stamp_job_files_writer()")
+        op.execute(f"DROP FUNCTION IF EXISTS {s}.stamp_job_registrant()")
     op.execute(f"ALTER TABLE {s}.jobs DROP COLUMN registered_by")

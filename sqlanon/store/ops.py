@@ -1,0 +1,160 @@
+"""Operations on sqlanon's own tables, spelled once for every database.
+
+An `Op` is a named piece of SQL over the store's tables with typed parameters. On DuckDB, where whoever opens the
+file has all of it, `Store.call` runs its statements as they are. On PostgreSQL the migration installs each one as
+a routine of the store's schema (SECURITY DEFINER, search_path pinned to pg_catalog and pg_temp, see
+`store.postgres`), and `Store.call` calls that routine by its schema-qualified name with every argument cast to its
+declared type. Roles that run sqlanon then hold no privilege on the tables themselves, only EXECUTE on the
+routines, and each routine acts on the caller's own rows (a run, a job: `guard`) or lists only those.
+
+Placeholders in an op's SQL: `{s}` the store's schema; `{caller}` the role that owns what the op writes
+(PostgreSQL: session_user, the role that logged in; DuckDB: NULL); `{mine:EXPR}` whether the role in EXPR is the
+caller or one of its roles (DuckDB: TRUE); `{run_ids}` the run-number sequence as a literal; a statement that is
+just `{analyze}` refreshes the lattice tables' planner statistics (PostgreSQL only). Parameters are `:name`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Result
+from sqlalchemy.exc import DBAPIError
+
+from ..backends import Database, quote_name
+from ..errors import DataError
+
+#: a parameter in an op's SQL, as `text()` finds them (not a `::` cast)
+PARAMETER = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
+MINE = re.compile(r"\{mine:([^{}]+)\}")
+ANALYZE = "{analyze}"
+#: the tables a `{analyze}` statement refreshes: Incognito rewrites them at every iteration
+LATTICE_TABLES = ("lattice_nodes", "lattice_node_levels", "lattice_edges")
+#: SQLSTATE of a guard's refusal (no_data_found): the run or job is not the caller's, or does not exist
+REFUSED = "P0002"
+
+
+@dataclass(frozen=True)
+class Op:
+    """A named operation: its parameters (name, PostgreSQL type) in call order, its statements, and what the
+    last one returns ((column, PostgreSQL type), ...; empty: nothing).
+
+    `guard` names the parameter that must designate the caller's own run (`run`) or job (`job`), or a job name
+    that is free or the caller's (`job_free`); `postgres` replaces the statements on PostgreSQL where the two
+    databases need different SQL (empty statements: nothing to do on DuckDB); `owner_only` keeps the routine
+    from the runner role.
+    """
+
+    name: str
+    params: tuple[tuple[str, str], ...]
+    sql: tuple[str, ...]
+    returns: tuple[tuple[str, str], ...] = ()
+    guard: str | None = None
+    postgres: tuple[str, ...] | None = None
+    owner_only: bool = False
+
+    def statements(self, postgres: bool) -> tuple[str, ...]:
+        return self.postgres if postgres and self.postgres is not None else self.sql
+
+
+@dataclass(frozen=True)
+class Insert:
+    """Rows of one run into `table`: the run's number in `run_id`, then `columns` ((name, PostgreSQL type), ...).
+    With `replace`, the run's earlier rows go first. On PostgreSQL each column travels as one array."""
+
+    name: str
+    table: str
+    columns: tuple[tuple[str, str], ...]
+    replace: bool = False
+    guard: str = "run"
+    owner_only: bool = False
+    params: tuple[tuple[str, str], ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", (("run", "bigint"),) + tuple((c, f"{t}[]") for c, t in self.columns))
+
+
+def render(sql: str, schema: str, postgres: bool) -> str:
+    """An op's statement with its placeholders filled in for one database."""
+    s = quote_name(schema)
+    sql = MINE.sub(lambda m: f"{s}.is_mine({m[1]})" if postgres else "TRUE", sql)
+    return (sql.replace("{s}", s).replace("{caller}", "session_user" if postgres else "CAST(NULL AS VARCHAR)")
+            .replace("{run_ids}", "'" + f"{s}.run_ids".replace("'", "''") + "'"))
+
+
+class Store:
+    """sqlanon's own tables in one schema of a database, reached only through operations."""
+
+    def __init__(self, db: Database, schema: str):
+        self.db, self.schema = db.metadata, schema
+        self.routines = self.db.stored_routines
+
+    def call(self, conn: Connection, op: Op, **values: Any) -> Result | None:
+        """Run `op` with `values` (one per parameter); the last statement's result (None where there is none)."""
+        if self.routines:
+            return self._routine(conn, op, values)
+        result = None
+        for statement in op.statements(False):
+            if statement != ANALYZE:
+                result = self.db.execute(conn, render(statement, self.schema, False), values)
+        return result
+
+    def insert(self, conn: Connection, op: Insert, run: int, rows: Sequence[Sequence[Any]]) -> None:
+        """Add `rows` (values in `op.columns` order) to the run's rows of `op.table`."""
+        if self.routines:
+            arrays = {c: [row[i] for row in rows] for i, (c, _) in enumerate(op.columns)}
+            self._routine(conn, op, {"run": run, **arrays})
+            return
+        table = f"{quote_name(self.schema)}.{op.table}"
+        if op.replace:
+            self.db.execute(conn, f"DELETE FROM {table} WHERE run_id = :r", {"r": run})
+        if rows:
+            self.db.insert_rows(conn, table, ["run_id", *(c for c, _ in op.columns)], [(run, *row) for row in rows])
+
+    def work_schema(self, conn: Connection) -> str:
+        """Where the caller's runs keep their scratch tables (dimension tables, the search's cube): the store's own
+        schema on DuckDB and for the store's owner (and superusers) on PostgreSQL; for a runner, its work schema,
+        which `sqlanon grant-runner` made and which the runner must own."""
+        if not self.routines:
+            return self.schema
+        try:
+            with conn.begin_nested():
+                name, owner, user = conn.execute(text(
+                    f"SELECT w.name, pg_get_userbyid(n.nspowner), session_user FROM (SELECT "
+                    f"{quote_name(self.schema)}.work_schema() AS name) w LEFT JOIN pg_namespace n ON n.nspname = "
+                    "w.name")).one()
+        except DBAPIError:  # not granted the runner role: no EXECUTE on work_schema()
+            name, owner, user = None, None, conn.execute(text("SELECT session_user")).scalar_one()
+        if name == self.schema:
+            return name
+        setup = f"a DBA sets it up with: sqlanon grant-runner {user} --db URL --metadata-schema {self.schema}"
+        if owner is None:
+            raise DataError(f"role {user!r} may not run sqlanon in schema {self.schema!r} (it is not a member of the "
+                            f"database's runner role, or has no work schema); {setup}")
+        if owner != user:
+            raise DataError(f"schema {name!r}, where role {user!r} keeps its runs' scratch tables, belongs to role "
+                            f"{owner!r}; drop or rename it, and {setup}")
+        return name
+
+    def _routine(self, conn: Connection, op: Op | Insert, values: dict[str, Any]) -> Result:
+        """The op's routine, named with its schema, every argument cast to its declared type (so no routine of
+        another schema or signature can be the one called)."""
+        args = ", ".join(f"p_{name} => CAST(:{name} AS {kind})" for name, kind in op.params)
+        routine = f"{quote_name(self.schema)}.{op.name}({args})"
+        select = f"SELECT * FROM {routine}" if getattr(op, "returns", ()) else f"SELECT {routine}"
+        try:
+            return self.db.execute(conn, select, {name: values[name] for name, _ in op.params})
+        except DBAPIError as exc:
+            error = refused(exc)
+            if error is None:
+                raise
+            raise error from None
+
+
+def refused(exc: BaseException) -> DataError | None:
+    """A guard's refusal as a DataError (the message is the routine's), or None for any other error."""
+    orig = getattr(exc, "orig", None)
+    if getattr(orig, "sqlstate", None) != REFUSED:
+        return None
+    return DataError(str(getattr(getattr(orig, "diag", None), "message_primary", None) or orig))
