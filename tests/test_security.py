@@ -442,3 +442,59 @@ def test_the_installed_routines_are_the_ones_sqlanon_documents(attack):
     granted = {name for name, _, _, runner in rows if runner}
     expected = {re.search(r"\.(\w+)\(", signature)[1] for signature in routines.runner_routines(a["meta"])}
     assert granted == expected == _documented_routines()
+
+
+def test_a_role_that_is_no_runner_executes_nothing(attack):
+    """A role a DBA granted USAGE on sqlanon's schema by hand, but not the runner role, may execute none of its
+    routines (EXECUTE is revoked from PUBLIC on every one)."""
+    a = attack
+    stranger = f"stranger_{uuid.uuid4().hex[:8]}"
+    with a["dba"].begin() as conn:
+        conn.exec_driver_sql(f'CREATE ROLE "{stranger}" LOGIN')
+        conn.exec_driver_sql(f'GRANT USAGE ON SCHEMA "{a["meta"]}" TO "{stranger}"')
+    try:
+        with a["dba"].connect() as conn:
+            allowed = conn.execute(sa.text(
+                "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = :s "
+                "AND has_function_privilege(:r, p.oid, 'EXECUTE')"), {"s": a["meta"], "r": stranger}).scalars().all()
+        assert allowed == []
+        url = sa.engine.make_url(str(a["dba"].url.render_as_string(hide_password=False))).set(username=stranger)
+        engine = sa.create_engine(url)
+        for call in (f'SELECT * FROM "{a["meta"]}".jobs_list()', f'SELECT "{a["meta"]}".load_sqlanon()',
+                     f'CALL "{a["meta"]}".run_job(job => CAST(\'x\' AS text))',
+                     f'SELECT * FROM "{a["meta"]}".installation()'):
+            _denied(engine, call)
+        engine.dispose()
+    finally:
+        with a["dba"].begin() as conn:
+            drop_role(conn, stranger)
+
+
+def test_no_routine_reads_for_a_runner_what_it_may_not_read(attack):
+    """The in-server routines run a job with its registrant's rights: a runner's job over a table it may not
+    read fails on it (and publishes nothing), whether the runner or a DBA calls it; audit() reads with the
+    caller's rights too."""
+    a = attack
+    with a["dba"].begin() as conn:
+        conn.exec_driver_sql(f'CREATE TABLE "{a["schema"]}".secret AS SELECT * FROM "{a["schema"]}".adult')
+    config = adult_config(a["url"], ["sex", "race"], k=5, load_csv=False, table="secret", schema=a["schema"],
+                          output={"table": "leak", "schema": a["out"]}, sensitive=["occupation"])
+    folder = Path(tempfile.mkdtemp())
+    try:
+        (folder / "job.json").write_text(json.dumps(config))
+        register_job("peek", folder / "job.json", a["url"], a["meta"])
+    finally:
+        shutil.rmtree(folder)
+    m = f'"{a["meta"]}"'
+    for engine in (a["runner"], a["dba"]):
+        with engine.connect() as conn:
+            with pytest.raises(sa.exc.DBAPIError, match="may not read table"):
+                conn.execute(sa.text(f"CALL {m}.run_job(job => CAST('peek' AS text))"))
+            conn.rollback()
+            with pytest.raises(sa.exc.DBAPIError, match="may not read table"):
+                conn.execute(sa.text(f"SELECT {m}.analyze_job(job => CAST('peek' AS text))"))
+            conn.rollback()
+    _denied(a["runner"], f"SELECT * FROM {m}.audit(CAST(:t AS regclass), CAST(ARRAY['sex'] AS text[]), "
+                         "CAST(ARRAY[] AS text[]))", {"t": f'"{a["schema"]}".secret'})
+    with a["dba"].connect() as conn:
+        assert conn.execute(sa.text("SELECT to_regclass(:t)"), {"t": f'"{a["out"]}".leak'}).scalar() is None
