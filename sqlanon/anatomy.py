@@ -27,12 +27,14 @@ from sqlalchemy.engine import Connection
 from .backends import Database
 from .config import Job
 from .errors import AuditError, DataError
-from .materialize import check_published_columns, identifier_select
+from .audit import check_published_values
+from .materialize import check_published_columns, unchanged_columns
 from .ownership import Ownership, TableName
+from .pseudonyms import Pseudonyms
 
 BUCKET = "bucket"  # the bucket column of both published tables
 COUNT_COLUMN = "count"  # the sensitive table's count column
-VALUE = '"sqlanon_value__"'  # the sensitive value beside the bucket, in the scratch table only
+VALUE = "value"  # the sensitive value beside the bucket, in the scratch table only (its other columns are u<k>)
 
 
 @dataclass
@@ -81,7 +83,7 @@ def check_eligible(db: Database, conn: Connection, source: str, sensitive: str, 
 
 
 def bucketize(db: Database, conn: Connection, job: Job, source: TableName, qi_target: TableName,
-              sensitive_target: TableName, keys: dict[str, bytes], columns: list[str], run_id: int,
+              sensitive_target: TableName, pseudonyms: Pseudonyms, columns: list[str], run_id: int,
               ownership: Ownership, replace: bool) -> AnatomyReport:
     """Write both tables in one transaction, audit them, and commit only if the audit passes."""
     assert job.output is not None and job.output.l is not None
@@ -89,11 +91,7 @@ def bucketize(db: Database, conn: Connection, job: Job, source: TableName, qi_ta
     source_ref = db.q(source.schema, source.table)
     rows = check_eligible(db, conn, source_ref, sensitive, l)
     qi_ref, sa_ref = db.q(qi_target.schema, qi_target.table), db.q(sensitive_target.schema, sensitive_target.table)
-    published, select, params = _qi_columns(db, job, columns, keys)
-    if any(db.same_name(c, BUCKET) for c in published) or db.same_name(sensitive, COUNT_COLUMN) \
-            or db.same_name(sensitive, BUCKET):
-        raise DataError(f"a source column named {BUCKET!r} or a sensitive column named {COUNT_COLUMN!r} would "
-                        "collide with the columns anatomy adds; rename it in the source (or drop it as identifying)")
+    params: dict[str, object] = {}
     s = db.q(sensitive)
     others = [f"t.{db.q(c)}" for c in columns if not db.same_name(c, sensitive)]
     # within a value, a keyed pseudo-random order (as Anatomy draws records at random): sorted by the QIs, two
@@ -106,14 +104,20 @@ def bucketize(db: Database, conn: Connection, job: Job, source: TableName, qi_ta
     scratch = f"anatomy_{run_id}"
     if conn.in_transaction():
         conn.commit()
-    with conn.begin():
+    with conn.begin(), pseudonyms.loaded(db, conn):
+        published, select = _qi_columns(db, job, columns, pseudonyms)
+        if any(db.same_name(c, BUCKET) for c in published) or db.same_name(sensitive, COUNT_COLUMN) \
+                or db.same_name(sensitive, BUCKET):
+            raise DataError(f"a source column named {BUCKET!r} or a sensitive column named {COUNT_COLUMN!r} would "
+                            "collide with the columns anatomy adds; rename it in the source (or drop it as "
+                            "identifying)")
         for target, ref in ((qi_target, qi_ref), (sensitive_target, sa_ref)):
             if ownership.check_target(conn, target, replace, "output table", source):
                 db.drop_table(conn, ref)  # sqlanon's own earlier output, replaced in this transaction
         assigned = db.create_scratch(conn, scratch, f"SELECT {', '.join(select)}, t.{s} AS {VALUE}, "
                                      f"MOD(ROW_NUMBER() OVER (ORDER BY {order}) - 1, {rows // l}) + 1 AS {BUCKET} "
                                      f"FROM {source_ref} t", params)
-        kept = ", ".join(db.q(c) for c in published)
+        kept = ", ".join(f"u{k} AS {db.q(c)}" for k, c in enumerate(published))
         db.execute(conn, f"CREATE TABLE {qi_ref} AS SELECT {kept}, {BUCKET} FROM {assigned}")
         db.execute(conn, f"CREATE TABLE {sa_ref} AS SELECT {BUCKET}, {VALUE} AS {s}, COUNT(*) AS "
                          f"{db.q(COUNT_COLUMN)} FROM {assigned} GROUP BY {BUCKET}, {VALUE}")
@@ -122,6 +126,8 @@ def bucketize(db: Database, conn: Connection, job: Job, source: TableName, qi_ta
         if report["rows"] != rows:
             raise AuditError(f"the QI table has {report['rows']} rows, the source {rows}; nothing was written")
         check_published_columns(db, conn, qi_ref, str(qi_target), published + [BUCKET])
+        check_published_values(db, conn, qi_ref, str(qi_target), source_ref,
+                               unchanged_columns(db, pseudonyms, job.identifying, published))
         check_published_columns(db, conn, sa_ref, str(sensitive_target), [BUCKET, sensitive, COUNT_COLUMN])
         for target, written in ((qi_target, rows), (sensitive_target, report["cells"])):
             ownership.record(conn, target, "output", written, run_id)
@@ -132,22 +138,21 @@ def bucketize(db: Database, conn: Connection, job: Job, source: TableName, qi_ta
                          report["fewest"], report["share"], [dict(r) for r in preview])
 
 
-def _qi_columns(db: Database, job: Job, columns: list[str], keys: dict[str, bytes]
-                ) -> tuple[list[str], list[str], dict[str, object]]:
+def _qi_columns(db: Database, job: Job, columns: list[str], pseudonyms: Pseudonyms) -> tuple[list[str], list[str]]:
     """The QI table's columns in source order (all but the sensitive one and dropped identifiers), and the
-    SELECT list that writes them (pseudonyms computed in SQL)."""
-    params: dict[str, object] = {}
+    SELECT list of the scratch table that writes them (pseudonyms computed in SQL), the k-th as u<k>: no name of
+    the source's is ever one of the scratch table's own."""
     sensitive = db.name_key(job.sensitive[0])
     published, select = [], []
     for column in columns:
         if db.name_key(column) == sensitive:
             continue
-        value = identifier_select(db, job.identifying, column, keys, f"pk{len(select)}", params)
+        value = pseudonyms.select(db, job.identifying, column, f"t.{db.q(column)}")
         if value is None:
             continue
+        select.append(f"{value} AS u{len(published)}")
         published.append(column)
-        select.append(f"{value} AS {db.q(column)}")
-    return published, select, params
+    return published, select
 
 
 def audit_bucketized(db: Database, conn: Connection, qi_ref: str, sensitive_ref: str, sensitive: str, l: int,

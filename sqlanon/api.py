@@ -26,7 +26,7 @@ from .mondrian import Mondrian, MondrianQI, MondrianReport, published_rows as mo
 from .analysis import (AnalysisReport, AnalysisSettings, BayesSettings, TableAnalysis, analyze_frequency_set,
                        bayes_audit)
 from .report import ReportData, write_report
-from .audit import AuditReport, audit_table
+from .audit import AuditReport, audit_table, check_published_values
 from .backends import Database, duckdb_file, open_database
 from .config import Job, Output, normalize_url, require_lattice
 from .dimensions import (StarSchema, build_star_schema, check_columns, generated_hierarchy, needed_sensitive,
@@ -35,9 +35,9 @@ from .errors import AuditError, ConfigError, DataError, RunCancelled, SqlanonErr
 from .hierarchies import GENERATED_TOP, Hierarchy
 from .jobs import opened_registry
 from .lattice import minimal_nodes
-from .materialize import (Publication, check_output, check_published_columns, identifier_select, materialize,
-                          pseudonym_keys)
+from .materialize import Publication, check_output, check_published_columns, materialize, unchanged_columns
 from .ownership import Ownership, TableName, file_digest
+from .pseudonyms import Pseudonyms
 from .metrics import (METRICS, MetricsEvaluator, best_node, level_metrics, needs_every_passing_node, node_label,
                       selection_metric)
 from .metadata import DEFAULT_SCHEMA, RunRecord, cleanup_dead_runs, migrate
@@ -189,7 +189,8 @@ def _publish(job: Job, ctx: SearchContext, target: "_Target", result: SearchResu
     """Write `node` (its metrics already in `result`) as the audited output, suppressing as the job says."""
     ctx.progress("publish", 0, 1)  # the last point where a cancel stops the run before anything is written
     plan = Publication(node, target.output, target.name, target.source, job.suppression.mode, ctx.max_suppressed,
-                       target.replace, tuple(job.identifying), tuple(job.sensitive + job.insensitive), target.keys)
+                       target.replace, tuple(job.identifying), tuple(job.sensitive + job.insensitive),
+                       target.pseudonyms)
     report = materialize(ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id,
                          Ownership(ctx.db, ctx.schema))
     preview = ctx.conn.execute(text(f"SELECT * FROM {ctx.db.q(target.name.schema, target.name.table)} "
@@ -209,7 +210,7 @@ class _Target:
     replace: bool
     name: TableName | None = None
     source: TableName | None = None
-    keys: dict[str, bytes] = field(default_factory=dict, repr=False)
+    pseudonyms: Pseudonyms = field(default_factory=Pseudonyms, repr=False)
 
 
 def hierarchies(job: Job, options: RunOptions | None = None) -> dict[str, Hierarchy]:
@@ -417,7 +418,7 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
     require_lattice(job)
     files = read_hierarchy_files(job)  # malformed files fail before the database is touched
     if target is not None:
-        target.keys = pseudonym_keys(job)
+        target.pseudonyms = Pseudonyms.of(job)
     db = _database(job, options)
     try:
         columns = _checked_source(db, job, options, [target] if target else [])
@@ -510,7 +511,7 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
     options = options or RunOptions()
     job = job.with_url(options.db_url)
     output = _method_output(job, "anatomy", "l: L")
-    qi_target = _Target(output, replace, keys=pseudonym_keys(job))
+    qi_target = _Target(output, replace, pseudonyms=Pseudonyms.of(job))
     sa_target = _Target(dataclasses.replace(output, table=output.sensitive_table_name), replace)
     db = _database(job, options)
     try:
@@ -521,7 +522,7 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
                               "sensitive table its own name")
         with db.connect() as conn, _recorded(db, conn, options, job, "anatomy") as run:
             report = anatomy_publish(db, conn, job, qi_target.source, qi_target.name, sa_target.name,
-                                     qi_target.keys, columns, run.run_id, Ownership(db, options.metadata_schema),
+                                     qi_target.pseudonyms, columns, run.run_id, Ownership(db, options.metadata_schema),
                                      replace)
             run.finish(report.to_dict())
         return report
@@ -536,7 +537,7 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
     options = options or RunOptions()
     job = job.with_url(options.db_url)
     output = _method_output(job, "mondrian")
-    target = _Target(output, replace, keys=pseudonym_keys(job))
+    target = _Target(output, replace, pseudonyms=Pseudonyms.of(job))
     found = hierarchies(job, options)
     db = _database(job, options)
     try:
@@ -546,7 +547,7 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
         sensitive = needed_sensitive(job.criteria)
         with db.connect() as conn, _recorded(db, conn, options, job, "mondrian") as run:
             # the output appears whole and audited, or not at all; the rounds sort and group a table's every row
-            with conn.begin(), db.large_sorts(conn):
+            with conn.begin(), db.large_sorts(conn), target.pseudonyms.loaded(db, conn) as pseudonyms:
                 src = target.source
                 qis = [MondrianQI(qi.column, found.get(qi.column),
                                   "" if qi.column in found else types[db.name_key(qi.column)])
@@ -560,11 +561,14 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
                 ownership = Ownership(db, options.metadata_schema)
                 final = db.q(target.name.schema, target.name.table)
                 replacing = ownership.check_target(conn, target.name, replace, "output table", target.source)
-                params: dict[str, object] = {}
-                select, published = mondrian_rows(db, work, lambda c: identifier_select(
-                    db, job.identifying, c, target.keys, f"pk{len(params)}", params), output.numeric == "mean")
-                with db.staged_output(conn, final, select, params, replacing) as written:
+                select, published = mondrian_rows(db, work, lambda column, value: pseudonyms.select(
+                    db, job.identifying, column, value), output.numeric == "mean")
+                with db.staged_output(conn, final, select, {}, replacing) as written:
                     check_published_columns(db, conn, written, str(target.name), published)
+                    check_published_values(db, conn, written, str(target.name), db.q(src.schema, src.table),
+                                           unchanged_columns(db, pseudonyms, job.identifying, [
+                                               c for c in published
+                                               if db.name_key(c) not in {db.name_key(q) for q in job.qi_names}]))
                     report = audit_table(db, conn, written, job.qi_names, job.sensitive, job.criteria)
                     if not report.ok or report.rows != rows:
                         failed = ", ".join(name for name, ok in report.holds.items() if not ok) or "row count"

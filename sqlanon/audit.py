@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 
 from .backends import Database
 from .criteria import Criterion, FrequencySetView
+from .errors import AuditError
 from .frequency import violating_classes_sql
 
 
@@ -123,3 +124,21 @@ def _masked_condition(db: Database, masked_top: dict[str, list[str]], params: di
         params.update(zip(names, labels))
         parts.append(f"COALESCE(CAST({db.q(column)} AS VARCHAR) IN ({', '.join(':' + n for n in names)}), FALSE)")
     return " AND ".join(parts)
+
+
+def check_published_values(db: Database, conn: Connection, written: str, name: str, source: str,
+                           columns: list[tuple[str, str]]) -> None:
+    """Every row of the written table `written` (`name` in messages), over the columns it publishes as they are
+    or as pseudonyms, is a row of the source: `columns` pairs each published column with its value computed from
+    the source (alias t). A multiset difference (EXCEPT ALL) in one statement: a published value the source does
+    not hold, as often, is an internal column published in a user's column's place (or any bug of the kind),
+    and nothing is written."""
+    if not columns:
+        return
+    published = ", ".join(db.q(column) for column, _ in columns)
+    expected = ", ".join(value for _, value in columns)
+    stray = db.execute(conn, f"SELECT COUNT(*) FROM (SELECT {published} FROM {written} EXCEPT ALL SELECT {expected} "
+                             f"FROM {source} t) x").scalar_one()
+    if stray:
+        raise AuditError(f"table {name!r} publishes {stray} row(s) whose values of {', '.join(c for c, _ in columns)} "
+                         "the source does not hold; nothing was written")

@@ -99,6 +99,8 @@ class Database:
     index_lookups = False
     #: a wave's class sizes joined with its counts, not added up in a window (see FrequencySetView.sized_counts)
     class_sizes_by_join = True
+    #: the type of a column of bytes (pseudonym pads)
+    bytes_type = "BLOB"
 
     def __init__(self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None,
                  temp_directory: Path | None = None):
@@ -293,8 +295,9 @@ class Database:
         return f"percentile_disc(0.5) WITHIN GROUP (ORDER BY {value})"
 
     def not_a_number(self, column: str) -> str:
-        """A condition true where `column` (quoted) holds something that is not a number."""
-        return f"TRY_CAST(CAST({column} AS VARCHAR) AS DOUBLE) IS NULL"
+        """A condition true where `column` (quoted) holds something that is not a finite number (NaN and the
+        infinities included: no cut, range or width of Mondrian's is defined for them)."""
+        return f"COALESCE(NOT isfinite(TRY_CAST(CAST({column} AS VARCHAR) AS DOUBLE)), TRUE)"
 
     @contextmanager
     def staged_output(self, conn: Connection, final: str, select: str, params: dict[str, Any],
@@ -326,6 +329,21 @@ class Database:
 
     def _insert(self, conn: Connection, ref: str, names: str, columns: Sequence[str],
                 rows: Sequence[Sequence[Any]]) -> None:
+        raise NotImplementedError
+
+    @contextmanager
+    def secret_table(self, conn: Connection, name: str, columns: Sequence[tuple[str, str]],
+                     rows: Sequence[Sequence[Any]]) -> Iterator[str]:
+        """A session-scoped table `name` of (name, type) `columns` holding `rows`, loaded so that no value is part of
+        a statement's text or parameters (no statement log, query log or plan holds them: pseudonym keys); yields
+        its reference. Dropped at the end; on an error, with the caller's transaction."""
+        self.execute(conn, f"CREATE TEMP TABLE {self.q(name)} ({', '.join(f'{self.q(n)} {t}' for n, t in columns)})")
+        ref = self.scratch_ref(name)
+        self._load_secret(conn, ref, [n for n, _ in columns], rows)
+        yield ref  # an error rolls the caller's transaction back, the table with it (and a drop would fail there)
+        self.drop_table(conn, ref)
+
+    def _load_secret(self, conn: Connection, ref: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         raise NotImplementedError
 
     def load_csv(self, conn: Connection, path: Path, options: dict[str, Any], ref: str, temporary: bool = False) -> int:
@@ -442,8 +460,12 @@ class DuckDB(Database):
             self.execute(conn, f"INSERT INTO {ref} ({names}) SELECT "
                                f"{', '.join(f'UNNEST(:{name})' for name in lists)}", lists)
             return
-        # a dict of NumPy arrays, registered as a view: DuckDB scans it as it scans a DataFrame (its bulk-insert
-        # fast path), without importing pandas (0.3 s of every CLI run)
+        self._insert_registered(conn, ref, names, columns, values)
+
+    def _insert_registered(self, conn: Connection, ref: str, names: str, columns: Sequence[str],
+                           values: list[list[Any]]) -> None:
+        """The columns' `values` as a dict of NumPy arrays, registered as a view: DuckDB scans it as it scans a
+        DataFrame (its bulk-insert fast path), without importing pandas (0.3 s of every CLI run)."""
         import numpy
 
         arrays = {name: numpy.array(column, dtype=object) for name, column in zip(columns, values)}
@@ -453,6 +475,11 @@ class DuckDB(Database):
             self.execute(conn, f"INSERT INTO {ref} ({names}) SELECT * FROM sqlanon_rows")
         finally:
             raw.unregister("sqlanon_rows")
+
+    def _load_secret(self, conn: Connection, ref: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Registered arrays, whatever the rows (a small insert binds lists as parameters, which a plan shows)."""
+        self._insert_registered(conn, ref, ", ".join(self.q(c) for c in columns), columns,
+                                [list(column) for column in zip(*rows)])
 
     def _load_csv(self, conn: Connection, read_sql: str, params: dict, path: Path, ref: str, temporary: bool) -> None:
         create = "CREATE TEMP TABLE" if temporary else "CREATE TABLE"
@@ -486,6 +513,7 @@ class PostgreSQL(Database):
     concurrent_sessions = True
     stored_routines = True
     parent_code_arrays = True  # see StarSchema.parent_code
+    bytes_type = "BYTEA"
     #: PostgreSQL's own rule: a wave read once (k-anonymity, l-diversity, t-closeness with its class sizes from a
     #: window) is inlined, so its classes are not written to a tuplestore first; one read several times is
     #: materialized. And GROUPING SETS hash each row of a roll-up into every node's table in one pass instead of
@@ -638,6 +666,10 @@ class PostgreSQL(Database):
             with cur.copy(self.for_driver(f"COPY {ref} ({names}) FROM STDIN")) as copy:
                 for row in rows:
                     copy.write_row(row)
+
+    def _load_secret(self, conn: Connection, ref: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """COPY FROM STDIN: the server logs the COPY statement, never the rows it receives."""
+        self._insert(conn, ref, ", ".join(self.q(c) for c in columns), columns, rows)
 
     def _load_csv(self, conn: Connection, read_sql: str, params: dict, path: Path, ref: str, temporary: bool) -> None:
         """COPY from a normalized copy of the file that DuckDB writes (DuckDB reads it, as on DuckDB)."""

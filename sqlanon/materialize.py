@@ -8,24 +8,24 @@ other name is ever created or dropped. The source is only read.
 
 Only declared columns are published: quasi-identifiers generalized,
 sensitive and insensitive columns as they are, direct identifiers removed or
-replaced by a keyed pseudonym (HMAC-SHA256 computed in SQL). A column without
-a role stops the publication.
+replaced by a keyed pseudonym (HMAC-SHA256 computed in SQL, see
+sqlanon.pseudonyms). A column without a role stops the publication.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Connection
 
-from .audit import AuditReport, audit_table
+from .audit import AuditReport, audit_table, check_published_values
 from .backends import Database
-from .config import Identifier, Job, Output
+from .config import Identifier, Output
 from .criteria import Criterion, FrequencySetView
 from .dimensions import StarSchema
 from .errors import AuditError, ConfigError, DataError
 from .frequency import violating_classes_sql
 from .ownership import Ownership, TableName
+from .pseudonyms import Pseudonyms
 
 
 def check_output(db: Database, conn: Connection, ownership: Ownership, output: Output, source: TableName,
@@ -55,12 +55,7 @@ class Publication:
     replace: bool = False
     identifying: tuple[Identifier, ...] = ()
     published_as_is: tuple[str, ...] = ()  # sensitive and insensitive columns
-    keys: dict[str, bytes] = field(default_factory=dict, repr=False)  # pseudonym keys by column, never stored
-
-
-def pseudonym_keys(job: Job) -> dict[str, bytes]:
-    """Read every pseudonym key now (before any search), so a missing key fails early."""
-    return {i.column: i.key() for i in job.identifying if i.action == "pseudonym"}
+    pseudonyms: Pseudonyms = field(default_factory=Pseudonyms, repr=False)
 
 
 def materialize(db: Database, conn: Connection, star: StarSchema, plan: Publication, criteria: list[Criterion],
@@ -72,10 +67,10 @@ def materialize(db: Database, conn: Connection, star: StarSchema, plan: Publicat
     final = db.q(plan.target.schema, plan.target.table)
     if conn.in_transaction():
         conn.commit()
-    with conn.begin():
+    with conn.begin(), plan.pseudonyms.loaded(db, conn):
         # sqlanon's own earlier output is replaced in this transaction
         replacing = ownership.check_target(conn, plan.target, plan.replace, "output table", plan.source)
-        select, published = _select_list(db, star, plan, suppressing and plan.mode == "mask", params)
+        select, published = _select_list(db, star, plan, suppressing and plan.mode == "mask")
         # the dimensions whose labels are published (a QI at level 0 is its own value), all of them when the
         # violating classes are flagged by their codes (PostgreSQL, Adult x 33 = 1M rows, the bottom node: the
         # table written in 0.85 s instead of 2.43 s; DuckDB's writes cost the same either way)
@@ -85,6 +80,9 @@ def materialize(db: Database, conn: Connection, star: StarSchema, plan: Publicat
         rows = f"{with_clause}SELECT {', '.join(select)} FROM {joins}{where}"
         with db.staged_output(conn, final, rows, params, replacing) as written:
             check_published_columns(db, conn, written, str(plan.target), published)
+            qis = {db.name_key(d.column) for d in star.dimensions}
+            check_published_values(db, conn, written, str(plan.target), star.source, unchanged_columns(
+                db, plan.pseudonyms, plan.identifying, [c for c in published if db.name_key(c) not in qis]))
             qi_columns = [d.column for d in star.dimensions]
             masked_top = {d.column: d.hierarchy.top_labels for d in star.dimensions} \
                 if suppressing and plan.mode == "mask" else None
@@ -97,8 +95,7 @@ def materialize(db: Database, conn: Connection, star: StarSchema, plan: Publicat
     return report
 
 
-def _select_list(db: Database, star: StarSchema, plan: Publication, masking: bool,
-                 params: dict[str, object]) -> tuple[list[str], list[str]]:
+def _select_list(db: Database, star: StarSchema, plan: Publication, masking: bool) -> tuple[list[str], list[str]]:
     """The published columns in source order, and their names: QIs as their label at the node's level
     (the top label for masked tuples), identifiers removed or pseudonymized, the rest as they are."""
     dims = {db.name_key(d.column): (d, level) for d, level in zip(star.dimensions, plan.node)}
@@ -109,7 +106,7 @@ def _select_list(db: Database, star: StarSchema, plan: Publication, masking: boo
         if key not in as_is and not any(db.same_name(i.column, column) for i in plan.identifying):
             # check_columns refuses this before any search; never publish a column without a role
             raise AuditError(f"column {column!r} of the source has no role in the job; nothing was written")
-        value = identifier_select(db, plan.identifying, column, plan.keys, f"pk{len(select)}", params)
+        value = plan.pseudonyms.select(db, plan.identifying, column, f"t.{db.q(column)}")
         if value is None:
             continue
         if key in dims:
@@ -117,18 +114,6 @@ def _select_list(db: Database, star: StarSchema, plan: Publication, masking: boo
         select.append(f"{value} AS {db.q(column)}")
         published.append(column)
     return select, published
-
-
-def identifier_select(db: Database, identifying: tuple[Identifier, ...] | list[Identifier], column: str,
-                      keys: dict[str, bytes], name: str, params: dict[str, object]) -> str | None:
-    """How a source column (alias t) is published: None for a dropped identifier, the keyed pseudonym for a
-    pseudonymized one (its key bound as parameters named after `name`), else the column itself."""
-    for identifier in identifying:
-        if db.same_name(identifier.column, column):
-            if identifier.action == "drop":
-                return None
-            return _pseudonym(db, f"t.{db.q(column)}", keys[identifier.column], name, params)
-    return f"t.{db.q(column)}"
 
 
 def _generalized(db: Database, column: str, dim, level: int, masking: bool) -> str:
@@ -140,18 +125,16 @@ def _generalized(db: Database, column: str, dim, level: int, masking: bool) -> s
     return value
 
 
-def _pseudonym(db: Database, value: str, key: bytes, name: str, params: dict[str, object]) -> str:
-    """HMAC-SHA256 (RFC 2104) of the value's text, as 64 hex digits, computed in SQL (NULL stays NULL).
-
-    The key is padded and XORed with the two HMAC pads here; the padded keys
-    are bound parameters, never part of the statement text or of any table.
-    """
-    if len(key) > 64:
-        key = hashlib.sha256(key).digest()
-    padded = key.ljust(64, b"\0")
-    params[f"{name}_in"] = bytes(b ^ 0x36 for b in padded)
-    params[f"{name}_out"] = bytes(b ^ 0x5C for b in padded)
-    return db.hmac_sha256_hex(value, f":{name}_in", f":{name}_out")
+def unchanged_columns(db: Database, pseudonyms: Pseudonyms, identifying: tuple[Identifier, ...] | list[Identifier],
+                      published: list[str]) -> list[tuple[str, str]]:
+    """Published columns that are the source's as they are or as pseudonyms, each with its value computed from the
+    source (alias t): what `audit.check_published_values` compares."""
+    found = []
+    for column in published:
+        value = pseudonyms.select(db, identifying, column, f"t.{db.q(column)}")
+        if value is not None:
+            found.append((column, value))
+    return found
 
 
 def check_published_columns(db: Database, conn: Connection, ref: str, name: str, published: list[str]) -> None:

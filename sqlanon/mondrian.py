@@ -151,19 +151,22 @@ class Mondrian:
         labels, joins = [], []
         for j, qi in enumerate(self.qis):
             self._check_values(j, qi)
+            value = self._row(qi.column)
             if qi.numeric:
-                labels.append(f"CAST(t.{q(qi.column)} AS {qi.sql_type}) AS v{j}")
+                labels.append(f"CAST({value} AS {qi.sql_type}) AS v{j}")
                 continue
             self.codes[j] = qi.hierarchy.path_codes
             if self.codes[j].bits > PIECE_BITS:  # a code travels through the rounds as one integer
                 raise DataError(f"the hierarchy of {qi.column!r} is too wide for Mondrian's {PIECE_BITS}-bit path "
                                 f"codes ({self.codes[j].bits} bits); give it fewer values per node")
             mapping = self._code_tables(j, self.codes[j])
-            joins.append(f"JOIN {mapping} h{j} ON h{j}.value = CAST(t.{q(qi.column)} AS VARCHAR)")
+            joins.append(f"JOIN {mapping} h{j} ON h{j}.value = CAST({value} AS VARCHAR)")
             labels.append(f"CAST(h{j}.code AS {_integer(self.codes[j].bits)}) AS c{j}")
         # the rows as they are, numbered, apart: each round rewrites only the narrow work table (rid, partition,
-        # QI codes, the sensitive columns the criteria read; 1M hospital rows: 0.8 s of 2 s a round otherwise)
-        originals = ", ".join(f"t.{q(c)}" for c in self.columns)
+        # QI codes, the sensitive columns the criteria read; 1M hospital rows: 0.8 s of 2 s a round otherwise).
+        # Every table of Mondrian's names its columns itself (u<k>: the source's k-th column, s<i>: the i-th
+        # sensitive one), so no name of the source's, `rid` included, is ever one of Mondrian's
+        originals = ", ".join(f"t.{q(c)} AS u{k}" for k, c in enumerate(self.columns))
         self._create(self.rows, f"SELECT ROW_NUMBER() OVER () AS rid, {originals} FROM {self.source} t")
         rows = int(db.execute(self.conn, f"SELECT COUNT(*) FROM {self.rows}").scalar_one())
         if rows == 0:
@@ -171,7 +174,7 @@ class Mondrian:
         # row and partition numbers (a partition tree has fewer than 2 x rows nodes) as narrow as they can be:
         # 4-byte integers made the rounds' rewrites cheaper (5M hospital rows: 37.3 s -> 31.4 s)
         self.ids = _integer(rows.bit_length() + 1)
-        sensitive = "".join(f", t.{q(c)}" for c in self.sensitive)
+        sensitive = "".join(f", {self._row(c)} AS s{i}" for i, c in enumerate(self.sensitive))
         self._create(self.work, f"SELECT CAST(t.rid AS {self.ids}) AS rid, CAST(1 AS {self.ids}) AS part, "
                                 f"{', '.join(labels)}{sensitive} FROM {self.rows} t {' '.join(joins)}")
         levels = ", ".join(f"{qi.height} AS lev{j}" for j, qi in enumerate(self.qis))
@@ -183,11 +186,15 @@ class Mondrian:
                                + f" FROM {self.work}").one()
             self.spans = {j: float(span or 0) for j, span in zip(self.numeric, spans)}
         if self.sensitive:  # the whole table's distribution of the sensitive values (t-closeness)
-            self._create(self.whole, f"SELECT {', '.join(f'{q(c)} AS s{i}' for i, c in enumerate(self.sensitive))}, "
-                                     f"COUNT(*) AS cnt FROM {self.work} GROUP BY "
-                                     f"{', '.join(q(c) for c in self.sensitive)}")
+            columns = ", ".join(f"s{i}" for i in range(len(self.sensitive)))
+            self._create(self.whole, f"SELECT {columns}, COUNT(*) AS cnt FROM {self.work} GROUP BY {columns}")
         self._check_whole_table()
         return rows
+
+    def _row(self, column: str) -> str:
+        """Source column `column` in the rows table (alias t)."""
+        keys = [self.db.name_key(c) for c in self.columns]
+        return f"t.u{keys.index(self.db.name_key(column))}"
 
     def _nodes_ref(self, j: int) -> str:
         return self.scratch.ref(f"nodes{j}")
@@ -261,10 +268,10 @@ class Mondrian:
         return MondrianResult(int(partitions), rounds, self.statements, int(smallest), int(largest))
 
     def _sensitive(self, alias: str) -> str:
-        return "".join(f"{alias}.{self.db.q(c)} AS s{i}, " for i, c in enumerate(self.sensitive))
+        return "".join(f"{alias}.s{i}, " for i in range(len(self.sensitive)))
 
     def _sensitive_group(self, alias: str) -> str:
-        return "".join(f", {alias}.{self.db.q(c)}" for c in self.sensitive)
+        return "".join(f", {alias}.s{i}" for i in range(len(self.sensitive)))
 
     def _view(self, definition: str) -> FrequencySetView:
         reference = f"{self.whole} AS whole_table" if self.sensitive else None
@@ -443,7 +450,7 @@ class Mondrian:
 
     def _work_columns(self) -> list[str]:
         qis = [self._qi_column(j) for j in range(len(self.qis))]
-        return ["rid", "part"] + qis + [self.db.q(c) for c in self.sensitive]
+        return ["rid", "part"] + qis + [f"s{i}" for i in range(len(self.sensitive))]
 
     # --- output -------------------------------------------------------------
     def store_labels(self, mean: bool) -> str:
@@ -489,18 +496,18 @@ def _number_text(value: str) -> str:
             f"ELSE CAST({value} AS VARCHAR) END")
 
 
-def published_rows(db: Database, mondrian: Mondrian, select_other: Callable[[str], str | None], mean: bool
+def published_rows(db: Database, mondrian: Mondrian, select_other: Callable[[str, str], str | None], mean: bool
                    ) -> tuple[str, list[str]]:
     """The SELECT of the published table (every source column in order, QIs as their partition's range (or mean)
-    or hierarchy node, the others as `select_other` says, None: not published) and the published names. Stores
-    the partitions' labels first (`Mondrian.store_labels`), which the SELECT reads."""
+    or hierarchy node, the others as `select_other(column, its value in SQL)` says, None: not published) and the
+    published names. Stores the partitions' labels first (`Mondrian.store_labels`), which the SELECT reads."""
     by_column = {db.name_key(qi.column): j for j, qi in enumerate(mondrian.qis)}
     select, published = [], []
-    for column in mondrian.columns:
+    for k, column in enumerate(mondrian.columns):
         if db.name_key(column) in by_column:
             value = f"g.q{by_column[db.name_key(column)]}"
         else:
-            value = select_other(column)
+            value = select_other(column, f"t.u{k}")
             if value is None:
                 continue
         select.append(f"{value} AS {db.q(column)}")

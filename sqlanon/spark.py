@@ -449,6 +449,23 @@ class Spark(Database):
         return f"sha2(concat(CAST({outer_key} AS BINARY), {inner}), 256)"
 
     # --- bulk data --------------------------------------------------------------
+    bytes_type = "BINARY"
+
+    @contextmanager
+    def secret_table(self, conn: Connection, name: str, columns: Sequence[tuple[str, str]],
+                     rows: Sequence[Sequence[Any]]) -> Iterator[str]:
+        """A temporary view of rows held by the executors (a local checkpoint), not by the plan: rows from Python
+        are a local relation, which the optimizer may fold into the statements that read it, where plans and the
+        UI would show them."""
+        schema = ", ".join(f"{_backquote(n)} {spark_type(t)}" for n, t in columns)
+        frame = self.session(conn).createDataFrame([tuple(r) for r in rows], schema).localCheckpoint(eager=True)
+        frame.createOrReplaceTempView(name)
+        self._scratch[name.lower()] = frame
+        try:
+            yield self.scratch_ref(name)
+        finally:  # Spark has no transaction to take the view away
+            self.drop_table(conn, self.scratch_ref(name))
+
     def create_table_from_rows(self, conn: Connection, ref: str, columns: Sequence[tuple[str, str]],
                                rows: Sequence[Sequence[Any]]) -> None:
         """A temporary view (a run's dimension tables), or a Parquet table when `ref` names a schema. The rows

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -269,3 +270,94 @@ def test_a_csv_load_puts_the_database_s_row_order_setting_back(tmp_path: Path, s
         assert _rows(f"duckdb:///{tmp_path / 'db.duckdb'}", "SELECT COUNT(*) FROM good") == [(2,)]
     finally:
         db.dispose()
+
+
+#: column names of sqlanon's own in the SQL it writes: Mondrian's work tables and aliases, anatomy's scratch table,
+#: the generalization's frequency sets and joins. A source column of any of these names, in any role, is published
+#: as itself (none is ever read, or published, in its place)
+INTERNAL_NAMES = ["rid", "part", "cnt", "dim", "n", "child", "shift", "cut", "first", "rank", "new_part",
+                  "whole_table", "low0", "high0", "mean0", "lev0", "q0", "v0", "c0", "k0", "s0", "s1", "u0", "u1",
+                  "cut0", "has0", "width", "value", "code", "level", "node", "label", "leaves", "a0", "key0", "fs",
+                  "b", "t", "g", "w", "d0", "h0", "sqlanon_value__"]
+METHODS = ("generalize", "mondrian", "anatomy")
+
+
+def _internal_names_table(url: str, schema: str | None, rows: int = 400) -> str:
+    """A table with a column of every internal name (small integers: 5 to 7 values in each column)."""
+    ref = ".".join('"' + p + '"' for p in (schema, "names") if p)
+    columns = ", ".join(f"CAST(MOD(n + {i}, {5 + i % 3}) AS INTEGER) AS \"{name}\""
+                        for i, name in enumerate(INTERNAL_NAMES))
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE TABLE {ref} AS SELECT {columns} FROM (SELECT CAST(g AS INTEGER) AS n FROM "
+                             f"generate_series(1, {rows}) AS s(g)) x")
+    engine.dispose()
+    return ref
+
+
+ROLES = ("quasi_identifiers", "sensitive", "pseudonym", "drop", "insensitive")
+
+
+def _roles_job(url: str, schema: str | None, method: str, turn: int, key_env: str):
+    """Each internal name in one role, by turns (turn t gives name i role (i + t) mod the roles): QIs, sensitive
+    columns (all read by the criteria), pseudonymized and dropped identifiers, insensitive columns. Anatomy takes
+    one sensitive column, names[turn], and no other. Returns the job and each role's names."""
+    roles: dict[str, list[str]] = {role: [] for role in ROLES}
+    anatomy = method == "anatomy"
+    for i, name in enumerate(INTERNAL_NAMES):
+        if anatomy and i == turn:
+            roles["sensitive"].append(name)
+            continue
+        kinds = [r for r in ROLES if r != "sensitive"] if anatomy else ROLES
+        roles[kinds[(i + turn) % len(kinds)]].append(name)
+    output: dict = {"table": f"out_{method}"}
+    config: dict = {"source": {"url": url, "table": "names", **({"schema": schema} if schema else {})},
+                    "sensitive": roles["sensitive"], "insensitive": roles["insensitive"],
+                    "identifying": {**{c: {"pseudonym": {"key_env": key_env}} for c in roles["pseudonym"]},
+                                    **{c: "drop" for c in roles["drop"]}}, "output": output}
+    criteria = {"k_anonymity": {"k": 2},
+                "multi_attribute_l_diversity": {"attributes": roles["sensitive"], "l": 1}}  # reads every one
+    if method == "generalize":
+        config.update(quasi_identifiers={q: {"generate": "suppress"} for q in roles["quasi_identifiers"]},
+                      criteria=criteria)
+    elif method == "mondrian":  # the QIs are numbers, cut at their medians
+        config.update(quasi_identifiers={q: None for q in roles["quasi_identifiers"]}, criteria=criteria)
+        output["method"] = "mondrian"
+    else:
+        config["quasi_identifiers"] = roles["quasi_identifiers"]
+        output.update(method="anatomy", l=2, sensitive_table=f"out_{method}_values")
+    return job_from_dict(config, "."), roles
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_no_internal_column_name_collides_with_a_source_column(database, method: str, monkeypatch):
+    """Every internal name, as a source column in every role, is published as that column's own values (the
+    audit compares every column published unchanged or pseudonymized with the source, and so does this test)."""
+    from sqlanon import bucketize, partition
+
+    url, schema, meta = database
+    ref = _internal_names_table(url, schema)
+    monkeypatch.setenv("SQLANON_TEST_KEY", KEY)
+    publish = {"generalize": anonymize, "mondrian": partition, "anatomy": bucketize}[method]
+    turns = range(len(INTERNAL_NAMES) if method == "anatomy" else len(ROLES))
+    if not url.startswith("duckdb") and method == "anatomy":
+        turns = range(0, len(INTERNAL_NAMES), 5)
+    out = f'{f"{chr(34)}{schema}{chr(34)}." if schema else ""}out_{method}'
+    engine = sa.create_engine(url)
+    for turn in turns:
+        job, roles = _roles_job(url, schema, method, turn, "SQLANON_TEST_KEY")
+        publish(job, RunOptions(metadata_schema=meta), replace=True)
+        with engine.connect() as conn:
+            columns = set(conn.exec_driver_sql(f"SELECT * FROM {out} LIMIT 0").keys())
+            unchanged = roles["insensitive"] + ([] if method == "anatomy" else roles["sensitive"])
+            for column in unchanged:
+                published = Counter(conn.exec_driver_sql(f'SELECT "{column}" FROM {out}').scalars())
+                assert published == Counter(conn.exec_driver_sql(f'SELECT "{column}" FROM {ref}').scalars()), \
+                    (method, turn, column)
+            for column in roles["pseudonym"]:
+                published = Counter(conn.exec_driver_sql(f'SELECT "{column}" FROM {out}').scalars())
+                expected = Counter(hmac.new(KEY.encode(), str(v).encode(), hashlib.sha256).hexdigest()
+                                   for v in conn.exec_driver_sql(f'SELECT "{column}" FROM {ref}').scalars())
+                assert published == expected, (method, turn, column)
+        assert not columns & set(roles["drop"])
+    engine.dispose()
