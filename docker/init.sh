@@ -22,4 +22,4 @@ sqlanon load "$work/adult/adult.csv.gz" --table adult --delimiter ';' --replace 
 # a registered job reads the table just loaded, not the file: drop the source.csv lines
 grep -v '^  csv' "$work/adult/adult.yaml" > "$work/adult/job.yaml"
 sqlanon job register adult "$work/adult/job.yaml" --db "$url"
-echo "ready: psql, then CALL sqlanon.run_job('adult'); or: sqlanon job run adult --db $url"
+echo "ready: psql, then CALL sqlanon.run_job('adult'::text); or: sqlanon job run adult --db $url"

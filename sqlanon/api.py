@@ -18,19 +18,19 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator
 
-from sqlalchemy import text
+from sqlalchemy import exc as sa_exc, text
 
 from .anatomy import AnatomyReport, bucketize as anatomy_publish
 from .inference import InferenceReport, analyze_releases
 from .mondrian import Mondrian, MondrianQI, MondrianReport, published_rows as mondrian_rows
 from .analysis import (AnalysisReport, AnalysisSettings, BayesSettings, TableAnalysis, analyze_frequency_set,
                        bayes_audit)
-from .report import ReportData, write_report
+from .report import ReportData, check_report_path, write_report
 from .audit import AuditReport, audit_table, check_published_values
-from .backends import Database, duckdb_file, open_database
+from .backends import Database, duckdb_file, open_database, progress_file
 from .config import Job, Output, normalize_url, require_lattice
-from .dimensions import (StarSchema, build_star_schema, check_columns, generated_hierarchy, needed_sensitive,
-                         read_hierarchy_files, types_by_key)
+from .dimensions import (StarSchema, build_star_schema, check_columns, check_one_row_per_person,
+                         generated_hierarchy, needed_sensitive, read_hierarchy_files, types_by_key)
 from .errors import AuditError, ConfigError, DataError, RunCancelled, SqlanonError
 from .hierarchies import GENERATED_TOP, Hierarchy
 from .jobs import opened_registry
@@ -295,8 +295,7 @@ def audit(job: Job, table: str, schema: str | None = None, options: RunOptions |
     """
     options = options or RunOptions()
     job = job.with_url(options.db_url)
-    db = open_database(job.source.url)
-    try:
+    with _job_database(job, options) as db:
         with db.connect() as conn:
             columns = db.columns(conn, schema, table)
             needed = job.qi_names + needed_sensitive(job.criteria)
@@ -312,8 +311,6 @@ def audit(job: Job, table: str, schema: str | None = None, options: RunOptions |
             if report.suppressed is not None:
                 report.max_suppressed = job.suppression.max_suppressed(source_rows or report.rows)
             return report
-    finally:
-        db.dispose()
 
 
 def _suppression_audit(db: Database, conn, job: Job, target: tuple[str | None, str]
@@ -394,15 +391,48 @@ def _record_metrics(ctx: SearchContext, result: SearchResult, selected: tuple[in
     ctx.conn.commit()
 
 
-def _database(job: Job, options: RunOptions) -> Database:
-    """The job's database, with DuckDB's memory limit and spill folder from the options, else the job."""
+@contextmanager
+def _job_database(job: Job, options: RunOptions) -> Iterator[Database]:
+    """The job's database for the block, with DuckDB's memory limit and spill folder from the options, else the
+    job. A DuckDB file that does not exist yet is created only for a job that loads a file into it (a job without
+    one reads a table the file would have), and is removed again when the block fails before anything of the
+    user's was stored there: a failed command leaves no new file, sqlanon's schema alone included."""
+    file = duckdb_file(job.source.url)
+    new = file is not None and not file.exists()
+    if new and job.source.csv is None:
+        raise DataError(f"database file {file} does not exist, and the job loads no file into it (source.csv): "
+                        "check source.url (or --db)")
     memory = options.memory_limit or job.source.memory_limit
     temp = options.temp_directory or job.source.temp_directory
     db = open_database(job.source.url, memory, temp)
     if not db.memory_settings and (memory or temp):
         warnings.warn("memory_limit and temp_directory apply to DuckDB; on PostgreSQL the server's settings "
                       "(work_mem, temp_tablespaces) govern memory and spills", UserWarning, stacklevel=3)
-    return db
+    try:
+        yield db
+    except BaseException:
+        db.dispose()
+        if new and file is not None:
+            _remove_if_unused(file, options.metadata_schema)
+        raise
+    finally:
+        db.dispose()
+
+
+def _remove_if_unused(file: Path, schema: str) -> None:
+    """Remove the DuckDB file a failed command created, when it holds no table but sqlanon's own."""
+    import duckdb
+
+    try:
+        with duckdb.connect(str(file), read_only=True) as conn:
+            users = conn.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema <> ?",
+                                 [schema]).fetchone()[0]
+    except duckdb.Error:
+        return
+    if users == 0:
+        for path in (file, file.with_name(file.name + ".wal"), progress_file(f"duckdb:///{file}")):
+            if path is not None:
+                path.unlink(missing_ok=True)
 
 
 @contextmanager
@@ -419,8 +449,7 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
     files = read_hierarchy_files(job)  # malformed files fail before the database is touched
     if target is not None:
         target.pseudonyms = Pseudonyms.of(job)
-    db = _database(job, options)
-    try:
+    with _job_database(job, options) as db:
         columns = _checked_source(db, job, options, [target] if target else [])
         cleanup_dead_runs(db, options.metadata_schema)  # tables of runs killed earlier
         star: StarSchema | None = None
@@ -446,23 +475,46 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
                 finally:
                     if conn.in_transaction():
                         conn.rollback()
-                    if star is not None and not options.keep:
+                    if star is not None and not options.keep and not conn.invalidated:  # else: the next cleanup
                         with conn.begin():
                             star.drop(conn)
-        except RunCancelled as exc:
-            if run is not None:
-                run.cancel(str(exc))
-            raise
-        except SqlanonError as exc:
-            if run is not None:
-                run.fail(str(exc))
-            raise
         except BaseException as exc:
-            if run is not None:
-                run.fail(f"{type(exc).__name__}: {exc}")
-            raise
-    finally:
-        db.dispose()
+            original = _record_end(run, exc)
+            if original is exc:
+                raise
+            raise original from None
+
+
+def _record_end(run: RunRecord | None, exc: BaseException) -> BaseException:
+    """Record how a run ended with `exc` (cancelled, or failed with the error's cause); returns the error to raise
+    (see `_original_error`)."""
+    original = _original_error(exc)
+    if run is None:
+        return original
+    if isinstance(original, RunCancelled):
+        run.cancel(str(original))
+    elif isinstance(original, SqlanonError):
+        run.fail(str(original))
+    else:
+        run.fail(_error_record(original))
+    return original
+
+
+def _original_error(exc: BaseException) -> BaseException:
+    """The error that ended a run, not a follow-up of it: when a session dies (pg_terminate_backend, a lost
+    server), every later statement on it raises PendingRollbackError, and one raised while cleaning up replaces
+    the cause it follows."""
+    while isinstance(exc, sa_exc.PendingRollbackError) and exc.__context__ is not None:
+        exc = exc.__context__
+    return exc
+
+
+def _error_record(exc: BaseException) -> str:
+    """How a run records an error that is not a SqlanonError: a database's in one line, with its cause."""
+    if isinstance(exc, sa_exc.DBAPIError):
+        first = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
+        return f"the run's database session failed: {first}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _checked_source(db: Database, job: Job, options: RunOptions, targets: list[_Target]) -> dict[str, str]:
@@ -478,6 +530,7 @@ def _checked_source(db: Database, job: Job, options: RunOptions, targets: list[_
         source = _prepare_source(db, conn, job, ownership)
         if columns is None:  # the table loaded from the job's file
             columns = check_columns(db, conn, job)
+        check_one_row_per_person(db, conn, job)
         for target in targets:
             target.source = source
             target.name = check_output(db, conn, ownership, target.output, source, target.replace)
@@ -486,13 +539,17 @@ def _checked_source(db: Database, job: Job, options: RunOptions, targets: list[_
 
 @contextmanager
 def _recorded(db: Database, conn, options: RunOptions, job: Job, command: str) -> Iterator[RunRecord]:
-    """A run record for a command without a lattice search; marked failed (with the error) when it raises."""
+    """A run record for a command without a lattice search (after the cleanup of runs killed earlier, as every
+    run starts); marked failed (with the error) when it raises."""
+    cleanup_dead_runs(db, options.metadata_schema)
     run = RunRecord.start(db, conn, options.metadata_schema, job.name, command, command, job.to_json())
     try:
         yield run
-    except SqlanonError as exc:
-        run.fail(str(exc))
-        raise
+    except BaseException as exc:
+        original = _record_end(run, exc)
+        if original is exc:
+            raise
+        raise original from None
 
 
 def _method_output(job: Job, method: str, extra: str = "") -> Output:
@@ -513,8 +570,7 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
     output = _method_output(job, "anatomy", "l: L")
     qi_target = _Target(output, replace, pseudonyms=Pseudonyms.of(job))
     sa_target = _Target(dataclasses.replace(output, table=output.sensitive_table_name), replace)
-    db = _database(job, options)
-    try:
+    with _job_database(job, options) as db:
         db.require_transactions("an anatomy publication")
         columns = list(_checked_source(db, job, options, [qi_target, sa_target]))
         if qi_target.name.same_as(sa_target.name, db):
@@ -526,8 +582,6 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
                                      replace)
             run.finish(report.to_dict())
         return report
-    finally:
-        db.dispose()
 
 
 def partition(job: Job, options: RunOptions | None = None, replace: bool = False) -> MondrianReport:
@@ -539,8 +593,7 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
     output = _method_output(job, "mondrian")
     target = _Target(output, replace, pseudonyms=Pseudonyms.of(job))
     found = hierarchies(job, options)
-    db = _database(job, options)
-    try:
+    with _job_database(job, options) as db:
         db.require_transactions("Mondrian partitioning")
         columns = _checked_source(db, job, options, [target])
         types = types_by_key(db, columns)
@@ -582,8 +635,6 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
                                               partitioned - started, time.perf_counter() - partitioned)
             run.finish(published_report.to_dict())
         return published_report
-    finally:
-        db.dispose()
 
 
 def inference(job: Job, options: RunOptions | None = None, replace: bool = False) -> InferenceReport:
@@ -603,8 +654,7 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
     generalized = any(not r.bucketized for r in job.releases.releases)
     found = hierarchies(job, options) if generalized else {}
     settings = job.inference
-    db = _database(job, options)
-    try:
+    with _job_database(job, options) as db:
         db.require_transactions("inference across releases")
         migrate(db, options.metadata_schema)
         ownership = Ownership(db, options.metadata_schema)
@@ -613,8 +663,10 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
             if settings.table is not None:
                 target = ownership.resolve(conn, settings.schema or job.source.schema, settings.table,
                                            "inference.table")
+            _check_release_tables(db, conn, job, target)
+            if target is not None:
                 ownership.check_target(conn, target, replace, "inference.table")  # before any work
-                conn.commit()
+            conn.commit()
             with _recorded(db, conn, options, job, "inference") as run:
                 with conn.begin():  # the probability table appears whole, or not at all
                     output = None
@@ -629,8 +681,23 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
                         ownership.record(conn, target, "output", report.persons, run.run_id)
                 run.finish(report.to_dict())
         return report
-    finally:
-        db.dispose()
+
+
+def _check_release_tables(db: Database, conn, job: Job, target: TableName | None) -> None:
+    """A release is a table sqlanon published: not the job's source; and inference.table is a table of its own,
+    none of the releases' (names compared as the database resolves them)."""
+    assert job.releases is not None
+    source = TableName(db.resolved_schema(conn, job.source.schema), job.source.table)
+    for release in job.releases.releases:
+        for table in filter(None, (release.table, release.sensitive_table)):
+            name = TableName(db.resolved_schema(conn, release.schema), table)
+            if name.same_as(source, db):
+                raise ConfigError(f"release {release.name!r}: table {str(name)!r} is the job's source table; a "
+                                  "release is a table sqlanon published (generalized, or a bucketized pair): name the "
+                                  "published tables under releases.series")
+            if target is not None and name.same_as(target, db):
+                raise ConfigError(f"inference.table {str(target)!r} is a table of release {release.name!r}; write "
+                                  "the probabilities to a table of their own")
 
 
 def register_job(name: str, config_file: str | Path, db_url: str, metadata_schema: str = DEFAULT_SCHEMA) -> int:
@@ -697,7 +764,8 @@ def apply(job: Job, batch: str, node: tuple[int, ...] | None = None, run_id: int
 
 
 def _published_node(job: Job, run_id: int, schema: str) -> tuple[int, ...]:
-    """The node a finished anonymize (or publish, or apply) run wrote, checked to be over the job's QIs."""
+    """The node a finished anonymize (or publish, or apply) run of the same job wrote, checked to be over the job's
+    QIs."""
     opened = open_database(job.source.url)
     db = opened.metadata
     try:
@@ -711,8 +779,11 @@ def _published_node(job: Job, run_id: int, schema: str) -> tuple[int, ...]:
     if row is None:
         raise ConfigError(f"run {run_id} not found in {schema}.runs; `sqlanon job status` or the runs table lists "
                           "the runs")
-    _, command, status, result = row
+    job_name, command, status, result = row
     found = json.loads(result) if result else {}
+    if job_name != job.name:
+        raise ConfigError(f"run {run_id} is a run of job {job_name!r}, not of this job ({job.name!r}): apply a run of "
+                          "the same job, or the node itself with --node")
     if status != "finished" or "node" not in found:
         raise ConfigError(f"run {run_id} ({command}, {status}) published no table; give a finished anonymize run, "
                           "or the node itself with --node")
@@ -759,14 +830,18 @@ def _class_labels(star: StarSchema, node: tuple[int, ...], alias: str) -> tuple[
 
 
 def report(job: Job, out: str | Path, options: RunOptions | None = None, sensitive: str | None = None,
-           settings: AnalysisSettings | None = None) -> Path:
+           settings: AnalysisSettings | None = None, replace: bool = False, job_file: Path | None = None) -> Path:
     """Write the HTML report of the job's releases to `out` (see sqlanon.report): the lattice, the chosen
-    release (by the job's selection rule), the minimal releases' metrics and their attacks and risk."""
+    release (by the job's selection rule), the minimal releases' metrics and their attacks and risk. An existing
+    file is overwritten only with `replace`, and only when sqlanon wrote it (never the job's file `job_file` or
+    its database)."""
     options, settings = options or RunOptions(), settings or AnalysisSettings()
     attribute = _analyzed_attribute(job, sensitive)
     out = Path(out)
-    if not out.parent.is_dir():  # before any work: the page could not be written at the end
-        raise ConfigError(f"cannot write the report to {out}: folder {out.parent} does not exist")
+    database = duckdb_file(job.with_url(options.db_url).source.url)
+    protected = {path: what for path, what in ((job_file, "the job's file"), (database, "the job's database"))
+                 if path is not None}
+    check_report_path(out, replace, protected)  # before any work
     with _run(job, options, "report") as (ctx, finish):
         result = _search(job, ctx)
         chosen = _select(job, ctx, result)
@@ -854,8 +929,7 @@ def analyze_table(job: Job, table: str, schema: str | None = None, options: RunO
     options, settings = options or RunOptions(), settings or AnalysisSettings()
     job = job.with_url(options.db_url)
     attribute = _analyzed_attribute(job, sensitive)
-    db = open_database(job.source.url)
-    try:
+    with _job_database(job, options) as db:
         with db.connect() as conn:
             columns = db.columns(conn, schema, table)
             missing = [c for c in job.qi_names + [attribute] if c not in columns]
@@ -868,8 +942,6 @@ def analyze_table(job: Job, table: str, schema: str | None = None, options: RunO
                           f"COUNT(*) AS cnt FROM {db.q(schema, table)} GROUP BY {', '.join(qis + [db.q(attribute)])}")
             return AnalysisReport(attribute, settings, [analyze_frequency_set(
                 conn, table, attribute, definition, classes, "s", settings)])
-    finally:
-        db.dispose()
 
 
 def _population_star(job: Job, ctx: SearchContext) -> StarSchema | None:

@@ -711,14 +711,17 @@ def progress_file(db_url: str) -> Path | None:
     return None if database is None else database.with_name(database.name + ".sqlanon-run.json")
 
 
-def side_file_status(database: str) -> str:
-    """What the progress file beside the DuckDB file `database` says, as one sentence ('' when there is none)."""
+def side_file_status(database: str, holder: int | None) -> str:
+    """What the progress file beside the DuckDB file `database` says of the run that holds the file, as one
+    sentence: '' when there is none, or when the file speaks of another process than `holder` (the lock's, as
+    DuckDB names it) or of a run that is not running any more (a stale file of a killed or finished run)."""
     path = progress_file(f"duckdb:///{database}")
     try:
         state = json.loads(path.read_text()) if path else None
     except (OSError, ValueError):
         return ""
-    if not isinstance(state, dict):
+    if not isinstance(state, dict) or state.get("status") != "running" or holder is None \
+            or state.get("pid") != holder:
         return ""
     figures = (f": iteration {state.get('iteration')}, {state.get('nodes_checked')} nodes checked"
                if "nodes_checked" in state else "")
@@ -735,7 +738,8 @@ def connect_hint(message: str) -> str:
     locked = re.search(r'Could not set lock on file "([^"]+)"', message)
     if not locked:
         return ""
-    status = side_file_status(locked.group(1))
+    holder = re.search(r"\(PID (\d+)\)", message)
+    status = side_file_status(locked.group(1), int(holder.group(1)) if holder else None)
     return ("; another process has this DuckDB file open (DuckDB allows one process per file, even to read): "
             "wait for it to finish" + (f". Its progress: {status}" if status else ""))
 

@@ -5,6 +5,7 @@ import csv
 import dataclasses
 import functools
 import json
+import math
 import os
 import shutil
 import sys
@@ -90,6 +91,29 @@ SCHEMA_OPTION = click.option("--metadata-schema", default=DEFAULT_SCHEMA, show_d
 MINIMAL_SHOWN = 30  # minimal nodes a result prints as a table (the lowest first)
 HIERARCHY_ROWS = 25  # values `sqlanon hierarchy` prints as a table without --all
 EXIT_OK, EXIT_CRITERION_FAILS, EXIT_ERROR = 0, 1, 2  # as the README's "Exit codes" says
+
+
+class FiniteNumber(click.ParamType):
+    """A command-line number that must be finite: NaN compares false with every bound, so a threshold of nan
+    would switch its check off."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise SqlanonError(f"{_option(param)}: {value!r} is not a number") from None
+        if not math.isfinite(number):
+            raise SqlanonError(f"{_option(param)}: {value!r} is not a finite number; give one such as 0.2")
+        return number
+
+
+def _option(param: click.Parameter | None) -> str:
+    return param.opts[0] if param is not None and param.opts else "a number"
+
+
+FINITE = FiniteNumber()
 
 
 class Command(click.Group):
@@ -235,20 +259,20 @@ def _parse_node(text: str) -> tuple[int, ...]:
 @click.option("--table", default=None, help="Analyze this published table instead of the lattice.")
 @click.option("--schema", default=None, help="Schema of --table.")
 @click.option("--sensitive", default=None, help="The attribute the attacks target (default: the job's first).")
-@click.option("--near", type=float, default=0.95, show_default=True,
+@click.option("--near", type=FINITE, default=0.95, show_default=True,
               help="Share of a class's most frequent value that makes it nearly homogeneous.")
-@click.option("--risk-threshold", type=float, default=0.2, show_default=True,
+@click.option("--risk-threshold", type=FINITE, default=0.2, show_default=True,
               help="Records whose re-identification risk (1 / class size) is above this are at risk.")
 @click.option("--background", type=int, default=None,
               help="Values an adversary can rule out: disclosure for b = 0..this (default: l - 2 for the job's "
                    "l-diversity on the attribute, else 2).")
-@click.option("--delta", type=float, default=0.05, show_default=True,
+@click.option("--delta", type=FINITE, default=0.05, show_default=True,
               help="Bayes audit: positive disclosure when a person's value has posterior above 1 - delta.")
-@click.option("--epsilon", type=float, default=0.05, show_default=True,
+@click.option("--epsilon", type=FINITE, default=0.05, show_default=True,
               help="Bayes audit: negative disclosure when a value of the person's class has posterior below this.")
-@click.option("--rho", nargs=2, type=float, default=(0.2, 0.8), show_default=True, metavar="RHO1 RHO2",
+@click.option("--rho", nargs=2, type=FINITE, default=(0.2, 0.8), show_default=True, metavar="RHO1 RHO2",
               help="Bayes audit: (rho1, rho2) breach, prior below rho1 and posterior above rho2 (or the mirror).")
-@click.option("--max-risk", type=float, help="Exit 1 when a release's highest risk is above this.")
+@click.option("--max-risk", type=FINITE, help="Exit 1 when a release's highest risk is above this.")
 @click.option("--max-homogeneous", type=int, help="Exit 1 when a release has more tuples in homogeneous classes.")
 @DB_OPTION
 @output_format
@@ -285,9 +309,9 @@ def analyze_command(config: Path, node_text: str | None, table: str | None, sche
 
 @main.command("inference")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--max-probability", type=float, default=None,
+@click.option("--max-probability", type=FINITE, default=None,
               help="Positive disclosure: some P(s | person) above this (default: inference.max_probability, 0.5).")
-@click.option("--min-probability", type=float, default=None,
+@click.option("--min-probability", type=FINITE, default=None,
               help="Negative disclosure: a value some release allowed falls below this (default: 0.01).")
 @click.option("--table", default=None, help="Write P(s | person) to this table (default: inference.table).")
 @click.option("--replace", is_flag=True, help="Overwrite that table if sqlanon wrote it.")
@@ -391,15 +415,17 @@ def _print_analysis(report: AnalysisReport, fmt: str) -> None:
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="HTML file to write (one self-contained page).")
 @click.option("--sensitive", default=None, help="The attribute the attacks target (default: the job's first).")
+@click.option("--replace", is_flag=True, help="Overwrite --out if it is a report sqlanon wrote.")
 @DB_OPTION
-def report_command(config: Path, out_path: Path, sensitive: str | None, db_url: str | None) -> None:
+def report_command(config: Path, out_path: Path, sensitive: str | None, replace: bool, db_url: str | None) -> None:
     """Write one HTML page about the job's releases: the lattice, the chosen release (class sizes, its least
     diverse classes), the minimal releases' metrics side by side, their attacks and risk, and the job.
 
     Needs Plotly (pip install 'sqlanon[report]'); the page embeds it and opens without a network.
     """
     with _progress("table") as progress:
-        path = report(load_job(config), out_path, RunOptions(db_url, progress=progress), sensitive)
+        path = report(load_job(config), out_path, RunOptions(db_url, progress=progress), sensitive, replace=replace,
+                      job_file=config)
     out.print(f"wrote {path}")
 
 
@@ -757,8 +783,29 @@ def _node_rows(result: SearchResult, nodes: list[tuple[int, ...]]) -> tuple[list
 
 def _write_csv(header: list[str], rows: list[list[Any]]) -> None:
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(["" if value is None else value for value in row] for row in rows)
+    writer.writerow([_cell(name) for name in header])
+    writer.writerows([_cell(value) for value in row] for row in rows)
+
+
+#: what a spreadsheet reads as the start of a formula (OWASP's CSV injection list)
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a value (a hierarchy label, a column name: data) that starts like a
+    formula gets a leading apostrophe, unless it is a plain number (-5 stays -5)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _plain_number(value):
+        return "'" + value
+    return value
+
+
+def _plain_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text)) and text.strip() == text
+    except ValueError:
+        return False
 
 
 def _print_rows(title: str, header: list[str], rows: list[list[str]], fmt: str) -> None:

@@ -233,6 +233,9 @@ class Job:
     population: tuple[str | None, str] | None = None  # (schema, table) the journalist and marketer risks match
     releases: "ReleaseSeries | None" = None  # earlier releases, for inference across them
     inference: "InferenceSettings" = field(default_factory=lambda: InferenceSettings())
+    #: what the criteria protect: None (persons, one row each: a direct identifier that repeats is refused) or
+    #: "rows" (each row on its own, stated by the job)
+    unit: str | None = None
 
     @property
     def qi_names(self) -> list[str]:
@@ -267,6 +270,7 @@ class Job:
             "insensitive": self.insensitive,
             "identifying": {i.column: i.describe() for i in self.identifying},  # where keys come from, not keys
             "population": list(self.population) if self.population else None,
+            "unit": self.unit,
             "releases": asdict(self.releases) if self.releases else None,
             "inference": asdict(self.inference),
         }
@@ -349,7 +353,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
     cfg = _mapping(data, "the config", {"source", "quasi_identifiers", "sensitive", "criteria",
                                         "output", "search", "name", "suppression",
                                         "select", "insensitive", "identifying", "population", "releases",
-                                        "inference"})
+                                        "inference", "unit"})
     source = _source(_mapping(_required(cfg, "source", "the config"), "source",
                               {"url", "table", "schema", "csv", "csv_options", "memory_limit", "temp_directory",
                                "parquet"}),
@@ -379,8 +383,13 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
                       _identifier(_required(pop, "table", "population"), "population.table"))
     releases = ReleaseSeries.from_config(cfg["releases"]) if cfg.get("releases") is not None else None
     inference = InferenceSettings.from_config(cfg.get("inference") or {})
+    unit = cfg.get("unit")
+    if unit is not None and unit != "rows":
+        raise ConfigError(f"unit must be rows (each row is protected on its own, whoever it belongs to), got "
+                          f"{unit!r}; without it every row is one person's, and a direct identifier that repeats "
+                          "stops the job")
     job = Job(source, qis, criteria, output, sensitive, strategy, str(name), base, suppression, select,
-              assume_monotone, insensitive, identifying, population, releases, inference)
+              assume_monotone, insensitive, identifying, population, releases, inference, unit=unit)
     check_roles(job)
     _check_method(job)
     return job
@@ -433,9 +442,20 @@ def require_lattice(job: Job) -> None:
 def _check_method(job: Job) -> None:
     """What each output method needs: generalization hierarchies and criteria; anatomy one sensitive column;
     Mondrian criteria (its QIs with a hierarchy are split along it, the others as numbers)."""
-    if job.output is not None and job.output.partitioned and not job.criteria:
-        raise ConfigError("output.method mondrian needs criteria, e.g. criteria: {k_anonymity: {k: 5}}")
+    if job.output is not None and job.output.partitioned:
+        if not job.criteria:
+            raise ConfigError("output.method mondrian needs criteria, e.g. criteria: {k_anonymity: {k: 5}}")
+        if job.suppression.limit:
+            raise ConfigError("output.method mondrian suppresses no tuples (every partition satisfies the criteria "
+                              "as it is cut); remove suppression, or publish by generalization")
     if job.output is not None and job.output.bucketized:
+        cut = [qi.column for qi in job.quasi_identifiers if qi.has_hierarchy]
+        if cut:
+            raise ConfigError(f"output.method anatomy publishes quasi-identifiers exact, so {', '.join(cut)} would "
+                              "ignore the hierarchy given; list them without one (quasi_identifiers: [...]), or "
+                              "publish by generalization")
+        if job.suppression.limit:
+            raise ConfigError("output.method anatomy suppresses no tuples; remove suppression")
         if job.criteria:
             raise ConfigError("output.method anatomy guarantees l different sensitive values per bucket (output.l) "
                               "and searches no lattice; remove criteria, or publish by generalization")

@@ -251,6 +251,30 @@ def check_columns(db: Database, conn: Connection, job: Job) -> dict[str, str]:
     return columns
 
 
+def check_one_row_per_person(db: Database, conn: Connection, job: Job) -> None:
+    """Refuse a table where a direct identifier repeats a value, unless the job protects rows (`unit: rows`).
+
+    Every criterion counts rows: if a person has several, a class of k rows may be one person, its k protects
+    no one, and a sensitive value repeated by one person looks diverse. A direct identifier (dropped or
+    pseudonymized) that repeats says the table has such persons. One statement, a grouping per identifier
+    (NULLs name no one and are not counted).
+    """
+    if job.unit == "rows" or not job.identifying:
+        return
+    source = db.q(job.source.schema, job.source.table)
+    branches = " UNION ALL ".join(
+        f"SELECT {k} AS k, COUNT(*) AS persons, SUM(n) AS rows_of_them, MAX(n) AS most FROM (SELECT COUNT(*) AS n "
+        f"FROM {source} WHERE {db.q(i.column)} IS NOT NULL GROUP BY {db.q(i.column)} HAVING COUNT(*) > 1) r{k}"
+        for k, i in enumerate(job.identifying))
+    for k, persons, rows, most in db.execute(conn, f"{branches} ORDER BY k").all():
+        if persons:
+            column = job.identifying[k].column
+            raise DataError(f"identifying column {column!r} repeats: {persons} person(s) have several rows ({rows} "
+                            f"rows, up to {most} for one), so a class of k rows may be fewer than k persons and the "
+                            "criteria would protect rows, not persons: keep one row per person, or state that rows "
+                            "are what the job protects with unit: rows")
+
+
 def types_by_key(db: Database, columns: dict[str, str]) -> dict[str, str]:
     """Each of `columns`' types (as `check_columns` returns them) in lower case without its size, by
     `db.name_key` of the column."""

@@ -25,6 +25,7 @@ from .config import Job, job_from_dict, normalize_url, read_config_file
 from .errors import ConfigError, DataError, SqlanonError
 from .hierarchies import stored_files
 from .metadata import LIVE_RUNS, migrate, now
+from .ownership import TableName
 from .store import Store, jobs, runs
 
 #: what a registered job's file names are read against: a folder of no machine (see hierarchies.stored_files)
@@ -51,8 +52,10 @@ class RunSummary:
 class JobRegistry:
     """The registered jobs of one metadata schema (through the store's operations, sqlanon.store.jobs)."""
 
-    def __init__(self, db: Database, schema: str):
-        self.db, self.schema, self.store = db, schema, Store(db, schema)
+    def __init__(self, db: Database, schema: str, data: Database | None = None):
+        """`db`: where sqlanon's tables are (the metadata store); `data`: the database the jobs read (by default
+        the same)."""
+        self.db, self.schema, self.store, self.data = db, schema, Store(db, schema), data or db
 
     # --- registering ------------------------------------------------------------
     def register(self, name: str, config_file: Path) -> int:
@@ -81,11 +84,27 @@ class JobRegistry:
         _refuse_file_access(config)
         files = _rewrite_files(config, read)
         with stored_files(_stored_files(files)):
-            job_from_dict(config, STORED_ROOT, default_name=name)
+            self._check_outputs(job_from_dict(config, STORED_ROOT, default_name=name))
         with self.db.begin() as conn:
             self.store.call(conn, jobs.REGISTER, job=name, config=json.dumps(config),  # key order: QI priority
                             registered_at=now(), paths=list(files), contents=list(files.values()))
         return len(files)
+
+    def _check_outputs(self, job: Job) -> None:
+        """An output that is the job's source (names compared as the database resolves them) is refused when the
+        job is registered, not at its first run."""
+        if job.output is None:
+            return
+        tables = [job.output.table] + ([job.output.sensitive_table_name] if job.output.bucketized else [])
+        schema = job.output.schema or job.source.schema
+        with self.data.connect() as conn:
+            source = TableName(self.data.resolved_schema(conn, job.source.schema), job.source.table)
+            for table in tables:
+                target = TableName(self.data.resolved_schema(conn, schema), table)
+                if target.same_as(source, self.data):
+                    raise ConfigError(f"output table {str(target)!r} is the source table {str(source)!r} (names are "
+                                      f"compared as {self.data.name_rule}); sqlanon never writes over its source: "
+                                      "choose another output.table")
 
     @contextmanager
     def load(self, name: str, db_url: str) -> Iterator[Job]:
@@ -225,7 +244,7 @@ def opened_registry(db_url: str, schema: str) -> Iterator[JobRegistry]:
     db = open_database(normalize_url(db_url, Path.cwd()))
     try:
         migrate(db, schema)
-        yield JobRegistry(db.metadata, schema)  # sqlanon's own tables: in the metadata store
+        yield JobRegistry(db.metadata, schema, db)  # sqlanon's own tables: in the metadata store
     finally:
         db.dispose()
 

@@ -38,6 +38,35 @@ class ReportData:
     worst_classes: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)  # label, value counts
 
 
+#: how a page says sqlanon wrote it (the only kind of existing file `report --replace` overwrites)
+GENERATOR = "<meta name='generator' content='sqlanon report'>"
+
+
+def check_report_path(path: Path, replace: bool, protected: dict[Path, str]) -> None:
+    """Refuse, before any work, a report path that would overwrite what sqlanon did not write: an existing file
+    unless `replace` and it is a report of sqlanon's, and never one of `protected` (the job's file and database,
+    what they are)."""
+    resolved = path.resolve()
+    for other, what in protected.items():
+        if resolved == other.resolve():
+            raise ConfigError(f"--out {path} is {what}; write the report to a file of its own")
+    if not path.parent.is_dir():
+        raise ConfigError(f"cannot write the report to {path}: folder {path.parent} does not exist")
+    if not (path.exists() or path.is_symlink()):
+        return
+    if not replace:
+        raise ConfigError(f"{path} exists; choose another file, or pass --replace to overwrite a report sqlanon "
+                          "wrote")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path} ({exc.strerror}); choose another file") from None
+    if not path.is_file() or GENERATOR.encode() not in head:
+        raise ConfigError(f"{path} is not a report sqlanon wrote; sqlanon overwrites only its own reports: choose "
+                          "another file")
+
+
 def write_report(data: ReportData, path: Path) -> Path:
     """Write the page to `path` atomically (a temporary file beside it, then renamed); returns the path."""
     try:
@@ -71,7 +100,7 @@ def _page(data: ReportData, go, plotly_js: str) -> str:
         _section("Attacks and risk", _attacks(data)),
     ]
     title = f"sqlanon report: {html.escape(data.job_name)}"
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>{GENERATOR}<title>{title}</title>"
             f"<style>{STYLE}</style><script>{plotly_js}</script></head><body><h1>{title}</h1>"
             + "".join(body) + "</body></html>")
 

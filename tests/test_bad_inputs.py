@@ -98,10 +98,12 @@ def prepare(folder: Path, template: Path) -> Env:
     return Env(folder, base_config())
 
 
-def snapshot(url: str) -> dict[tuple[str, str], str]:
-    """Every table (metadata schema aside) with a digest of its content: what must not change."""
+def snapshot(url: str, folder: Path) -> dict[tuple[str, str], str]:
+    """Every table (metadata schema aside) with a digest of its content, and every file of the case's folder
+    (but the database's own) with a digest of its bytes: what must not change."""
+    found = {("file", str(path.relative_to(folder))): hashlib.sha256(path.read_bytes()).hexdigest()
+             for path in sorted(folder.rglob("*")) if path.is_file() and not path.name.startswith("db.duckdb")}
     engine = sa.create_engine(url)
-    found = {}
     with engine.connect() as conn:
         tables = conn.exec_driver_sql("SELECT table_schema, table_name FROM information_schema.tables "
                                       "WHERE table_schema <> 'sqlanon' AND table_catalog = current_database()").all()
@@ -214,6 +216,49 @@ def _loaded_from_another_file(env: Env) -> None:
                                            "Bachelors;United-States;State-gov;Adm-clerical;<=50K\n")
 
 
+def _command(command: str, *args: str) -> Callable[[Env], None]:
+    def change(env: Env) -> None:
+        env.command = command
+        env.args.extend(args)
+    return change
+
+
+def _method(method: str, **settings: Any) -> Callable[[Env], None]:
+    """Publish by `method` (mondrian, or anatomy: exact QIs, no criteria, l values per bucket)."""
+    def change(env: Env) -> None:
+        env.config["output"].update(method=method, **settings)
+        if method == "anatomy":
+            env.config["quasi_identifiers"] = list(env.config["quasi_identifiers"])
+            env.config.pop("criteria")
+            env.config["output"].setdefault("l", 2)
+    return change
+
+
+def _file(name: str, text: str) -> Callable[[Env], None]:
+    return lambda env: (env.folder / name).write_text(text)
+
+
+def _run_of_another_job(env: Env) -> None:
+    """A finished anonymize run of another job (job `other`), the database's run 1."""
+    other = {**env.config, "name": "other", "output": {"table": "people_other"}}
+    (env.folder / "other.yaml").write_text(yaml.safe_dump(other, sort_keys=False))
+    result = CliRunner().invoke(main, ["anonymize", str(env.folder / "other.yaml")])
+    assert result.exit_code == 0, result.output
+
+
+def _release_series(*tables: str, table: str | None = None) -> Callable[[Env], None]:
+    """An inference job over releases named by their tables (and inference.table)."""
+    def change(env: Env) -> None:
+        env.command = "inference"
+        env.config.pop("output")
+        env.config["identifying"] = []
+        env.config["releases"] = {"pseudonym": "patient_id", "series": [{"name": t, "table": t} for t in tables]}
+        if table:
+            env.config["inference"] = {"table": table}
+    return change
+
+
+REPEAT_PERSON = "UPDATE people SET patient_id = 1 WHERE patient_id IN (2, 3)"
 QI3 = ["sex", "age", "race"]
 NAN, INF = float("nan"), float("inf")
 CASES: dict[str, Case] = {
@@ -250,6 +295,18 @@ CASES: dict[str, Case] = {
     "grant-on-duckdb": Case("config file", "output.grant_to needs PostgreSQL", _set("output.grant_to",
                                                                                     ["analysts"])),
     "bad-url": Case("config file", "not a database URL", _set("source.url", "duckdb://:bad:url:")),
+    "unit-unknown": Case("config file", "unit must be rows", _set("unit", "persons")),
+    "mondrian-suppression": Case("config file", "mondrian suppresses no tuples", _then(
+        _method("mondrian"), _set("suppression", {"limit": 0.02}))),
+    "anatomy-hierarchies": Case("config file", "would ignore the hierarchy given", _then(
+        _method("anatomy"), _set("quasi_identifiers", {q: {"hierarchy": f"h/{q}.csv"} for q in ("sex", "age")}))),
+    "anatomy-suppression": Case("config file", "anatomy suppresses no tuples", _then(
+        _method("anatomy"), _set("suppression", {"limit": 10}))),
+    "register-output-is-source": Case("config file", "is the source table", _then(
+        _set("output.table", "People"), _command("job register", "census", "CONFIG", "--db", "db.duckdb"))),
+    "release-is-source": Case("config file", "is the job's source table", _release_series("people")),
+    "inference-table-is-release": Case("config file", "is a table of release", _then(
+        _sql("CREATE TABLE r1 AS SELECT * FROM people"), _release_series("r1", table="R1"))),
     "sqlite-url": Case("config file", "is not supported", _set("source.url", "sqlite:///x.db")),
     # criteria and generator parameters
     "k-zero": Case("parameters", "k must be >= 1", _criteria(k_anonymity={"k": 0})),
@@ -298,6 +355,15 @@ CASES: dict[str, Case] = {
         "age", {"generate": "intervals", "widths": [5, 7]})),
     "intervals-start-nan": Case("parameters", "needs finite numbers", lambda env: env.qi(
         "age", {"generate": "intervals", "widths": [5], "start": NAN})),
+    "analyze-max-risk-nan": Case("parameters", "--max-risk: 'nan' is not a finite number", _command(
+        "analyze", "--max-risk", "nan")),
+    "analyze-near-inf": Case("parameters", "--near: 'inf' is not a finite number", _command("analyze", "--near", "inf")),
+    "analyze-rho-nan": Case("parameters", "--rho: 'nan' is not a finite number", _command(
+        "analyze", "--rho", "0.2", "nan")),
+    "analyze-delta-text": Case("parameters", "--delta: 'small' is not a number", _command(
+        "analyze", "--delta", "small")),
+    "inference-max-probability-nan": Case("parameters", "--max-probability: '-inf' is not a finite number", _then(
+        _release_series("people"), _args("--max-probability", "-inf"))),
     "intervals-on-text": Case("parameters", "needs numbers, found", lambda env: env.qi(
         "race", {"generate": "intervals", "widths": [5]})),
     "mask-char": Case("parameters", "mask char must be one character", lambda env: env.qi(
@@ -376,6 +442,24 @@ CASES: dict[str, Case] = {
         _sql("UPDATE people SET occupation = NULL"), _criteria(distinct_l_diversity={"attribute": "occupation",
                                                                                      "l": 1}))),
     "empty-table": Case("data", "is empty; there is nothing to anonymize", _sql("DELETE FROM people")),
+    "person-several-rows": Case("data", "identifying column 'patient_id' repeats: 1 person(s) have several rows",
+                                _sql(REPEAT_PERSON)),
+    "person-several-rows-search": Case("data", "identifying column 'patient_id' repeats", _then(
+        _sql(REPEAT_PERSON), _command("search"))),
+    "person-several-rows-pseudonymized": Case("data", "identifying column 'patient_id' repeats", _then(
+        _sql(REPEAT_PERSON), _pseudonym_env("SQLANON_BAD_INPUT_KEY"))),
+    "person-several-rows-mondrian": Case("data", "identifying column 'patient_id' repeats", _then(
+        _sql(REPEAT_PERSON), _method("mondrian"))),
+    "person-several-rows-anatomy": Case("data", "identifying column 'patient_id' repeats", _then(
+        _sql(REPEAT_PERSON), _method("anatomy"))),
+    "mondrian-nan": Case("data", "but it holds 'nan'", _then(
+        _sql("ALTER TABLE people ADD COLUMN score DOUBLE", "UPDATE people SET score = patient_id * 1.5",
+             "UPDATE people SET score = 'NaN' WHERE patient_id = 7"),
+        _method("mondrian"), lambda env: env.qi("score", None))),
+    "mondrian-infinity": Case("data", "but it holds 'inf'", _then(
+        _sql("ALTER TABLE people ADD COLUMN score DOUBLE", "UPDATE people SET score = patient_id * 1.5",
+             "UPDATE people SET score = 'Infinity' WHERE patient_id = 7"),
+        _method("mondrian"), lambda env: env.qi("score", None))),
     "unknown-table": Case("data", "table 'persons' not found", _set("source.table", "persons")),
     "csv-missing": Case("data", "CSV file not found", _then(_csv_source, _set("source.csv", "none.csv"))),
     "csv-malformed": Case("data", "cannot read CSV file", _then(
@@ -402,6 +486,23 @@ CASES: dict[str, Case] = {
     "metadata-schema-semicolon": Case("tables", "may hold only letters, digits and underscores", _args(
         "--metadata-schema", "meta;data")),
     "metadata-schema-long": Case("tables", "has 70 characters", _args("--metadata-schema", "m" * 70)),
+    "apply-run-of-another-job": Case("tables", "run 1 is a run of job 'other'", _then(
+        _run_of_another_job, _command("apply", "--table", "people", "--run", "1"))),
+    # files sqlanon must not touch or create
+    "report-over-database": Case("files", "is the job's database", _command("report", "--out", "db.duckdb")),
+    "report-over-database-replace": Case("files", "is the job's database", _command(
+        "report", "--out", "db.duckdb", "--replace")),
+    "report-over-job-file": Case("files", "is the job's file", _command("report", "--out", "job.yaml", "--replace")),
+    "report-over-a-file": Case("files", "notes.html exists; choose another file", _then(
+        _file("notes.html", "<p>mine</p>"), _command("report", "--out", "notes.html"))),
+    "report-replace-a-file": Case("files", "is not a report sqlanon wrote", _then(
+        _file("notes.html", "<p>mine</p>"), _command("report", "--out", "notes.html", "--replace"))),
+    "report-missing-folder": Case("files", "folder reports does not exist", _command(
+        "report", "--out", "reports/page.html")),
+    "new-database-file": Case("files", "does not exist, and the job loads no file into it", _set(
+        "source.url", "new.duckdb")),
+    "new-database-file-after-load": Case("files", "schema 'published' of output table", _then(
+        _csv_source, _set("source.url", "new.duckdb"), _set("output.schema", "published"))),
 }
 
 
@@ -409,20 +510,22 @@ CASES: dict[str, Case] = {
 def test_bad_input(tmp_path: Path, template: Path, name: str, monkeypatch):
     case = CASES[name]
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SQLANON_BAD_INPUT_KEY", KEY)
     env = prepare(tmp_path, template)
     case.change(env)
     config = tmp_path / "job.yaml"
     raw = env.config.get("__raw__")
     config.write_text(raw if raw is not None else yaml.safe_dump(env.config, sort_keys=False))
-    target = [arg if arg != "MISSING" else str(tmp_path / "none.yaml") for arg in env.args]
-    args = [env.command] + ([] if "MISSING" in env.args else [str(config)]) + target
-    before = snapshot(env.url)
+    named = {"MISSING": str(tmp_path / "none.yaml"), "CONFIG": str(config)}
+    target = [named.get(arg, arg) for arg in env.args]
+    args = env.command.split() + ([] if named.keys() & set(env.args) else [str(config)]) + target
+    before = snapshot(env.url, tmp_path)
     result = CliRunner().invoke(main, args)
     message = result.stderr.strip()
     assert result.exit_code == 2, result.output
     assert case.fragment in message, message
     assert len(message.splitlines()) == 1 and "Traceback" not in result.output, message
-    assert snapshot(env.url) == before  # no table changed, added or dropped
+    assert snapshot(env.url, tmp_path) == before  # no table or file changed, added or dropped
     assert not metadata_leftovers(env.url)
 
 

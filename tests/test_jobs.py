@@ -295,7 +295,7 @@ def test_register_run_list_and_publish_from_sql(pg_server: str, pg_schema: str):
 @pg
 def test_the_docker_setup_prepares_a_database_where_run_job_works(pg_server: str):
     """The compose flow on this server, without the container: docker/init.sh twice (`setup` runs at every
-    `docker compose up`), then the README's `psql ... -c "CALL sqlanon.run_job('adult')"`."""
+    `docker compose up`), then the README's `psql ... -c "CALL sqlanon.run_job('adult'::text)"`."""
     name = f"sqlanon_init_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(pg_server, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -316,7 +316,7 @@ def test_the_docker_setup_prepares_a_database_where_run_job_works(pg_server: str
             plpython_or_skip(conn, "sqlanon", set_path=False)
         engine.dispose()
         assert rows == 30162 and jobs == ["adult"]
-        result = json.loads(_psql(libpq, "CALL sqlanon.run_job('adult')").strip())
+        result = json.loads(_psql(libpq, "CALL sqlanon.run_job('adult'::text)").strip())
         assert result["output"] == "adult_anon" and result["node"] in result["minimal"]
         assert result["audit"]["k_anonymity"]["holds"]
     finally:
@@ -615,3 +615,40 @@ def test_a_cancel_that_comes_after_the_run_finished_leaves_its_result_standing()
     settle_late_cancel(on_time, "adult9")
     assert on_time.notices == [] and len(late.notices) == 1
     assert "statement timeout" in late.notices[0] and "its result stands" in late.notices[0]
+
+
+@pg
+def test_a_terminated_loopback_session_records_its_cause(pg_job):
+    """pg_terminate_backend of the session an in-server run works on ends the CALL with one line, and the run is
+    recorded as failed with the cause (not a follow-up error of the dead session's), and resumes."""
+    url, meta = pg_job
+    engine = sa.create_engine(url)
+    outcome: dict = {}
+    with engine.connect() as conn:
+        plpython_or_skip(conn, meta)
+
+        def call() -> None:
+            try:
+                conn.execute(sa.text(f'CALL "{meta}".run_job(job => CAST(:j AS text))'), {"j": "adult9"})
+            except sa.exc.DBAPIError as exc:
+                outcome["error"] = exc.orig.diag.message_primary
+
+        worker = threading.Thread(target=call)
+        worker.start()
+        deadline = time.time() + 120
+        while _progress(url, meta)[1] < 2:
+            assert worker.is_alive() and time.time() < deadline
+            time.sleep(0.2)
+        with engine.connect() as admin:
+            admin.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
+                                  "'sqlanon-in-server' AND datname = current_database()"))
+        worker.join(60)
+        conn.rollback()
+    with engine.connect() as check:
+        status, error = check.execute(sa.text(f'SELECT status, error FROM "{meta}".runs WHERE job_name = \'adult9\' '
+                                              "ORDER BY run_id DESC LIMIT 1")).one()
+    engine.dispose()
+    assert "terminating connection" in outcome["error"] and len(outcome["error"].splitlines()) == 1
+    assert status == "failed" and "terminating connection" in error and "PendingRollback" not in error, error
+    resumed = run_job("adult9", url, RunOptions(metadata_schema=meta), resume=True)
+    assert resumed.minimal

@@ -3,6 +3,7 @@ database, no table of the user's ever dropped or replaced, names compared as the
 (The malformed inputs are in test_bad_inputs.py.)"""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 from collections import Counter
@@ -314,7 +315,8 @@ def _roles_job(url: str, schema: str | None, method: str, turn: int, key_env: st
     config: dict = {"source": {"url": url, "table": "names", **({"schema": schema} if schema else {})},
                     "sensitive": roles["sensitive"], "insensitive": roles["insensitive"],
                     "identifying": {**{c: {"pseudonym": {"key_env": key_env}} for c in roles["pseudonym"]},
-                                    **{c: "drop" for c in roles["drop"]}}, "output": output}
+                                    **{c: "drop" for c in roles["drop"]}}, "output": output,
+                    "unit": "rows"}  # the identifiers here are small numbers that repeat
     criteria = {"k_anonymity": {"k": 2},
                 "multi_attribute_l_diversity": {"attributes": roles["sensitive"], "l": 1}}  # reads every one
     if method == "generalize":
@@ -361,3 +363,22 @@ def test_no_internal_column_name_collides_with_a_source_column(database, method:
                 assert published == expected, (method, turn, column)
         assert not columns & set(roles["drop"])
     engine.dispose()
+
+
+def test_several_rows_per_person_are_refused_unless_the_job_protects_rows(database):
+    """A pseudonymized identifier that repeats means persons with several rows: every criterion would count
+    rows. The job is refused before anything is written, unless it says rows are what it protects."""
+    url, schema, meta = database
+    _people(url, schema, rows=500)
+    prefix = f'"{schema}".' if schema else ""
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE {prefix}people SET patient_id = 'P100001' WHERE patient_id IN ('P100002', "
+                             "'P100003', 'P100004')")
+    engine.dispose()
+    job = _job(url, schema, "by_rows", ["patient_id"])
+    with pytest.raises(DataError, match="repeats: 1 person.* up to 4 for one.*unit: rows"):
+        anonymize(job, RunOptions(metadata_schema=meta))
+    assert not _rows(url, "SELECT 1 FROM information_schema.tables WHERE table_name = 'by_rows'")
+    protected = anonymize(dataclasses.replace(job, unit="rows"), RunOptions(metadata_schema=meta))
+    assert protected.audit.ok

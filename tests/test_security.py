@@ -498,3 +498,29 @@ def test_no_routine_reads_for_a_runner_what_it_may_not_read(attack):
                          "CAST(ARRAY[] AS text[]))", {"t": f'"{a["schema"]}".secret'})
     with a["dba"].connect() as conn:
         assert conn.execute(sa.text("SELECT to_regclass(:t)"), {"t": f'"{a["out"]}".leak'}).scalar() is None
+
+
+def test_hostile_names_and_labels_are_data_in_every_routine(attack):
+    """A job name, file name and hierarchy labels written as SQL (the equivalent of PostgreSQL Anonymizer's
+    injection through masking rule text) travel as values through the routines and the in-server run: the job
+    registers, runs and lists under its name, its labels are published as they are, and nothing else happens."""
+    a = attack
+    name = "x'); DROP SCHEMA public CASCADE; --"
+    config = adult_config("ignored", ["sex", "race"], k=5, load_csv=False, schema=a["schema"],
+                          output={"table": "hostile", "schema": a["out"]})
+    evil = "Ma'le\"), DROP TABLE x --"  # (a hierarchy file separates its fields by ';')
+    files = {"h/$$sex$$.csv": f"Male;{evil};*\nFemale;F;*\n",
+             "h/race.csv": Path(config["quasi_identifiers"]["race"]["hierarchy"]).read_text()}
+    config["quasi_identifiers"] = {"sex": "h/$$sex$$.csv", "race": "h/race.csv"}
+    m = f'"{a["meta"]}"'
+    with a["runner"].connect() as conn:
+        conn.execute(sa.text(f"SELECT {m}.register_job(name => CAST(:n AS text), config => CAST(:c AS json), "
+                             "files => CAST(:f AS json))"), {"n": name, "c": json.dumps(config), "f": json.dumps(files)})
+        result = conn.execute(sa.text(f"CALL {m}.run_job(job => CAST(:n AS text))"), {"n": name}).scalar_one()
+        conn.commit()
+        runs = conn.execute(sa.text(f"SELECT status FROM {m}.job_runs(job => CAST(:n AS text))"), {"n": name}).all()
+        labels = set(conn.execute(sa.text(f'SELECT sex FROM "{a["out"]}".hostile')).scalars())
+    with a["dba"].connect() as conn:
+        public = conn.execute(sa.text("SELECT to_regnamespace('public') IS NOT NULL")).scalar_one()
+    assert result["audit"]["k_anonymity"]["holds"] and [r.status for r in runs] == ["finished"]
+    assert public and labels <= {"Male", "Female", evil, "F", "*"}
