@@ -152,6 +152,34 @@ def _progress(url: str, meta: str, job: str = "adult9") -> tuple[str, int]:
     return (row[0], int(row[1])) if row else ("none", 0)
 
 
+def _call_in_background(conn: sa.Connection, meta: str, job: str, before: str | None = None
+                        ) -> tuple[threading.Thread, dict]:
+    """CALL run_job(job) on `conn` in a thread (after the statement `before`); the dict gets the call's error
+    message under "error" (None when it succeeded)."""
+    outcome: dict = {}
+
+    def call() -> None:
+        try:
+            if before:
+                conn.exec_driver_sql(before)
+            conn.execute(sa.text(f'CALL "{meta}".run_job(job => CAST(:j AS text))'), {"j": job})
+            outcome["error"] = None
+        except sa.exc.DBAPIError as exc:
+            outcome["error"] = exc.orig.diag.message_primary
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    return worker, outcome
+
+
+def _wait_until_underway(worker: threading.Thread, url: str, meta: str, job: str = "adult9") -> None:
+    """Until the job's run is well into its search (iteration 2), as the role of `url` sees it."""
+    deadline = time.time() + 120
+    while _progress(url, meta, job)[1] < 2:
+        assert worker.is_alive() and time.time() < deadline
+        time.sleep(0.2)
+
+
 def _wait_for_iteration(url: str, meta: str, iteration: int, process: subprocess.Popen) -> None:
     deadline = time.time() + 120
     while _progress(url, meta)[1] < iteration:
@@ -448,20 +476,8 @@ def test_a_runner_role_registers_runs_resumes_and_publishes_from_sql(runner, pg_
                      {"n": "granted", "c": json.dumps(config), "f": json.dumps(files)})
         conn.commit()
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
-        outcome: dict = {}
-
-        def call() -> None:
-            try:
-                conn.execute(sa.text(f'CALL "{meta}".run_job(job => CAST(:j AS text))'), {"j": "granted"})
-            except sa.exc.DBAPIError as exc:
-                outcome["stopped"] = exc.orig.diag.message_primary
-
-        worker = threading.Thread(target=call)
-        worker.start()
-        deadline = time.time() + 120
-        while _progress(url, meta, "granted")[1] < 2:  # well into the search, as the runner itself sees it
-            assert worker.is_alive() and time.time() < deadline
-            time.sleep(0.2)
+        worker, outcome = _call_in_background(conn, meta, "granted")
+        _wait_until_underway(worker, url, meta, "granted")  # as the runner itself sees it
         with engine.connect() as other:  # a role may cancel its own sessions
             other.execute(sa.text("SELECT pg_cancel_backend(:p)"), {"p": pid})
         worker.join(60)
@@ -486,7 +502,7 @@ def test_a_runner_role_registers_runs_resumes_and_publishes_from_sql(runner, pg_
             conn.execute(sa.text(f'CALL "{meta}".run_job(job => CAST(:j AS text))'), {"j": "nope"})
         conn.rollback()
     engine.dispose()
-    assert "the calling statement was stopped" in outcome["stopped"]
+    assert "the calling statement was stopped" in outcome["error"]
     assert statuses == ["finished"] and result["audit"]["k_anonymity"]["holds"]
     assert published["audit"]["k_anonymity"]["holds"] and owners == {"published": RUNNER, "top": RUNNER}
     message = failure.value.orig.diag.message_primary  # (PL/Python still adds its traceback as CONTEXT)
@@ -500,27 +516,14 @@ def test_a_cancelled_call_stops_its_loopback_work_and_resumes(pg_job, stop: str)
     sessions end, the job lock is free, the run is recorded as cancelled, and a resume finishes it."""
     url, meta = pg_job
     engine = sa.create_engine(url)
-    outcome: dict = {}
     with engine.connect() as conn:
         plpython_or_skip(conn, meta)
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
-
-        def call() -> None:
-            try:
-                if stop == "statement_timeout":  # well before the run's end (about 3 s on this machine)
-                    conn.exec_driver_sql("SET statement_timeout = '1s'")
-                conn.execute(sa.text(f'CALL "{meta}".run_job(:j)'), {"j": "adult9"})
-                outcome["error"] = None
-            except sa.exc.DBAPIError as exc:
-                outcome["error"] = exc.orig.diag.message_primary
-
-        worker = threading.Thread(target=call)
-        worker.start()
+        # a statement_timeout well before the run's end (about 3 s on this machine)
+        worker, outcome = _call_in_background(conn, meta, "adult9", "SET statement_timeout = '1s'"
+                                              if stop == "statement_timeout" else None)
         if stop == "pg_cancel_backend":
-            deadline = time.time() + 120
-            while _progress(url, meta)[1] < 2:  # well into the search
-                assert worker.is_alive() and time.time() < deadline
-                time.sleep(0.2)
+            _wait_until_underway(worker, url, meta)
             with engine.connect() as admin:
                 admin.execute(sa.text("SELECT pg_cancel_backend(:p)"), {"p": pid})
         worker.join(60)
@@ -623,22 +626,10 @@ def test_a_terminated_loopback_session_records_its_cause(pg_job):
     recorded as failed with the cause (not a follow-up error of the dead session's), and resumes."""
     url, meta = pg_job
     engine = sa.create_engine(url)
-    outcome: dict = {}
     with engine.connect() as conn:
         plpython_or_skip(conn, meta)
-
-        def call() -> None:
-            try:
-                conn.execute(sa.text(f'CALL "{meta}".run_job(job => CAST(:j AS text))'), {"j": "adult9"})
-            except sa.exc.DBAPIError as exc:
-                outcome["error"] = exc.orig.diag.message_primary
-
-        worker = threading.Thread(target=call)
-        worker.start()
-        deadline = time.time() + 120
-        while _progress(url, meta)[1] < 2:
-            assert worker.is_alive() and time.time() < deadline
-            time.sleep(0.2)
+        worker, outcome = _call_in_background(conn, meta, "adult9")
+        _wait_until_underway(worker, url, meta)
         with engine.connect() as admin:
             admin.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
                                   "'sqlanon-in-server' AND datname = current_database()"))

@@ -50,6 +50,25 @@ def attack(runner, pg_server: str, pg_schema: str):
     assert superuser is False, "the runner became a superuser"
 
 
+@pytest.fixture
+def login_role(attack):
+    """Makes a new login role (a name starting with `prefix`, granted `grants`), dropped at the end."""
+    made: list[str] = []
+
+    def make(prefix: str, *grants: str) -> str:
+        name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+        with attack["dba"].begin() as conn:
+            conn.exec_driver_sql(f'CREATE ROLE "{name}" LOGIN')
+            for grant in grants:
+                conn.exec_driver_sql(grant.format(role=f'"{name}"'))
+        made.append(name)
+        return name
+    yield make
+    with attack["dba"].begin() as conn:
+        for name in made:
+            drop_role(conn, name)
+
+
 def _denied(engine: sa.Engine, statement: str, params: dict | None = None) -> str:
     """Run `statement` in a transaction that is rolled back; returns the error, which must be a refusal."""
     with engine.connect() as conn:
@@ -143,15 +162,19 @@ def _escalation(work: str) -> str:
             "RETURN 1; END $$")
 
 
-def _registered_run(a: dict, name: str, qis: list[str], **extra) -> int:
-    """A job registered and run by the runner itself (from its client); returns the run's number."""
-    config = adult_config(a["url"], qis, k=5, load_csv=False, schema=a["schema"], **extra)
+def _register(a: dict, name: str, config: dict) -> None:
+    """`config` registered by the runner as job `name`, from a job file of its client."""
     folder = Path(tempfile.mkdtemp())
     try:
         (folder / "job.json").write_text(json.dumps(config))
         register_job(name, folder / "job.json", a["url"], a["meta"])
     finally:
         shutil.rmtree(folder)
+
+
+def _registered_run(a: dict, name: str, qis: list[str], **extra) -> int:
+    """A job registered and run by the runner itself (from its client); returns the run's number."""
+    _register(a, name, adult_config(a["url"], qis, k=5, load_csv=False, schema=a["schema"], **extra))
     result = run_job(name, a["url"], RunOptions(metadata_schema=a["meta"]))
     return getattr(result, "search", result).run_id
 
@@ -221,12 +244,7 @@ def test_a_dba_who_runs_or_audits_a_runners_job_runs_none_of_its_code_with_the_d
     config = adult_config(a["url"], ["sex", "race"], k=5, load_csv=False, table="adult_view", schema=a["work"],
                           output={"table": "trapped", "schema": a["out"]})
     config["insensitive"].append("probe")  # published: the view's function runs for every row
-    folder = Path(tempfile.mkdtemp())
-    try:
-        (folder / "job.json").write_text(json.dumps(config))
-        register_job("trap", folder / "job.json", a["url"], a["meta"])
-    finally:
-        shutil.rmtree(folder)
+    _register(a, "trap", config)
     with a["dba"].connect() as conn:
         result = conn.execute(sa.text(f'CALL "{a["meta"]}".run_job(job => CAST(:j AS text))'),
                               {"j": "trap"}).scalar_one()
@@ -303,20 +321,14 @@ def test_the_servers_python_path_is_its_owners_alone(attack, tmp_path: Path):
 
 
 @pytest.fixture
-def other_runner(attack, pg_server: str):
+def other_runner(attack, login_role, pg_server: str):
     """A second runner, set up the same way, that tries to reach the first one's work."""
     a = attack
-    name = f"other_{uuid.uuid4().hex[:8]}"
-    with a["dba"].begin() as conn:
-        conn.exec_driver_sql(f'CREATE ROLE "{name}" LOGIN')
-        conn.exec_driver_sql(f'GRANT USAGE ON SCHEMA "{a["schema"]}" TO "{name}"')
-        conn.exec_driver_sql(f'GRANT SELECT ON "{a["schema"]}".adult TO "{name}"')
+    name = login_role("other", f'GRANT USAGE ON SCHEMA "{a["schema"]}" TO {{role}}',
+                      f'GRANT SELECT ON "{a["schema"]}".adult TO {{role}}')
     granted = CliRunner().invoke(main, ["grant-runner", name, "--db", pg_server, "--metadata-schema", a["meta"]])
     assert granted.exit_code == 0, granted.output
-    url = sa.engine.make_url(pg_server).set(username=name).render_as_string(hide_password=False)
-    yield name, url
-    with a["dba"].begin() as conn:
-        drop_role(conn, name)
+    return name, sa.engine.make_url(pg_server).set(username=name).render_as_string(hide_password=False)
 
 
 def test_roles_see_and_change_their_own_work_only(attack, other_runner):
@@ -373,7 +385,6 @@ def test_roles_see_and_change_their_own_work_only(attack, other_runner):
 
 def test_the_runner_role_is_per_database(attack, pg_server: str):
     """Granting a runner in one database grants it nothing in another where sqlanon is installed too."""
-    a = attack
     database = f"sqlanon_second_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(pg_server, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -399,13 +410,12 @@ def test_the_runner_role_is_per_database(attack, pg_server: str):
         admin.dispose()
 
 
-def test_grant_runner_refuses_what_it_cannot_do_safely(attack, pg_server: str):
+def test_grant_runner_refuses_what_it_cannot_do_safely(attack, login_role, pg_server: str):
     """An unknown role, a work schema someone else created first (to read or plant in the runner's scratch
     tables) and DuckDB each get one line; revoking takes the membership and the work schema away."""
     a = attack
-    squatter = f"squat_{uuid.uuid4().hex[:8]}"
+    squatter = login_role("squat")
     with a["dba"].begin() as conn:
-        conn.exec_driver_sql(f'CREATE ROLE "{squatter}" LOGIN')
         conn.exec_driver_sql(f'CREATE SCHEMA "{a["meta"]}_work_{squatter}" AUTHORIZATION "{RUNNER}"')
     try:
         cli = CliRunner()
@@ -426,7 +436,6 @@ def test_grant_runner_refuses_what_it_cannot_do_safely(attack, pg_server: str):
     finally:
         with a["dba"].begin() as conn:
             conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{a["meta"]}_work_{squatter}" CASCADE')
-            drop_role(conn, squatter)
 
 
 def test_the_installed_routines_are_the_ones_sqlanon_documents(attack):
@@ -444,30 +453,22 @@ def test_the_installed_routines_are_the_ones_sqlanon_documents(attack):
     assert granted == expected == _documented_routines()
 
 
-def test_a_role_that_is_no_runner_executes_nothing(attack):
+def test_a_role_that_is_no_runner_executes_nothing(attack, login_role):
     """A role a DBA granted USAGE on sqlanon's schema by hand, but not the runner role, may execute none of its
     routines (EXECUTE is revoked from PUBLIC on every one)."""
     a = attack
-    stranger = f"stranger_{uuid.uuid4().hex[:8]}"
-    with a["dba"].begin() as conn:
-        conn.exec_driver_sql(f'CREATE ROLE "{stranger}" LOGIN')
-        conn.exec_driver_sql(f'GRANT USAGE ON SCHEMA "{a["meta"]}" TO "{stranger}"')
-    try:
-        with a["dba"].connect() as conn:
-            allowed = conn.execute(sa.text(
-                "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = :s "
-                "AND has_function_privilege(:r, p.oid, 'EXECUTE')"), {"s": a["meta"], "r": stranger}).scalars().all()
-        assert allowed == []
-        url = sa.engine.make_url(str(a["dba"].url.render_as_string(hide_password=False))).set(username=stranger)
-        engine = sa.create_engine(url)
-        for call in (f'SELECT * FROM "{a["meta"]}".jobs_list()', f'SELECT "{a["meta"]}".load_sqlanon()',
-                     f'CALL "{a["meta"]}".run_job(job => CAST(\'x\' AS text))',
-                     f'SELECT * FROM "{a["meta"]}".installation()'):
-            _denied(engine, call)
-        engine.dispose()
-    finally:
-        with a["dba"].begin() as conn:
-            drop_role(conn, stranger)
+    stranger = login_role("stranger", f'GRANT USAGE ON SCHEMA "{a["meta"]}" TO {{role}}')
+    with a["dba"].connect() as conn:
+        allowed = conn.execute(sa.text(
+            "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = :s "
+            "AND has_function_privilege(:r, p.oid, 'EXECUTE')"), {"s": a["meta"], "r": stranger}).scalars().all()
+    assert allowed == []
+    engine = sa.create_engine(a["dba"].url.set(username=stranger))
+    for call in (f'SELECT * FROM "{a["meta"]}".jobs_list()', f'SELECT "{a["meta"]}".load_sqlanon()',
+                 f'CALL "{a["meta"]}".run_job(job => CAST(\'x\' AS text))',
+                 f'SELECT * FROM "{a["meta"]}".installation()'):
+        _denied(engine, call)
+    engine.dispose()
 
 
 def test_no_routine_reads_for_a_runner_what_it_may_not_read(attack):
@@ -479,12 +480,7 @@ def test_no_routine_reads_for_a_runner_what_it_may_not_read(attack):
         conn.exec_driver_sql(f'CREATE TABLE "{a["schema"]}".secret AS SELECT * FROM "{a["schema"]}".adult')
     config = adult_config(a["url"], ["sex", "race"], k=5, load_csv=False, table="secret", schema=a["schema"],
                           output={"table": "leak", "schema": a["out"]}, sensitive=["occupation"])
-    folder = Path(tempfile.mkdtemp())
-    try:
-        (folder / "job.json").write_text(json.dumps(config))
-        register_job("peek", folder / "job.json", a["url"], a["meta"])
-    finally:
-        shutil.rmtree(folder)
+    _register(a, "peek", config)
     m = f'"{a["meta"]}"'
     for engine in (a["runner"], a["dba"]):
         with engine.connect() as conn:
