@@ -127,7 +127,7 @@ def bucketize(db: Database, conn: Connection, job: Job, source: TableName, qi_ta
             raise AuditError(f"the QI table has {report['rows']} rows, the source {rows}; nothing was written")
         check_published_columns(db, conn, qi_ref, str(qi_target), published + [BUCKET])
         check_published_values(db, conn, qi_ref, str(qi_target), source_ref,
-                               unchanged_columns(db, pseudonyms, job.identifying, published))
+                               unchanged_columns(db, pseudonyms, job.identifying, published), every_row=True)
         check_published_columns(db, conn, sa_ref, str(sensitive_target), [BUCKET, sensitive, COUNT_COLUMN])
         for target, written in ((qi_target, rows), (sensitive_target, report["cells"])):
             ownership.record(conn, target, "output", written, run_id)

@@ -621,7 +621,8 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
                     check_published_values(db, conn, written, str(target.name), db.q(src.schema, src.table),
                                            unchanged_columns(db, pseudonyms, job.identifying, [
                                                c for c in published
-                                               if db.name_key(c) not in {db.name_key(q) for q in job.qi_names}]))
+                                               if db.name_key(c) not in {db.name_key(q) for q in job.qi_names}]),
+                                           every_row=True)
                     report = audit_table(db, conn, written, job.qi_names, job.sensitive, job.criteria)
                     if not report.ok or report.rows != rows:
                         failed = ", ".join(name for name, ok in report.holds.items() if not ok) or "row count"

@@ -127,18 +127,26 @@ def _masked_condition(db: Database, masked_top: dict[str, list[str]], params: di
 
 
 def check_published_values(db: Database, conn: Connection, written: str, name: str, source: str,
-                           columns: list[tuple[str, str]]) -> None:
+                           columns: list[tuple[str, str]], every_row: bool) -> None:
     """Every row of the written table `written` (`name` in messages), over the columns it publishes as they are
     or as pseudonyms, is a row of the source: `columns` pairs each published column with its value computed from
-    the source (alias t). A multiset difference (EXCEPT ALL) in one statement: a published value the source does
-    not hold, as often, is an internal column published in a user's column's place (or any bug of the kind),
-    and nothing is written."""
+    the source (alias t). A published value the source does not hold, as often, is an internal column published
+    in a user's column's place (or any bug of the kind), and nothing is written.
+
+    When the table holds `every_row` of the source (nothing removed), the two multisets are compared by their
+    counts and exact sums of a 64-bit hash of each row: an aggregate over each table (1M hospital rows, two
+    columns, on DuckDB: 4 ms instead of 0.25 s). Otherwise by a multiset difference (EXCEPT ALL), one statement."""
     if not columns:
         return
-    published = ", ".join(db.q(column) for column, _ in columns)
-    expected = ", ".join(value for _, value in columns)
-    stray = db.execute(conn, f"SELECT COUNT(*) FROM (SELECT {published} FROM {written} EXCEPT ALL SELECT {expected} "
-                             f"FROM {source} t) x").scalar_one()
+    published = [db.q(column) for column, _ in columns]
+    expected = [value for _, value in columns]
+    if every_row:
+        mine, theirs = (db.execute(conn, f"SELECT COUNT(*), {db.hash_sum(values)} FROM {table}").one()
+                        for values, table in ((published, written), (expected, f"{source} t")))
+        stray = 0 if tuple(mine) == tuple(theirs) else max(1, abs(mine[0] - theirs[0]))
+    else:
+        stray = db.execute(conn, f"SELECT COUNT(*) FROM (SELECT {', '.join(published)} FROM {written} EXCEPT ALL "
+                                 f"SELECT {', '.join(expected)} FROM {source} t) x").scalar_one()
     if stray:
         raise AuditError(f"table {name!r} publishes {stray} row(s) whose values of {', '.join(c for c, _ in columns)} "
                          "the source does not hold; nothing was written")

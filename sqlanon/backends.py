@@ -294,6 +294,11 @@ class Database:
         standard's ordered-set aggregate, which PostgreSQL and Spark have."""
         return f"percentile_disc(0.5) WITHIN GROUP (ORDER BY {value})"
 
+    def hash_sum(self, values: list[str]) -> str:
+        """An aggregate summing a 64-bit hash of each row's `values` exactly (no overflow): two multisets of rows
+        with equal counts and sums are, but for a hash collision, the same."""
+        raise NotImplementedError
+
     def not_a_number(self, column: str) -> str:
         """A condition true where `column` (quoted) holds something that is not a finite number (NaN and the
         infinities included: no cut, range or width of Mondrian's is defined for them)."""
@@ -447,6 +452,9 @@ class DuckDB(Database):
 
     def lower_median(self, value: str) -> str:
         return f"quantile_disc({value}, 0.5)"
+
+    def hash_sum(self, values: list[str]) -> str:
+        return f"SUM(CAST(hash({', '.join(values)}) AS HUGEINT))"
 
     def _insert(self, conn: Connection, ref: str, names: str, columns: Sequence[str],
                 rows: Sequence[Sequence[Any]]) -> None:
@@ -655,6 +663,10 @@ class PostgreSQL(Database):
         text_bytes = f"convert_to(CAST({value} AS TEXT), 'UTF8')"
         inner = f"sha256(CAST({inner_key} AS BYTEA) || {text_bytes})"
         return f"encode(sha256(CAST({outer_key} AS BYTEA) || {inner}), 'hex')"
+
+    def hash_sum(self, values: list[str]) -> str:
+        """The row's text (a row of the same types prints the same) hashed to 64 bits; SUM of BIGINT is NUMERIC."""
+        return f"SUM(hashtextextended(CAST(ROW({', '.join(values)}) AS TEXT), 0))"
 
     def not_a_number(self, column: str) -> str:
         # no TRY_CAST before PostgreSQL 16's pg_input_is_valid

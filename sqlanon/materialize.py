@@ -82,7 +82,8 @@ def materialize(db: Database, conn: Connection, star: StarSchema, plan: Publicat
             check_published_columns(db, conn, written, str(plan.target), published)
             qis = {db.name_key(d.column) for d in star.dimensions}
             check_published_values(db, conn, written, str(plan.target), star.source, unchanged_columns(
-                db, plan.pseudonyms, plan.identifying, [c for c in published if db.name_key(c) not in qis]))
+                db, plan.pseudonyms, plan.identifying, [c for c in published if db.name_key(c) not in qis]),
+                every_row=not suppressing or plan.mode == "mask")
             qi_columns = [d.column for d in star.dimensions]
             masked_top = {d.column: d.hierarchy.top_labels for d in star.dimensions} \
                 if suppressing and plan.mode == "mask" else None

@@ -443,6 +443,9 @@ class Spark(Database):
         return None if found is None else found.description
 
     # --- SQL fragments --------------------------------------------------------
+    def hash_sum(self, values: list[str]) -> str:
+        return f"SUM(CAST(xxhash64({', '.join(values)}) AS DECIMAL(38, 0)))"
+
     def hmac_sha256_hex(self, value: str, inner_key: str, outer_key: str) -> str:
         text_bytes = f"encode(CAST({value} AS STRING), 'UTF-8')"
         inner = f"unhex(sha2(concat(CAST({inner_key} AS BINARY), {text_bytes}), 256))"
