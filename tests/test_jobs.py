@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from sqlanon import RunOptions, search
 from sqlanon.api import register_job, run_job
 from sqlanon.cli import main
+from sqlanon.config import job_from_dict
 from sqlanon.errors import ConfigError, DataError
 
 from .conftest import ADULT_QIS, RUNNER, adult_config, adult_job, plpython_or_skip
@@ -425,9 +426,11 @@ def test_runs_killed_at_random_points_leave_nothing_behind(backend: str, tmp_pat
     assert rows in (None, 30162)  # published whole, or not at all
 
 
-def test_cleanup_drops_the_tables_of_runs_that_ended_without_finishing(tmp_path: Path):
+@pytest.mark.parametrize("command", ["cleanup", "anatomy", "mondrian"])
+def test_cleanup_drops_the_tables_of_runs_that_ended_without_finishing(tmp_path: Path, command: str):
     """A failed run's dimension, parent-code and search scratch tables (a killed session's, on PostgreSQL, where the
-    cube is a table of the metadata schema) are dropped by cleanup; a finished run keeps its tables (--keep)."""
+    cube is a table of the caller's work schema) are dropped by cleanup, and when any run starts, an anatomy or
+    Mondrian publication included; a finished run keeps its tables (--keep)."""
     url = f"duckdb:///{tmp_path / 'c.duckdb'}"
     search(adult_job(url, ["sex"], k=1))
     engine = sa.create_engine(url)
@@ -439,8 +442,18 @@ def test_cleanup_drops_the_tables_of_runs_that_ended_without_finishing(tmp_path:
                                  f"started_at) VALUES ({run}, 'j', 'search', 'auto', '{{}}', '{status}', now())")
             for table in tables[run]:
                 conn.exec_driver_sql(f"CREATE TABLE sqlanon.{table} (x INTEGER)")
-    cleaned = CliRunner().invoke(main, ["cleanup", "--db", url])
-    assert cleaned.exit_code == 0, cleaned.output
+    if command == "cleanup":
+        cleaned = CliRunner().invoke(main, ["cleanup", "--db", url])
+        assert cleaned.exit_code == 0, cleaned.output
+    else:
+        from sqlanon import bucketize, partition
+        config = adult_config(url, ["sex", "race"], k=5, load_csv=False, output={"table": "out", "method": command})
+        if command == "anatomy":
+            config.update(quasi_identifiers=["sex", "race"], sensitive=["occupation"])
+            config["output"]["l"] = 2
+            del config["criteria"]
+            config["insensitive"].remove("occupation")
+        (bucketize if command == "anatomy" else partition)(job_from_dict(config, tmp_path))
     with engine.connect() as conn:
         left = set(conn.exec_driver_sql("SELECT table_name FROM information_schema.tables WHERE table_schema = "
                                         "'sqlanon'").scalars())
