@@ -108,6 +108,9 @@ class Database:
         #: where sqlanon's own tables live (runs, lattices, registries): the database itself, or a store beside it
         #: for an engine that cannot update tables in place (Spark)
         self.metadata: Database = self
+        #: the caller's work schema by store schema, once asked (see store.Store.work_schema): the role is the
+        #: engine's, the same for every connection
+        self.work_schemas: dict[str, str] = {}
 
     def metadata_connection(self, conn: Connection) -> Connection:
         """The connection to `metadata` that goes with `conn` (the same one, or one committed with it)."""

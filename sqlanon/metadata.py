@@ -146,14 +146,16 @@ def _at_head(db: Database, schema: str) -> bool:
     if not db.stored_routines:
         return current_version(db, schema) == head_revision()
     with db.connect() as conn:
-        user, exists, usable = conn.execute(text(
-            "SELECT session_user, to_regnamespace(:s) IS NOT NULL, COALESCE(has_schema_privilege(session_user, "
-            "to_regnamespace(:s), 'USAGE'), false)"), {"s": db.q(schema)}).one()
+        user, exists, usable, installed = conn.execute(text(
+            "SELECT session_user, n IS NOT NULL, COALESCE(usable, false), CASE WHEN usable THEN to_regprocedure(:f) "
+            "IS NOT NULL END FROM (SELECT to_regnamespace(:s) AS n, has_schema_privilege(session_user, "
+            "to_regnamespace(:s), 'USAGE') AS usable) x"),
+            {"s": db.for_driver(db.q(schema)), "f": db.for_driver(f"{db.q(schema)}.installation()")}).one()
         if exists and not usable:
             raise DataError(f"role {user!r} may not use sqlanon's schema {schema!r}; a DBA sets the role up with: "
                             f"sqlanon grant-runner {user} --db URL --metadata-schema {schema} (or pass "
                             "--metadata-schema naming a schema of the role's own)")
-        found = routines.installed(conn, schema)
+        found = routines.installed(conn, schema, known=installed)
         if found is None:
             return False
         version, digest, _ = found

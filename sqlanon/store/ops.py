@@ -118,6 +118,8 @@ class Store:
         which `sqlanon grant-runner` made and which the runner must own."""
         if not self.routines:
             return self.schema
+        if self.schema in self.db.work_schemas:
+            return self.db.work_schemas[self.schema]
         try:
             with conn.begin_nested():
                 name, owner, user = conn.execute(text(
@@ -127,6 +129,7 @@ class Store:
         except DBAPIError:  # not granted the runner role: no EXECUTE on work_schema()
             name, owner, user = None, None, conn.execute(text("SELECT session_user")).scalar_one()
         if name == self.schema:
+            self.db.work_schemas[self.schema] = name
             return name
         setup = f"a DBA sets it up with: sqlanon grant-runner {user} --db URL --metadata-schema {self.schema}"
         if owner is None:
@@ -135,6 +138,7 @@ class Store:
         if owner != user:
             raise DataError(f"schema {name!r}, where role {user!r} keeps its runs' scratch tables, belongs to role "
                             f"{owner!r}; drop or rename it, and {setup}")
+        self.db.work_schemas[self.schema] = name
         return name
 
     def _routine(self, conn: Connection, op: Op | Insert, values: dict[str, Any]) -> Result:

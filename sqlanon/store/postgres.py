@@ -196,11 +196,13 @@ def check_python_path(path: str) -> None:
                               "'$' or control characters (folders are separated by ':')")
 
 
-def installed(conn: Connection, schema: str) -> tuple[str, str, Installation] | None:
+def installed(conn: Connection, schema: str, known: bool | None = None) -> tuple[str, str, Installation] | None:
     """The store's (version, routines digest, settings) as its installation() routine returns them; None without
-    one. Any role with USAGE on the schema may ask."""
-    if not conn.execute(text("SELECT to_regprocedure(:f) IS NOT NULL"),
-                        {"f": f"{quote_name(schema)}.installation()"}).scalar_one():
+    one (`known`: whether it exists, when the caller already asked). Any role with USAGE on the schema may ask."""
+    if known is None:
+        known = conn.execute(text("SELECT to_regprocedure(:f) IS NOT NULL"),
+                             {"f": f"{quote_name(schema)}.installation()"}).scalar_one()
+    if not known:
         return None
     row = conn.execute(text(f"SELECT * FROM {quote_name(schema)}.installation()")).one()
     return row[0], row[1], Installation(row[2], row[3] or "", row[4])
