@@ -58,7 +58,7 @@ def worker(engine: str, rows: int, out: Path, cores: int) -> dict:
 
     folder = dataset(rows)
     if engine == "spark":
-        from sqlanon.spark import session_for
+        from sqlanon.backends.spark_dbapi import session_for
         warehouse = out / f"warehouse_{rows}"
         shutil.rmtree(warehouse, ignore_errors=True)
         url = f"spark://local[{cores}]?warehouse={warehouse}"
@@ -75,7 +75,7 @@ def worker(engine: str, rows: int, out: Path, cores: int) -> dict:
     load_csv(folder / "hospital.csv", "hospital", url, csv_options=options)
     load = time.perf_counter() - started
 
-    engine_ = sa.create_engine(url)  # the same session (Spark's dialect is registered by sqlanon.spark)
+    engine_ = sa.create_engine(url)  # the same session (Spark's dialect is registered by sqlanon.backends.spark_dbapi)
     quoted = ", ".join(f'"{c}"' for c in QIS)
     with engine_.connect() as conn:
         started = time.perf_counter()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from itertools import combinations
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection

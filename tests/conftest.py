@@ -213,7 +213,7 @@ def spark_url(tmp_path_factory) -> str:
     """One local Spark session for the whole run (2 cores, 2 shuffle partitions, 1 GB of driver memory), its
     warehouse and sqlanon's metadata store in a temporary folder."""
     from sqlanon.errors import ConfigError
-    from sqlanon.spark import require_spark
+    from sqlanon.backends.spark_dbapi import require_spark
 
     try:
         require_spark()

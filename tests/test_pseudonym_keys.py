@@ -181,7 +181,7 @@ def test_postgresql_logging_every_statement_parameter_and_plan_holds_no_key(pg_s
 
 
 def test_spark_statements_plans_and_ui_hold_no_key(spark_adult: str, key: bytes, sent: list[str]):
-    from sqlanon.spark import session_for
+    from sqlanon.backends.spark_dbapi import session_for
 
     spark = session_for("local[2]")
     spark.sql("DROP TABLE IF EXISTS people")

@@ -108,7 +108,7 @@ def test_anonymize_writes_an_audited_parquet_table(spark_adult, adult_duck):
         anonymize(spark_job)
     report = audit(spark_job, "adult_anon")
     assert report.ok and report.rows == 30162
-    from sqlanon.spark import session_for
+    from sqlanon.backends.spark_dbapi import session_for
     files = session_for("local[2]").sql("DESCRIBE TABLE EXTENDED adult_anon").collect()
     assert any(row[0] == "Provider" and row[1] == "parquet" for row in files)
 
@@ -143,7 +143,7 @@ def test_values_missing_from_hierarchies(spark_adult, tmp_path):
 
 
 def test_spark_without_java_or_pyspark(monkeypatch):
-    from sqlanon import spark
+    from sqlanon.backends import spark_dbapi as spark
 
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("JAVA_HOME", raising=False)
@@ -223,7 +223,7 @@ def test_spark_connect_gives_duckdbs_results(connect_url, adult_duck, tmp_path):
 def test_outputs_replace_only_sqlanons_own_tables(spark_adult):
     """--replace overwrites sqlanon's earlier output (told by the token in its table comment), never a table
     someone else made."""
-    from sqlanon.spark import session_for
+    from sqlanon.backends.spark_dbapi import session_for
 
     job = adult_job(spark_adult, ["sex", "race"], k=5, load_csv=False, output={"table": "adult_replaced"})
     anonymize(job, replace=True)
@@ -237,7 +237,7 @@ def test_outputs_replace_only_sqlanons_own_tables(spark_adult):
 
 def test_parquet_files_as_the_source(spark_adult, adult_duck, tmp_path):
     """source.parquet: files read in place (a temporary view), as a warehouse's exported table would be."""
-    from sqlanon.spark import session_for
+    from sqlanon.backends.spark_dbapi import session_for
 
     files = tmp_path / "adult_parquet"
     session_for("local[2]").table("adult").write.parquet(str(files))

@@ -1,0 +1,417 @@
+"""What every kind of database shares: the `Database` class, identifier quoting, and reading CSV files with
+DuckDB's reader (which every kind loads files through)."""
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar, Iterator, Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..errors import ConfigError, DataError, SqlanonError
+
+#: read_csv options a job may pass through (name in the config -> DuckDB name)
+CSV_OPTIONS = {"delimiter": "delim", "delim": "delim", "sep": "delim", "header": "header", "quote": "quote",
+               "escape": "escape", "all_varchar": "all_varchar", "types": "types", "dateformat": "dateformat",
+               "timestampformat": "timestampformat", "nullstr": "nullstr", "skip": "skip",
+               "sample_size": "sample_size", "encoding": "encoding", "decimal_separator": "decimal_separator"}
+
+
+class Database:
+    """A database reached through one SQLAlchemy engine: what every kind shares."""
+
+    #: every kind of database by the URL schemes it answers to (filled by the subclasses as they are defined)
+    kinds: ClassVar[dict[str, type[Database]]] = {}
+    #: the schemes of this kind's URLs (the part before ':', without a '+driver')
+    schemes: ClassVar[tuple[str, ...]] = ()
+    kind = ""
+    #: roles, GRANT and SET ROLE exist (output.grant_to, jobs that run with their registrant's rights)
+    roles = False
+    #: several sessions may work at once: advisory locks, and a run's liveness told by its session
+    concurrent_sessions = False
+    #: routines installed in the server (PL/Python: CALL sqlanon.run_job)
+    stored_routines = False
+    #: sqlanon sets the database's memory limit and spill folder (DuckDB runs inside this process)
+    memory_settings = False
+    #: roll-ups look parent codes up in per-run arrays (faster than joins where the planner does poorly)
+    parent_code_arrays = False
+    #: how names are compared, for messages
+    name_rule = "the database does"
+    #: the schema of the session's temporary tables
+    temp_schema = "temp"
+    #: DDL inside transactions: several tables written (and audited) as one, or none
+    transactions = True
+    #: WITH x AS MATERIALIZED computes x once however often the statement reads it (Spark inlines every
+    #: reference instead, so a set read several times is stored first)
+    materialized_ctes = True
+    #: how a wave's frequency sets are named in its statement (see WaveChecker._wave)
+    wave_cte = "AS MATERIALIZED"
+    #: a roll-up's nodes grouped by GROUPING SETS over one read of it, instead of a join with their masks (see
+    #: WaveChecker._grouping_sets). DuckDB builds a hash table per set: Adult at 2% suppression 0.45 -> 1.17 s
+    grouping_sets = False
+    #: a row's code in a small dimension comes from `lookup` instead of a join, on small tables (see
+    #: StarSchema.coded); PostgreSQL's array lookups were slower than its hash joins (Adult's cube 57 ms against
+    #: 48 ms), Spark binds no lists
+    value_lookups = False
+    #: a list binds as one parameter (an array), which UNNEST reads as rows (Spark binds no lists)
+    binds_lists = False
+    #: an integer column's codes come from a bound array indexed by its value (`index_lookup`), not a join with
+    #: its dimension, whatever the rows (see StarSchema.coded). A million rows coded through 90 ages: DuckDB 57 ->
+    #: 37 ms, PostgreSQL 680-960 -> 440-510 ms; Spark binds no lists
+    index_lookups = False
+    #: a wave's class sizes joined with its counts, not added up in a window (see FrequencySetView.sized_counts)
+    class_sizes_by_join = True
+    #: the type of a column of bytes (pseudonym pads)
+    bytes_type = "BLOB"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for scheme in cls.schemes:
+            Database.kinds[scheme] = cls
+
+    @classmethod
+    def open(cls, url: str, memory_limit: str | None = None, temp_directory: Path | None = None) -> Database:
+        """This kind of database at `url`, through an engine of SQLAlchemy's."""
+        try:
+            engine = sa.create_engine(url)
+        except Exception as exc:  # unknown driver, malformed URL
+            raise SqlanonError(f"cannot use database URL {url!r}: {exc}") from None
+        return cls(engine, url, memory_limit, temp_directory)
+
+    @staticmethod
+    def hint(message: str) -> str:
+        """What to add to a connection error of this kind of database (a fix, a cause), or ''."""
+        return ""
+
+    def __init__(self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None,
+                 temp_directory: Path | None = None):
+        self.engine, self.url = engine, url
+        #: where sqlanon's own tables live (runs, lattices, registries): the database itself, or a store beside it
+        #: for an engine that cannot update tables in place (Spark)
+        self.metadata: Database = self
+        #: the caller's work schema by store schema, once asked (see store.Store.work_schema): the role is the
+        #: engine's, the same for every connection
+        self.work_schemas: dict[str, str] = {}
+
+    def metadata_connection(self, conn: Connection) -> Connection:
+        """The connection to `metadata` that goes with `conn` (the same one, or one committed with it)."""
+        return conn
+
+    def require_transactions(self, what: str) -> None:
+        """Refuse, in one line, work that writes several tables as one transaction where there are none."""
+        if not self.transactions:
+            raise ConfigError(f"{what} is not available on {self.kind}: it writes its tables in one transaction, "
+                              f"and {self.kind} has none; run it on DuckDB or PostgreSQL")
+
+    def run_table(self, schema: str, name: str) -> str:
+        """Reference to a table of one run (dimension tables) named `name` in the metadata schema."""
+        return self.q(schema, name)
+
+    # --- names ----------------------------------------------------------
+    def q(self, *parts: str | None) -> str:
+        """Quote a (possibly schema-qualified) name for a `text()` statement; None parts are skipped.
+
+        Every statement goes through `text()`, which escapes `%` for the driver
+        itself; a colon is escaped so that it is not read as a bind parameter.
+        (The dialect's own quoting doubles `%` for pyformat drivers, which is
+        right only for raw driver calls.)
+        """
+        return ".".join(quote_name(p).replace(":", "\\:") for p in parts if p is not None)
+
+    @staticmethod
+    def for_driver(sql: str) -> str:
+        """A statement built with `q()` names, for a call that bypasses `text()` (COPY, a regclass literal)."""
+        return sql.replace("\\:", ":")
+
+    def name_key(self, name: str) -> str:
+        """A name as the database compares it."""
+        return name
+
+    def same_name(self, a: str | None, b: str | None) -> bool:
+        return a is not None and b is not None and self.name_key(a) == self.name_key(b)
+
+    def check_name(self, name: str, where: str) -> None:
+        """Refuse a name the database would change (none here; see PostgreSQL's)."""
+
+    def execute(self, conn: Connection, sql: str, params: dict[str, Any] | None = None) -> Any:
+        """Run one statement built with `q()` names (values always as bound parameters)."""
+        return conn.execute(sa.text(sql), params or {})
+
+    def scratch_ref(self, name: str) -> str:
+        """Reference to a session-scoped scratch table (frequency sets)."""
+        return f"{self.temp_schema}.{self.q(name)}"
+
+    def create_scratch(self, conn: Connection, name: str, select: str, params: dict[str, Any] | None = None) -> str:
+        """A session-scoped scratch table `name` made from `select`; returns its reference."""
+        self.execute(conn, f"CREATE TEMP TABLE {self.q(name)} AS {select}", params)
+        return self.scratch_ref(name)
+
+    def create_run_scratch(self, conn: Connection, schema: str, name: str, select: str,
+                           params: dict[str, Any] | None = None) -> tuple[str, int | None]:
+        """A scratch table of one run that many statements read (the search's cube), made from `select`; returns
+        its reference and its rows where the database reports them (None: count them). Here a session-scoped
+        one; a database may keep it in the metadata schema `schema` instead, so `name` carries the run's number
+        (metadata._run_of_table finds the tables a killed run left)."""
+        return self.create_scratch(conn, name, select, params), None
+
+    def analyze(self, conn: Connection, ref: str) -> None:
+        """Fresh planner statistics for a table sqlanon just filled, where the planner needs them."""
+
+    def approximate_distinct(self, columns: list[str]) -> str | None:
+        """An aggregate estimating the distinct combinations of `columns` in one cheap pass, where the database
+        has one (None: it has none)."""
+        return None
+
+    def plan_source_joins(self, conn: Connection, schema: str | None, table: str) -> None:
+        """Make joins of the source with the dimension tables plan well on this connection, whatever the
+        source's planner statistics (nothing to do where the planner does not depend on them)."""
+
+    @contextmanager
+    def parallel_plans(self, conn: Connection) -> Iterator[None]:
+        """Within: a statement that reads the whole source and writes a result about as large (the search's
+        cube) is planned to run on several cores where the database would not choose it by itself."""
+        yield
+
+    @contextmanager
+    def large_sorts(self, conn: Connection) -> Iterator[None]:
+        """Within: statements sort and group about a million rows each (Mondrian's rounds) and get the memory
+        for it where the database's default would send them to disk."""
+        yield
+
+    # --- connections ----------------------------------------------------
+    @contextmanager
+    def connect(self) -> Iterator[Connection]:
+        try:
+            conn = self.engine.connect()
+        except sa.exc.OperationalError as exc:
+            first = str(exc.orig).strip().splitlines()[0]
+            raise SqlanonError(f"cannot connect to {self.engine.url.render_as_string(hide_password=True)}: "
+                               f"{first}{self.hint(first)}") from None
+        with conn:
+            yield conn
+
+    @contextmanager
+    def begin(self) -> Iterator[Connection]:
+        with self.connect() as conn, conn.begin():
+            yield conn
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # --- catalog --------------------------------------------------------
+    # information_schema works alike on both databases (SQLAlchemy reflection does not on DuckDB)
+    def _matches(self, column: str, param: str) -> str:
+        """A catalog column equal to a bound name, compared as the database resolves names."""
+        return f"{column} = {param}"
+
+    def _column_types(self, conn: Connection, schema: str | None, table: str) -> dict[str, str]:
+        """The table's columns, in order, each with its type as the catalog names it."""
+        return dict(conn.execute(sa.text(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = current_database() "
+            f"AND {self._matches('table_schema', 'COALESCE(:s, current_schema())')} "
+            f"AND {self._matches('table_name', ':t')} ORDER BY ordinal_position"),
+            {"s": schema, "t": table}).all())
+
+    def resolved_schema(self, conn: Connection, schema: str | None) -> str:
+        """The schema a name without one lands in (the current schema), or the given one."""
+        return schema if schema is not None else conn.execute(sa.text("SELECT current_schema()")).scalar_one()
+
+    def schema_exists(self, conn: Connection, schema: str) -> bool:
+        return bool(conn.execute(sa.text(
+            "SELECT COUNT(*) FROM information_schema.schemata WHERE catalog_name = current_database() AND "
+            f"{self._matches('schema_name', ':s')}"), {"s": schema}).scalar_one())
+
+    def may_create_in(self, conn: Connection, schema: str) -> bool:
+        """Whether the current role may create tables in `schema` (always, where there are no roles)."""
+        return True
+
+    def role_exists(self, conn: Connection, role: str) -> bool:
+        return bool(conn.execute(sa.text("SELECT COUNT(*) FROM pg_roles WHERE rolname = :r"), {"r": role}).scalar_one())
+
+    def table_comment(self, conn: Connection, schema: str | None, table: str) -> str | None:
+        raise NotImplementedError
+
+    def set_table_comment(self, conn: Connection, ref: str, comment: str) -> None:
+        """COMMENT ON TABLE takes a literal, not a parameter: the comment is sqlanon's own text, quoted here."""
+        literal = "'" + comment.replace("'", "''") + "'"
+        self.execute(conn, f"COMMENT ON TABLE {ref} IS {literal}")
+
+    def table_exists(self, conn: Connection, schema: str | None, table: str) -> bool:
+        return bool(self._column_types(conn, schema, table))
+
+    def columns(self, conn: Connection, schema: str | None, table: str) -> list[str]:
+        return list(self.column_types(conn, schema, table))
+
+    def column_types(self, conn: Connection, schema: str | None, table: str) -> dict[str, str]:
+        """The table's columns and their types (an error naming the fix when there is no such table)."""
+        types = self._column_types(conn, schema, table)
+        if not types:
+            where = qualified_name(schema, table)
+            self._check_readable(conn, schema, table, where)
+            raise DataError(f"table {where!r} not found in {self.engine.url.render_as_string(hide_password=True)}; "
+                            "check source.table (and source.schema), or load it with source.csv")
+        return types
+
+    def _check_readable(self, conn: Connection, schema: str | None, table: str, where: str) -> None:
+        """Where the catalog lists only what a role may use: tell an unreadable table from a missing one."""
+
+    def in_memory_array(self, column: str) -> str:
+        """An integer-array column read by a scalar subquery that is indexed once per row."""
+        return column
+
+    def lookup(self, key: str, keys: str, values: str) -> str:
+        """SQL for the integer paired with `key` (text) in two bound lists, the parameters named `keys` (text)
+        and `values` (integers), where `value_lookups` says that beats a join with a small table."""
+        raise NotImplementedError
+
+    def index_lookup(self, value: str, first: int, codes: str) -> str:
+        """SQL for the entry of the bound integer array `codes` at integer `value`, its first entry being the
+        value `first`, where `index_lookups` says the database has them (1-based arrays on both)."""
+        return f"(CAST(:{codes} AS BIGINT[]))[CAST({value} AS BIGINT) + ({1 - int(first)})]"
+
+    def hmac_sha256_hex(self, value: str, inner_key: str, outer_key: str) -> str:
+        """SQL for HMAC-SHA256 of `value` as text, in hex, from the two padded keys (bound parameters)."""
+        raise NotImplementedError
+
+    def lower_median(self, value: str) -> str:
+        """The aggregate giving the ceil(n/2)-th smallest of `value` in a group (the lower median): the SQL
+        standard's ordered-set aggregate, which PostgreSQL and Spark have."""
+        return f"percentile_disc(0.5) WITHIN GROUP (ORDER BY {value})"
+
+    def hash_sum(self, values: list[str]) -> str:
+        """An aggregate summing a 64-bit hash of each row's `values` exactly (no overflow): two multisets of rows
+        with equal counts and sums are, but for a hash collision, the same."""
+        raise NotImplementedError
+
+    def not_a_number(self, column: str) -> str:
+        """A condition true where `column` (quoted) holds something that is not a finite number (NaN and the
+        infinities included: no cut, range or width of Mondrian's is defined for them)."""
+        return f"COALESCE(NOT isfinite(TRY_CAST(CAST({column} AS VARCHAR) AS DOUBLE)), TRUE)"
+
+    @contextmanager
+    def staged_output(self, conn: Connection, final: str, select: str, params: dict[str, Any],
+                      replacing: bool) -> Iterator[str]:
+        """The output table `final` made from `select`; yields what to audit. Here DDL is transactional: `final`
+        itself is written (replacing sqlanon's earlier output), and the caller's transaction keeps both or
+        neither."""
+        if replacing:
+            self.drop_table(conn, final)
+        self.execute(conn, f"CREATE TABLE {final} AS {select}", params)
+        yield final
+
+    def drop_table(self, conn: Connection, ref: str) -> None:
+        """Drop one of sqlanon's own tables (its dimension and scratch tables; outputs it wrote)."""
+        self.execute(conn, f"DROP TABLE IF EXISTS {ref}")
+
+    # --- bulk data ------------------------------------------------------
+    def create_table_from_rows(self, conn: Connection, ref: str, columns: Sequence[tuple[str, str]],
+                               rows: Sequence[Sequence[Any]]) -> None:
+        """Create `ref` with (name, type) columns and fill it with rows (small metadata, e.g. hierarchies)."""
+        cols = ", ".join(f"{self.q(name)} {sql_type}" for name, sql_type in columns)
+        self.execute(conn, f"CREATE TABLE {ref} ({cols})")
+        self.insert_rows(conn, ref, [name for name, _ in columns], rows)
+
+    def insert_rows(self, conn: Connection, ref: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Bulk insert of small metadata rows, the database's fast way (executemany is slow on DuckDB)."""
+        if rows:
+            self._insert(conn, ref, ", ".join(self.q(c) for c in columns), columns, rows)
+
+    def _insert(self, conn: Connection, ref: str, names: str, columns: Sequence[str],
+                rows: Sequence[Sequence[Any]]) -> None:
+        raise NotImplementedError
+
+    @contextmanager
+    def secret_table(self, conn: Connection, name: str, columns: Sequence[tuple[str, str]],
+                     rows: Sequence[Sequence[Any]]) -> Iterator[str]:
+        """A session-scoped table `name` of (name, type) `columns` holding `rows`, loaded so that no value is part of
+        a statement's text or parameters (no statement log, query log or plan holds them: pseudonym keys); yields
+        its reference. Dropped at the end; on an error, with the caller's transaction."""
+        self.execute(conn, f"CREATE TEMP TABLE {self.q(name)} ({', '.join(f'{self.q(n)} {t}' for n, t in columns)})")
+        ref = self.scratch_ref(name)
+        self._load_secret(conn, ref, [n for n, _ in columns], rows)
+        yield ref  # an error rolls the caller's transaction back, the table with it (and a drop would fail there)
+        self.drop_table(conn, ref)
+
+    def _load_secret(self, conn: Connection, ref: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        raise NotImplementedError
+
+    def load_csv(self, conn: Connection, path: Path, options: dict[str, Any], ref: str, temporary: bool = False) -> int:
+        """Create table `ref` from a CSV file, in the caller's transaction; returns the row count.
+        `temporary`: `ref` is a scratch_ref (a temporary table of the session).
+
+        DuckDB reads the file (type detection, options) for every database, so
+        every database sees the same columns and types. Nothing is dropped here:
+        the caller decides (in the same transaction) whether an existing table
+        may be replaced.
+        """
+        if not path.is_file():
+            raise DataError(f"CSV file not found: {path}")
+        read_sql, params = read_csv_sql(path, options)
+        self._load_csv(conn, read_sql, params, path, ref, temporary)
+        return self.execute(conn, f"SELECT COUNT(*) FROM {ref}").scalar_one()
+
+    def _load_csv(self, conn: Connection, read_sql: str, params: dict, path: Path, ref: str, temporary: bool) -> None:
+        raise NotImplementedError
+
+    def read_parquet(self, conn: Connection, path: Path, name: str) -> None:
+        """Parquet files read in place as the temporary view `name` (source.parquet)."""
+        raise ConfigError(f"source.parquet reads files in place on Spark; on {self.kind} load the data into a "
+                          "table first (e.g. with DuckDB's read_parquet) and name it in source.table")
+
+
+def open_database(url: str, memory_limit: str | None = None, temp_directory: Path | None = None) -> Database:
+    """The database at `url`, as the kind its scheme names. `memory_limit` (a size checked by
+    config.check_memory_limit; default: half the machine's memory) and `temp_directory` (where it spills beyond
+    it) apply where the database has `memory_settings`; PostgreSQL's memory is the server's."""
+    scheme = url.split(":", 1)[0].split("+", 1)[0]
+    kind = Database.kinds.get(scheme)
+    if kind is None:
+        raise SqlanonError(f"database URL scheme {scheme!r} is not supported; use DuckDB, PostgreSQL or Spark")
+    return kind.open(url, memory_limit, temp_directory)
+
+
+TEXT_PARAMETER = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")  # a bound parameter in text(), as SQLAlchemy finds them
+
+
+def quote_literal(text: str) -> str:
+    """A single-quoted SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def quote_name(name: str) -> str:
+    """A double-quoted SQL identifier (the same rule on DuckDB and PostgreSQL)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def qualified_name(schema: str | None, table: str) -> str:
+    """`schema.table`, or `table` in the current schema: how messages name a table (unquoted)."""
+    return f"{schema}.{table}" if schema else table
+
+
+def read_csv_sql(path: Path, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    args, params = [":csv_path"], {"csv_path": str(path)}
+    for i, (key, value) in enumerate(options.items()):
+        if key not in CSV_OPTIONS:
+            raise DataError(f"unknown CSV option {key!r} (source.csv_options, or --option of sqlanon load); "
+                            f"known: {', '.join(sorted(CSV_OPTIONS))}")
+        args.append(f"{CSV_OPTIONS[key]} = :csv_opt{i}")
+        params[f"csv_opt{i}"] = value
+    return f"SELECT * FROM read_csv({', '.join(args)})", params
+
+
+def csv_errors(action, path: Path):
+    try:
+        return action()
+    except sa.exc.DBAPIError as exc:
+        raise DataError(f"cannot read CSV file {path}: {first_line(exc.orig)}") from None
+    except Exception as exc:  # duckdb's own exceptions when reading for PostgreSQL
+        if type(exc).__module__.startswith("duckdb") or type(exc).__module__.startswith("_duckdb"):
+            raise DataError(f"cannot read CSV file {path}: {first_line(exc)}") from None
+        raise
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
