@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import PG_URL, pg_reachable, print_table, timed  # noqa: E402
 
 from sqlanon import RunOptions, load_job, search  # noqa: E402
-from sqlanon.criteria import KAnonymity  # noqa: E402
+from sqlanon.criteria import KAnonymity
 
 HERE = Path(__file__).parent
 CONFIG = Path(str(resources.files("sqlanon.data").joinpath("adult", "adult.yaml")))

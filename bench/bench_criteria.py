@@ -18,7 +18,7 @@ from common import PG_URL, pg_reachable, print_table, timed  # noqa: E402
 
 from sqlanon import RunOptions, load_job, search  # noqa: E402
 from sqlanon.config import Job  # noqa: E402
-from sqlanon.criteria import criteria_from_config  # noqa: E402
+from sqlanon.criteria import criteria_from_config
 
 HERE = Path(__file__).parent
 ADULT = Path(str(resources.files("sqlanon.data").joinpath("adult")))

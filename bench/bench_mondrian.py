@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import print_table  # noqa: E402
 
 from sqlanon import RunOptions, anonymize, job_from_dict, load_csv, partition  # noqa: E402
-from sqlanon.hierarchies import read_hierarchy_file  # noqa: E402
+from sqlanon.model.hierarchies import read_hierarchy_file
 
 HERE = Path(__file__).parent
 OUT = HERE / "out" / "mondrian"

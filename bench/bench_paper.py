@@ -32,7 +32,7 @@ from common import print_table, timed  # noqa: E402
 
 from sqlanon import RunOptions, analyze, load_job, node_metrics, search  # noqa: E402
 from sqlanon.analysis import AnalysisSettings  # noqa: E402
-from sqlanon.criteria import criteria_from_config  # noqa: E402
+from sqlanon.criteria import criteria_from_config
 
 HERE = Path(__file__).parent
 ADULT = Path(str(resources.files("sqlanon.data").joinpath("adult", "adult.yaml")))

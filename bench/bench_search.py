@@ -35,7 +35,7 @@ from common import PG_URL, arx_here, group_by_seconds, pg_reachable, print_table
 
 from sqlanon import RunOptions, load_job, search  # noqa: E402
 from sqlanon.config import Suppression  # noqa: E402
-from sqlanon.criteria import KAnonymity, criteria_from_config  # noqa: E402
+from sqlanon.criteria import KAnonymity, criteria_from_config
 
 HERE = Path(__file__).parent
 ADULT = Path(str(resources.files("sqlanon.data").joinpath("adult", "adult.yaml")))

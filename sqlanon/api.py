@@ -32,7 +32,7 @@ from .config import Job, Output, normalize_url, require_lattice
 from .dimensions import (StarSchema, build_star_schema, check_columns, check_one_row_per_person,
                          generated_hierarchy, needed_sensitive, read_hierarchy_files, types_by_key)
 from .errors import AuditError, ConfigError, DataError, RunCancelled, SqlanonError
-from .hierarchies import GENERATED_TOP, Hierarchy
+from .model.hierarchies import GENERATED_TOP, Hierarchy
 from .jobs import opened_registry
 from .lattice import minimal_nodes
 from .materialize import Publication, check_output, check_published_columns, materialize, unchanged_columns
@@ -41,7 +41,8 @@ from .pseudonyms import Pseudonyms
 from .metrics import (METRICS, MetricsEvaluator, best_node, level_metrics, needs_every_passing_node, node_label,
                       selection_metric)
 from .metadata import DEFAULT_SCHEMA, RunRecord, cleanup_dead_runs, migrate
-from .criteria import Criterion, FrequencySetView
+from .criteria import Criterion
+from .model.view import FrequencySetView
 from .frequency import COUNT, FrequencySets, class_column, violating_classes_sql
 from .store import Store, runs as store_runs
 from .strategies import STRATEGIES, Exhaustive, Progress, SearchContext, SearchStats

@@ -15,7 +15,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from .backends import Database
-from .criteria import Criterion, FrequencySetView
+from .criteria import Criterion
+from .model.view import FrequencySetView
 from .errors import AuditError
 from .frequency import violating_classes_sql
 

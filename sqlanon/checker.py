@@ -32,7 +32,8 @@ import numpy as np
 from sqlalchemy.engine import Connection
 
 from .backends import Database
-from .criteria import Criterion, FrequencySetView, count_sum
+from .criteria import Criterion
+from .model.view import FrequencySetView, count_sum
 from .dimensions import STATISTICS_ROWS, StarSchema
 from .frequency import violating_classes_sql
 from .metadata import RunRecord

@@ -20,7 +20,7 @@ from .backends import Database
 from .config import ROLE_NAMES, ROLES, Job, QuasiIdentifier, check_roles
 from .criteria import Criterion
 from .errors import ConfigError, DataError, HierarchyError
-from .hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file
+from .model.hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file
 from .store import Store, runs
 
 MISSING_SHOWN = 10

@@ -15,7 +15,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from .backends import Database
-from .criteria import Criterion, FrequencySetView, SqlFragment
+from .criteria import Criterion
+from .model.view import FrequencySetView, SqlFragment
 from .dimensions import StarSchema
 from .store import Store, runs
 

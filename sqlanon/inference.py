@@ -46,7 +46,7 @@ from sqlalchemy.engine import Connection
 from .backends import Database
 from .config import InferenceSettings, Release, ReleaseSeries
 from .errors import DataError
-from .hierarchies import Hierarchy
+from .model.hierarchies import Hierarchy
 from .scratch import Scratch
 
 if TYPE_CHECKING:  # imported where a DataFrame is asked for (see api.py)

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 from .backends import Database, open_database, quote_literal, quote_name
 from .config import Job, job_from_dict, normalize_url, read_config_file
 from .errors import ConfigError, DataError, SqlanonError
-from .hierarchies import stored_files
+from .model.hierarchies import stored_files
 from .metadata import LIVE_RUNS, migrate, now
 from .ownership import TableName
 from .store import Store, jobs, runs

@@ -20,7 +20,8 @@ from sqlalchemy.engine import Connection
 from .audit import AuditReport, audit_table, check_published_values
 from .backends import Database
 from .config import Identifier, Output
-from .criteria import Criterion, FrequencySetView
+from .criteria import Criterion
+from .model.view import FrequencySetView
 from .dimensions import StarSchema
 from .errors import AuditError, ConfigError, DataError
 from .frequency import violating_classes_sql

@@ -38,10 +38,11 @@ from typing import Any, Callable
 from sqlalchemy.engine import Connection
 
 from .backends import Database
-from .criteria import Criterion, FrequencySetView, count_sum
+from .criteria import Criterion
+from .model.view import FrequencySetView, count_sum
 from .errors import DataError
 from .frequency import violating_classes_sql
-from .hierarchies import PIECE_BITS, Hierarchy, PathCodes
+from .model.hierarchies import PIECE_BITS, Hierarchy, PathCodes
 from .scratch import Scratch
 
 MAX_ROUNDS = 200

@@ -20,7 +20,8 @@ from typing import Callable, Iterable, Iterator
 from sqlalchemy.engine import Connection
 
 from .backends import Database
-from .criteria import Criterion, FrequencySetView
+from .criteria import Criterion
+from .model.view import FrequencySetView
 from .dimensions import StarSchema
 from .frequency import BATCH, count_violations_batch
 from .checker import WaveChecker

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from sqlanon.config import normalize_url
 from sqlanon.errors import ConfigError, HierarchyError
-from sqlanon.hierarchies import generate_hierarchy
+from sqlanon.model.hierarchies import generate_hierarchy
 
 from .test_cli import _expect_error, run, with_holes, write_config
 

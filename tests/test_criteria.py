@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from sqlanon import RunOptions, anonymize, dimensions, search
 from sqlanon.api import evaluate_every_node
 from sqlanon.config import job_from_dict
-from sqlanon.criteria import SqlFragment, criteria_from_config
+from sqlanon.criteria import criteria_from_config
+from sqlanon.model.view import SqlFragment
 from sqlanon.errors import ConfigError, HierarchyError
 
 from .conftest import CASES, QIS, adult_job, passing, reclassified
@@ -572,7 +573,7 @@ def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]], sizes_by_jo
     or `coded` (integers from 1 in the order the table's counts list them, as a small table's cube holds them)."""
     from collections import Counter
 
-    from sqlanon.criteria import FrequencySetView
+    from sqlanon.model.view import FrequencySetView
 
     criterion = criteria_from_config(spec, folder)[0]
     counts = Counter(s for values in classes for s in values)

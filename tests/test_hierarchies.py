@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sqlanon.errors import ConfigError, HierarchyError
-from sqlanon.hierarchies import Hierarchy, PathCodes, generate_hierarchy, read_hierarchy_file
+from sqlanon.model.hierarchies import Hierarchy, PathCodes, generate_hierarchy, read_hierarchy_file
 
 
 def test_mask_generator_matches_the_issue_example():

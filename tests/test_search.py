@@ -211,7 +211,7 @@ def test_integer_columns_coded_by_index_equal_exhaustive(tmp_path_factory, case)
 
 def test_an_integer_column_indexes_the_span_of_its_integer_leaves():
     from sqlanon.dimensions import Dimension
-    from sqlanon.hierarchies import Hierarchy
+    from sqlanon.model.hierarchies import Hierarchy
 
     paths = [("-2", "*"), ("5", "*"), ("07", "*"), ("+9", "*"), ("x", "*")]
     dim = Dimension(0, "a", Hierarchy("a", tuple(paths)), "d", integer=True)

@@ -19,7 +19,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .errors import ConfigError, HierarchyError
+from ..errors import ConfigError, HierarchyError
 
 NULL_VALUE = ""
 GENERATED_TOP = "*"  # the top label of every generated hierarchy

@@ -1,0 +1,51 @@
+"""Privacy criteria as small pluggable objects, one module per family.
+
+A criterion computes one statistic per equivalence class in SQL (its size, its number of distinct sensitive
+values, its entropy, its distance to the table's distribution, ...) from a frequency set, and says which classes
+violate it. The search asks which classes violate any criterion (a UNION of each criterion's violators); the audit
+reports the worst class's statistic.
+
+Contract: a criterion reads a frequency set only through `model.view.FrequencySetView`, and imports nothing of
+sqlanon's above `model` (no connection, no backend). Adding one: a `Criterion` subclass with a `name` in a module
+here (it registers itself in `Criterion.registry` as it is defined; import the module below), declaring its
+monotonicity and the settings that name files as class attributes, and one entry in the tests' list of criteria
+checked against the exhaustive oracle.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from . import k_anonymity, l_diversity, t_closeness
+from .base import EPSILON, Criterion
+from .k_anonymity import KAnonymity
+from .l_diversity import (DistinctLDiversity, EntropyLDiversity, MultiAttributeLDiversity, NpdRecursiveLDiversity,
+                          RecursiveLDiversity)
+from .t_closeness import TCloseness
+
+#: every criterion by its name under `criteria:`
+CRITERIA = Criterion.registry
+
+__all__ = ["CRITERIA", "EPSILON", "Criterion", "DistinctLDiversity", "EntropyLDiversity", "KAnonymity",
+           "MultiAttributeLDiversity", "NpdRecursiveLDiversity", "RecursiveLDiversity", "TCloseness",
+           "criteria_from_config", "k_anonymity", "l_diversity", "t_closeness"]
+
+
+def criteria_from_config(raw: Any, base_dir: Path | str = ".") -> list[Criterion]:
+    """Build the criteria listed under `criteria:`; all of them must hold.
+
+    Settings that name files (a criterion's `file_keys`, e.g. t-closeness's hierarchy) resolve against base_dir.
+    """
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError("criteria must map criterion names to their parameters, e.g. k_anonymity: {k: 5}")
+    criteria = []
+    for name, spec in raw.items():
+        if name not in CRITERIA:
+            raise ConfigError(f"unknown criterion {name!r}; available: {', '.join(sorted(CRITERIA))}")
+        kind = CRITERIA[name]
+        if isinstance(spec, dict):
+            spec = {**spec, **{key: Path(base_dir) / str(spec[key]) for key in kind.file_keys
+                               if spec.get(key) is not None}}
+        criteria.append(kind.from_config(spec))
+    return criteria

@@ -1,0 +1,160 @@
+"""The `Criterion` interface, its registry, and the checks its subclasses share for their parameters."""
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from ..errors import ConfigError
+from ..model.hierarchies import Hierarchy
+from ..model.view import FrequencySetView, SqlFragment
+
+class Criterion(ABC):
+    """One privacy criterion, evaluated per equivalence class in SQL."""
+
+    #: every criterion by its name, filled by the subclasses that have one as they are defined
+    registry: ClassVar[dict[str, type[Criterion]]] = {}
+    #: key of the criterion under `criteria:` in the job file
+    name: str = ""
+    #: keys of its settings that name files (resolved against the job file's folder)
+    file_keys: tuple[str, ...] = ()
+    #: holds for every generalization of a node that satisfies it (enables pruning)
+    monotone: bool = True
+    #: a merged class violates only if every class merged into it does, so a node's violating
+    #: (suppressed) tuples can only shrink under generalization: pruning stays sound with suppression
+    monotone_under_suppression: bool = False
+    #: reads the table's distribution of its sensitive values (FrequencySetView.distribution)
+    reads_distribution: bool = False
+    #: binds the table's counts of its sensitive values instead, when the caller read them
+    #: (FrequencySetView.table_counts)
+    reads_table_counts: bool = False
+    #: what the audit reports: the worst class's statistic (SQL over column `stat`)
+    figure_name: str = ""
+    figure_sql: str = "MIN(stat)"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.name:
+            Criterion.registry[cls.name] = cls
+
+    @classmethod
+    def from_config(cls, spec: Any) -> Criterion:
+        """The criterion from its settings under `criteria:` (checked: ConfigError names what is wrong)."""
+        raise NotImplementedError
+
+    def monotone_part(self) -> list["Criterion"]:
+        """Criteria monotone under suppression that hold in every class where this one holds (itself, when it is
+        monotone): the filtered search settles them first."""
+        return [self] if self.monotone_under_suppression else []
+
+    @abstractmethod
+    def params(self) -> dict[str, Any]:
+        """The criterion's parameters, as written in the config."""
+
+    @abstractmethod
+    def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
+        """SELECT the class columns, n (class size) and stat for every class (one row each)."""
+
+    @abstractmethod
+    def violation(self) -> SqlFragment:
+        """A predicate over `stat` (and n) that is true for classes violating the criterion."""
+
+    def size_violation(self) -> SqlFragment | None:
+        """When the criterion reads class sizes alone: its predicate over n (another criterion's statistic, which
+        has a row and n for every class, then tests it too, instead of a pass of its own)."""
+        return None
+
+    def violating_classes(self, fs: FrequencySetView, also: SqlFragment | None = None) -> SqlFragment:
+        """SELECT the class columns and their size n for every class that violates it (or `also`, a predicate
+        over n)."""
+        stat, bad = self.class_statistic(fs), self.violation()
+        where = bad.sql if also is None else f"({bad.sql}) OR ({also.sql})"
+        return SqlFragment(f"SELECT {fs.classes}, n FROM ({stat.sql}) AS st WHERE {where}",
+                           {**stat.params, **bad.params, **(also.params if also else {})})
+
+    def audit_figure(self, fs: FrequencySetView) -> SqlFragment:
+        """SELECT the worst class's statistic (one row, one column)."""
+        stat = self.class_statistic(fs)
+        return SqlFragment(f"SELECT {self.figure_sql} FROM ({stat.sql}) AS st", stat.params)
+
+    def sensitive_attributes(self) -> list[str]:
+        """The sensitive attributes the criterion reads (their columns must be in frequency sets)."""
+        return []
+
+    def named_values(self) -> dict[str, list[str]]:
+        """Sensitive values the config names (don't-care sets), by attribute: checked against the data."""
+        return {}
+
+    def reads_values(self) -> set[str]:
+        """The sensitive attributes whose values the criterion's SQL compares with named ones or orders (not only
+        tells apart): their frequency sets carry the values, never codes for them (FrequencySetView.codes)."""
+        return {attribute for attribute, values in self.named_values().items() if values}
+
+    def check_domain(self, attribute: str, distinct_values: int, numeric: bool) -> None:
+        """Raise ConfigError if the criterion cannot hold for this sensitive attribute's values."""
+
+    def covered_values(self) -> dict[str, Hierarchy]:
+        """Hierarchies that must cover every value of a sensitive attribute (checked against the data)."""
+        return {}
+
+    def check_table_size(self, rows: int) -> None:
+        """Raise ConfigError if the criterion cannot hold on a table of this many rows."""
+
+    def describe(self) -> str:
+        args = ", ".join(f"{k}={v}" for k, v in self.params().items())
+        return f"{self.name}({args})"
+
+
+#: floating-point slack when comparing entropies and distances with their bounds
+EPSILON = 1e-9
+
+
+def number(name: str, key: str, value: Any, minimum: float | None = None, maximum: float | None = None,
+            whole: bool = False) -> Any:
+    ok = isinstance(value, int) if whole else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok:
+        kind = "a whole number" if whole else "a number"
+        raise ConfigError(f"{name}: {key} must be {kind}, got {value!r}")
+    if not math.isfinite(value):  # NaN compares false with every bound and would switch the criterion off
+        raise ConfigError(f"{name}: {key} must be a finite number, got {value}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        bounds = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        raise ConfigError(f"{name}: {key} must be {bounds}, got {value}")
+    return value
+
+
+def positive(name: str, key: str, value: Any) -> float:
+    value = number(name, key, value)
+    if value <= 0:
+        raise ConfigError(f"{name}: {key} must be > 0, got {value}")
+    return value
+
+
+def spec_of(name: str, spec: Any, required: set[str], optional: set[str] = frozenset()) -> dict[str, Any]:
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{name} takes a mapping with {', '.join(sorted(required))}")
+    unknown = sorted(set(spec) - required - optional)
+    missing = sorted(required - set(spec))
+    if unknown or missing:
+        problem = f"unknown key {unknown[0]!r}" if unknown else f"missing key {missing[0]!r}"
+        raise ConfigError(f"{name}: {problem}; it takes {', '.join(sorted(required | optional))}")
+    for key in ("attribute",):
+        if key in spec and not isinstance(spec[key], str):
+            raise ConfigError(f"{name}: {key} must be a column name")
+    return spec
+
+
+def values_of(name: str, key: str, raw: Any) -> list[str]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(v, (str, int, float)) for v in raw):
+        raise ConfigError(f"{name}: {key} must be a list of sensitive values")
+    return [str(v) for v in raw]
+
+
+def in_list(column: str, values: list[str], prefix: str) -> SqlFragment:
+    """`CAST(column AS VARCHAR) IN (...)` with bound values (FALSE for an empty list)."""
+    if not values:
+        return SqlFragment("FALSE", {})
+    names = {f"{prefix}{i}": v for i, v in enumerate(values)}
+    return SqlFragment(f"CAST({column} AS VARCHAR) IN ({', '.join(':' + n for n in names)})", names)
