@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import print_table, timed  # noqa: E402
 
 from sqlanon import RunOptions, analyze, load_job, node_metrics, search  # noqa: E402
-from sqlanon.analysis import AnalysisSettings  # noqa: E402
+from sqlanon.analysis.attacks import AnalysisSettings  # noqa: E402
 from sqlanon.criteria import criteria_from_config
 
 HERE = Path(__file__).parent

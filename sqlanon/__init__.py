@@ -1,6 +1,6 @@
 """sqlanon: privacy-preserving data publishing pushed into the database."""
-from .api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_table, anonymize, apply, audit,
-                  bucketize, hierarchies, inference, partition, load_csv, node_metrics, report, search)
+from .api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_table, anonymize, apply, audit, bucketize,
+                  hierarchies, inference, partition, load_csv, node_metrics, report, search)
 from .config import Job, Output, QuasiIdentifier, Selection, Source, Suppression, job_from_dict, load_job
 from .criteria import Criterion, KAnonymity
 from .errors import SqlanonError

@@ -20,32 +20,33 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from sqlalchemy import exc as sa_exc, text
 
-from .anatomy import AnatomyReport, bucketize as anatomy_publish
-from .inference import InferenceReport, analyze_releases
-from .mondrian import Mondrian, MondrianQI, MondrianReport, published_rows as mondrian_rows
-from .analysis import (AnalysisReport, AnalysisSettings, BayesSettings, TableAnalysis, analyze_frequency_set,
-                       bayes_audit)
-from .report import ReportData, check_report_path, write_report
-from .audit import AuditReport, audit_table, check_published_values
+from .publish.anatomy import AnatomyReport, bucketize as anatomy_publish
+from .analysis.inference import InferenceReport, analyze_releases
+from .publish.mondrian import Mondrian, MondrianQI, MondrianReport, published_rows as mondrian_rows
+from .analysis.attacks import (AnalysisReport, AnalysisSettings, BayesSettings, TableAnalysis, analyze_frequency_set,
+                               bayes_audit)
+from .analysis.report import ReportData, check_report_path, write_report
+from .publish.audit import AuditReport, audit_table, check_published_values
 from .backends import Database, duckdb_file, open_database, progress_file
 from .config import Job, Output, normalize_url, require_lattice
-from .dimensions import (StarSchema, build_star_schema, check_columns, check_one_row_per_person,
-                         generated_hierarchy, needed_sensitive, read_hierarchy_files, types_by_key)
+from .engine.star import (StarSchema, build_star_schema, check_columns, check_one_row_per_person, generated_hierarchy,
+                          needed_sensitive, read_hierarchy_files, types_by_key)
 from .errors import AuditError, ConfigError, DataError, RunCancelled, SqlanonError
 from .model.hierarchies import GENERATED_TOP, Hierarchy
-from .jobs import opened_registry
-from .lattice import minimal_nodes
-from .materialize import Publication, check_output, check_published_columns, materialize, unchanged_columns
-from .ownership import Ownership, TableName, file_digest
-from .pseudonyms import Pseudonyms
-from .metrics import (METRICS, MetricsEvaluator, best_node, level_metrics, needs_every_passing_node, node_label,
-                      selection_metric)
-from .metadata import DEFAULT_SCHEMA, RunRecord, cleanup_dead_runs, migrate
+from .store.registry import opened_registry
+from .model.lattice import minimal_nodes
+from .publish.generalize import Publication, check_output, check_published_columns, materialize, unchanged_columns
+from .publish.ownership import Ownership, TableName, file_digest
+from .publish.identifiers import Pseudonyms
+from .engine.metrics import (METRICS, MetricsEvaluator, best_node, level_metrics, needs_every_passing_node, node_label,
+                             selection_metric)
+from .store.migrate import DEFAULT_SCHEMA, migrate
+from .store.records import RunRecord, cleanup_dead_runs
 from .criteria import Criterion
 from .model.view import FrequencySetView
-from .frequency import COUNT, FrequencySets, class_column, violating_classes_sql
+from .engine.frequency import COUNT, FrequencySets, class_column, violating_classes_sql
 from .store import Store, runs as store_runs
-from .strategies import STRATEGIES, Exhaustive, Progress, SearchContext, SearchStats
+from .search.strategies import STRATEGIES, Exhaustive, Progress, SearchContext, SearchStats
 
 if TYPE_CHECKING:  # pandas is imported where a DataFrame is asked for: it costs a CLI run 0.3 s to import
     import pandas as pd
@@ -242,7 +243,7 @@ def hierarchies(job: Job, options: RunOptions | None = None) -> dict[str, Hierar
 
 def node_metrics(job: Job, nodes: list[tuple[int, ...]], options: RunOptions | None = None
                  ) -> dict[tuple[int, ...], dict[str, Any]]:
-    """Utility metrics (see sqlanon.metrics.METRICS) of any nodes, levels in QI config order, computed in SQL."""
+    """Utility metrics (see sqlanon.engine.metrics.METRICS) of any nodes, levels in QI config order, computed in SQL."""
     options = options or RunOptions()
     with _run(job, options, "metrics") as (ctx, finish):
         result = _empty_result(job, ctx, nodes)
@@ -352,7 +353,7 @@ def _level_examples(star: StarSchema) -> list[list[list[str]]]:
 
 
 def _select(job: Job, ctx: SearchContext, result: SearchResult) -> tuple[int, ...]:
-    """The node to publish by the job's selection rule (see sqlanon.metrics.best_node for ties).
+    """The node to publish by the job's selection rule (see sqlanon.engine.metrics.best_node for ties).
 
     Policies and metrics that cannot improve above a minimal node choose among
     the minimal nodes; others among every passing node the search returned.
@@ -833,7 +834,7 @@ def _class_labels(star: StarSchema, node: tuple[int, ...], alias: str) -> tuple[
 
 def report(job: Job, out: str | Path, options: RunOptions | None = None, sensitive: str | None = None,
            settings: AnalysisSettings | None = None, replace: bool = False, job_file: Path | None = None) -> Path:
-    """Write the HTML report of the job's releases to `out` (see sqlanon.report): the lattice, the chosen
+    """Write the HTML report of the job's releases to `out` (see sqlanon.analysis.report): the lattice, the chosen
     release (by the job's selection rule), the minimal releases' metrics and their attacks and risk. An existing
     file is overwritten only with `replace`, and only when sqlanon wrote it (never the job's file `job_file` or
     its database)."""

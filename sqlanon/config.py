@@ -3,7 +3,7 @@
 A job is read from a YAML file (relative paths resolve against the file's folder)
 or built in Python from the dataclasses below. Validation here covers the shape
 of the configuration; checks that need the data (columns exist, values covered
-by hierarchies) happen against the database in `sqlanon.dimensions`.
+by hierarchies) happen against the database in `sqlanon.engine.star`.
 """
 from __future__ import annotations
 
@@ -196,7 +196,7 @@ class Selection:
     metric: str | None = None
 
     def __post_init__(self) -> None:
-        from .metrics import METRICS, POLICIES  # metrics imports criteria, not config: no cycle at import time
+        from .engine.metrics import METRICS, POLICIES  # metrics imports criteria, not config: no cycle at import time
         if (self.policy is None) == (self.metric is None):
             raise ConfigError("select takes exactly one of policy: NAME or metric: NAME")
         if self.policy is not None:

@@ -17,7 +17,7 @@ from sqlanon.api import every_node_violations
 from sqlanon.backends import open_database, unreachable_reason
 from sqlanon.config import Job, job_from_dict
 from sqlanon.criteria import KAnonymity, criteria_from_config
-from sqlanon.metadata import migrate
+from sqlanon.store.migrate import migrate
 
 ADULT_DIR = Path(str(resources.files("sqlanon.data").joinpath("adult")))
 ADULT_QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation",

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from sqlanon import analyze, analyze_table, anonymize
-from sqlanon.analysis import AnalysisSettings
+from sqlanon.analysis.attacks import AnalysisSettings
 from sqlanon.config import job_from_dict
 from sqlanon.errors import ConfigError, DataError
 
@@ -162,7 +162,7 @@ def test_the_job_names_its_population_table(tmp_path: Path):
 def test_bayes_optimal_audit_by_hand(tmp_path: Path):
     """The table as the adversary's prior: the posterior of a person's value is f(s | q) (the paper's Theorem
     3.1 reduces to it), whatever the node; only who is released changes."""
-    from sqlanon.analysis import BayesSettings
+    from sqlanon.analysis.attacks import BayesSettings
 
     job = _patients(tmp_path)
     [t] = analyze(job, node=(1, 1)).tables  # classes (13*, *): 8 tuples, flu and cold; (14*, *): 4 tuples
@@ -201,7 +201,7 @@ def test_the_report_as_a_data_frame_and_bayes_options(tmp_path: Path):
 
 
 def test_background_knowledge_follows_the_jobs_l(tmp_path: Path):
-    from sqlanon.analysis import default_background
+    from sqlanon.analysis.attacks import default_background
     from sqlanon.criteria import criteria_from_config
 
     job = _patients(tmp_path)

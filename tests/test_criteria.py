@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import RunOptions, anonymize, dimensions, search
+from sqlanon import RunOptions, anonymize, search
+from sqlanon.engine import star as dimensions
 from sqlanon.api import evaluate_every_node
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
@@ -154,7 +155,7 @@ def test_a_small_tables_cube_carries_sensitive_codes_where_no_criterion_reads_va
     """The search's cube holds each sensitive value as an integer code (faster to group and join than text)
     unless a criterion names or orders the values, or values and texts do not correspond one to one; either way
     the search finds what the exhaustive strategy finds."""
-    from sqlanon.checker import WaveChecker
+    from sqlanon.search.checker import WaveChecker
 
     seen, create = [], WaveChecker.__init__
 

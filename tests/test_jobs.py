@@ -601,7 +601,7 @@ def test_a_dead_client_stops_its_call_and_the_run_resumes(pg_job):
 def _job_status(url: str, meta: str) -> str:
     """The latest run's status as `sqlanon job status` shows it (a run marked running with no live session
     is interrupted)."""
-    from sqlanon.jobs import opened_registry
+    from sqlanon.store.registry import opened_registry
     with opened_registry(url, meta) as registry:
         return registry.runs("adult9", 1)[0].status
 

@@ -5,8 +5,8 @@ import pytest
 import sqlalchemy as sa
 
 from sqlanon import anonymize
-from sqlanon import materialize as materialize_module
-from sqlanon.audit import AuditReport, CriterionAudit
+from sqlanon.publish import generalize as materialize_module
+from sqlanon.publish.audit import AuditReport, CriterionAudit
 from sqlanon.errors import AuditError
 
 from .conftest import ADULT_DIR, adult_job, user_tables

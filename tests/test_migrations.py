@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from sqlanon.backends import open_database
 from sqlanon.cli import main
-from sqlanon.metadata import current_version, downgrade, head_revision, migrate
+from sqlanon.store.migrate import current_version, downgrade, head_revision, migrate
 
 from .conftest import metadata_tables
 
@@ -112,7 +112,7 @@ def test_a_schema_at_head_is_checked_without_alembic(duck_url: str):
     db = open_database(duck_url)
     migrate(db)
     db.dispose()
-    code = ("import sys; from sqlanon.backends import open_database; from sqlanon.metadata import migrate; "
+    code = ("import sys; from sqlanon.backends import open_database; from sqlanon.store.migrate import migrate; "
             f"db = open_database({duck_url!r}); migrate(db); db.dispose(); "
             "assert 'alembic' not in sys.modules, 'Alembic was imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -10,7 +10,8 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from sqlanon import job_from_dict, mondrian, partition
+from sqlanon import job_from_dict, partition
+from sqlanon.publish import mondrian
 from sqlanon.errors import ConfigError
 
 from .conftest import user_tables

@@ -24,7 +24,7 @@ from sqlalchemy.pool import Pool
 
 from sqlanon import RunOptions, anonymize, bucketize, partition
 from sqlanon.config import job_from_dict
-from sqlanon.pseudonyms import hmac_pads
+from sqlanon.publish.identifiers import hmac_pads
 
 from .conftest import ADULT_DIR, adult_config
 

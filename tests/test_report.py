@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sqlanon.report import SECTIONS
+from sqlanon.analysis.report import SECTIONS
 
 from .test_cli import run, write_config
 

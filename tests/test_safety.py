@@ -215,7 +215,7 @@ def test_a_csv_source_is_loaded_once_and_never_over_a_users_table(tmp_path: Path
 def test_the_star_schema_check_catches_a_dimension_that_would_duplicate_tuples(tmp_path: Path, monkeypatch):
     """Hierarchies reject duplicate leaves when read; the SQL check proves the join keeps the row count even
     for a dimension table that holds a value twice."""
-    from sqlanon import dimensions
+    from sqlanon.engine import star as dimensions
 
     url = f"duckdb:///{tmp_path / 'db.duckdb'}"
     _people(url, None, rows=300)

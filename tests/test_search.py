@@ -13,7 +13,7 @@ from sqlanon import RunOptions, search
 from sqlanon.api import evaluate_every_node
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import KAnonymity
-from sqlanon.lattice import minimal_nodes
+from sqlanon.model.lattice import minimal_nodes
 
 from .conftest import ADULT_QIS, KS, adult_job
 SUBSETS = [["sex", "age", "race"], ["age", "education", "marital-status", "workclass"],
@@ -127,7 +127,7 @@ def test_waves_hold_more_nodes_where_the_grouped_cube_is_small(monkeypatch):
     cube (a large one's roll-ups are planned: test_rollups.py)."""
     from types import SimpleNamespace
 
-    from sqlanon import checker
+    from sqlanon.search import checker
 
     monkeypatch.setattr(checker, "SMALL_CUBE", 10_000_000)
     dims = [SimpleNamespace(attr=0, height=2), SimpleNamespace(attr=1, height=1)]
@@ -150,7 +150,7 @@ def test_the_cube_looks_small_dimensions_up_as_the_joins_would(adult_duck: str, 
     alone."""
     from sqlalchemy import event
 
-    from sqlanon import dimensions
+    from sqlanon.engine import star as dimensions
 
     job = dataclasses.replace(adult_job(adult_duck, ["age", "sex", "education", "native-country"], k=5,
                                         load_csv=False), strategy="topdown")
@@ -210,7 +210,7 @@ def test_integer_columns_coded_by_index_equal_exhaustive(tmp_path_factory, case)
 
 
 def test_an_integer_column_indexes_the_span_of_its_integer_leaves():
-    from sqlanon.dimensions import Dimension
+    from sqlanon.engine.star import Dimension
     from sqlanon.model.hierarchies import Hierarchy
 
     paths = [("-2", "*"), ("5", "*"), ("07", "*"), ("+9", "*"), ("x", "*")]

@@ -24,7 +24,7 @@ from sqlanon.api import register_job, run_job
 from sqlanon.backends import open_database
 from sqlanon.cli import main
 from sqlanon.errors import DataError, SqlanonError
-from sqlanon.metadata import migrate
+from sqlanon.store.migrate import migrate
 from sqlanon.store import postgres as routines
 
 from .conftest import RUNNER, adult_config, adult_job, drop_role

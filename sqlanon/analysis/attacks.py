@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from .errors import ConfigError, DataError
+from ..errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -14,11 +14,11 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from .backends import Database
-from .criteria import Criterion
-from .model.view import FrequencySetView
-from .errors import AuditError
-from .frequency import violating_classes_sql
+from ..backends import Database
+from ..criteria import Criterion
+from ..model.view import FrequencySetView
+from ..errors import AuditError
+from ..engine.frequency import violating_classes_sql
 
 
 @dataclass

@@ -31,15 +31,15 @@ from typing import Iterator
 import numpy as np
 from sqlalchemy.engine import Connection
 
-from .backends import Database
-from .criteria import Criterion
-from .model.view import FrequencySetView, count_sum
-from .dimensions import STATISTICS_ROWS, StarSchema
-from .frequency import violating_classes_sql
-from .metadata import RunRecord
-from .metrics import sum_c_ln_c
+from ..backends import Database
+from ..criteria import Criterion
+from ..model.view import FrequencySetView, count_sum
+from ..engine.star import STATISTICS_ROWS, StarSchema
+from ..engine.frequency import violating_classes_sql
+from ..store.records import RunRecord
+from ..engine.metrics import sum_c_ln_c
 from .rollups import RollUp, nodes_of, plan, statements
-from .store import runs
+from ..store import runs
 
 KEY_BITS = 63  # a signed BIGINT's non-negative range
 ROWS_PER_STATEMENT = 4_000_000  # cube rows x wave nodes joined by one statement

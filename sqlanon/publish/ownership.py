@@ -25,10 +25,10 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from .backends import Database, qualified_name
-from .errors import ConfigError, DataError
-from .metadata import now
-from .store import Store, tables
+from ..backends import Database, qualified_name
+from ..errors import ConfigError, DataError
+from ..store.records import now
+from ..store import Store, tables
 
 
 @dataclass(frozen=True)

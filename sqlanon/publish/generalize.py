@@ -9,7 +9,7 @@ other name is ever created or dropped. The source is only read.
 Only declared columns are published: quasi-identifiers generalized,
 sensitive and insensitive columns as they are, direct identifiers removed or
 replaced by a keyed pseudonym (HMAC-SHA256 computed in SQL, see
-sqlanon.pseudonyms). A column without a role stops the publication.
+sqlanon.publish.identifiers). A column without a role stops the publication.
 """
 from __future__ import annotations
 
@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Connection
 
 from .audit import AuditReport, audit_table, check_published_values
-from .backends import Database
-from .config import Identifier, Output
-from .criteria import Criterion
-from .model.view import FrequencySetView
-from .dimensions import StarSchema
-from .errors import AuditError, ConfigError, DataError
-from .frequency import violating_classes_sql
+from ..backends import Database
+from ..config import Identifier, Output
+from ..criteria import Criterion
+from ..model.view import FrequencySetView
+from ..engine.star import StarSchema
+from ..errors import AuditError, ConfigError, DataError
+from ..engine.frequency import violating_classes_sql
 from .ownership import Ownership, TableName
-from .pseudonyms import Pseudonyms
+from .identifiers import Pseudonyms
 
 
 def check_output(db: Database, conn: Connection, ownership: Ownership, output: Output, source: TableName,

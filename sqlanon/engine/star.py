@@ -16,12 +16,12 @@ from typing import Any
 from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection
 
-from .backends import Database
-from .config import ROLE_NAMES, ROLES, Job, QuasiIdentifier, check_roles
-from .criteria import Criterion
-from .errors import ConfigError, DataError, HierarchyError
-from .model.hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file
-from .store import Store, runs
+from ..backends import Database
+from ..config import ROLE_NAMES, ROLES, Job, QuasiIdentifier, check_roles
+from ..criteria import Criterion
+from ..errors import ConfigError, DataError, HierarchyError
+from ..model.hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file
+from ..store import Store, runs
 
 MISSING_SHOWN = 10
 #: from this many source rows on, the search's cube gets planner statistics where the database wants them, and a

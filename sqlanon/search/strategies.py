@@ -19,15 +19,15 @@ from typing import Callable, Iterable, Iterator
 
 from sqlalchemy.engine import Connection
 
-from .backends import Database
-from .criteria import Criterion
-from .model.view import FrequencySetView
-from .dimensions import StarSchema
-from .frequency import BATCH, count_violations_batch
+from ..backends import Database
+from ..criteria import Criterion
+from ..model.view import FrequencySetView
+from ..engine.star import StarSchema
+from ..engine.frequency import BATCH, count_violations_batch
 from .checker import WaveChecker
-from .lattice import (LatticeStore, Node, direct_generalizations, direct_specializations, full_lattice,
-                      nodes_by_height)
-from .metadata import RunRecord
+from ..model.lattice import direct_generalizations, direct_specializations, full_lattice, nodes_by_height
+from .lattice import LatticeStore, Node
+from ..store.records import RunRecord
 
 Progress = Callable[[str, int, int], None]  # (phase description, done, total)
 

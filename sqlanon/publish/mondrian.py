@@ -37,13 +37,13 @@ from typing import Any, Callable
 
 from sqlalchemy.engine import Connection
 
-from .backends import Database
-from .criteria import Criterion
-from .model.view import FrequencySetView, count_sum
-from .errors import DataError
-from .frequency import violating_classes_sql
-from .model.hierarchies import PIECE_BITS, Hierarchy, PathCodes
-from .scratch import Scratch
+from ..backends import Database
+from ..criteria import Criterion
+from ..model.view import FrequencySetView, count_sum
+from ..errors import DataError
+from ..engine.frequency import violating_classes_sql
+from ..model.hierarchies import PIECE_BITS, Hierarchy, PathCodes
+from ..engine.scratch import Scratch
 
 MAX_ROUNDS = 200
 # a round groups the open rows by partition two or three times; over rows stored in partition order that runs 2-3x

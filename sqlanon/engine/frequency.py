@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from .backends import Database
-from .criteria import Criterion
-from .model.view import FrequencySetView, SqlFragment
-from .dimensions import StarSchema
-from .store import Store, runs
+from ..backends import Database
+from ..criteria import Criterion
+from ..model.view import FrequencySetView, SqlFragment
+from .star import StarSchema
+from ..store import Store, runs
 
 COUNT = "cnt"
 CANDIDATE = "candidate"  # CTE names of sets evaluated without a table

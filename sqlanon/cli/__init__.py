@@ -22,22 +22,22 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich import box
 from rich.table import Table
 
-from . import __version__
-from .analysis import AnalysisReport, AnalysisSettings, BayesSettings, default_background
-from .anatomy import AnatomyReport
-from .inference import InferenceReport
-from .mondrian import MondrianReport
-from .api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_table, anonymize, apply, audit,
-                  bucketize, hierarchies, inference, load_csv, node_metrics, partition, register_job, report,
-                  run_job, search)
-from .jobs import JobRegistry, opened_registry
-from .audit import AuditReport
-from .backends import connect_hint, open_database, qualified_name
-from .config import Job, Suppression, check_memory_limit, load_job, normalize_url
-from .errors import SqlanonError
-from .metadata import DEFAULT_SCHEMA, cleanup_dead_runs, current_version, downgrade, grant_runner, migrate, \
-    stored_routines
-from .metrics import METRICS, best_node, level_metrics, node_label, selection_metric
+from .. import __version__
+from ..analysis.attacks import AnalysisReport, AnalysisSettings, BayesSettings, default_background
+from ..publish.anatomy import AnatomyReport
+from ..analysis.inference import InferenceReport
+from ..publish.mondrian import MondrianReport
+from ..api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_table, anonymize, apply, audit,
+                   bucketize, hierarchies, inference, load_csv, node_metrics, partition, register_job, report, run_job,
+                   search)
+from ..store.registry import JobRegistry, opened_registry
+from ..publish.audit import AuditReport
+from ..backends import connect_hint, open_database, qualified_name
+from ..config import Job, Suppression, check_memory_limit, load_job, normalize_url
+from ..errors import SqlanonError
+from ..store.migrate import DEFAULT_SCHEMA, current_version, downgrade, grant_runner, migrate, stored_routines
+from ..store.records import cleanup_dead_runs
+from ..engine.metrics import METRICS, best_node, level_metrics, node_label, selection_metric
 
 def _console(stderr: bool = False) -> Console:
     """A terminal gets tables fitted to its width; a pipe or a file gets them whole (never cut at 80 columns)."""
@@ -995,6 +995,3 @@ def _print_anonymized(result: AnonymizeResult) -> None:
             table.add_row(*("NULL" if value is None else str(value) for value in row.values()))
         out.print(table)
 
-
-if __name__ == "__main__":
-    main()

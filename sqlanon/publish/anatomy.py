@@ -24,13 +24,13 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from .backends import Database
-from .config import Job
-from .errors import AuditError, DataError
+from ..backends import Database
+from ..config import Job
+from ..errors import AuditError, DataError
 from .audit import check_published_values
-from .materialize import check_published_columns, unchanged_columns
+from .generalize import check_published_columns, unchanged_columns
 from .ownership import Ownership, TableName
-from .pseudonyms import Pseudonyms
+from .identifiers import Pseudonyms
 
 BUCKET = "bucket"  # the bucket column of both published tables
 COUNT_COLUMN = "count"  # the sensitive table's count column

@@ -1,6 +1,6 @@
 """One self-contained HTML page about a job's releases, for a data owner to read instead of JSON.
 
-The figures come from the database (a search, the analyses of sqlanon.analysis,
+The figures come from the database (a search, the analyses of sqlanon.analysis.attacks,
 the chosen node's class sizes and worst classes, all small results); this
 module only lays them out. Charts are drawn by Plotly, whose JavaScript is
 embedded in the page, so it opens without a network.
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .analysis import AnalysisReport
-from .errors import ConfigError, SqlanonError
+from .attacks import AnalysisReport
+from ..errors import ConfigError, SqlanonError
 
 SECTIONS = ("The job", "The lattice", "The chosen release", "Minimal releases side by side", "Attacks and risk")
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from .backends import Database
+from ..backends import Database
 
 
 class Scratch:

@@ -20,13 +20,14 @@ from typing import Any, Callable, Iterator
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from .backends import Database, open_database, quote_literal, quote_name
-from .config import Job, job_from_dict, normalize_url, read_config_file
-from .errors import ConfigError, DataError, SqlanonError
-from .model.hierarchies import stored_files
-from .metadata import LIVE_RUNS, migrate, now
-from .ownership import TableName
-from .store import Store, jobs, runs
+from ..backends import Database, open_database, quote_literal, quote_name
+from ..config import Job, job_from_dict, normalize_url, read_config_file
+from ..errors import ConfigError, DataError, SqlanonError
+from ..model.hierarchies import stored_files
+from .migrate import migrate
+from .records import LIVE_RUNS, now
+from ..publish.ownership import TableName
+from . import Store, jobs, runs
 
 #: what a registered job's file names are read against: a folder of no machine (see hierarchies.stored_files)
 STORED_ROOT = Path("/stored-job")

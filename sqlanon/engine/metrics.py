@@ -22,8 +22,8 @@ from typing import Any
 
 from sqlalchemy import text
 
-from .criteria import KAnonymity
-from .model.view import FrequencySetView
+from ..criteria import KAnonymity
+from ..model.view import FrequencySetView
 from .frequency import BATCH, FrequencySet, FrequencySets, violating_classes_sql
 
 Node = tuple[int, ...]

@@ -43,11 +43,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from sqlalchemy.engine import Connection
 
-from .backends import Database
-from .config import InferenceSettings, Release, ReleaseSeries
-from .errors import DataError
-from .model.hierarchies import Hierarchy
-from .scratch import Scratch
+from ..backends import Database
+from ..config import InferenceSettings, Release, ReleaseSeries
+from ..errors import DataError
+from ..model.hierarchies import Hierarchy
+from ..engine.scratch import Scratch
 
 if TYPE_CHECKING:  # imported where a DataFrame is asked for (see api.py)
     import pandas as pd
