@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import PG_URL, pg_reachable, print_table, timed  # noqa: E402
 
 from sqlanon import RunOptions, load_job, search  # noqa: E402
-from sqlanon.config import Job  # noqa: E402
+from sqlanon.model.job import Job  # noqa: E402
 from sqlanon.criteria import criteria_from_config
 
 HERE = Path(__file__).parent

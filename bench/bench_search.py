@@ -34,7 +34,7 @@ from bench_hospital import QIS as HOSPITAL_QIS, dataset, job as hospital_job  # 
 from common import PG_URL, arx_here, group_by_seconds, pg_reachable, print_table, run_process, timed  # noqa: E402
 
 from sqlanon import RunOptions, load_job, search  # noqa: E402
-from sqlanon.config import Suppression  # noqa: E402
+from sqlanon.model.job import Suppression  # noqa: E402
 from sqlanon.criteria import KAnonymity, criteria_from_config
 
 HERE = Path(__file__).parent

@@ -21,7 +21,7 @@ from common import print_table, timed  # noqa: E402
 
 from sqlanon import RunOptions, Suppression, load_job, node_metrics, search  # noqa: E402
 from sqlanon.criteria import KAnonymity
-from sqlanon.engine.metrics import POLICIES, best_node, needs_every_passing_node, node_label, selection_metric  # noqa: E402
+from sqlanon.model.selection import POLICIES, best_node, needs_every_passing_node, node_label, selection_metric  # noqa: E402
 
 HERE = Path(__file__).parent
 CONFIG = Path(str(resources.files("sqlanon.data").joinpath("adult", "adult.yaml")))

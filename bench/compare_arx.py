@@ -22,7 +22,7 @@ from bench_search import ADULT  # noqa: E402
 from common import print_table  # noqa: E402
 
 from sqlanon import RunOptions, load_job, search  # noqa: E402
-from sqlanon.config import Suppression  # noqa: E402
+from sqlanon.model.job import Suppression  # noqa: E402
 from sqlanon.criteria import KAnonymity, criteria_from_config
 
 HERE = Path(__file__).parent

@@ -28,18 +28,19 @@ from .analysis.attacks import (AnalysisReport, AnalysisSettings, BayesSettings, 
 from .analysis.report import ReportData, check_report_path, write_report
 from .publish.audit import AuditReport, audit_table, check_published_values
 from .backends import Database, duckdb_file, open_database, progress_file
-from .config import Job, Output, normalize_url, require_lattice
+from .model.job import Job, Output, require_lattice
+from .backends import normalize_url
 from .engine.star import (StarSchema, build_star_schema, check_columns, check_one_row_per_person, generated_hierarchy,
                           needed_sensitive, read_hierarchy_files, types_by_key)
 from .errors import AuditError, ConfigError, DataError, RunCancelled, SqlanonError
 from .model.hierarchies import GENERATED_TOP, Hierarchy
-from .store.registry import opened_registry
+from .registry import opened_registry
 from .model.lattice import minimal_nodes
 from .publish.generalize import Publication, check_output, check_published_columns, materialize, unchanged_columns
 from .publish.ownership import Ownership, TableName, file_digest
 from .publish.identifiers import Pseudonyms
-from .engine.metrics import (METRICS, MetricsEvaluator, best_node, level_metrics, needs_every_passing_node, node_label,
-                             selection_metric)
+from .model.selection import METRICS, best_node, level_metrics, needs_every_passing_node, node_label, selection_metric
+from .engine.metrics import MetricsEvaluator
 from .store.migrate import DEFAULT_SCHEMA, migrate
 from .store.records import RunRecord, cleanup_dead_runs
 from .criteria import Criterion
@@ -50,6 +51,11 @@ from .search.strategies import STRATEGIES, Exhaustive, Progress, SearchContext, 
 
 if TYPE_CHECKING:  # pandas is imported where a DataFrame is asked for: it costs a CLI run 0.3 s to import
     import pandas as pd
+
+
+def _on_db(job: Job, url: str | None) -> Job:
+    """The job against the database at `url` (a URL or a bare DuckDB file path; None: the job's own)."""
+    return job.with_url(normalize_url(url, Path.cwd()) if url else None)
 
 
 HEURISTIC_WARNING = ("search.assume_monotone pruned on criteria that are not monotone under suppression: "
@@ -219,7 +225,7 @@ def hierarchies(job: Job, options: RunOptions | None = None) -> dict[str, Hierar
     """Every QI's hierarchy as a search would use it, in QI order: read from its file, or generated from the
     column's distinct values (read from the source table, or from source.csv when the table is not loaded
     yet: into a temporary table, dropped with the transaction). Nothing is written."""
-    job = job.with_url((options or RunOptions()).db_url)
+    job = _on_db(job, (options or RunOptions()).db_url)
     files = read_hierarchy_files(job)
     qis = [qi for qi in job.quasi_identifiers if qi.has_hierarchy]  # a QI published as is has none
     if all(qi.hierarchy for qi in qis):
@@ -296,7 +302,7 @@ def audit(job: Job, table: str, schema: str | None = None, options: RunOptions |
     they exceed the limit.
     """
     options = options or RunOptions()
-    job = job.with_url(options.db_url)
+    job = _on_db(job, options.db_url)
     with _job_database(job, options) as db:
         with db.connect() as conn:
             columns = db.columns(conn, schema, table)
@@ -446,7 +452,7 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
     pseudonym keys, the source's columns and their roles, and where the
     output goes (schema, rights, not the source, replaced only if sqlanon's).
     """
-    job = job.with_url(options.db_url)
+    job = _on_db(job, options.db_url)
     require_lattice(job)
     files = read_hierarchy_files(job)  # malformed files fail before the database is touched
     if target is not None:
@@ -568,7 +574,7 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
     """Publish the job's table bucketized (output.method anatomy): a QI table and a sensitive table, written
     and audited in one transaction. Suppression, criteria and the lattice play no part."""
     options = options or RunOptions()
-    job = job.with_url(options.db_url)
+    job = _on_db(job, options.db_url)
     output = _method_output(job, "anatomy", "l: L")
     qi_target = _Target(output, replace, pseudonyms=Pseudonyms.of(job))
     sa_target = _Target(dataclasses.replace(output, table=output.sensitive_table_name), replace)
@@ -591,7 +597,7 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
     along it, the others at their median, every partition satisfying the criteria; written and audited in one
     transaction."""
     options = options or RunOptions()
-    job = job.with_url(options.db_url)
+    job = _on_db(job, options.db_url)
     output = _method_output(job, "mondrian")
     target = _Target(output, replace, pseudonyms=Pseudonyms.of(job))
     found = hierarchies(job, options)
@@ -647,7 +653,7 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
     and recorded in one transaction; replaced only with `replace` and only if
     sqlanon wrote it); the report lists the entropies and the disclosures."""
     options = options or RunOptions()
-    job = job.with_url(options.db_url)
+    job = _on_db(job, options.db_url)
     if job.releases is None:
         raise ConfigError("the config has no releases; add releases: {pseudonym: COLUMN, series: [{name: N, table: "
                           "T, sensitive_table: S}, ...]}")
@@ -748,7 +754,7 @@ def apply(job: Job, batch: str, node: tuple[int, ...] | None = None, run_id: int
     if (node is None) == (run_id is None):
         raise ConfigError("give the transformation to apply: a run that published one (--run ID) or a node "
                           "(--node 0,1,...), not both")
-    job = job.with_url(options.db_url)
+    job = _on_db(job, options.db_url)
     src = dataclasses.replace(job.source, table=batch, schema=batch_schema or job.source.schema, csv=None)
     batch_job = dataclasses.replace(job, source=src)
     if node is None:
@@ -841,7 +847,7 @@ def report(job: Job, out: str | Path, options: RunOptions | None = None, sensiti
     options, settings = options or RunOptions(), settings or AnalysisSettings()
     attribute = _analyzed_attribute(job, sensitive)
     out = Path(out)
-    database = duckdb_file(job.with_url(options.db_url).source.url)
+    database = duckdb_file(_on_db(job, options.db_url).source.url)
     protected = {path: what for path, what in ((job_file, "the job's file"), (database, "the job's database"))
                  if path is not None}
     check_report_path(out, replace, protected)  # before any work
@@ -930,7 +936,7 @@ def analyze_table(job: Job, table: str, schema: str | None = None, options: RunO
                   sensitive: str | None = None, settings: AnalysisSettings | None = None) -> AnalysisReport:
     """The attacks and risk of a table already published (its QI columns as they are), without the lattice."""
     options, settings = options or RunOptions(), settings or AnalysisSettings()
-    job = job.with_url(options.db_url)
+    job = _on_db(job, options.db_url)
     attribute = _analyzed_attribute(job, sensitive)
     with _job_database(job, options) as db:
         with db.connect() as conn:

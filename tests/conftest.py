@@ -15,7 +15,8 @@ import sqlalchemy as sa
 from sqlanon import RunOptions, search
 from sqlanon.api import every_node_violations
 from sqlanon.backends import open_database, unreachable_reason
-from sqlanon.config import Job, job_from_dict
+from sqlanon.model.job import Job
+from sqlanon.config import job_from_dict
 from sqlanon.criteria import KAnonymity, criteria_from_config
 from sqlanon.store.migrate import migrate
 

@@ -1,4 +1,5 @@
 """The package tree as the architecture states it: every package ships."""
+import ast
 import tomllib
 from pathlib import Path
 
@@ -10,3 +11,117 @@ def test_every_package_ships_in_the_distribution():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     packages = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "sqlanon").rglob("__init__.py")}
     assert packages <= listed, f"add {sorted(packages - listed)} to [tool.setuptools] packages in pyproject.toml"
+
+
+# --- the import graph -------------------------------------------------------------------------------------------
+#: sqlanon's layers, bottom to top: a module may import its own package and packages of lower layers only; two
+#: packages of one layer know nothing of each other. TYPE_CHECKING imports (annotations) do not count.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "data"),  # data: the packaged example dataset (files only)
+    ("model", "backends"),
+    ("criteria",),
+    ("store",),
+    ("engine",),
+    ("search",),
+    ("publish",),
+    ("analysis",),
+    ("config",),
+    ("registry",),
+    ("api",),
+    ("",),  # the package's own __init__: the public API's names
+    ("cli", "inserver"),
+    ("__main__",),
+)
+LAYER = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in (ROOT / "sqlanon").rglob("*.py")}
+
+
+def _imports(module: str) -> list[tuple[str, int]]:
+    """(imported sqlanon module, line) of every import the module runs, at its top or inside functions."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for statement in child.orelse:
+                    visit(statement)
+                continue
+            if isinstance(child, ast.Import):
+                found.extend((a.name, child.lineno) for a in child.names if a.name.split(".")[0] == "sqlanon")
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - child.level + 1] + ([child.module] if child.module else []))
+                if base.split(".")[0] == "sqlanon":
+                    found.extend((f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base, child.lineno)
+                                 for a in child.names)
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return found
+
+
+GRAPH = {module: _imports(module) for module in MODULES}
+
+
+def _unit(module: str) -> str:
+    """The layer unit a module belongs to: its top package under sqlanon ("" for sqlanon/__init__.py)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_every_module_has_a_layer():
+    missing = sorted({_unit(m) for m in MODULES} - set(LAYER))
+    assert not missing, f"add {missing} to LAYERS in tests/test_architecture.py (and say why in its docstring)"
+
+
+def test_no_module_imports_against_the_layers():
+    wrong = [f"{module}:{line} imports {target}" for module, imports in GRAPH.items() for target, line in imports
+             if _unit(target) != _unit(module) and LAYER[_unit(target)] >= LAYER[_unit(module)]]
+    assert not wrong, "imports against the layers (a lower layer must not know a higher one):\n" + "\n".join(wrong)
+
+
+def test_no_import_cycles():
+    """Strongly connected components of the module graph (function-level imports included) are single modules."""
+    edges = {m: sorted({t for t, _ in imports if t in MODULES and t != m}) for m, imports in GRAPH.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in edges:
+        if module not in index:
+            visit(module)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_the_graph_sees_imports():
+    """The checks above would pass vacuously if the parser missed imports: spot-check known edges."""
+    assert any(t == "sqlanon.criteria" for t, _ in GRAPH["sqlanon.config"])
+    assert any(t.startswith("sqlanon.model") for t, _ in GRAPH["sqlanon.engine.star"])
+    assert any(t == "sqlanon.api" for t, _ in GRAPH["sqlanon.inserver"])  # imported inside functions

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sqlanon import search
-from sqlanon.config import Suppression
+from sqlanon.model.job import Suppression
 from sqlanon.criteria import criteria_from_config
 
 from .conftest import ADULT_DIR, ADULT_QIS, CASES, adult_job, reclassified

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from sqlanon.config import normalize_url
+from sqlanon.backends import normalize_url
 from sqlanon.errors import ConfigError, HierarchyError
 from sqlanon.model.hierarchies import generate_hierarchy
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from sqlanon import RunOptions, anonymize, audit, search
 from sqlanon.cli import main
-from sqlanon.config import Selection, Suppression
+from sqlanon.model.job import Selection, Suppression
 from sqlanon.criteria import KAnonymity, criteria_from_config
 from sqlanon.errors import DataError, HierarchyError
 

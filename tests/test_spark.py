@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from sqlanon import anonymize, audit, search
 from sqlanon.cli import main
-from sqlanon.config import Selection, Suppression, job_from_dict
+from sqlanon.model.job import Selection, Suppression
+from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import ConfigError, DataError, HierarchyError, SqlanonError
 

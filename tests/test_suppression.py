@@ -12,10 +12,11 @@ from click.testing import CliRunner
 
 from sqlanon import anonymize, node_metrics, search
 from sqlanon.cli import main
-from sqlanon.config import Output, Selection, Suppression, job_from_dict
+from sqlanon.model.job import Output, Selection, Suppression
+from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import ConfigError
-from sqlanon.engine.metrics import METRICS, POLICIES
+from sqlanon.model.selection import METRICS, POLICIES
 
 from .conftest import ADULT_QIS, CASES, QIS, adult_job, passing, reclassified
 

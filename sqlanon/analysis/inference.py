@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
-from ..config import InferenceSettings, Release, ReleaseSeries
+from ..model.job import InferenceSettings, Release, ReleaseSeries
 from ..errors import DataError
 from ..model.hierarchies import Hierarchy
 from ..engine.scratch import Scratch

@@ -15,13 +15,14 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from . import duckdb, postgres, spark
-from .base import CSV_OPTIONS, TEXT_PARAMETER, Database, open_database, qualified_name, quote_literal, quote_name
+from .base import (CSV_OPTIONS, TEXT_PARAMETER, Database, normalize_url, open_database, qualified_name, quote_literal,
+                   quote_name)
 from .duckdb import DuckDB, default_memory_limit, duckdb_file, progress_file, side_file_status
 from .postgres import PG_MAX_NAME_BYTES, PostgreSQL
 from .spark import Spark
 
 __all__ = ["CSV_OPTIONS", "PG_MAX_NAME_BYTES", "TEXT_PARAMETER", "Database", "DuckDB", "PostgreSQL", "Spark",
-           "connect_hint", "default_memory_limit", "duckdb", "duckdb_file", "open_database", "postgres",
+           "connect_hint", "default_memory_limit", "duckdb", "duckdb_file", "normalize_url", "open_database", "postgres",
            "progress_file", "qualified_name", "quote_literal", "quote_name", "side_file_status", "spark",
            "unreachable_reason"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterator, Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection, make_url
 
 from ..errors import ConfigError, DataError, SqlanonError
 
@@ -26,6 +26,8 @@ class Database:
     kinds: ClassVar[dict[str, type[Database]]] = {}
     #: the schemes of this kind's URLs (the part before ':', without a '+driver')
     schemes: ClassVar[tuple[str, ...]] = ()
+    #: how error messages show this kind's URLs
+    url_examples: ClassVar[tuple[str, ...]] = ()
     kind = ""
     #: roles, GRANT and SET ROLE exist (output.grant_to, jobs that run with their registrant's rights)
     roles = False
@@ -70,6 +72,11 @@ class Database:
         super().__init_subclass__(**kwargs)
         for scheme in cls.schemes:
             Database.kinds[scheme] = cls
+
+    @classmethod
+    def canonical_url(cls, url: str, parsed: URL, base_dir: Path) -> str:
+        """The URL as sqlanon keeps it (a driver chosen, relative paths resolved against `base_dir`)."""
+        return url
 
     @classmethod
     def open(cls, url: str, memory_limit: str | None = None, temp_directory: Path | None = None) -> Database:
@@ -415,3 +422,21 @@ def csv_errors(action, path: Path):
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def normalize_url(url: str, base_dir: Path) -> str:
+    """A SQLAlchemy URL of a kind of database sqlanon knows; a bare file path means a DuckDB file (relative to
+    base_dir). Each kind puts its URLs in their canonical form (`Database.canonical_url`)."""
+    if "://" not in url:
+        url = f"duckdb:///{url}"
+    try:
+        parsed = make_url(url)
+    except Exception as exc:  # sqlalchemy raises ArgumentError with a terse message
+        raise ConfigError(f"source.url {url!r} is not a database URL ({exc}); "
+                          "use e.g. duckdb:///file.duckdb or postgresql+psycopg://user@host/db") from None
+    kind = Database.kinds.get(parsed.drivername.split("+")[0])
+    if kind is None:
+        examples = [e for k in dict.fromkeys(Database.kinds.values()) for e in k.url_examples]
+        raise ConfigError(f"source.url {parsed.render_as_string()!r}: {parsed.drivername!r} is not supported; "
+                          f"use one of {', '.join(examples)}")
+    return kind.canonical_url(url, parsed, base_dir)

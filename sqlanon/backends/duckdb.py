@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection
 
 from .base import TEXT_PARAMETER, Database, csv_errors, quote_literal
 
@@ -26,6 +26,14 @@ class DuckDB(Database):
 
     kind = "duckdb"
     schemes = ("duckdb",)
+    url_examples = ("duckdb:///file.duckdb (or a bare file path)",)
+
+    @classmethod
+    def canonical_url(cls, url: str, parsed: URL, base_dir: Path) -> str:
+        db = parsed.database or ":memory:"
+        if db != ":memory:" and not Path(db).is_absolute():
+            parsed = parsed.set(database=str((base_dir / db).resolve()))
+        return parsed.render_as_string(hide_password=False)
     memory_settings = True
     value_lookups = True
     binds_lists = True

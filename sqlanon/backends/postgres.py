@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection
 
 from ..errors import ConfigError, DataError
 from .base import Database, csv_errors
@@ -28,6 +28,13 @@ class PostgreSQL(Database):
 
     kind = "postgresql"
     schemes = ("postgresql", "postgres")
+    url_examples = ("postgresql://user@host/db (also postgres:// and postgresql+psycopg://)",)
+
+    @classmethod
+    def canonical_url(cls, url: str, parsed: URL, base_dir: Path) -> str:
+        if parsed.drivername in ("postgres", "postgresql"):  # libpq's own spellings: the psycopg 3 driver
+            return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+        return url
     roles = True
     concurrent_sessions = True
     stored_routines = True

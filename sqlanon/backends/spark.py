@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection
 
 from ..errors import ConfigError, DataError, SqlanonError
-from .base import Database, open_database
+from .base import Database, normalize_url, open_database
 from .spark_dbapi import (DEFAULT_WAREHOUSE, ProgrammingError, first_line, require_spark, run_sql, spark_master,
                           url_parameter)
 
@@ -44,6 +44,18 @@ class Spark(Database):
 
     kind = "spark"
     schemes = ("spark", "sc")
+    url_examples = ("spark://local[2] (or spark://HOST:7077; ?metadata=duckdb:///meta.duckdb)",
+                    "sc://HOST:15002 (Spark Connect)")
+
+    @classmethod
+    def canonical_url(cls, url: str, parsed: URL, base_dir: Path) -> str:
+        """The metadata store's URL and the warehouse folder resolve against base_dir too."""
+        query = {}
+        if "metadata" in parsed.query:
+            query["metadata"] = normalize_url(str(parsed.query["metadata"]), base_dir)
+        if "warehouse" in parsed.query:
+            query["warehouse"] = str((base_dir / str(parsed.query["warehouse"])).resolve())
+        return parsed.update_query_dict(query).render_as_string(hide_password=False)
     name_rule = "Spark compares them, ignoring case"
     temp_schema = ""
     transactions = False

@@ -30,14 +30,16 @@ from ..publish.mondrian import MondrianReport
 from ..api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_table, anonymize, apply, audit,
                    bucketize, hierarchies, inference, load_csv, node_metrics, partition, register_job, report, run_job,
                    search)
-from ..store.registry import JobRegistry, opened_registry
+from ..registry import JobRegistry, opened_registry
 from ..publish.audit import AuditReport
 from ..backends import connect_hint, open_database, qualified_name
-from ..config import Job, Suppression, check_memory_limit, load_job, normalize_url
+from ..model.job import Job, Suppression
+from ..backends import normalize_url
+from ..config import check_memory_limit, load_job
 from ..errors import SqlanonError
 from ..store.migrate import DEFAULT_SCHEMA, current_version, downgrade, grant_runner, migrate, stored_routines
 from ..store.records import cleanup_dead_runs
-from ..engine.metrics import METRICS, best_node, level_metrics, node_label, selection_metric
+from ..model.selection import METRICS, best_node, level_metrics, node_label, selection_metric
 
 def _console(stderr: bool = False) -> Console:
     """A terminal gets tables fitted to its width; a pipe or a file gets them whole (never cut at 80 columns)."""

@@ -17,80 +17,16 @@ counts C_gs and suppressed tuples S_s per sensitive value, over n rows:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import text
 
 from ..criteria import KAnonymity
+from ..model.lattice import Levels
+from ..model.selection import level_metrics
 from ..model.view import FrequencySetView
 from .frequency import BATCH, FrequencySet, FrequencySets, violating_classes_sql
-
-Node = tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    better: str  # "min" or "max"
-    levels_only: bool  # depends on the levels alone: its best passing node is minimal even with suppression
-    description: str
-
-
-METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("height", "min", True, "sum of the levels"),
-    Metric("relative_distance", "min", True, "sum over QIs of level / hierarchy height"),
-    Metric("precision", "max", True, "Sweeney's Prec: 1 - relative distance / number of QIs"),
-    Metric("suppressed", "min", False, "tuples in classes violating the criteria"),
-    Metric("completeness", "max", False, "1 - suppressed / rows"),
-    Metric("classes", "max", False, "equivalence classes released (distinct generalized tuples)"),
-    Metric("avg_class_size", "min", False, "released tuples / classes"),
-    Metric("c_avg", "min", False, "average class size / k"),
-    Metric("discernibility", "min", False, "sum of squared class sizes, plus rows for each suppressed tuple"),
-    Metric("kl_divergence", "min", False, "KL divergence of the (QI, sensitive) distribution, uniformity assumed"),
-)}
-
-#: Samarati & Sweeney's preference policies, each the best minimal node by one metric
-POLICIES: dict[str, str] = {
-    "min_absolute_distance": "height",
-    "min_relative_distance": "relative_distance",
-    "max_distribution": "classes",
-    "min_suppression": "suppressed",
-}
-
-
-def selection_metric(policy: str | None, metric: str | None) -> Metric:
-    return METRICS[POLICIES[policy]] if policy else METRICS[metric]
-
-
-def needs_every_passing_node(metric: Metric, by_policy: bool, max_suppressed: int) -> bool:
-    """Whether the best node may lie above the minimal ones.
-
-    Policies choose among minimal nodes by definition. Every metric here gets
-    no better under generalization without suppression (KL: coarser blocks
-    only add divergence), so its optimum is minimal; with suppression the
-    data-dependent ones can improve higher up (fewer suppressed tuples).
-    """
-    return not by_policy and not metric.levels_only and max_suppressed > 0
-
-
-def level_metrics(node: Node, heights: list[int]) -> dict[str, Any]:
-    """The metrics that depend on the levels alone (no data): height, relative distance, precision."""
-    relative = sum(level / h for level, h in zip(node, heights) if h > 0)
-    return {"height": sum(node), "relative_distance": relative, "precision": 1 - relative / len(node)}
-
-
-def best_node(metric: Metric, metrics: dict[Node, dict[str, Any]]) -> Node:
-    """The best node by `metric`; ties go to the lowest height, then the smallest level vector
-    (in QI config order, so the QIs listed first stay the most precise)."""
-    sign = 1 if metric.better == "min" else -1
-
-    def key(node: Node) -> tuple:
-        value = metrics[node][metric.name]
-        return (float("inf") if value is None else sign * round(float(value), 9), sum(node), node)
-
-    return min(metrics, key=key)
-
 
 def sum_c_ln_c(count: str) -> str:
     """SQL: the sum of c ln c over a column of counts (0 for no rows), the entropy term KL divergence needs."""
@@ -126,8 +62,8 @@ class MetricsEvaluator:
         self.fsets.drop_all()
         self.fsets.flush_registry()
 
-    def evaluate(self, nodes: list[Node], progress=lambda done, total: None) -> dict[Node, dict[str, Any]]:
-        found: dict[Node, dict[str, Any]] = {}
+    def evaluate(self, nodes: list[Levels], progress=lambda done, total: None) -> dict[Levels, dict[str, Any]]:
+        found: dict[Levels, dict[str, Any]] = {}
         # without materialized CTEs every node is stored first, and one statement reads a few nodes' sets: Spark
         # plans a UNION ALL of many subqueries slowly (57 nodes in one statement: 344 s on Adult)
         batch = BATCH if self.db.materialized_ctes else SPARSE_BATCH
@@ -139,7 +75,7 @@ class MetricsEvaluator:
         return found
 
     # --- SQL ------------------------------------------------------------------
-    def _sums(self, nodes: list[Node]) -> list[tuple]:
+    def _sums(self, nodes: list[Levels]) -> list[tuple]:
         """Per node: classes released, suppressed tuples, sum n^2 released, and the two KL sums."""
         ctes, selects, params, stored = [], [], {}, []
         for j, node in enumerate(nodes):
@@ -166,7 +102,7 @@ class MetricsEvaluator:
         columns = [f"a{a}" for a in sorted(fs.levels)]
         return FrequencySetView(f"metric_fs_{j}", columns, "cnt", self.star.sensitive_columns())
 
-    def _node_select(self, node: Node, view: FrequencySetView, j: int) -> str:
+    def _node_select(self, node: Levels, view: FrequencySetView, j: int) -> str:
         flags, fs = f"flags_{j}", view.table
         on = " AND ".join(f"v.{c} = f.{c}" for c in view.class_columns)
         areas, ln_area = [], []
@@ -203,7 +139,7 @@ class MetricsEvaluator:
         return self._cells_term
 
     # --- arithmetic -----------------------------------------------------------
-    def _figures(self, node: Node, classes, suppressed, squares, kl_released, kl_suppressed) -> dict[str, Any]:
+    def _figures(self, node: Levels, classes, suppressed, squares, kl_released, kl_suppressed) -> dict[str, Any]:
         n, classes, suppressed = self.rows, int(classes), int(suppressed)
         released = n - suppressed
         average = released / classes if classes else None
@@ -218,8 +154,3 @@ class MetricsEvaluator:
             "discernibility": int(round(float(squares))) + n * suppressed,
             "kl_divergence": max(kl, 0.0),  # clamp rounding noise around an exact 0
         }
-
-
-def node_label(node: Node) -> str:
-    """A node as the JSON key and display form: levels joined by commas."""
-    return ",".join(map(str, node))

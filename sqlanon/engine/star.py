@@ -17,7 +17,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
-from ..config import ROLE_NAMES, ROLES, Job, QuasiIdentifier, check_roles
+from ..model.job import ROLE_NAMES, ROLES, Job, QuasiIdentifier, check_roles
 from ..criteria import Criterion
 from ..errors import ConfigError, DataError, HierarchyError
 from ..model.hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ..errors import ConfigError, HierarchyError
 
@@ -275,7 +275,7 @@ def generate_hierarchy(column: str, kind: str, options: dict[str, Any], values: 
         raise HierarchyError(f"column {column!r} has no non-NULL values to build a {kind} hierarchy from")
     options = dict(options)
     null_label = options.pop("null", None)
-    builder = {"mask": _mask, "intervals": _intervals, "date": _date, "suppress": _suppress}[kind]
+    builder = GENERATORS[kind]
     paths = builder(column, options, values)
     if null_label is not None:
         paths.append(_null_path(column, null_label, len(paths[0]) - 1, {p[i] for p in paths for i in range(1, len(p))}))
@@ -385,3 +385,9 @@ def _date(column: str, options: dict[str, Any], values: list[str]) -> list[tuple
         year_bands = [f"{day.year // b * b}-{day.year // b * b + b - 1}" for b in bands]
         paths.append((v, f"{day.year:04d}-{day.month:02d}", f"{day.year:04d}", *year_bands, GENERATED_TOP))
     return paths
+
+
+#: generate: KIND in a job file -> the function that builds the hierarchy's paths (the one list config checks)
+GENERATORS: dict[str, Callable[[str, dict[str, Any], list[str]], list[tuple[str, ...]]]] = {
+    "mask": _mask, "intervals": _intervals, "date": _date, "suppress": _suppress,
+}

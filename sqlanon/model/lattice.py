@@ -7,6 +7,9 @@ from __future__ import annotations
 from itertools import product
 from typing import Iterable
 
+#: a node as one level per QI, in the job's QI order
+Levels = tuple[int, ...]
+#: a node as (attribute, level) pairs over a subset of the QIs
 Pairs = tuple[tuple[int, int], ...]
 
 
@@ -18,30 +21,30 @@ def parse_key(key: str) -> Pairs:
     return tuple((int(a), int(lv)) for a, lv in (pair.split(":") for pair in key.split(",")))
 
 
-def full_lattice(heights: list[int]) -> list[tuple[int, ...]]:
+def full_lattice(heights: list[int]) -> list[Levels]:
     """Every node over all attributes, as level vectors (for the exhaustive strategy)."""
     return list(product(*(range(h + 1) for h in heights)))
 
 
-def direct_specializations(node: tuple[int, ...]) -> list[tuple[int, ...]]:
+def direct_specializations(node: Levels) -> list[Levels]:
     """The nodes one attribute one level lower."""
     return [node[:j] + (node[j] - 1,) + node[j + 1:] for j in range(len(node)) if node[j] > 0]
 
 
-def direct_generalizations(node: tuple[int, ...], heights: list[int]) -> list[tuple[int, ...]]:
+def direct_generalizations(node: Levels, heights: list[int]) -> list[Levels]:
     """The nodes one attribute one level higher."""
     return [node[:j] + (node[j] + 1,) + node[j + 1:] for j in range(len(node)) if node[j] < heights[j]]
 
 
-def nodes_by_height(heights: list[int]) -> dict[int, list[tuple[int, ...]]]:
+def nodes_by_height(heights: list[int]) -> dict[int, list[Levels]]:
     """The full lattice grouped by height (sum of levels), every height present."""
-    found: dict[int, list[tuple[int, ...]]] = {h: [] for h in range(sum(heights) + 1)}
+    found: dict[int, list[Levels]] = {h: [] for h in range(sum(heights) + 1)}
     for node in full_lattice(heights):
         found[sum(node)].append(node)
     return found
 
 
-def minimal_nodes(passing: Iterable[tuple[int, ...]], heights: list[int] | None = None) -> list[tuple[int, ...]]:
+def minimal_nodes(passing: Iterable[Levels], heights: list[int] | None = None) -> list[Levels]:
     """Passing nodes with no passing node strictly below them.
 
     Passing sets need not be closed under generalization (criteria that are
@@ -55,9 +58,9 @@ def minimal_nodes(passing: Iterable[tuple[int, ...]], heights: list[int] | None 
     if heights is not None and all(g in found for n in found for g in direct_generalizations(n, heights)):
         minimal = [n for n in found if not any(b in found for b in direct_specializations(n))]
         return sorted(minimal, key=lambda n: (sum(n), n))
-    covered: dict[tuple[int, ...], bool] = {}  # node -> some passing node lies strictly below it
+    covered: dict[Levels, bool] = {}  # node -> some passing node lies strictly below it
 
-    def is_covered(node: tuple[int, ...]) -> bool:
+    def is_covered(node: Levels) -> bool:
         stack = [node]
         while stack:  # iterative depth-first evaluation (lattices can be deep)
             top = stack[-1]

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
-from ..config import Job
+from ..model.job import Job
 from ..errors import AuditError, DataError
 from .audit import check_published_values
 from .generalize import check_published_columns, unchanged_columns

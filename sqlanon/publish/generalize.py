@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from .audit import AuditReport, audit_table, check_published_values
 from ..backends import Database
-from ..config import Identifier, Output
+from ..model.job import Identifier, Output
 from ..criteria import Criterion
 from ..model.view import FrequencySetView
 from ..engine.star import StarSchema

@@ -18,7 +18,7 @@ from typing import Iterator
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
-from ..config import Identifier, Job
+from ..model.job import Identifier, Job
 
 BLOCK = 64  # SHA-256's block size: longer keys are hashed first, shorter ones padded with zero bytes
 

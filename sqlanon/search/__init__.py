@@ -1,7 +1,8 @@
 """Finding the minimal generalizations that satisfy a job's criteria.
 
 `strategies` holds the search strategies by name (Incognito, top-down, bottom-up, border, Samarati, exhaustive,
-auto), `checker` answers "which of these nodes pass?" for a whole wave of nodes in a few statements (over the
+auto; a `SearchStrategy` subclass with a `name` registers itself in `STRATEGIES`, which is what `search.strategy`
+accepts), `checker` answers "which of these nodes pass?" for a whole wave of nodes in a few statements (over the
 packed cube, its roll-ups planned by `rollups`), `lattice` keeps an Incognito run's lattice tables.
 
 Contract: imports `engine`, `store`, `criteria`, `model` and `backends`; nothing above it (publish, analysis, the

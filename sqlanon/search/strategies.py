@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from sqlalchemy.engine import Connection
 
@@ -88,8 +88,20 @@ class SearchContext:
         return not self.sound_monotone and self.assume_monotone
 
 
+#: every strategy by name, filled as the classes are defined
+STRATEGIES: dict[str, type["SearchStrategy"]] = {}
+
+
 class SearchStrategy(ABC):
+    """A search: its `name` is what `search.strategy` says in a job file; a subclass with a name registers itself
+    in STRATEGIES (a helper base class leaves `name` empty)."""
+
     name: str = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("name"):
+            STRATEGIES[cls.name] = cls
 
     @abstractmethod
     def search(self, ctx: SearchContext, stats: SearchStats) -> list[tuple[int, ...]]:
@@ -605,6 +617,3 @@ def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
         stats.statements += checker.statements
         stats.base_scans += checker.scans
 
-
-STRATEGIES: dict[str, type[SearchStrategy]] = {s.name: s for s in (Auto, Incognito, Exhaustive, Samarati, TopDown,
-                                                                   BottomUp, Border, Filtered)}

@@ -8,6 +8,9 @@ runs with that role's rights only. One run of a job at a time: on
 PostgreSQL a session-level advisory lock, held by a dedicated connection for
 the whole run, refuses a second one and vanishes with a killed client, which
 is how an interrupted run is told from a live one.
+
+A layer above `config` (it checks a stored configuration as a job file is checked); its rows are read and written
+through the store's operations (`store.jobs`).
 """
 from __future__ import annotations
 
@@ -20,14 +23,16 @@ from typing import Any, Callable, Iterator
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ..backends import Database, open_database, quote_literal, quote_name
-from ..config import Job, job_from_dict, normalize_url, read_config_file
-from ..errors import ConfigError, DataError, SqlanonError
-from ..model.hierarchies import stored_files
-from .migrate import migrate
-from .records import LIVE_RUNS, now
-from ..publish.ownership import TableName
-from . import Store, jobs, runs
+from .backends import Database, open_database, quote_literal, quote_name
+from .model.job import Job
+from .backends import normalize_url
+from .config import job_from_dict, read_config_file
+from .errors import ConfigError, DataError, SqlanonError
+from .model.hierarchies import stored_files
+from .store.migrate import migrate
+from .store.records import LIVE_RUNS, now
+from .publish.ownership import TableName
+from .store import Store, jobs, runs
 
 #: what a registered job's file names are read against: a folder of no machine (see hierarchies.stored_files)
 STORED_ROOT = Path("/stored-job")
@@ -130,7 +135,8 @@ class JobRegistry:
         _check_file_references(name, config, files)
         with stored_files(_stored_files(files)):
             job = job_from_dict(config, STORED_ROOT, default_name=name)
-            yield replace(job, name=name).with_url(db_url)  # runs are recorded under the registered name
+            url = normalize_url(db_url, Path.cwd()) if db_url else None
+            yield replace(job, name=name).with_url(url)  # runs are recorded under the registered name
 
     def _check_registrant(self, conn: Connection, name: str, registrant: str | None) -> None:
         """Refuse a job registered by another role than the session's (PostgreSQL; see `load`)."""

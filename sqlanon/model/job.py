@@ -1,0 +1,354 @@
+"""A job as plain data: what to anonymize, how, and where to write it (no connection, no file format).
+
+`sqlanon.config` reads these from a YAML file or a mapping and checks names against the registries; a Python
+user may build them directly. Each dataclass checks what it can on its own (a suppression limit, a metric's name);
+checks that need the data (columns exist, values covered by hierarchies) happen against the database in
+`sqlanon.engine.star`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..errors import ConfigError
+from .selection import METRICS, POLICIES
+
+if TYPE_CHECKING:
+    from ..criteria import Criterion
+
+SUPPRESSION_MODES = ("remove", "mask")
+
+
+#: what each role does to a column in the published table (ARX's attribute types)
+ROLES = {
+    "quasi_identifiers": "generalized by its hierarchy",
+    "sensitive": "published as is, protected by the criteria",
+    "insensitive": "published as is",
+    "identifying": "removed, or replaced by a keyed pseudonym",
+}
+
+
+#: how messages name a column of each role
+ROLE_NAMES = {"quasi_identifiers": "quasi-identifier", "sensitive": "sensitive attribute",
+              "insensitive": "insensitive", "identifying": "identifying"}
+
+
+#: shortest pseudonym key accepted, in bytes (HMAC-SHA256 keys shorter than this are guessable)
+MIN_KEY_BYTES = 16
+
+
+@dataclass
+class Source:
+    url: str
+    table: str
+    schema: str | None = None
+    csv: Path | None = None
+    csv_options: dict[str, Any] = field(default_factory=dict)
+    memory_limit: str | None = None  # DuckDB: e.g. "2GB" (default: half the machine's memory)
+    temp_directory: Path | None = None  # DuckDB: where it spills what does not fit the limit
+    parquet: Path | None = None  # Spark: Parquet files read in place as the source table (a temporary view)
+
+
+@dataclass
+class QuasiIdentifier:
+    """A QI column and where its hierarchy comes from: a file or a generator."""
+
+    column: str
+    hierarchy: Path | None = None
+    generate: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        if self.hierarchy is None and self.generate is None:
+            return "published as is (no hierarchy)"
+        return str(self.hierarchy) if self.hierarchy else f"generated: {self.generate}"
+
+    @property
+    def has_hierarchy(self) -> bool:
+        return self.hierarchy is not None or self.generate is not None
+
+
+@dataclass(frozen=True)
+class Identifier:
+    """A direct identifier: removed from the output (`drop`), or replaced by a keyed pseudonym.
+
+    The pseudonym is HMAC-SHA256 of the value's text with a key read from an
+    environment variable or a file at run time; only where the key comes from
+    is part of the job, never the key itself.
+    """
+
+    column: str
+    action: str = "drop"  # drop | pseudonym
+    key_env: str | None = None
+    key_file: Path | None = None
+
+    def describe(self) -> str:
+        if self.action == "drop":
+            return "drop"
+        return f"pseudonym (key from {'$' + self.key_env if self.key_env else str(self.key_file)})"
+
+    def key(self) -> bytes:
+        """The pseudonym key, read now (never stored by sqlanon)."""
+        where = f"identifying.{self.column}.pseudonym"
+        if self.key_env is not None:
+            value = os.environ.get(self.key_env)
+            if value is None:
+                raise ConfigError(f"{where}: environment variable {self.key_env!r} is not set; set it to the secret "
+                                  f"key (at least {MIN_KEY_BYTES} bytes)")
+            key = value.encode()
+        else:
+            assert self.key_file is not None
+            if not self.key_file.is_file():
+                raise ConfigError(f"{where}: key file {str(self.key_file)!r} not found")
+            key = self.key_file.read_bytes().rstrip(b"\r\n")
+        if len(key) < MIN_KEY_BYTES:
+            raise ConfigError(f"{where}: the key has {len(key)} bytes; use at least {MIN_KEY_BYTES} random bytes "
+                              "(e.g. from: openssl rand -hex 32)")
+        return key
+
+
+NUMERIC_OUTPUTS = ("range", "mean")
+
+
+@dataclass
+class Output:
+    """Where the published table goes, and how it is made.
+
+    `generalize` (the default) publishes one table at the node the search
+    chose; `anatomy` publishes two tables with exact QIs: `table` (QIs, a
+    bucket id per record) and `sensitive_table` (bucket, value, count), every
+    bucket holding `l` different sensitive values.
+    """
+
+    table: str
+    schema: str | None = None
+    grant_to: list[str] = field(default_factory=list)  # roles given SELECT on the output (PostgreSQL)
+    method: str = "generalize"
+    l: int | None = None  # anatomy: different sensitive values in every bucket
+    sensitive_table: str | None = None  # anatomy: the bucket, value, count table (default: TABLE_sensitive)
+    seed: str | int = 0  # anatomy: the records' pseudo-random order within a value (a new seed, new buckets)
+    relaxed: bool = False  # mondrian: cut numeric QIs into halves of the sorted rows (equal values either side)
+    numeric: str = "range"  # mondrian: publish a numeric QI as its partition's range or mean
+
+    @property
+    def partitioned(self) -> bool:
+        return self.method == "mondrian"
+
+    @property
+    def bucketized(self) -> bool:
+        return self.method == "anatomy"
+
+    @property
+    def sensitive_table_name(self) -> str:
+        return self.sensitive_table or f"{self.table}_sensitive"
+
+
+@dataclass(frozen=True)
+class Suppression:
+    """At most `limit` tuples (a count, or a fraction of the table when a float) may be suppressed.
+
+    Suppressed tuples are those in classes that violate the criteria: removed
+    from the output, or kept with every QI set to its hierarchy's top (mask).
+    """
+
+    limit: int | float = 0
+    mode: str = "remove"
+
+    def __post_init__(self) -> None:
+        limit = self.limit
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)):
+            raise ConfigError(f"suppression.limit must be a count (e.g. 100) or a fraction of the table "
+                              f"(e.g. 0.02), got {limit!r}")
+        if not math.isfinite(limit):
+            raise ConfigError(f"suppression.limit must be a finite number, got {limit}")
+        if limit < 0:
+            raise ConfigError(f"suppression.limit must be >= 0, got {limit}")
+        if isinstance(limit, float) and limit > 1:
+            raise ConfigError(f"suppression.limit {limit} is a fraction above 1; write a whole number for a "
+                              "count of tuples, or a fraction between 0 and 1")
+        _choice(self.mode, SUPPRESSION_MODES, "suppression.mode")
+
+    def max_suppressed(self, rows: int) -> int:
+        """MaxSup for a table of `rows` tuples: fewer than the table, or every tuple could go."""
+        limit = int(self.limit * rows + 1e-9) if isinstance(self.limit, float) else self.limit
+        if limit >= rows and limit > 0:
+            raise ConfigError(f"suppression.limit {self.limit} lets all {rows} rows of the table be suppressed, "
+                              "which would publish nothing; use fewer than the table size, or a fraction such as "
+                              "0.02")
+        return limit
+
+
+@dataclass(frozen=True)
+class Selection:
+    """How to pick the node to publish: a preference policy, or the best node by a utility metric."""
+
+    policy: str | None = "min_absolute_distance"
+    metric: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.policy is None) == (self.metric is None):
+            raise ConfigError("select takes exactly one of policy: NAME or metric: NAME")
+        if self.policy is not None:
+            _choice(self.policy, tuple(POLICIES), "select.policy")
+        if self.metric is not None:
+            _choice(self.metric, tuple(METRICS), "select.metric")
+
+
+
+    def describe(self) -> str:
+        return f"policy {self.policy}" if self.policy else f"metric {self.metric}"
+
+
+@dataclass
+class Job:
+    source: Source
+    quasi_identifiers: list[QuasiIdentifier]
+    criteria: list[Criterion]
+    output: Output | None = None
+    sensitive: list[str] = field(default_factory=list)
+    strategy: str = "auto"
+    name: str = "job"
+    base: str = "cube"  # where frequency sets without a computed child come from: cube | table
+    suppression: Suppression = field(default_factory=Suppression)
+    select: Selection = field(default_factory=Selection)
+    assume_monotone: bool = False  # prune as if the criteria were monotone under suppression (heuristic)
+    insensitive: list[str] = field(default_factory=list)  # published as they are
+    identifying: list[Identifier] = field(default_factory=list)  # removed or pseudonymized
+    population: tuple[str | None, str] | None = None  # (schema, table) the journalist and marketer risks match
+    releases: "ReleaseSeries | None" = None  # earlier releases, for inference across them
+    inference: "InferenceSettings" = field(default_factory=lambda: InferenceSettings())
+    #: what the criteria protect: None (persons, one row each: a direct identifier that repeats is refused) or
+    #: "rows" (each row on its own, stated by the job)
+    unit: str | None = None
+
+    @property
+    def qi_names(self) -> list[str]:
+        return [qi.column for qi in self.quasi_identifiers]
+
+    def column_roles(self) -> list[tuple[str, str]]:
+        """(column, role) for every column the job classifies; every source column needs exactly one."""
+        return ([(c, "quasi_identifiers") for c in self.qi_names] + [(c, "sensitive") for c in self.sensitive]
+                + [(c, "insensitive") for c in self.insensitive]
+                + [(i.column, "identifying") for i in self.identifying])
+
+    def with_url(self, url: str | None) -> "Job":
+        """The same job against another database (the CLI's --db: a URL as `backends.normalize_url` gives it)."""
+        if not url:
+            return self
+        return replace(self, source=replace(self.source, url=url))
+
+    def to_json(self) -> str:
+        """A JSON record of the job, stored with each run."""
+        data = {
+            "name": self.name,
+            "source": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self.source).items()},
+            "quasi_identifiers": {qi.column: qi.describe() for qi in self.quasi_identifiers},
+            "sensitive": self.sensitive,
+            "criteria": {c.name: c.params() for c in self.criteria},
+            "output": asdict(self.output) if self.output else None,
+            "strategy": self.strategy,
+            "base": self.base,
+            "suppression": asdict(self.suppression),
+            "select": asdict(self.select),
+            "assume_monotone": self.assume_monotone,
+            "insensitive": self.insensitive,
+            "identifying": {i.column: i.describe() for i in self.identifying},  # where keys come from, not keys
+            "population": list(self.population) if self.population else None,
+            "unit": self.unit,
+            "releases": asdict(self.releases) if self.releases else None,
+            "inference": asdict(self.inference),
+        }
+        return json.dumps(data, sort_keys=True)
+
+
+def require_lattice(job: Job) -> None:
+    """A search needs criteria and a hierarchy for every QI; say what is missing and what needs none."""
+    if not job.criteria:
+        raise ConfigError("the config has no criteria; add e.g. criteria: {k_anonymity: {k: 5}} (only output.method "
+                          "anatomy and sqlanon inference work without criteria)")
+    bare = [qi.column for qi in job.quasi_identifiers if not qi.has_hierarchy]
+    if bare:
+        raise ConfigError(f"quasi-identifier(s) {', '.join(bare)} have no hierarchy; generalization needs one for "
+                          "each (hierarchy: FILE or generate: KIND); only output.method anatomy publishes QIs as "
+                          "they are")
+
+
+@dataclass(frozen=True)
+class Release:
+    """One published release: a generalized table, or a bucketized pair (QI table, sensitive table)."""
+
+    name: str
+    table: str  # the generalized table, or the QI table of a bucketized pair
+    schema: str | None = None
+    sensitive_table: str | None = None  # bucketized: (bucket, value, count)
+
+    @property
+    def bucketized(self) -> bool:
+        return self.sensitive_table is not None
+
+
+@dataclass(frozen=True)
+class ReleaseSeries:
+    """Releases already published from earlier versions of the table, and the column that links them.
+
+    Every release carries the `pseudonym` column (the same person has the
+    same pseudonym in each); bucketized QI tables carry `bucket`.
+    """
+
+    pseudonym: str
+    releases: tuple[Release, ...]
+    bucket: str = "bucket"
+
+
+@dataclass(frozen=True)
+class InferenceSettings:
+    """Maximum-entropy inference across releases: when to flag a person, and when to stop iterating."""
+
+    max_probability: float = 0.5  # positive disclosure: some P(s | person) above this
+    min_probability: float = 0.01  # negative disclosure: a value a release allowed falls below this
+    tolerance: float = 1e-4  # stop when no constraint is violated by more than this (in persons)
+    max_iterations: int = 5000
+    table: str | None = None  # where P(s | person) is written (kept only when named)
+    schema: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_probability", "min_probability"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+                raise ConfigError(f"inference.{name} must be a probability strictly between 0 and 1, got {value!r}")
+        if self.min_probability >= self.max_probability:
+            raise ConfigError(f"inference.min_probability ({self.min_probability}) must be below max_probability "
+                              f"({self.max_probability})")
+        tol = self.tolerance
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or not 0 < tol < 1:
+            raise ConfigError(f"inference.tolerance must be a number between 0 and 1 (e.g. 1e-4), got {tol!r}")
+        iterations = self.max_iterations
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise ConfigError(f"inference.max_iterations must be a whole number >= 1, got {iterations!r}")
+
+
+def check_roles(job: Job, name_key: Callable[[str], str] = str) -> None:
+    """A column has one role: listed twice (in one role or two) is an error naming both places.
+
+    `name_key` compares names as the database will (DuckDB ignores case);
+    the config alone compares them as written.
+    """
+    seen: dict[str, tuple[str, str]] = {}
+    for column, role in job.column_roles():
+        key = name_key(column)
+        if key in seen:
+            first, first_role = seen[key]
+            where = f"twice under {role}" if first_role == role else f"under both {first_role} and {role}"
+            alike = "" if first == column else f" (as {first!r} and {column!r}: the database does not tell them apart)"
+            raise ConfigError(f"column {column!r} is listed {where}{alike}; give each column one role")
+        seen[key] = (column, role)
+
+
+def _choice(value: Any, choices: tuple[str, ...], where: str) -> str:
+    if value not in choices:
+        raise ConfigError(f"{where} {value!r} is unknown; choose one of {', '.join(choices)}")
+    return value

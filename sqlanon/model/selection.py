@@ -1,0 +1,76 @@
+"""Choosing the node to publish: the utility metrics a job may name, Samarati and Sweeney's preference
+policies, and the tie-breaking rule (no connection: the data-dependent figures come from engine.metrics)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .lattice import Levels
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    better: str  # "min" or "max"
+    levels_only: bool  # depends on the levels alone: its best passing node is minimal even with suppression
+    description: str
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("height", "min", True, "sum of the levels"),
+    Metric("relative_distance", "min", True, "sum over QIs of level / hierarchy height"),
+    Metric("precision", "max", True, "Sweeney's Prec: 1 - relative distance / number of QIs"),
+    Metric("suppressed", "min", False, "tuples in classes violating the criteria"),
+    Metric("completeness", "max", False, "1 - suppressed / rows"),
+    Metric("classes", "max", False, "equivalence classes released (distinct generalized tuples)"),
+    Metric("avg_class_size", "min", False, "released tuples / classes"),
+    Metric("c_avg", "min", False, "average class size / k"),
+    Metric("discernibility", "min", False, "sum of squared class sizes, plus rows for each suppressed tuple"),
+    Metric("kl_divergence", "min", False, "KL divergence of the (QI, sensitive) distribution, uniformity assumed"),
+)}
+
+#: Samarati & Sweeney's preference policies, each the best minimal node by one metric
+POLICIES: dict[str, str] = {
+    "min_absolute_distance": "height",
+    "min_relative_distance": "relative_distance",
+    "max_distribution": "classes",
+    "min_suppression": "suppressed",
+}
+
+
+def selection_metric(policy: str | None, metric: str | None) -> Metric:
+    return METRICS[POLICIES[policy]] if policy else METRICS[metric]
+
+
+def needs_every_passing_node(metric: Metric, by_policy: bool, max_suppressed: int) -> bool:
+    """Whether the best node may lie above the minimal ones.
+
+    Policies choose among minimal nodes by definition. Every metric here gets
+    no better under generalization without suppression (KL: coarser blocks
+    only add divergence), so its optimum is minimal; with suppression the
+    data-dependent ones can improve higher up (fewer suppressed tuples).
+    """
+    return not by_policy and not metric.levels_only and max_suppressed > 0
+
+
+def level_metrics(node: Levels, heights: list[int]) -> dict[str, Any]:
+    """The metrics that depend on the levels alone (no data): height, relative distance, precision."""
+    relative = sum(level / h for level, h in zip(node, heights) if h > 0)
+    return {"height": sum(node), "relative_distance": relative, "precision": 1 - relative / len(node)}
+
+
+def best_node(metric: Metric, metrics: dict[Levels, dict[str, Any]]) -> Levels:
+    """The best node by `metric`; ties go to the lowest height, then the smallest level vector
+    (in QI config order, so the QIs listed first stay the most precise)."""
+    sign = 1 if metric.better == "min" else -1
+
+    def key(node: Levels) -> tuple:
+        value = metrics[node][metric.name]
+        return (float("inf") if value is None else sign * round(float(value), 9), sum(node), node)
+
+    return min(metrics, key=key)
+
+
+def node_label(node: Levels) -> str:
+    """A node as the JSON key and display form: levels joined by commas."""
+    return ",".join(map(str, node))
