@@ -6,6 +6,7 @@ each), for k in {2, 5, 10}, on DuckDB and PostgreSQL (if reachable), in the same
 The exhaustive strategy takes minutes per k (12,960 nodes); --exhaustive-ks limits
 the k it is run for (default: all of --ks on DuckDB, k=5 on PostgreSQL).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,9 +16,9 @@ from importlib import resources
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import PG_URL, pg_reachable, print_table, timed  # noqa: E402
+from common import PG_URL, pg_reachable, print_table, timed
 
-from sqlanon import RunOptions, load_job, search  # noqa: E402
+from sqlanon import RunOptions, load_job, search
 from sqlanon.criteria import KAnonymity
 
 HERE = Path(__file__).parent
@@ -48,17 +49,31 @@ def main() -> None:
             s = result.stats
             row = [name, k, seconds, s.nodes_checked, s.rollups, s.base_scans, len(result.minimal)]
             if k in exhaustive_ks:
-                ex_seconds, ex = timed(lambda: search(dataclasses.replace(job, strategy="exhaustive"),
-                                                      RunOptions(db_url=url)))
+                ex_seconds, ex = timed(
+                    lambda: search(dataclasses.replace(job, strategy="exhaustive"), RunOptions(db_url=url))
+                )
                 assert ex.satisfying == result.satisfying, "exhaustive and Incognito disagree"
                 row += [ex_seconds, ex.stats.nodes_checked, ex_seconds / seconds]
             else:
                 row += ["-", "-", "-"]
             rows.append(row)
             print(row, flush=True)
-    print_table("Adult (30,162 rows), 9 QIs: Incognito vs exhaustive (wall seconds of the whole search call)",
-                ["database", "k", "incognito s", "checked", "roll-ups", "scans", "minimal",
-                 "exhaustive s", "checked", "exhaustive/incognito"], rows)
+    print_table(
+        "Adult (30,162 rows), 9 QIs: Incognito vs exhaustive (wall seconds of the whole search call)",
+        [
+            "database",
+            "k",
+            "incognito s",
+            "checked",
+            "roll-ups",
+            "scans",
+            "minimal",
+            "exhaustive s",
+            "checked",
+            "exhaustive/incognito",
+        ],
+        rows,
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ each privacy criterion, on DuckDB (and PostgreSQL with --postgres), in the same 
 
 Prints search seconds and nodes checked per criterion and the ratio to the k-only search.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,11 +15,11 @@ from importlib import resources
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import PG_URL, pg_reachable, print_table, timed  # noqa: E402
+from common import PG_URL, pg_reachable, print_table, timed
 
-from sqlanon import RunOptions, load_job, search  # noqa: E402
-from sqlanon.model.job import Job  # noqa: E402
+from sqlanon import RunOptions, load_job, search
 from sqlanon.criteria import criteria_from_config
+from sqlanon.model.job import Job
 
 HERE = Path(__file__).parent
 ADULT = Path(str(resources.files("sqlanon.data").joinpath("adult")))
@@ -30,14 +31,22 @@ CASES = {
     "entropy l=3": {"entropy_l_diversity": {"attribute": OCC, "l": 3}},
     "entropy l=3, don't-care": {"entropy_l_diversity": {"attribute": OCC, "l": 3, "dont_care": ["Prof-specialty"]}},
     "recursive c=4 l=3": {"recursive_l_diversity": {"attribute": OCC, "c": 4, "l": 3}},
-    "pd-recursive c=4 l=3": {"recursive_l_diversity": {"attribute": OCC, "c": 4, "l": 3,
-                                                       "dont_care": ["Prof-specialty"]}},
+    "pd-recursive c=4 l=3": {
+        "recursive_l_diversity": {"attribute": OCC, "c": 4, "l": 3, "dont_care": ["Prof-specialty"]}
+    },
     "npd-recursive": {"npd_recursive_l_diversity": {"attribute": OCC, "c1": 4, "c2": 1, "l": 3, "w": ["Sales"]}},
-    "multi-attribute distinct l=2 (7 QIs)": {"multi_attribute_l_diversity": {"attributes": [OCC, "salary-class"],
-                                                                     "l": 2}},
+    "multi-attribute distinct l=2 (7 QIs)": {
+        "multi_attribute_l_diversity": {"attributes": [OCC, "salary-class"], "l": 2}
+    },
     "t equal 0.2": {"t_closeness": {"attribute": OCC, "t": 0.2, "distance": "equal"}},
-    "t hierarchical 0.2": {"t_closeness": {"attribute": OCC, "t": 0.2, "distance": "hierarchical",
-                                           "hierarchy": str(ADULT / "hierarchies" / "occupation.csv")}},
+    "t hierarchical 0.2": {
+        "t_closeness": {
+            "attribute": OCC,
+            "t": 0.2,
+            "distance": "hierarchical",
+            "hierarchy": str(ADULT / "hierarchies" / "occupation.csv"),
+        }
+    },
     "t kl 0.3": {"t_closeness": {"attribute": OCC, "t": 0.3, "distance": "kl"}},
 }
 
@@ -47,10 +56,13 @@ def criteria_job(job: Job, case: str) -> Job:
     criteria = criteria_from_config({**K, **CASES[case]})
     sensitive = sorted({a for c in criteria for a in c.sensitive_attributes()})
     # a sensitive attribute cannot also be a QI (the multi-attribute case reads salary-class)
-    return dataclasses.replace(job, criteria=criteria, sensitive=sensitive,
-                               quasi_identifiers=[qi for qi in job.quasi_identifiers
-                                                  if qi.column != OCC and qi.column not in sensitive],
-                               insensitive=[] if OCC in sensitive else [OCC])
+    return dataclasses.replace(
+        job,
+        criteria=criteria,
+        sensitive=sensitive,
+        quasi_identifiers=[qi for qi in job.quasi_identifiers if qi.column != OCC and qi.column not in sensitive],
+        insensitive=[] if OCC in sensitive else [OCC],
+    )
 
 
 def main() -> None:
@@ -73,8 +85,11 @@ def main() -> None:
             k_only = k_only or seconds
             rows.append([name, case, seconds, result.stats.nodes_checked, len(result.minimal), seconds / k_only])
             print(rows[-1], flush=True)
-    print_table("Adult (30,162 rows), 8 QIs, sensitive occupation, k=5 plus each criterion",
-                ["database", "criteria", "search s", "checked", "minimal", "ratio to k only"], rows)
+    print_table(
+        "Adult (30,162 rows), 8 QIs, sensitive occupation, k=5 plus each criterion",
+        ["database", "criteria", "search s", "checked", "minimal", "ratio to k only"],
+        rows,
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ same run on DuckDB (and PostgreSQL if reachable).
 The data comes from ../shared/tools/gen_hospital.py (deterministic); it is
 generated once into bench/out/ and reused.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,10 +18,10 @@ from pathlib import Path
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import PG_URL, pg_reachable, print_table, timed  # noqa: E402
+from common import PG_URL, pg_reachable, print_table, timed
 
-from sqlanon import RunOptions, search  # noqa: E402
-from sqlanon.config import job_from_dict  # noqa: E402
+from sqlanon import RunOptions, search
+from sqlanon.config import job_from_dict
 
 HERE = Path(__file__).parent
 GENERATOR = HERE.parent.parent / "shared" / "tools" / "gen_hospital.py"
@@ -38,10 +39,16 @@ def job(folder: Path, url: str, k: int, load: bool, base: str = "cube"):
     source = {"url": url, "table": "hospital"}
     if load:
         source.update(csv="hospital.csv", csv_options={"types": {"zip": "VARCHAR", "birth_date": "VARCHAR"}})
-    return job_from_dict({"source": source,
-                          "quasi_identifiers": {q: {"hierarchy": f"hierarchies/{q}.csv"} for q in QIS},
-                          "sensitive": ["diagnosis", "cost"],
-                          "criteria": {"k_anonymity": {"k": k}}, "search": {"base": base}}, folder)
+    return job_from_dict(
+        {
+            "source": source,
+            "quasi_identifiers": {q: {"hierarchy": f"hierarchies/{q}.csv"} for q in QIS},
+            "sensitive": ["diagnosis", "cost"],
+            "criteria": {"k_anonymity": {"k": k}},
+            "search": {"base": base},
+        },
+        folder,
+    )
 
 
 def plain_group_by(url: str) -> None:
@@ -70,11 +77,26 @@ def main() -> None:
         for base in args.bases.split(","):
             seconds, result = timed(lambda: search(job(folder, url, args.k, load=False, base=base)))
             s = result.stats
-            rows.append([name, base, args.rows, args.k, seconds, s.nodes_checked, s.rollups, s.base_scans,
-                         len(result.minimal), group_by, seconds / group_by])
-    print_table(f"Hospital, {args.rows} rows, QIs {', '.join(QIS)}, k={args.k}",
-                ["database", "base", "rows", "k", "search s", "checked", "roll-ups", "scans", "minimal",
-                 "GROUP BY s", "ratio"], rows)
+            rows.append(
+                [
+                    name,
+                    base,
+                    args.rows,
+                    args.k,
+                    seconds,
+                    s.nodes_checked,
+                    s.rollups,
+                    s.base_scans,
+                    len(result.minimal),
+                    group_by,
+                    seconds / group_by,
+                ]
+            )
+    print_table(
+        f"Hospital, {args.rows} rows, QIs {', '.join(QIS)}, k={args.k}",
+        ["database", "base", "rows", "k", "search s", "checked", "roll-ups", "scans", "minimal", "GROUP BY s", "ratio"],
+        rows,
+    )
 
 
 if __name__ == "__main__":

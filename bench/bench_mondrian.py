@@ -14,6 +14,7 @@
    run, whole and split into partitioning (the work table and the rounds) and publishing (writing the
    published table, its audit, the commit), and the peak memory of the process (DuckDB limited to 1 GB).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,16 +30,15 @@ from pathlib import Path
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import print_table  # noqa: E402
+from common import print_table
 
-from sqlanon import RunOptions, anonymize, job_from_dict, load_csv, partition  # noqa: E402
+from sqlanon import RunOptions, anonymize, job_from_dict, load_csv, partition
 from sqlanon.model.hierarchies import read_hierarchy_file
 
 HERE = Path(__file__).parent
 OUT = HERE / "out" / "mondrian"
 ADULT = Path(str(resources.files("sqlanon.data").joinpath("adult")))
-QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation",
-       "salary-class"]
+QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation", "salary-class"]
 GENERATOR = HERE.parent.parent / "shared" / "tools" / "gen_hospital.py"
 RANGE = re.compile(r"^\[(-?[\d.]+)-(-?[\d.]+)\]$")
 
@@ -49,8 +49,13 @@ def adult_job(url: str, k: int, mondrian: bool) -> dict:
         qis["age"] = None
     table = f"{'mondrian' if mondrian else 'fulldomain'}_{k}"
     output = {"table": table, **({"method": "mondrian"} if mondrian else {})}
-    return {"source": {"url": url, "table": "adult"}, "quasi_identifiers": qis, "insensitive": ["rid"],
-            "criteria": {"k_anonymity": {"k": k}}, "output": output}
+    return {
+        "source": {"url": url, "table": "adult"},
+        "quasi_identifiers": qis,
+        "insensitive": ["rid"],
+        "criteria": {"k_anonymity": {"k": k}},
+        "output": output,
+    }
 
 
 class Metrics:
@@ -85,8 +90,10 @@ class Metrics:
             classes = conn.exec_driver_sql(f"SELECT {quoted}, COUNT(*) FROM {table} GROUP BY {quoted}").all()
             rows = sum(c[-1] for c in classes)
             # p(x) and the class of each original QI tuple x (one class per tuple: strict partitions, full-domain)
-            cells = conn.exec_driver_sql(f"SELECT {published}, COUNT(*) FROM adult a JOIN {table} p ON p.rid = a.rid "
-                                         f"GROUP BY {original}, {published}").all()
+            cells = conn.exec_driver_sql(
+                f"SELECT {published}, COUNT(*) FROM adult a JOIN {table} p ON p.rid = a.rid "
+                f"GROUP BY {original}, {published}"
+            ).all()
         cover = {}
         for row in classes:
             box, penalty = 1, 0.0
@@ -96,8 +103,11 @@ class Metrics:
             cover[tuple(row[:-1])] = (row[-1], box, penalty / len(QIS))
         discernibility = sum(n * n for n, _, _ in cover.values())
         ncp = sum(n * pen for n, _, pen in cover.values()) / rows
-        kl = sum(c / rows * math.log((c / rows) / (cover[tuple(x[:-1])][0] / rows / cover[tuple(x[:-1])][1]))
-                 for x in cells for c in [x[-1]])
+        kl = sum(
+            c / rows * math.log((c / rows) / (cover[tuple(x[:-1])][0] / rows / cover[tuple(x[:-1])][1]))
+            for x in cells
+            for c in [x[-1]]
+        )
         return discernibility, rows / len(classes), kl, ncp
 
 
@@ -105,8 +115,9 @@ def utility_rows(url: str) -> list[list[object]]:
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         conn.exec_driver_sql("DROP TABLE IF EXISTS adult")
-        conn.exec_driver_sql("CREATE TABLE adult AS SELECT CAST(ROW_NUMBER() OVER () AS INTEGER) AS rid, * "
-                             "FROM adult_raw")
+        conn.exec_driver_sql(
+            "CREATE TABLE adult AS SELECT CAST(ROW_NUMBER() OVER () AS INTEGER) AS rid, * FROM adult_raw"
+        )
     metrics = Metrics(engine)
     rows = []
     for k in (2, 5, 10, 50):
@@ -120,8 +131,17 @@ def utility_rows(url: str) -> list[list[object]]:
                 table = anonymize(job, replace=True).output
             seconds = time.perf_counter() - started
             disc, average, kl, ncp = metrics.of(table)
-            rows.append([k, "mondrian" if mondrian else "full-domain", f"{disc:.3g}", round(average, 1),
-                         round(kl, 3), round(ncp, 3), seconds])
+            rows.append(
+                [
+                    k,
+                    "mondrian" if mondrian else "full-domain",
+                    f"{disc:.3g}",
+                    round(average, 1),
+                    round(kl, 3),
+                    round(ncp, 3),
+                    seconds,
+                ]
+            )
     engine.dispose()
     return rows
 
@@ -137,30 +157,51 @@ def scale_rows(sizes: list[int]) -> list[list[object]]:
         engine = sa.create_engine(url)
         with engine.begin() as conn:
             conn.exec_driver_sql("DROP TABLE IF EXISTS hospital")
-            conn.exec_driver_sql("CREATE TABLE hospital AS SELECT CAST(zip AS INTEGER) AS zip, "
-                                 "CAST(strftime(CAST(birth_date AS DATE), '%Y%m%d') AS INTEGER) AS birth_date, "
-                                 "sex, race, marital_status, diagnosis, cost FROM hospital_raw")
+            conn.exec_driver_sql(
+                "CREATE TABLE hospital AS SELECT CAST(zip AS INTEGER) AS zip, "
+                "CAST(strftime(CAST(birth_date AS DATE), '%Y%m%d') AS INTEGER) AS birth_date, "
+                "sex, race, marital_status, diagnosis, cost FROM hospital_raw"
+            )
         started = time.perf_counter()
         with engine.connect() as conn:
-            conn.exec_driver_sql("SELECT COUNT(*) FROM (SELECT zip, birth_date, sex, race, marital_status, COUNT(*) "
-                                 "FROM hospital GROUP BY ALL) g").all()
+            conn.exec_driver_sql(
+                "SELECT COUNT(*) FROM (SELECT zip, birth_date, sex, race, marital_status, COUNT(*) "
+                "FROM hospital GROUP BY ALL) g"
+            ).all()
         group_by = time.perf_counter() - started
         engine.dispose()
         hierarchies = folder / "hierarchies"
-        job = {"source": {"url": url, "table": "hospital", "memory_limit": "1GB"},
-               "quasi_identifiers": {"zip": None, "birth_date": None,
-                                     **{q: {"hierarchy": str(hierarchies / f"{q}.csv")}
-                                        for q in ("sex", "race", "marital_status")}},
-               "insensitive": ["diagnosis", "cost"], "criteria": {"k_anonymity": {"k": 5}},
-               "output": {"table": "hospital_mondrian", "method": "mondrian"}}
+        job = {
+            "source": {"url": url, "table": "hospital", "memory_limit": "1GB"},
+            "quasi_identifiers": {
+                "zip": None,
+                "birth_date": None,
+                **{q: {"hierarchy": str(hierarchies / f"{q}.csv")} for q in ("sex", "race", "marital_status")},
+            },
+            "insensitive": ["diagnosis", "cost"],
+            "criteria": {"k_anonymity": {"k": 5}},
+            "output": {"table": "hospital_mondrian", "method": "mondrian"},
+        }
         started = time.perf_counter()
         published = partition(job_from_dict(job), RunOptions(), replace=True)
         seconds = time.perf_counter() - started
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        rows.append([size, published.result.partitions, published.result.rounds, published.result.statements,
-                     seconds, group_by, f"{seconds / group_by:.0f}x", published.partitioning_seconds,
-                     f"{published.partitioning_seconds / group_by:.0f}x", published.publishing_seconds,
-                     f"{published.publishing_seconds / group_by:.0f}x", round(peak)])
+        rows.append(
+            [
+                size,
+                published.result.partitions,
+                published.result.rounds,
+                published.result.statements,
+                seconds,
+                group_by,
+                f"{seconds / group_by:.0f}x",
+                published.partitioning_seconds,
+                f"{published.partitioning_seconds / group_by:.0f}x",
+                published.publishing_seconds,
+                f"{published.publishing_seconds / group_by:.0f}x",
+                round(peak),
+            ]
+        )
     return rows
 
 
@@ -174,14 +215,30 @@ def main() -> None:
     if "utility" not in skip:
         url = f"duckdb:///{OUT / 'adult.duckdb'}"
         load_csv(ADULT / "adult.csv.gz", "adult_raw", url, csv_options={"delimiter": ";"}, replace=True)
-        print_table("1. Adult, 9 QIs: full-domain generalization against Mondrian (lower is better)",
-                    ["k", "method", "discernibility", "avg class", "KL divergence", "NCP", "seconds"],
-                    utility_rows(url))
+        print_table(
+            "1. Adult, 9 QIs: full-domain generalization against Mondrian (lower is better)",
+            ["k", "method", "discernibility", "avg class", "KL divergence", "NCP", "seconds"],
+            utility_rows(url),
+        )
     if "scale" not in skip:
-        print_table("2. Hospital, k = 5: Mondrian against one GROUP BY of the QIs (same run), DuckDB (1 GB limit)",
-                    ["rows", "partitions", "rounds", "statements", "seconds", "GROUP BY s", "ratio",
-                     "partitioning s", "ratio", "publishing s", "ratio", "peak RSS MB (process so far)"],
-                    scale_rows([int(n) for n in args.rows.split(",")]))
+        print_table(
+            "2. Hospital, k = 5: Mondrian against one GROUP BY of the QIs (same run), DuckDB (1 GB limit)",
+            [
+                "rows",
+                "partitions",
+                "rounds",
+                "statements",
+                "seconds",
+                "GROUP BY s",
+                "ratio",
+                "partitioning s",
+                "ratio",
+                "publishing s",
+                "ratio",
+                "peak RSS MB (process so far)",
+            ],
+            scale_rows([int(n) for n in args.rows.split(",")]),
+        )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ The paper used 45,222 rows of Adult; sqlanon ships the 30,162-row version withou
 values, so compare the shape of the results, not the digits. With matplotlib installed, the
 figures are written as PNG files into --plots (default bench/figures, shown in the README).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,27 +29,41 @@ from pathlib import Path
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import print_table, timed  # noqa: E402
+from common import print_table, timed
 
-from sqlanon import RunOptions, analyze, load_job, node_metrics, search  # noqa: E402
-from sqlanon.analysis.attacks import AnalysisSettings  # noqa: E402
+from sqlanon import RunOptions, analyze, load_job, node_metrics, search
+from sqlanon.analysis.attacks import AnalysisSettings
 from sqlanon.criteria import criteria_from_config
 
 HERE = Path(__file__).parent
 ADULT = Path(str(resources.files("sqlanon.data").joinpath("adult", "adult.yaml")))
 QIS = ["age", "sex", "race", "marital-status", "education"]
 GROWING = QIS + ["native-country", "workclass", "salary-class"]  # 3..8 QIs, occupation stays sensitive
-COLUMNS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation",
-           "salary-class"]
+COLUMNS = [
+    "sex",
+    "age",
+    "race",
+    "marital-status",
+    "education",
+    "native-country",
+    "workclass",
+    "occupation",
+    "salary-class",
+]
 
 
 def job_for(base, qis: list[str], sensitive: str, criteria: dict, table: str = "adult"):
     """The bundled Adult job over `qis`, `sensitive` protected by `criteria`, every other column insensitive."""
     by_name = {q.column: q for q in base.quasi_identifiers}
     return dataclasses.replace(
-        base, source=dataclasses.replace(base.source, csv=None, table=table),
-        quasi_identifiers=[by_name[q] for q in qis], criteria=criteria_from_config(criteria),
-        sensitive=[sensitive], insensitive=[c for c in COLUMNS if c not in qis and c != sensitive], output=None)
+        base,
+        source=dataclasses.replace(base.source, csv=None, table=table),
+        quasi_identifiers=[by_name[q] for q in qis],
+        criteria=criteria_from_config(criteria),
+        sensitive=[sensitive],
+        insensitive=[c for c in COLUMNS if c not in qis and c != sensitive],
+        output=None,
+    )
 
 
 def homogeneity(base, url: str) -> list[list]:
@@ -60,15 +75,35 @@ def homogeneity(base, url: str) -> list[list]:
             tables = report.tables
             near = [t for t in tables if t.nearly_homogeneous_classes]
             count = len(tables) or 1
-            rows.append([sensitive, k, len(tables), report.affected_tables,
-                         sum(t.homogeneous_classes for t in tables) / count,
-                         sum(t.homogeneous_tuples for t in tables) / count, len(near),
-                         sum(t.nearly_homogeneous_classes for t in tables) / count,
-                         sum(t.nearly_homogeneous_tuples for t in tables) / count])
+            rows.append(
+                [
+                    sensitive,
+                    k,
+                    len(tables),
+                    report.affected_tables,
+                    sum(t.homogeneous_classes for t in tables) / count,
+                    sum(t.homogeneous_tuples for t in tables) / count,
+                    len(near),
+                    sum(t.nearly_homogeneous_classes for t in tables) / count,
+                    sum(t.nearly_homogeneous_tuples for t in tables) / count,
+                ]
+            )
             print(rows[-1], flush=True)
-    print_table("Homogeneity attack on every minimal k-anonymous table (QIs age, sex, race, marital-status, "
-                "education)", ["sensitive", "k", "tables", "affected", "avg classes", "avg tuples", "near affected",
-                               "avg near classes", "avg near tuples"], rows)
+    print_table(
+        "Homogeneity attack on every minimal k-anonymous table (QIs age, sex, race, marital-status, education)",
+        [
+            "sensitive",
+            "k",
+            "tables",
+            "affected",
+            "avg classes",
+            "avg tuples",
+            "near affected",
+            "avg near classes",
+            "avg near tuples",
+        ],
+        rows,
+    )
     return rows
 
 
@@ -80,12 +115,15 @@ def timing(base, url: str) -> list[list]:
         for criteria in ({"k_anonymity": {"k": 6}}, {"entropy_l_diversity": {"attribute": "occupation", "l": 6}}):
             for strategy in ("incognito", "auto"):
                 job = dataclasses.replace(job_for(base, qis, "occupation", criteria), strategy=strategy)
-                seconds, result = timed(lambda: search(job, RunOptions(db_url=url)))
+                _seconds, result = timed(lambda: search(job, RunOptions(db_url=url)))
                 row += [result.stats.seconds]
         rows.append(row)
         print(rows[-1], flush=True)
-    print_table("Search seconds as the QI set grows (k = 6 against entropy l = 6 on occupation)",
-                ["QIs", "k=6 incognito", "k=6 auto", "entropy l=6 incognito", "entropy l=6 auto"], rows)
+    print_table(
+        "Search seconds as the QI set grows (k = 6 against entropy l = 6 on occupation)",
+        ["QIs", "k=6 incognito", "k=6 auto", "entropy l=6 incognito", "entropy l=6 auto"],
+        rows,
+    )
     return rows
 
 
@@ -98,8 +136,12 @@ UTILITY_CRITERIA = {
 
 def utility(base, url: str, table: str) -> list[list]:
     rows = []
-    top = tuple(h for h in search(job_for(base, QIS, "occupation", {"k_anonymity": {"k": 1}}, table),
-                                  RunOptions(db_url=url)).heights)
+    top = tuple(
+        h
+        for h in search(
+            job_for(base, QIS, "occupation", {"k_anonymity": {"k": 1}}, table), RunOptions(db_url=url)
+        ).heights
+    )
     for name, spec in UTILITY_CRITERIA.items():
         for p in (2, 4, 6, 8):
             job = job_for(base, QIS, "occupation", spec(p), table)
@@ -109,13 +151,35 @@ def utility(base, url: str, table: str) -> list[list]:
             if not metrics:
                 rows.append([table, name, p, 0, "-", "-", "-", "-", baseline])
                 continue
-            rows.append([table, name, p, len(found.minimal), min(m["height"] for m in metrics),
-                         min(m["avg_class_size"] for m in metrics), min(m["discernibility"] for m in metrics),
-                         min(m["kl_divergence"] for m in metrics), baseline])
+            rows.append(
+                [
+                    table,
+                    name,
+                    p,
+                    len(found.minimal),
+                    min(m["height"] for m in metrics),
+                    min(m["avg_class_size"] for m in metrics),
+                    min(m["discernibility"] for m in metrics),
+                    min(m["kl_divergence"] for m in metrics),
+                    baseline,
+                ]
+            )
             print(rows[-1], flush=True)
-    print_table(f"Utility of the best table ({table}; QIs age, sex, race, marital-status, education; sensitive "
-                "occupation)", ["table", "criterion", "k or l", "minimal", "min height", "min avg class size",
-                                "min discernibility", "min KL", "KL all suppressed"], rows)
+    print_table(
+        f"Utility of the best table ({table}; QIs age, sex, race, marital-status, education; sensitive occupation)",
+        [
+            "table",
+            "criterion",
+            "k or l",
+            "minimal",
+            "min height",
+            "min avg class size",
+            "min discernibility",
+            "min KL",
+            "KL all suppressed",
+        ],
+        rows,
+    )
     return rows
 
 
@@ -123,8 +187,9 @@ def sample_table(url: str) -> str:
     """A seeded 5% Bernoulli sample of Adult (the paper's way around the age skew), created once."""
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        conn.exec_driver_sql("CREATE OR REPLACE TABLE adult_sample5 AS SELECT * FROM adult "
-                             "USING SAMPLE 5 PERCENT (bernoulli, 42)")
+        conn.exec_driver_sql(
+            "CREATE OR REPLACE TABLE adult_sample5 AS SELECT * FROM adult USING SAMPLE 5 PERCENT (bernoulli, 42)"
+        )
     engine.dispose()
     return "adult_sample5"
 
@@ -132,6 +197,7 @@ def sample_table(url: str) -> str:
 def plots(folder: Path, homogeneity_rows: list, timing_rows: list, utility_rows: list) -> None:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -148,16 +214,21 @@ def plots(folder: Path, homogeneity_rows: list, timing_rows: list, utility_rows:
         fig.savefig(folder / "homogeneity.png", dpi=120, bbox_inches="tight")
     if timing_rows:
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        for column, label in ((1, "k=6 (Incognito)"), (3, "entropy l=6 (Incognito)"), (2, "k=6 (auto)"),
-                              (4, "entropy l=6 (auto)")):
+        for column, label in (
+            (1, "k=6 (Incognito)"),
+            (3, "entropy l=6 (Incognito)"),
+            (2, "k=6 (auto)"),
+            (4, "entropy l=6 (auto)"),
+        ):
             ax.plot([r[0] for r in timing_rows], [r[column] for r in timing_rows], marker="o", label=label)
         ax.set(xlabel="QI attributes", ylabel="search seconds", title="Running time")
         ax.legend()
         fig.savefig(folder / "timing.png", dpi=120, bbox_inches="tight")
     for table in sorted({r[0] for r in utility_rows}):
         fig, axes = plt.subplots(1, 4, figsize=(14, 3.2))
-        for index, (axis, title) in enumerate(zip(axes, ("min height", "min avg class size", "min discernibility",
-                                                          "min KL"))):
+        for index, (axis, title) in enumerate(
+            zip(axes, ("min height", "min avg class size", "min discernibility", "min KL"))
+        ):
             for name in UTILITY_CRITERIA:
                 mine = [r for r in utility_rows if r[0] == table and r[1] == name and r[4] != "-"]
                 axis.plot([r[2] for r in mine], [r[4 + index] for r in mine], marker="o", label=name)

@@ -18,6 +18,7 @@ Adult's sensitive attribute is occupation (14 values, none above a seventh of th
 l = 5 is possible); the other categorical columns are the QIs, published exact. Entropies are in
 nats (natural logarithm), as the paper's figures are (7,200 x ln 5 = 11,588 for l = 5).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,9 +30,9 @@ from pathlib import Path
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import print_table, timed  # noqa: E402
+from common import print_table, timed
 
-from sqlanon import bucketize, inference, job_from_dict, load_csv  # noqa: E402
+from sqlanon import bucketize, inference, job_from_dict, load_csv
 
 HERE = Path(__file__).parent
 OUT = HERE / "out" / "releases"
@@ -55,12 +56,19 @@ class Releases:
     def version(self, name: str, first: int, count: int, extra_from: int = 0, extra: int = 0) -> None:
         """Table `name`: records [first, first + count) and [extra_from, extra_from + extra) of the source."""
         self.sql(f'DROP TABLE IF EXISTS "{name}"')
-        self.sql(f'CREATE TABLE "{name}" AS SELECT * FROM "{self.source}" WHERE pid >= {first} AND pid < '
-                 f"{first + count} OR pid >= {extra_from} AND pid < {extra_from + extra}")
+        self.sql(
+            f'CREATE TABLE "{name}" AS SELECT * FROM "{self.source}" WHERE pid >= {first} AND pid < '
+            f"{first + count} OR pid >= {extra_from} AND pid < {extra_from + extra}"
+        )
 
     def job(self, table: str, **extra) -> dict:
-        return {"source": {"url": self.url, "table": table}, "quasi_identifiers": self.qis,
-                "sensitive": [self.sensitive], "identifying": ["pid"], **extra}
+        return {
+            "source": {"url": self.url, "table": table},
+            "quasi_identifiers": self.qis,
+            "sensitive": [self.sensitive],
+            "identifying": ["pid"],
+            **extra,
+        }
 
     def anatomy(self, table: str, l: int, seed: int = 0) -> None:
         """`<table>_qi` and `<table>_qi_sensitive`, with the plain pid kept as the pseudonym (a bench shortcut:
@@ -93,7 +101,7 @@ class Releases:
         groups = max(1, left // l)
         self.sql(f"""INSERT INTO placed SELECT pid, {offset} + MOD(ROW_NUMBER() OVER (ORDER BY value, pid) - 1,
                         {groups}) + 1 FROM rest;
-            CREATE TABLE "{new}_qi" AS SELECT n.pid, {', '.join(f'n."{c}"' for c in self.qis)}, p.bucket
+            CREATE TABLE "{new}_qi" AS SELECT n.pid, {", ".join(f'n."{c}"' for c in self.qis)}, p.bucket
                 FROM "{new}" n JOIN placed p ON p.pid = n.pid;
             CREATE TABLE "{new}_qi_sensitive" AS SELECT p.bucket, n.{s}, COUNT(*) AS "count"
                 FROM "{new}" n JOIN placed p ON p.pid = n.pid GROUP BY p.bucket, n.{s};
@@ -101,8 +109,7 @@ class Releases:
 
     def infer(self, releases: list[str], current: str):
         series = [{"name": r, "table": f"{r}_qi", "sensitive_table": f"{r}_qi_sensitive"} for r in releases]
-        config = self.job(current, releases={"pseudonym": "pid", "series": series},
-                          inference={"max_iterations": 1024})
+        config = self.job(current, releases={"pseudonym": "pid", "series": series}, inference={"max_iterations": 1024})
         return timed(lambda: inference(job_from_dict(config)))
 
 
@@ -112,14 +119,18 @@ def adult(url: str) -> Releases:
     data = Releases(url, "adult", ADULT_QIS, "occupation")
     data.sql("DROP TABLE IF EXISTS adult")
     columns = ", ".join(f'"{c}"' for c in ADULT_QIS + ["occupation"])
-    data.sql(f"CREATE TABLE adult AS SELECT CAST(ROW_NUMBER() OVER (ORDER BY hash(line)) - 1 AS INTEGER) AS pid, "
-             f"{columns} FROM (SELECT *, ROW_NUMBER() OVER () AS line FROM adult_raw) AS numbered")
+    data.sql(
+        f"CREATE TABLE adult AS SELECT CAST(ROW_NUMBER() OVER (ORDER BY hash(line)) - 1 AS INTEGER) AS pid, "
+        f"{columns} FROM (SELECT *, ROW_NUMBER() OVER () AS line FROM adult_raw) AS numbered"
+    )
     return data
 
 
-METHODS = {"independent (new seed)": "D2 bucketized by sqlanon with another output.seed than D1",
-           "independent (same seed)": "D2 bucketized by sqlanon with D1's output.seed",
-           "history-guided": "D1's buckets kept, the paper's rule"}
+METHODS = {
+    "independent (new seed)": "D2 bucketized by sqlanon with another output.seed than D1",
+    "independent (same seed)": "D2 bucketized by sqlanon with D1's output.seed",
+    "history-guided": "D1's buckets kept, the paper's rule",
+}
 
 
 def entropy_rows(data: Releases) -> list[list[object]]:
@@ -136,8 +147,19 @@ def entropy_rows(data: Releases) -> list[list[object]]:
             _, alone = data.infer(["d2"], "d2")
             seconds, both = data.infer(["d1", "d2"], "d2")
             single, together = alone.entropy[0].alone, both.entropy[1].together
-            rows.append([l, method, round(single), round(together), f"{1 - together / single:.1%}",
-                         both.positive_count, both.iterations, both.variables, seconds])
+            rows.append(
+                [
+                    l,
+                    method,
+                    round(single),
+                    round(together),
+                    f"{1 - together / single:.1%}",
+                    both.positive_count,
+                    both.iterations,
+                    both.variables,
+                    seconds,
+                ]
+            )
     return rows
 
 
@@ -149,13 +171,26 @@ def overlap_rows(data: Releases, l: int = 3) -> list[list[object]]:
         data.version("d1", RECORDS - shared, shared, extra_from=RECORDS, extra=RECORDS - shared)
         data.anatomy("d1", l, seed=1)
         seconds, both = data.infer(["d1", "d2"], "d2")
-        rows.append([shared, round(both.entropy[1].alone), round(both.entropy[1].together),
-                     f"{both.entropy[1].drop:.1%}", seconds])
+        rows.append(
+            [
+                shared,
+                round(both.entropy[1].alone),
+                round(both.entropy[1].together),
+                f"{both.entropy[1].drop:.1%}",
+                seconds,
+            ]
+        )
     return rows
 
 
-PAPER_FIGURE_5 = {1200: (11237, 2921, 4), 2400: (30437, 5841, 43), 3600: (49637, 9036, 49), 4800: (23617, 12101, 57),
-                  6000: (29575, 15601, 233), 7200: (34852, 19121, 221)}  # variables, constraints, minutes
+PAPER_FIGURE_5 = {
+    1200: (11237, 2921, 4),
+    2400: (30437, 5841, 43),
+    3600: (49637, 9036, 49),
+    4800: (23617, 12101, 57),
+    6000: (29575, 15601, 233),
+    7200: (34852, 19121, 221),
+}  # variables, constraints, minutes
 
 
 def timing_rows(data: Releases, l: int = 3) -> list[list[object]]:
@@ -169,8 +204,9 @@ def timing_rows(data: Releases, l: int = 3) -> list[list[object]]:
         seconds, both = data.infer(["d1", "d2"], "d2")
         constraints = both.one_constraints + both.relation_constraints
         paper = PAPER_FIGURE_5[records]
-        rows.append([records, both.variables, constraints, both.iterations, seconds, paper[0], paper[1],
-                     f"{paper[2]} min"])
+        rows.append(
+            [records, both.variables, constraints, both.iterations, seconds, paper[0], paper[1], f"{paper[2]} min"]
+        )
     return rows
 
 
@@ -184,14 +220,26 @@ def scale_rows(sizes: list[int], l: int = 3) -> list[list[object]]:
         url = f"duckdb:///{folder / 'releases.duckdb'}"
         load_csv(folder / "hospital.csv", "hospital_raw", url, replace=True)
         data = Releases(url, "hospital", ["zip", "birth_date", "sex", "race", "marital_status"], "diagnosis")
-        data.sql("DROP TABLE IF EXISTS hospital; CREATE TABLE hospital AS SELECT CAST(ROW_NUMBER() OVER () - 1 AS "
-                 "INTEGER) AS pid, zip, birth_date, sex, race, marital_status, diagnosis FROM hospital_raw")
+        data.sql(
+            "DROP TABLE IF EXISTS hospital; CREATE TABLE hospital AS SELECT CAST(ROW_NUMBER() OVER () - 1 AS "
+            "INTEGER) AS pid, zip, birth_date, sex, race, marital_status, diagnosis FROM hospital_raw"
+        )
         data.version("d1", 0, size)
         data.version("d2", total - size, size)
         publish, _ = timed(lambda: (data.anatomy("d1", l, seed=1), data.anatomy("d2", l, seed=2)))
         seconds, both = data.infer(["d1", "d2"], "d2")
-        rows.append([size, both.variables, both.one_constraints + both.relation_constraints, both.iterations,
-                     f"{both.max_violation:.1e}", publish, seconds, f"{both.entropy[1].drop:.1%}"])
+        rows.append(
+            [
+                size,
+                both.variables,
+                both.one_constraints + both.relation_constraints,
+                both.iterations,
+                f"{both.max_violation:.1e}",
+                publish,
+                seconds,
+                f"{both.entropy[1].drop:.1%}",
+            ]
+        )
         data.engine.dispose()
     return rows
 
@@ -205,21 +253,58 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     data = adult(f"duckdb:///{OUT / 'adult_releases.duckdb'}")
     if "entropy" not in skip:
-        print_table("1. H(S | I) of D2's 7,200 persons (nats), D2' alone and with D1' (6,000 shared), DuckDB",
-                    ["l", "D2 bucketized", "alone", "both", "lower by", "positive disclosures", "passes",
-                     "variables", "seconds"], entropy_rows(data))
+        print_table(
+            "1. H(S | I) of D2's 7,200 persons (nats), D2' alone and with D1' (6,000 shared), DuckDB",
+            [
+                "l",
+                "D2 bucketized",
+                "alone",
+                "both",
+                "lower by",
+                "positive disclosures",
+                "passes",
+                "variables",
+                "seconds",
+            ],
+            entropy_rows(data),
+        )
     if "overlap" not in skip:
-        print_table("2. Shared records (independent, l = 3): H(S | I) of D2's persons", ["shared", "D2' alone",
-                    "both", "lower by", "seconds"], overlap_rows(data))
+        print_table(
+            "2. Shared records (independent, l = 3): H(S | I) of D2's persons",
+            ["shared", "D2' alone", "both", "lower by", "seconds"],
+            overlap_rows(data),
+        )
     if "timing" not in skip:
-        print_table("3. Time against size (independent, l = 3, 5/6 shared), with the paper's Figure 5 (Knitro)",
-                    ["records", "variables", "constraints", "passes", "seconds", "paper variables",
-                     "paper constraints", "paper time"], timing_rows(data))
+        print_table(
+            "3. Time against size (independent, l = 3, 5/6 shared), with the paper's Figure 5 (Knitro)",
+            [
+                "records",
+                "variables",
+                "constraints",
+                "passes",
+                "seconds",
+                "paper variables",
+                "paper constraints",
+                "paper time",
+            ],
+            timing_rows(data),
+        )
     data.engine.dispose()
     if "scale" not in skip:
-        print_table("4. Hospital, two releases sharing 5/6 (l = 3, sensitive diagnosis), DuckDB",
-                    ["records", "variables", "constraints", "passes", "violation", "anatomy s (both)",
-                     "inference s", "lower by"], scale_rows([int(n) for n in args.scale_rows.split(",")]))
+        print_table(
+            "4. Hospital, two releases sharing 5/6 (l = 3, sensitive diagnosis), DuckDB",
+            [
+                "records",
+                "variables",
+                "constraints",
+                "passes",
+                "violation",
+                "anatomy s (both)",
+                "inference s",
+                "lower by",
+            ],
+            scale_rows([int(n) for n in args.scale_rows.split(",")]),
+        )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ The ARX column is the figure the targets were set against (ARX on another machin
 "ARX here" is ARX measured on this machine by bench/arx/run.sh, once it has run.
 A search under QUICK_SECONDS is timed REPEAT times and its row shows the medians.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,37 +29,66 @@ from importlib import resources
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_criteria import CASES as CRITERIA_CASES, OCC, criteria_job  # noqa: E402
-from bench_end_to_end import run_once as end_to_end  # noqa: E402
-from bench_hospital import QIS as HOSPITAL_QIS, dataset, job as hospital_job  # noqa: E402
-from common import PG_URL, arx_here, group_by_seconds, pg_reachable, print_table, run_process, timed  # noqa: E402
+from bench_criteria import CASES as CRITERIA_CASES
+from bench_criteria import OCC, criteria_job
+from bench_end_to_end import run_once as end_to_end
+from bench_hospital import QIS as HOSPITAL_QIS
+from bench_hospital import dataset
+from bench_hospital import job as hospital_job
+from common import PG_URL, arx_here, group_by_seconds, pg_reachable, print_table, run_process, timed
 
-from sqlanon import RunOptions, load_job, search  # noqa: E402
-from sqlanon.model.job import Suppression  # noqa: E402
+from sqlanon import RunOptions, load_job, search
 from sqlanon.criteria import KAnonymity, criteria_from_config
+from sqlanon.model.job import Suppression
 
 HERE = Path(__file__).parent
 ADULT = Path(str(resources.files("sqlanon.data").joinpath("adult", "adult.yaml")))
-ADULT_QIS = ["age", "education", "marital-status", "native-country", "race", "salary-class", "sex",
-             "workclass", "occupation"]
-ARX_SECONDS = {("adult", "k=5", 0.0): 0.088, ("adult", "k=5", 0.02): 0.81, ("adult", "k=5", 0.1): 3.4,
-               ("adult 8 QIs", "distinct l=3", 0.0): 0.115, ("adult 8 QIs", "entropy l=3", 0.0): 0.091,
-               ("adult 8 QIs", "recursive c=4 l=3", 0.0): 0.090, ("adult 8 QIs", "t equal 0.2", 0.0): 0.062,
-               ("adult 8 QIs", "t hierarchical 0.2", 0.0): 0.039}
+ADULT_QIS = [
+    "age",
+    "education",
+    "marital-status",
+    "native-country",
+    "race",
+    "salary-class",
+    "sex",
+    "workclass",
+    "occupation",
+]
+ARX_SECONDS = {
+    ("adult", "k=5", 0.0): 0.088,
+    ("adult", "k=5", 0.02): 0.81,
+    ("adult", "k=5", 0.1): 3.4,
+    ("adult 8 QIs", "distinct l=3", 0.0): 0.115,
+    ("adult 8 QIs", "entropy l=3", 0.0): 0.091,
+    ("adult 8 QIs", "recursive c=4 l=3", 0.0): 0.090,
+    ("adult 8 QIs", "t equal 0.2", 0.0): 0.062,
+    ("adult 8 QIs", "t hierarchical 0.2", 0.0): 0.039,
+}
 ARX_HERE = arx_here()
 
 
 # k=5 plus a criterion over the hospital's diagnosis: frequency sets with the sensitive values are far larger
-HOSPITAL_CRITERIA = {"k=5, entropy l=2": {"entropy_l_diversity": {"attribute": "diagnosis", "l": 2}},
-                     "k=5, t equal 0.3": {"t_closeness": {"attribute": "diagnosis", "t": 0.3}}}
+HOSPITAL_CRITERIA = {
+    "k=5, entropy l=2": {"entropy_l_diversity": {"attribute": "diagnosis", "l": 2}},
+    "k=5, t equal 0.3": {"t_closeness": {"attribute": "diagnosis", "t": 0.3}},
+}
 
 
 # a search faster than this is timed REPEAT times (medians): single runs of Adult's 8-QI searches varied by 20-30 ms
 QUICK_SECONDS, REPEAT = 0.25, 9
 
 
-def measure(rows: list, dataset_name: str, database: str, url: str, job, strategies: list[str],
-            limits: list[float], baseline: float, criteria: str = "k=5") -> None:
+def measure(
+    rows: list,
+    dataset_name: str,
+    database: str,
+    url: str,
+    job,
+    strategies: list[str],
+    limits: list[float],
+    baseline: float,
+    criteria: str = "k=5",
+) -> None:
     for limit in limits:
         answers = set()
         for strategy in strategies:
@@ -71,18 +101,35 @@ def measure(rows: list, dataset_name: str, database: str, url: str, job, strateg
             s = result.stats
             seconds = statistics.median(call for call, _ in calls)
             searched = statistics.median(r.stats.seconds for _, r in calls)
-            rows.append([dataset_name, database, criteria, strategy, f"{limit:.0%}", s.nodes_checked,
-                         s.statements or "-", searched, seconds, baseline, searched / baseline, "-",
-                         ARX_SECONDS.get((dataset_name, criteria, limit), "-"),
-                         ARX_HERE.get((dataset_name, criteria, limit), "-")])
+            rows.append(
+                [
+                    dataset_name,
+                    database,
+                    criteria,
+                    strategy,
+                    f"{limit:.0%}",
+                    s.nodes_checked,
+                    s.statements or "-",
+                    searched,
+                    seconds,
+                    baseline,
+                    searched / baseline,
+                    "-",
+                    ARX_SECONDS.get((dataset_name, criteria, limit), "-"),
+                    ARX_HERE.get((dataset_name, criteria, limit), "-"),
+                ]
+            )
             # a line per search as it ends (the whole run takes minutes; the table comes at the end)
-            print(f"{dataset_name}, {database}, {criteria}, {strategy}, {limit:.0%}: {s.nodes_checked} checks, "
-                  f"search {searched:.3f} s, call {seconds:.3f} s", file=sys.stderr, flush=True)
+            print(
+                f"{dataset_name}, {database}, {criteria}, {strategy}, {limit:.0%}: {s.nodes_checked} checks, "
+                f"search {searched:.3f} s, call {seconds:.3f} s",
+                file=sys.stderr,
+                flush=True,
+            )
         assert len(answers) == 1, "the strategies disagree"
 
 
-def measure_hospital(rows: list, database: str, url: str, size: int, strategies: list[str],
-                     criteria: bool) -> None:
+def measure_hospital(rows: list, database: str, url: str, size: int, strategies: list[str], criteria: bool) -> None:
     folder = dataset(size)
     if database == "duckdb":  # a file per size: a table loaded from another size's CSV is refused
         url = f"duckdb:///{HERE / 'out' / f'search_hospital_{size}.duckdb'}"
@@ -102,12 +149,44 @@ def measure_processes(rows: list, url: str, hospital_rows: int | None) -> None:
     runs = [run_process(command) for _ in range(3)]
     seconds, peak = statistics.median(r[0] for r in runs), max(r[1] for r in runs)
     baseline = group_by_seconds(url, "adult", ADULT_QIS)
-    rows.append(["adult", "duckdb", "k=5", "`sqlanon search` process", "0%", "-", "-", "-", seconds, baseline,
-                 seconds / baseline, peak, "-", "-"])
+    rows.append(
+        [
+            "adult",
+            "duckdb",
+            "k=5",
+            "`sqlanon search` process",
+            "0%",
+            "-",
+            "-",
+            "-",
+            seconds,
+            baseline,
+            seconds / baseline,
+            peak,
+            "-",
+            "-",
+        ]
+    )
     if hospital_rows:
         size, _, seconds, peak, _, baseline, ratio, arx = end_to_end(hospital_rows, 5, None)
-        rows.append([f"hospital {size}", "duckdb", "k=5", "CSV to audited table, process", "0%", "-", "-", "-",
-                     seconds, baseline, ratio, peak, arx, "-"])
+        rows.append(
+            [
+                f"hospital {size}",
+                "duckdb",
+                "k=5",
+                "CSV to audited table, process",
+                "0%",
+                "-",
+                "-",
+                "-",
+                seconds,
+                baseline,
+                ratio,
+                peak,
+                arx,
+                "-",
+            ]
+        )
     print(f"processes: {rows[-1]}", file=sys.stderr, flush=True)
 
 
@@ -130,27 +209,56 @@ def main() -> None:
     adult = load_job(ADULT)
     for database, url in targets:
         search(adult, RunOptions(db_url=url))  # loads the bundled CSV once (not timed)
-        loaded = dataclasses.replace(adult, source=dataclasses.replace(adult.source, csv=None),
-                                     criteria=[KAnonymity(5)])
+        loaded = dataclasses.replace(
+            adult, source=dataclasses.replace(adult.source, csv=None), criteria=[KAnonymity(5)]
+        )
         baseline = group_by_seconds(url, "adult", ADULT_QIS)
         measure(rows, "adult", database, url, loaded, strategies, [0.0], baseline)
-        measure(rows, "adult", database, url, loaded, [s for s in strategies if s != "incognito"], [0.02, 0.1],
-                baseline)
+        measure(
+            rows, "adult", database, url, loaded, [s for s in strategies if s != "incognito"], [0.02, 0.1], baseline
+        )
         if not args.no_criteria:
             baseline = group_by_seconds(url, "adult", [q for q in ADULT_QIS if q != OCC])
             for limit in (0.0, 0.02):  # with suppression most criteria are not monotone: the filtered search
                 for case in CRITERIA_CASES:
-                    measure(rows, "adult 8 QIs", database, url, criteria_job(loaded, case), ["auto"], [limit],
-                            baseline, case)
+                    measure(
+                        rows,
+                        "adult 8 QIs",
+                        database,
+                        url,
+                        criteria_job(loaded, case),
+                        ["auto"],
+                        [limit],
+                        baseline,
+                        case,
+                    )
         for n, size in enumerate(sizes if database == "duckdb" else sizes[:1]):
-            measure_hospital(rows, database, url, size, strategies if n == 0 else ["auto"],
-                             n == 0 and not args.no_criteria)
+            measure_hospital(
+                rows, database, url, size, strategies if n == 0 else ["auto"], n == 0 and not args.no_criteria
+            )
         if database == "duckdb" and not args.no_processes:
             measure_processes(rows, url, max(sizes, default=None))
-    print_table("Search strategies, k=5 (search s: the search itself; call s: the whole search() call, or the whole "
-                "process; ratio: search s, or a process's s, / one GROUP BY s, same run)",
-                ["dataset", "database", "criteria", "strategy", "suppression", "checks", "statements", "search s",
-                 "call s", "GROUP BY s", "ratio", "peak RSS MB", "ARX s", "ARX here s"], rows)
+    print_table(
+        "Search strategies, k=5 (search s: the search itself; call s: the whole search() call, or the whole "
+        "process; ratio: search s, or a process's s, / one GROUP BY s, same run)",
+        [
+            "dataset",
+            "database",
+            "criteria",
+            "strategy",
+            "suppression",
+            "checks",
+            "statements",
+            "search s",
+            "call s",
+            "GROUP BY s",
+            "ratio",
+            "peak RSS MB",
+            "ARX s",
+            "ARX here s",
+        ],
+        rows,
+    )
 
 
 if __name__ == "__main__":

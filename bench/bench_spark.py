@@ -11,6 +11,7 @@ search: the source's checks against the hierarchies, the publication and its aud
 high-water RSS of the Python process plus, for Spark, its JVM. Data: ../shared/tools/gen_hospital.py,
 generated once into bench/out/.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from bench_hospital import QIS, dataset  # noqa: E402
+from bench_hospital import QIS, dataset  # noqa: E402 (after the path set above)
 from common import print_table  # noqa: E402
 
 
@@ -59,6 +60,7 @@ def worker(engine: str, rows: int, out: Path, cores: int) -> dict:
     folder = dataset(rows)
     if engine == "spark":
         from sqlanon.backends.spark_dbapi import session_for
+
         warehouse = out / f"warehouse_{rows}"
         shutil.rmtree(warehouse, ignore_errors=True)
         url = f"spark://local[{cores}]?warehouse={warehouse}"
@@ -79,24 +81,41 @@ def worker(engine: str, rows: int, out: Path, cores: int) -> dict:
     quoted = ", ".join(f'"{c}"' for c in QIS)
     with engine_.connect() as conn:
         started = time.perf_counter()
-        classes = conn.exec_driver_sql(f"SELECT COUNT(*) FROM (SELECT {quoted}, COUNT(*) AS n FROM hospital "
-                                       f"GROUP BY {quoted}) g").scalar()
+        classes = conn.exec_driver_sql(
+            f"SELECT COUNT(*) FROM (SELECT {quoted}, COUNT(*) AS n FROM hospital GROUP BY {quoted}) g"
+        ).scalar()
         group_by = time.perf_counter() - started
     engine_.dispose()
 
-    job = job_from_dict({"source": {"url": url, "table": "hospital"},
-                         "quasi_identifiers": {q: {"hierarchy": f"hierarchies/{q}.csv"} for q in QIS},
-                         "insensitive": ["diagnosis", "cost"], "criteria": {"k_anonymity": {"k": 5}},
-                         "output": {"table": "hospital_anon"}}, folder)
+    job = job_from_dict(
+        {
+            "source": {"url": url, "table": "hospital"},
+            "quasi_identifiers": {q: {"hierarchy": f"hierarchies/{q}.csv"} for q in QIS},
+            "insensitive": ["diagnosis", "cost"],
+            "criteria": {"k_anonymity": {"k": 5}},
+            "output": {"table": "hospital_anon"},
+        },
+        folder,
+    )
     started = time.perf_counter()
     report = anonymize(job, replace=True)
     total = time.perf_counter() - started
     stats = report.search.stats
     peak = peak_rss_mb(os.getpid()) + sum(peak_rss_mb(c) for c in children(os.getpid()))
-    return {"engine": engine, "rows": rows, "startup": startup, "load": load, "group_by": group_by,
-            "classes": classes, "search": stats.seconds, "checks": stats.nodes_checked,
-            "statements": stats.statements, "write": total - stats.seconds, "node": list(report.node),
-            "peak_mb": peak}
+    return {
+        "engine": engine,
+        "rows": rows,
+        "startup": startup,
+        "load": load,
+        "group_by": group_by,
+        "classes": classes,
+        "search": stats.seconds,
+        "checks": stats.nodes_checked,
+        "statements": stats.statements,
+        "write": total - stats.seconds,
+        "node": list(report.node),
+        "peak_mb": peak,
+    }
 
 
 def main() -> None:
@@ -111,31 +130,75 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker(args.worker[0], int(args.worker[1]), out, args.cores)))
         return
-    env = {**os.environ, "SQLANON_SPARK_CONF": f"spark.sql.shuffle.partitions={args.cores * 2},"
-                                               f"spark.driver.memory={args.driver_memory}"}
+    env = {
+        **os.environ,
+        "SQLANON_SPARK_CONF": f"spark.sql.shuffle.partitions={args.cores * 2},spark.driver.memory={args.driver_memory}",
+    }
     table = []
     for rows in map(int, args.rows.split(",")):
         dataset(rows)
         found = {}
         for engine in ("duckdb", "spark"):
-            done = subprocess.run([sys.executable, __file__, "--worker", engine, str(rows), "--cores",
-                                   str(args.cores)], env=env, capture_output=True, text=True)
+            done = subprocess.run(
+                [sys.executable, __file__, "--worker", engine, str(rows), "--cores", str(args.cores)],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             if done.returncode:
                 raise SystemExit(f"{engine} at {rows} rows failed:\n{done.stderr[-3000:]}")
             found[engine] = json.loads(done.stdout.strip().splitlines()[-1])
             f = found[engine]
-            table.append([f"{rows:,}", engine, f["startup"], f["load"], f["group_by"], f["search"], f["checks"],
-                          f["statements"], f["search"] / f["group_by"], f["write"], f"{f['peak_mb']:.0f}"])
+            table.append(
+                [
+                    f"{rows:,}",
+                    engine,
+                    f["startup"],
+                    f["load"],
+                    f["group_by"],
+                    f["search"],
+                    f["checks"],
+                    f["statements"],
+                    f["search"] / f["group_by"],
+                    f["write"],
+                    f"{f['peak_mb']:.0f}",
+                ]
+            )
             print(table[-1], flush=True)
         assert found["duckdb"]["node"] == found["spark"]["node"], "Spark and DuckDB chose different nodes"
-        table.append([f"{rows:,}", "spark/duckdb", found["spark"]["startup"], found["spark"]["load"] /
-                      found["duckdb"]["load"], found["spark"]["group_by"] / found["duckdb"]["group_by"],
-                      found["spark"]["search"] / found["duckdb"]["search"], "", "", "",
-                      found["spark"]["write"] / found["duckdb"]["write"], ""])
-    print_table(f"Hospital, k=5, default strategy; Spark local[{args.cores}] against DuckDB (seconds; ratios on "
-                "the spark/duckdb rows)",
-                ["rows", "engine", "startup", "load", "group by", "search", "checks", "statements",
-                 "search/group by", "checks+write", "peak MB"], table)
+        table.append(
+            [
+                f"{rows:,}",
+                "spark/duckdb",
+                found["spark"]["startup"],
+                found["spark"]["load"] / found["duckdb"]["load"],
+                found["spark"]["group_by"] / found["duckdb"]["group_by"],
+                found["spark"]["search"] / found["duckdb"]["search"],
+                "",
+                "",
+                "",
+                found["spark"]["write"] / found["duckdb"]["write"],
+                "",
+            ]
+        )
+    print_table(
+        f"Hospital, k=5, default strategy; Spark local[{args.cores}] against DuckDB (seconds; ratios on "
+        "the spark/duckdb rows)",
+        [
+            "rows",
+            "engine",
+            "startup",
+            "load",
+            "group by",
+            "search",
+            "checks",
+            "statements",
+            "search/group by",
+            "checks+write",
+            "peak MB",
+        ],
+        table,
+    )
 
 
 if __name__ == "__main__":

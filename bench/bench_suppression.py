@@ -8,6 +8,7 @@ Selection works as in `anonymize`: policies (and metrics when nothing is suppres
 choose among the minimal nodes; data metrics with suppression among every passing
 node, whose metrics are computed here in batched SQL (timed separately).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,11 +18,11 @@ from importlib import resources
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import print_table, timed  # noqa: E402
+from common import print_table, timed
 
-from sqlanon import RunOptions, Suppression, load_job, node_metrics, search  # noqa: E402
+from sqlanon import RunOptions, Suppression, load_job, node_metrics, search
 from sqlanon.criteria import KAnonymity
-from sqlanon.model.selection import POLICIES, best_node, needs_every_passing_node, node_label, selection_metric  # noqa: E402
+from sqlanon.model.selection import POLICIES, best_node, needs_every_passing_node, node_label, selection_metric
 
 HERE = Path(__file__).parent
 CONFIG = Path(str(resources.files("sqlanon.data").joinpath("adult", "adult.yaml")))
@@ -44,32 +45,65 @@ def main() -> None:
         limit = float(raw) if "." in raw else int(raw)
         job = dataclasses.replace(loaded, suppression=Suppression(limit))
         seconds, result = timed(lambda: search(job, RunOptions(db_url=url)))
-        sam_seconds, samarati = timed(lambda: search(dataclasses.replace(job, strategy="samarati"),
-                                                     RunOptions(db_url=url)))
-        top_seconds, topdown = timed(lambda: search(dataclasses.replace(job, strategy="topdown"),
-                                                    RunOptions(db_url=url)))
+        sam_seconds, samarati = timed(
+            lambda: search(dataclasses.replace(job, strategy="samarati"), RunOptions(db_url=url))
+        )
+        top_seconds, topdown = timed(
+            lambda: search(dataclasses.replace(job, strategy="topdown"), RunOptions(db_url=url))
+        )
         assert topdown.satisfying == result.satisfying, "top-down and Incognito disagree"
         lowest = min(map(sum, result.satisfying))
         assert samarati.satisfying == [n for n in result.satisfying if sum(n) == lowest], "Samarati disagrees"
         rules = [(p, None) for p in POLICIES] + [(None, m) for m in METRIC_RULES]
-        wide = any(needs_every_passing_node(selection_metric(p, m), p is not None, result.max_suppressed)
-                   for p, m in rules)
+        wide = any(
+            needs_every_passing_node(selection_metric(p, m), p is not None, result.max_suppressed) for p, m in rules
+        )
         pool = result.satisfying if wide else result.minimal
         metric_seconds, metrics = timed(lambda: node_metrics(job, pool, RunOptions(db_url=url)))
-        searches.append([limit, result.max_suppressed, seconds, result.stats.nodes_checked, len(result.satisfying),
-                         len(result.minimal), top_seconds, topdown.stats.nodes_checked, sam_seconds,
-                         samarati.stats.nodes_checked, len(pool), metric_seconds])
+        searches.append(
+            [
+                limit,
+                result.max_suppressed,
+                seconds,
+                result.stats.nodes_checked,
+                len(result.satisfying),
+                len(result.minimal),
+                top_seconds,
+                topdown.stats.nodes_checked,
+                sam_seconds,
+                samarati.stats.nodes_checked,
+                len(pool),
+                metric_seconds,
+            ]
+        )
         print(searches[-1], flush=True)
         for policy, metric in rules:
             rule = selection_metric(policy, metric)
             wide = needs_every_passing_node(rule, policy is not None, result.max_suppressed)
             candidates = result.satisfying if wide else result.minimal
             node = best_node(rule, {n: metrics[n] for n in candidates})
-            choices.append([limit, policy or f"metric {metric}", node_label(node)]
-                           + [_short(metrics[node][name]) for name in SHOWN])
-    print_table(f"Adult (30,162 rows), 9 QIs, k={args.k}: search with suppression (wall seconds, DuckDB)",
-                ["limit", "MaxSup", "incognito s", "checked", "passing", "minimal", "topdown s", "checked",
-                 "samarati s", "checked", "metric nodes", "metrics s"], searches)
+            choices.append(
+                [limit, policy or f"metric {metric}", node_label(node)]
+                + [_short(metrics[node][name]) for name in SHOWN]
+            )
+    print_table(
+        f"Adult (30,162 rows), 9 QIs, k={args.k}: search with suppression (wall seconds, DuckDB)",
+        [
+            "limit",
+            "MaxSup",
+            "incognito s",
+            "checked",
+            "passing",
+            "minimal",
+            "topdown s",
+            "checked",
+            "samarati s",
+            "checked",
+            "metric nodes",
+            "metrics s",
+        ],
+        searches,
+    )
     print_table("the node each selection rule picks, and its metrics", ["limit", "rule", "node"] + SHOWN, choices)
 
 

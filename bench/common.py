@@ -1,4 +1,5 @@
 """Helpers shared by the benchmarks: timing, PostgreSQL reachability, table printing, ARX's figures."""
+
 from __future__ import annotations
 
 import os
@@ -7,8 +8,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import sqlalchemy as sa
 
@@ -26,8 +27,10 @@ def arx_here() -> dict[tuple[str, str, float], float]:
     if not ARX_FIGURES.exists():
         return {}
     lines = ARX_FIGURES.read_text().splitlines()[1:]
-    return {(dataset, criteria, float(limit)): float(warm) / 1000
-            for dataset, criteria, limit, _cold, warm, *_ in (line.split("\t") for line in lines)}
+    return {
+        (dataset, criteria, float(limit)): float(warm) / 1000
+        for dataset, criteria, limit, _cold, warm, *_ in (line.split("\t") for line in lines)
+    }
 
 
 def pg_reachable(url: str = PG_URL) -> bool:
@@ -49,8 +52,12 @@ def group_by_seconds(url: str, table: str, columns: list[str]) -> float:
     engine = sa.create_engine(url)
     quoted = ", ".join(f'"{c}"' for c in columns)
     with engine.connect() as conn:
-        seconds, _ = timed(lambda: conn.exec_driver_sql(
-            f"SELECT COUNT(*) FROM (SELECT {quoted}, COUNT(*) FROM {table} GROUP BY {quoted}) g").scalar(), 3)
+        seconds, _ = timed(
+            lambda: conn.exec_driver_sql(
+                f"SELECT COUNT(*) FROM (SELECT {quoted}, COUNT(*) FROM {table} GROUP BY {quoted}) g"
+            ).scalar(),
+            3,
+        )
     engine.dispose()
     return seconds
 
@@ -75,8 +82,9 @@ def run_process(command: list[str]) -> tuple[float, float, str]:
     process; exits with its standard error if it fails."""
     with tempfile.TemporaryDirectory() as folder:
         figures = Path(folder) / "figures"
-        done = subprocess.run([sys.executable, "-c", _PEAK_SHIM, str(figures), *command], capture_output=True,
-                              text=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _PEAK_SHIM, str(figures), *command], capture_output=True, text=True
+        )
         if done.returncode:
             raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr}")
         seconds, peak = figures.read_text().split()
@@ -85,8 +93,9 @@ def run_process(command: list[str]) -> tuple[float, float, str]:
 
 def print_table(title: str, header: list[str], rows: list[list[object]]) -> None:
     # floats under 1 with three decimals: a small search's milliseconds are what is compared
-    cells = [header] + [[(f"{c:.3f}" if abs(c) < 1 else f"{c:.2f}") if isinstance(c, float) else str(c) for c in row]
-                        for row in rows]
+    cells = [header] + [
+        [(f"{c:.3f}" if abs(c) < 1 else f"{c:.2f}") if isinstance(c, float) else str(c) for c in row] for row in rows
+    ]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     print(f"\n{title}")
     for n, row in enumerate(cells):

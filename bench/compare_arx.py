@@ -8,6 +8,7 @@ each job this prints how many of each tag sqlanon's search agrees with (a transf
 must be among sqlanon's satisfying nodes, one it calls not anonymous must not be), and whether ARX's optimum
 (by its loss metric) satisfies the job in sqlanon and is one of its minimal nodes.
 """
+
 from __future__ import annotations
 
 import csv
@@ -17,13 +18,13 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_criteria import criteria_job  # noqa: E402
-from bench_search import ADULT  # noqa: E402
-from common import print_table  # noqa: E402
+from bench_criteria import criteria_job
+from bench_search import ADULT
+from common import print_table
 
-from sqlanon import RunOptions, load_job, search  # noqa: E402
-from sqlanon.model.job import Suppression  # noqa: E402
+from sqlanon import RunOptions, load_job, search
 from sqlanon.criteria import KAnonymity, criteria_from_config
+from sqlanon.model.job import Suppression
 
 HERE = Path(__file__).parent
 LATTICES = HERE / "out" / "arx" / "lattices.tsv"
@@ -36,7 +37,8 @@ def arx_lattices() -> dict[tuple[str, str, float], list[tuple[dict[str, int], st
         for row in csv.DictReader(fh, delimiter="\t"):
             levels = {a: int(lv) for a, lv in (pair.split("=") for pair in row["node"].split(","))}
             jobs[(row["dataset"], row["criteria"], float(row["suppression"]))].append(
-                (levels, row["anonymity"], row["optimum"] == "true"))
+                (levels, row["anonymity"], row["optimum"] == "true")
+            )
     return jobs
 
 
@@ -47,10 +49,12 @@ def sqlanon_job(base, dataset: str, criteria: str, limit: float):
     if dataset == "adult":
         job = dataclasses.replace(base, criteria=[KAnonymity(5)])
     elif dataset.endswith("age sensitive"):  # the eight other QIs
-        job = dataclasses.replace(base, criteria=criteria_from_config({"k_anonymity": {"k": 5},
-                                                                      **AGE_CASES[criteria]}),
-                                  quasi_identifiers=[q for q in base.quasi_identifiers if q.column != "age"],
-                                  sensitive=["age"])
+        job = dataclasses.replace(
+            base,
+            criteria=criteria_from_config({"k_anonymity": {"k": 5}, **AGE_CASES[criteria]}),
+            quasi_identifiers=[q for q in base.quasi_identifiers if q.column != "age"],
+            sensitive=["age"],
+        )
     else:
         job = criteria_job(base, criteria)
     return dataclasses.replace(job, suppression=Suppression(limit))
@@ -76,15 +80,37 @@ def main() -> None:
             tags[tag][0] += 1
             tags[tag][1] += (ours(levels) in satisfying) == (tag == "ANONYMOUS")
         optimum = [ours(levels) for levels, _, is_optimum in nodes if is_optimum]
-        rows.append([dataset, criteria, f"{limit:.0%}", len(satisfying), len(minimal),
-                     "{}/{}".format(*reversed(tags["ANONYMOUS"])), "{}/{}".format(*reversed(tags["NOT_ANONYMOUS"])),
-                     sum(n for tag, (n, _) in tags.items() if tag not in ("ANONYMOUS", "NOT_ANONYMOUS")),
-                     "-" if not optimum else "yes" if optimum[0] in satisfying else "NO",
-                     "-" if not optimum else "yes" if optimum[0] in minimal else "no"])
+        rows.append(
+            [
+                dataset,
+                criteria,
+                f"{limit:.0%}",
+                len(satisfying),
+                len(minimal),
+                "{}/{}".format(*reversed(tags["ANONYMOUS"])),
+                "{}/{}".format(*reversed(tags["NOT_ANONYMOUS"])),
+                sum(n for tag, (n, _) in tags.items() if tag not in ("ANONYMOUS", "NOT_ANONYMOUS")),
+                "-" if not optimum else "yes" if optimum[0] in satisfying else "NO",
+                "-" if not optimum else "yes" if optimum[0] in minimal else "no",
+            ]
+        )
         print(rows[-1], flush=True)
-    print_table("sqlanon against ARX (agreeing / tagged by ARX)",
-                ["dataset", "criteria", "suppression", "sqlanon satisfying", "sqlanon minimal", "ARX anonymous",
-                 "ARX not anonymous", "ARX other tags", "ARX optimum satisfies", "ARX optimum minimal"], rows)
+    print_table(
+        "sqlanon against ARX (agreeing / tagged by ARX)",
+        [
+            "dataset",
+            "criteria",
+            "suppression",
+            "sqlanon satisfying",
+            "sqlanon minimal",
+            "ARX anonymous",
+            "ARX not anonymous",
+            "ARX other tags",
+            "ARX optimum satisfies",
+            "ARX optimum minimal",
+        ],
+        rows,
+    )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 The caller passes an open connection and the metadata schema name in
 config.attributes; the version table lives inside that schema.
 """
+
 from alembic import context
 from sqlalchemy import text
 
@@ -12,8 +13,9 @@ schema = config.attributes["schema"]
 quoted = connection.dialect.identifier_preparer.quote_identifier(schema)
 # Only when missing: PostgreSQL checks CREATE on the database even for IF NOT EXISTS, and a runner
 # without it may own a schema a DBA created for it.
-exists = connection.execute(text("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = :s"),
-                            {"s": schema}).scalar()
+exists = connection.execute(
+    text("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = :s"), {"s": schema}
+).scalar()
 if not exists:
     connection.exec_driver_sql(f"CREATE SCHEMA {quoted}")
 context.configure(connection=connection, version_table_schema=schema, transactional_ddl=True)

@@ -16,15 +16,57 @@ test_architecture.py checks it from the import graph, with no import cycles):
     api, this module      one function per verb
     cli, inserver         the command line; the entry points of runs inside PostgreSQL
 """
-from .api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_table, anonymize, apply, audit, bucketize,
-                  hierarchies, inference, partition, load_csv, node_metrics, report, search)
-from .model.job import Job, Output, QuasiIdentifier, Selection, Source, Suppression
+
+from .api import (
+    AnonymizeResult,
+    RunOptions,
+    SearchResult,
+    analyze,
+    analyze_table,
+    anonymize,
+    apply,
+    audit,
+    bucketize,
+    hierarchies,
+    inference,
+    load_csv,
+    node_metrics,
+    partition,
+    report,
+    search,
+)
 from .config import job_from_dict, load_job
 from .criteria import Criterion, KAnonymity
 from .errors import SqlanonError
+from .model.job import Job, Output, QuasiIdentifier, Selection, Source, Suppression
 
-__all__ = ["AnonymizeResult", "Criterion", "Job", "KAnonymity", "Output", "QuasiIdentifier", "RunOptions",
-           "SearchResult", "Selection", "Source", "SqlanonError", "Suppression", "analyze", "analyze_table",
-           "anonymize", "apply", "audit", "bucketize", "hierarchies", "inference", "job_from_dict", "load_csv",
-           "load_job", "node_metrics", "partition", "report", "search"]
+__all__ = [
+    "AnonymizeResult",
+    "Criterion",
+    "Job",
+    "KAnonymity",
+    "Output",
+    "QuasiIdentifier",
+    "RunOptions",
+    "SearchResult",
+    "Selection",
+    "Source",
+    "SqlanonError",
+    "Suppression",
+    "analyze",
+    "analyze_table",
+    "anonymize",
+    "apply",
+    "audit",
+    "bucketize",
+    "hierarchies",
+    "inference",
+    "job_from_dict",
+    "load_csv",
+    "load_job",
+    "node_metrics",
+    "partition",
+    "report",
+    "search",
+]
 __version__ = "0.1.0"

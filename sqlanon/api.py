@@ -7,47 +7,68 @@
 Each call migrates sqlanon's schema if needed, records a run, builds the star
 schema, searches, and cleans its scratch tables up whatever happens.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import json
 import time
 import warnings
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import exc as sa_exc, text
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
 
-from .publish.anatomy import AnatomyReport, bucketize as anatomy_publish
+from .analysis.attacks import (
+    AnalysisReport,
+    AnalysisSettings,
+    BayesSettings,
+    TableAnalysis,
+    analyze_frequency_set,
+    bayes_audit,
+)
 from .analysis.inference import InferenceReport, analyze_releases
-from .publish.mondrian import Mondrian, MondrianQI, MondrianReport, published_rows as mondrian_rows
-from .analysis.attacks import (AnalysisReport, AnalysisSettings, BayesSettings, TableAnalysis, analyze_frequency_set,
-                               bayes_audit)
 from .analysis.report import ReportData, check_report_path, write_report
-from .publish.audit import AuditReport, audit_table, check_published_values
-from .backends import Database, duckdb_file, open_database, progress_file
-from .model.job import Job, Output, require_lattice
-from .backends import normalize_url
-from .engine.star import (StarSchema, build_star_schema, check_columns, check_one_row_per_person, generated_hierarchy,
-                          needed_sensitive, read_hierarchy_files, types_by_key)
+from .backends import Database, duckdb_file, normalize_url, open_database, progress_file
+from .criteria import Criterion
+from .engine.frequency import COUNT, FrequencySets, class_column, violating_classes_sql
+from .engine.metrics import MetricsEvaluator
+from .engine.star import (
+    StarSchema,
+    build_star_schema,
+    check_columns,
+    check_one_row_per_person,
+    generated_hierarchy,
+    needed_sensitive,
+    read_hierarchy_files,
+    types_by_key,
+)
 from .errors import AuditError, ConfigError, DataError, RunCancelled, SqlanonError
 from .model.hierarchies import GENERATED_TOP, Hierarchy
-from .registry import opened_registry
+from .model.job import Job, Output, require_lattice
 from .model.lattice import minimal_nodes
-from .publish.generalize import Publication, check_output, check_published_columns, materialize, unchanged_columns
-from .publish.ownership import Ownership, TableName, file_digest
-from .publish.identifiers import Pseudonyms
+from .model.progress import Progress
 from .model.selection import METRICS, best_node, level_metrics, needs_every_passing_node, node_label, selection_metric
-from .engine.metrics import MetricsEvaluator
+from .model.view import FrequencySetView
+from .publish.anatomy import AnatomyReport
+from .publish.anatomy import bucketize as anatomy_publish
+from .publish.audit import AuditReport, audit_table, check_published_values
+from .publish.generalize import Publication, check_output, check_published_columns, materialize, unchanged_columns
+from .publish.identifiers import Pseudonyms
+from .publish.mondrian import Mondrian, MondrianQI, MondrianReport
+from .publish.mondrian import published_rows as mondrian_rows
+from .publish.ownership import Ownership, TableName, file_digest
+from .registry import opened_registry
+from .search.strategies import STRATEGIES, Exhaustive, SearchContext, SearchStats
+from .store import Store
+from .store import runs as store_runs
 from .store.migrate import DEFAULT_SCHEMA, migrate
 from .store.records import RunRecord, cleanup_dead_runs
-from .criteria import Criterion
-from .model.view import FrequencySetView
-from .engine.frequency import COUNT, FrequencySets, class_column, violating_classes_sql
-from .store import Store, runs as store_runs
-from .search.strategies import STRATEGIES, Exhaustive, Progress, SearchContext, SearchStats
 
 if TYPE_CHECKING:  # pandas is imported where a DataFrame is asked for: it costs a CLI run 0.3 s to import
     import pandas as pd
@@ -58,8 +79,10 @@ def _on_db(job: Job, url: str | None) -> Job:
     return job.with_url(normalize_url(url, Path.cwd()) if url else None)
 
 
-HEURISTIC_WARNING = ("search.assume_monotone pruned on criteria that are not monotone under suppression: "
-                     "the result may miss passing nodes")
+HEURISTIC_WARNING = (
+    "search.assume_monotone pruned on criteria that are not monotone under suppression: "
+    "the result may miss passing nodes"
+)
 
 
 @dataclass
@@ -79,15 +102,26 @@ class SearchResult:
 
     def describe(self, node: tuple[int, ...]) -> dict[str, dict[str, Any]]:
         """Each QI's level in `node`, with its hierarchy's height and a few labels of that level."""
-        return {qi: {"level": level, "height": height,
-                     "examples": self.level_examples[i][level] if self.level_examples else []}
-                for i, (qi, level, height) in enumerate(zip(self.qi, node, self.heights))}
+        return {
+            qi: {
+                "level": level,
+                "height": height,
+                "examples": self.level_examples[i][level] if self.level_examples else [],
+            }
+            for i, (qi, level, height) in enumerate(zip(self.qi, node, self.heights))
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        data = {"run_id": self.run_id, "qi": self.qi, "heights": self.heights,
-                "minimal": [list(n) for n in self.minimal],
-                "satisfying_count": len(self.satisfying), "stats": asdict(self.stats),
-                "max_suppressed": self.max_suppressed, "heuristic": self.heuristic}
+        data = {
+            "run_id": self.run_id,
+            "qi": self.qi,
+            "heights": self.heights,
+            "minimal": [list(n) for n in self.minimal],
+            "satisfying_count": len(self.satisfying),
+            "stats": asdict(self.stats),
+            "max_suppressed": self.max_suppressed,
+            "heuristic": self.heuristic,
+        }
         if self.heuristic:
             data["warning"] = HEURISTIC_WARNING
         if self.metrics:
@@ -123,10 +157,16 @@ class AnonymizeResult:
     preview: list[dict[str, Any]] = field(default_factory=list)  # the first rows of the published table
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.search.to_dict(), "output": self.output, "node": list(self.node),
-                "node_levels": self.search.describe(self.node), "selection": self.selection,
-                "suppressed": self.suppressed, "audit": self.audit.to_dict(),
-                "preview": [{k: _plain(v) for k, v in row.items()} for row in self.preview]}
+        return {
+            **self.search.to_dict(),
+            "output": self.output,
+            "node": list(self.node),
+            "node_levels": self.search.describe(self.node),
+            "selection": self.selection,
+            "suppressed": self.suppressed,
+            "audit": self.audit.to_dict(),
+            "preview": [{k: _plain(v) for k, v in row.items()} for row in self.preview],
+        }
 
     def preview_frame(self) -> pd.DataFrame:
         """The first rows of the published table."""
@@ -176,8 +216,9 @@ def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False
     if job.output is None:
         raise ConfigError("the config has no output: {table: NAME}; add one to write the anonymized table")
     if job.output.bucketized:
-        raise ConfigError("output.method anatomy publishes two tables: call bucketize(job) (the CLI's anonymize "
-                          "does this by itself)")
+        raise ConfigError(
+            "output.method anatomy publishes two tables: call bucketize(job) (the CLI's anonymize does this by itself)"
+        )
     if job.output.partitioned:
         raise ConfigError("output.method mondrian: call partition(job) (the CLI's anonymize does this by itself)")
     output: Output = job.output
@@ -192,19 +233,38 @@ def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False
     return anonymized
 
 
-def _publish(job: Job, ctx: SearchContext, target: "_Target", result: SearchResult, node: tuple[int, ...],
-             selection: str) -> AnonymizeResult:
+def _publish(
+    job: Job, ctx: SearchContext, target: _Target, result: SearchResult, node: tuple[int, ...], selection: str
+) -> AnonymizeResult:
     """Write `node` (its metrics already in `result`) as the audited output, suppressing as the job says."""
     ctx.progress("publish", 0, 1)  # the last point where a cancel stops the run before anything is written
-    plan = Publication(node, target.output, target.name, target.source, job.suppression.mode, ctx.max_suppressed,
-                       target.replace, tuple(job.identifying), tuple(job.sensitive + job.insensitive),
-                       target.pseudonyms)
-    report = materialize(ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id,
-                         Ownership(ctx.db, ctx.schema))
-    preview = ctx.conn.execute(text(f"SELECT * FROM {ctx.db.q(target.name.schema, target.name.table)} "
-                                    f"LIMIT {PREVIEW_ROWS}")).mappings().all()
-    return AnonymizeResult(result, node, target.output.table, report, selection, result.metrics[node]["suppressed"],
-                           [dict(row) for row in preview])
+    plan = Publication(
+        node,
+        target.output,
+        target.name,
+        target.source,
+        job.suppression.mode,
+        ctx.max_suppressed,
+        target.replace,
+        tuple(job.identifying),
+        tuple(job.sensitive + job.insensitive),
+        target.pseudonyms,
+    )
+    report = materialize(ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id, Ownership(ctx.db, ctx.schema))
+    preview = (
+        ctx.conn.execute(text(f"SELECT * FROM {ctx.db.q(target.name.schema, target.name.table)} LIMIT {PREVIEW_ROWS}"))
+        .mappings()
+        .all()
+    )
+    return AnonymizeResult(
+        result,
+        node,
+        target.output.table,
+        report,
+        selection,
+        result.metrics[node]["suppressed"],
+        [dict(row) for row in preview],
+    )
 
 
 PREVIEW_ROWS = 5  # rows of the published table an anonymize result shows
@@ -216,9 +276,18 @@ class _Target:
 
     output: Output
     replace: bool
-    name: TableName | None = None
-    source: TableName | None = None
     pseudonyms: Pseudonyms = field(default_factory=Pseudonyms, repr=False)
+    resolved: tuple[TableName, TableName] | None = None  # (output, source), once checked against the database
+
+    @property
+    def name(self) -> TableName:
+        assert self.resolved is not None, "the target is checked before the run"
+        return self.resolved[0]
+
+    @property
+    def source(self) -> TableName:
+        assert self.resolved is not None, "the target is checked before the run"
+        return self.resolved[1]
 
 
 def hierarchies(job: Job, options: RunOptions | None = None) -> dict[str, Hierarchy]:
@@ -247,8 +316,9 @@ def hierarchies(job: Job, options: RunOptions | None = None) -> dict[str, Hierar
     return found
 
 
-def node_metrics(job: Job, nodes: list[tuple[int, ...]], options: RunOptions | None = None
-                 ) -> dict[tuple[int, ...], dict[str, Any]]:
+def node_metrics(
+    job: Job, nodes: list[tuple[int, ...]], options: RunOptions | None = None
+) -> dict[tuple[int, ...], dict[str, Any]]:
     """Utility metrics (see sqlanon.engine.metrics.METRICS) of any nodes, levels in QI config order, computed in SQL."""
     options = options or RunOptions()
     with _run(job, options, "metrics") as (ctx, finish):
@@ -262,23 +332,37 @@ def _empty_result(job: Job, ctx: SearchContext, nodes: list[tuple[int, ...]]) ->
     """A result without a search, for metrics or publication of given nodes (checked to be in the lattice)."""
     for node in nodes:
         if len(node) != len(ctx.star.heights) or not all(0 <= lv <= h for lv, h in zip(node, ctx.star.heights)):
-            raise ConfigError(f"node {node_label(node)} is not in the lattice: give one level per QI "
-                              f"({', '.join(job.qi_names)}), each between 0 and its height "
-                              f"({node_label(ctx.star.heights)})")
-    return SearchResult(job.qi_names, ctx.star.heights, [], [], SearchStats(), ctx.run.run_id, "none",
-                        ctx.star.rows, ctx.max_suppressed, level_examples=_level_examples(ctx.star))
+            raise ConfigError(
+                f"node {node_label(node)} is not in the lattice: give one level per QI "
+                f"({', '.join(job.qi_names)}), each between 0 and its height "
+                f"({node_label(tuple(ctx.star.heights))})"
+            )
+    return SearchResult(
+        job.qi_names,
+        ctx.star.heights,
+        [],
+        [],
+        SearchStats(),
+        ctx.run.run_id,
+        "none",
+        ctx.star.rows,
+        ctx.max_suppressed,
+        level_examples=_level_examples(ctx.star),
+    )
 
 
-def evaluate_every_node(job: Job, criteria_sets: list[list[Criterion]],
-                        options: RunOptions | None = None) -> list[list[tuple[int, ...]]]:
+def evaluate_every_node(
+    job: Job, criteria_sets: list[list[Criterion]], options: RunOptions | None = None
+) -> list[list[tuple[int, ...]]]:
     """Brute force: the passing nodes of the full lattice for each criteria set (the job's suppression
     limit applies). The oracle the searches are tested against."""
     violations, max_suppressed = every_node_violations(job, criteria_sets, options)
     return [sorted(n for n, tuples in found.items() if tuples <= max_suppressed) for found in violations]
 
 
-def every_node_violations(job: Job, criteria_sets: list[list[Criterion]], options: RunOptions | None = None
-                          ) -> tuple[list[dict[tuple[int, ...], int]], int]:
+def every_node_violations(
+    job: Job, criteria_sets: list[list[Criterion]], options: RunOptions | None = None
+) -> tuple[list[dict[tuple[int, ...], int]], int]:
     """Brute force: every node's violating tuples per criteria set, and the job's MaxSup.
 
     Every node is one GROUP BY over the table, evaluated against all sets at
@@ -303,26 +387,45 @@ def audit(job: Job, table: str, schema: str | None = None, options: RunOptions |
     """
     options = options or RunOptions()
     job = _on_db(job, options.db_url)
-    with _job_database(job, options) as db:
-        with db.connect() as conn:
-            columns = db.columns(conn, schema, table)
-            needed = job.qi_names + needed_sensitive(job.criteria)
-            missing = [c for c in needed if c not in columns]
-            if missing:
-                raise DataError(f"table {table!r} has no column {missing[0]!r} (its columns: {', '.join(columns)}); "
-                                "audit a table with the job's quasi-identifiers and sensitive attributes")
-            masked_top, reference, source_rows = _suppression_audit(db, conn, job, (schema, table))
-            report = audit_table(db, conn, db.q(schema, table), job.qi_names, needed_sensitive(job.criteria),
-                                 job.criteria, masked_top, reference)
-            if source_rows is not None and report.suppressed is None:
-                report.suppressed = source_rows - report.rows
-            if report.suppressed is not None:
-                report.max_suppressed = job.suppression.max_suppressed(source_rows or report.rows)
-            return report
+    with _job_database(job, options) as db, db.connect() as conn:
+        columns = db.columns(conn, schema, table)
+        needed = job.qi_names + needed_sensitive(job.criteria)
+        missing = [c for c in needed if c not in columns]
+        if missing:
+            raise DataError(
+                f"table {table!r} has no column {missing[0]!r} (its columns: {', '.join(columns)}); "
+                "audit a table with the job's quasi-identifiers and sensitive attributes"
+            )
+        masked_top, reference, source_rows = _suppression_audit(db, conn, job, (schema, table))
+        report = audit_table(
+            db,
+            conn,
+            db.q(schema, table),
+            job.qi_names,
+            needed_sensitive(job.criteria),
+            job.criteria,
+            masked_top,
+            reference,
+        )
+        if source_rows is not None and report.suppressed is None:
+            report.suppressed = source_rows - report.rows
+        if report.suppressed is not None:
+            report.max_suppressed = job.suppression.max_suppressed(source_rows or report.rows)
+        return report
 
 
-def _suppression_audit(db: Database, conn, job: Job, target: tuple[str | None, str]
-                       ) -> tuple[dict[str, list[str]] | None, str | None, int | None]:
+def _metrics_evaluator(ctx: SearchContext, sensitive: list[str], nodes: int) -> MetricsEvaluator:
+    """Frequency sets carrying every sensitive attribute of the job (KL reads them all), for `nodes` nodes:
+    one node is one scan of the table grouped at its levels (a cube at level 0 first, then its roll-up,
+    took 0.5 s more on 5M hospital rows, where level 0 is nearly unique)."""
+    star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + list(sensitive))))
+    fsets = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, ctx.use_cube and nodes > 1)
+    return MetricsEvaluator(fsets, ctx.criteria, star.heights, ctx.cells_terms.get(frozenset(star.sensitive)))
+
+
+def _suppression_audit(
+    db: Database, conn: Connection, job: Job, target: tuple[str | None, str]
+) -> tuple[dict[str, list[str]] | None, str | None, int | None]:
     """How the audit sees suppressed tuples: top labels (mask), or the source as reference (remove)."""
     if not job.suppression.limit and job.suppression.mode == "remove":
         return None, None, None
@@ -330,14 +433,17 @@ def _suppression_audit(db: Database, conn, job: Job, target: tuple[str | None, s
     source = TableName(db.resolved_schema(conn, src.schema), src.table)
     audited = TableName(db.resolved_schema(conn, target[0]), target[1])
     source_there = not source.same_as(audited, db) and db.table_exists(conn, src.schema, src.table)
-    source_rows = conn.execute(text(f"SELECT COUNT(*) FROM {db.q(src.schema, src.table)}")).scalar_one() \
-        if source_there else None
+    source_rows = (
+        conn.execute(text(f"SELECT COUNT(*) FROM {db.q(src.schema, src.table)}")).scalar_one() if source_there else None
+    )
     if job.suppression.mode == "mask":
         files = read_hierarchy_files(job)
         for hierarchy in files.values():
             hierarchy.check_masking()
-        tops = {qi.column: files[qi.column].top_labels if qi.column in files else [GENERATED_TOP]
-                for qi in job.quasi_identifiers}
+        tops = {
+            qi.column: files[qi.column].top_labels if qi.column in files else [GENERATED_TOP]
+            for qi in job.quasi_identifiers
+        }
         return tops, None, source_rows
     return None, (db.q(src.schema, src.table) if source_there else None), source_rows
 
@@ -350,8 +456,19 @@ def _search(job: Job, ctx: SearchContext) -> SearchResult:
     if ctx.heuristic:
         warnings.warn(HEURISTIC_WARNING, UserWarning, stacklevel=2)
     minimal = minimal_nodes(satisfying, ctx.star.heights)
-    return SearchResult(job.qi_names, ctx.star.heights, satisfying, minimal, stats, ctx.run.run_id, job.strategy,
-                        ctx.star.rows, ctx.max_suppressed, ctx.heuristic, level_examples=_level_examples(ctx.star))
+    return SearchResult(
+        job.qi_names,
+        ctx.star.heights,
+        satisfying,
+        minimal,
+        stats,
+        ctx.run.run_id,
+        job.strategy,
+        ctx.star.rows,
+        ctx.max_suppressed,
+        ctx.heuristic,
+        level_examples=_level_examples(ctx.star),
+    )
 
 
 def _level_examples(star: StarSchema) -> list[list[list[str]]]:
@@ -365,8 +482,9 @@ def _select(job: Job, ctx: SearchContext, result: SearchResult) -> tuple[int, ..
     the minimal nodes; others among every passing node the search returned.
     """
     if not result.minimal:
-        raise DataError("no generalization satisfies the criteria; relax them (e.g. a smaller k or a higher "
-                        "suppression limit)")
+        raise DataError(
+            "no generalization satisfies the criteria; relax them (e.g. a smaller k or a higher suppression limit)"
+        )
     metric = selection_metric(job.select.policy, job.select.metric)
     wide = needs_every_passing_node(metric, job.select.policy is not None, result.max_suppressed)
     candidates = result.satisfying if wide else result.minimal
@@ -382,7 +500,7 @@ def _select(job: Job, ctx: SearchContext, result: SearchResult) -> tuple[int, ..
 
 def _add_metrics(job: Job, ctx: SearchContext, result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
     todo = [n for n in nodes if n not in result.metrics]
-    evaluator = MetricsEvaluator.for_run(ctx, job.sensitive, len(todo))
+    evaluator = _metrics_evaluator(ctx, job.sensitive, len(todo))
     try:
         result.metrics.update(evaluator.evaluate(todo, lambda done, total: ctx.progress("metrics", done, total)))
     finally:
@@ -393,8 +511,10 @@ def _add_metrics(job: Job, ctx: SearchContext, result: SearchResult, nodes: list
 def _record_metrics(ctx: SearchContext, result: SearchResult, selected: tuple[int, ...] | None) -> None:
     """Store the computed metrics in node_metrics (replacing the run's earlier rows)."""
     minimal = set(result.minimal)
-    rows = [(node_label(node), node in minimal, node == selected, *[values[name] for name in METRICS])
-            for node, values in sorted(result.metrics.items())]
+    rows = [
+        (node_label(node), node in minimal, node == selected, *[values[name] for name in METRICS])
+        for node, values in sorted(result.metrics.items())
+    ]
     ctx.run.store.insert(ctx.meta_conn, store_runs.NODE_METRICS, ctx.run.run_id, rows)
     ctx.conn.commit()
 
@@ -408,14 +528,20 @@ def _job_database(job: Job, options: RunOptions) -> Iterator[Database]:
     file = duckdb_file(job.source.url)
     new = file is not None and not file.exists()
     if new and job.source.csv is None:
-        raise DataError(f"database file {file} does not exist, and the job loads no file into it (source.csv): "
-                        "check source.url (or --db)")
+        raise DataError(
+            f"database file {file} does not exist, and the job loads no file into it (source.csv): "
+            "check source.url (or --db)"
+        )
     memory = options.memory_limit or job.source.memory_limit
     temp = options.temp_directory or job.source.temp_directory
     db = open_database(job.source.url, memory, temp)
     if not db.memory_settings and (memory or temp):
-        warnings.warn("memory_limit and temp_directory apply to DuckDB; on PostgreSQL the server's settings "
-                      "(work_mem, temp_tablespaces) govern memory and spills", UserWarning, stacklevel=3)
+        warnings.warn(
+            "memory_limit and temp_directory apply to DuckDB; on PostgreSQL the server's settings "
+            "(work_mem, temp_tablespaces) govern memory and spills",
+            UserWarning,
+            stacklevel=3,
+        )
     try:
         yield db
     except BaseException:
@@ -433,19 +559,21 @@ def _remove_if_unused(file: Path, schema: str) -> None:
 
     try:
         with duckdb.connect(str(file), read_only=True) as conn:
-            users = conn.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema <> ?",
-                                 [schema]).fetchone()[0]
+            users = conn.execute(
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema <> ?", [schema]
+            ).fetchone()
     except duckdb.Error:
         return
-    if users == 0:
+    if users is not None and users[0] == 0:
         for path in (file, file.with_name(file.name + ".wal"), progress_file(f"duckdb:///{file}")):
             if path is not None:
                 path.unlink(missing_ok=True)
 
 
 @contextmanager
-def _run(job: Job, options: RunOptions, command: str, target: _Target | None = None,
-         extra_criteria: list[Criterion] = ()) -> Iterator[tuple[SearchContext, Any]]:
+def _run(
+    job: Job, options: RunOptions, command: str, target: _Target | None = None, extra_criteria: Sequence[Criterion] = ()
+) -> Iterator[tuple[SearchContext, Any]]:
     """Everything around a search: checks, run record, star schema, cleanup.
 
     Everything that can be checked before the search is: the files, the
@@ -467,18 +595,28 @@ def _run(job: Job, options: RunOptions, command: str, target: _Target | None = N
                 if options.resume_run is not None:
                     run = RunRecord.reopen(db, conn, options.metadata_schema, options.resume_run)
                 else:
-                    run = RunRecord.start(db, conn, options.metadata_schema, job.name, command, job.strategy,
-                                          job.to_json())
+                    run = RunRecord.start(
+                        db, conn, options.metadata_schema, job.name, command, job.strategy, job.to_json()
+                    )
                 try:
-                    star = build_star_schema(db, conn, job, files, run.work_schema, run.run_id, columns,
-                                             extra_criteria)
+                    star = build_star_schema(db, conn, job, files, run.work_schema, run.run_id, columns, extra_criteria)
                     star.record(conn, options.metadata_schema, run.run_id)
                     conn.commit()
-                    ctx = SearchContext(db, conn, star, job.criteria, run, options.metadata_schema, options.keep,
-                                        job.base == "cube", options.progress,
-                                        job.suppression.max_suppressed(star.rows), job.assume_monotone,
-                                        options.resume_run is not None,
-                                        metrics_follow=command != "search" or options.metrics)
+                    ctx = SearchContext(
+                        db,
+                        conn,
+                        star,
+                        job.criteria,
+                        run,
+                        options.metadata_schema,
+                        options.keep,
+                        job.base == "cube",
+                        options.progress,
+                        job.suppression.max_suppressed(star.rows),
+                        job.assume_monotone,
+                        options.resume_run is not None,
+                        metrics_follow=command != "search" or options.metrics,
+                    )
                     yield ctx, run.finish
                 finally:
                     if conn.in_transaction():
@@ -540,13 +678,12 @@ def _checked_source(db: Database, job: Job, options: RunOptions, targets: list[_
             columns = check_columns(db, conn, job)
         check_one_row_per_person(db, conn, job)
         for target in targets:
-            target.source = source
-            target.name = check_output(db, conn, ownership, target.output, source, target.replace)
+            target.resolved = (check_output(db, conn, ownership, target.output, source, target.replace), source)
     return columns
 
 
 @contextmanager
-def _recorded(db: Database, conn, options: RunOptions, job: Job, command: str) -> Iterator[RunRecord]:
+def _recorded(db: Database, conn: Connection, options: RunOptions, job: Job, command: str) -> Iterator[RunRecord]:
     """A run record for a command without a lattice search (after the cleanup of runs killed earlier, as every
     run starts); marked failed (with the error) when it raises."""
     cleanup_dead_runs(db, options.metadata_schema)
@@ -582,12 +719,24 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
         db.require_transactions("an anatomy publication")
         columns = list(_checked_source(db, job, options, [qi_target, sa_target]))
         if qi_target.name.same_as(sa_target.name, db):
-            raise ConfigError(f"output.table and output.sensitive_table both name {str(qi_target.name)!r}; give the "
-                              "sensitive table its own name")
+            raise ConfigError(
+                f"output.table and output.sensitive_table both name {str(qi_target.name)!r}; give the "
+                "sensitive table its own name"
+            )
         with db.connect() as conn, _recorded(db, conn, options, job, "anatomy") as run:
-            report = anatomy_publish(db, conn, job, qi_target.source, qi_target.name, sa_target.name,
-                                     qi_target.pseudonyms, columns, run.run_id, Ownership(db, options.metadata_schema),
-                                     replace)
+            report = anatomy_publish(
+                db,
+                conn,
+                job,
+                qi_target.source,
+                qi_target.name,
+                sa_target.name,
+                qi_target.pseudonyms,
+                columns,
+                run.run_id,
+                Ownership(db, options.metadata_schema),
+                replace,
+            )
             run.finish(report.to_dict())
         return report
 
@@ -610,11 +759,24 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
             # the output appears whole and audited, or not at all; the rounds sort and group a table's every row
             with conn.begin(), db.large_sorts(conn), target.pseudonyms.loaded(db, conn) as pseudonyms:
                 src = target.source
-                qis = [MondrianQI(qi.column, found.get(qi.column),
-                                  "" if qi.column in found else types[db.name_key(qi.column)])
-                       for qi in job.quasi_identifiers]
-                work = Mondrian(db, conn, db.q(src.schema, src.table), list(columns), qis, sensitive,
-                                job.criteria, f"mondrian_{run.run_id}", output.relaxed, options.progress)
+                qis = [
+                    MondrianQI(
+                        qi.column, found.get(qi.column), "" if qi.column in found else types[db.name_key(qi.column)]
+                    )
+                    for qi in job.quasi_identifiers
+                ]
+                work = Mondrian(
+                    db,
+                    conn,
+                    db.q(src.schema, src.table),
+                    list(columns),
+                    qis,
+                    sensitive,
+                    job.criteria,
+                    f"mondrian_{run.run_id}",
+                    output.relaxed,
+                    options.progress,
+                )
                 started = time.perf_counter()
                 rows = work.prepare()
                 result = work.run()
@@ -622,15 +784,28 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
                 ownership = Ownership(db, options.metadata_schema)
                 final = db.q(target.name.schema, target.name.table)
                 replacing = ownership.check_target(conn, target.name, replace, "output table", target.source)
-                select, published = mondrian_rows(db, work, lambda column, value: pseudonyms.select(
-                    db, job.identifying, column, value), output.numeric == "mean")
+                select, published = mondrian_rows(
+                    db,
+                    work,
+                    lambda column, value: pseudonyms.select(db, job.identifying, column, value),
+                    output.numeric == "mean",
+                )
                 with db.staged_output(conn, final, select, {}, replacing) as written:
                     check_published_columns(db, conn, written, str(target.name), published)
-                    check_published_values(db, conn, written, str(target.name), db.q(src.schema, src.table),
-                                           unchanged_columns(db, pseudonyms, job.identifying, [
-                                               c for c in published
-                                               if db.name_key(c) not in {db.name_key(q) for q in job.qi_names}]),
-                                           every_row=True)
+                    check_published_values(
+                        db,
+                        conn,
+                        written,
+                        str(target.name),
+                        db.q(src.schema, src.table),
+                        unchanged_columns(
+                            db,
+                            pseudonyms,
+                            job.identifying,
+                            [c for c in published if db.name_key(c) not in {db.name_key(q) for q in job.qi_names}],
+                        ),
+                        every_row=True,
+                    )
                     report = audit_table(db, conn, written, job.qi_names, job.sensitive, job.criteria)
                     if not report.ok or report.rows != rows:
                         failed = ", ".join(name for name, ok in report.holds.items() if not ok) or "row count"
@@ -640,8 +815,15 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
                 for role in output.grant_to:
                     db.execute(conn, f"GRANT SELECT ON {final} TO {db.q(role)}")
                 preview = db.execute(conn, f"SELECT * FROM {final} LIMIT {PREVIEW_ROWS}").mappings().all()
-            published_report = MondrianReport(str(target.name), rows, result, report, [dict(r) for r in preview],
-                                              partitioned - started, time.perf_counter() - partitioned)
+            published_report = MondrianReport(
+                str(target.name),
+                rows,
+                result,
+                report,
+                [dict(r) for r in preview],
+                partitioned - started,
+                time.perf_counter() - partitioned,
+            )
             run.finish(published_report.to_dict())
         return published_report
 
@@ -655,11 +837,15 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
     options = options or RunOptions()
     job = _on_db(job, options.db_url)
     if job.releases is None:
-        raise ConfigError("the config has no releases; add releases: {pseudonym: COLUMN, series: [{name: N, table: "
-                          "T, sensitive_table: S}, ...]}")
+        raise ConfigError(
+            "the config has no releases; add releases: {pseudonym: COLUMN, series: [{name: N, table: "
+            "T, sensitive_table: S}, ...]}"
+        )
     if len(job.sensitive) != 1:
-        raise ConfigError(f"inference follows one sensitive column; the job lists {len(job.sensitive)} "
-                          f"({', '.join(job.sensitive) or 'none'}): list exactly one under sensitive")
+        raise ConfigError(
+            f"inference follows one sensitive column; the job lists {len(job.sensitive)} "
+            f"({', '.join(job.sensitive) or 'none'}): list exactly one under sensitive"
+        )
     generalized = any(not r.bucketized for r in job.releases.releases)
     found = hierarchies(job, options) if generalized else {}
     settings = job.inference
@@ -670,8 +856,9 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
         with db.connect() as conn:
             target = None
             if settings.table is not None:
-                target = ownership.resolve(conn, settings.schema or job.source.schema, settings.table,
-                                           "inference.table")
+                target = ownership.resolve(
+                    conn, settings.schema or job.source.schema, settings.table, "inference.table"
+                )
             _check_release_tables(db, conn, job, target)
             if target is not None:
                 ownership.check_target(conn, target, replace, "inference.table")  # before any work
@@ -683,8 +870,18 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
                         if ownership.check_target(conn, target, replace, "inference.table"):
                             db.drop_table(conn, db.q(target.schema, target.table))
                         output = db.q(target.schema, target.table)
-                    report = analyze_releases(db, conn, job.releases, job.sensitive[0], found, list(found),
-                                              settings, f"inference_{run.run_id}", output, options.progress)
+                    report = analyze_releases(
+                        db,
+                        conn,
+                        job.releases,
+                        job.sensitive[0],
+                        found,
+                        list(found),
+                        settings,
+                        f"inference_{run.run_id}",
+                        output,
+                        options.progress,
+                    )
                     if target is not None:
                         report.table = str(target)
                         ownership.record(conn, target, "output", report.persons, run.run_id)
@@ -692,7 +889,7 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
         return report
 
 
-def _check_release_tables(db: Database, conn, job: Job, target: TableName | None) -> None:
+def _check_release_tables(db: Database, conn: Connection, job: Job, target: TableName | None) -> None:
     """A release is a table sqlanon published: not the job's source; and inference.table is a table of its own,
     none of the releases' (names compared as the database resolves them)."""
     assert job.releases is not None
@@ -701,12 +898,16 @@ def _check_release_tables(db: Database, conn, job: Job, target: TableName | None
         for table in filter(None, (release.table, release.sensitive_table)):
             name = TableName(db.resolved_schema(conn, release.schema), table)
             if name.same_as(source, db):
-                raise ConfigError(f"release {release.name!r}: table {str(name)!r} is the job's source table; a "
-                                  "release is a table sqlanon published (generalized, or a bucketized pair): name the "
-                                  "published tables under releases.series")
+                raise ConfigError(
+                    f"release {release.name!r}: table {str(name)!r} is the job's source table; a "
+                    "release is a table sqlanon published (generalized, or a bucketized pair): name the "
+                    "published tables under releases.series"
+                )
             if target is not None and name.same_as(target, db):
-                raise ConfigError(f"inference.table {str(target)!r} is a table of release {release.name!r}; write "
-                                  "the probabilities to a table of their own")
+                raise ConfigError(
+                    f"inference.table {str(target)!r} is a table of release {release.name!r}; write "
+                    "the probabilities to a table of their own"
+                )
 
 
 def register_job(name: str, config_file: str | Path, db_url: str, metadata_schema: str = DEFAULT_SCHEMA) -> int:
@@ -715,23 +916,32 @@ def register_job(name: str, config_file: str | Path, db_url: str, metadata_schem
         return registry.register(name, Path(config_file))
 
 
-def register_job_config(name: str, config: dict, read: Any, db_url: str,
-                        metadata_schema: str = DEFAULT_SCHEMA) -> int:
+def register_job_config(
+    name: str, config: dict[str, Any], read: Any, db_url: str, metadata_schema: str = DEFAULT_SCHEMA
+) -> int:
     """Register a parsed config; `read(path, where)` returns the text of a file it names (see JobRegistry)."""
     with opened_registry(db_url, metadata_schema) as registry:
         return registry.register_config(name, config, read)
 
 
-def publish_node(run_id: int, node: tuple[int, ...], table: str, schema: str | None, db_url: str,
-                 options: RunOptions | None = None, replace: bool = False) -> AnonymizeResult:
+def publish_node(
+    run_id: int,
+    node: tuple[int, ...],
+    table: str,
+    schema: str | None,
+    db_url: str,
+    options: RunOptions | None = None,
+    replace: bool = False,
+) -> AnonymizeResult:
     """Write any node of a finished run's job as an audited table (the job's suppression applies).
 
     The node need not be the one the run chose; the audit refuses one that
     does not satisfy the criteria, and nothing is written then.
     """
-    options = dataclasses.replace(options or RunOptions(), db_url=normalize_url(db_url, Path.cwd()))
-    with opened_registry(options.db_url, options.metadata_schema) as registry:
-        with registry.load(registry.job_of_run(run_id), options.db_url) as job:
+    url = normalize_url(db_url, Path.cwd())
+    options = dataclasses.replace(options or RunOptions(), db_url=url)
+    with opened_registry(url, options.metadata_schema) as registry:
+        with registry.load(registry.job_of_run(run_id), url) as job:
             grants = job.output.grant_to if job.output else []
             target = _Target(Output(table, schema or job.source.schema, grants), replace)
             with _run(job, options, "publish", target) as (ctx, finish):
@@ -743,21 +953,30 @@ def publish_node(run_id: int, node: tuple[int, ...], table: str, schema: str | N
     return published
 
 
-def apply(job: Job, batch: str, node: tuple[int, ...] | None = None, run_id: int | None = None,
-          output: str | None = None, batch_schema: str | None = None, options: RunOptions | None = None,
-          replace: bool = False) -> AnonymizeResult:
+def apply(
+    job: Job,
+    batch: str,
+    node: tuple[int, ...] | None = None,
+    run_id: int | None = None,
+    output: str | None = None,
+    batch_schema: str | None = None,
+    options: RunOptions | None = None,
+    replace: bool = False,
+) -> AnonymizeResult:
     """Publish `batch` (a new table with the source's columns) generalized at the node run `run_id` published, or
     at `node`, through the same audited, atomic path as `anonymize` (the job's suppression limit applies, to the
     batch's rows). A batch that violates the criteria at that node beyond the limit is refused, nothing written,
     and the error names the tuples and the classes. The output defaults to `<batch>_anon`."""
     options = options or RunOptions()
     if (node is None) == (run_id is None):
-        raise ConfigError("give the transformation to apply: a run that published one (--run ID) or a node "
-                          "(--node 0,1,...), not both")
+        raise ConfigError(
+            "give the transformation to apply: a run that published one (--run ID) or a node (--node 0,1,...), not both"
+        )
     job = _on_db(job, options.db_url)
     src = dataclasses.replace(job.source, table=batch, schema=batch_schema or job.source.schema, csv=None)
     batch_job = dataclasses.replace(job, source=src)
     if node is None:
+        assert run_id is not None
         node = _published_node(batch_job, run_id, options.metadata_schema)
     grants = job.output.grant_to if job.output else []
     target = _Target(Output(output or f"{batch}_anon", src.schema, grants), replace)
@@ -786,20 +1005,27 @@ def _published_node(job: Job, run_id: int, schema: str) -> tuple[int, ...]:
     finally:
         opened.dispose()
     if row is None:
-        raise ConfigError(f"run {run_id} not found in {schema}.runs; `sqlanon job status` or the runs table lists "
-                          "the runs")
+        raise ConfigError(
+            f"run {run_id} not found in {schema}.runs; `sqlanon job status` or the runs table lists the runs"
+        )
     job_name, command, status, result = row
     found = json.loads(result) if result else {}
     if job_name != job.name:
-        raise ConfigError(f"run {run_id} is a run of job {job_name!r}, not of this job ({job.name!r}): apply a run of "
-                          "the same job, or the node itself with --node")
+        raise ConfigError(
+            f"run {run_id} is a run of job {job_name!r}, not of this job ({job.name!r}): apply a run of "
+            "the same job, or the node itself with --node"
+        )
     if status != "finished" or "node" not in found:
-        raise ConfigError(f"run {run_id} ({command}, {status}) published no table; give a finished anonymize run, "
-                          "or the node itself with --node")
+        raise ConfigError(
+            f"run {run_id} ({command}, {status}) published no table; give a finished anonymize run, "
+            "or the node itself with --node"
+        )
     qis = found.get("qi", [])  # the node's levels are in this order
     if qis != job.qi_names:
-        raise ConfigError(f"run {run_id} generalized {', '.join(qis)}, this job {', '.join(job.qi_names)}: apply a "
-                          "run of the same job")
+        raise ConfigError(
+            f"run {run_id} generalized {', '.join(qis)}, this job {', '.join(job.qi_names)}: apply a "
+            "run of the same job"
+        )
     return tuple(found["node"])
 
 
@@ -810,21 +1036,29 @@ def _refuse_violating_batch(ctx: SearchContext, node: tuple[int, ...], batch: st
         return
     star, db = ctx.star, ctx.db
     fs = FrequencySets(db, ctx.conn, star, ctx.schema, ctx.run.run_id, use_cube=False).from_table(
-        dict(enumerate(node)), "apply")
-    view = FrequencySetView("apply_fs", [class_column(d.attr) for d in star.dimensions], COUNT,
-                            star.sensitive_columns(), fs.definition)
+        dict(enumerate(node)), "apply"
+    )
+    view = FrequencySetView(
+        "apply_fs", [class_column(d.attr) for d in star.dimensions], COUNT, star.sensitive_columns(), fs.definition
+    )
     params: dict[str, object] = {}
     labels, joins = _class_labels(star, node, "v")
-    rows = ctx.conn.execute(text(
-        f"WITH apply_fs AS ({fs.definition}) SELECT {', '.join(labels)}, v.n, COUNT(*) OVER () FROM "
-        f"({violating_classes_sql(view, ctx.criteria, 'v', params)}) v {joins} ORDER BY v.n, {', '.join(labels)} "
-        f"LIMIT {VIOLATING_CLASSES_SHOWN}"), params).all()
+    rows = ctx.conn.execute(
+        text(
+            f"WITH apply_fs AS ({fs.definition}) SELECT {', '.join(labels)}, v.n, COUNT(*) OVER () FROM "
+            f"({violating_classes_sql(view, ctx.criteria, 'v', params)}) v {joins} ORDER BY v.n, {', '.join(labels)} "
+            f"LIMIT {VIOLATING_CLASSES_SHOWN}"
+        ),
+        params,
+    ).all()
     shown = "; ".join("(" + ", ".join(map(str, r[:-2])) + f"): {r[-2]} tuple(s)" for r in rows)
     limit = f"the job's suppression limit of {ctx.max_suppressed}" if ctx.max_suppressed else "no suppression"
-    raise DataError(f"batch {batch!r} alone violates the criteria at node {node_label(node)}: {violating} tuple(s) "
-                    f"in {rows[0][-1] if rows else '?'} class(es), with {limit}; e.g. {shown}. Nothing was written: "
-                    "raise the job's suppression limit, apply a more general node (--node), or publish the batch "
-                    "together with more rows")
+    raise DataError(
+        f"batch {batch!r} alone violates the criteria at node {node_label(node)}: {violating} tuple(s) "
+        f"in {rows[0][-1] if rows else '?'} class(es), with {limit}; e.g. {shown}. Nothing was written: "
+        "raise the job's suppression limit, apply a more general node (--node), or publish the batch "
+        "together with more rows"
+    )
 
 
 VIOLATING_CLASSES_SHOWN = 3  # classes an apply error names
@@ -833,13 +1067,23 @@ VIOLATING_CLASSES_SHOWN = 3  # classes an apply error names
 def _class_labels(star: StarSchema, node: tuple[int, ...], alias: str) -> tuple[list[str], str]:
     """The label columns of a class of `node` whose codes are in `alias`.a0.., and the joins that give them."""
     labels = [f"l{d.attr}.label" for d in star.dimensions]
-    joins = " ".join(f"JOIN (SELECT DISTINCT c{node[d.attr]} AS code, l{node[d.attr]} AS label FROM {d.table}) "
-                     f"l{d.attr} ON l{d.attr}.code = {alias}.{class_column(d.attr)}" for d in star.dimensions)
+    joins = " ".join(
+        f"JOIN (SELECT DISTINCT c{node[d.attr]} AS code, l{node[d.attr]} AS label FROM {d.table}) "
+        f"l{d.attr} ON l{d.attr}.code = {alias}.{class_column(d.attr)}"
+        for d in star.dimensions
+    )
     return labels, joins
 
 
-def report(job: Job, out: str | Path, options: RunOptions | None = None, sensitive: str | None = None,
-           settings: AnalysisSettings | None = None, replace: bool = False, job_file: Path | None = None) -> Path:
+def report(
+    job: Job,
+    out: str | Path,
+    options: RunOptions | None = None,
+    sensitive: str | None = None,
+    settings: AnalysisSettings | None = None,
+    replace: bool = False,
+    job_file: Path | None = None,
+) -> Path:
     """Write the HTML report of the job's releases to `out` (see sqlanon.analysis.report): the lattice, the chosen
     release (by the job's selection rule), the minimal releases' metrics and their attacks and risk. An existing
     file is overwritten only with `replace`, and only when sqlanon wrote it (never the job's file `job_file` or
@@ -848,8 +1092,11 @@ def report(job: Job, out: str | Path, options: RunOptions | None = None, sensiti
     attribute = _analyzed_attribute(job, sensitive)
     out = Path(out)
     database = duckdb_file(_on_db(job, options.db_url).source.url)
-    protected = {path: what for path, what in ((job_file, "the job's file"), (database, "the job's database"))
-                 if path is not None}
+    protected = {
+        path: what
+        for path, what in ((job_file, "the job's file"), (database, "the job's database"))
+        if path is not None
+    }
     check_report_path(out, replace, protected)  # before any work
     with _run(job, options, "report") as (ctx, finish):
         result = _search(job, ctx)
@@ -857,9 +1104,20 @@ def report(job: Job, out: str | Path, options: RunOptions | None = None, sensiti
         _add_metrics(job, ctx, result, result.minimal)
         tables = [_analyze_node(ctx, n, attribute, settings, result.metrics[n]) for n in result.minimal]
         sizes, worst = _chosen_classes(ctx, chosen, attribute)
-        data = ReportData(job.name, json.dumps(json.loads(job.to_json()), indent=2), job.qi_names, result.heights,
-                          result.satisfying, result.minimal, chosen, job.select.describe(), result.metrics,
-                          AnalysisReport(attribute, settings, tables), sizes, worst)
+        data = ReportData(
+            job.name,
+            json.dumps(json.loads(job.to_json()), indent=2),
+            job.qi_names,
+            result.heights,
+            result.satisfying,
+            result.minimal,
+            chosen,
+            job.select.describe(),
+            result.metrics,
+            AnalysisReport(attribute, settings, tables),
+            sizes,
+            worst,
+        )
         path = write_report(data, out)
         finish({"report": str(path), "node": list(chosen)})
     return path
@@ -868,35 +1126,50 @@ def report(job: Job, out: str | Path, options: RunOptions | None = None, sensiti
 WORST_CLASSES_SHOWN = 3  # the least diverse classes a report charts
 
 
-def _chosen_classes(ctx: SearchContext, node: tuple[int, ...], attribute: str
-                    ) -> tuple[list[tuple[int, int]], list[tuple[str, list[tuple[str, int]]]]]:
+def _chosen_classes(
+    ctx: SearchContext, node: tuple[int, ...], attribute: str
+) -> tuple[list[tuple[int, int]], list[tuple[str, list[tuple[str, int]]]]]:
     """The node's class-size histogram (size, classes), and its least diverse classes with their value counts."""
     star = dataclasses.replace(ctx.star, sensitive=[attribute])
     fs = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, use_cube=False).from_table(
-        dict(enumerate(node)), "report")
+        dict(enumerate(node)), "report"
+    )
     columns = [class_column(d.attr) for d in star.dimensions]
     value = star.sensitive_columns()[attribute]
-    sizes = ctx.conn.execute(text(
-        f"WITH fs AS ({fs.definition}) SELECT n, COUNT(*) FROM (SELECT SUM(cnt) AS n FROM fs GROUP BY "
-        f"{', '.join(columns)}) c GROUP BY n ORDER BY n")).all()
+    sizes = ctx.conn.execute(
+        text(
+            f"WITH fs AS ({fs.definition}) SELECT n, COUNT(*) FROM (SELECT SUM(cnt) AS n FROM fs GROUP BY "
+            f"{', '.join(columns)}) c GROUP BY n ORDER BY n"
+        )
+    ).all()
     labels, joins = _class_labels(star, node, "w")
     on = " AND ".join(f"fs.{c} = w.{c}" for c in columns)
-    rows = ctx.conn.execute(text(
-        f"WITH fs AS MATERIALIZED ({fs.definition}), w AS (SELECT {', '.join(columns)}, COUNT(*) AS d, SUM(cnt) AS n "
-        f"FROM fs GROUP BY {', '.join(columns)} ORDER BY d, n, {', '.join(columns)} LIMIT {WORST_CLASSES_SHOWN}) "
-        f"SELECT {', '.join(labels)}, CAST(fs.{value} AS VARCHAR), fs.cnt, w.d, w.n FROM w {joins} JOIN fs ON {on} "
-        f"ORDER BY w.d, w.n, {', '.join(labels)}, fs.cnt DESC")).all()
+    rows = ctx.conn.execute(
+        text(
+            f"WITH fs AS MATERIALIZED ({fs.definition}), w AS (SELECT {', '.join(columns)}, COUNT(*) AS "
+            "d, SUM(cnt) AS n "
+            f"FROM fs GROUP BY {', '.join(columns)} ORDER BY d, n, {', '.join(columns)} LIMIT {WORST_CLASSES_SHOWN}) "
+            f"SELECT {', '.join(labels)}, CAST(fs.{value} AS VARCHAR), fs.cnt, w.d, w.n FROM w {joins} JOIN fs ON {on} "
+            f"ORDER BY w.d, w.n, {', '.join(labels)}, fs.cnt DESC"
+        )
+    ).all()
     worst: dict[str, list[tuple[str, int]]] = {}
     for row in rows:
-        label = "(" + ", ".join(map(str, row[:len(labels)])) + ")"
-        worst.setdefault(label, []).append(("NULL" if row[len(labels)] is None else row[len(labels)],
-                                            int(row[len(labels) + 1])))
+        label = "(" + ", ".join(map(str, row[: len(labels)])) + ")"
+        worst.setdefault(label, []).append(
+            ("NULL" if row[len(labels)] is None else row[len(labels)], int(row[len(labels) + 1]))
+        )
     return [(int(n), int(c)) for n, c in sizes], list(worst.items())
 
 
-def analyze(job: Job, options: RunOptions | None = None, node: tuple[int, ...] | None = None,
-            sensitive: str | None = None, settings: AnalysisSettings | None = None,
-            bayes: BayesSettings | None = None) -> AnalysisReport:
+def analyze(
+    job: Job,
+    options: RunOptions | None = None,
+    node: tuple[int, ...] | None = None,
+    sensitive: str | None = None,
+    settings: AnalysisSettings | None = None,
+    bayes: BayesSettings | None = None,
+) -> AnalysisReport:
     """Attacks, risk and utility of every minimal node of the job (or of `node`), computed in SQL.
 
     `sensitive` is the attribute the attacks target (default: the job's first sensitive attribute). With a
@@ -916,41 +1189,56 @@ def analyze(job: Job, options: RunOptions | None = None, node: tuple[int, ...] |
         tables = []
         for j, levels in enumerate(nodes):
             ctx.progress("analysis", j, len(nodes))
-            tables.append(_analyze_node(ctx, levels, attribute, settings, result.metrics[levels], population,
-                                        bayes))
+            tables.append(_analyze_node(ctx, levels, attribute, settings, result.metrics[levels], population, bayes))
         report = AnalysisReport(attribute, settings, tables)
         finish(report.summary())
     return report
 
 
-def analyze_registered(name: str, db_url: str, options: RunOptions | None = None, node: tuple[int, ...] | None = None,
-                       settings: AnalysisSettings | None = None) -> AnalysisReport:
+def analyze_registered(
+    name: str,
+    db_url: str,
+    options: RunOptions | None = None,
+    node: tuple[int, ...] | None = None,
+    settings: AnalysisSettings | None = None,
+) -> AnalysisReport:
     """`analyze` of a job registered in the database (as its registrant, one run of the job at a time)."""
-    options = dataclasses.replace(options or RunOptions(), db_url=normalize_url(db_url, Path.cwd()))
-    with opened_registry(options.db_url, options.metadata_schema) as registry:
-        with registry.exclusive(name), registry.load(name, options.db_url) as job:
+    url = normalize_url(db_url, Path.cwd())
+    options = dataclasses.replace(options or RunOptions(), db_url=url)
+    with opened_registry(url, options.metadata_schema) as registry:
+        with registry.exclusive(name), registry.load(name, url) as job:
             return analyze(job, options, node, settings=settings)
 
 
-def analyze_table(job: Job, table: str, schema: str | None = None, options: RunOptions | None = None,
-                  sensitive: str | None = None, settings: AnalysisSettings | None = None) -> AnalysisReport:
+def analyze_table(
+    job: Job,
+    table: str,
+    schema: str | None = None,
+    options: RunOptions | None = None,
+    sensitive: str | None = None,
+    settings: AnalysisSettings | None = None,
+) -> AnalysisReport:
     """The attacks and risk of a table already published (its QI columns as they are), without the lattice."""
     options, settings = options or RunOptions(), settings or AnalysisSettings()
     job = _on_db(job, options.db_url)
     attribute = _analyzed_attribute(job, sensitive)
-    with _job_database(job, options) as db:
-        with db.connect() as conn:
-            columns = db.columns(conn, schema, table)
-            missing = [c for c in job.qi_names + [attribute] if c not in columns]
-            if missing:
-                raise DataError(f"table {table!r} has no column {missing[0]!r} (its columns: {', '.join(columns)}); "
-                                "analyze a table with the job's quasi-identifiers and the sensitive attribute")
-            qis = [db.q(c) for c in job.qi_names]
-            classes = [f"g{i}" for i in range(len(qis))]
-            definition = (f"SELECT {', '.join(f'{q} AS {g}' for q, g in zip(qis, classes))}, {db.q(attribute)} AS s, "
-                          f"COUNT(*) AS cnt FROM {db.q(schema, table)} GROUP BY {', '.join(qis + [db.q(attribute)])}")
-            return AnalysisReport(attribute, settings, [analyze_frequency_set(
-                conn, table, attribute, definition, classes, "s", settings)])
+    with _job_database(job, options) as db, db.connect() as conn:
+        columns = db.columns(conn, schema, table)
+        missing = [c for c in job.qi_names + [attribute] if c not in columns]
+        if missing:
+            raise DataError(
+                f"table {table!r} has no column {missing[0]!r} (its columns: {', '.join(columns)}); "
+                "analyze a table with the job's quasi-identifiers and the sensitive attribute"
+            )
+        qis = [db.q(c) for c in job.qi_names]
+        classes = [f"g{i}" for i in range(len(qis))]
+        definition = (
+            f"SELECT {', '.join(f'{q} AS {g}' for q, g in zip(qis, classes))}, {db.q(attribute)} AS s, "
+            f"COUNT(*) AS cnt FROM {db.q(schema, table)} GROUP BY {', '.join(qis + [db.q(attribute)])}"
+        )
+        return AnalysisReport(
+            attribute, settings, [analyze_frequency_set(conn, table, attribute, definition, classes, "s", settings)]
+        )
 
 
 def _population_star(job: Job, ctx: SearchContext) -> StarSchema | None:
@@ -963,32 +1251,44 @@ def _population_star(job: Job, ctx: SearchContext) -> StarSchema | None:
     columns = {db.name_key(c) for c in db.columns(conn, schema, table)}
     missing = [q for q in job.qi_names if db.name_key(q) not in columns]
     if missing:
-        raise DataError(f"population table {table!r} has no column {missing[0]!r}; it needs the job's "
-                        "quasi-identifiers")
+        raise DataError(
+            f"population table {table!r} has no column {missing[0]!r}; it needs the job's quasi-identifiers"
+        )
     star = dataclasses.replace(ctx.star, source=db.q(schema, table), sensitive=[])
     total = conn.execute(text(f"SELECT COUNT(*) FROM {star.source}")).scalar_one()
     matched = conn.execute(text(f"SELECT COUNT(*) FROM {star.joins()}")).scalar_one()
     if matched != total:
-        raise DataError(f"population table {table!r}: {total - matched} of its {total} rows have quasi-identifier "
-                        "values missing from the job's hierarchies; add them to the hierarchies")
+        raise DataError(
+            f"population table {table!r}: {total - matched} of its {total} rows have quasi-identifier "
+            "values missing from the job's hierarchies; add them to the hierarchies"
+        )
     return star
 
 
 def _analyzed_attribute(job: Job, sensitive: str | None) -> str:
     if sensitive is None:
         if not job.sensitive:
-            raise ConfigError("the job has no sensitive attribute to analyze; list one under sensitive: or name it "
-                              "with --sensitive")
+            raise ConfigError(
+                "the job has no sensitive attribute to analyze; list one under sensitive: or name it with --sensitive"
+            )
         return job.sensitive[0]
     if sensitive not in job.sensitive:
-        raise ConfigError(f"{sensitive!r} is not a sensitive attribute of the job (its sensitive attributes: "
-                          f"{', '.join(job.sensitive) or 'none'})")
+        raise ConfigError(
+            f"{sensitive!r} is not a sensitive attribute of the job (its sensitive attributes: "
+            f"{', '.join(job.sensitive) or 'none'})"
+        )
     return sensitive
 
 
-def _analyze_node(ctx: SearchContext, node: tuple[int, ...], attribute: str, settings: AnalysisSettings,
-                  metrics: dict[str, Any], population_star: StarSchema | None = None,
-                  bayes: BayesSettings | None = None) -> TableAnalysis:
+def _analyze_node(
+    ctx: SearchContext,
+    node: tuple[int, ...],
+    attribute: str,
+    settings: AnalysisSettings,
+    metrics: dict[str, Any],
+    population_star: StarSchema | None = None,
+    bayes: BayesSettings | None = None,
+) -> TableAnalysis:
     """One node's release: its frequency set over `attribute`, minus the classes the criteria suppress
     (and, with `population_star`, the same node over the population for the journalist and marketer risks).
 
@@ -999,33 +1299,58 @@ def _analyze_node(ctx: SearchContext, node: tuple[int, ...], attribute: str, set
     columns = [class_column(a) for a in sorted(levels)]
     tag = f"{ctx.run.run_id}_{'_'.join(map(str, node))}"
     with ExitStack() as scratch:
-        fs = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, use_cube=False).from_table(levels,
-                                                                                                         "analysis")
+        fs = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, use_cube=False).from_table(
+            levels, "analysis"
+        )
         definition = scratch.enter_context(_scratch_table(ctx, f"analysis_{tag}", fs.definition))
         suppressed = None
         if ctx.max_suppressed:
-            checked = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, use_cube=False).from_table(levels, "criteria")
+            checked = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, use_cube=False).from_table(
+                levels, "criteria"
+            )
             view = FrequencySetView("criteria_fs", columns, COUNT, ctx.star.sensitive_columns(), checked.definition)
             params: dict[str, object] = {}
             violators = violating_classes_sql(view, ctx.criteria, "a", params)
-            suppressed = scratch.enter_context(_scratch_table(
-                ctx, f"suppressed_{tag}",
-                f"WITH criteria_fs AS ({checked.definition}) SELECT {', '.join(columns)} FROM ({violators}) v", params))
+            suppressed = scratch.enter_context(
+                _scratch_table(
+                    ctx,
+                    f"suppressed_{tag}",
+                    f"WITH criteria_fs AS ({checked.definition}) SELECT {', '.join(columns)} FROM ({violators}) v",
+                    params,
+                )
+            )
         population = None
         if population_star is not None:
-            population = FrequencySets(ctx.db, ctx.conn, population_star, ctx.schema, ctx.run.run_id,
-                                       use_cube=False).from_table(levels, "population").definition
-        analysis = analyze_frequency_set(ctx.conn, node_label(node), attribute, definition, columns,
-                                         star.sensitive_columns()[attribute], settings, suppressed, population)
+            population = (
+                FrequencySets(ctx.db, ctx.conn, population_star, ctx.schema, ctx.run.run_id, use_cube=False)
+                .from_table(levels, "population")
+                .definition
+            )
+        analysis = analyze_frequency_set(
+            ctx.conn,
+            node_label(node),
+            attribute,
+            definition,
+            columns,
+            star.sensitive_columns()[attribute],
+            settings,
+            suppressed,
+            population,
+        )
         analysis.utility = {**metrics, **_arx_utility(ctx, definition, node, analysis, suppressed)}
-        analysis.bayes = bayes_audit(ctx.conn, _bayes_cells(star, node, attribute),
-                                     [f"q{a}" for a in sorted(levels)], columns, bayes or BayesSettings(), suppressed)
+        analysis.bayes = bayes_audit(
+            ctx.conn,
+            _bayes_cells(star, node, attribute),
+            [f"q{a}" for a in sorted(levels)],
+            columns,
+            bayes or BayesSettings(),
+            suppressed,
+        )
     return analysis
 
 
 @contextmanager
-def _scratch_table(ctx: SearchContext, name: str, sql: str, params: dict[str, object] | None = None
-                   ) -> Iterator[str]:
+def _scratch_table(ctx: SearchContext, name: str, sql: str, params: dict[str, object] | None = None) -> Iterator[str]:
     """`sql` stored once as a temporary table; yields a SELECT of it for the statements that read it, then drops
     it."""
     ref = ctx.db.create_scratch(ctx.conn, name, sql, params)
@@ -1040,39 +1365,51 @@ def _bayes_cells(star: StarSchema, node: tuple[int, ...], attribute: str) -> str
     exact = [f"d{d.attr}.c0" for d in star.dimensions]
     published = [f"d{d.attr}.c{node[d.attr]}" for d in star.dimensions]
     value = f"t.{star.db.q(attribute)}"
-    select = ([f"{c} AS q{d.attr}" for c, d in zip(exact, star.dimensions)]
-              + [f"{c} AS {class_column(d.attr)}" for c, d in zip(published, star.dimensions)])
-    return (f"SELECT {', '.join(select)}, {value} AS s, COUNT(*) AS cnt FROM {star.joins()} "
-            f"GROUP BY {', '.join(exact + published + [value])}")
+    select = [f"{c} AS q{d.attr}" for c, d in zip(exact, star.dimensions)] + [
+        f"{c} AS {class_column(d.attr)}" for c, d in zip(published, star.dimensions)
+    ]
+    return (
+        f"SELECT {', '.join(select)}, {value} AS s, COUNT(*) AS cnt FROM {star.joins()} "
+        f"GROUP BY {', '.join(exact + published + [value])}"
+    )
 
 
-def _arx_utility(ctx: SearchContext, definition: str, node: tuple[int, ...], analysis: TableAnalysis,
-                 suppressed: str | None) -> dict[str, float]:
+def _arx_utility(
+    ctx: SearchContext, definition: str, node: tuple[int, ...], analysis: TableAnalysis, suppressed: str | None
+) -> dict[str, float]:
     """Utility as ARX defines it: DM* (every class counts n^2, suppressed ones too), AECS with the suppressed
     tuples as one class, and the normalized certainty penalty (loss): per tuple and QI, (leaves under its
     generalized value - 1) / (leaves of the hierarchy - 1), 1 for a suppressed tuple, averaged."""
     dims = ctx.star.dimensions
     columns = [class_column(d.attr) for d in dims]
-    areas = " ".join(f"JOIN (SELECT c{node[d.attr]} AS code, COUNT(*) AS area FROM {d.table} GROUP BY "
-                     f"c{node[d.attr]}) ar{d.attr} ON ar{d.attr}.code = c.{class_column(d.attr)}" for d in dims)
+    areas = " ".join(
+        f"JOIN (SELECT c{node[d.attr]} AS code, COUNT(*) AS area FROM {d.table} GROUP BY "
+        f"c{node[d.attr]}) ar{d.attr} ON ar{d.attr}.code = c.{class_column(d.attr)}"
+        for d in dims
+    )
     penalty = " + ".join(f"(ar{d.attr}.area - 1.0) / {max(len(d.hierarchy.paths) - 1, 1)}" for d in dims)
     out = "0"
     if suppressed:
         on = " AND ".join(f"x.{col} = c.{col}" for col in columns)
         out = f"CASE WHEN EXISTS (SELECT 1 FROM ({suppressed}) x WHERE {on}) THEN 1 ELSE 0 END"
-    row = ctx.conn.execute(text(
-        f"WITH fs AS ({definition}), classes AS (SELECT {', '.join(columns)}, SUM(cnt) AS n FROM fs GROUP BY "
-        f"{', '.join(columns)}) SELECT SUM(CAST(c.n AS DOUBLE PRECISION) * c.n), "
-        f"SUM(CASE WHEN {out} = 1 THEN c.n * {len(dims)}.0 ELSE c.n * ({penalty}) END) FROM classes c {areas}")
-        ).one()
+    row = ctx.conn.execute(
+        text(
+            f"WITH fs AS ({definition}), classes AS (SELECT {', '.join(columns)}, SUM(cnt) AS n FROM fs GROUP BY "
+            f"{', '.join(columns)}) SELECT SUM(CAST(c.n AS DOUBLE PRECISION) * c.n), "
+            f"SUM(CASE WHEN {out} = 1 THEN c.n * {len(dims)}.0 ELSE c.n * ({penalty}) END) FROM classes c {areas}"
+        )
+    ).one()
     rows = analysis.rows + analysis.suppressed
-    return {"dm_star": float(row[0] or 0),
-            "aecs": rows / (analysis.classes + (1 if analysis.suppressed else 0)) if rows else 0.0,
-            "loss": float(row[1] or 0) / (rows * len(dims)) if rows else 0.0}
+    return {
+        "dm_star": float(row[0] or 0),
+        "aecs": rows / (analysis.classes + (1 if analysis.suppressed else 0)) if rows else 0.0,
+        "loss": float(row[1] or 0) / (rows * len(dims)) if rows else 0.0,
+    }
 
 
-def run_job(name: str, db_url: str, options: RunOptions | None = None, resume: bool = False
-            ) -> SearchResult | AnonymizeResult:
+def run_job(
+    name: str, db_url: str, options: RunOptions | None = None, resume: bool = False
+) -> SearchResult | AnonymizeResult:
     """Run a registered job by name: anonymize when it has an output, else search.
 
     One run of a job at a time (PostgreSQL advisory lock). A run left behind by
@@ -1080,9 +1417,10 @@ def run_job(name: str, db_url: str, options: RunOptions | None = None, resume: b
     continues it instead, from its last completed Incognito iteration (other
     strategies start over).
     """
-    options = dataclasses.replace(options or RunOptions(), db_url=normalize_url(db_url, Path.cwd()))
-    with opened_registry(options.db_url, options.metadata_schema) as registry:
-        with registry.exclusive(name), registry.load(name, options.db_url) as job:
+    url = normalize_url(db_url, Path.cwd())
+    options = dataclasses.replace(options or RunOptions(), db_url=url)
+    with opened_registry(url, options.metadata_schema) as registry:
+        with registry.exclusive(name), registry.load(name, url) as job:
             if resume:
                 options = dataclasses.replace(options, resume_run=registry.resumable_run(name))
             else:
@@ -1092,9 +1430,15 @@ def run_job(name: str, db_url: str, options: RunOptions | None = None, resume: b
             return search(job, options)
 
 
-def load_csv(csv: str | Path, table: str, db_url: str, schema: str | None = None,
-             csv_options: dict[str, Any] | None = None, replace: bool = False,
-             metadata_schema: str = DEFAULT_SCHEMA) -> int:
+def load_csv(
+    csv: str | Path,
+    table: str,
+    db_url: str,
+    schema: str | None = None,
+    csv_options: dict[str, Any] | None = None,
+    replace: bool = False,
+    metadata_schema: str = DEFAULT_SCHEMA,
+) -> int:
     """Load a CSV file into a new table `schema.table` (atomically); returns its row count.
 
     The way to put data into the database before registering a job (a
@@ -1118,15 +1462,18 @@ def load_csv(csv: str | Path, table: str, db_url: str, schema: str | None = None
         db.dispose()
 
 
-def _load(db: Database, conn, ownership: Ownership, path: Path, options: dict[str, Any], target: TableName) -> int:
+def _load(
+    db: Database, conn: Connection, ownership: Ownership, path: Path, options: dict[str, Any], target: TableName
+) -> int:
     """Create `target` from the file and record it as sqlanon's, with the file's checksum."""
     rows = db.load_csv(conn, path, options, db.q(target.schema, target.table))
-    ownership.record(conn, target, "source", rows, file_path=str(path.resolve()),
-                     file_sha256=file_digest(path, options))
+    ownership.record(
+        conn, target, "source", rows, file_path=str(path.resolve()), file_sha256=file_digest(path, options)
+    )
     return rows
 
 
-def _prepare_source(db: Database, conn, job: Job, ownership: Ownership) -> TableName:
+def _prepare_source(db: Database, conn: Connection, job: Job, ownership: Ownership) -> TableName:
     """The source's resolved name, after loading `source.csv` into it when the job names a file.
 
     A file goes into a new table (in the caller's transaction, committed only
@@ -1147,14 +1494,18 @@ def _prepare_source(db: Database, conn, job: Job, ownership: Ownership) -> Table
     owned = ownership.owned(conn, source)
     reload = f"sqlanon load {src.csv} --table {src.table}{' --schema ' + src.schema if src.schema else ''} --replace"
     if owned is None or owned.kind != "source":
-        raise DataError(f"table {str(source)!r} already exists and sqlanon did not load it from {src.csv.name}; "
-                        "sqlanon never replaces a table it did not create: remove source.csv to anonymize the "
-                        f"table as it is, name a new source.table, or replace it on purpose with: {reload}")
+        raise DataError(
+            f"table {str(source)!r} already exists and sqlanon did not load it from {src.csv.name}; "
+            "sqlanon never replaces a table it did not create: remove source.csv to anonymize the "
+            f"table as it is, name a new source.table, or replace it on purpose with: {reload}"
+        )
     rows = db.execute(conn, f"SELECT COUNT(*) FROM {db.q(src.schema, src.table)}").scalar_one()
     if not src.csv.is_file():
         raise DataError(f"CSV file not found: {src.csv}")
     if owned.file_sha256 != file_digest(src.csv, src.csv_options) or rows != owned.row_count:
-        raise DataError(f"table {str(source)!r} was loaded by sqlanon from {owned.file_path}, and the file (or its "
-                        f"options, or the table: {rows} rows, {owned.row_count} loaded) changed since; reload it "
-                        f"with: {reload}, or remove source.csv to anonymize the table as it is")
+        raise DataError(
+            f"table {str(source)!r} was loaded by sqlanon from {owned.file_path}, and the file (or its "
+            f"options, or the table: {rows} rows, {owned.row_count} loaded) changed since; reload it "
+            f"with: {reload}, or remove source.csv to anonymize the table as it is"
+        )
     return source

@@ -5,6 +5,7 @@ the names it may use (strategies, generators, output methods, criteria: each fro
 need the data (columns exist, values covered by hierarchies) happen against the database in
 `sqlanon.engine.star`.
 """
+
 from __future__ import annotations
 
 import re
@@ -13,14 +14,14 @@ from typing import Any
 
 import yaml
 
+from .backends import normalize_url
 from .criteria import criteria_from_config
 from .errors import ConfigError
 from .model.hierarchies import GENERATORS
-from .search.strategies import STRATEGIES
 from .model.job import (
+    NUMERIC_OUTPUTS,
     Identifier,
     InferenceSettings,
-    NUMERIC_OUTPUTS,
     Job,
     Output,
     QuasiIdentifier,
@@ -32,8 +33,7 @@ from .model.job import (
     _choice,
     check_roles,
 )
-from .backends import normalize_url
-
+from .search.strategies import STRATEGIES
 
 BASES = ("cube", "table")
 OUTPUT_METHODS = ("generalize", "anatomy", "mondrian")
@@ -50,15 +50,15 @@ def read_config_file(path: Path) -> Any:
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} not found")
     try:
-        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}".replace("\n", " ")) from None
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
     """YAML's safe loader, but a key given twice in one mapping is an error (YAML keeps the last silently)."""
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
@@ -68,22 +68,47 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 break
             if first != key_node.start_mark.line + 1:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is given twice (lines {first} and {key_node.start_mark.line + 1}); "
-                    "give it once", key_node.start_mark)
-        return super().construct_mapping(node, deep)
+                    None,
+                    None,
+                    f"key {key!r} is given twice (lines {first} and {key_node.start_mark.line + 1}); give it once",
+                    key_node.start_mark,
+                )
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep)
+        return mapping
 
 
 def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "job") -> Job:
     """Build a Job from the parsed YAML structure (also usable from Python)."""
     base_dir = Path(base_dir)
-    cfg = _mapping(data, "the config", {"source", "quasi_identifiers", "sensitive", "criteria",
-                                        "output", "search", "name", "suppression",
-                                        "select", "insensitive", "identifying", "population", "releases",
-                                        "inference", "unit"})
-    source = _source(_mapping(_required(cfg, "source", "the config"), "source",
-                              {"url", "table", "schema", "csv", "csv_options", "memory_limit", "temp_directory",
-                               "parquet"}),
-                     base_dir)
+    cfg = _mapping(
+        data,
+        "the config",
+        {
+            "source",
+            "quasi_identifiers",
+            "sensitive",
+            "criteria",
+            "output",
+            "search",
+            "name",
+            "suppression",
+            "select",
+            "insensitive",
+            "identifying",
+            "population",
+            "releases",
+            "inference",
+            "unit",
+        },
+    )
+    source = _source(
+        _mapping(
+            _required(cfg, "source", "the config"),
+            "source",
+            {"url", "table", "schema", "csv", "csv_options", "memory_limit", "temp_directory", "parquet"},
+        ),
+        base_dir,
+    )
     qis = _quasi_identifiers(_required(cfg, "quasi_identifiers", "the config"), base_dir)
     sensitive = _column_list(cfg, "sensitive")
     criteria = criteria_from_config(cfg["criteria"], base_dir) if cfg.get("criteria") is not None else []
@@ -98,32 +123,53 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
     assume_monotone = search.get("assume_monotone", False)
     if not isinstance(assume_monotone, bool):
         raise ConfigError(f"search.assume_monotone must be true or false, got {assume_monotone!r}")
-    suppression = _suppression(cfg["suppression"]) if cfg.get("suppression") is not None \
-        else Suppression()
+    suppression = _suppression(cfg["suppression"]) if cfg.get("suppression") is not None else Suppression()
     select = _selection(cfg["select"]) if cfg.get("select") is not None else Selection()
     name = cfg.get("name", default_name)
     population = None
     if cfg.get("population") is not None:
         pop = _mapping(cfg["population"], "population", {"table", "schema"})
-        population = (_optional_identifier(pop.get("schema"), "population.schema"),
-                      _identifier(_required(pop, "table", "population"), "population.table"))
+        population = (
+            _optional_identifier(pop.get("schema"), "population.schema"),
+            _identifier(_required(pop, "table", "population"), "population.table"),
+        )
     releases = _release_series(cfg["releases"]) if cfg.get("releases") is not None else None
     inference = _inference(cfg.get("inference") or {})
     unit = cfg.get("unit")
     if unit is not None and unit != "rows":
-        raise ConfigError(f"unit must be rows (each row is protected on its own, whoever it belongs to), got "
-                          f"{unit!r}; without it every row is one person's, and a direct identifier that repeats "
-                          "stops the job")
-    job = Job(source, qis, criteria, output, sensitive, strategy, str(name), base, suppression, select,
-              assume_monotone, insensitive, identifying, population, releases, inference, unit=unit)
+        raise ConfigError(
+            f"unit must be rows (each row is protected on its own, whoever it belongs to), got "
+            f"{unit!r}; without it every row is one person's, and a direct identifier that repeats "
+            "stops the job"
+        )
+    job = Job(
+        source,
+        qis,
+        criteria,
+        output,
+        sensitive,
+        strategy,
+        str(name),
+        base,
+        suppression,
+        select,
+        assume_monotone,
+        insensitive,
+        identifying,
+        population,
+        releases,
+        inference,
+        unit=unit,
+    )
     check_roles(job)
     _check_method(job)
     return job
 
 
 def _output(raw: Any) -> Output:
-    out = _mapping(raw, "output", {"table", "schema", "grant_to", "method", "l", "sensitive_table", "seed",
-                                   "relaxed", "numeric"})
+    out = _mapping(
+        raw, "output", {"table", "schema", "grant_to", "method", "l", "sensitive_table", "seed", "relaxed", "numeric"}
+    )
     grant_to = out.get("grant_to") or []
     grant_to = [grant_to] if isinstance(grant_to, str) else grant_to
     if not isinstance(grant_to, list):
@@ -132,14 +178,19 @@ def _output(raw: Any) -> Output:
     l_value = out.get("l")
     if method == "anatomy":
         if isinstance(l_value, bool) or not isinstance(l_value, int) or l_value < 2:
-            raise ConfigError(f"output.l must be a whole number >= 2 with method anatomy (every bucket holds l "
-                              f"different sensitive values), got {l_value!r}")
+            raise ConfigError(
+                f"output.l must be a whole number >= 2 with method anatomy (every bucket holds l "
+                f"different sensitive values), got {l_value!r}"
+            )
     elif any(out.get(key) is not None for key in ("l", "sensitive_table", "seed")):
-        raise ConfigError("output.l, output.sensitive_table and output.seed belong to method: anatomy; remove "
-                          "them, or add method: anatomy")
+        raise ConfigError(
+            "output.l, output.sensitive_table and output.seed belong to method: anatomy; remove "
+            "them, or add method: anatomy"
+        )
     if method != "mondrian" and any(out.get(key) is not None for key in ("relaxed", "numeric")):
-        raise ConfigError("output.relaxed and output.numeric belong to method: mondrian; remove them, or add "
-                          "method: mondrian")
+        raise ConfigError(
+            "output.relaxed and output.numeric belong to method: mondrian; remove them, or add method: mondrian"
+        )
     relaxed = out.get("relaxed", False)
     if not isinstance(relaxed, bool):
         raise ConfigError(f"output.relaxed must be true or false, got {relaxed!r}")
@@ -147,10 +198,17 @@ def _output(raw: Any) -> Output:
     seed = out.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, (int, str)):
         raise ConfigError(f"output.seed must be a whole number or a word, got {seed!r}")
-    return Output(_identifier(_required(out, "table", "output"), "output.table"),
-                  _optional_identifier(out.get("schema"), "output.schema"),
-                  [_identifier(role, "output.grant_to") for role in grant_to], method, l_value,
-                  _optional_identifier(out.get("sensitive_table"), "output.sensitive_table"), seed, relaxed, numeric)
+    return Output(
+        _identifier(_required(out, "table", "output"), "output.table"),
+        _optional_identifier(out.get("schema"), "output.schema"),
+        [_identifier(role, "output.grant_to") for role in grant_to],
+        method,
+        l_value,
+        _optional_identifier(out.get("sensitive_table"), "output.sensitive_table"),
+        seed,
+        relaxed,
+        numeric,
+    )
 
 
 def _check_method(job: Job) -> None:
@@ -160,26 +218,34 @@ def _check_method(job: Job) -> None:
         if not job.criteria:
             raise ConfigError("output.method mondrian needs criteria, e.g. criteria: {k_anonymity: {k: 5}}")
         if job.suppression.limit:
-            raise ConfigError("output.method mondrian suppresses no tuples (every partition satisfies the criteria "
-                              "as it is cut); remove suppression, or publish by generalization")
+            raise ConfigError(
+                "output.method mondrian suppresses no tuples (every partition satisfies the criteria "
+                "as it is cut); remove suppression, or publish by generalization"
+            )
     if job.output is not None and job.output.bucketized:
         cut = [qi.column for qi in job.quasi_identifiers if qi.has_hierarchy]
         if cut:
-            raise ConfigError(f"output.method anatomy publishes quasi-identifiers exact, so {', '.join(cut)} would "
-                              "ignore the hierarchy given; list them without one (quasi_identifiers: [...]), or "
-                              "publish by generalization")
+            raise ConfigError(
+                f"output.method anatomy publishes quasi-identifiers exact, so {', '.join(cut)} would "
+                "ignore the hierarchy given; list them without one (quasi_identifiers: [...]), or "
+                "publish by generalization"
+            )
         if job.suppression.limit:
             raise ConfigError("output.method anatomy suppresses no tuples; remove suppression")
         if job.criteria:
-            raise ConfigError("output.method anatomy guarantees l different sensitive values per bucket (output.l) "
-                              "and searches no lattice; remove criteria, or publish by generalization")
+            raise ConfigError(
+                "output.method anatomy guarantees l different sensitive values per bucket (output.l) "
+                "and searches no lattice; remove criteria, or publish by generalization"
+            )
         if len(job.sensitive) != 1:
-            raise ConfigError(f"output.method anatomy publishes one sensitive column; the job lists "
-                              f"{len(job.sensitive)} ({', '.join(job.sensitive) or 'none'}): list exactly one under "
-                              "sensitive")
+            raise ConfigError(
+                f"output.method anatomy publishes one sensitive column; the job lists "
+                f"{len(job.sensitive)} ({', '.join(job.sensitive) or 'none'}): list exactly one under "
+                "sensitive"
+            )
 
 
-def _column_list(cfg: dict, key: str) -> list[str]:
+def _column_list(cfg: dict[str, Any], key: str) -> list[str]:
     names = cfg.get(key) or []
     names = [names] if isinstance(names, str) else names
     if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
@@ -202,11 +268,16 @@ def _identifying(raw: Any, base_dir: Path) -> list[Identifier]:
             continue
         if not isinstance(action, dict):
             raise ConfigError(f"{where} must be drop, or {{pseudonym: {{key_env: VARIABLE}}}}; got {action!r}")
-        spec = _mapping(_required(_mapping(action, where, {"pseudonym"}), "pseudonym", where),
-                        f"{where}.pseudonym", {"key_env", "key_file"})
+        spec = _mapping(
+            _required(_mapping(action, where, {"pseudonym"}), "pseudonym", where),
+            f"{where}.pseudonym",
+            {"key_env", "key_file"},
+        )
         if len(spec) != 1:
-            raise ConfigError(f"{where}.pseudonym takes one of key_env: VARIABLE or key_file: FILE (the secret key "
-                              "is never written in the job)")
+            raise ConfigError(
+                f"{where}.pseudonym takes one of key_env: VARIABLE or key_file: FILE (the secret key "
+                "is never written in the job)"
+            )
         if "key_env" in spec:
             found.append(Identifier(column, "pseudonym", key_env=_identifier(spec["key_env"], f"{where}.key_env")))
         else:
@@ -215,7 +286,7 @@ def _identifying(raw: Any, base_dir: Path) -> list[Identifier]:
     return found
 
 
-def _source(src: dict, base_dir: Path) -> Source:
+def _source(src: dict[str, Any], base_dir: Path) -> Source:
     url = normalize_url(str(_required(src, "url", "source")), base_dir)
     csv = src.get("csv")
     csv_path = (base_dir / csv).resolve() if csv else None
@@ -224,13 +295,20 @@ def _source(src: dict, base_dir: Path) -> Source:
     temp = src.get("temp_directory")
     parquet = src.get("parquet")
     if parquet and (csv or src.get("schema")):
-        raise ConfigError("source.parquet names files read in place as a temporary view: it goes without "
-                          "source.csv and source.schema; keep one source")
-    return Source(url, _identifier(_required(src, "table", "source"), "source.table"),
-                  _optional_identifier(src.get("schema"), "source.schema"), csv_path, options,
-                  None if memory is None else check_memory_limit(memory, "source.memory_limit"),
-                  None if temp is None else (base_dir / str(temp)).resolve(),
-                  (base_dir / str(parquet)).resolve() if parquet else None)
+        raise ConfigError(
+            "source.parquet names files read in place as a temporary view: it goes without "
+            "source.csv and source.schema; keep one source"
+        )
+    return Source(
+        url,
+        _identifier(_required(src, "table", "source"), "source.table"),
+        _optional_identifier(src.get("schema"), "source.schema"),
+        csv_path,
+        options,
+        None if memory is None else check_memory_limit(memory, "source.memory_limit"),
+        None if temp is None else (base_dir / str(temp)).resolve(),
+        (base_dir / str(parquet)).resolve() if parquet else None,
+    )
 
 
 MEMORY_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB|%)\s*$", re.IGNORECASE)
@@ -240,8 +318,9 @@ def check_memory_limit(value: Any, where: str) -> str:
     """A DuckDB memory size such as 2GB or 512MiB, normalized (its text goes into a SET statement)."""
     found = MEMORY_SIZE.match(str(value))
     if not found or float(found.group(1)) <= 0:
-        raise ConfigError(f"{where} {value!r} is not a memory size; write e.g. 2GB, 512MB, 1.5GiB or 50% (of the "
-                          "machine's memory)")
+        raise ConfigError(
+            f"{where} {value!r} is not a memory size; write e.g. 2GB, 512MB, 1.5GiB or 50% (of the machine's memory)"
+        )
     return f"{found.group(1)}{found.group(2).upper().replace('I', 'i')}"
 
 
@@ -261,8 +340,9 @@ def _quasi_identifiers(raw: Any, base_dir: Path) -> list[QuasiIdentifier]:
         spec = _mapping(spec, f"quasi_identifiers.{column}", None)
         hierarchy, generate = spec.get("hierarchy"), spec.get("generate")
         if (hierarchy is None) == (generate is None):
-            raise ConfigError(f"quasi_identifiers.{column} needs exactly one of hierarchy: FILE or "
-                              f"generate: {'|'.join(GENERATORS)}")
+            raise ConfigError(
+                f"quasi_identifiers.{column} needs exactly one of hierarchy: FILE or generate: {'|'.join(GENERATORS)}"
+            )
         options = {k: v for k, v in spec.items() if k not in ("hierarchy", "generate")}
         if hierarchy is not None:
             if options:
@@ -270,8 +350,9 @@ def _quasi_identifiers(raw: Any, base_dir: Path) -> list[QuasiIdentifier]:
             qis.append(QuasiIdentifier(column, hierarchy=(base_dir / str(hierarchy)).resolve()))
         else:
             if generate not in GENERATORS:
-                raise ConfigError(f"quasi_identifiers.{column}: unknown generator {generate!r}; "
-                                  f"choose one of {', '.join(GENERATORS)}")
+                raise ConfigError(
+                    f"quasi_identifiers.{column}: unknown generator {generate!r}; choose one of {', '.join(GENERATORS)}"
+                )
             qis.append(QuasiIdentifier(column, generate=generate, options=options))
     return qis
 
@@ -286,7 +367,7 @@ def _yaml_number(value: Any) -> Any:
     return value
 
 
-def _mapping(value: Any, where: str, allowed: set[str] | None) -> dict:
+def _mapping(value: Any, where: str, allowed: set[str] | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"{where} must be a mapping (key: value), got {type(value).__name__}")
     if allowed is not None:
@@ -296,7 +377,7 @@ def _mapping(value: Any, where: str, allowed: set[str] | None) -> dict:
     return value
 
 
-def _required(cfg: dict, key: str, where: str) -> Any:
+def _required(cfg: dict[str, Any], key: str, where: str) -> Any:
     if cfg.get(key) is None:
         raise ConfigError(f"{where} is missing the required key {key!r}")
     return cfg[key]
@@ -331,26 +412,38 @@ def _release_series(raw: Any) -> ReleaseSeries:
     pseudonym = _identifier(_required(spec, "pseudonym", "releases"), "releases.pseudonym")
     series = _required(spec, "series", "releases")
     if not isinstance(series, list) or not series:
-        raise ConfigError("releases.series must list the releases, e.g. [{name: january, table: jan_qi, "
-                          "sensitive_table: jan_sensitive}, {name: february, table: feb_generalized}]")
+        raise ConfigError(
+            "releases.series must list the releases, e.g. [{name: january, table: jan_qi, "
+            "sensitive_table: jan_sensitive}, {name: february, table: feb_generalized}]"
+        )
     releases = []
     for index, item in enumerate(series):
         where = f"releases.series[{index}]"
         item = _mapping(item, where, {"name", "table", "schema", "sensitive_table"})
         table = _identifier(_required(item, "table", where), f"{where}.table")
-        releases.append(Release(str(item.get("name") or table), table,
-                                _optional_identifier(item.get("schema"), f"{where}.schema"),
-                                _optional_identifier(item.get("sensitive_table"), f"{where}.sensitive_table")))
+        releases.append(
+            Release(
+                str(item.get("name") or table),
+                table,
+                _optional_identifier(item.get("schema"), f"{where}.schema"),
+                _optional_identifier(item.get("sensitive_table"), f"{where}.sensitive_table"),
+            )
+        )
     names = [r.name for r in releases]
     if len(set(names)) != len(names):
         raise ConfigError(f"releases.series: names must differ, got {names}")
-    return ReleaseSeries(pseudonym, tuple(releases), _identifier(spec.get("bucket_column", "bucket"),
-                                                       "releases.bucket_column"))
+    return ReleaseSeries(
+        pseudonym, tuple(releases), _identifier(spec.get("bucket_column", "bucket"), "releases.bucket_column")
+    )
 
 
 def _inference(raw: Any) -> InferenceSettings:
-    spec = _mapping(raw, "inference", {"max_probability", "min_probability", "tolerance", "max_iterations",
-                                       "table", "schema"})
+    spec = _mapping(
+        raw, "inference", {"max_probability", "min_probability", "tolerance", "max_iterations", "table", "schema"}
+    )
     fields = {k: _yaml_number(v) for k, v in spec.items() if k not in ("table", "schema")}
-    return InferenceSettings(**fields, table=_optional_identifier(spec.get("table"), "inference.table"),
-               schema=_optional_identifier(spec.get("schema"), "inference.schema"))
+    return InferenceSettings(
+        **fields,
+        table=_optional_identifier(spec.get("table"), "inference.table"),
+        schema=_optional_identifier(spec.get("schema"), "inference.schema"),
+    )

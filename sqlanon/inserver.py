@@ -5,10 +5,12 @@ loopback connection to the calling database, as the calling role: the
 orchestration is shared, not duplicated, and every query still runs in this
 server. Errors come back as one-line SQL errors.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy.engine import URL
 
@@ -29,35 +31,49 @@ def loopback_url(plpy: Any, schema: str, role: str) -> str:
     migration wrote it: `unix_socket_directories` itself is readable only by
     superusers and pg_read_all_settings, which a runner role need not be.
     """
-    where = plpy.execute("SELECT current_database() AS d, current_setting('port') AS port, i.socket_directory AS socket "
-                         f"FROM {quote_name(schema)}.installation() i")[0]
+    where = plpy.execute(
+        "SELECT current_database() AS d, current_setting('port') AS port, i.socket_directory AS socket "
+        f"FROM {quote_name(schema)}.installation() i"
+    )[0]
     if not where["socket"]:
-        plpy.error(f"sqlanon: schema {schema!r} does not know the server's socket folder; a superuser upgrades it "
-                   "once with: sqlanon migrate --db URL")
-    return URL.create("postgresql+psycopg", username=role, database=where["d"],
-                      query={"host": where["socket"].strip(), "port": where["port"],
-                             "application_name": "sqlanon-in-server"}).render_as_string(hide_password=False)
+        plpy.error(
+            f"sqlanon: schema {schema!r} does not know the server's socket folder; a superuser upgrades it "
+            "once with: sqlanon migrate --db URL"
+        )
+    return URL.create(
+        "postgresql+psycopg",
+        username=role,
+        database=where["d"],
+        query={"host": where["socket"].strip(), "port": where["port"], "application_name": "sqlanon-in-server"},
+    ).render_as_string(hide_password=False)
 
 
 def _registrant(plpy: Any, schema: str, job: str) -> str:
     """The role that registered `job`, asked of the store as the caller: its routine refuses a job that is not the
     caller's (nor one of its roles')."""
     plan = plpy.prepare(f"SELECT registered_by FROM {quote_name(schema)}.job_definition(p_job => $1)", ["text"])
-    return plpy.execute(plan, [job])[0]["registered_by"]
+    return str(plpy.execute(plan, [job])[0]["registered_by"])
 
 
 def _job_of_run(plpy: Any, schema: str, run_id: int) -> str:
     plan = plpy.prepare(f"SELECT job_name FROM {quote_name(schema)}.run_outcome(p_run => $1)", ["bigint"])
-    return plpy.execute(plan, [run_id])[0]["job_name"]
+    return str(plpy.execute(plan, [run_id])[0]["job_name"])
 
 
 def run_job(plpy: Any, schema: str, job: str, resume: bool) -> str:
-    from .api import RunOptions, run_job as run
+    from .api import RunOptions
+    from .api import run_job as run
+
     options = RunOptions(metadata_schema=schema, progress=_interrupt_probe(plpy, job))
-    answer = _answer(plpy, schema, f"run_job({job!r})", lambda: _registrant(plpy, schema, job),
-                     lambda url: run(job, url, options, resume=resume).to_dict())
+    answer = _answer(
+        plpy,
+        schema,
+        f"run_job({job!r})",
+        lambda: _registrant(plpy, schema, job),
+        lambda url: run(job, url, options, resume=resume).to_dict(),
+    )
     settle_late_cancel(plpy, job)
-    return answer
+    return str(answer)
 
 
 def settle_late_cancel(plpy: Any, job: str) -> None:
@@ -71,11 +87,13 @@ def settle_late_cancel(plpy: Any, job: str) -> None:
         plpy.execute("SELECT pg_sleep(0)")
     except plpy.SPIError as exc:
         reason = (str(exc).strip().splitlines() or ["cancelled"])[0]
-        plpy.notice(f"sqlanon.run_job({job!r}): the calling statement was stopped ({reason}) after the run had "
-                    "finished; its result stands (see the runs table)")
+        plpy.notice(
+            f"sqlanon.run_job({job!r}): the calling statement was stopped ({reason}) after the run had "
+            "finished; its result stands (see the runs table)"
+        )
 
 
-def _interrupt_probe(plpy: Any, job: str) -> Callable[[str, int, int], None]:
+def _interrupt_probe(plpy: Any, job: str) -> Callable[[str, int, int | None], None]:
     """A progress callback that lets this backend act on a cancel, a statement_timeout or a lost client.
 
     The work runs on loopback sessions while this backend waits in Python,
@@ -84,44 +102,72 @@ def _interrupt_probe(plpy: Any, job: str) -> Callable[[str, int, int], None]:
     (its loopback sessions close, the job lock is released, the run is
     recorded as cancelled and can be resumed).
     """
-    def probe(phase: str, done: int, total: int) -> None:
+
+    def probe(phase: str, done: int, total: int | None) -> None:
         try:
             plpy.execute("SELECT pg_sleep(0)")
         except plpy.SPIError as exc:
             reason = (str(exc).strip().splitlines() or ["cancelled"])[0]
-            raise RunCancelled(f"the calling statement was stopped ({reason}); continue it with: "
-                               f"CALL run_job({job!r}, resume => true)") from None
+            raise RunCancelled(
+                f"the calling statement was stopped ({reason}); continue it with: CALL run_job({job!r}, resume => true)"
+            ) from None
+
     return probe
 
 
 def register_job(plpy: Any, schema: str, name: str, config: str, files: str | None) -> int:
     """Register from a JSON config; `files` maps each path the config names to the file's text."""
     from .api import register_job_config
+
     named = json.loads(files or "{}")
 
     def read(path: str, where: str) -> str:
         if path not in named:
             raise SqlanonError(f"{where}: {path!r} is not among the files given (keys of the files argument)")
-        return named[path]
+        return str(named[path])
 
-    return _answer(plpy, schema, f"register_job({name!r})", lambda: plpy.execute("SELECT session_user AS u")[0]["u"],
-                   lambda url: register_job_config(name, json.loads(config), read, url, schema))
+    return int(
+        _answer(
+            plpy,
+            schema,
+            f"register_job({name!r})",
+            lambda: plpy.execute("SELECT session_user AS u")[0]["u"],
+            lambda url: register_job_config(name, json.loads(config), read, url, schema),
+        )
+    )
 
 
 def publish_node(plpy: Any, schema: str, run_id: int, node: str, table: str, target_schema: str | None) -> str:
-    from .api import RunOptions, publish_node as publish
+    from .api import RunOptions
+    from .api import publish_node as publish
+
     levels = tuple(int(level) for level in node.split(","))
-    return _answer(plpy, schema, f"publish({run_id}, {node!r})",
-                   lambda: _registrant(plpy, schema, _job_of_run(plpy, schema, run_id)),
-                   lambda url: publish(run_id, levels, table, target_schema, url,
-                                       RunOptions(metadata_schema=schema)).to_dict())
+    return str(
+        _answer(
+            plpy,
+            schema,
+            f"publish({run_id}, {node!r})",
+            lambda: _registrant(plpy, schema, _job_of_run(plpy, schema, run_id)),
+            lambda url: publish(
+                run_id, levels, table, target_schema, url, RunOptions(metadata_schema=schema)
+            ).to_dict(),
+        )
+    )
 
 
 def analyze_job(plpy: Any, schema: str, job: str, node: str | None) -> str:
     from .api import RunOptions, analyze_registered
+
     levels = None if node is None else tuple(int(level) for level in node.split(","))
-    return _answer(plpy, schema, f"analyze_job({job!r})", lambda: _registrant(plpy, schema, job),
-                   lambda url: analyze_registered(job, url, RunOptions(metadata_schema=schema), levels).to_dict())
+    return str(
+        _answer(
+            plpy,
+            schema,
+            f"analyze_job({job!r})",
+            lambda: _registrant(plpy, schema, job),
+            lambda url: analyze_registered(job, url, RunOptions(metadata_schema=schema), levels).to_dict(),
+        )
+    )
 
 
 def _answer(plpy: Any, schema: str, what: str, role: Callable[[], str], action: Callable[[str], Any]) -> Any:

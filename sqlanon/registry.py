@@ -12,27 +12,28 @@ is how an interrupted run is told from a live one.
 A layer above `config` (it checks a stored configuration as a job file is checked); its rows are read and written
 through the store's operations (`store.jobs`).
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from .backends import Database, open_database, quote_literal, quote_name
-from .model.job import Job
-from .backends import normalize_url
+from .backends import Database, normalize_url, open_database, quote_literal, quote_name
 from .config import job_from_dict, read_config_file
 from .errors import ConfigError, DataError, SqlanonError
 from .model.hierarchies import stored_files
-from .store.migrate import migrate
-from .store.records import LIVE_RUNS, now
+from .model.job import Job
 from .publish.ownership import TableName
 from .store import Store, jobs, runs
+from .store.migrate import migrate
+from .store.records import LIVE_RUNS, now
 
 #: what a registered job's file names are read against: a folder of no machine (see hierarchies.stored_files)
 STORED_ROOT = Path("/stored-job")
@@ -50,9 +51,16 @@ class RunSummary:
     error: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "command": self.command, "status": self.status, "iteration": self.iteration,
-                "nodes_checked": self.nodes_checked, "started_at": str(self.started_at),
-                "finished_at": None if self.finished_at is None else str(self.finished_at), "error": self.error}
+        return {
+            "run_id": self.run_id,
+            "command": self.command,
+            "status": self.status,
+            "iteration": self.iteration,
+            "nodes_checked": self.nodes_checked,
+            "started_at": str(self.started_at),
+            "finished_at": None if self.finished_at is None else str(self.finished_at),
+            "error": self.error,
+        }
 
 
 class JobRegistry:
@@ -92,8 +100,15 @@ class JobRegistry:
         with stored_files(_stored_files(files)):
             self._check_outputs(job_from_dict(config, STORED_ROOT, default_name=name))
         with self.db.begin() as conn:
-            self.store.call(conn, jobs.REGISTER, job=name, config=json.dumps(config),  # key order: QI priority
-                            registered_at=now(), paths=list(files), contents=list(files.values()))
+            self.store.call(
+                conn,
+                jobs.REGISTER,
+                job=name,
+                config=json.dumps(config),  # key order: QI priority
+                registered_at=now(),
+                paths=list(files),
+                contents=list(files.values()),
+            )
         return len(files)
 
     def _check_outputs(self, job: Job) -> None:
@@ -108,9 +123,11 @@ class JobRegistry:
             for table in tables:
                 target = TableName(self.data.resolved_schema(conn, schema), table)
                 if target.same_as(source, self.data):
-                    raise ConfigError(f"output table {str(target)!r} is the source table {str(source)!r} (names are "
-                                      f"compared as {self.data.name_rule}); sqlanon never writes over its source: "
-                                      "choose another output.table")
+                    raise ConfigError(
+                        f"output table {str(target)!r} is the source table {str(source)!r} (names are "
+                        f"compared as {self.data.name_rule}); sqlanon never writes over its source: "
+                        "choose another output.table"
+                    )
 
     @contextmanager
     def load(self, name: str, db_url: str) -> Iterator[Job]:
@@ -124,8 +141,10 @@ class JobRegistry:
         with self.db.connect() as conn:
             row = self.store.call(conn, jobs.DEFINITION, job=name).first()
             if row is None:
-                raise ConfigError(f"no job named {name!r} is registered in schema {self.schema!r}; "
-                                  f"register it with: sqlanon job register {name} FILE --db URL")
+                raise ConfigError(
+                    f"no job named {name!r} is registered in schema {self.schema!r}; "
+                    f"register it with: sqlanon job register {name} FILE --db URL"
+                )
             files = dict(self.store.call(conn, jobs.FILES, job=name).all())
             self._check_registrant(conn, name, row[1])
         config = json.loads(row[0])
@@ -145,26 +164,38 @@ class JobRegistry:
         caller = conn.execute(text("SELECT session_user")).scalar_one()
         if registrant == caller:
             return
-        raise DataError(f"job {name!r} was registered by role {registrant!r} and runs with that role's rights, on "
-                        f"a connection of that role only; connect as {registrant!r}, or run it in the server, which "
-                        f"connects as its registrant: CALL {quote_name(self.schema)}.run_job(job => "
-                        f"CAST({quote_literal(name)} AS text))")
+        raise DataError(
+            f"job {name!r} was registered by role {registrant!r} and runs with that role's rights, on "
+            f"a connection of that role only; connect as {registrant!r}, or run it in the server, which "
+            f"connects as its registrant: CALL {quote_name(self.schema)}.run_job(job => "
+            f"CAST({quote_literal(name)} AS text))"
+        )
 
     # --- listing ----------------------------------------------------------------
     def jobs(self) -> list[dict[str, Any]]:
         """Every registered job (the caller's) with its latest run."""
         with self.db.connect() as conn:
             rows = self.store.call(conn, jobs.LIST).all()
-        return [{"name": n, "registered_at": str(at), "last_run": run_id,
-                 "status": self._status(n, status, run_id) if status else None,
-                 "started_at": None if started is None else str(started)} for n, at, run_id, status, started in rows]
+        return [
+            {
+                "name": n,
+                "registered_at": str(at),
+                "last_run": run_id,
+                "status": self._status(n, status, run_id) if status else None,
+                "started_at": None if started is None else str(started),
+            }
+            for n, at, run_id, status, started in rows
+        ]
 
     def runs(self, name: str, limit: int = 10) -> list[RunSummary]:
         """The job's latest runs, newest first."""
         with self.db.connect() as conn:
             rows = self.store.call(conn, jobs.RUNS, job=name, most=int(limit)).all()
-        return [RunSummary(int(r[0]), r[1], self._status(name, r[2], int(r[0])), int(r[3]), int(r[4]), r[5], r[6],
-                           r[7]) for r in rows]
+        return [
+            RunSummary(int(r[0]), r[1], self._status(name, r[2], int(r[0])), int(r[3]), int(r[4]), r[5], r[6], r[7])
+            for r in rows
+        ]
+
     def _status(self, name: str, status: str, run_id: int | None = None) -> str:
         """A run still marked running with no live session is shown as interrupted."""
         if status != "running":
@@ -195,8 +226,9 @@ class JobRegistry:
             if not self._try_lock(conn, name):
                 running = [r for r in self.runs(name, 1) if r.status == "running"]
                 which = f" (run {running[0].run_id}, started {running[0].started_at})" if running else ""
-                raise DataError(f"job {name!r} is already running{which}; wait for it, or check it with: "
-                                f"sqlanon job status {name}")
+                raise DataError(
+                    f"job {name!r} is already running{which}; wait for it, or check it with: sqlanon job status {name}"
+                )
             conn.commit()
             try:
                 yield
@@ -208,8 +240,11 @@ class JobRegistry:
         return {"space": f"sqlanon:{self.schema}", "name": name}
 
     def _try_lock(self, conn: Connection, name: str) -> bool:
-        return bool(conn.execute(text("SELECT pg_try_advisory_lock(hashtext(:space), hashtext(:name))"),
-                                 self._lock_keys(name)).scalar_one())
+        return bool(
+            conn.execute(
+                text("SELECT pg_try_advisory_lock(hashtext(:space), hashtext(:name))"), self._lock_keys(name)
+            ).scalar_one()
+        )
 
     def _unlock(self, conn: Connection, name: str) -> None:
         conn.execute(text("SELECT pg_advisory_unlock(hashtext(:space), hashtext(:name))"), self._lock_keys(name))
@@ -223,7 +258,7 @@ class JobRegistry:
         job_name, _, status, _ = row
         if status != "finished":
             raise DataError(f"run {run_id} is {status}, not finished; publish a node of a finished run")
-        return job_name
+        return str(job_name)
 
     def resumable_run(self, name: str) -> int:
         """The run a resume continues: the job's latest, when it did not finish.
@@ -241,8 +276,13 @@ class JobRegistry:
     def mark_interrupted(self, name: str, superseded_by: str) -> None:
         """Close runs left 'running' by a dead session as failed."""
         with self.db.begin() as conn:
-            self.store.call(conn, jobs.FAIL_RUNNING, job=name, finished_at=now(),
-                            error=f"interrupted (no live session); {superseded_by}")
+            self.store.call(
+                conn,
+                jobs.FAIL_RUNNING,
+                job=name,
+                finished_at=now(),
+                error=f"interrupted (no live session); {superseded_by}",
+            )
 
 
 @contextmanager
@@ -256,28 +296,36 @@ def opened_registry(db_url: str, schema: str) -> Iterator[JobRegistry]:
         db.dispose()
 
 
-def _refuse_file_access(config: dict) -> None:
+def _refuse_file_access(config: dict[str, Any]) -> None:
     """A registered job reaches no file of the machine it runs on: no CSV or Parquet file to read, no spill
     folder, no key file (its hierarchies are its stored files)."""
-    source = config.get("source") if isinstance(config.get("source"), dict) else {}
+    source = config["source"] if isinstance(config.get("source"), dict) else {}
     if source.get("csv"):
-        raise ConfigError("a registered job reads a table already in the database: load the file first "
-                          "(sqlanon load FILE --table T --db URL) and remove source.csv from the config")
+        raise ConfigError(
+            "a registered job reads a table already in the database: load the file first "
+            "(sqlanon load FILE --table T --db URL) and remove source.csv from the config"
+        )
     for key in ("parquet", "temp_directory"):
         if source.get(key):
-            raise ConfigError(f"a registered job reaches no file or folder of the machine that runs it: remove "
-                              f"source.{key} from the config")
+            raise ConfigError(
+                f"a registered job reaches no file or folder of the machine that runs it: remove "
+                f"source.{key} from the config"
+            )
     identifying = config.get("identifying")
     actions = identifying.values() if isinstance(identifying, dict) else []
-    if any(isinstance(a, dict) and isinstance(a.get("pseudonym"), dict) and "key_file" in a["pseudonym"]
-           for a in actions):
-        raise ConfigError("a registered job cannot read a pseudonym key from a file of the machine that runs it; "
-                          "use pseudonym: {key_env: VARIABLE}")
+    if any(
+        isinstance(a, dict) and isinstance(a.get("pseudonym"), dict) and "key_file" in a["pseudonym"] for a in actions
+    ):
+        raise ConfigError(
+            "a registered job cannot read a pseudonym key from a file of the machine that runs it; "
+            "use pseudonym: {key_env: VARIABLE}"
+        )
 
 
-def _file_references(config: dict) -> Iterator[tuple[Any, str, Callable[[str], None]]]:
+def _file_references(config: dict[str, Any]) -> Iterator[tuple[Any, str, Callable[[str], None]]]:
     """Every file the config names: (its path, where, a setter that points it elsewhere)."""
-    def setter(mapping: dict, key: str) -> Callable[[str], None]:
+
+    def setter(mapping: dict[str, Any], key: str) -> Callable[[str], None]:
         return lambda value: mapping.__setitem__(key, value)
 
     qis = config.get("quasi_identifiers")
@@ -294,7 +342,7 @@ def _file_references(config: dict) -> Iterator[tuple[Any, str, Callable[[str], N
                 yield spec["hierarchy"], f"criteria.{criterion}.hierarchy", setter(spec, "hierarchy")
 
 
-def _rewrite_files(config: dict, read: Callable[[str, str], str]) -> dict[str, str]:
+def _rewrite_files(config: dict[str, Any], read: Callable[[str, str], str]) -> dict[str, str]:
     """Point the config's file references at stored names; returns stored name -> the file's text."""
     found: dict[str, str] = {}
     for original, where, point_to in list(_file_references(config)):
@@ -306,12 +354,14 @@ def _rewrite_files(config: dict, read: Callable[[str, str], str]) -> dict[str, s
     return found
 
 
-def _check_file_references(name: str, config: dict, files: dict[str, str]) -> None:
+def _check_file_references(name: str, config: dict[str, Any], files: dict[str, str]) -> None:
     """Every file a stored config names is one of its stored files (never a path of the server's)."""
     for path, where, _ in _file_references(config):
         if path not in files:
-            raise ConfigError(f"job {name!r}: {where} names {path!r}, which is not among the job's stored files; "
-                              "register the job again (sqlanon job register)")
+            raise ConfigError(
+                f"job {name!r}: {where} names {path!r}, which is not among the job's stored files; "
+                "register the job again (sqlanon job register)"
+            )
 
 
 def _stored_files(files: dict[str, str]) -> dict[Path, str]:
@@ -320,8 +370,13 @@ def _stored_files(files: dict[str, str]) -> dict[Path, str]:
     found = {}
     for stored, content in files.items():
         parts = PurePosixPath(stored).parts if isinstance(stored, str) else ()
-        if (not parts or PurePosixPath(stored).is_absolute() or "\\" in stored
-                or any(part in ("", ".", "..") for part in parts) or "\0" in stored):
+        if (
+            not parts
+            or PurePosixPath(stored).is_absolute()
+            or "\\" in stored
+            or any(part in ("", ".", "..") for part in parts)
+            or "\0" in stored
+        ):
             raise ConfigError(f"stored job file {stored!r} is not a plain relative path; register the job again")
         found[(STORED_ROOT / stored).resolve()] = content
     return found

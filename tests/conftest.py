@@ -1,4 +1,5 @@
 """Shared fixtures: bundled Adult data, job builders, DuckDB files and the PostgreSQL server."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,14 +16,23 @@ import sqlalchemy as sa
 from sqlanon import RunOptions, search
 from sqlanon.api import every_node_violations
 from sqlanon.backends import open_database, unreachable_reason
-from sqlanon.model.job import Job
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import KAnonymity, criteria_from_config
+from sqlanon.model.job import Job
 from sqlanon.store.migrate import migrate
 
 ADULT_DIR = Path(str(resources.files("sqlanon.data").joinpath("adult")))
-ADULT_QIS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation",
-             "salary-class"]
+ADULT_QIS = [
+    "sex",
+    "age",
+    "race",
+    "marital-status",
+    "education",
+    "native-country",
+    "workclass",
+    "occupation",
+    "salary-class",
+]
 KS = [2, 5, 10]
 PG_URL = os.environ.get("SQLANON_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
@@ -35,9 +45,12 @@ def adult_config(url: str, qis: list[str], k: int = 5, load_csv: bool = True, **
         source.update(csv=str(ADULT_DIR / "adult.csv.gz"), csv_options={"delimiter": ";"})
     if "schema" in extra:
         source["schema"] = extra.pop("schema")
-    config = {"source": source,
-              "quasi_identifiers": {q: {"hierarchy": str(ADULT_DIR / "hierarchies" / f"{q}.csv")} for q in qis},
-              "criteria": {"k_anonymity": {"k": k}}, **extra}
+    config = {
+        "source": source,
+        "quasi_identifiers": {q: {"hierarchy": str(ADULT_DIR / "hierarchies" / f"{q}.csv")} for q in qis},
+        "criteria": {"k_anonymity": {"k": k}},
+        **extra,
+    }
     return with_rest_insensitive(config)
 
 
@@ -104,8 +117,13 @@ def pg_schema(pg_server: str):
     with engine.begin() as conn:
         conn.exec_driver_sql(f'DROP SCHEMA "{name}" CASCADE')
         conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{name}_meta" CASCADE')
-        for work in conn.execute(sa.text("SELECT nspname FROM pg_namespace WHERE nspname LIKE :w"),
-                                 {"w": f"{name}\\_meta\\_work\\_%"}).scalars().all():
+        for work in (
+            conn.execute(
+                sa.text("SELECT nspname FROM pg_namespace WHERE nspname LIKE :w"), {"w": f"{name}\\_meta\\_work\\_%"}
+            )
+            .scalars()
+            .all()
+        ):
             conn.exec_driver_sql(f'DROP SCHEMA "{work}" CASCADE')  # runners' work schemas
     engine.dispose()
 
@@ -113,8 +131,9 @@ def pg_schema(pg_server: str):
 def plpython_or_skip(conn: sa.Connection, meta: str, set_path: bool = True) -> None:
     """Skip (fail in CI) where the store `meta` has no PL/Python routines; else point the server's Python at this
     interpreter's site-packages (where sqlanon is installed, editable or not)."""
-    installed = conn.execute(sa.text("SELECT to_regprocedure(:p) IS NOT NULL"),
-                             {"p": f'"{meta}".run_job(text, boolean, json)'}).scalar_one()
+    installed = conn.execute(
+        sa.text("SELECT to_regprocedure(:p) IS NOT NULL"), {"p": f'"{meta}".run_job(text, boolean, json)'}
+    ).scalar_one()
     if not installed:
         message = "PL/Python is not installed in this PostgreSQL server (package postgresql-plpython3-NN)"
         if os.environ.get("CI"):
@@ -152,9 +171,12 @@ def runner(pg_server: str, pg_schema: str):
         conn.commit()
         granted = CliRunner().invoke(main, ["grant-runner", RUNNER, "--db", pg_server, "--metadata-schema", meta])
         assert granted.exit_code == 0, granted.output
-        for statement in (f'CREATE SCHEMA "{out}"', f'GRANT USAGE, CREATE ON SCHEMA "{out}" TO "{RUNNER}"',
-                          f'GRANT USAGE ON SCHEMA "{pg_schema}" TO "{RUNNER}"',
-                          f'GRANT SELECT ON "{pg_schema}".adult TO "{RUNNER}"'):
+        for statement in (
+            f'CREATE SCHEMA "{out}"',
+            f'GRANT USAGE, CREATE ON SCHEMA "{out}" TO "{RUNNER}"',
+            f'GRANT USAGE ON SCHEMA "{pg_schema}" TO "{RUNNER}"',
+            f'GRANT SELECT ON "{pg_schema}".adult TO "{RUNNER}"',
+        ):
             conn.exec_driver_sql(statement)
         conn.commit()
         loopback_auth = local_auth_method(conn, RUNNER)
@@ -176,14 +198,19 @@ def drop_role(conn: sa.Connection, role: str) -> None:
 def local_auth_method(conn: sa.Connection, role: str) -> str:
     """How the server authenticates `role` over its Unix socket (the loopback of in-server runs): the first
     `local` rule of pg_hba.conf for this database that names the role, a group of it, or all."""
-    for databases, users, method in conn.execute(sa.text(
+    for databases, users, method in conn.execute(
+        sa.text(
             "SELECT database, user_name, auth_method FROM pg_hba_file_rules WHERE type = 'local' "
-            "AND error IS NULL ORDER BY line_number")):
+            "AND error IS NULL ORDER BY line_number"
+        )
+    ):
         if not ({"all", conn.exec_driver_sql("SELECT current_database()").scalar()} & set(databases)):
             continue
         for user in users:
-            if user in ("all", role) or (user.startswith("+") and conn.execute(sa.text(
-                    "SELECT pg_has_role(:r, :g, 'MEMBER')"), {"r": role, "g": user[1:]}).scalar()):
+            if user in ("all", role) or (
+                user.startswith("+")
+                and conn.execute(sa.text("SELECT pg_has_role(:r, :g, 'MEMBER')"), {"r": role, "g": user[1:]}).scalar()
+            ):
                 return method
     return "none"
 
@@ -203,8 +230,17 @@ def user_tables(url: str, exclude_schema: str = "sqlanon") -> set[tuple[str, str
 def metadata_tables(url: str, schema: str = "sqlanon") -> set[str]:
     engine = sa.create_engine(url)
     with engine.connect() as conn:
-        rows = conn.execute(sa.text("SELECT table_name FROM information_schema.tables WHERE table_schema = :s "
-                                    "AND table_catalog = current_database()"), {"s": schema}).scalars().all()
+        rows = (
+            conn.execute(
+                sa.text(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = :s "
+                    "AND table_catalog = current_database()"
+                ),
+                {"s": schema},
+            )
+            .scalars()
+            .all()
+        )
     engine.dispose()
     return set(rows)
 
@@ -213,8 +249,8 @@ def metadata_tables(url: str, schema: str = "sqlanon") -> set[str]:
 def spark_url(tmp_path_factory) -> str:
     """One local Spark session for the whole run (2 cores, 2 shuffle partitions, 1 GB of driver memory), its
     warehouse and sqlanon's metadata store in a temporary folder."""
-    from sqlanon.errors import ConfigError
     from sqlanon.backends.spark_dbapi import require_spark
+    from sqlanon.errors import ConfigError
 
     try:
         require_spark()
@@ -271,15 +307,36 @@ CASES = {
     "recursive c=4 l=3": {"recursive_l_diversity": {"attribute": "occupation", "c": 4, "l": 3}},
     "t equal 0.2": {"t_closeness": {"attribute": "occupation", "t": 0.2, "distance": "equal"}},
     "t kl 0.3": {"t_closeness": {"attribute": "occupation", "t": 0.3, "distance": "kl"}},
-    "t hierarchical 0.15": {"t_closeness": {"attribute": "occupation", "t": 0.15, "distance": "hierarchical",
-                                            "hierarchy": str(ADULT_DIR / "hierarchies" / "occupation.csv")}},
+    "t hierarchical 0.15": {
+        "t_closeness": {
+            "attribute": "occupation",
+            "t": 0.15,
+            "distance": "hierarchical",
+            "hierarchy": str(ADULT_DIR / "hierarchies" / "occupation.csv"),
+        }
+    },
     "k=5 and distinct l=4": {"k_anonymity": {"k": 5}, "distinct_l_diversity": {"attribute": "occupation", "l": 4}},
-    "pd-recursive c=2 l=3 Y": {"recursive_l_diversity": {"attribute": "occupation", "c": 2, "l": 3,
-                                                         "dont_care": ["Prof-specialty", "Craft-repair"]}},
-    "npd-recursive": {"npd_recursive_l_diversity": {"attribute": "occupation", "c1": 3, "c2": 2, "l": 3,
-                                                    "w": ["Sales"], "dont_care": ["Prof-specialty"]}},
-    "entropy l=4 Y": {"entropy_l_diversity": {"attribute": "occupation", "l": 4,
-                                              "dont_care": ["Prof-specialty", "Exec-managerial"]}},
+    "pd-recursive c=2 l=3 Y": {
+        "recursive_l_diversity": {
+            "attribute": "occupation",
+            "c": 2,
+            "l": 3,
+            "dont_care": ["Prof-specialty", "Craft-repair"],
+        }
+    },
+    "npd-recursive": {
+        "npd_recursive_l_diversity": {
+            "attribute": "occupation",
+            "c1": 3,
+            "c2": 2,
+            "l": 3,
+            "w": ["Sales"],
+            "dont_care": ["Prof-specialty"],
+        }
+    },
+    "entropy l=4 Y": {
+        "entropy_l_diversity": {"attribute": "occupation", "l": 4, "dont_care": ["Prof-specialty", "Exec-managerial"]}
+    },
 }
 
 
@@ -292,8 +349,6 @@ def adult_violations(adult_duck: str) -> dict[str, dict[tuple, int]]:
     job = reclassified(job, sensitive=["occupation"])
     found, _ = every_node_violations(job, sets)
     return dict(zip(CASES, found))
-
-
 
 
 # the fast part of the suite (README): pytest -m "not slow and not postgres and not spark"

@@ -1,4 +1,5 @@
 """`sqlanon analyze`: attacks, risk and utility of releases, against hand-worked answers and pandas."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,9 +20,18 @@ from .test_cli import run, write_config
 
 OTHERS = ["marital-status", "education", "native-country", "workclass", "salary-class"]  # neither QI nor sensitive
 PATIENTS = [  # zip, age, disease: three classes at (zip, age)
-    ("130", "2", "flu"), ("130", "2", "flu"), ("130", "2", "flu"),
-    ("148", "4", "flu"), ("148", "4", "cancer"), ("148", "4", "cancer"), ("148", "4", "hiv"),
-    ("130", "3", "flu"), ("130", "3", "flu"), ("130", "3", "flu"), ("130", "3", "flu"), ("130", "3", "cold"),
+    ("130", "2", "flu"),
+    ("130", "2", "flu"),
+    ("130", "2", "flu"),
+    ("148", "4", "flu"),
+    ("148", "4", "cancer"),
+    ("148", "4", "cancer"),
+    ("148", "4", "hiv"),
+    ("130", "3", "flu"),
+    ("130", "3", "flu"),
+    ("130", "3", "flu"),
+    ("130", "3", "flu"),
+    ("130", "3", "cold"),
 ]
 
 
@@ -30,12 +40,19 @@ def _patients(tmp_path: Path):
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE patients (zip VARCHAR, age VARCHAR, disease VARCHAR)")
-        conn.exec_driver_sql("INSERT INTO patients VALUES " + ", ".join(f"('{z}', '{a}', '{d}')"
-                                                                        for z, a, d in PATIENTS))
+        conn.exec_driver_sql(
+            "INSERT INTO patients VALUES " + ", ".join(f"('{z}', '{a}', '{d}')" for z, a, d in PATIENTS)
+        )
     engine.dispose()
-    return job_from_dict({"source": {"url": url, "table": "patients"},
-                          "quasi_identifiers": {"zip": {"generate": "mask"}, "age": {"generate": "suppress"}},
-                          "sensitive": ["disease"], "criteria": {"k_anonymity": {"k": 3}}}, tmp_path)
+    return job_from_dict(
+        {
+            "source": {"url": url, "table": "patients"},
+            "quasi_identifiers": {"zip": {"generate": "mask"}, "age": {"generate": "suppress"}},
+            "sensitive": ["disease"],
+            "criteria": {"k_anonymity": {"k": 3}},
+        },
+        tmp_path,
+    )
 
 
 def test_hand_worked_table(tmp_path: Path):
@@ -53,16 +70,18 @@ def test_hand_worked_table(tmp_path: Path):
 
 def test_nodes_agree_with_pandas_on_their_published_table(adult_duck: str):
     qis = ["sex", "age", "race", "marital-status"]
-    job = reclassified(adult_job(adult_duck, qis, k=5, load_csv=False, output={"table": "analysis_check"}),
-                       sensitive=["occupation"])
+    job = reclassified(
+        adult_job(adult_duck, qis, k=5, load_csv=False, output={"table": "analysis_check"}), sensitive=["occupation"]
+    )
     published = anonymize(job, replace=True)
     report = analyze(job, node=published.node, settings=AnalysisSettings(near=0.9, risk_threshold=0.1))
     [node] = report.tables
     [table] = analyze_table(job, "analysis_check", settings=AnalysisSettings(near=0.9, risk_threshold=0.1)).tables
     engine = sa.create_engine(adult_duck)
     with engine.connect() as conn:  # a 30k-row published table: pulled only to check the SQL independently
-        frame = pd.read_sql_query(sa.text('SELECT sex, age, race, "marital-status", occupation FROM analysis_check'),
-                                  conn)
+        frame = pd.read_sql_query(
+            sa.text('SELECT sex, age, race, "marital-status", occupation FROM analysis_check'), conn
+        )
     engine.dispose()
     classes = frame.groupby(qis)["occupation"]
     sizes, distinct = classes.size(), classes.nunique()
@@ -75,15 +94,18 @@ def test_nodes_agree_with_pandas_on_their_published_table(adult_duck: str):
         assert found.highest_risk == pytest.approx(1 / sizes.min())
         assert found.records_at_risk == int(sizes[1 / sizes > 0.1].sum())
     utility = node.utility
-    assert utility["dm_star"] == pytest.approx(float((sizes ** 2).sum())) == utility["discernibility"]
+    assert utility["dm_star"] == pytest.approx(float((sizes**2).sum())) == utility["discernibility"]
     assert utility["aecs"] == pytest.approx(len(frame) / len(sizes))
     assert 0 < utility["loss"] < 1
 
 
 def test_suppressed_classes_are_left_out(adult_duck: str):
     qis = ["sex", "age", "race", "marital-status"]
-    job = reclassified(adult_job(adult_duck, qis, k=20, load_csv=False), sensitive=["occupation"],
-                       suppression=__import__("sqlanon").Suppression(0.05))
+    job = reclassified(
+        adult_job(adult_duck, qis, k=20, load_csv=False),
+        sensitive=["occupation"],
+        suppression=__import__("sqlanon").Suppression(0.05),
+    )
     report = analyze(job, node=(0, 1, 0, 0))
     [t] = report.tables
     assert t.suppressed > 0 and t.rows + t.suppressed == 30162
@@ -92,8 +114,7 @@ def test_suppressed_classes_are_left_out(adult_duck: str):
 
 
 def test_cli_gates_a_release_on_its_risk(tmp_path: Path):
-    config = write_config(tmp_path, sensitive=["occupation"],
-                          insensitive=OTHERS)
+    config = write_config(tmp_path, sensitive=["occupation"], insensitive=OTHERS)
     result = run("analyze", str(config), "--json")
     assert result.exit_code in (0, 1), result.output
     data = json.loads(result.stdout)
@@ -102,7 +123,7 @@ def test_cli_gates_a_release_on_its_risk(tmp_path: Path):
     gated = run("analyze", str(config), "--max-risk", "0.0001")
     assert gated.exit_code == 1 and "over the limits" in gated.stderr
     csv_out = run("analyze", str(config), "--node", "0,4,1", "--format", "csv").stdout.splitlines()
-    assert csv_out[0].startswith("release,rows,classes") and csv_out[1].startswith("\"0,4,1\",30162,")
+    assert csv_out[0].startswith("release,rows,classes") and csv_out[1].startswith('"0,4,1",30162,')
 
 
 def test_bad_analysis_input(tmp_path: Path):
@@ -119,10 +140,12 @@ def test_bad_analysis_input(tmp_path: Path):
             conn.exec_driver_sql("CREATE TABLE bare AS SELECT zip, age FROM patients")
         engine.dispose()
         analyze_table(job, "bare")
-    config = write_config(tmp_path, sensitive=["occupation"],
-                          insensitive=OTHERS)
-    for args, fragment in ((["--node", "0,9,0"], "is not in the lattice"), (["--near", "2"], "near-homogeneity"),
-                           (["--node", "0,0,0", "--table", "adult"], "not both")):
+    config = write_config(tmp_path, sensitive=["occupation"], insensitive=OTHERS)
+    for args, fragment in (
+        (["--node", "0,9,0"], "is not in the lattice"),
+        (["--near", "2"], "near-homogeneity"),
+        (["--node", "0,0,0", "--table", "adult"], "not both"),
+    ):
         result = run("analyze", str(config), *args)
         assert result.exit_code == 2 and fragment in result.stderr, (args, result.output)
 
@@ -135,9 +158,12 @@ def test_journalist_and_marketer_risk_against_a_population(adult_duck: str):
         sample = pd.read_sql_query(sa.text('SELECT sex, race, "salary-class" FROM young'), conn)
         population = pd.read_sql_query(sa.text('SELECT sex, race, "salary-class" FROM adult'), conn)
     engine.dispose()
-    job = reclassified(adult_job(adult_duck, qis, k=1, load_csv=False), sensitive=["occupation"],
-                       source=dataclasses.replace(adult_job(adult_duck, qis).source, csv=None, table="young"),
-                       population=(None, "adult"))
+    job = reclassified(
+        adult_job(adult_duck, qis, k=1, load_csv=False),
+        sensitive=["occupation"],
+        source=dataclasses.replace(adult_job(adult_duck, qis).source, csv=None, table="young"),
+        population=(None, "adult"),
+    )
     [t] = analyze(job, node=(0, 0, 0), settings=AnalysisSettings(risk_threshold=0.01)).tables
     n = sample.groupby(qis).size()
     big_n = population.groupby(qis).size().reindex(n.index)
@@ -145,8 +171,9 @@ def test_journalist_and_marketer_risk_against_a_population(adult_duck: str):
     assert t.journalist_records_at_risk == int(n[1 / big_n > 0.01].sum())
     assert t.marketer_risk == pytest.approx(float((n / big_n).sum() / n.sum()))
     assert t.journalist_highest_risk <= t.highest_risk  # the population's classes are at least the sample's
-    backwards = dataclasses.replace(job, source=dataclasses.replace(job.source, table="adult"),
-                                    population=(None, "young"))
+    backwards = dataclasses.replace(
+        job, source=dataclasses.replace(job.source, table="adult"), population=(None, "young")
+    )
     with pytest.raises(DataError, match="population table holds fewer tuples than the release"):
         analyze(backwards, node=(0, 0, 0))
 
@@ -193,8 +220,11 @@ def test_the_report_as_a_data_frame_and_bayes_options(tmp_path: Path):
     config = write_config(tmp_path, sensitive=["occupation"], insensitive=OTHERS)
     result = run("analyze", str(config), "--node", "0,1,1", "--delta", "0.2", "--rho", "0.1", "0.9", "--json")
     data = json.loads(result.stdout)
-    assert set(data["tables"][0]["bayes"]) == {"positive_disclosure_tuples", "negative_disclosure_tuples",
-                                               "rho_breach_tuples"}
+    assert set(data["tables"][0]["bayes"]) == {
+        "positive_disclosure_tuples",
+        "negative_disclosure_tuples",
+        "rho_breach_tuples",
+    }
     assert run("analyze", str(config), "--rho", "0.9", "0.1").exit_code == 2
     frame = analyze_table(_patients(tmp_path), "patients").frame()
     assert list(frame["label"]) == ["patients"] and frame.loc[0, "disclosed_b0"] == 3
@@ -206,6 +236,10 @@ def test_background_knowledge_follows_the_jobs_l(tmp_path: Path):
 
     job = _patients(tmp_path)
     assert default_background(job) == 2
-    diverse = dataclasses.replace(job, criteria=criteria_from_config(
-        {"k_anonymity": {"k": 2}, "distinct_l_diversity": {"attribute": "disease", "l": 5}}))
+    diverse = dataclasses.replace(
+        job,
+        criteria=criteria_from_config(
+            {"k_anonymity": {"k": 2}, "distinct_l_diversity": {"attribute": "disease", "l": 5}}
+        ),
+    )
     assert default_background(diverse) == 3

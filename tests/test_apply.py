@@ -1,4 +1,5 @@
 """`sqlanon apply`: a published transformation applied to a new batch of the same table, audited, all or nothing."""
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,17 @@ def test_a_batch_is_generalized_as_the_run_published_and_audited(tmp_path: Path)
     published = _values(tmp_path, "SELECT sex, age, race FROM adult_anon")
     assert _values(tmp_path, "SELECT sex, age, race FROM batch_anon") <= published
     # the node can also be given directly
-    again = run("apply", str(config), "--table", "batch", "--node", ",".join(map(str, first["node"])),
-                "--output", "batch_again", "--json")
+    again = run(
+        "apply",
+        str(config),
+        "--table",
+        "batch",
+        "--node",
+        ",".join(map(str, first["node"])),
+        "--output",
+        "batch_again",
+        "--json",
+    )
     assert again.exit_code == 0, again.output
     assert _values(tmp_path, "SELECT * FROM batch_again") == _values(tmp_path, "SELECT * FROM batch_anon")
 
@@ -77,10 +87,14 @@ def test_the_jobs_suppression_limit_applies_to_the_batch(tmp_path: Path):
 
 
 def test_what_to_apply_must_be_clear(tmp_path: Path):
-    config, first = _published(tmp_path)
-    for args, fragment in ((["--run", "1", "--node", "0,0,0"], "not both"), ([], "not both"),
-                           (["--run", "999"], "run 999 not found"), (["--node", "0,x"], "one whole-number level"),
-                           (["--node", "0,9,0"], "is not in the lattice")):
+    config, _first = _published(tmp_path)
+    for args, fragment in (
+        (["--run", "1", "--node", "0,0,0"], "not both"),
+        ([], "not both"),
+        (["--run", "999"], "run 999 not found"),
+        (["--node", "0,x"], "one whole-number level"),
+        (["--node", "0,9,0"], "is not in the lattice"),
+    ):
         result = run("apply", str(config), "--table", "batch", *args)
         assert result.exit_code == 2 and fragment in result.stderr, (args, result.output)
     searched = json.loads(run("search", str(config), "--json").stdout)

@@ -1,4 +1,5 @@
 """The package tree as the architecture states it: every package ships."""
+
 import ast
 import tomllib
 from pathlib import Path
@@ -61,10 +62,12 @@ def _imports(module: str) -> list[tuple[str, int]]:
                 base = child.module or ""
                 if child.level:
                     parts = package.split(".")
-                    base = ".".join(parts[:len(parts) - child.level + 1] + ([child.module] if child.module else []))
+                    base = ".".join(parts[: len(parts) - child.level + 1] + ([child.module] if child.module else []))
                 if base.split(".")[0] == "sqlanon":
-                    found.extend((f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base, child.lineno)
-                                 for a in child.names)
+                    found.extend(
+                        (f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base, child.lineno)
+                        for a in child.names
+                    )
             visit(child)
 
     visit(ast.parse(path.read_text()))
@@ -86,8 +89,12 @@ def test_every_module_has_a_layer():
 
 
 def test_no_module_imports_against_the_layers():
-    wrong = [f"{module}:{line} imports {target}" for module, imports in GRAPH.items() for target, line in imports
-             if _unit(target) != _unit(module) and LAYER[_unit(target)] >= LAYER[_unit(module)]]
+    wrong = [
+        f"{module}:{line} imports {target}"
+        for module, imports in GRAPH.items()
+        for target, line in imports
+        if _unit(target) != _unit(module) and LAYER[_unit(target)] >= LAYER[_unit(module)]
+    ]
     assert not wrong, "imports against the layers (a lower layer must not know a higher one):\n" + "\n".join(wrong)
 
 
@@ -109,8 +116,8 @@ def test_no_import_cycles():
             elif w in stack:
                 low[v] = min(low[v], index[w])
         if low[v] == index[v]:
-            component = stack[stack.index(v):]
-            del stack[stack.index(v):]
+            component = stack[stack.index(v) :]
+            del stack[stack.index(v) :]
             if len(component) > 1:
                 cycles.append(sorted(component))
 

@@ -1,15 +1,17 @@
 """The bad-input corpus: every malformed input gets exit code 2 and a one-line message that names the
 problem, the tables stay as they were (same content, none added or dropped), and no output or scratch
 table is left behind. The README's reliability table is this corpus's summary, checked below."""
+
 from __future__ import annotations
 
 import gzip
 import hashlib
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -21,8 +23,19 @@ from sqlanon.cli import main
 from .conftest import ADULT_DIR, ADULT_QIS
 
 ROOT = Path(__file__).resolve().parent.parent
-METADATA = {"alembic_version", "runs", "run_attributes", "lattice_nodes", "lattice_node_levels", "lattice_edges",
-            "frequency_sets", "node_metrics", "jobs", "job_files", "owned_tables"}
+METADATA = {
+    "alembic_version",
+    "runs",
+    "run_attributes",
+    "lattice_nodes",
+    "lattice_node_levels",
+    "lattice_edges",
+    "frequency_sets",
+    "node_metrics",
+    "jobs",
+    "job_files",
+    "owned_tables",
+}
 ROWS = 2000
 KEY = "0123456789abcdef0123456789abcdef"
 
@@ -33,8 +46,13 @@ def template(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("corpus") / "template.duckdb"
     engine = sa.create_engine(f"duckdb:///{path}")
     with engine.begin() as conn:
-        conn.execute(sa.text("CREATE TABLE people AS SELECT row_number() OVER () AS patient_id, * FROM "
-                             f"read_csv(:f, delim = ';') LIMIT {ROWS}"), {"f": str(ADULT_DIR / "adult.csv.gz")})
+        conn.execute(
+            sa.text(
+                "CREATE TABLE people AS SELECT row_number() OVER () AS patient_id, * FROM "
+                f"read_csv(:f, delim = ';') LIMIT {ROWS}"
+            ),
+            {"f": str(ADULT_DIR / "adult.csv.gz")},
+        )
     engine.dispose()
     return path
 
@@ -101,12 +119,17 @@ def prepare(folder: Path, template: Path) -> Env:
 def snapshot(url: str, folder: Path) -> dict[tuple[str, str], str]:
     """Every table (metadata schema aside) with a digest of its content, and every file of the case's folder
     (but the database's own) with a digest of its bytes: what must not change."""
-    found = {("file", str(path.relative_to(folder))): hashlib.sha256(path.read_bytes()).hexdigest()
-             for path in sorted(folder.rglob("*")) if path.is_file() and not path.name.startswith("db.duckdb")}
+    found = {
+        ("file", str(path.relative_to(folder))): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and not path.name.startswith("db.duckdb")
+    }
     engine = sa.create_engine(url)
     with engine.connect() as conn:
-        tables = conn.exec_driver_sql("SELECT table_schema, table_name FROM information_schema.tables "
-                                      "WHERE table_schema <> 'sqlanon' AND table_catalog = current_database()").all()
+        tables = conn.exec_driver_sql(
+            "SELECT table_schema, table_name FROM information_schema.tables "
+            "WHERE table_schema <> 'sqlanon' AND table_catalog = current_database()"
+        ).all()
         for schema, table in tables:
             ref = '"' + schema + '"."' + table.replace('"', '""') + '"'
             rows = conn.exec_driver_sql(f"SELECT * FROM {ref} ORDER BY ALL").all()  # small test tables only
@@ -119,13 +142,17 @@ def metadata_leftovers(url: str) -> set[str]:
     """Tables in sqlanon's schema besides its own: a run's dimension or scratch tables left behind."""
     engine = sa.create_engine(url)
     with engine.connect() as conn:
-        names = set(conn.exec_driver_sql("SELECT table_name FROM information_schema.tables "
-                                         "WHERE table_schema = 'sqlanon'").scalars())
+        names = set(
+            conn.exec_driver_sql(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'sqlanon'"
+            ).scalars()
+        )
     engine.dispose()
     return names - METADATA
 
 
 # --- the cases ----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Case:
@@ -136,6 +163,7 @@ class Case:
 
 def _set(path: str, value: Any) -> Callable[[Env], None]:
     """Set config[a][b]... = value (None removes the key)."""
+
     def change(env: Env) -> None:
         *parents, last = path.split(".")
         node = env.config
@@ -145,6 +173,7 @@ def _set(path: str, value: Any) -> Callable[[Env], None]:
             node.pop(last, None)
         else:
             node[last] = value
+
     return change
 
 
@@ -155,6 +184,7 @@ def _criteria(**spec: Any) -> Callable[[Env], None]:
 def _raw_yaml(text: str) -> Callable[[Env], None]:
     def change(env: Env) -> None:
         env.config = {"__raw__": text}
+
     return change
 
 
@@ -166,6 +196,7 @@ def _then(*changes: Callable[[Env], None]) -> Callable[[Env], None]:
     def change(env: Env) -> None:
         for step in changes:
             step(env)
+
     return change
 
 
@@ -180,6 +211,7 @@ def _args(*args: str) -> Callable[[Env], None]:
 def _roles(**roles: Any) -> Callable[[Env], None]:
     def change(env: Env) -> None:
         env.config.update(roles)
+
     return change
 
 
@@ -195,6 +227,7 @@ def _key_file(content: bytes) -> Callable[[Env], None]:
     def change(env: Env) -> None:
         (env.folder / "key").write_bytes(content)
         env.config["identifying"] = {"patient_id": {"pseudonym": {"key_file": "key"}}}
+
     return change
 
 
@@ -212,25 +245,30 @@ def _loaded_from_another_file(env: Env) -> None:
     other.write_text((env.folder / "people.csv").read_text())
     result = CliRunner().invoke(main, ["load", str(other), "--table", "loaded", "--delimiter", ";", "--db", env.url])
     assert result.exit_code == 0, result.output
-    (env.folder / "people.csv").write_text((env.folder / "people.csv").read_text() + "Male;39;White;Never-married;"
-                                           "Bachelors;United-States;State-gov;Adm-clerical;<=50K\n")
+    (env.folder / "people.csv").write_text(
+        (env.folder / "people.csv").read_text() + "Male;39;White;Never-married;"
+        "Bachelors;United-States;State-gov;Adm-clerical;<=50K\n"
+    )
 
 
 def _command(command: str, *args: str) -> Callable[[Env], None]:
     def change(env: Env) -> None:
         env.command = command
         env.args.extend(args)
+
     return change
 
 
 def _method(method: str, **settings: Any) -> Callable[[Env], None]:
     """Publish by `method` (mondrian, or anatomy: exact QIs, no criteria, l values per bucket)."""
+
     def change(env: Env) -> None:
         env.config["output"].update(method=method, **settings)
         if method == "anatomy":
             env.config["quasi_identifiers"] = list(env.config["quasi_identifiers"])
             env.config.pop("criteria")
             env.config["output"].setdefault("l", 2)
+
     return change
 
 
@@ -248,6 +286,7 @@ def _run_of_another_job(env: Env) -> None:
 
 def _release_series(*tables: str, table: str | None = None) -> Callable[[Env], None]:
     """An inference job over releases named by their tables (and inference.table)."""
+
     def change(env: Env) -> None:
         env.command = "inference"
         env.config.pop("output")
@@ -255,6 +294,7 @@ def _release_series(*tables: str, table: str | None = None) -> Callable[[Env], N
         env.config["releases"] = {"pseudonym": "patient_id", "series": [{"name": t, "table": t} for t in tables]}
         if table:
             env.config["inference"] = {"table": table}
+
     return change
 
 
@@ -266,12 +306,22 @@ CASES: dict[str, Case] = {
     "yaml-syntax": Case("config file", "not valid YAML", _raw_yaml("source: [unclosed\n")),
     "yaml-list": Case("config file", "the config must be a mapping", _raw_yaml("- a\n- b\n")),
     "yaml-empty": Case("config file", "the config must be a mapping", _raw_yaml("")),
-    "yaml-duplicate-qi": Case("config file", "key 'age' is given twice", _raw_yaml(
-        "source: {url: db.duckdb, table: people}\nquasi_identifiers:\n  age: h/age.csv\n  age: h/age.csv\n"
-        "criteria: {k_anonymity: {k: 2}}\n")),
-    "yaml-duplicate-criterion": Case("config file", "key 'k_anonymity' is given twice", _raw_yaml(
-        "source: {url: db.duckdb, table: people}\nquasi_identifiers: {age: h/age.csv}\ncriteria:\n"
-        "  k_anonymity: {k: 2}\n  k_anonymity: {k: 50}\n")),
+    "yaml-duplicate-qi": Case(
+        "config file",
+        "key 'age' is given twice",
+        _raw_yaml(
+            "source: {url: db.duckdb, table: people}\nquasi_identifiers:\n  age: h/age.csv\n  age: h/age.csv\n"
+            "criteria: {k_anonymity: {k: 2}}\n"
+        ),
+    ),
+    "yaml-duplicate-criterion": Case(
+        "config file",
+        "key 'k_anonymity' is given twice",
+        _raw_yaml(
+            "source: {url: db.duckdb, table: people}\nquasi_identifiers: {age: h/age.csv}\ncriteria:\n"
+            "  k_anonymity: {k: 2}\n  k_anonymity: {k: 50}\n"
+        ),
+    ),
     "config-missing": Case("config file", "not found", lambda env: env.args.append("MISSING")),
     "unknown-top-key": Case("config file", "unknown key 'criterias'", _set("criterias", {})),
     "no-source": Case("config file", "missing the required key 'source'", _set("source", None)),
@@ -279,34 +329,51 @@ CASES: dict[str, Case] = {
     "no-qis": Case("config file", "quasi_identifiers must map", _set("quasi_identifiers", {})),
     "source-typo": Case("config file", "unknown key 'tabel'", _set("source.tabel", "x")),
     "unknown-criterion": Case("config file", "unknown criterion 'k_anonimity'", _criteria(k_anonimity={"k": 5})),
-    "qi-two-sources": Case("config file", "needs exactly one of hierarchy", lambda env: env.qi(
-        "age", {"hierarchy": "h/age.csv", "generate": "intervals"})),
-    "unknown-generator": Case("config file", "unknown generator 'buckets'", lambda env: env.qi(
-        "age", {"generate": "buckets"})),
-    "unknown-strategy": Case("config file", "search.strategy 'greedy' is unknown", _set("search",
-                                                                                       {"strategy": "greedy"})),
+    "qi-two-sources": Case(
+        "config file",
+        "needs exactly one of hierarchy",
+        lambda env: env.qi("age", {"hierarchy": "h/age.csv", "generate": "intervals"}),
+    ),
+    "unknown-generator": Case(
+        "config file", "unknown generator 'buckets'", lambda env: env.qi("age", {"generate": "buckets"})
+    ),
+    "unknown-strategy": Case(
+        "config file", "search.strategy 'greedy' is unknown", _set("search", {"strategy": "greedy"})
+    ),
     "unknown-base": Case("config file", "search.base 'disk' is unknown", _set("search", {"base": "disk"})),
     "monotone-not-bool": Case("config file", "must be true or false", _set("search", {"assume_monotone": "yes"})),
-    "select-both": Case("config file", "exactly one of policy", _set("select", {"policy": "min_suppression",
-                                                                                 "metric": "precision"})),
+    "select-both": Case(
+        "config file", "exactly one of policy", _set("select", {"policy": "min_suppression", "metric": "precision"})
+    ),
     "select-unknown": Case("config file", "select.policy 'best' is unknown", _set("select", {"policy": "best"})),
-    "output-no-table": Case("config file", "output is missing the required key 'table'", _set("output",
-                                                                                              {"schema": "main"})),
-    "grant-on-duckdb": Case("config file", "output.grant_to needs PostgreSQL", _set("output.grant_to",
-                                                                                    ["analysts"])),
+    "output-no-table": Case(
+        "config file", "output is missing the required key 'table'", _set("output", {"schema": "main"})
+    ),
+    "grant-on-duckdb": Case("config file", "output.grant_to needs PostgreSQL", _set("output.grant_to", ["analysts"])),
     "bad-url": Case("config file", "not a database URL", _set("source.url", "duckdb://:bad:url:")),
     "unit-unknown": Case("config file", "unit must be rows", _set("unit", "persons")),
-    "mondrian-suppression": Case("config file", "mondrian suppresses no tuples", _then(
-        _method("mondrian"), _set("suppression", {"limit": 0.02}))),
-    "anatomy-hierarchies": Case("config file", "would ignore the hierarchy given", _then(
-        _method("anatomy"), _set("quasi_identifiers", {q: {"hierarchy": f"h/{q}.csv"} for q in ("sex", "age")}))),
-    "anatomy-suppression": Case("config file", "anatomy suppresses no tuples", _then(
-        _method("anatomy"), _set("suppression", {"limit": 10}))),
-    "register-output-is-source": Case("config file", "is the source table", _then(
-        _set("output.table", "People"), _command("job register", "census", "CONFIG", "--db", "db.duckdb"))),
+    "mondrian-suppression": Case(
+        "config file", "mondrian suppresses no tuples", _then(_method("mondrian"), _set("suppression", {"limit": 0.02}))
+    ),
+    "anatomy-hierarchies": Case(
+        "config file",
+        "would ignore the hierarchy given",
+        _then(_method("anatomy"), _set("quasi_identifiers", {q: {"hierarchy": f"h/{q}.csv"} for q in ("sex", "age")})),
+    ),
+    "anatomy-suppression": Case(
+        "config file", "anatomy suppresses no tuples", _then(_method("anatomy"), _set("suppression", {"limit": 10}))
+    ),
+    "register-output-is-source": Case(
+        "config file",
+        "is the source table",
+        _then(_set("output.table", "People"), _command("job register", "census", "CONFIG", "--db", "db.duckdb")),
+    ),
     "release-is-source": Case("config file", "is the job's source table", _release_series("people")),
-    "inference-table-is-release": Case("config file", "is a table of release", _then(
-        _sql("CREATE TABLE r1 AS SELECT * FROM people"), _release_series("r1", table="R1"))),
+    "inference-table-is-release": Case(
+        "config file",
+        "is a table of release",
+        _then(_sql("CREATE TABLE r1 AS SELECT * FROM people"), _release_series("r1", table="R1")),
+    ),
     "sqlite-url": Case("config file", "is not supported", _set("source.url", "sqlite:///x.db")),
     # criteria and generator parameters
     "k-zero": Case("parameters", "k must be >= 1", _criteria(k_anonymity={"k": 0})),
@@ -316,193 +383,356 @@ CASES: dict[str, Case] = {
     "k-bool": Case("parameters", "whole number", _criteria(k_anonymity={"k": True})),
     "k-nan": Case("parameters", "whole number", _criteria(k_anonymity={"k": NAN})),
     "k-above-table": Case("parameters", f"larger than the table ({ROWS} rows)", _criteria(k_anonymity={"k": 5000})),
-    "t-nan": Case("parameters", "t must be a finite number", _criteria(
-        t_closeness={"attribute": "occupation", "t": NAN})),
-    "t-inf": Case("parameters", "t must be a finite number", _criteria(
-        t_closeness={"attribute": "occupation", "t": INF})),
-    "t-above-1": Case("parameters", "t must be between 0 and 1", _criteria(
-        t_closeness={"attribute": "occupation", "t": 1.5})),
-    "t-distance": Case("parameters", "distance 'cosine' is unknown", _criteria(
-        t_closeness={"attribute": "occupation", "t": 0.2, "distance": "cosine"})),
-    "t-ordered-text": Case("parameters", "ordered distance needs a numeric attribute", _criteria(
-        t_closeness={"attribute": "occupation", "t": 0.2, "distance": "ordered"})),
-    "t-hierarchy-missing-values": Case("parameters", "value(s) missing from its hierarchy", _criteria(
-        t_closeness={"attribute": "occupation", "t": 0.2, "distance": "hierarchical",
-                     "hierarchy": str(ADULT_DIR / "hierarchies" / "race.csv")})),
-    "c-nan": Case("parameters", "c must be a finite number", _criteria(
-        recursive_l_diversity={"attribute": "occupation", "c": NAN, "l": 2})),
-    "c-zero": Case("parameters", "c must be > 0", _criteria(
-        recursive_l_diversity={"attribute": "occupation", "c": 0, "l": 2})),
-    "c1-nan": Case("parameters", "c1 must be a finite number", _criteria(
-        npd_recursive_l_diversity={"attribute": "occupation", "c1": NAN, "c2": 5, "l": 2, "w": ["Sales"]})),
-    "c2-nan": Case("parameters", "c2 must be a finite number", _criteria(
-        npd_recursive_l_diversity={"attribute": "occupation", "c1": 3, "c2": NAN, "l": 2, "w": ["Sales"]})),
-    "c2-inf": Case("parameters", "c2 must be a finite number", _criteria(
-        npd_recursive_l_diversity={"attribute": "occupation", "c1": 3, "c2": -INF, "l": 2, "w": ["Sales"]})),
-    "c2-above-100": Case("parameters", "c2 must be between 0 and 100", _criteria(
-        npd_recursive_l_diversity={"attribute": "occupation", "c1": 3, "c2": 150, "l": 2, "w": ["Sales"]})),
-    "l-nan": Case("parameters", "l must be a whole number", _criteria(
-        distinct_l_diversity={"attribute": "occupation", "l": NAN})),
-    "l-zero": Case("parameters", "l must be >= 1", _criteria(
-        entropy_l_diversity={"attribute": "occupation", "l": 0})),
-    "l-above-values": Case("parameters", "l=30 is larger than the 14 distinct values", _criteria(
-        distinct_l_diversity={"attribute": "occupation", "l": 30})),
-    "multi-one-attribute": Case("parameters", "attributes must list two or more", _criteria(
-        multi_attribute_l_diversity={"attributes": ["occupation"], "l": 2})),
-    "criterion-on-qi": Case("parameters", "listed under both quasi_identifiers and sensitive", _criteria(
-        distinct_l_diversity={"attribute": "race", "l": 2})),
-    "intervals-not-multiples": Case("parameters", "not a multiple", lambda env: env.qi(
-        "age", {"generate": "intervals", "widths": [5, 7]})),
-    "intervals-start-nan": Case("parameters", "needs finite numbers", lambda env: env.qi(
-        "age", {"generate": "intervals", "widths": [5], "start": NAN})),
-    "analyze-max-risk-nan": Case("parameters", "--max-risk: 'nan' is not a finite number", _command(
-        "analyze", "--max-risk", "nan")),
-    "analyze-near-inf": Case("parameters", "--near: 'inf' is not a finite number", _command("analyze", "--near", "inf")),
-    "analyze-rho-nan": Case("parameters", "--rho: 'nan' is not a finite number", _command(
-        "analyze", "--rho", "0.2", "nan")),
-    "analyze-delta-text": Case("parameters", "--delta: 'small' is not a number", _command(
-        "analyze", "--delta", "small")),
-    "inference-max-probability-nan": Case("parameters", "--max-probability: '-inf' is not a finite number", _then(
-        _release_series("people"), _args("--max-probability", "-inf"))),
-    "intervals-on-text": Case("parameters", "needs numbers, found", lambda env: env.qi(
-        "race", {"generate": "intervals", "widths": [5]})),
-    "mask-char": Case("parameters", "mask char must be one character", lambda env: env.qi(
-        "age", {"generate": "mask", "char": "ab"})),
-    "generator-option": Case("parameters", "generator intervals has no option 'width'", lambda env: env.qi(
-        "age", {"generate": "intervals", "width": [5]})),
+    "t-nan": Case(
+        "parameters", "t must be a finite number", _criteria(t_closeness={"attribute": "occupation", "t": NAN})
+    ),
+    "t-inf": Case(
+        "parameters", "t must be a finite number", _criteria(t_closeness={"attribute": "occupation", "t": INF})
+    ),
+    "t-above-1": Case(
+        "parameters", "t must be between 0 and 1", _criteria(t_closeness={"attribute": "occupation", "t": 1.5})
+    ),
+    "t-distance": Case(
+        "parameters",
+        "distance 'cosine' is unknown",
+        _criteria(t_closeness={"attribute": "occupation", "t": 0.2, "distance": "cosine"}),
+    ),
+    "t-ordered-text": Case(
+        "parameters",
+        "ordered distance needs a numeric attribute",
+        _criteria(t_closeness={"attribute": "occupation", "t": 0.2, "distance": "ordered"}),
+    ),
+    "t-hierarchy-missing-values": Case(
+        "parameters",
+        "value(s) missing from its hierarchy",
+        _criteria(
+            t_closeness={
+                "attribute": "occupation",
+                "t": 0.2,
+                "distance": "hierarchical",
+                "hierarchy": str(ADULT_DIR / "hierarchies" / "race.csv"),
+            }
+        ),
+    ),
+    "c-nan": Case(
+        "parameters",
+        "c must be a finite number",
+        _criteria(recursive_l_diversity={"attribute": "occupation", "c": NAN, "l": 2}),
+    ),
+    "c-zero": Case(
+        "parameters", "c must be > 0", _criteria(recursive_l_diversity={"attribute": "occupation", "c": 0, "l": 2})
+    ),
+    "c1-nan": Case(
+        "parameters",
+        "c1 must be a finite number",
+        _criteria(npd_recursive_l_diversity={"attribute": "occupation", "c1": NAN, "c2": 5, "l": 2, "w": ["Sales"]}),
+    ),
+    "c2-nan": Case(
+        "parameters",
+        "c2 must be a finite number",
+        _criteria(npd_recursive_l_diversity={"attribute": "occupation", "c1": 3, "c2": NAN, "l": 2, "w": ["Sales"]}),
+    ),
+    "c2-inf": Case(
+        "parameters",
+        "c2 must be a finite number",
+        _criteria(npd_recursive_l_diversity={"attribute": "occupation", "c1": 3, "c2": -INF, "l": 2, "w": ["Sales"]}),
+    ),
+    "c2-above-100": Case(
+        "parameters",
+        "c2 must be between 0 and 100",
+        _criteria(npd_recursive_l_diversity={"attribute": "occupation", "c1": 3, "c2": 150, "l": 2, "w": ["Sales"]}),
+    ),
+    "l-nan": Case(
+        "parameters", "l must be a whole number", _criteria(distinct_l_diversity={"attribute": "occupation", "l": NAN})
+    ),
+    "l-zero": Case("parameters", "l must be >= 1", _criteria(entropy_l_diversity={"attribute": "occupation", "l": 0})),
+    "l-above-values": Case(
+        "parameters",
+        "l=30 is larger than the 14 distinct values",
+        _criteria(distinct_l_diversity={"attribute": "occupation", "l": 30}),
+    ),
+    "multi-one-attribute": Case(
+        "parameters",
+        "attributes must list two or more",
+        _criteria(multi_attribute_l_diversity={"attributes": ["occupation"], "l": 2}),
+    ),
+    "criterion-on-qi": Case(
+        "parameters",
+        "listed under both quasi_identifiers and sensitive",
+        _criteria(distinct_l_diversity={"attribute": "race", "l": 2}),
+    ),
+    "intervals-not-multiples": Case(
+        "parameters", "not a multiple", lambda env: env.qi("age", {"generate": "intervals", "widths": [5, 7]})
+    ),
+    "intervals-start-nan": Case(
+        "parameters",
+        "needs finite numbers",
+        lambda env: env.qi("age", {"generate": "intervals", "widths": [5], "start": NAN}),
+    ),
+    "analyze-max-risk-nan": Case(
+        "parameters", "--max-risk: 'nan' is not a finite number", _command("analyze", "--max-risk", "nan")
+    ),
+    "analyze-near-inf": Case(
+        "parameters", "--near: 'inf' is not a finite number", _command("analyze", "--near", "inf")
+    ),
+    "analyze-rho-nan": Case(
+        "parameters", "--rho: 'nan' is not a finite number", _command("analyze", "--rho", "0.2", "nan")
+    ),
+    "analyze-delta-text": Case(
+        "parameters", "--delta: 'small' is not a number", _command("analyze", "--delta", "small")
+    ),
+    "inference-max-probability-nan": Case(
+        "parameters",
+        "--max-probability: '-inf' is not a finite number",
+        _then(_release_series("people"), _args("--max-probability", "-inf")),
+    ),
+    "intervals-on-text": Case(
+        "parameters", "needs numbers, found", lambda env: env.qi("race", {"generate": "intervals", "widths": [5]})
+    ),
+    "mask-char": Case(
+        "parameters", "mask char must be one character", lambda env: env.qi("age", {"generate": "mask", "char": "ab"})
+    ),
+    "generator-option": Case(
+        "parameters",
+        "generator intervals has no option 'width'",
+        lambda env: env.qi("age", {"generate": "intervals", "width": [5]}),
+    ),
     # suppression
-    "limit-nan": Case("suppression", "suppression.limit must be a finite number", _set("suppression",
-                                                                                       {"limit": NAN})),
+    "limit-nan": Case("suppression", "suppression.limit must be a finite number", _set("suppression", {"limit": NAN})),
     "limit-inf": Case("suppression", "suppression.limit must be a finite number", _set("suppression", INF)),
     "limit-negative": Case("suppression", "suppression.limit must be >= 0", _set("suppression", {"limit": -1})),
     "limit-fraction-above-1": Case("suppression", "is a fraction above 1", _set("suppression", {"limit": 1.5})),
     "limit-text": Case("suppression", "must be a count", _set("suppression", {"limit": "lots"})),
-    "limit-whole-table": Case("suppression", f"lets all {ROWS} rows of the table be suppressed",
-                              _set("suppression", {"limit": ROWS})),
+    "limit-whole-table": Case(
+        "suppression", f"lets all {ROWS} rows of the table be suppressed", _set("suppression", {"limit": ROWS})
+    ),
     "limit-fraction-1": Case("suppression", "which would publish nothing", _set("suppression", {"limit": 1.0})),
     "limit-above-table": Case("suppression", "which would publish nothing", _set("suppression", {"limit": 10**6})),
-    "mode-unknown": Case("suppression", "suppression.mode 'blank' is unknown", _set("suppression", {
-        "limit": 10, "mode": "blank"})),
-    "mask-top-label-below": Case("suppression", "'*' at level 1 is also its top label", _then(
-        _set("suppression", {"limit": 10, "mode": "mask"}),
-        _hierarchy("sex", "Male;*;*\nFemale;F;*\n"))),
+    "mode-unknown": Case(
+        "suppression", "suppression.mode 'blank' is unknown", _set("suppression", {"limit": 10, "mode": "blank"})
+    ),
+    "mask-top-label-below": Case(
+        "suppression",
+        "'*' at level 1 is also its top label",
+        _then(_set("suppression", {"limit": 10, "mode": "mask"}), _hierarchy("sex", "Male;*;*\nFemale;F;*\n")),
+    ),
     # column roles
-    "unclassified-column": Case("column roles", "column(s) the job does not classify: workclass",
-                                lambda env: env.without_role("workclass")),
-    "unclassified-identifier": Case("column roles", "column(s) the job does not classify: patient_id",
-                                    _roles(identifying=[])),
-    "qi-and-sensitive": Case("column roles", "listed under both quasi_identifiers and sensitive",
-                             _roles(sensitive=["occupation", "age"])),
-    "insensitive-twice": Case("column roles", "'education' is listed twice under insensitive",
-                              _roles(insensitive=[c for c in ADULT_QIS if c not in QI3 + ["occupation"]]
-                                     + ["education"])),
-    "insensitive-and-identifying": Case("column roles", "under both insensitive and identifying",
-                                        _roles(identifying=["patient_id", "workclass"])),
-    "role-case-twice": Case("column roles", "the database does not tell them apart",
-                            _then(lambda env: env.without_role("workclass"),
-                                  _roles(identifying=["patient_id", "workclass", "WorkClass"]))),
-    "unknown-insensitive": Case("column roles", "insensitive column 'salary' is not in table",
-                                _roles(insensitive=["salary"])),
-    "unknown-qi": Case("column roles", "quasi-identifier column 'zipcode' is not in table", lambda env: env.qi(
-        "zipcode", {"generate": "mask"})),
-    "unknown-sensitive": Case("column roles", "column 'diagnosis' is not in table", _criteria(
-        distinct_l_diversity={"attribute": "diagnosis", "l": 2})),
-    "identifying-action": Case("column roles", "must be drop, or {pseudonym", _roles(
-        identifying={"patient_id": "hash"})),
-    "pseudonym-two-keys": Case("column roles", "takes one of key_env", _roles(
-        identifying={"patient_id": {"pseudonym": {"key_env": "A", "key_file": "b"}}})),
-    "pseudonym-env-unset": Case("column roles", "environment variable 'SQLANON_TEST_UNSET_KEY' is not set",
-                                _pseudonym_env("SQLANON_TEST_UNSET_KEY")),
+    "unclassified-column": Case(
+        "column roles", "column(s) the job does not classify: workclass", lambda env: env.without_role("workclass")
+    ),
+    "unclassified-identifier": Case(
+        "column roles", "column(s) the job does not classify: patient_id", _roles(identifying=[])
+    ),
+    "qi-and-sensitive": Case(
+        "column roles", "listed under both quasi_identifiers and sensitive", _roles(sensitive=["occupation", "age"])
+    ),
+    "insensitive-twice": Case(
+        "column roles",
+        "'education' is listed twice under insensitive",
+        _roles(insensitive=[c for c in ADULT_QIS if c not in QI3 + ["occupation"]] + ["education"]),
+    ),
+    "insensitive-and-identifying": Case(
+        "column roles", "under both insensitive and identifying", _roles(identifying=["patient_id", "workclass"])
+    ),
+    "role-case-twice": Case(
+        "column roles",
+        "the database does not tell them apart",
+        _then(lambda env: env.without_role("workclass"), _roles(identifying=["patient_id", "workclass", "WorkClass"])),
+    ),
+    "unknown-insensitive": Case(
+        "column roles", "insensitive column 'salary' is not in table", _roles(insensitive=["salary"])
+    ),
+    "unknown-qi": Case(
+        "column roles",
+        "quasi-identifier column 'zipcode' is not in table",
+        lambda env: env.qi("zipcode", {"generate": "mask"}),
+    ),
+    "unknown-sensitive": Case(
+        "column roles",
+        "column 'diagnosis' is not in table",
+        _criteria(distinct_l_diversity={"attribute": "diagnosis", "l": 2}),
+    ),
+    "identifying-action": Case(
+        "column roles", "must be drop, or {pseudonym", _roles(identifying={"patient_id": "hash"})
+    ),
+    "pseudonym-two-keys": Case(
+        "column roles",
+        "takes one of key_env",
+        _roles(identifying={"patient_id": {"pseudonym": {"key_env": "A", "key_file": "b"}}}),
+    ),
+    "pseudonym-env-unset": Case(
+        "column roles",
+        "environment variable 'SQLANON_TEST_UNSET_KEY' is not set",
+        _pseudonym_env("SQLANON_TEST_UNSET_KEY"),
+    ),
     "pseudonym-key-short": Case("column roles", "the key has 5 bytes", _key_file(b"short\n")),
-    "pseudonym-key-file-missing": Case("column roles", "key file", _roles(
-        identifying={"patient_id": {"pseudonym": {"key_file": "nokey"}}})),
+    "pseudonym-key-file-missing": Case(
+        "column roles", "key file", _roles(identifying={"patient_id": {"pseudonym": {"key_file": "nokey"}}})
+    ),
     # hierarchies
-    "hierarchy-missing": Case("hierarchies", "hierarchy file for 'race' not found", lambda env: env.qi(
-        "race", {"hierarchy": "h/none.csv"})),
+    "hierarchy-missing": Case(
+        "hierarchies", "hierarchy file for 'race' not found", lambda env: env.qi("race", {"hierarchy": "h/none.csv"})
+    ),
     "hierarchy-ragged": Case("hierarchies", "line 2 has 1 fields", _hierarchy("race", "White;*\nBlack\n")),
     "hierarchy-separator": Case("hierarchies", "line 1 has one field", _hierarchy("race", "White,*\n")),
     "hierarchy-empty": Case("hierarchies", "is empty", _hierarchy("race", "\n\n")),
     "hierarchy-not-utf8": Case("hierarchies", "is not UTF-8", _hierarchy("race", b"White;\xff\n")),
-    "hierarchy-duplicate-line": Case("hierarchies", "value 'Male' is listed on lines 1 and 3", _hierarchy(
-        "sex", "Male;*\nFemale;*\nMale;*\n")),
-    "hierarchy-duplicate-leaf": Case("hierarchies", "value 'Male' is listed on lines 1 and 2", _hierarchy(
-        "sex", "Male;M;*\nMale;X;*\nFemale;F;*\n")),
-    "hierarchy-two-parents": Case("hierarchies", "has two parents", _hierarchy(
-        "sex", "Male;M;A;*\nFemale;M;B;*\n")),
-    "hierarchy-missing-values": Case("hierarchies", "3 value(s) missing from its hierarchy", _hierarchy(
-        "race", "White;*\nBlack;*\n")),
+    "hierarchy-duplicate-line": Case(
+        "hierarchies", "value 'Male' is listed on lines 1 and 3", _hierarchy("sex", "Male;*\nFemale;*\nMale;*\n")
+    ),
+    "hierarchy-duplicate-leaf": Case(
+        "hierarchies", "value 'Male' is listed on lines 1 and 2", _hierarchy("sex", "Male;M;*\nMale;X;*\nFemale;F;*\n")
+    ),
+    "hierarchy-two-parents": Case("hierarchies", "has two parents", _hierarchy("sex", "Male;M;A;*\nFemale;M;B;*\n")),
+    "hierarchy-missing-values": Case(
+        "hierarchies", "3 value(s) missing from its hierarchy", _hierarchy("race", "White;*\nBlack;*\n")
+    ),
     # the data
-    "qi-nulls": Case("data", "column 'race' has 2 NULL value(s)", _sql(
-        "UPDATE people SET race = NULL WHERE patient_id IN (1, 2)")),
-    "qi-null-and-empty": Case("data", "holds both NULL (1 rows) and empty strings (1 rows)", _then(
-        _sql("UPDATE people SET race = NULL WHERE patient_id = 1", "UPDATE people SET race = '' WHERE patient_id = 2"),
-        lambda env: env.qi("race", {"hierarchy": env.hierarchy(
-            "race-null.csv", (ADULT_DIR / "hierarchies" / "race.csv").read_text() + ";*\n")}))),
-    "sensitive-all-null": Case("data", "sensitive column 'occupation' holds only NULLs", _then(
-        _sql("UPDATE people SET occupation = NULL"), _criteria(distinct_l_diversity={"attribute": "occupation",
-                                                                                     "l": 1}))),
+    "qi-nulls": Case(
+        "data", "column 'race' has 2 NULL value(s)", _sql("UPDATE people SET race = NULL WHERE patient_id IN (1, 2)")
+    ),
+    "qi-null-and-empty": Case(
+        "data",
+        "holds both NULL (1 rows) and empty strings (1 rows)",
+        _then(
+            _sql(
+                "UPDATE people SET race = NULL WHERE patient_id = 1", "UPDATE people SET race = '' WHERE patient_id = 2"
+            ),
+            lambda env: env.qi(
+                "race",
+                {
+                    "hierarchy": env.hierarchy(
+                        "race-null.csv", (ADULT_DIR / "hierarchies" / "race.csv").read_text() + ";*\n"
+                    )
+                },
+            ),
+        ),
+    ),
+    "sensitive-all-null": Case(
+        "data",
+        "sensitive column 'occupation' holds only NULLs",
+        _then(
+            _sql("UPDATE people SET occupation = NULL"),
+            _criteria(distinct_l_diversity={"attribute": "occupation", "l": 1}),
+        ),
+    ),
     "empty-table": Case("data", "is empty; there is nothing to anonymize", _sql("DELETE FROM people")),
-    "person-several-rows": Case("data", "identifying column 'patient_id' repeats: 1 person(s) have several rows",
-                                _sql(REPEAT_PERSON)),
-    "person-several-rows-search": Case("data", "identifying column 'patient_id' repeats", _then(
-        _sql(REPEAT_PERSON), _command("search"))),
-    "person-several-rows-pseudonymized": Case("data", "identifying column 'patient_id' repeats", _then(
-        _sql(REPEAT_PERSON), _pseudonym_env("SQLANON_BAD_INPUT_KEY"))),
-    "person-several-rows-mondrian": Case("data", "identifying column 'patient_id' repeats", _then(
-        _sql(REPEAT_PERSON), _method("mondrian"))),
-    "person-several-rows-anatomy": Case("data", "identifying column 'patient_id' repeats", _then(
-        _sql(REPEAT_PERSON), _method("anatomy"))),
-    "mondrian-nan": Case("data", "but it holds 'nan'", _then(
-        _sql("ALTER TABLE people ADD COLUMN score DOUBLE", "UPDATE people SET score = patient_id * 1.5",
-             "UPDATE people SET score = 'NaN' WHERE patient_id = 7"),
-        _method("mondrian"), lambda env: env.qi("score", None))),
-    "mondrian-infinity": Case("data", "but it holds 'inf'", _then(
-        _sql("ALTER TABLE people ADD COLUMN score DOUBLE", "UPDATE people SET score = patient_id * 1.5",
-             "UPDATE people SET score = 'Infinity' WHERE patient_id = 7"),
-        _method("mondrian"), lambda env: env.qi("score", None))),
+    "person-several-rows": Case(
+        "data", "identifying column 'patient_id' repeats: 1 person(s) have several rows", _sql(REPEAT_PERSON)
+    ),
+    "person-several-rows-search": Case(
+        "data", "identifying column 'patient_id' repeats", _then(_sql(REPEAT_PERSON), _command("search"))
+    ),
+    "person-several-rows-pseudonymized": Case(
+        "data",
+        "identifying column 'patient_id' repeats",
+        _then(_sql(REPEAT_PERSON), _pseudonym_env("SQLANON_BAD_INPUT_KEY")),
+    ),
+    "person-several-rows-mondrian": Case(
+        "data", "identifying column 'patient_id' repeats", _then(_sql(REPEAT_PERSON), _method("mondrian"))
+    ),
+    "person-several-rows-anatomy": Case(
+        "data", "identifying column 'patient_id' repeats", _then(_sql(REPEAT_PERSON), _method("anatomy"))
+    ),
+    "mondrian-nan": Case(
+        "data",
+        "but it holds 'nan'",
+        _then(
+            _sql(
+                "ALTER TABLE people ADD COLUMN score DOUBLE",
+                "UPDATE people SET score = patient_id * 1.5",
+                "UPDATE people SET score = 'NaN' WHERE patient_id = 7",
+            ),
+            _method("mondrian"),
+            lambda env: env.qi("score", None),
+        ),
+    ),
+    "mondrian-infinity": Case(
+        "data",
+        "but it holds 'inf'",
+        _then(
+            _sql(
+                "ALTER TABLE people ADD COLUMN score DOUBLE",
+                "UPDATE people SET score = patient_id * 1.5",
+                "UPDATE people SET score = 'Infinity' WHERE patient_id = 7",
+            ),
+            _method("mondrian"),
+            lambda env: env.qi("score", None),
+        ),
+    ),
     "unknown-table": Case("data", "table 'persons' not found", _set("source.table", "persons")),
     "csv-missing": Case("data", "CSV file not found", _then(_csv_source, _set("source.csv", "none.csv"))),
-    "csv-malformed": Case("data", "cannot read CSV file", _then(
-        _csv_source, lambda env: (env.folder / "people.csv").write_bytes(b"a;b\n\xff\xfe;1\n"))),
-    "csv-wrong-columns": Case("data", "quasi-identifier column 'sex' is not in table 'fromcsv'", _then(
-        _csv_source, lambda env: (env.folder / "people.csv").write_text("a;b\n1;2\n"))),
+    "csv-malformed": Case(
+        "data",
+        "cannot read CSV file",
+        _then(_csv_source, lambda env: (env.folder / "people.csv").write_bytes(b"a;b\n\xff\xfe;1\n")),
+    ),
+    "csv-wrong-columns": Case(
+        "data",
+        "quasi-identifier column 'sex' is not in table 'fromcsv'",
+        _then(_csv_source, lambda env: (env.folder / "people.csv").write_text("a;b\n1;2\n")),
+    ),
     # tables sqlanon must not touch
     "output-is-source": Case("tables", "is the source table", _set("output.table", "people")),
     "output-is-source-case": Case("tables", "is the source table", _set("output.table", "PEOPLE")),
-    "output-is-source-with-replace": Case("tables", "is the source table", _then(
-        _set("output.table", "People"), _args("--replace"))),
-    "output-in-metadata": Case("tables", "inside sqlanon's metadata schema", _set("output", {
-        "table": "job_files", "schema": "sqlanon"})),
+    "output-is-source-with-replace": Case(
+        "tables", "is the source table", _then(_set("output.table", "People"), _args("--replace"))
+    ),
+    "output-in-metadata": Case(
+        "tables", "inside sqlanon's metadata schema", _set("output", {"table": "job_files", "schema": "sqlanon"})
+    ),
     "output-exists": Case("tables", "already exists; choose another name, or pass --replace", _people_anon_by_user),
-    "output-not-sqlanons": Case("tables", "was not written by sqlanon", _then(_people_anon_by_user,
-                                                                              _args("--replace"))),
-    "output-case-not-sqlanons": Case("tables", "was not written by sqlanon", _then(
-        _people_anon_by_user, _set("output.table", "People_Anon"), _args("--replace"))),
-    "output-schema-missing": Case("tables", "schema 'published' of output table 'people_anon' does not exist",
-                                  _set("output.schema", "published")),
-    "csv-over-user-table": Case("tables", "sqlanon did not load it from people.csv",
-                                lambda env: _csv_source(env, "people")),
+    "output-not-sqlanons": Case(
+        "tables", "was not written by sqlanon", _then(_people_anon_by_user, _args("--replace"))
+    ),
+    "output-case-not-sqlanons": Case(
+        "tables",
+        "was not written by sqlanon",
+        _then(_people_anon_by_user, _set("output.table", "People_Anon"), _args("--replace")),
+    ),
+    "output-schema-missing": Case(
+        "tables", "schema 'published' of output table 'people_anon' does not exist", _set("output.schema", "published")
+    ),
+    "csv-over-user-table": Case(
+        "tables", "sqlanon did not load it from people.csv", lambda env: _csv_source(env, "people")
+    ),
     "csv-changed-since-load": Case("tables", "changed since; reload it with: sqlanon load", _loaded_from_another_file),
-    "metadata-schema-semicolon": Case("tables", "may hold only letters, digits and underscores", _args(
-        "--metadata-schema", "meta;data")),
+    "metadata-schema-semicolon": Case(
+        "tables", "may hold only letters, digits and underscores", _args("--metadata-schema", "meta;data")
+    ),
     "metadata-schema-long": Case("tables", "has 70 characters", _args("--metadata-schema", "m" * 70)),
-    "apply-run-of-another-job": Case("tables", "run 1 is a run of job 'other'", _then(
-        _run_of_another_job, _command("apply", "--table", "people", "--run", "1"))),
+    "apply-run-of-another-job": Case(
+        "tables",
+        "run 1 is a run of job 'other'",
+        _then(_run_of_another_job, _command("apply", "--table", "people", "--run", "1")),
+    ),
     # files sqlanon must not touch or create
     "report-over-database": Case("files", "is the job's database", _command("report", "--out", "db.duckdb")),
-    "report-over-database-replace": Case("files", "is the job's database", _command(
-        "report", "--out", "db.duckdb", "--replace")),
+    "report-over-database-replace": Case(
+        "files", "is the job's database", _command("report", "--out", "db.duckdb", "--replace")
+    ),
     "report-over-job-file": Case("files", "is the job's file", _command("report", "--out", "job.yaml", "--replace")),
-    "report-over-a-file": Case("files", "notes.html exists; choose another file", _then(
-        _file("notes.html", "<p>mine</p>"), _command("report", "--out", "notes.html"))),
-    "report-replace-a-file": Case("files", "is not a report sqlanon wrote", _then(
-        _file("notes.html", "<p>mine</p>"), _command("report", "--out", "notes.html", "--replace"))),
-    "report-missing-folder": Case("files", "folder reports does not exist", _command(
-        "report", "--out", "reports/page.html")),
-    "new-database-file": Case("files", "does not exist, and the job loads no file into it", _set(
-        "source.url", "new.duckdb")),
-    "new-database-file-after-load": Case("files", "schema 'published' of output table", _then(
-        _csv_source, _set("source.url", "new.duckdb"), _set("output.schema", "published"))),
+    "report-over-a-file": Case(
+        "files",
+        "notes.html exists; choose another file",
+        _then(_file("notes.html", "<p>mine</p>"), _command("report", "--out", "notes.html")),
+    ),
+    "report-replace-a-file": Case(
+        "files",
+        "is not a report sqlanon wrote",
+        _then(_file("notes.html", "<p>mine</p>"), _command("report", "--out", "notes.html", "--replace")),
+    ),
+    "report-missing-folder": Case(
+        "files", "folder reports does not exist", _command("report", "--out", "reports/page.html")
+    ),
+    "new-database-file": Case(
+        "files", "does not exist, and the job loads no file into it", _set("source.url", "new.duckdb")
+    ),
+    "new-database-file-after-load": Case(
+        "files",
+        "schema 'published' of output table",
+        _then(_csv_source, _set("source.url", "new.duckdb"), _set("output.schema", "published")),
+    ),
 }
 
 
@@ -544,6 +774,7 @@ def test_the_base_job_works_and_publishes_only_declared_columns(tmp_path: Path, 
 
 
 # --- the README's reliability table is this corpus's summary ----------------------------------------
+
 
 def reliability_table() -> str:
     counts = Counter(case.category for case in CASES.values())

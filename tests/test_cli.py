@@ -1,4 +1,5 @@
 """The command line: JSON output, anonymize, and every bad input the issue names."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,19 @@ from sqlanon.cli import main
 
 from .conftest import ADULT_DIR, metadata_tables, user_tables, with_rest_insensitive
 
-METADATA = {"alembic_version", "runs", "run_attributes", "lattice_nodes", "lattice_node_levels", "lattice_edges",
-            "frequency_sets", "node_metrics", "jobs", "job_files", "owned_tables"}
+METADATA = {
+    "alembic_version",
+    "runs",
+    "run_attributes",
+    "lattice_nodes",
+    "lattice_node_levels",
+    "lattice_edges",
+    "frequency_sets",
+    "node_metrics",
+    "jobs",
+    "job_files",
+    "owned_tables",
+}
 
 
 def write_config(tmp_path: Path, **changes) -> Path:
@@ -24,11 +36,17 @@ def write_config(tmp_path: Path, **changes) -> Path:
     for name in ("sex", "age", "race", "education"):
         (hierarchies / f"{name}.csv").write_bytes((ADULT_DIR / "hierarchies" / f"{name}.csv").read_bytes())
     config = {
-        "source": {"url": "duckdb:///adult.duckdb", "table": "adult", "csv": str(ADULT_DIR / "adult.csv.gz"),
-                   "csv_options": {"delimiter": ";"}},
-        "quasi_identifiers": {"sex": {"hierarchy": "hierarchies/sex.csv"},
-                              "age": {"hierarchy": "hierarchies/age.csv"},
-                              "race": {"hierarchy": "hierarchies/race.csv"}},
+        "source": {
+            "url": "duckdb:///adult.duckdb",
+            "table": "adult",
+            "csv": str(ADULT_DIR / "adult.csv.gz"),
+            "csv_options": {"delimiter": ";"},
+        },
+        "quasi_identifiers": {
+            "sex": {"hierarchy": "hierarchies/sex.csv"},
+            "age": {"hierarchy": "hierarchies/age.csv"},
+            "race": {"hierarchy": "hierarchies/race.csv"},
+        },
         "criteria": {"k_anonymity": {"k": 5}},
         "output": {"table": "adult_anon"},
     }
@@ -76,8 +94,9 @@ def test_anonymize_writes_an_audited_table(tmp_path: Path):
     assert data["output"] == "adult_anon" and data["node"] in data["minimal"]
     engine = sa.create_engine(f"duckdb:///{tmp_path / 'adult.duckdb'}")
     with engine.connect() as conn:
-        smallest = conn.exec_driver_sql('SELECT MIN(n) FROM (SELECT COUNT(*) n FROM adult_anon '
-                                        'GROUP BY sex, age, race)').scalar_one()
+        smallest = conn.exec_driver_sql(
+            "SELECT MIN(n) FROM (SELECT COUNT(*) n FROM adult_anon GROUP BY sex, age, race)"
+        ).scalar_one()
         rows = conn.exec_driver_sql("SELECT COUNT(*) FROM adult_anon").scalar_one()
         columns = conn.exec_driver_sql("SELECT * FROM adult_anon LIMIT 0").keys()
     engine.dispose()
@@ -115,6 +134,7 @@ def test_example_and_help(tmp_path: Path):
 
 # --- bad input: one line, exit code 2, nothing left behind ----------------------
 
+
 def _expect_error(tmp_path: Path, config: Path, fragment: str, *extra: str) -> None:
     url = f"duckdb:///{tmp_path / 'adult.duckdb'}"
     before = user_tables(url) if (tmp_path / "adult.duckdb").exists() else set()
@@ -134,8 +154,9 @@ def _loaded(tmp_path: Path) -> None:
 
 
 def test_unknown_column(tmp_path: Path):
-    config = write_config(tmp_path, quasi_identifiers={"sex": {"hierarchy": "hierarchies/sex.csv"},
-                                                       "zipcode": {"generate": "mask"}})
+    config = write_config(
+        tmp_path, quasi_identifiers={"sex": {"hierarchy": "hierarchies/sex.csv"}, "zipcode": {"generate": "mask"}}
+    )
     _expect_error(tmp_path, config, "'zipcode' is not in table 'adult'")
 
 
@@ -163,9 +184,16 @@ def test_values_missing_from_hierarchy(tmp_path: Path):
     _expect_error(tmp_path, config, "3 value(s) missing from its hierarchy")
 
 
-@pytest.mark.parametrize("k, fragment", [(0, "k must be >= 1"), (-3, "k must be >= 1"),
-                                         (2.5, "whole number"), ("five", "whole number"),
-                                         (True, "whole number")])
+@pytest.mark.parametrize(
+    "k, fragment",
+    [
+        (0, "k must be >= 1"),
+        (-3, "k must be >= 1"),
+        (2.5, "whole number"),
+        ("five", "whole number"),
+        (True, "whole number"),
+    ],
+)
 def test_bad_k(tmp_path: Path, k, fragment):
     _expect_error(tmp_path, write_config(tmp_path, criteria={"k_anonymity": {"k": k}}), fragment)
 
@@ -218,14 +246,18 @@ def test_hostile_identifiers_are_quoted_not_injected(tmp_path: Path):
     column = "a'ge\"; --"
     engine = sa.create_engine(f"duckdb:///{tmp_path / 'adult.duckdb'}")
     with engine.begin() as conn:
-        conn.exec_driver_sql('CREATE TABLE "we""ird; DROP TABLE adult; --" AS '
-                             'SELECT sex, age AS "a\'ge""; --", race FROM adult')
+        conn.exec_driver_sql(
+            'CREATE TABLE "we""ird; DROP TABLE adult; --" AS SELECT sex, age AS "a\'ge""; --", race FROM adult'
+        )
     engine.dispose()
     (tmp_path / "hierarchies" / "weird.csv").write_bytes((tmp_path / "hierarchies" / "age.csv").read_bytes())
-    config = write_config(tmp_path, source={"url": "duckdb:///adult.duckdb", "table": table},
-                          quasi_identifiers={"sex": {"hierarchy": "hierarchies/sex.csv"},
-                                             column: {"hierarchy": "hierarchies/weird.csv"}},
-                          insensitive=["race"], output={"table": "out'; DROP TABLE adult; --"})
+    config = write_config(
+        tmp_path,
+        source={"url": "duckdb:///adult.duckdb", "table": table},
+        quasi_identifiers={"sex": {"hierarchy": "hierarchies/sex.csv"}, column: {"hierarchy": "hierarchies/weird.csv"}},
+        insensitive=["race"],
+        output={"table": "out'; DROP TABLE adult; --"},
+    )
     result = run("anonymize", str(config), "--json")
     assert result.exit_code == 0, result.output
     tables = user_tables(f"duckdb:///{tmp_path / 'adult.duckdb'}")

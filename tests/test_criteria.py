@@ -1,4 +1,5 @@
 """The l-diversity family and t-closeness: Incognito against the oracle, and hand-computed cases."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,14 +16,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sqlanon import RunOptions, anonymize, search
-from sqlanon.engine import star as dimensions
 from sqlanon.api import evaluate_every_node
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
-from sqlanon.model.view import SqlFragment
+from sqlanon.engine import star as dimensions
 from sqlanon.errors import ConfigError, HierarchyError
+from sqlanon.model.view import SqlFragment
 
 from .conftest import CASES, QIS, adult_job, passing, reclassified
+
 
 @pytest.fixture(scope="module")
 def adult_oracle(adult_violations) -> dict[str, set]:
@@ -40,8 +42,11 @@ def test_a_fragment_renames_its_own_parameters_only():
 def test_multi_attribute_l_diversity_against_the_oracle(adult_duck: str):
     spec = {"multi_attribute_l_diversity": {"attributes": ["race", "salary-class"], "l": 2}}
     qis = ["sex", "age", "marital-status", "education"]
-    job = reclassified(adult_job(adult_duck, qis, load_csv=False), criteria=criteria_from_config(spec),
-                              sensitive=["race", "salary-class"])
+    job = reclassified(
+        adult_job(adult_duck, qis, load_csv=False),
+        criteria=criteria_from_config(spec),
+        sensitive=["race", "salary-class"],
+    )
     [oracle] = evaluate_every_node(job, [job.criteria])
     assert set(search(job).satisfying) == set(oracle)
     assert 0 < len(oracle) < 2 * 5 * 3 * 4
@@ -60,14 +65,16 @@ def test_ordered_t_closeness_on_a_numeric_attribute(adult_duck: str):
     """Age is numeric: with the other QIs, ordered EMD against the oracle."""
     qis = ["sex", "race", "marital-status", "education"]
     spec = {"t_closeness": {"attribute": "age", "t": 0.05, "distance": "ordered"}}
-    job = reclassified(adult_job(adult_duck, qis, load_csv=False), criteria=criteria_from_config(spec),
-                              sensitive=["age"])
+    job = reclassified(
+        adult_job(adult_duck, qis, load_csv=False), criteria=criteria_from_config(spec), sensitive=["age"]
+    )
     [oracle] = evaluate_every_node(job, [job.criteria])
     assert set(search(job).satisfying) == set(oracle)
     assert 0 < len(oracle) < 2 * 2 * 3 * 4
 
 
 # --- hand-computed classes -----------------------------------------------------
+
 
 def _one_table(tmp_path: Path, classes: dict[str, list[str]], criteria: dict, numeric: bool = False):
     """A table whose QI `q` has one value per class (hierarchy q -> *), sensitive `s` (a new database each
@@ -77,8 +84,14 @@ def _one_table(tmp_path: Path, classes: dict[str, list[str]], criteria: dict, nu
     (tmp_path / "q.csv").write_text("\n".join(f"{q};*" for q in classes) + "\n")
     options = {} if numeric else {"all_varchar": True}
     database = f"t_{uuid.uuid4().hex[:8]}.duckdb"
-    return job_from_dict({"source": {"url": database, "table": "t", "csv": "data.csv", "csv_options": options},
-                          "quasi_identifiers": {"q": "q.csv"}, "criteria": criteria}, tmp_path)
+    return job_from_dict(
+        {
+            "source": {"url": database, "table": "t", "csv": "data.csv", "csv_options": options},
+            "quasi_identifiers": {"q": "q.csv"},
+            "criteria": criteria,
+        },
+        tmp_path,
+    )
 
 
 def _level_zero_passes(tmp_path, classes, criteria, numeric=False) -> bool:
@@ -117,9 +130,11 @@ def test_recursive_at_the_c_boundary(tmp_path: Path, c: float, expected: bool):
 def test_a_class_with_one_value(tmp_path: Path):
     classes = {"x": ["a", "a"], "y": ["a", "b"]}
     assert not _level_zero_passes(tmp_path, classes, {"distinct_l_diversity": {"attribute": "s", "l": 2}})
-    for spec in ({"distinct_l_diversity": {"attribute": "s", "l": 1}},
-                 {"entropy_l_diversity": {"attribute": "s", "l": 1}},
-                 {"recursive_l_diversity": {"attribute": "s", "c": 1, "l": 1}}):
+    for spec in (
+        {"distinct_l_diversity": {"attribute": "s", "l": 1}},
+        {"entropy_l_diversity": {"attribute": "s", "l": 1}},
+        {"recursive_l_diversity": {"attribute": "s", "c": 1, "l": 1}},
+    ):
         assert _level_zero_passes(tmp_path, classes, spec), spec  # l = 1 always holds
 
 
@@ -141,17 +156,21 @@ def test_ordered_distance_by_hand(tmp_path: Path):
     assert not _level_zero_passes(tmp_path, classes, spec, numeric=True)
 
 
-@pytest.mark.parametrize("spec, numeric, coded", [
-    ({"t_closeness": {"attribute": "s", "t": 0.5}}, False, True),
-    ({"t_closeness": {"attribute": "s", "t": 0.5, "distance": "hierarchical", "hierarchy": "s.csv"}}, False, True),
-    ({"entropy_l_diversity": {"attribute": "s", "l": 2}}, False, True),
-    ({"entropy_l_diversity": {"attribute": "s", "l": 2, "dont_care": ["a"]}}, False, False),  # names a value
-    ({"t_closeness": {"attribute": "s", "t": 0.5}}, True, True),  # integers: one text per value
-    ({"t_closeness": {"attribute": "s", "t": 0.5, "distance": "ordered"}}, True, False),  # orders the values
-    ({"t_closeness": {"attribute": "s", "t": 0.5}}, "DOUBLE", False),  # -0.0 and 0.0: one value, two texts
-])
+@pytest.mark.parametrize(
+    "spec, numeric, coded",
+    [
+        ({"t_closeness": {"attribute": "s", "t": 0.5}}, False, True),
+        ({"t_closeness": {"attribute": "s", "t": 0.5, "distance": "hierarchical", "hierarchy": "s.csv"}}, False, True),
+        ({"entropy_l_diversity": {"attribute": "s", "l": 2}}, False, True),
+        ({"entropy_l_diversity": {"attribute": "s", "l": 2, "dont_care": ["a"]}}, False, False),  # names a value
+        ({"t_closeness": {"attribute": "s", "t": 0.5}}, True, True),  # integers: one text per value
+        ({"t_closeness": {"attribute": "s", "t": 0.5, "distance": "ordered"}}, True, False),  # orders the values
+        ({"t_closeness": {"attribute": "s", "t": 0.5}}, "DOUBLE", False),  # -0.0 and 0.0: one value, two texts
+    ],
+)
 def test_a_small_tables_cube_carries_sensitive_codes_where_no_criterion_reads_values(
-        tmp_path: Path, monkeypatch, spec: dict, numeric, coded: bool):
+    tmp_path: Path, monkeypatch, spec: dict, numeric, coded: bool
+):
     """The search's cube holds each sensitive value as an integer code (faster to group and join than text)
     unless a criterion names or orders the values, or values and texts do not correspond one to one; either way
     the search finds what the exhaustive strategy finds."""
@@ -176,58 +195,80 @@ def test_a_small_tables_cube_carries_sensitive_codes_where_no_criterion_reads_va
 
 # --- bad input --------------------------------------------------------------------
 
-@pytest.mark.parametrize("spec, fragment", [
-    ({"recursive_l_diversity": {"attribute": "s", "c": 0, "l": 2}}, "c must be > 0"),
-    ({"recursive_l_diversity": {"attribute": "s", "c": -1, "l": 2}}, "c must be > 0"),
-    ({"t_closeness": {"attribute": "s", "t": 1.5}}, "t must be between 0 and 1"),
-    ({"t_closeness": {"attribute": "s", "t": -0.1}}, "t must be between 0 and 1"),
-    ({"t_closeness": {"attribute": "s", "t": 0.1, "distance": "cosine"}}, "distance 'cosine' is unknown"),
-    ({"distinct_l_diversity": {"attribute": "s", "l": 0}}, "l must be >= 1"),
-    ({"distinct_l_diversity": {"attribute": "s"}}, "missing key 'l'"),
-    ({"multi_attribute_l_diversity": {"attributes": ["a", "b"], "l": 2, "instantiation": "recursive"}},
-     "missing key 'c'"),
-    ({"multi_attribute_l_diversity": {"attributes": ["a"], "l": 2}}, "two or more"),
-    ({"multi_attribute_l_diversity": {"attributes": ["a", "b"], "l": 2, "instantiation": "max"}},
-     "instantiation 'max' is unknown"),
-])
+
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ({"recursive_l_diversity": {"attribute": "s", "c": 0, "l": 2}}, "c must be > 0"),
+        ({"recursive_l_diversity": {"attribute": "s", "c": -1, "l": 2}}, "c must be > 0"),
+        ({"t_closeness": {"attribute": "s", "t": 1.5}}, "t must be between 0 and 1"),
+        ({"t_closeness": {"attribute": "s", "t": -0.1}}, "t must be between 0 and 1"),
+        ({"t_closeness": {"attribute": "s", "t": 0.1, "distance": "cosine"}}, "distance 'cosine' is unknown"),
+        ({"distinct_l_diversity": {"attribute": "s", "l": 0}}, "l must be >= 1"),
+        ({"distinct_l_diversity": {"attribute": "s"}}, "missing key 'l'"),
+        (
+            {"multi_attribute_l_diversity": {"attributes": ["a", "b"], "l": 2, "instantiation": "recursive"}},
+            "missing key 'c'",
+        ),
+        ({"multi_attribute_l_diversity": {"attributes": ["a"], "l": 2}}, "two or more"),
+        (
+            {"multi_attribute_l_diversity": {"attributes": ["a", "b"], "l": 2, "instantiation": "max"}},
+            "instantiation 'max' is unknown",
+        ),
+    ],
+)
 def test_bad_criteria(spec, fragment):
     with pytest.raises(ConfigError, match=fragment):
         criteria_from_config(spec)
 
 
 def test_l_larger_than_the_sensitive_domain(tmp_path: Path, sensitive_domain):
-    job = _one_table(tmp_path, {"x": ["a", "b"], "y": ["a", "b"]},
-                     {"distinct_l_diversity": {"attribute": "s", "l": 3}})
+    job = _one_table(tmp_path, {"x": ["a", "b"], "y": ["a", "b"]}, {"distinct_l_diversity": {"attribute": "s", "l": 3}})
     with pytest.raises(ConfigError, match="l=3 is larger than the 2 distinct values"):
         search(job)
 
 
 def test_ordered_distance_needs_numbers(tmp_path: Path):
-    job = _one_table(tmp_path, {"x": ["a"], "y": ["b"]},
-                     {"t_closeness": {"attribute": "s", "t": 0.5, "distance": "ordered"}})
+    job = _one_table(
+        tmp_path, {"x": ["a"], "y": ["b"]}, {"t_closeness": {"attribute": "s", "t": 0.5, "distance": "ordered"}}
+    )
     with pytest.raises(ConfigError, match="needs a numeric attribute"):
         search(job)
 
 
 def test_sensitive_attribute_that_is_a_quasi_identifier(tmp_path: Path):
     with pytest.raises(ConfigError, match="listed under both quasi_identifiers and sensitive"):
-        job_from_dict({"source": {"url": "t.duckdb", "table": "t"}, "quasi_identifiers": {"q": "q.csv"},
-                       "criteria": {"distinct_l_diversity": {"attribute": "q", "l": 2}}}, tmp_path)
+        job_from_dict(
+            {
+                "source": {"url": "t.duckdb", "table": "t"},
+                "quasi_identifiers": {"q": "q.csv"},
+                "criteria": {"distinct_l_diversity": {"attribute": "q", "l": 2}},
+            },
+            tmp_path,
+        )
 
 
 # --- an independent check of a published table, in pandas (k, distinct l, equal-distance t) ----------------
 
+
 def test_published_table_holds_its_criteria_by_an_independent_count(adult_duck: str):
-    spec = {"k_anonymity": {"k": 5}, "distinct_l_diversity": {"attribute": "occupation", "l": 3},
-            "t_closeness": {"attribute": "occupation", "t": 0.3}}
-    job = reclassified(adult_job(adult_duck, QIS, load_csv=False, output={"table": "independent_check"}),
-                       criteria=criteria_from_config(spec), sensitive=["occupation"])
+    spec = {
+        "k_anonymity": {"k": 5},
+        "distinct_l_diversity": {"attribute": "occupation", "l": 3},
+        "t_closeness": {"attribute": "occupation", "t": 0.3},
+    }
+    job = reclassified(
+        adult_job(adult_duck, QIS, load_csv=False, output={"table": "independent_check"}),
+        criteria=criteria_from_config(spec),
+        sensitive=["occupation"],
+    )
     result = anonymize(job, replace=True)
     engine = sa.create_engine(adult_duck)
     with engine.connect() as conn:
         # the published table is small (30k rows): pulling it is fine for a check outside the database
         frame = pd.read_sql_query(
-            sa.text('SELECT sex, age, race, "marital-status", education, occupation FROM independent_check'), conn)
+            sa.text('SELECT sex, age, race, "marital-status", education, occupation FROM independent_check'), conn
+        )
     engine.dispose()
     classes = frame.groupby(QIS)["occupation"]
     assert classes.size().min() >= 5
@@ -248,14 +289,37 @@ RANDOM_CASES = [
     {"entropy_l_diversity": {"attribute": "occupation", "l": 2, "dont_care": ["a", "b"]}},
     {"recursive_l_diversity": {"attribute": "occupation", "c": 2, "l": 2}},
     {"recursive_l_diversity": {"attribute": "occupation", "c": 1.5, "l": 2, "dont_care": ["a"]}},
-    {"npd_recursive_l_diversity": {"attribute": "occupation", "c1": 2, "c2": 10, "l": 2, "w": ["b"],
-                                   "dont_care": ["a"]}},
+    {
+        "npd_recursive_l_diversity": {
+            "attribute": "occupation",
+            "c1": 2,
+            "c2": 10,
+            "l": 2,
+            "w": ["b"],
+            "dont_care": ["a"],
+        }
+    },
     {"multi_attribute_l_diversity": {"attributes": ["occupation", "extra"], "l": 2}},
-    {"multi_attribute_l_diversity": {"attributes": ["occupation", "extra"], "l": 2, "instantiation": "recursive",
-                                     "c": 3, "dont_care": ["a"]}},
+    {
+        "multi_attribute_l_diversity": {
+            "attributes": ["occupation", "extra"],
+            "l": 2,
+            "instantiation": "recursive",
+            "c": 3,
+            "dont_care": ["a"],
+        }
+    },
     {"multi_attribute_l_diversity": {"attributes": ["occupation", "extra"], "l": 2, "instantiation": "entropy"}},
-    {"multi_attribute_l_diversity": {"attributes": ["occupation", "extra"], "l": 2, "instantiation": "npd",
-                                     "c1": 3, "c2": 5, "w": ["x"]}},
+    {
+        "multi_attribute_l_diversity": {
+            "attributes": ["occupation", "extra"],
+            "l": 2,
+            "instantiation": "npd",
+            "c1": 3,
+            "c2": 5,
+            "w": ["x"],
+        }
+    },
     {"t_closeness": {"attribute": "occupation", "t": 0.3}},
     {"t_closeness": {"attribute": "occupation", "t": 0.5, "distance": "kl"}},
     {"t_closeness": {"attribute": "occupation", "t": 0.25, "distance": "hierarchical", "hierarchy": "occ.csv"}},
@@ -274,10 +338,21 @@ def _named(spec: dict) -> set[str]:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=st.lists(st.tuples(st.sampled_from(["v0", "v1", "v2", "v3"]), st.sampled_from(["w0", "w1", "w2"]),
-                               st.sampled_from(["a", "b", "c", "d"]), st.sampled_from(["x", "y"]),
-                               st.integers(1, 4)), min_size=4, max_size=40),
-       spec=st.sampled_from(RANDOM_CASES), limit=st.integers(0, 5))
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["v0", "v1", "v2", "v3"]),
+            st.sampled_from(["w0", "w1", "w2"]),
+            st.sampled_from(["a", "b", "c", "d"]),
+            st.sampled_from(["x", "y"]),
+            st.integers(1, 4),
+        ),
+        min_size=4,
+        max_size=40,
+    ),
+    spec=st.sampled_from(RANDOM_CASES),
+    limit=st.integers(0, 5),
+)
 def test_criteria_on_random_tables(tmp_path_factory, rows, spec, limit):
     """Incognito, top-down, bottom-up, border, filtered, auto and Samarati against the exhaustive strategy, with
     and without suppression."""
@@ -287,14 +362,28 @@ def test_criteria_on_random_tables(tmp_path_factory, rows, spec, limit):
     (tmp / "q.csv").write_text("w0;*\nw1;*\nw2;*\n")
     (tmp / "occ.csv").write_text("a;G1;*\nb;G1;*\nc;G2;*\nd;G2;*\n")
     distinct = {"occupation": len({r[2] for r in rows}), "extra": len({r[3] for r in rows})}
-    if any(params.get("l", 1) > min(distinct[a] for a in params.get("attributes", [params.get("attribute")])
-                                    if a in distinct) for params in spec.values() if "l" in params):
+    if any(
+        params.get("l", 1)
+        > min(distinct[a] for a in params.get("attributes", [params.get("attribute")]) if a in distinct)
+        for params in spec.values()
+        if "l" in params
+    ):
         return  # an impossible l is a configuration error, tested elsewhere
-    job = job_from_dict({"source": {"url": "t.duckdb", "table": "t", "csv": "data.csv",
-                                    "csv_options": {"types": {"p": "VARCHAR", "q": "VARCHAR"}}},
-                         "quasi_identifiers": {"p": "p.csv", "q": "q.csv"}, "criteria": spec,
-                         "insensitive": [c for c in ("occupation", "extra", "cost") if c not in _named(spec)],
-                         "suppression": {"limit": min(limit, len(rows) - 1)}}, tmp)
+    job = job_from_dict(
+        {
+            "source": {
+                "url": "t.duckdb",
+                "table": "t",
+                "csv": "data.csv",
+                "csv_options": {"types": {"p": "VARCHAR", "q": "VARCHAR"}},
+            },
+            "quasi_identifiers": {"p": "p.csv", "q": "q.csv"},
+            "criteria": spec,
+            "insensitive": [c for c in ("occupation", "extra", "cost") if c not in _named(spec)],
+            "suppression": {"limit": min(limit, len(rows) - 1)},
+        },
+        tmp,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # don't-care values absent from a small random table
         exhaustive = search(dataclasses.replace(job, strategy="exhaustive"))
@@ -317,17 +406,32 @@ def test_multi_attribute_audit_counts_subclasses_whose_class_value_is_null(reque
         url, schema = f"duckdb:///{tmp_path / 'm.duckdb'}", None
     else:
         url, schema = request.getfixturevalue("pg_server"), request.getfixturevalue("pg_schema")
-    rows = [(None, "flu", "a"), (None, "flu", "b"), (None, "cold", "a"), (None, "cold", "a"),  # cold: one value of y
-            ("z1", "flu", "a"), ("z1", "flu", "b"), ("z1", "cold", "a"), ("z1", "cold", "b")]
+    rows = [
+        (None, "flu", "a"),
+        (None, "flu", "b"),
+        (None, "cold", "a"),
+        (None, "cold", "a"),  # cold: one value of y
+        ("z1", "flu", "a"),
+        ("z1", "flu", "b"),
+        ("z1", "cold", "a"),
+        ("z1", "cold", "b"),
+    ]
     db = open_database(url)
     with db.begin() as conn:
-        db.create_table_from_rows(conn, db.q(schema, "released"), [("zip", "VARCHAR(10)"), ("x", "VARCHAR(10)"),
-                                                                   ("y", "VARCHAR(10)")], rows)
+        db.create_table_from_rows(
+            conn, db.q(schema, "released"), [("zip", "VARCHAR(10)"), ("x", "VARCHAR(10)"), ("y", "VARCHAR(10)")], rows
+        )
     db.dispose()
     (tmp_path / "h.csv").write_text(";*\nz1;*\n")
     source = {"url": url, "table": "released", **({"schema": schema} if schema else {})}
-    job = job_from_dict({"source": source, "quasi_identifiers": {"zip": "h.csv"},
-                         "criteria": {"multi_attribute_l_diversity": {"attributes": ["x", "y"], "l": 2}}}, tmp_path)
+    job = job_from_dict(
+        {
+            "source": source,
+            "quasi_identifiers": {"zip": "h.csv"},
+            "criteria": {"multi_attribute_l_diversity": {"attributes": ["x", "y"], "l": 2}},
+        },
+        tmp_path,
+    )
     report = audit(job, "released", schema, RunOptions(metadata_schema=f"{schema}_meta" if schema else "sqlanon"))
     found = report.criteria["multi_attribute_l_diversity"]
     assert not report.ok and (found.violating_classes, found.violating_tuples) == (1, 4)
@@ -337,19 +441,30 @@ def test_figure_3_of_the_l_diversity_paper(tmp_path: Path):
     """Three blocks of four: Heart Disease, Viral Infection, Cancer, Cancer (and permutations).
     3-diverse, and by entropy 'actually 2.8-diverse'."""
     from sqlanon import audit
-    blocks = {("1305*", "<40"): ["Heart Disease", "Viral Infection", "Cancer", "Cancer"],
-              ("1485*", ">40"): ["Cancer", "Heart Disease", "Viral Infection", "Viral Infection"],
-              ("1306*", "<40"): ["Heart Disease", "Viral Infection", "Cancer", "Cancer"]}
+
+    blocks = {
+        ("1305*", "<40"): ["Heart Disease", "Viral Infection", "Cancer", "Cancer"],
+        ("1485*", ">40"): ["Cancer", "Heart Disease", "Viral Infection", "Viral Infection"],
+        ("1306*", "<40"): ["Heart Disease", "Viral Infection", "Cancer", "Cancer"],
+    }
     lines = [f"{z},{a},*,{c}" for (z, a), conditions in blocks.items() for c in conditions]
     (tmp_path / "fig3.csv").write_text("zip,age,nationality,condition\n" + "\n".join(lines) + "\n")
     (tmp_path / "h.csv").write_text("x;*\n")
-    spec = {"distinct_l_diversity": {"attribute": "condition", "l": 3},
-            "entropy_l_diversity": {"attribute": "condition", "l": 2},
-            "recursive_l_diversity": {"attribute": "condition", "c": 3, "l": 3}}
-    job = job_from_dict({"source": {"url": "f.duckdb", "table": "fig3", "csv": "fig3.csv"},
-                         "quasi_identifiers": {q: "h.csv" for q in ("zip", "age", "nationality")},
-                         "criteria": spec}, tmp_path)
+    spec = {
+        "distinct_l_diversity": {"attribute": "condition", "l": 3},
+        "entropy_l_diversity": {"attribute": "condition", "l": 2},
+        "recursive_l_diversity": {"attribute": "condition", "c": 3, "l": 3},
+    }
+    job = job_from_dict(
+        {
+            "source": {"url": "f.duckdb", "table": "fig3", "csv": "fig3.csv"},
+            "quasi_identifiers": dict.fromkeys(("zip", "age", "nationality"), "h.csv"),
+            "criteria": spec,
+        },
+        tmp_path,
+    )
     from sqlanon.backends import open_database
+
     db = open_database(job.source.url)
     with db.begin() as conn:
         db.load_csv(conn, job.source.csv, {}, db.q("fig3"))
@@ -362,8 +477,10 @@ def test_figure_3_of_the_l_diversity_paper(tmp_path: Path):
 
 # --- don't-care sets, by hand and by brute force ------------------------------------------
 
+
 def _audit_one_class(tmp_path: Path, values: list[str], spec: dict) -> dict:
     from sqlanon import audit
+
     job = _one_table(tmp_path, {"x": values}, spec)
     search(dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 1}})))  # loads the table
     source = dataclasses.replace(job.source, csv=None)
@@ -420,8 +537,11 @@ def test_npd_share_of_w(tmp_path: Path, c2: float, expected: bool):
 
 
 def test_dont_care_values_that_do_not_occur_warn(tmp_path: Path, sensitive_domain):
-    job = _one_table(tmp_path, {"x": ["a", "b"], "y": ["a", "b"]},
-                     {"entropy_l_diversity": {"attribute": "s", "l": 2, "dont_care": ["zzz"]}})
+    job = _one_table(
+        tmp_path,
+        {"x": ["a", "b"], "y": ["a", "b"]},
+        {"entropy_l_diversity": {"attribute": "s", "l": 2, "dont_care": ["zzz"]}},
+    )
     with pytest.warns(UserWarning, match="'zzz'.*do not occur"):
         search(job)
 
@@ -433,10 +553,14 @@ def test_audit_command_json(tmp_path: Path, adult_duck: str):
     from click.testing import CliRunner
 
     from sqlanon.cli import main
+
     from .conftest import ADULT_DIR
-    config = {"source": {"url": adult_duck, "table": "adult"},
-              "quasi_identifiers": {q: str(ADULT_DIR / "hierarchies" / f"{q}.csv") for q in QIS},
-              "criteria": {**CASES["k=5 and distinct l=4"], **CASES["t equal 0.2"]}}
+
+    config = {
+        "source": {"url": adult_duck, "table": "adult"},
+        "quasi_identifiers": {q: str(ADULT_DIR / "hierarchies" / f"{q}.csv") for q in QIS},
+        "criteria": {**CASES["k=5 and distinct l=4"], **CASES["t equal 0.2"]},
+    }
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(config))
     result = CliRunner().invoke(main, ["audit", str(tmp_path / "job.yaml"), "--table", "adult", "--json"])
     assert result.exit_code == 1, result.output  # the raw source is not anonymous
@@ -463,8 +587,9 @@ def test_hierarchical_distance_by_hand(tmp_path: Path, sensitive_domain):
 
 @pytest.mark.parametrize("backend", ["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)])
 @pytest.mark.parametrize("distance", ["equal", "kl"])
-def test_t_closeness_with_null_sensitive_values_equals_the_oracle(request, tmp_path: Path, distance: str,
-                                                                  backend: str, sensitive_domain):
+def test_t_closeness_with_null_sensitive_values_equals_the_oracle(
+    request, tmp_path: Path, distance: str, backend: str, sensitive_domain
+):
     """NULL is a sensitive value like any other: the searches (the table's shares bound as lists, NULL among
     them) find the nodes the exhaustive strategy (the shares in SQL) finds, at every t."""
     rows = ["p,s"] + [f"v{i % 4},{'' if i % 3 == 0 else 'ab'[i % 2]}" for i in range(24)]
@@ -478,8 +603,14 @@ def test_t_closeness_with_null_sensitive_values_equals_the_oracle(request, tmp_p
         options = RunOptions(metadata_schema=f"{schema}_meta")
     found = {}
     for t in (0.01, 0.05, 0.1, 0.2, 0.4, 0.9):
-        job = job_from_dict({"source": source, "quasi_identifiers": {"p": "p.csv"},
-                             "criteria": {"t_closeness": {"attribute": "s", "t": t, "distance": distance}}}, tmp_path)
+        job = job_from_dict(
+            {
+                "source": source,
+                "quasi_identifiers": {"p": "p.csv"},
+                "criteria": {"t_closeness": {"attribute": "s", "t": t, "distance": distance}},
+            },
+            tmp_path,
+        )
         found[t] = search(dataclasses.replace(job, strategy="exhaustive"), options).satisfying
         for strategy in ("auto", "incognito"):
             assert search(dataclasses.replace(job, strategy=strategy), options).satisfying == found[t], (t, strategy)
@@ -504,16 +635,26 @@ def test_hierarchical_distance_needs_two_levels(tmp_path: Path):
 def test_adjusted_entropy_when_a_class_column_is_attribute_zero(tmp_path_factory):
     """Regression (found by hypothesis): internal names of the adjusted-entropy SQL once collided with
     Incognito's class column a0, so classes of attribute 0 skipped the lowering step."""
-    rows = [("v0", "w0", "a", "x", 1)] * 10 + [("v0", "w0", "b", "x", 1), ("v1", "w0", "a", "x", 1),
-                                                ("v1", "w0", "a", "x", 1), ("v1", "w0", "b", "x", 1)]
+    rows = [("v0", "w0", "a", "x", 1)] * 10 + [
+        ("v0", "w0", "b", "x", 1),
+        ("v1", "w0", "a", "x", 1),
+        ("v1", "w0", "a", "x", 1),
+        ("v1", "w0", "b", "x", 1),
+    ]
     spec = {"entropy_l_diversity": {"attribute": "occupation", "l": 2, "dont_care": ["a", "b"]}}
     test_criteria_on_random_tables.hypothesis.inner_test(tmp_path_factory, rows, spec, 0)
 
 
 # --- t-closeness against a reference in Python --------------------------------------------
 
-SENSITIVE_TREE = {"a": ("G1", "H1"), "b": ("G1", "H1"), "c": ("G2", "H1"), "d": ("G3", "H2"), "e": ("G3", "H2"),
-                  "f": ("G3", "H2")}  # leaf -> its labels at levels 1 and 2; level 3 is *
+SENSITIVE_TREE = {
+    "a": ("G1", "H1"),
+    "b": ("G1", "H1"),
+    "c": ("G2", "H1"),
+    "d": ("G3", "H2"),
+    "e": ("G3", "H2"),
+    "f": ("G3", "H2"),
+}  # leaf -> its labels at levels 1 and 2; level 3 is *
 
 
 def _distances(p: dict[str, float], q: dict[str, float], height: int = 3) -> dict[str, float]:
@@ -535,33 +676,46 @@ def _distances(p: dict[str, float], q: dict[str, float], height: int = 3) -> dic
             positive = sum(e for e in values.values() if e > 0)
             negative = -sum(e for e in values.values() if e < 0)
             hierarchical += level / height * min(positive, negative)
-    return {"equal": 0.5 * sum(abs(e) for e in extra.values()),
-            "kl": sum(v * math.log(v / q[s]) for s, v in p.items() if v > 0),
-            "hierarchical": hierarchical}
+    return {
+        "equal": 0.5 * sum(abs(e) for e in extra.values()),
+        "kl": sum(v * math.log(v / q[s]) for s, v in p.items() if v > 0),
+        "hierarchical": hierarchical,
+    }
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(classes=st.lists(st.lists(st.sampled_from(sorted(SENSITIVE_TREE)), min_size=1, max_size=8), min_size=1,
-                        max_size=3),
-       distance=st.sampled_from(["equal", "kl", "hierarchical"]), rooted=st.booleans())
-def test_t_closeness_figures_equal_a_python_reference(tmp_path_factory, classes: list[list[str]], distance: str,
-                                                      rooted: bool):
+@given(
+    classes=st.lists(st.lists(st.sampled_from(sorted(SENSITIVE_TREE)), min_size=1, max_size=8), min_size=1, max_size=3),
+    distance=st.sampled_from(["equal", "kl", "hierarchical"]),
+    rooted=st.booleans(),
+)
+def test_t_closeness_figures_equal_a_python_reference(
+    tmp_path_factory, classes: list[list[str]], distance: str, rooted: bool
+):
     """The audit's largest distance of any class (max_t) equals the one computed in Python for each class."""
     from sqlanon import audit
 
     tmp = tmp_path_factory.mktemp("tclose")
     root = ";*" if rooted else ""
     (tmp / "s.csv").write_text("".join(f"{leaf};{g};{h}{root}\n" for leaf, (g, h) in SENSITIVE_TREE.items()))
-    spec = {"t_closeness": {"attribute": "s", "t": 0.99, "distance": distance,
-                            **({"hierarchy": "s.csv"} if distance == "hierarchical" else {})}}
+    spec = {
+        "t_closeness": {
+            "attribute": "s",
+            "t": 0.99,
+            "distance": distance,
+            **({"hierarchy": "s.csv"} if distance == "hierarchical" else {}),
+        }
+    }
     job = _one_table(tmp, {f"x{i}": values for i, values in enumerate(classes)}, spec)
     search(dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 1}})))  # loads the table
     report = audit(dataclasses.replace(job, source=dataclasses.replace(job.source, csv=None)), "t")
     found = report.criteria["t_closeness"].to_dict()["max_t"]
     everything = [s for values in classes for s in values]
     q = {s: everything.count(s) / len(everything) for s in set(everything)}
-    expected = max(_distances({s: values.count(s) / len(values) for s in set(values)}, q, 3 if rooted else 2)[distance]
-                   for values in classes)
+    expected = max(
+        _distances({s: values.count(s) / len(values) for s in set(values)}, q, 3 if rooted else 2)[distance]
+        for values in classes
+    )
     assert found == pytest.approx(expected, abs=1e-9)
     for sizes_by_join, coded in itertools.product((True, False), (False, True)):
         assert _bound_max_t(spec, tmp, classes, sizes_by_join, coded) == pytest.approx(expected, abs=1e-9)
@@ -579,10 +733,21 @@ def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]], sizes_by_jo
     criterion = criteria_from_config(spec, folder)[0]
     counts = Counter(s for values in classes for s in values)
     codes = {value: i + 1 for i, value in enumerate(counts)} if coded else None
-    rows = [{"cls": i, "s0": codes[s] if coded else s, "cnt": n} for i, values in enumerate(classes)
-            for s, n in Counter(values).items()]
-    view = FrequencySetView("fs", ["cls"], "cnt", {"s": "s0"}, grouped=True, table_counts={"s": dict(counts)},
-                            sizes_by_join=sizes_by_join, codes={"s": codes} if coded else None)
+    rows = [
+        {"cls": i, "s0": codes[s] if coded else s, "cnt": n}
+        for i, values in enumerate(classes)
+        for s, n in Counter(values).items()
+    ]
+    view = FrequencySetView(
+        "fs",
+        ["cls"],
+        "cnt",
+        {"s": "s0"},
+        grouped=True,
+        table_counts={"s": dict(counts)},
+        sizes_by_join=sizes_by_join,
+        codes={"s": codes} if coded else None,
+    )
     fragment = criterion.class_statistic(view)
     with sa.create_engine("duckdb:///:memory:").connect() as conn:
         conn.exec_driver_sql(f"CREATE TABLE fs (cls INTEGER, s0 {'BIGINT' if coded else 'VARCHAR'}, cnt BIGINT)")
@@ -591,6 +756,7 @@ def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]], sizes_by_jo
 
 
 # --- don't-care sets against references in Python ---------------------------------------
+
 
 def _pd_ratio(counts: dict[str, int], dont_care: set[str], l: int) -> float | None:
     """r_y over its tail as domain.md defines pd-recursive diversity (ties rank values outside Y first); None
@@ -601,16 +767,18 @@ def _pd_ratio(counts: dict[str, int], dont_care: set[str], l: int) -> float | No
     if not outside:
         return 0.0
     y = outside[0]
-    tail = sum(r[l - 1:]) if y <= l - 1 else sum(r[l - 2:y - 1]) + sum(r[y:])
+    tail = sum(r[l - 1 :]) if y <= l - 1 else sum(r[l - 2 : y - 1]) + sum(r[y:])
     return r[y - 1] / tail if tail else None
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(counts=st.lists(st.integers(1, 9), min_size=1, max_size=5), dont_care=st.sets(st.sampled_from("ab")),
-       l=st.integers(2, 3))
+@given(
+    counts=st.lists(st.integers(1, 9), min_size=1, max_size=5),
+    dont_care=st.sets(st.sampled_from("ab")),
+    l=st.integers(2, 3),
+)
 @example(counts=[3, 9, 2], dont_care={"a", "b"}, l=2)  # largest first, 9 is lowered and then 3 would join
-def test_dont_care_figures_equal_python_references(tmp_path_factory, counts: list[int], dont_care: set[str],
-                                                   l: int):
+def test_dont_care_figures_equal_python_references(tmp_path_factory, counts: list[int], dont_care: set[str], l: int):
     """One class: the adjusted entropy (against the sup of its definition, on a grid) and the pd-recursive ratio
     (against domain.md's definition) of the audit."""
     values = {"abcde"[i]: count for i, count in enumerate(counts)}

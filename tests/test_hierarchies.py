@@ -1,4 +1,5 @@
 """Hierarchy files and generators."""
+
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,9 @@ def test_mask_generator_matches_the_issue_example():
 def test_mask_generator_with_values_of_different_length():
     h = generate_hierarchy("code", "mask", {}, ["123", "12345"])
     # masked whole, a short value shows the full width (its length is hidden too), never the top label
-    assert dict((p[0], p) for p in h.paths)["123"] == ("123", "12*", "1**", "*****", "*****", "*")
+    assert {p[0]: p for p in h.paths}["123"] == ("123", "12*", "1**", "*****", "*****", "*")
     single = generate_hierarchy("digit", "mask", {}, ["5", "12"])
-    assert dict((p[0], p) for p in single.paths)["5"] == ("5", "**", "*")
+    assert {p[0]: p for p in single.paths}["5"] == ("5", "**", "*")
     single.check_masking()
 
 
@@ -93,11 +94,14 @@ def test_value_listed_twice_differently():
         Hierarchy("c", (("a", "x", "*"), ("a", "y", "*")))
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("a;x;*\nb;x;*\na;x;*\n", "value 'a' is listed on lines 1 and 3"),  # the same line twice
-    ("a;x;*\n\nb;x;*\na;y;*\n", "value 'a' is listed on lines 1 and 4"),  # different parents; blank line 2
-    (";x;*\nb;x;*\n;x;*\n", "the NULL line (empty value) is listed on lines 1 and 3"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("a;x;*\nb;x;*\na;x;*\n", "value 'a' is listed on lines 1 and 3"),  # the same line twice
+        ("a;x;*\n\nb;x;*\na;y;*\n", "value 'a' is listed on lines 1 and 4"),  # different parents; blank line 2
+        (";x;*\nb;x;*\n;x;*\n", "the NULL line (empty value) is listed on lines 1 and 3"),
+    ],
+)
 def test_duplicate_leaves_are_rejected_with_their_lines(tmp_path: Path, text: str, fragment: str):
     f = tmp_path / "h.csv"
     f.write_text(text)
@@ -126,7 +130,7 @@ def hierarchies(draw) -> Hierarchy:
     height = draw(st.integers(1, 4))
     level = [f"t{i}" for i in range(draw(st.integers(1, 3)))]
     paths = [[label] for label in level]
-    for depth in range(height, 0, -1):
+    for _depth in range(height, 0, -1):
         paths = [[f"{path[0]}.{i}", *path] for path in paths for i in range(draw(st.integers(1, 5)))]
     return Hierarchy("q", tuple(tuple(path) for path in paths))
 
@@ -146,8 +150,11 @@ def test_path_codes_name_every_node_and_keep_subtrees_contiguous(hierarchy: Hier
         assert all(labels[(level, node)] == path[level] for node, path in zip(nodes, ordered))
         assert len(set(nodes)) == len({path[level] for path in ordered})
     leaves = {(lv, label): n for lv, _, label, n in codes.nodes()}
-    assert all(leaves[(lv, path[lv])] == sum(1 for other in hierarchy.paths if other[lv] == path[lv])
-               for path in hierarchy.paths for lv in range(hierarchy.height + 1))
+    assert all(
+        leaves[(lv, path[lv])] == sum(1 for other in hierarchy.paths if other[lv] == path[lv])
+        for path in hierarchy.paths
+        for lv in range(hierarchy.height + 1)
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -165,8 +172,9 @@ def test_path_code_pieces_and_masks_tell_every_level_apart(hierarchy: Hierarchy,
     for level in range(-1, hierarchy.height + 1):
         keys: dict[tuple[int, ...], set[str]] = {}  # masked pieces -> the labels of the values that have them
         for path in hierarchy.paths:
-            key = tuple(code & codes.piece_mask(piece, level)
-                        for code, piece in zip(codes.piece_codes(path[0], pieces), pieces))
+            key = tuple(
+                code & codes.piece_mask(piece, level) for code, piece in zip(codes.piece_codes(path[0], pieces), pieces)
+            )
             keys.setdefault(key, set()).add(path[level] if level >= 0 else "")
         assert all(len(labels) == 1 for labels in keys.values())  # one key, one node
         assert len(keys) == len({path[level] if level >= 0 else "" for path in hierarchy.paths})  # one node, one key

@@ -1,4 +1,5 @@
 """Registered jobs: register, list, run, status, one run at a time, crash and resume."""
+
 from __future__ import annotations
 
 import json
@@ -34,6 +35,7 @@ def _write(tmp_path: Path, config: dict, name: str = "job.yaml") -> Path:
 
 # --- DuckDB: the registry round trip ----------------------------------------------------
 
+
 @pytest.fixture
 def duck_adult(tmp_path: Path) -> str:
     url = f"duckdb:///{tmp_path / 'w.duckdb'}"
@@ -42,8 +44,9 @@ def duck_adult(tmp_path: Path) -> str:
 
 
 def test_register_list_run_status(duck_adult: str, tmp_path: Path):
-    config = adult_config(duck_adult, ["sex", "age", "race"], k=5, load_csv=False, output={"table": "adult_out"},
-                          name="ignored-name")
+    config = adult_config(
+        duck_adult, ["sex", "age", "race"], k=5, load_csv=False, output={"table": "adult_out"}, name="ignored-name"
+    )
     runner = CliRunner()
     result = runner.invoke(main, ["job", "register", "census", str(_write(tmp_path, config)), "--db", duck_adult])
     assert result.exit_code == 0 and "3 file(s)" in result.output
@@ -87,8 +90,9 @@ def _tamper(url: str, *statements: tuple[str, dict]) -> None:
     engine.dispose()
 
 
-@pytest.mark.parametrize("path", ["/tmp/sqlanon-pwned.csv", "../../sqlanon-pwned.csv", "files/../../pwned.csv",
-                                  "C:\\\\pwned.csv"])
+@pytest.mark.parametrize(
+    "path", ["/tmp/sqlanon-pwned.csv", "../../sqlanon-pwned.csv", "files/../../pwned.csv", "C:\\\\pwned.csv"]
+)
 def test_stored_files_are_never_written_to_disk(duck_adult: str, tmp_path: Path, path: str):
     """Whoever can write job_files decides file names and contents, but a run reads them from the database and
     writes no file: a name that is not a plain relative path is refused."""
@@ -99,13 +103,16 @@ def test_stored_files_are_never_written_to_disk(duck_adult: str, tmp_path: Path,
     assert not Path("/tmp/sqlanon-pwned.csv").exists() and not (tmp_path.parent / "pwned.csv").exists()
 
 
-@pytest.mark.parametrize("change, fragment", [
-    ({"source": {"csv": "/etc/hostname"}}, "remove source.csv"),
-    ({"quasi_identifiers": {"sex": {"hierarchy": "/etc/hostname"}}}, "not among the job's stored files"),
-    ({"identifying": {"x": {"pseudonym": {"key_file": "/etc/hostname"}}}}, "key_env"),
-    ({"source": {"parquet": "/etc"}}, "remove source.parquet"),
-    ({"source": {"temp_directory": "/var/lib/postgresql"}}, "remove source.temp_directory"),
-])
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        ({"source": {"csv": "/etc/hostname"}}, "remove source.csv"),
+        ({"quasi_identifiers": {"sex": {"hierarchy": "/etc/hostname"}}}, "not among the job's stored files"),
+        ({"identifying": {"x": {"pseudonym": {"key_file": "/etc/hostname"}}}}, "key_env"),
+        ({"source": {"parquet": "/etc"}}, "remove source.parquet"),
+        ({"source": {"temp_directory": "/var/lib/postgresql"}}, "remove source.temp_directory"),
+    ],
+)
 def test_stored_configs_are_checked_again_when_loaded(duck_adult: str, tmp_path: Path, change: dict, fragment: str):
     """A config row edited in the table reaches no file of the machine that runs it."""
     register_job("j", _write(tmp_path, adult_config(duck_adult, ["sex"], load_csv=False)), duck_adult)
@@ -130,8 +137,9 @@ def pg_job(pg_server: str, pg_schema: str, tmp_path: Path):
     """Adult in the test's schema and a registered 8-QI job (long enough to interrupt)."""
     meta = f"{pg_schema}_meta"
     search(adult_job(pg_server, ["sex"], k=1, schema=pg_schema), RunOptions(metadata_schema=meta))
-    config = adult_config(pg_server, ADULT_QIS[:8], k=5, load_csv=False, schema=pg_schema,
-                          search={"strategy": "incognito"})  # the resumable, iteration by iteration search
+    config = adult_config(
+        pg_server, ADULT_QIS[:8], k=5, load_csv=False, schema=pg_schema, search={"strategy": "incognito"}
+    )  # the resumable, iteration by iteration search
     register_job("adult9", _write(tmp_path, config), pg_server, meta)
     return pg_server, meta
 
@@ -139,22 +147,25 @@ def pg_job(pg_server: str, pg_schema: str, tmp_path: Path):
 def _cli(url: str, meta: str, *args: str, app: str = "sqlanon-test") -> subprocess.Popen:
     """The CLI in a child process; its PostgreSQL sessions carry the application name `app` (libpq's PGAPPNAME)."""
     command = [sys.executable, "-m", "sqlanon.cli", "job", *args, "--db", url, "--metadata-schema", meta, "--json"]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PGAPPNAME": app})
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PGAPPNAME": app}
+    )
 
 
 def _progress(url: str, meta: str, job: str = "adult9") -> tuple[str, int]:
     """The status and iteration of the job's latest run, as its job_runs() lists them to the role of `url`."""
     engine = sa.create_engine(url)
     with engine.connect() as conn:
-        row = conn.execute(sa.text(f'SELECT status, iteration FROM "{meta}".job_runs(job => CAST(:j AS text)) '
-                                   "LIMIT 1"), {"j": job}).first()
+        row = conn.execute(
+            sa.text(f'SELECT status, iteration FROM "{meta}".job_runs(job => CAST(:j AS text)) LIMIT 1'), {"j": job}
+        ).first()
     engine.dispose()
     return (row[0], int(row[1])) if row else ("none", 0)
 
 
-def _call_in_background(conn: sa.Connection, meta: str, job: str, before: str | None = None
-                        ) -> tuple[threading.Thread, dict]:
+def _call_in_background(
+    conn: sa.Connection, meta: str, job: str, before: str | None = None
+) -> tuple[threading.Thread, dict]:
     """CALL run_job(job) on `conn` in a thread (after the statement `before`); the dict gets the call's error
     message under "error" (None when it succeeded)."""
     outcome: dict = {}
@@ -233,8 +244,10 @@ def test_a_terminated_backend_leaves_a_failed_run_that_resumes(pg_job):
     _wait_for_iteration(url, meta, 3, runner)
     engine = sa.create_engine(url)
     with engine.connect() as conn:  # every session of the runner: its work and its lock
-        killed = conn.execute(sa.text("SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                                      "WHERE application_name = :app"), {"app": app}).scalar_one()
+        killed = conn.execute(
+            sa.text("SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = :app"),
+            {"app": app},
+        ).scalar_one()
     engine.dispose()
     _, err = runner.communicate(timeout=120)
     assert killed >= 2 and runner.returncode != 0 and "Traceback" not in err
@@ -267,15 +280,17 @@ def test_analyze_a_registered_job_from_sql(pg_job, tmp_path: Path):
     from sqlanon.api import analyze_registered
 
     url, meta = pg_job
-    config = adult_config(url, ["sex", "age", "race"], k=5, load_csv=False,
-                          schema=meta[:-len("_meta")], sensitive=["occupation"])
+    config = adult_config(
+        url, ["sex", "age", "race"], k=5, load_csv=False, schema=meta[: -len("_meta")], sensitive=["occupation"]
+    )
     register_job("risky", _write(tmp_path, config, "risky.yaml"), url, meta)
     engine = sa.create_engine(url)
     with engine.connect() as conn:
         plpython_or_skip(conn, meta)
         every = conn.execute(sa.text(f'SELECT "{meta}".analyze_job(:job)'), {"job": "risky"}).scalar_one()
-        one = conn.execute(sa.text(f'SELECT "{meta}".analyze_job(:job, :node)'),
-                           {"job": "risky", "node": "0,1,1"}).scalar_one()
+        one = conn.execute(
+            sa.text(f'SELECT "{meta}".analyze_job(:job, :node)'), {"job": "risky", "node": "0,1,1"}
+        ).scalar_one()
         with pytest.raises(sa.exc.DBAPIError, match="not in the lattice"):
             conn.execute(sa.text(f'SELECT "{meta}".analyze_job(:job, :node)'), {"job": "risky", "node": "0,9,1"})
     engine.dispose()
@@ -290,28 +305,39 @@ def test_register_run_list_and_publish_from_sql(pg_server: str, pg_schema: str):
     meta = f"{pg_schema}_meta"
     search(adult_job(pg_server, ["sex"], k=1, schema=pg_schema), RunOptions(metadata_schema=meta))
     qis = ["sex", "race", "marital-status"]
-    config, files = _sql_job(adult_config("ignored", qis, k=10, load_csv=False, schema=pg_schema,
-                                          output={"table": "adult_sql"}))
+    config, files = _sql_job(
+        adult_config("ignored", qis, k=10, load_csv=False, schema=pg_schema, output={"table": "adult_sql"})
+    )
     engine = sa.create_engine(pg_server)
     with engine.connect() as conn:
         plpython_or_skip(conn, meta)
-        stored = conn.execute(sa.text(f'SELECT "{meta}".register_job(:n, CAST(:c AS json), CAST(:f AS json))'),
-                              {"n": "census", "c": json.dumps(config), "f": json.dumps(files)}).scalar_one()
+        stored = conn.execute(
+            sa.text(f'SELECT "{meta}".register_job(:n, CAST(:c AS json), CAST(:f AS json))'),
+            {"n": "census", "c": json.dumps(config), "f": json.dumps(files)},
+        ).scalar_one()
         result = conn.execute(sa.text(f'CALL "{meta}".run_job(:j)'), {"j": "census"}).scalar_one()
         runs = conn.execute(sa.text(f'SELECT run_id, status FROM "{meta}".job_runs(:j)'), {"j": "census"}).all()
-        nodes = conn.execute(sa.text(f'SELECT node, minimal, selected FROM "{meta}".run_nodes(:r)'),
-                             {"r": runs[0].run_id}).all()
-        passing = conn.execute(sa.text(f'SELECT node FROM "{meta}".passing_nodes(:r)'),
-                               {"r": runs[0].run_id}).scalars().all()
+        nodes = conn.execute(
+            sa.text(f'SELECT node, minimal, selected FROM "{meta}".run_nodes(:r)'), {"r": runs[0].run_id}
+        ).all()
+        passing = (
+            conn.execute(sa.text(f'SELECT node FROM "{meta}".passing_nodes(:r)'), {"r": runs[0].run_id}).scalars().all()
+        )
         other = next(n.node for n in nodes if n.minimal and not n.selected) if len(nodes) > 1 else nodes[0].node
-        published = conn.execute(sa.text(f'CALL "{meta}".publish(:r, :n, :t, :s)'),
-                                 {"r": runs[0].run_id, "n": other, "t": "adult_other", "s": pg_schema}).scalar_one()
+        published = conn.execute(
+            sa.text(f'CALL "{meta}".publish(:r, :n, :t, :s)'),
+            {"r": runs[0].run_id, "n": other, "t": "adult_other", "s": pg_schema},
+        ).scalar_one()
         with pytest.raises(sa.exc.DBAPIError, match="failed its audit"):  # level 0 is not 10-anonymous
-            conn.execute(sa.text(f'CALL "{meta}".publish(:r, :n, :t)'),
-                         {"r": runs[0].run_id, "n": "0,0,0", "t": "adult_zero"})
+            conn.execute(
+                sa.text(f'CALL "{meta}".publish(:r, :n, :t)'), {"r": runs[0].run_id, "n": "0,0,0", "t": "adult_zero"}
+            )
         conn.rollback()
-        tables = set(conn.execute(sa.text("SELECT table_name FROM information_schema.tables WHERE table_schema = :s"),
-                                  {"s": pg_schema}).scalars())
+        tables = set(
+            conn.execute(
+                sa.text("SELECT table_name FROM information_schema.tables WHERE table_schema = :s"), {"s": pg_schema}
+            ).scalars()
+        )
     engine.dispose()
     cli = search(adult_job(pg_server, qis, k=10, load_csv=False, schema=pg_schema), RunOptions(metadata_schema=meta))
     assert stored == 3 and result["minimal"] == [list(n) for n in cli.minimal] and result["output"] == "adult_sql"
@@ -335,8 +361,13 @@ def test_the_docker_setup_prepares_a_database_where_run_job_works(pg_server: str
     docker = Path(__file__).parent.parent / "docker"
     try:
         for _ in range(2):
-            done = subprocess.run(["sh", str(docker / "init.sh"), url], capture_output=True, text=True, timeout=300,
-                                  env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+            done = subprocess.run(
+                ["sh", str(docker / "init.sh"), url],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+            )
             assert done.returncode == 0, done.stderr
         engine = sa.create_engine(url)
         with engine.connect() as conn:
@@ -355,8 +386,9 @@ def test_the_docker_setup_prepares_a_database_where_run_job_works(pg_server: str
 
 
 def _psql(url: str, sql: str) -> str:
-    done = subprocess.run(["psql", url, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        ["psql", url, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -391,8 +423,10 @@ def test_runs_killed_at_random_points_leave_nothing_behind(backend: str, tmp_pat
     else:
         url, schema = request.getfixturevalue("pg_server"), request.getfixturevalue("pg_schema")
         meta = f"{schema}_meta"
-    search(adult_job(url, ["sex"], k=1, schema=schema) if schema else adult_job(url, ["sex"], k=1),
-           RunOptions(metadata_schema=meta))
+    search(
+        adult_job(url, ["sex"], k=1, schema=schema) if schema else adult_job(url, ["sex"], k=1),
+        RunOptions(metadata_schema=meta),
+    )
     extra = {"schema": schema} if schema else {}
     config = _write(tmp_path, adult_config(url, ADULT_QIS, k=5, load_csv=False, output={"table": "killed"}, **extra))
     command = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(config), "--replace", "--metadata-schema", meta]
@@ -409,14 +443,28 @@ def test_runs_killed_at_random_points_leave_nothing_behind(backend: str, tmp_pat
         engine = sa.create_engine(url)
         with engine.connect() as conn:
             running = conn.exec_driver_sql(f"SELECT COUNT(*) FROM \"{meta}\".runs WHERE status = 'running'").scalar()
-            left = conn.execute(sa.text("SELECT table_name FROM information_schema.tables WHERE table_schema = :s AND "
-                                        "(table_name LIKE 'dim%' OR table_name LIKE 'parents%' OR "
-                                        "table_name LIKE 'packed%')"), {"s": meta}).all()
-            statuses = conn.exec_driver_sql(f'SELECT status FROM "{meta}".runs WHERE command = \'anonymize\'').all()
-            output = conn.execute(sa.text("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'killed' "
-                                          "AND table_schema = :s"), {"s": schema or "main"}).scalar()
-            rows = conn.exec_driver_sql(f'SELECT COUNT(*) FROM {(chr(34) + schema + chr(34) + ".") if schema else ""}'
-                                        "killed").scalar() if output else None
+            left = conn.execute(
+                sa.text(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = :s AND "
+                    "(table_name LIKE 'dim%' OR table_name LIKE 'parents%' OR "
+                    "table_name LIKE 'packed%')"
+                ),
+                {"s": meta},
+            ).all()
+            statuses = conn.exec_driver_sql(f"SELECT status FROM \"{meta}\".runs WHERE command = 'anonymize'").all()
+            output = conn.execute(
+                sa.text(
+                    "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'killed' AND table_schema = :s"
+                ),
+                {"s": schema or "main"},
+            ).scalar()
+            rows = (
+                conn.exec_driver_sql(
+                    f"SELECT COUNT(*) FROM {(chr(34) + schema + chr(34) + '.') if schema else ''}killed"
+                ).scalar()
+                if output
+                else None
+            )
         engine.dispose()
         if running == 0 or time.time() > deadline:
             break
@@ -434,12 +482,15 @@ def test_cleanup_drops_the_tables_of_runs_that_ended_without_finishing(tmp_path:
     url = f"duckdb:///{tmp_path / 'c.duckdb'}"
     search(adult_job(url, ["sex"], k=1))
     engine = sa.create_engine(url)
-    tables = {run: [f"dim_{run}_0", f"parents_{run}", f"packed_cube_{run}", f"packed_rows_{run}"]
-              for run in (900001, 900002)}
+    tables = {
+        run: [f"dim_{run}_0", f"parents_{run}", f"packed_cube_{run}", f"packed_rows_{run}"] for run in (900001, 900002)
+    }
     with engine.begin() as conn:
         for run, status in ((900001, "failed"), (900002, "finished")):
-            conn.exec_driver_sql("INSERT INTO sqlanon.runs (run_id, job_name, command, strategy, config, status, "
-                                 f"started_at) VALUES ({run}, 'j', 'search', 'auto', '{{}}', '{status}', now())")
+            conn.exec_driver_sql(
+                "INSERT INTO sqlanon.runs (run_id, job_name, command, strategy, config, status, "
+                f"started_at) VALUES ({run}, 'j', 'search', 'auto', '{{}}', '{status}', now())"
+            )
             for table in tables[run]:
                 conn.exec_driver_sql(f"CREATE TABLE sqlanon.{table} (x INTEGER)")
     if command == "cleanup":
@@ -447,6 +498,7 @@ def test_cleanup_drops_the_tables_of_runs_that_ended_without_finishing(tmp_path:
         assert cleaned.exit_code == 0, cleaned.output
     else:
         from sqlanon import bucketize, partition
+
         config = adult_config(url, ["sex", "race"], k=5, load_csv=False, output={"table": "out", "method": command})
         if command == "anatomy":
             config.update(quasi_identifiers=["sex", "race"], sensitive=["occupation"])
@@ -455,8 +507,11 @@ def test_cleanup_drops_the_tables_of_runs_that_ended_without_finishing(tmp_path:
             config["insensitive"].remove("occupation")
         (bucketize if command == "anatomy" else partition)(job_from_dict(config, tmp_path))
     with engine.connect() as conn:
-        left = set(conn.exec_driver_sql("SELECT table_name FROM information_schema.tables WHERE table_schema = "
-                                        "'sqlanon'").scalars())
+        left = set(
+            conn.exec_driver_sql(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'sqlanon'"
+            ).scalars()
+        )
     engine.dispose()
     assert not left & set(tables[900001]) and set(tables[900002]) <= left
 
@@ -473,20 +528,33 @@ def _sql_job(config: dict) -> tuple[dict, dict[str, str]]:
 @pg
 def test_a_runner_role_registers_runs_resumes_and_publishes_from_sql(runner, pg_schema: str):
     """No superuser and no trust auth: a login role set up by `sqlanon grant-runner` (and granted its source and
-    output schema) registers a job, runs it, cancels it (pg_cancel_backend of its own session), resumes it and publishes another node, all from SQL
-    and as the README writes the calls (schema and argument types named), as itself."""
+    output schema) registers a job, runs it, cancels it (pg_cancel_backend of its own session), resumes it and
+    publishes another node, all from SQL and as the README writes the calls (schema and argument types named), as
+    itself."""
     url, out, loopback_auth = runner
     meta = f"{pg_schema}_meta"
     if os.environ.get("CI"):
         assert loopback_auth == "peer", "CI maps the server's OS user to the runner role (see .ci/run)"
-    config, files = _sql_job(adult_config("ignored", ADULT_QIS[:8], k=5, load_csv=False, schema=pg_schema,
-                                          output={"table": "published", "schema": out},
-                                          search={"strategy": "incognito"}))  # long enough to stop
+    config, files = _sql_job(
+        adult_config(
+            "ignored",
+            ADULT_QIS[:8],
+            k=5,
+            load_csv=False,
+            schema=pg_schema,
+            output={"table": "published", "schema": out},
+            search={"strategy": "incognito"},
+        )
+    )  # long enough to stop
     engine = sa.create_engine(url)
     with engine.connect() as conn:
-        conn.execute(sa.text(f'SELECT "{meta}".register_job(name => CAST(:n AS text), config => CAST(:c AS json), '
-                             'files => CAST(:f AS json))'),
-                     {"n": "granted", "c": json.dumps(config), "f": json.dumps(files)})
+        conn.execute(
+            sa.text(
+                f'SELECT "{meta}".register_job(name => CAST(:n AS text), config => CAST(:c AS json), '
+                "files => CAST(:f AS json))"
+            ),
+            {"n": "granted", "c": json.dumps(config), "f": json.dumps(files)},
+        )
         conn.commit()
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
         worker, outcome = _call_in_background(conn, meta, "granted")
@@ -495,22 +563,31 @@ def test_a_runner_role_registers_runs_resumes_and_publishes_from_sql(runner, pg_
             other.execute(sa.text("SELECT pg_cancel_backend(:p)"), {"p": pid})
         worker.join(60)
         conn.rollback()
-        result = conn.execute(sa.text(f'CALL "{meta}".run_job(job => CAST(:j AS text), resume => true)'),
-                              {"j": "granted"}).scalar_one()
+        result = conn.execute(
+            sa.text(f'CALL "{meta}".run_job(job => CAST(:j AS text), resume => true)'), {"j": "granted"}
+        ).scalar_one()
         conn.commit()
         # the resumed run is the cancelled one
-        statuses = conn.execute(sa.text(f'SELECT status FROM "{meta}".job_runs(job => CAST(:j AS text))'),
-                                {"j": "granted"}).scalars().all()
-        run_id = conn.execute(sa.text(f'SELECT max(run_id) FROM "{meta}".job_runs(job => CAST(:j AS text))'),
-                              {"j": "granted"}).scalar()
+        statuses = (
+            conn.execute(sa.text(f'SELECT status FROM "{meta}".job_runs(job => CAST(:j AS text))'), {"j": "granted"})
+            .scalars()
+            .all()
+        )
+        run_id = conn.execute(
+            sa.text(f'SELECT max(run_id) FROM "{meta}".job_runs(job => CAST(:j AS text))'), {"j": "granted"}
+        ).scalar()
         top = ",".join(str(h) for h in result["heights"])
-        published = conn.execute(sa.text(
-            f'CALL "{meta}".publish(run => CAST(:r AS bigint), node => CAST(:n AS text), target_table => '
-            'CAST(:t AS text), target_schema => CAST(:s AS text))'),
-            {"r": run_id, "n": top, "t": "top", "s": out}).scalar_one()
+        published = conn.execute(
+            sa.text(
+                f'CALL "{meta}".publish(run => CAST(:r AS bigint), node => CAST(:n AS text), target_table => '
+                "CAST(:t AS text), target_schema => CAST(:s AS text))"
+            ),
+            {"r": run_id, "n": top, "t": "top", "s": out},
+        ).scalar_one()
         conn.commit()
-        owners = dict(conn.execute(sa.text("SELECT tablename, tableowner FROM pg_tables WHERE schemaname = :s"),
-                                   {"s": out}).all())
+        owners = dict(
+            conn.execute(sa.text("SELECT tablename, tableowner FROM pg_tables WHERE schemaname = :s"), {"s": out}).all()
+        )
         with pytest.raises(sa.exc.DBAPIError) as failure:  # errors come back as one line
             conn.execute(sa.text(f'CALL "{meta}".run_job(job => CAST(:j AS text))'), {"j": "nope"})
         conn.rollback()
@@ -533,8 +610,9 @@ def test_a_cancelled_call_stops_its_loopback_work_and_resumes(pg_job, stop: str)
         plpython_or_skip(conn, meta)
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
         # a statement_timeout well before the run's end (about 3 s on this machine)
-        worker, outcome = _call_in_background(conn, meta, "adult9", "SET statement_timeout = '1s'"
-                                              if stop == "statement_timeout" else None)
+        worker, outcome = _call_in_background(
+            conn, meta, "adult9", "SET statement_timeout = '1s'" if stop == "statement_timeout" else None
+        )
         if stop == "pg_cancel_backend":
             _wait_until_underway(worker, url, meta)
             with engine.connect() as admin:
@@ -547,20 +625,27 @@ def test_a_cancelled_call_stops_its_loopback_work_and_resumes(pg_job, stop: str)
     deadline = time.time() + 20
     while True:  # the loopback sessions are gone
         with engine.connect() as check:
-            left = check.exec_driver_sql("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = "
-                                         "'sqlanon-in-server' AND datname = current_database()").scalar_one()
+            left = check.exec_driver_sql(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = "
+                "'sqlanon-in-server' AND datname = current_database()"
+            ).scalar_one()
         if left == 0 or time.time() > deadline:
             break
         time.sleep(0.5)
     assert left == 0
     assert _progress(url, meta)[0] == "cancelled"
     with engine.connect() as check:
-        stopped_after = check.exec_driver_sql(f"SELECT nodes_checked FROM \"{meta}\".runs WHERE job_name = 'adult9' "
-                                              "ORDER BY run_id DESC LIMIT 1").scalar_one()
+        stopped_after = check.exec_driver_sql(
+            f"SELECT nodes_checked FROM \"{meta}\".runs WHERE job_name = 'adult9' ORDER BY run_id DESC LIMIT 1"
+        ).scalar_one()
     engine.dispose()
     resumed = run_job("adult9", url, RunOptions(metadata_schema=meta), resume=True)  # the lock is free
-    full = search(adult_job(url, ADULT_QIS[:8], k=5, load_csv=False, schema=meta.removesuffix("_meta"),
-                            search={"strategy": "incognito"}), RunOptions(metadata_schema=meta))
+    full = search(
+        adult_job(
+            url, ADULT_QIS[:8], k=5, load_csv=False, schema=meta.removesuffix("_meta"), search={"strategy": "incognito"}
+        ),
+        RunOptions(metadata_schema=meta),
+    )
     assert resumed.minimal == full.minimal
     assert stopped_after < full.stats.nodes_checked  # stopped where the cancel came, not at the end
 
@@ -574,18 +659,36 @@ def test_a_dead_client_stops_its_call_and_the_run_resumes(pg_job):
     with engine.connect() as conn:
         plpython_or_skip(conn, meta)
     parsed = sa.engine.make_url(url)
-    client = subprocess.Popen(["psql", "-h", parsed.host, "-p", str(parsed.port or 5432), "-U", parsed.username,
-                               "-d", parsed.database, "-c", "SET client_connection_check_interval = '1s'",
-                               "-c", f'CALL "{meta}".run_job(\'adult9\')'],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = subprocess.Popen(
+        [
+            "psql",
+            "-h",
+            parsed.host,
+            "-p",
+            str(parsed.port or 5432),
+            "-U",
+            parsed.username,
+            "-d",
+            parsed.database,
+            "-c",
+            "SET client_connection_check_interval = '1s'",
+            "-c",
+            f"CALL \"{meta}\".run_job('adult9')",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _wait_for_iteration(url, meta, 2, client)
     client.kill()
     client.wait()
     deadline = time.time() + 30
     while True:
         with engine.connect() as check:
-            left = check.exec_driver_sql("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = "
-                                         "'sqlanon-in-server' AND datname = current_database()").scalar_one()
+            left = check.exec_driver_sql(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = "
+                "'sqlanon-in-server' AND datname = current_database()"
+            ).scalar_one()
         status = _job_status(url, meta)
         if (left == 0 and status != "running") or time.time() > deadline:
             break
@@ -593,8 +696,12 @@ def test_a_dead_client_stops_its_call_and_the_run_resumes(pg_job):
     engine.dispose()
     assert left == 0 and status in ("cancelled", "interrupted"), status
     resumed = run_job("adult9", url, RunOptions(metadata_schema=meta), resume=True)  # the lock is free
-    full = search(adult_job(url, ADULT_QIS[:8], k=5, load_csv=False, schema=meta.removesuffix("_meta"),
-                            search={"strategy": "incognito"}), RunOptions(metadata_schema=meta))
+    full = search(
+        adult_job(
+            url, ADULT_QIS[:8], k=5, load_csv=False, schema=meta.removesuffix("_meta"), search={"strategy": "incognito"}
+        ),
+        RunOptions(metadata_schema=meta),
+    )
     assert resumed.minimal == full.minimal
 
 
@@ -602,6 +709,7 @@ def _job_status(url: str, meta: str) -> str:
     """The latest run's status as `sqlanon job status` shows it (a run marked running with no live session
     is interrupted)."""
     from sqlanon.registry import opened_registry
+
     with opened_registry(url, meta) as registry:
         return registry.runs("adult9", 1)[0].status
 
@@ -644,13 +752,18 @@ def test_a_terminated_loopback_session_records_its_cause(pg_job):
         worker, outcome = _call_in_background(conn, meta, "adult9")
         _wait_until_underway(worker, url, meta)
         with engine.connect() as admin:
-            admin.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
-                                  "'sqlanon-in-server' AND datname = current_database()"))
+            admin.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
+                    "'sqlanon-in-server' AND datname = current_database()"
+                )
+            )
         worker.join(60)
         conn.rollback()
     with engine.connect() as check:
-        status, error = check.execute(sa.text(f'SELECT status, error FROM "{meta}".runs WHERE job_name = \'adult9\' '
-                                              "ORDER BY run_id DESC LIMIT 1")).one()
+        status, error = check.execute(
+            sa.text(f"SELECT status, error FROM \"{meta}\".runs WHERE job_name = 'adult9' ORDER BY run_id DESC LIMIT 1")
+        ).one()
     engine.dispose()
     assert "terminating connection" in outcome["error"] and len(outcome["error"].splitlines()) == 1
     # libpq reports the server's FATAL message when it read it before the socket closed, else the closed socket

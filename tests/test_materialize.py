@@ -1,13 +1,14 @@
 """Materialization is all or nothing, and the audit has the last word."""
+
 from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
 
 from sqlanon import anonymize
+from sqlanon.errors import AuditError
 from sqlanon.publish import generalize as materialize_module
 from sqlanon.publish.audit import AuditReport, CriterionAudit
-from sqlanon.errors import AuditError
 
 from .conftest import ADULT_DIR, adult_job, user_tables
 
@@ -47,10 +48,12 @@ def test_generalized_values_come_from_the_hierarchy(duck_url: str):
         ages = set(conn.exec_driver_sql("SELECT DISTINCT age FROM out").scalars())
         attrs = conn.exec_driver_sql(
             "SELECT column_name, height FROM sqlanon.run_attributes WHERE run_id = ? ORDER BY attr",
-            (result.search.run_id,)).all()
+            (result.search.run_id,),
+        ).all()
     engine.dispose()
     level = result.node[1]
-    expected = {line.split(";")[level] for line in
-                (ADULT_DIR / "hierarchies" / "age.csv").read_text().splitlines() if line}
+    expected = {
+        line.split(";")[level] for line in (ADULT_DIR / "hierarchies" / "age.csv").read_text().splitlines() if line
+    }
     assert ages <= expected
     assert attrs == [("sex", 1), ("age", 4)]

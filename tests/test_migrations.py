@@ -1,4 +1,5 @@
 """The metadata schema: versioned, idempotent, reversible, on both databases."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,19 @@ from sqlanon.store.migrate import current_version, downgrade, head_revision, mig
 
 from .conftest import metadata_tables
 
-TABLES = {"alembic_version", "runs", "run_attributes", "lattice_nodes", "lattice_node_levels", "lattice_edges",
-          "frequency_sets", "node_metrics", "jobs", "job_files", "owned_tables"}
+TABLES = {
+    "alembic_version",
+    "runs",
+    "run_attributes",
+    "lattice_nodes",
+    "lattice_node_levels",
+    "lattice_edges",
+    "frequency_sets",
+    "node_metrics",
+    "jobs",
+    "job_files",
+    "owned_tables",
+}
 
 
 def _round_trip(url: str, schema: str) -> None:
@@ -49,11 +61,18 @@ def _columns(db, schema: str, table: str) -> list[str]:
 def _routines(db, schema: str) -> set[str]:
     """The routines of the schema (PostgreSQL; none on DuckDB)."""
     import sqlalchemy as sa
+
     if db.kind != "postgresql":
         return set()
     with db.engine.connect() as conn:
-        return set(conn.execute(sa.text("SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = "
-                                         "p.pronamespace WHERE n.nspname = :s"), {"s": schema}).scalars())
+        return set(
+            conn.execute(
+                sa.text(
+                    "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = :s"
+                ),
+                {"s": schema},
+            ).scalars()
+        )
 
 
 def test_migrations_on_duckdb(duck_url: str):
@@ -68,11 +87,16 @@ def test_migrations_on_postgres(pg_server: str, pg_schema: str):
 def _statistics_targets(db, schema: str) -> dict[str, set[int]]:
     """Per lattice table of `schema`, its columns' statistics targets."""
     import sqlalchemy as sa
+
     with db.engine.connect() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT c.relname, a.attstattarget FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN "
-            "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = :s AND c.relkind = 'r' AND a.attnum > 0 "
-            "AND NOT a.attisdropped AND c.relname LIKE 'lattice%'"), {"s": schema}).all()
+        rows = conn.execute(
+            sa.text(
+                "SELECT c.relname, a.attstattarget FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN "
+                "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = :s AND c.relkind = 'r' AND a.attnum > 0 "
+                "AND NOT a.attisdropped AND c.relname LIKE 'lattice%'"
+            ),
+            {"s": schema},
+        ).all()
     targets: dict[str, set[int]] = {}
     for table, target in rows:
         targets.setdefault(table, set()).add(target)
@@ -86,8 +110,9 @@ def test_lattice_tables_sample_few_rows_for_statistics_on_postgres(pg_server: st
     schema = f"{pg_schema}_meta"  # dropped by the fixture
     try:
         migrate(db, schema)
-        assert _statistics_targets(db, schema) == {t: {10} for t in ("lattice_nodes", "lattice_node_levels",
-                                                                     "lattice_edges")}
+        assert _statistics_targets(db, schema) == {
+            t: {10} for t in ("lattice_nodes", "lattice_node_levels", "lattice_edges")
+        }
         downgrade(db, schema, "0011")  # the store's routines, 0013, then 0012
         assert all(10 not in targets for targets in _statistics_targets(db, schema).values())
     finally:
@@ -112,9 +137,11 @@ def test_a_schema_at_head_is_checked_without_alembic(duck_url: str):
     db = open_database(duck_url)
     migrate(db)
     db.dispose()
-    code = ("import sys; from sqlanon.backends import open_database; from sqlanon.store.migrate import migrate; "
-            f"db = open_database({duck_url!r}); migrate(db); db.dispose(); "
-            "assert 'alembic' not in sys.modules, 'Alembic was imported'")
+    code = (
+        "import sys; from sqlanon.backends import open_database; from sqlanon.store.migrate import migrate; "
+        f"db = open_database({duck_url!r}); migrate(db); db.dispose(); "
+        "assert 'alembic' not in sys.modules, 'Alembic was imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -1,4 +1,5 @@
 """Mondrian (output.method mondrian): against an independent in-memory Mondrian, audited, bad input."""
+
 from __future__ import annotations
 
 import json
@@ -11,14 +12,21 @@ import sqlalchemy as sa
 import yaml
 
 from sqlanon import job_from_dict, partition
-from sqlanon.publish import mondrian
 from sqlanon.errors import ConfigError
+from sqlanon.publish import mondrian
 
 from .conftest import user_tables
 from .test_cli import run as invoke
 
-CITIES = {"Lyon": "South", "Nice": "South", "Marseille": "South", "Lille": "North", "Paris": "North",
-          "Rouen": "North", "Brest": "West"}
+CITIES = {
+    "Lyon": "South",
+    "Nice": "South",
+    "Marseille": "South",
+    "Lille": "North",
+    "Paris": "North",
+    "Rouen": "North",
+    "Brest": "West",
+}
 DISEASES = ["flu", "hiv", "cancer", "asthma"]
 
 
@@ -34,25 +42,36 @@ def _store_people(url: str, table: str, rows: list[tuple[int, int, str, str]], a
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         conn.exec_driver_sql(f"CREATE TABLE {table} (pid INTEGER, age {age_type}, city VARCHAR, disease VARCHAR)")
-        conn.execute(sa.text(f"INSERT INTO {table} VALUES (:p, :a, :c, :d)"),
-                     [dict(zip(("p", "a", "c", "d"), row)) for row in rows])
+        conn.execute(
+            sa.text(f"INSERT INTO {table} VALUES (:p, :a, :c, :d)"),
+            [dict(zip(("p", "a", "c", "d"), row)) for row in rows],
+        )
     engine.dispose()
 
 
 def _config(url: str, tmp_path: Path, criteria: dict, **output) -> dict:
     hierarchy = tmp_path / "city.csv"
     hierarchy.write_text("".join(f"{city};{region};*\n" for city, region in CITIES.items()))
-    return {"source": {"url": url, "table": "people"}, "quasi_identifiers": {"age": None, "city": str(hierarchy)},
-            "sensitive": ["disease"], "identifying": ["pid"], "criteria": criteria,
-            "output": {"table": "people_mondrian", "method": "mondrian", **output}}
+    return {
+        "source": {"url": url, "table": "people"},
+        "quasi_identifiers": {"age": None, "city": str(hierarchy)},
+        "sensitive": ["disease"],
+        "identifying": ["pid"],
+        "criteria": criteria,
+        "output": {"table": "people_mondrian", "method": "mondrian", **output},
+    }
 
 
-def oracle(rows: list[tuple[int, int, str, str]], k: int, l: int = 1, relaxed: bool = False
-           ) -> dict[int, tuple[str, str]]:
+def oracle(
+    rows: list[tuple[int, int, str, str]], k: int, l: int = 1, relaxed: bool = False
+) -> dict[int, tuple[str, str]]:
     """Strict (or relaxed) Mondrian in memory, recursively: per partition, the widest QI whose cut leaves every
     part with >= k rows (and >= l diseases); age at its lower median, city down its hierarchy."""
-    leaves = {"*": len(CITIES), **{r: sum(1 for v in CITIES.values() if v == r) for r in set(CITIES.values())},
-              **{c: 1 for c in CITIES}}
+    leaves = {
+        "*": len(CITIES),
+        **{r: sum(1 for v in CITIES.values() if v == r) for r in set(CITIES.values())},
+        **dict.fromkeys(CITIES, 1),
+    }
     span = max(r[1] for r in rows) - min(r[1] for r in rows)
     out: dict[int, tuple[str, str]] = {}
 
@@ -68,7 +87,7 @@ def oracle(rows: list[tuple[int, int, str, str]], k: int, l: int = 1, relaxed: b
         if ages[-1][0] > ages[0][0]:
             n = len(part)
             if relaxed:
-                left_ids = {pid for _, pid in ages[:math.ceil(n / 2)]}
+                left_ids = {pid for _, pid in ages[: math.ceil(n / 2)]}
                 pieces = [[r for r in part if r[0] in left_ids], [r for r in part if r[0] not in left_ids]]
             else:
                 cut = ages[math.ceil(n / 2) - 1][0]
@@ -99,8 +118,6 @@ def oracle(rows: list[tuple[int, int, str, str]], k: int, l: int = 1, relaxed: b
     return out
 
 
-
-
 def _published(url: str, schema: str | None = None) -> list[tuple[str, str, str]]:
     engine = sa.create_engine(url)
     table = f'"{schema}".people_mondrian' if schema else "people_mondrian"
@@ -110,10 +127,12 @@ def _published(url: str, schema: str | None = None) -> list[tuple[str, str, str]
     return sorted(tuple(r) for r in rows)
 
 
-@pytest.mark.parametrize("seed, k, l, relaxed", [(1, 3, 1, False), (2, 5, 1, False), (3, 4, 2, False),
-                                                 (4, 3, 1, True), (5, 2, 2, True)])
-def test_mondrian_equals_an_in_memory_mondrian(duck_url: str, tmp_path: Path, seed: int, k: int, l: int,
-                                               relaxed: bool) -> None:
+@pytest.mark.parametrize(
+    "seed, k, l, relaxed", [(1, 3, 1, False), (2, 5, 1, False), (3, 4, 2, False), (4, 3, 1, True), (5, 2, 2, True)]
+)
+def test_mondrian_equals_an_in_memory_mondrian(
+    duck_url: str, tmp_path: Path, seed: int, k: int, l: int, relaxed: bool
+) -> None:
     rows = _table(duck_url, seed, 80)
     diversity = {"distinct_l_diversity": {"l": l, "attribute": "disease"}} if l > 1 else {}
     criteria = {"k_anonymity": {"k": k}, **diversity}
@@ -121,14 +140,23 @@ def test_mondrian_equals_an_in_memory_mondrian(duck_url: str, tmp_path: Path, se
     expected = oracle(rows, k, l, relaxed)
     assert _published(duck_url) == sorted((*expected[r[0]], r[3]) for r in rows)
     assert report.audit.ok and report.result.smallest >= k
-    assert report.result.partitions == len({v for v in expected.values()}) or relaxed
+    assert report.result.partitions == len(set(expected.values())) or relaxed
 
 
-@pytest.mark.parametrize("seed, k, l, relaxed, age_type", [(7, 3, 1, False, "INTEGER"), (8, 3, 2, False, "BIGINT"),
-                                                           (9, 2, 1, True, "DOUBLE")])
-def test_the_other_ways_of_a_round_give_the_same_partitions(duck_url: str, tmp_path: Path, seed: int, k: int, l: int,
-                                                            relaxed: bool, age_type: str,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "seed, k, l, relaxed, age_type",
+    [(7, 3, 1, False, "INTEGER"), (8, 3, 2, False, "BIGINT"), (9, 2, 1, True, "DOUBLE")],
+)
+def test_the_other_ways_of_a_round_give_the_same_partitions(
+    duck_url: str,
+    tmp_path: Path,
+    seed: int,
+    k: int,
+    l: int,
+    relaxed: bool,
+    age_type: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Rows sorted by partition between rounds, and the parts of every cut counted in one join (both only on
     large tables otherwise); a numeric QI that the rounds carry as a double."""
     monkeypatch.setattr(mondrian, "SORT_GROWTH", 2)  # the work table sorted whenever the partitions have doubled
@@ -142,9 +170,11 @@ def test_the_other_ways_of_a_round_give_the_same_partitions(duck_url: str, tmp_p
 
 def test_every_criterion_holds_on_the_output(duck_url: str, tmp_path: Path) -> None:
     _table(duck_url, 6, 120)
-    for criteria in ({"entropy_l_diversity": {"l": 2, "attribute": "disease"}},
-                     {"t_closeness": {"t": 0.3, "attribute": "disease"}},
-                     {"recursive_l_diversity": {"c": 3, "l": 2, "attribute": "disease"}}):
+    for criteria in (
+        {"entropy_l_diversity": {"l": 2, "attribute": "disease"}},
+        {"t_closeness": {"t": 0.3, "attribute": "disease"}},
+        {"recursive_l_diversity": {"c": 3, "l": 2, "attribute": "disease"}},
+    ):
         report = partition(job_from_dict(_config(duck_url, tmp_path, criteria)), replace=True)
         assert report.audit.ok, criteria
 
@@ -211,8 +241,9 @@ def test_cli_json_and_postgresql(duck_url: str, tmp_path: Path, pg_server: str, 
 
 
 @pytest.mark.parametrize("seed, k, l, relaxed", [(3, 4, 2, False), (4, 3, 1, True)])
-def test_postgresql_equals_an_in_memory_mondrian(duck_url: str, tmp_path: Path, pg_server: str, pg_schema: str,
-                                                 seed: int, k: int, l: int, relaxed: bool) -> None:
+def test_postgresql_equals_an_in_memory_mondrian(
+    duck_url: str, tmp_path: Path, pg_server: str, pg_schema: str, seed: int, k: int, l: int, relaxed: bool
+) -> None:
     """PostgreSQL's own SQL for a round (its median, its ranks for relaxed cuts), against the oracle."""
     rows = _table(duck_url, seed, 80)  # the same random rows as the DuckDB test of this seed
     _store_people(pg_server, f'"{pg_schema}".people', rows)

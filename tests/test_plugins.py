@@ -1,5 +1,6 @@
 """Registries fill themselves: a criterion, a strategy or a backend is one class, and the job file, the search
 and the errors know it at once. Each test adds a throwaway one, uses it through the public API, and removes it."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -41,7 +42,7 @@ def test_a_criterion_is_one_class(registries, adult_duck):
             self.size = size
 
         @classmethod
-        def from_config(cls, spec: Any) -> "AtLeast":
+        def from_config(cls, spec: Any) -> AtLeast:
             return cls(spec["size"])
 
         def params(self) -> dict[str, Any]:

@@ -1,4 +1,5 @@
 """The same jobs against the PostgreSQL server: identical results, quoting, atomic output."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,12 +13,21 @@ from click.testing import CliRunner
 
 from sqlanon import RunOptions, anonymize, audit, search
 from sqlanon.cli import main
-from sqlanon.model.job import Selection, Suppression
 from sqlanon.criteria import KAnonymity, criteria_from_config
 from sqlanon.errors import DataError, HierarchyError
+from sqlanon.model.job import Selection, Suppression
 
-from .conftest import (ADULT_DIR, ADULT_QIS, CASES, QIS, adult_job, passing, reclassified, user_tables,
-                       with_cropped_hierarchies)
+from .conftest import (
+    ADULT_DIR,
+    ADULT_QIS,
+    CASES,
+    QIS,
+    adult_job,
+    passing,
+    reclassified,
+    user_tables,
+    with_cropped_hierarchies,
+)
 
 pytestmark = pytest.mark.postgres
 SUBSET = ["age", "education", "marital-status", "workclass"]
@@ -52,8 +62,9 @@ def test_all_nine_qis_equal_the_oracle(pg_adult, all_qi_oracle):
 def test_border_search_with_suppression_equals_the_oracle(pg_adult, all_qi_violations):
     """The default search with suppression (binary search on chains) over all nine QIs, on PostgreSQL."""
     url, schema = pg_adult
-    job = dataclasses.replace(adult_job(url, ADULT_QIS, k=5, load_csv=False, schema=schema),
-                              suppression=Suppression(0.02))
+    job = dataclasses.replace(
+        adult_job(url, ADULT_QIS, k=5, load_csv=False, schema=schema), suppression=Suppression(0.02)
+    )
     result = search(job, _options(schema))
     assert set(result.satisfying) == passing(all_qi_violations[5], Suppression(0.02).max_suppressed(30162))
 
@@ -64,8 +75,12 @@ def test_hierarchical_t_closeness_equals_the_oracle(pg_adult, adult_violations, 
     (computed on DuckDB from the table's distribution in SQL), with and without suppression."""
     url, schema = pg_adult
     case = "t hierarchical 0.15"
-    job = reclassified(adult_job(url, QIS, load_csv=False, schema=schema), criteria=criteria_from_config(CASES[case]),
-                       sensitive=["occupation"], suppression=Suppression(limit))
+    job = reclassified(
+        adult_job(url, QIS, load_csv=False, schema=schema),
+        criteria=criteria_from_config(CASES[case]),
+        sensitive=["occupation"],
+        suppression=Suppression(limit),
+    )
     result = search(job, _options(schema))
     assert set(result.satisfying) == passing(adult_violations[case], Suppression(limit).max_suppressed(30162))
 
@@ -86,7 +101,8 @@ def test_anonymize_into_postgres(pg_adult):
     with engine.connect() as conn:
         smallest = conn.exec_driver_sql(
             f'SELECT MIN(n) FROM (SELECT COUNT(*) n FROM "{schema}".adult_anon '
-            'GROUP BY age, education, "marital-status", workclass) c').scalar_one()
+            'GROUP BY age, education, "marital-status", workclass) c'
+        ).scalar_one()
     engine.dispose()
     assert smallest >= 5 and result.audit.rows == 30162
     with pytest.raises(DataError, match="already exists"):
@@ -99,14 +115,22 @@ def test_anonymize_into_postgres(pg_adult):
 def test_cli_json_against_postgres(pg_adult, tmp_path):
     url, schema = pg_adult
     config = tmp_path / "job.yaml"
-    config.write_text(json.dumps({
-        "source": {"url": "duckdb:///unused.duckdb", "table": "adult", "schema": schema},
-        "quasi_identifiers": {"sex": {"hierarchy": str(ADULT_DIR / "hierarchies/sex.csv")},
-                              "race": {"hierarchy": str(ADULT_DIR / "hierarchies/race.csv")}},
-        "insensitive": [c for c in ADULT_QIS if c not in ("sex", "race")],
-        "criteria": {"k_anonymity": {"k": 3}}}))
-    result = CliRunner().invoke(main, ["search", str(config), "--db", url, "--json",
-                                       "--metadata-schema", f"{schema}_meta"])
+    config.write_text(
+        json.dumps(
+            {
+                "source": {"url": "duckdb:///unused.duckdb", "table": "adult", "schema": schema},
+                "quasi_identifiers": {
+                    "sex": {"hierarchy": str(ADULT_DIR / "hierarchies/sex.csv")},
+                    "race": {"hierarchy": str(ADULT_DIR / "hierarchies/race.csv")},
+                },
+                "insensitive": [c for c in ADULT_QIS if c not in ("sex", "race")],
+                "criteria": {"k_anonymity": {"k": 3}},
+            }
+        )
+    )
+    result = CliRunner().invoke(
+        main, ["search", str(config), "--db", url, "--json", "--metadata-schema", f"{schema}_meta"]
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["minimal"] == [[0, 0]]
 
@@ -116,11 +140,17 @@ def test_hostile_identifiers_on_postgres(pg_adult):
     table = 'we"ird; DROP TABLE adult; --'
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        conn.exec_driver_sql(f'CREATE TABLE "{schema}"."we""ird; DROP TABLE adult; --" AS '
-                             f'SELECT sex, age AS "a\'ge""; --", race FROM "{schema}".adult')
+        conn.exec_driver_sql(
+            f'CREATE TABLE "{schema}"."we""ird; DROP TABLE adult; --" AS '
+            f'SELECT sex, age AS "a\'ge""; --", race FROM "{schema}".adult'
+        )
     engine.dispose()
-    job = dataclasses.replace(adult_job(url, ["sex", "race"], k=5, load_csv=False, schema=schema, table=table,
-                                 output={"table": "o'ut\"; --"}), insensitive=["a'ge\"; --"])
+    job = dataclasses.replace(
+        adult_job(
+            url, ["sex", "race"], k=5, load_csv=False, schema=schema, table=table, output={"table": "o'ut\"; --"}
+        ),
+        insensitive=["a'ge\"; --"],
+    )
     result = anonymize(job, _options(schema))
     assert result.audit.ok
     names = {t for s, t in user_tables(url) if s == schema}
@@ -139,9 +169,10 @@ def test_values_missing_from_hierarchies_are_named_as_on_duckdb(pg_adult, adult_
     url, schema = pg_adult
     dropped = {"race": ("Black", "Other"), "education": ("Masters",)}
     errors = []
-    for job, options in ((adult_job(url, ["sex", "education", "race"], k=2, load_csv=False, schema=schema),
-                          _options(schema)),
-                         (adult_job(adult_duck, ["sex", "education", "race"], k=2, load_csv=False), RunOptions())):
+    for job, options in (
+        (adult_job(url, ["sex", "education", "race"], k=2, load_csv=False, schema=schema), _options(schema)),
+        (adult_job(adult_duck, ["sex", "education", "race"], k=2, load_csv=False), RunOptions()),
+    ):
         with pytest.raises(HierarchyError) as caught:
             search(with_cropped_hierarchies(job, tmp_path, dropped), options)
         errors.append(str(caught.value))
@@ -160,12 +191,14 @@ def test_suppression_metrics_and_publication_equal_duckdb(pg_adult, adult_duck):
     """Entropy l-diversity with 2% suppression (the exact, non-pruning search), metrics, selection by KL and a
     masked output: PostgreSQL gives what DuckDB gives."""
     url, schema = pg_adult
-    changes = {"criteria": criteria_from_config({"entropy_l_diversity": {"attribute": "occupation", "l": 3}}),
-               "sensitive": ["occupation"], "suppression": Suppression(0.02, "mask"),
-               "select": Selection(None, "kl_divergence")}
+    changes = {
+        "criteria": criteria_from_config({"entropy_l_diversity": {"attribute": "occupation", "l": 3}}),
+        "sensitive": ["occupation"],
+        "suppression": Suppression(0.02, "mask"),
+        "select": Selection(None, "kl_divergence"),
+    }
     qis = ["sex", "age", "race", "marital-status"]
-    pg_job = reclassified(adult_job(url, qis, load_csv=False, schema=schema, output={"table": "adult_sup"}),
-                          **changes)
+    pg_job = reclassified(adult_job(url, qis, load_csv=False, schema=schema, output={"table": "adult_sup"}), **changes)
     duck_job = reclassified(adult_job(adult_duck, qis, load_csv=False, output={"table": "adult_sup"}), **changes)
     pg = anonymize(pg_job, _options(schema), replace=True)
     duck = anonymize(duck_job, replace=True)
@@ -179,28 +212,41 @@ def test_stored_audit_function_equals_the_cli_audit(pg_adult):
     """sqlanon.audit() from SQL gives the figures `sqlanon audit` reports, on the source and on an output."""
     url, schema = pg_adult
     meta = f"{schema}_meta"
-    criteria = {"k_anonymity": {"k": 5}, "distinct_l_diversity": {"attribute": "occupation", "l": 2},
-                "entropy_l_diversity": {"attribute": "occupation", "l": 2},
-                "t_closeness": {"attribute": "occupation", "t": 0.5}}
-    job = reclassified(adult_job(url, SUBSET, load_csv=False, schema=schema, output={"table": "adult_k"}),
-                              criteria=criteria_from_config(criteria), sensitive=["occupation"])
+    criteria = {
+        "k_anonymity": {"k": 5},
+        "distinct_l_diversity": {"attribute": "occupation", "l": 2},
+        "entropy_l_diversity": {"attribute": "occupation", "l": 2},
+        "t_closeness": {"attribute": "occupation", "t": 0.5},
+    }
+    job = reclassified(
+        adult_job(url, SUBSET, load_csv=False, schema=schema, output={"table": "adult_k"}),
+        criteria=criteria_from_config(criteria),
+        sensitive=["occupation"],
+    )
     anonymize(job, _options(schema))
     engine = sa.create_engine(url)
     for table in ("adult", "adult_k"):
         report = audit(job, table, schema)
         with engine.connect() as conn:
-            rows = conn.execute(sa.text(f'SELECT * FROM "{meta}".audit(CAST(:t AS regclass), :q, :s)'),
-                                {"t": f'"{schema}"."{table}"', "q": SUBSET, "s": ["occupation"]}).all()
+            rows = conn.execute(
+                sa.text(f'SELECT * FROM "{meta}".audit(CAST(:t AS regclass), :q, :s)'),
+                {"t": f'"{schema}"."{table}"', "q": SUBSET, "s": ["occupation"]},
+            ).all()
         whole, occupation = rows
-        assert (whole.row_count, whole.classes, whole.min_class_size) == (report.rows, report.classes,
-                                                                          report.min_class_size)
+        assert (whole.row_count, whole.classes, whole.min_class_size) == (
+            report.rows,
+            report.classes,
+            report.min_class_size,
+        )
         assert occupation.distinct_l == report.criteria["distinct_l_diversity"].figure
         assert occupation.entropy_l == pytest.approx(report.criteria["entropy_l_diversity"].figure)
         assert occupation.max_t == pytest.approx(report.criteria["t_closeness"].figure)
     with engine.connect() as conn:  # hostile names are identifiers, not SQL
         with pytest.raises(sa.exc.DBAPIError, match="does not exist"):
-            conn.execute(sa.text(f'SELECT * FROM "{meta}".audit(CAST(:t AS regclass), :q)'),
-                         {"t": f'"{schema}"."adult"', "q": ['sex"; DROP TABLE adult; --']})
+            conn.execute(
+                sa.text(f'SELECT * FROM "{meta}".audit(CAST(:t AS regclass), :q)'),
+                {"t": f'"{schema}"."adult"', "q": ['sex"; DROP TABLE adult; --']},
+            )
     engine.dispose()
 
 
@@ -211,16 +257,19 @@ def test_a_never_analyzed_source_is_planned_without_nested_loops(pg_adult):
     engine = sa.create_engine(url)
     four_times = " UNION ALL ".join([f'SELECT * FROM "{schema}".adult'] * 4)  # 120,648 rows
     with engine.begin() as conn:
-        loaded = conn.execute(sa.text("SELECT COUNT(*) FROM pg_stats WHERE schemaname = :s AND tablename = 'adult'"),
-                              {"s": schema}).scalar_one()
+        loaded = conn.execute(
+            sa.text("SELECT COUNT(*) FROM pg_stats WHERE schemaname = :s AND tablename = 'adult'"), {"s": schema}
+        ).scalar_one()
         for table in ("analyzed", "fresh"):  # autovacuum must not analyze the copy before the search looks
             conn.exec_driver_sql(f'CREATE TABLE "{schema}".{table} WITH (autovacuum_enabled = false) AS {four_times}')
         conn.exec_driver_sql(f'ANALYZE "{schema}".analyzed')
     engine.dispose()
     assert loaded > 0
     job = adult_job(url, SUBSET, k=5, load_csv=False, schema=schema)
-    on = {table: dataclasses.replace(job, source=dataclasses.replace(job.source, table=table))
-          for table in ("analyzed", "fresh")}
+    on = {
+        table: dataclasses.replace(job, source=dataclasses.replace(job.source, table=table))
+        for table in ("analyzed", "fresh")
+    }
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         expected = search(on["analyzed"], _options(schema))
@@ -232,11 +281,25 @@ def test_a_never_analyzed_source_is_planned_without_nested_loops(pg_adult):
 
 def test_load_into_a_schema_with_a_hostile_table_name(pg_server, pg_schema):
     hostile = 'ad"; DROP TABLE x; --'
-    result = CliRunner().invoke(main, ["load", str(ADULT_DIR / "adult.csv.gz"), "--table", hostile,
-                                       "--schema", pg_schema, "--delimiter", ";", "--db", pg_server])
+    result = CliRunner().invoke(
+        main,
+        [
+            "load",
+            str(ADULT_DIR / "adult.csv.gz"),
+            "--table",
+            hostile,
+            "--schema",
+            pg_schema,
+            "--delimiter",
+            ";",
+            "--db",
+            pg_server,
+        ],
+    )
     assert result.exit_code == 0, result.output
-    refused = CliRunner().invoke(main, ["load", str(ADULT_DIR / "adult.csv.gz"), "--table", hostile,
-                                        "--schema", pg_schema, "--db", pg_server])
+    refused = CliRunner().invoke(
+        main, ["load", str(ADULT_DIR / "adult.csv.gz"), "--table", hostile, "--schema", pg_schema, "--db", pg_server]
+    )
     assert refused.exit_code == 2 and "already exists" in refused.stderr
     engine = sa.create_engine(pg_server)
     with engine.connect() as conn:
@@ -255,10 +318,13 @@ def test_apply_a_published_node_to_a_new_batch(pg_adult):
     first = anonymize(job, _options(schema), replace=True)
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        conn.exec_driver_sql(f'CREATE TABLE "{schema}".batch AS SELECT * FROM "{schema}".adult '
-                             'WHERE age BETWEEN 20 AND 60 ORDER BY age, education LIMIT 5000')
-        conn.exec_driver_sql(f'CREATE TABLE "{schema}".odd AS SELECT * FROM "{schema}".adult '
-                             'ORDER BY age DESC, education LIMIT 40')  # the oldest: small classes
+        conn.exec_driver_sql(
+            f'CREATE TABLE "{schema}".batch AS SELECT * FROM "{schema}".adult '
+            "WHERE age BETWEEN 20 AND 60 ORDER BY age, education LIMIT 5000"
+        )
+        conn.exec_driver_sql(
+            f'CREATE TABLE "{schema}".odd AS SELECT * FROM "{schema}".adult ORDER BY age DESC, education LIMIT 40'
+        )  # the oldest: small classes
     engine.dispose()
     applied = apply(job, "batch", run_id=first.search.run_id, options=_options(schema))
     assert applied.node == first.node and applied.audit.ok and applied.audit.rows == 5000
@@ -323,8 +389,10 @@ def test_sqlanon_sessions_run_without_jit(pg_server: str):
             conn.rollback()
             assert conn.exec_driver_sql("SHOW jit").scalar_one() == "off"
         with other.connect() as conn:
-            assert conn.exec_driver_sql("SHOW jit").scalar_one() == conn.exec_driver_sql(
-                "SELECT reset_val FROM pg_settings WHERE name = 'jit'").scalar_one()
+            assert (
+                conn.exec_driver_sql("SHOW jit").scalar_one()
+                == conn.exec_driver_sql("SELECT reset_val FROM pg_settings WHERE name = 'jit'").scalar_one()
+            )
     finally:
         db.dispose()
         other.dispose()
@@ -341,13 +409,19 @@ def test_bulk_inserts_store_the_values_they_are_given(request, backend: str, row
         db, schema = open_database(request.getfixturevalue("duck_url")), None
     else:
         db, schema = open_database(request.getfixturevalue("pg_server")), request.getfixturevalue("pg_schema")
-    values = [(i, None if i % 3 == 0 else f"it's {i}", float("nan") if i == 1 else i / 2, 2**62 + i, i % 2 == 0)
-              for i in range(rows)]
+    values = [
+        (i, None if i % 3 == 0 else f"it's {i}", float("nan") if i == 1 else i / 2, 2**62 + i, i % 2 == 0)
+        for i in range(rows)
+    ]
     ref = db.q(schema, "bulk_insert_check")
     try:
         with db.begin() as conn:
-            db.create_table_from_rows(conn, ref, [("i", "INTEGER"), ("t", "VARCHAR(20)"), ("f", "DOUBLE PRECISION"),
-                                                  ("b", "BIGINT"), ("ok", "BOOLEAN")], values)
+            db.create_table_from_rows(
+                conn,
+                ref,
+                [("i", "INTEGER"), ("t", "VARCHAR(20)"), ("f", "DOUBLE PRECISION"), ("b", "BIGINT"), ("ok", "BOOLEAN")],
+                values,
+            )
             stored = [tuple(r) for r in db.execute(conn, f"SELECT * FROM {ref} ORDER BY i")]
             db.drop_table(conn, ref)
     finally:

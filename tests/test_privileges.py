@@ -1,4 +1,5 @@
 """Warehouse roles on PostgreSQL: a runner with SELECT on the source only, readers of the output."""
+
 from __future__ import annotations
 
 import uuid
@@ -27,18 +28,27 @@ def warehouse(pg_server: str, pg_schema: str):
     engine = sa.create_engine(pg_server)
     with engine.begin() as conn:
         for statement in (
-                f'CREATE ROLE "{runner}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE',
-                f'CREATE ROLE "{reader}" NOLOGIN', f'CREATE ROLE "{stranger}" LOGIN',
-                f'GRANT USAGE ON SCHEMA "{pg_schema}" TO "{runner}", "{stranger}"',
-                f'GRANT SELECT ON "{pg_schema}".adult TO "{runner}"',
-                f'CREATE SCHEMA "{out}" AUTHORIZATION "{runner}"',
-                f'CREATE SCHEMA "{meta}" AUTHORIZATION "{runner}"',
-                f'GRANT USAGE ON SCHEMA "{out}" TO "{reader}"'):
+            f'CREATE ROLE "{runner}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE',
+            f'CREATE ROLE "{reader}" NOLOGIN',
+            f'CREATE ROLE "{stranger}" LOGIN',
+            f'GRANT USAGE ON SCHEMA "{pg_schema}" TO "{runner}", "{stranger}"',
+            f'GRANT SELECT ON "{pg_schema}".adult TO "{runner}"',
+            f'CREATE SCHEMA "{out}" AUTHORIZATION "{runner}"',
+            f'CREATE SCHEMA "{meta}" AUTHORIZATION "{runner}"',
+            f'GRANT USAGE ON SCHEMA "{out}" TO "{reader}"',
+        ):
             conn.exec_driver_sql(statement)
     url = make_url(pg_server)
-    yield {"schema": pg_schema, "out": out, "meta": meta, "runner": runner, "reader": reader,
-           "runner_url": url.set(username=runner).render_as_string(hide_password=False),
-           "stranger_url": url.set(username=stranger).render_as_string(hide_password=False), "admin": pg_server}
+    yield {
+        "schema": pg_schema,
+        "out": out,
+        "meta": meta,
+        "runner": runner,
+        "reader": reader,
+        "runner_url": url.set(username=runner).render_as_string(hide_password=False),
+        "stranger_url": url.set(username=stranger).render_as_string(hide_password=False),
+        "admin": pg_server,
+    }
     with engine.begin() as conn:
         conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{out}" CASCADE')
         conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{meta}" CASCADE')
@@ -50,19 +60,29 @@ def warehouse(pg_server: str, pg_schema: str):
 
 def test_a_plain_role_anonymizes_into_another_schema_and_grants_readers(warehouse):
     w = warehouse
-    job = adult_job(w["runner_url"], QIS, k=5, load_csv=False, schema=w["schema"],
-                    output={"table": "adult_pub", "schema": w["out"], "grant_to": [w["reader"]]})
+    job = adult_job(
+        w["runner_url"],
+        QIS,
+        k=5,
+        load_csv=False,
+        schema=w["schema"],
+        output={"table": "adult_pub", "schema": w["out"], "grant_to": [w["reader"]]},
+    )
     result = anonymize(job, RunOptions(metadata_schema=w["meta"]))
     assert result.audit.ok
     engine = sa.create_engine(w["admin"])
     with engine.connect() as conn:
-        can = conn.execute(sa.text("SELECT has_table_privilege(:r, :out, 'SELECT'), "
-                                   "has_table_privilege(:r, :src, 'SELECT')"),
-                           {"r": w["reader"], "out": f'"{w["out"]}".adult_pub',
-                            "src": f'"{w["schema"]}".adult'}).one()
-        leftovers = conn.execute(sa.text("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = :m "
-                                         "AND (table_name LIKE 'dim%' OR table_name LIKE 'parents%')"),
-                                {"m": w["meta"]}).scalar_one()
+        can = conn.execute(
+            sa.text("SELECT has_table_privilege(:r, :out, 'SELECT'), has_table_privilege(:r, :src, 'SELECT')"),
+            {"r": w["reader"], "out": f'"{w["out"]}".adult_pub', "src": f'"{w["schema"]}".adult'},
+        ).one()
+        leftovers = conn.execute(
+            sa.text(
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = :m "
+                "AND (table_name LIKE 'dim%' OR table_name LIKE 'parents%')"
+            ),
+            {"m": w["meta"]},
+        ).scalar_one()
     engine.dispose()
     assert tuple(can) == (True, False)  # the reader sees the output, not the source
     assert leftovers == 0  # scratch, dimension and parent-code tables are gone after the run

@@ -6,6 +6,7 @@ of the process sends is captured, PostgreSQL logs every statement with its param
 DuckDB logs every query to files, and Spark's SQL executions (what its UI shows) are read afterwards. None holds
 the key, its pads, or their hex, base64 or bytea spellings; and the pseudonyms are HMAC-SHA256 of the values.
 """
+
 from __future__ import annotations
 
 import base64
@@ -14,8 +15,9 @@ import hashlib
 import hmac
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -57,6 +59,7 @@ def sent() -> Iterator[list[str]]:
         if parameters:
             values = parameters.values() if isinstance(parameters, dict) else parameters
             captured.extend(v.hex() for v in values if isinstance(v, (bytes, bytearray, memoryview)))
+
     event.listen(sa.engine.Engine, "before_cursor_execute", capture)
     yield captured
     event.remove(sa.engine.Engine, "before_cursor_execute", capture)
@@ -99,17 +102,19 @@ def test_duckdb_statements_and_query_log_hold_no_key(tmp_path: Path, key: bytes,
     url = f"duckdb:///{tmp_path / 'people.duckdb'}"
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        conn.exec_driver_sql(f"CREATE TABLE adult AS SELECT * FROM read_csv('{ADULT_DIR / 'adult.csv.gz'}', "
-                             "delim = ';')")
-        conn.exec_driver_sql("CREATE TABLE people AS SELECT CAST(ROW_NUMBER() OVER () AS INTEGER) AS person_id, * "
-                             "FROM adult")
+        conn.exec_driver_sql(
+            f"CREATE TABLE adult AS SELECT * FROM read_csv('{ADULT_DIR / 'adult.csv.gz'}', delim = ';')"
+        )
+        conn.exec_driver_sql(
+            "CREATE TABLE people AS SELECT CAST(ROW_NUMBER() OVER () AS INTEGER) AS person_id, * FROM adult"
+        )
     logs = tmp_path / "duckdb_logs"
     logs.mkdir()
 
     def log_queries(dbapi_connection, _record) -> None:  # every connection of the process to any DuckDB file
         if type(dbapi_connection).__module__.startswith("duckdb"):
-            dbapi_connection.execute(f"CALL enable_logging(level = 'trace', storage = 'file', "
-                                     f"storage_path = '{logs}')")
+            dbapi_connection.execute(f"CALL enable_logging(level = 'trace', storage = 'file', storage_path = '{logs}')")
+
     event.listen(Pool, "connect", log_queries)
     try:
         anonymize(_people_job(url, "generalize"))
@@ -140,14 +145,17 @@ def _server_log(conn: sa.Connection) -> Path | None:
 
 
 #: what a DBA's server may log: every statement, every duration with its parameters, every plan
-LOG_EVERYTHING = ("-c log_statement=all -c log_min_duration_statement=0 -c log_parameter_max_length=-1 "
-                  "-c log_parameter_max_length_on_error=-1 -c session_preload_libraries=auto_explain "
-                  "-c auto_explain.log_min_duration=0 -c auto_explain.log_verbose=on "
-                  "-c auto_explain.log_nested_statements=on")
+LOG_EVERYTHING = (
+    "-c log_statement=all -c log_min_duration_statement=0 -c log_parameter_max_length=-1 "
+    "-c log_parameter_max_length_on_error=-1 -c session_preload_libraries=auto_explain "
+    "-c auto_explain.log_min_duration=0 -c auto_explain.log_verbose=on "
+    "-c auto_explain.log_nested_statements=on"
+)
 
 
-def test_postgresql_logging_every_statement_parameter_and_plan_holds_no_key(pg_server: str, pg_schema: str,
-                                                                          key: bytes, sent: list[str]):
+def test_postgresql_logging_every_statement_parameter_and_plan_holds_no_key(
+    pg_server: str, pg_schema: str, key: bytes, sent: list[str]
+):
     engine = sa.create_engine(pg_server)
     with engine.connect() as conn:
         log = _server_log(conn)
@@ -157,11 +165,16 @@ def test_postgresql_logging_every_statement_parameter_and_plan_holds_no_key(pg_s
             pytest.fail(message)
         pytest.skip(message)
     from sqlanon import search
-    search(job_from_dict(adult_config(pg_server, ["sex"], k=1, schema=pg_schema), ADULT_DIR),
-           RunOptions(metadata_schema=f"{pg_schema}_meta"))  # loads adult into the test's schema
+
+    search(
+        job_from_dict(adult_config(pg_server, ["sex"], k=1, schema=pg_schema), ADULT_DIR),
+        RunOptions(metadata_schema=f"{pg_schema}_meta"),
+    )  # loads adult into the test's schema
     with engine.begin() as conn:
-        conn.exec_driver_sql(f'CREATE TABLE "{pg_schema}".people AS SELECT CAST(ROW_NUMBER() OVER () AS INTEGER) '
-                             f'AS person_id, t.* FROM "{pg_schema}".adult t')
+        conn.exec_driver_sql(
+            f'CREATE TABLE "{pg_schema}".people AS SELECT CAST(ROW_NUMBER() OVER () AS INTEGER) '
+            f'AS person_id, t.* FROM "{pg_schema}".adult t'
+        )
     logged = sa.engine.make_url(pg_server).update_query_dict({"options": LOG_EVERYTHING})
     url = logged.render_as_string(hide_password=False)
     start = log.stat().st_size
@@ -185,9 +198,11 @@ def test_spark_statements_plans_and_ui_hold_no_key(spark_adult: str, key: bytes,
 
     spark = session_for("local[2]")
     spark.sql("DROP TABLE IF EXISTS people")
-    spark.sql("CREATE TABLE people USING parquet AS SELECT CAST(ROW_NUMBER() OVER (ORDER BY age, sex, race, "
-              "`marital-status`, education, `native-country`, workclass, occupation, `salary-class`) AS INT) "
-              "AS person_id, * FROM adult")
+    spark.sql(
+        "CREATE TABLE people USING parquet AS SELECT CAST(ROW_NUMBER() OVER (ORDER BY age, sex, race, "
+        "`marital-status`, education, `native-country`, workclass, occupation, `salary-class`) AS INT) "
+        "AS person_id, * FROM adult"
+    )
     store = spark._jsparkSession.sharedState().statusStore()
     before = store.executionsList().size()
     try:

@@ -1,4 +1,5 @@
 """The README's quick start, run as a newcomer would: every sqlanon command of its shell blocks."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """Bucketized publication (anatomy) and maximum-entropy inference across releases."""
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,11 @@ def test_the_papers_example_reaches_the_papers_conclusions(example_url: str) -> 
     assert p[("11", "Flu")] == 0  # a zero constraint: Flu is not in 11's bucket of D1'
     assert p[("11", "Pneumonia")] == pytest.approx(0.5, abs=1e-6)
     assert report.converged and report.max_violation <= 1e-4
-    assert {(d["pseudonym"], d["value"]) for d in report.positive} == {("10", "Lung Cancer"), ("7", "Diabetes"),
-                                                                      ("13", "Diabetes")}
+    assert {(d["pseudonym"], d["value"]) for d in report.positive} == {
+        ("10", "Lung Cancer"),
+        ("7", "Diabetes"),
+        ("13", "Diabetes"),
+    }
     assert ("14", "Flu") in {(d["pseudonym"], d["value"]) for d in report.negative}
     assert all(d["releases"] == "d1 + d2" for d in report.positive + report.negative)
     # the entropy of D1' alone by hand: 2 ln 2 + 2 ln 4 for {Flu x2, Pneumonia, Diabetes}, 3 ln 3 for the others
@@ -66,8 +70,9 @@ def test_from_the_second_release_alone_pneumonia_and_flu_are_one_third_each(exam
     assert not report.disclosed
 
 
-def maxent_oracle(releases: list[list[tuple[list[str], dict[str, int]]]], passes: int = 20000
-                  ) -> dict[tuple[str, str], float]:
+def maxent_oracle(
+    releases: list[list[tuple[list[str], dict[str, int]]]], passes: int = 20000
+) -> dict[tuple[str, str], float]:
     """Maximum entropy by plain iterative scaling in numpy, over (person, value) pairs of the zero constraints:
     no SQL, no snapping, many passes (slow near forced zeros, so compared within 1e-3)."""
     allowed: dict[str, set[str]] = {}
@@ -130,20 +135,28 @@ def _table_with_versions(url: str, seed: int, persons: int = 36, shared: int = 2
         for name, version in (("v1", first), ("v2", second)):
             conn.exec_driver_sql(f"CREATE TABLE {name} (pid INTEGER, age INTEGER, zip VARCHAR, disease VARCHAR)")
             for pid, disease in version.items():
-                conn.execute(sa.text(f"INSERT INTO {name} VALUES (:p, :a, :z, :d)"),
-                             {"p": pid, "a": rng.randint(20, 80), "z": f"1{rng.randint(0, 99):04d}", "d": disease})
+                conn.execute(
+                    sa.text(f"INSERT INTO {name} VALUES (:p, :a, :z, :d)"),
+                    {"p": pid, "a": rng.randint(20, 80), "z": f"1{rng.randint(0, 99):04d}", "d": disease},
+                )
     engine.dispose()
     return first, second
 
 
 def _anatomy_config(url: str, table: str, l: int, key_file: Path | None = None) -> dict:
     identifying = {"pid": {"pseudonym": {"key_file": str(key_file)}}} if key_file else ["pid"]
-    return {"source": {"url": url, "table": table}, "quasi_identifiers": ["age", "zip"], "sensitive": ["disease"],
-            "identifying": identifying, "output": {"table": f"{table}_qi", "method": "anatomy", "l": l}}
+    return {
+        "source": {"url": url, "table": table},
+        "quasi_identifiers": ["age", "zip"],
+        "sensitive": ["disease"],
+        "identifying": identifying,
+        "output": {"table": f"{table}_qi", "method": "anatomy", "l": l},
+    }
 
 
-def _published_buckets(url: str, table: str, values: dict[int, str], key_column: dict[str, int]
-                       ) -> list[tuple[list[str], dict[str, int]]]:
+def _published_buckets(
+    url: str, table: str, values: dict[int, str], key_column: dict[str, int]
+) -> list[tuple[list[str], dict[str, int]]]:
     engine = sa.create_engine(url)
     with engine.connect() as conn:
         rows = conn.exec_driver_sql(f"SELECT pid, bucket FROM {table}_qi").all()
@@ -155,8 +168,9 @@ def _published_buckets(url: str, table: str, values: dict[int, str], key_column:
 
 
 @pytest.mark.parametrize("seed, l", [(1, 2), (2, 3)])
-def test_anatomy_releases_of_a_changing_table_against_plain_iterative_scaling(duck_url: str, tmp_path: Path,
-                                                                               seed: int, l: int) -> None:
+def test_anatomy_releases_of_a_changing_table_against_plain_iterative_scaling(
+    duck_url: str, tmp_path: Path, seed: int, l: int
+) -> None:
     """Two versions bucketized by sqlanon (keyed pseudonyms: the same person, the same pseudonym), then the
     inference, compared with the numpy oracle over the same buckets."""
     first, second = _table_with_versions(duck_url, seed)
@@ -166,19 +180,36 @@ def test_anatomy_releases_of_a_changing_table_against_plain_iterative_scaling(du
         bucketize(job_from_dict(_anatomy_config(duck_url, table, l, key)))
     engine = sa.create_engine(duck_url)
     with engine.connect() as conn:
-        pseudonyms = dict(conn.exec_driver_sql("SELECT q.pid, s.pid FROM v1_qi q JOIN (SELECT pid, age, zip FROM v1) "
-                                               "s ON s.age = q.age AND s.zip = q.zip").all())
-        pseudonyms.update(conn.exec_driver_sql("SELECT q.pid, s.pid FROM v2_qi q JOIN (SELECT pid, age, zip FROM v2) "
-                                               "s ON s.age = q.age AND s.zip = q.zip").all())
+        pseudonyms = dict(
+            conn.exec_driver_sql(
+                "SELECT q.pid, s.pid FROM v1_qi q JOIN (SELECT pid, age, zip FROM v1) "
+                "s ON s.age = q.age AND s.zip = q.zip"
+            ).all()
+        )
+        pseudonyms.update(
+            conn.exec_driver_sql(
+                "SELECT q.pid, s.pid FROM v2_qi q JOIN (SELECT pid, age, zip FROM v2) "
+                "s ON s.age = q.age AND s.zip = q.zip"
+            ).all()
+        )
     engine.dispose()
-    expected = maxent_oracle([_published_buckets(duck_url, "v1", first, pseudonyms),
-                              _published_buckets(duck_url, "v2", second, pseudonyms)])
-    config = {"source": {"url": duck_url, "table": "v2"}, "quasi_identifiers": ["age", "zip"],
-              "sensitive": ["disease"], "identifying": ["pid"],
-              "releases": {"pseudonym": "pid", "series": [
-                  {"name": "v1", "table": "v1_qi", "sensitive_table": "v1_qi_sensitive"},
-                  {"name": "v2", "table": "v2_qi", "sensitive_table": "v2_qi_sensitive"}]},
-              "inference": {"table": "inferred"}}
+    expected = maxent_oracle(
+        [_published_buckets(duck_url, "v1", first, pseudonyms), _published_buckets(duck_url, "v2", second, pseudonyms)]
+    )
+    config = {
+        "source": {"url": duck_url, "table": "v2"},
+        "quasi_identifiers": ["age", "zip"],
+        "sensitive": ["disease"],
+        "identifying": ["pid"],
+        "releases": {
+            "pseudonym": "pid",
+            "series": [
+                {"name": "v1", "table": "v1_qi", "sensitive_table": "v1_qi_sensitive"},
+                {"name": "v2", "table": "v2_qi", "sensitive_table": "v2_qi_sensitive"},
+            ],
+        },
+        "inference": {"table": "inferred"},
+    }
     report = inference(job_from_dict(config))
     found = probabilities("inferred", duck_url)
     by_person = {(str(pseudonyms[p]), d): v for (p, d), v in found.items()}
@@ -194,13 +225,15 @@ def test_anatomy_publishes_l_diverse_buckets_of_exact_qis(duck_url: str) -> None
     with engine.connect() as conn:
         qi_columns = [c for c, *_ in conn.exec_driver_sql("DESCRIBE v1_qi").all()]
         sa_columns = [c for c, *_ in conn.exec_driver_sql("DESCRIBE v1_qi_sensitive").all()]
-        poorest = conn.exec_driver_sql("SELECT MIN(n) FROM (SELECT COUNT(*) AS n FROM v1_qi_sensitive GROUP BY "
-                                       "bucket)").scalar_one()
+        poorest = conn.exec_driver_sql(
+            "SELECT MIN(n) FROM (SELECT COUNT(*) AS n FROM v1_qi_sensitive GROUP BY bucket)"
+        ).scalar_one()
         repeated = conn.exec_driver_sql('SELECT MAX("count") FROM v1_qi_sensitive').scalar_one()
         published = dict(conn.exec_driver_sql('SELECT disease, SUM("count") FROM v1_qi_sensitive GROUP BY 1').all())
         rows = conn.exec_driver_sql("SELECT COUNT(*) FROM v1_qi").scalar_one()
-        exact = conn.exec_driver_sql("SELECT COUNT(*) FROM v1_qi q JOIN v1 s ON s.age = q.age AND s.zip = q.zip"
-                                     ).scalar_one()
+        exact = conn.exec_driver_sql(
+            "SELECT COUNT(*) FROM v1_qi q JOIN v1 s ON s.age = q.age AND s.zip = q.zip"
+        ).scalar_one()
     engine.dispose()
     assert qi_columns == ["age", "zip", "bucket"]  # the dropped identifier and the sensitive value are gone
     assert sa_columns == ["bucket", "disease", "count"]
@@ -231,6 +264,7 @@ def test_anatomy_refuses_what_no_bucketization_can_give(duck_url: str) -> None:
         job_from_dict({**config, "output": {"table": "t", "method": "anatomy", "l": 1}})
     with pytest.raises(ConfigError, match="no hierarchy"):
         from sqlanon import search
+
         search(job_from_dict({**config, "output": None, "criteria": {"k_anonymity": {"k": 2}}}))
 
 
@@ -265,15 +299,19 @@ def test_inference_cli_exit_codes_and_output(example_url: str, tmp_path: Path) -
 
 def _one_line_error(tmp_path: Path, config: dict, expected: str, url: str) -> None:
     before = user_tables(url)
-    code, out, err = run("inference", str(_write_cli_job(tmp_path, config)))
+    code, _out, err = run("inference", str(_write_cli_job(tmp_path, config)))
     assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
     assert user_tables(url) == before  # inference.table not written
 
 
 def test_inference_bad_input(example_url: str, tmp_path: Path) -> None:
     config = example_config(example_url, ["d1", "d2"], table="inferred")
-    _one_line_error(tmp_path, {**config, "releases": {**config["releases"], "pseudonym": "patient"}},
-                    "has no pseudonym column 'patient'", example_url)
+    _one_line_error(
+        tmp_path,
+        {**config, "releases": {**config["releases"], "pseudonym": "patient"}},
+        "has no pseudonym column 'patient'",
+        example_url,
+    )
     engine = sa.create_engine(example_url)
     with engine.begin() as conn:  # person 5 moves to a bucket whose values exclude all of D1's for them
         conn.exec_driver_sql("UPDATE d2_qi SET bucket = 2 WHERE pid = 3")
@@ -285,14 +323,21 @@ def test_inference_bad_input(example_url: str, tmp_path: Path) -> None:
 
 def test_inference_bad_thresholds_and_releases(example_url: str, tmp_path: Path) -> None:
     config = example_config(example_url, ["d1", "d2"])
-    for bad, expected in (({"min_probability": 0.6}, "must be below max_probability"),
-                          ({"tolerance": 0}, "inference.tolerance"), ({"max_iterations": 0}, "max_iterations")):
+    for bad, expected in (
+        ({"min_probability": 0.6}, "must be below max_probability"),
+        ({"tolerance": 0}, "inference.tolerance"),
+        ({"max_iterations": 0}, "max_iterations"),
+    ):
         with pytest.raises(ConfigError, match=expected):
             job_from_dict({**config, "inference": bad})
     with pytest.raises(ConfigError, match="names must differ"):
         job_from_dict({**config, "releases": {"pseudonym": "pid", "series": [{"table": "d1_qi"}, {"table": "d1_qi"}]}})
-    _one_line_error(tmp_path, {**config, "releases": {"pseudonym": "pid", "series": [{"name": "x", "table": "nope"}]}},
-                    "does not exist", example_url)
+    _one_line_error(
+        tmp_path,
+        {**config, "releases": {"pseudonym": "pid", "series": [{"name": "x", "table": "nope"}]}},
+        "does not exist",
+        example_url,
+    )
 
 
 def test_a_generalized_release_counts_as_its_classes(example_url: str, tmp_path: Path) -> None:
@@ -306,8 +351,10 @@ def test_a_generalized_release_counts_as_its_classes(example_url: str, tmp_path:
         conn.exec_driver_sql("CREATE TABLE d1_generalized (pid INTEGER, gender VARCHAR, zip VARCHAR, disease VARCHAR)")
         for n, bucket in enumerate(D1, 1):
             for pid in bucket:
-                conn.execute(sa.text("INSERT INTO d1_generalized VALUES (:p, '*', :z, :d)"),
-                             {"p": pid, "z": f"b{n}", "d": PATIENTS[pid][2]})
+                conn.execute(
+                    sa.text("INSERT INTO d1_generalized VALUES (:p, '*', :z, :d)"),
+                    {"p": pid, "z": f"b{n}", "d": PATIENTS[pid][2]},
+                )
     engine.dispose()
     config = example_config(example_url, ["d2"], table="mixed")
     config["quasi_identifiers"] = {"gender": {"hierarchy": str(gender)}, "zip": {"hierarchy": str(hierarchy)}}
@@ -325,13 +372,20 @@ def test_a_generalized_release_counts_as_its_classes(example_url: str, tmp_path:
 def test_inference_and_anatomy_on_postgresql(pg_server: str, pg_schema: str) -> None:
     write_example(pg_server, pg_schema)
     report = inference(job_from_dict(example_config(pg_server, ["d1", "d2"], pg_schema, table="inferred")))
-    assert {(d["pseudonym"], d["value"]) for d in report.positive} == {("10", "Lung Cancer"), ("7", "Diabetes"),
-                                                                      ("13", "Diabetes")}
+    assert {(d["pseudonym"], d["value"]) for d in report.positive} == {
+        ("10", "Lung Cancer"),
+        ("7", "Diabetes"),
+        ("13", "Diabetes"),
+    }
     p = probabilities(f'"{pg_schema}".inferred', pg_server)
     assert p[("14", "Flu")] == pytest.approx(0, abs=1e-6) and p[("11", "Pneumonia")] == pytest.approx(0.5)
-    config = {"source": {"url": pg_server, "table": "patients", "schema": pg_schema},
-              "quasi_identifiers": ["gender", "zip"], "sensitive": ["disease"], "identifying": ["pid"],
-              "output": {"table": "patients_qi", "method": "anatomy", "l": 2}}
+    config = {
+        "source": {"url": pg_server, "table": "patients", "schema": pg_schema},
+        "quasi_identifiers": ["gender", "zip"],
+        "sensitive": ["disease"],
+        "identifying": ["pid"],
+        "output": {"table": "patients_qi", "method": "anatomy", "l": 2},
+    }
     published = bucketize(job_from_dict(config))
     assert published.rows == 12 and published.fewest_values >= 2
 
@@ -363,8 +417,11 @@ def test_the_probability_table_is_replaced_only_when_asked(example_url: str) -> 
 def _buckets_of(url: str, table: str) -> dict[int, int]:
     engine = sa.create_engine(url)
     with engine.connect() as conn:
-        rows = dict(conn.exec_driver_sql(f"SELECT s.pid, q.bucket FROM {table} q JOIN v1 s ON s.age = q.age "
-                                         "AND s.zip = q.zip").all())
+        rows = dict(
+            conn.exec_driver_sql(
+                f"SELECT s.pid, q.bucket FROM {table} q JOIN v1 s ON s.age = q.age AND s.zip = q.zip"
+            ).all()
+        )
     engine.dispose()
     return rows
 

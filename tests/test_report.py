@@ -1,4 +1,5 @@
 """`sqlanon report`: one self-contained HTML page, checked in a real (headless) browser."""
+
 from __future__ import annotations
 
 import os
@@ -50,10 +51,16 @@ def test_the_page_is_self_contained(report_page: Path):
 
 def test_the_page_renders_in_a_browser(report_page: Path, tmp_path: Path):
     browser = _browser()
-    common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
-              "--virtual-time-budget=5000"]
-    dom = subprocess.run(common + ["--dump-dom", report_page.as_uri()], capture_output=True, text=True,
-                         timeout=120)
+    common = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=5000",
+    ]
+    dom = subprocess.run(common + ["--dump-dom", report_page.as_uri()], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     # Plotly drew every chart (an svg per figure), and the page logged nothing (no error, no warning)
     assert dom.stdout.count('class="main-svg"') >= 8
@@ -62,8 +69,12 @@ def test_the_page_renders_in_a_browser(report_page: Path, tmp_path: Path):
     for title in SECTIONS:
         assert title in dom.stdout
     shot = tmp_path / "report.png"
-    subprocess.run(common + ["--window-size=1280,3000", f"--screenshot={shot}", report_page.as_uri()],
-                   capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        common + ["--window-size=1280,3000", f"--screenshot={shot}", report_page.as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
 
 

@@ -1,11 +1,13 @@
 """The plan of a wave's roll-ups over a large cube: every node read once, from a roll-up below its levels."""
+
 from __future__ import annotations
 
 import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sqlanon.search import rollups
 from sqlanon.search.rollups import RollUp, nodes_of, plan, statements
@@ -31,10 +33,16 @@ def walk(forest: list[RollUp], above: tuple[int, ...] | None = None):
 
 def cost(forest: list[RollUp]) -> float:
     """The plan's estimated rows read, as the planner counts them."""
+
     def own(r: RollUp) -> float:
         rows = float(rows_at(np.array([r.meet]))[0])
-        return (rollups.GROUP_ROWS * rows + rollups.ROLLUP_ROWS + rows * (len(r.nodes) + len(r.below))
-                + sum(own(b) for b in r.below))
+        return (
+            rollups.GROUP_ROWS * rows
+            + rollups.ROLLUP_ROWS
+            + rows * (len(r.nodes) + len(r.below))
+            + sum(own(b) for b in r.below)
+        )
+
     return sum(CUBE_ROWS + own(r) for r in forest)
 
 
@@ -50,8 +58,9 @@ def check_valid(forest: list[RollUp], levels: list[tuple[int, ...]]) -> None:
 HEIGHT_FOUR = [n for n in itertools.product(range(6), range(6), range(2), range(2), range(3)) if sum(n) == 9]
 
 
-@pytest.mark.parametrize("levels", [HEIGHT_FOUR, [(0, 5, 0, 1, 2)], [(5, 0, 1, 1, 2), (0, 5, 1, 1, 2)],
-                                    [(5, 5, 1, 1, 2)] * 3])
+@pytest.mark.parametrize(
+    "levels", [HEIGHT_FOUR, [(0, 5, 0, 1, 2)], [(5, 0, 1, 1, 2), (0, 5, 1, 1, 2)], [(5, 5, 1, 1, 2)] * 3]
+)
 def test_every_node_is_read_once_from_a_roll_up_below_it(levels):
     forest = plan(levels, rows_at, CUBE_ROWS, 4e6)
     check_valid(forest, levels)
@@ -89,13 +98,18 @@ def test_no_roll_up_joins_more_rows_than_a_statement_should_and_statements_split
 
 
 @settings(max_examples=300, deadline=None)
-@given(levels=st.lists(st.tuples(*(st.integers(0, len(sizes)) for sizes in LEVEL_SIZES)), min_size=1, max_size=60,
-                       unique=True),
-       cube_rows=st.sampled_from([2e5, CUBE_ROWS, 4.9e6]), max_join=st.sampled_from([2e5, 1.5e6, 4e6]))
+@given(
+    levels=st.lists(
+        st.tuples(*(st.integers(0, len(sizes)) for sizes in LEVEL_SIZES)), min_size=1, max_size=60, unique=True
+    ),
+    cube_rows=st.sampled_from([2e5, CUBE_ROWS, 4.9e6]),
+    max_join=st.sampled_from([2e5, 1.5e6, 4e6]),
+)
 def test_any_wave_is_planned_validly(levels, cube_rows, max_join):
     """Any wave (attributes left out included), any cube and join bound: every node read once from a roll-up below
     its levels, each roll-up below the one it groups, no roll-up's join with its nodes above the bound unless it
     has one node, and the statements hold every node."""
+
     def estimate(meets: np.ndarray) -> np.ndarray:
         return rows_at(meets, cube_rows)
 

@@ -1,6 +1,7 @@
 """Safe by default: only declared columns published, identifiers pseudonymized with a key kept out of the
 database, no table of the user's ever dropped or replaced, names compared as the database resolves them.
 (The malformed inputs are in test_bad_inputs.py.)"""
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,19 +25,23 @@ KEY = "correct horse battery staple, 32"
 QIS = ["sex", "age", "race"]
 
 
-def _people(url: str, schema: str | None, table: str = "people", rows: int = 3000, id_column: str = "patient_id"
-            ) -> None:
+def _people(
+    url: str, schema: str | None, table: str = "people", rows: int = 3000, id_column: str = "patient_id"
+) -> None:
     """Adult rows with a direct identifier column, in a table of `url`."""
     csv = str(ADULT_DIR / "adult.csv.gz")
-    load_csv(csv, "raw_load", url, schema, {"delimiter": ";"},
-             metadata_schema=f"{schema}_meta" if schema else "sqlanon")
+    load_csv(
+        csv, "raw_load", url, schema, {"delimiter": ";"}, metadata_schema=f"{schema}_meta" if schema else "sqlanon"
+    )
     engine = sa.create_engine(url)
     ref = ".".join('"' + p.replace('"', '""') + '"' for p in (schema, table) if p)
     raw = ".".join('"' + p.replace('"', '""') + '"' for p in (schema, "raw_load") if p)
     ident = '"' + id_column.replace('"', '""') + '"'
     with engine.begin() as conn:
-        conn.exec_driver_sql(f"CREATE TABLE {ref} AS SELECT 'P' || CAST(100000 + row_number() OVER () AS VARCHAR) "
-                             f"AS {ident}, r.* FROM {raw} r LIMIT {rows}".replace("%", "%%"))
+        conn.exec_driver_sql(
+            f"CREATE TABLE {ref} AS SELECT 'P' || CAST(100000 + row_number() OVER () AS VARCHAR) "
+            f"AS {ident}, r.* FROM {raw} r LIMIT {rows}".replace("%", "%%")
+        )
         conn.exec_driver_sql(f"DROP TABLE {raw}".replace("%", "%%"))
     engine.dispose()
 
@@ -44,11 +49,15 @@ def _people(url: str, schema: str | None, table: str = "people", rows: int = 300
 def _job(url: str, source_schema: str | None, output: str, identifying, table: str = "people", **extra):
     """A 3-QI job over `table`; `extra` goes into `output:` (schema, grant_to)."""
     qis = extra.pop("qis", QIS)
-    config = {"source": {"url": url, "table": table, **({"schema": source_schema} if source_schema else {})},
-              "quasi_identifiers": {q: str(ADULT_DIR / "hierarchies" / f"{q}.csv") for q in qis},
-              "sensitive": ["occupation"], "identifying": identifying,
-              "insensitive": [c for c in ADULT_QIS if c not in qis + ["occupation"]],
-              "criteria": {"k_anonymity": {"k": 5}}, "output": {"table": output, **extra}}
+    config = {
+        "source": {"url": url, "table": table, **({"schema": source_schema} if source_schema else {})},
+        "quasi_identifiers": {q: str(ADULT_DIR / "hierarchies" / f"{q}.csv") for q in qis},
+        "sensitive": ["occupation"],
+        "identifying": identifying,
+        "insensitive": [c for c in ADULT_QIS if c not in qis + ["occupation"]],
+        "criteria": {"k_anonymity": {"k": 5}},
+        "output": {"table": output, **extra},
+    }
     return job_from_dict(config, ".")
 
 
@@ -79,8 +88,8 @@ def test_identifiers_are_dropped_or_pseudonymized_with_an_hmac_computed_in_sql(d
     result = anonymize(_job(url, schema, "pseudo", identifying), RunOptions(metadata_schema=meta))
     assert result.audit.ok
     prefix = f'"{schema}".' if schema else ""
-    published = _rows(url, f'SELECT patient_id FROM {prefix}pseudo ORDER BY patient_id')
-    source = _rows(url, f'SELECT patient_id FROM {prefix}people')
+    published = _rows(url, f"SELECT patient_id FROM {prefix}pseudo ORDER BY patient_id")
+    source = _rows(url, f"SELECT patient_id FROM {prefix}people")
     expected = sorted(hmac.new(KEY.encode(), v.encode(), hashlib.sha256).hexdigest() for (v,) in source)
     assert [v for (v,) in published] == expected
     # the key is in no table: not in the run's recorded config, not in the output
@@ -88,8 +97,11 @@ def test_identifiers_are_dropped_or_pseudonymized_with_an_hmac_computed_in_sql(d
     assert stored and all(KEY not in config and "SQLANON_TEST_KEY" in config for (config,) in stored)
     dropped = anonymize(_job(url, schema, "dropped", ["patient_id"]), RunOptions(metadata_schema=meta))
     assert dropped.audit.ok
-    columns = _rows(url, f"SELECT column_name FROM information_schema.columns WHERE table_name = 'dropped' "
-                         f"AND table_schema = '{schema or 'main'}' ORDER BY ordinal_position")
+    columns = _rows(
+        url,
+        f"SELECT column_name FROM information_schema.columns WHERE table_name = 'dropped' "
+        f"AND table_schema = '{schema or 'main'}' ORDER BY ordinal_position",
+    )
     assert [c for (c,) in columns] == ADULT_QIS
 
 
@@ -131,8 +143,11 @@ def test_postgres_names_that_would_be_truncated_are_refused(pg_server, pg_schema
     long = "s" * 63
     _people(pg_server, pg_schema, long)
     with pytest.raises(ConfigError, match="PostgreSQL cuts names to 63 bytes"):
-        anonymize(_job(pg_server, pg_schema, long + "_anon", ["patient_id"], table=long),
-                  RunOptions(metadata_schema=f"{pg_schema}_meta"), replace=True)
+        anonymize(
+            _job(pg_server, pg_schema, long + "_anon", ["patient_id"], table=long),
+            RunOptions(metadata_schema=f"{pg_schema}_meta"),
+            replace=True,
+        )
     assert _rows(pg_server, f'SELECT COUNT(*) FROM "{pg_schema}"."{long}"') == [(3000,)]
     with pytest.raises(ConfigError, match="has 64 characters"):
         search(_job(pg_server, pg_schema, "x", ["patient_id"], table=long), RunOptions(metadata_schema="m" * 64))
@@ -157,11 +172,14 @@ def test_output_checks_come_before_the_search(pg_server, pg_schema):
     with pytest.raises(DataError, match="schema 'nowhere' of output table 'out' does not exist"):
         anonymize(_job(pg_server, pg_schema, "out", ["patient_id"], schema="nowhere"), RunOptions(metadata_schema=meta))
     with pytest.raises(DataError, match="role 'no_such_role_x' does not exist"):
-        anonymize(_job(pg_server, pg_schema, "out", ["patient_id"], grant_to=["no_such_role_x"]),
-                  RunOptions(metadata_schema=meta))
+        anonymize(
+            _job(pg_server, pg_schema, "out", ["patient_id"], grant_to=["no_such_role_x"]),
+            RunOptions(metadata_schema=meta),
+        )
     with pytest.raises(ConfigError, match="metadata schema"):
-        anonymize(_job(pg_server, pg_schema, "job_files", ["patient_id"], schema=meta),
-                  RunOptions(metadata_schema=meta))
+        anonymize(
+            _job(pg_server, pg_schema, "job_files", ["patient_id"], schema=meta), RunOptions(metadata_schema=meta)
+        )
     assert _rows(pg_server, f'SELECT COUNT(*) FROM "{meta}".runs') == runs_before  # no run started
 
 
@@ -183,10 +201,17 @@ def test_replace_overwrites_only_what_sqlanon_wrote(tmp_path: Path):
 
 def test_a_csv_source_is_loaded_once_and_never_over_a_users_table(tmp_path: Path):
     url = f"duckdb:///{tmp_path / 'db.duckdb'}"
-    config = {"source": {"url": url, "table": "adult", "csv": str(ADULT_DIR / "adult.csv.gz"),
-                         "csv_options": {"delimiter": ";"}},
-              "quasi_identifiers": {q: str(ADULT_DIR / "hierarchies" / f"{q}.csv") for q in QIS},
-              "insensitive": [c for c in ADULT_QIS if c not in QIS], "criteria": {"k_anonymity": {"k": 5}}}
+    config = {
+        "source": {
+            "url": url,
+            "table": "adult",
+            "csv": str(ADULT_DIR / "adult.csv.gz"),
+            "csv_options": {"delimiter": ";"},
+        },
+        "quasi_identifiers": {q: str(ADULT_DIR / "hierarchies" / f"{q}.csv") for q in QIS},
+        "insensitive": [c for c in ADULT_QIS if c not in QIS],
+        "criteria": {"k_anonymity": {"k": 5}},
+    }
     job = job_from_dict(config, ".")
     search(job)
     engine = sa.create_engine(url)
@@ -206,8 +231,10 @@ def test_a_csv_source_is_loaded_once_and_never_over_a_users_table(tmp_path: Path
         search(job)
     assert _rows(url, "SELECT * FROM adult") == [(1,)]
     # replaced on purpose with `sqlanon load --replace`; the job then reuses the loaded table
-    loaded = CliRunner().invoke(main, ["load", str(ADULT_DIR / "adult.csv.gz"), "--table", "adult", "--delimiter",
-                                       ";", "--db", url, "--replace"])
+    loaded = CliRunner().invoke(
+        main,
+        ["load", str(ADULT_DIR / "adult.csv.gz"), "--table", "adult", "--delimiter", ";", "--db", url, "--replace"],
+    )
     assert loaded.exit_code == 0, loaded.output
     assert search(job).rows == 30162
 
@@ -276,22 +303,66 @@ def test_a_csv_load_puts_the_database_s_row_order_setting_back(tmp_path: Path, s
 #: column names of sqlanon's own in the SQL it writes: Mondrian's work tables and aliases, anatomy's scratch table,
 #: the generalization's frequency sets and joins. A source column of any of these names, in any role, is published
 #: as itself (none is ever read, or published, in its place)
-INTERNAL_NAMES = ["rid", "part", "cnt", "dim", "n", "child", "shift", "cut", "first", "rank", "new_part",
-                  "whole_table", "low0", "high0", "mean0", "lev0", "q0", "v0", "c0", "k0", "s0", "s1", "u0", "u1",
-                  "cut0", "has0", "width", "value", "code", "level", "node", "label", "leaves", "a0", "key0", "fs",
-                  "b", "t", "g", "w", "d0", "h0", "sqlanon_value__"]
+INTERNAL_NAMES = [
+    "rid",
+    "part",
+    "cnt",
+    "dim",
+    "n",
+    "child",
+    "shift",
+    "cut",
+    "first",
+    "rank",
+    "new_part",
+    "whole_table",
+    "low0",
+    "high0",
+    "mean0",
+    "lev0",
+    "q0",
+    "v0",
+    "c0",
+    "k0",
+    "s0",
+    "s1",
+    "u0",
+    "u1",
+    "cut0",
+    "has0",
+    "width",
+    "value",
+    "code",
+    "level",
+    "node",
+    "label",
+    "leaves",
+    "a0",
+    "key0",
+    "fs",
+    "b",
+    "t",
+    "g",
+    "w",
+    "d0",
+    "h0",
+    "sqlanon_value__",
+]
 METHODS = ("generalize", "mondrian", "anatomy")
 
 
 def _internal_names_table(url: str, schema: str | None, rows: int = 400) -> str:
     """A table with a column of every internal name (small integers: 5 to 7 values in each column)."""
     ref = ".".join('"' + p + '"' for p in (schema, "names") if p)
-    columns = ", ".join(f"CAST(MOD(n + {i}, {5 + i % 3}) AS INTEGER) AS \"{name}\""
-                        for i, name in enumerate(INTERNAL_NAMES))
+    columns = ", ".join(
+        f'CAST(MOD(n + {i}, {5 + i % 3}) AS INTEGER) AS "{name}"' for i, name in enumerate(INTERNAL_NAMES)
+    )
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        conn.exec_driver_sql(f"CREATE TABLE {ref} AS SELECT {columns} FROM (SELECT CAST(g AS INTEGER) AS n FROM "
-                             f"generate_series(1, {rows}) AS s(g)) x")
+        conn.exec_driver_sql(
+            f"CREATE TABLE {ref} AS SELECT {columns} FROM (SELECT CAST(g AS INTEGER) AS n FROM "
+            f"generate_series(1, {rows}) AS s(g)) x"
+        )
     engine.dispose()
     return ref
 
@@ -312,18 +383,27 @@ def _roles_job(url: str, schema: str | None, method: str, turn: int, key_env: st
         kinds = [r for r in ROLES if r != "sensitive"] if anatomy else ROLES
         roles[kinds[(i + turn) % len(kinds)]].append(name)
     output: dict = {"table": f"out_{method}"}
-    config: dict = {"source": {"url": url, "table": "names", **({"schema": schema} if schema else {})},
-                    "sensitive": roles["sensitive"], "insensitive": roles["insensitive"],
-                    "identifying": {**{c: {"pseudonym": {"key_env": key_env}} for c in roles["pseudonym"]},
-                                    **{c: "drop" for c in roles["drop"]}}, "output": output,
-                    "unit": "rows"}  # the identifiers here are small numbers that repeat
-    criteria = {"k_anonymity": {"k": 2},
-                "multi_attribute_l_diversity": {"attributes": roles["sensitive"], "l": 1}}  # reads every one
+    config: dict = {
+        "source": {"url": url, "table": "names", **({"schema": schema} if schema else {})},
+        "sensitive": roles["sensitive"],
+        "insensitive": roles["insensitive"],
+        "identifying": {
+            **{c: {"pseudonym": {"key_env": key_env}} for c in roles["pseudonym"]},
+            **dict.fromkeys(roles["drop"], "drop"),
+        },
+        "output": output,
+        "unit": "rows",
+    }  # the identifiers here are small numbers that repeat
+    criteria = {
+        "k_anonymity": {"k": 2},
+        "multi_attribute_l_diversity": {"attributes": roles["sensitive"], "l": 1},
+    }  # reads every one
     if method == "generalize":
-        config.update(quasi_identifiers={q: {"generate": "suppress"} for q in roles["quasi_identifiers"]},
-                      criteria=criteria)
+        config.update(
+            quasi_identifiers={q: {"generate": "suppress"} for q in roles["quasi_identifiers"]}, criteria=criteria
+        )
     elif method == "mondrian":  # the QIs are numbers, cut at their medians
-        config.update(quasi_identifiers={q: None for q in roles["quasi_identifiers"]}, criteria=criteria)
+        config.update(quasi_identifiers=dict.fromkeys(roles["quasi_identifiers"]), criteria=criteria)
         output["method"] = "mondrian"
     else:
         config["quasi_identifiers"] = roles["quasi_identifiers"]
@@ -344,7 +424,7 @@ def test_no_internal_column_name_collides_with_a_source_column(database, method:
     turns = range(len(INTERNAL_NAMES) if method == "anatomy" else len(ROLES))
     if not url.startswith("duckdb") and method == "anatomy":
         turns = range(0, len(INTERNAL_NAMES), 5)
-    out = f'{f"{chr(34)}{schema}{chr(34)}." if schema else ""}out_{method}'
+    out = f"{f'{chr(34)}{schema}{chr(34)}.' if schema else ''}out_{method}"
     engine = sa.create_engine(url)
     for turn in turns:
         job, roles = _roles_job(url, schema, method, turn, "SQLANON_TEST_KEY")
@@ -354,12 +434,17 @@ def test_no_internal_column_name_collides_with_a_source_column(database, method:
             unchanged = roles["insensitive"] + ([] if method == "anatomy" else roles["sensitive"])
             for column in unchanged:
                 published = Counter(conn.exec_driver_sql(f'SELECT "{column}" FROM {out}').scalars())
-                assert published == Counter(conn.exec_driver_sql(f'SELECT "{column}" FROM {ref}').scalars()), \
-                    (method, turn, column)
+                assert published == Counter(conn.exec_driver_sql(f'SELECT "{column}" FROM {ref}').scalars()), (
+                    method,
+                    turn,
+                    column,
+                )
             for column in roles["pseudonym"]:
                 published = Counter(conn.exec_driver_sql(f'SELECT "{column}" FROM {out}').scalars())
-                expected = Counter(hmac.new(KEY.encode(), str(v).encode(), hashlib.sha256).hexdigest()
-                                   for v in conn.exec_driver_sql(f'SELECT "{column}" FROM {ref}').scalars())
+                expected = Counter(
+                    hmac.new(KEY.encode(), str(v).encode(), hashlib.sha256).hexdigest()
+                    for v in conn.exec_driver_sql(f'SELECT "{column}" FROM {ref}').scalars()
+                )
                 assert published == expected, (method, turn, column)
         assert not columns & set(roles["drop"])
     engine.dispose()
@@ -373,8 +458,9 @@ def test_several_rows_per_person_are_refused_unless_the_job_protects_rows(databa
     prefix = f'"{schema}".' if schema else ""
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        conn.exec_driver_sql(f"UPDATE {prefix}people SET patient_id = 'P100001' WHERE patient_id IN ('P100002', "
-                             "'P100003', 'P100004')")
+        conn.exec_driver_sql(
+            f"UPDATE {prefix}people SET patient_id = 'P100001' WHERE patient_id IN ('P100002', 'P100003', 'P100004')"
+        )
     engine.dispose()
     job = _job(url, schema, "by_rows", ["patient_id"])
     with pytest.raises(DataError, match="repeats: 1 person.* up to 4 for one.*unit: rows"):

@@ -1,4 +1,5 @@
 """Incognito against the exhaustive oracle, on Adult and on random small tables."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,8 +17,12 @@ from sqlanon.criteria import KAnonymity
 from sqlanon.model.lattice import minimal_nodes
 
 from .conftest import ADULT_QIS, KS, adult_job
-SUBSETS = [["sex", "age", "race"], ["age", "education", "marital-status", "workclass"],
-           ["race", "native-country", "occupation", "salary-class", "sex"]]
+
+SUBSETS = [
+    ["sex", "age", "race"],
+    ["age", "education", "marital-status", "workclass"],
+    ["race", "native-country", "occupation", "salary-class", "sex"],
+]
 
 
 @pytest.mark.parametrize("qis", SUBSETS, ids=lambda q: "+".join(q))
@@ -42,8 +47,9 @@ def test_table_base_gives_the_same_result_with_one_scan_per_family(adult_duck: s
     """The same nodes and metrics (KL divergence's cells term from the cube, or from the table) either way."""
     qis, options = SUBSETS[1], RunOptions(metrics=True)
     cube = search(adult_job(adult_duck, qis, k=5, load_csv=False, search={"strategy": "incognito"}), options)
-    table = search(adult_job(adult_duck, qis, k=5, load_csv=False, search={"strategy": "incognito", "base": "table"}),
-                   options)
+    table = search(
+        adult_job(adult_duck, qis, k=5, load_csv=False, search={"strategy": "incognito", "base": "table"}), options
+    )
     assert cube.satisfying == table.satisfying
     assert table.stats.base_scans > 1 and cube.stats.base_scans == 1
     assert cube.metrics.keys() == table.metrics.keys() and cube.metrics
@@ -52,20 +58,33 @@ def test_table_base_gives_the_same_result_with_one_scan_per_family(adult_duck: s
 
 
 def test_lattice_tables_hold_the_run(adult_duck: str):
-    result = search(adult_job(adult_duck, ["sex", "race", "education"], k=10, load_csv=False,
-                              search={"strategy": "incognito"}))
+    result = search(
+        adult_job(adult_duck, ["sex", "race", "education"], k=10, load_csv=False, search={"strategy": "incognito"})
+    )
     engine = sa.create_engine(adult_duck)
     with engine.connect() as conn:
-        statuses = dict(conn.execute(sa.text(
-            "SELECT status, COUNT(*) FROM sqlanon.lattice_nodes WHERE run_id = :r AND iteration = 3 "
-            "GROUP BY status"), {"r": result.run_id}).all())
-        run = conn.execute(sa.text("SELECT status, iteration FROM sqlanon.runs WHERE run_id = :r"),
-                           {"r": result.run_id}).one()
-        edges = conn.execute(sa.text("SELECT COUNT(*) FROM sqlanon.lattice_edges WHERE run_id = :r"),
-                             {"r": result.run_id}).scalar_one()
-        registered = conn.execute(sa.text("SELECT COUNT(*), SUM(CASE WHEN dropped THEN 1 ELSE 0 END) "
-                                          "FROM sqlanon.frequency_sets WHERE run_id = :r"),
-                                  {"r": result.run_id}).one()
+        statuses = dict(
+            conn.execute(
+                sa.text(
+                    "SELECT status, COUNT(*) FROM sqlanon.lattice_nodes WHERE run_id = :r AND iteration = 3 "
+                    "GROUP BY status"
+                ),
+                {"r": result.run_id},
+            ).all()
+        )
+        run = conn.execute(
+            sa.text("SELECT status, iteration FROM sqlanon.runs WHERE run_id = :r"), {"r": result.run_id}
+        ).one()
+        edges = conn.execute(
+            sa.text("SELECT COUNT(*) FROM sqlanon.lattice_edges WHERE run_id = :r"), {"r": result.run_id}
+        ).scalar_one()
+        registered = conn.execute(
+            sa.text(
+                "SELECT COUNT(*), SUM(CASE WHEN dropped THEN 1 ELSE 0 END) "
+                "FROM sqlanon.frequency_sets WHERE run_id = :r"
+            ),
+            {"r": result.run_id},
+        ).one()
     engine.dispose()
     assert run == ("finished", 3)
     assert sum(n for s, n in statuses.items() if s != "fail") == len(result.satisfying)
@@ -75,12 +94,13 @@ def test_lattice_tables_hold_the_run(adult_duck: str):
 
 # --- random small tables ------------------------------------------------------
 
+
 @st.composite
 def random_tables(draw):
     """A small table with 2-3 QIs, each with a random hierarchy of height 1-3, and a k."""
     n_qis = draw(st.integers(2, 3))
     hierarchies, columns = [], []
-    for q in range(n_qis):
+    for _q in range(n_qis):
         height = draw(st.integers(1, 3))
         widths = sorted(draw(st.lists(st.integers(1, 5), min_size=height, max_size=height)), reverse=True)
         widths[-1] = 1  # a single top value
@@ -104,10 +124,14 @@ def _write_random_job(tmp: Path, hierarchies, rows, k, all_varchar: bool = True)
     for name, paths in zip(names, hierarchies):
         (tmp / f"{name}.csv").write_text("\n".join(";".join(p) for p in paths) + "\n")
     (tmp / "data.csv").write_text(",".join(names) + "\n" + "\n".join(",".join(r) for r in rows) + "\n")
-    return job_from_dict({
-        "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv", "csv_options": {"all_varchar": all_varchar}},
-        "quasi_identifiers": {n: {"hierarchy": f"{n}.csv"} for n in names},
-        "criteria": {"k_anonymity": {"k": k}}}, tmp)
+    return job_from_dict(
+        {
+            "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv", "csv_options": {"all_varchar": all_varchar}},
+            "quasi_identifiers": {n: {"hierarchy": f"{n}.csv"} for n in names},
+            "criteria": {"k_anonymity": {"k": k}},
+        },
+        tmp,
+    )
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -152,8 +176,9 @@ def test_the_cube_looks_small_dimensions_up_as_the_joins_would(adult_duck: str, 
 
     from sqlanon.engine import star as dimensions
 
-    job = dataclasses.replace(adult_job(adult_duck, ["age", "sex", "education", "native-country"], k=5,
-                                        load_csv=False), strategy="topdown")
+    job = dataclasses.replace(
+        adult_job(adult_duck, ["age", "sex", "education", "native-country"], k=5, load_csv=False), strategy="topdown"
+    )
     statements: list[str] = []
 
     def seen(conn, cursor, statement, *_):
@@ -163,6 +188,7 @@ def test_the_cube_looks_small_dimensions_up_as_the_joins_would(adult_duck: str, 
         statements.clear()
         result = search(job)
         return result, next(s for s in statements if "packed_cube" in s and " AS SELECT " in s)
+
     event.listen(sa.engine.Engine, "before_cursor_execute", seen)
     try:
         looked_up, cube = cube_of_a_search()
@@ -226,8 +252,9 @@ def test_a_wave_search_records_its_final_progress(adult_duck: str, strategy: str
     result = search(dataclasses.replace(adult_job(adult_duck, ADULT_QIS[:4], k=5, load_csv=False), strategy=strategy))
     engine = sa.create_engine(adult_duck)
     with engine.connect() as conn:
-        checked = conn.execute(sa.text("SELECT nodes_checked FROM sqlanon.runs WHERE run_id = :r"),
-                               {"r": result.run_id}).scalar_one()
+        checked = conn.execute(
+            sa.text("SELECT nodes_checked FROM sqlanon.runs WHERE run_id = :r"), {"r": result.run_id}
+        ).scalar_one()
     engine.dispose()
     assert checked == result.stats.nodes_checked > 0
 
@@ -238,10 +265,17 @@ def test_minimal_nodes_of_a_closed_set_read_one_step_below(heights: list[int], d
     """Given the lattice's heights, a set closed under generalization is answered from direct specializations
     alone; any set (closed or not) the same as without them."""
     import itertools
+
     lattice = list(itertools.product(*(range(h + 1) for h in heights)))
     seeds = data.draw(st.lists(st.sampled_from(lattice), max_size=4))
     closed = [n for n in lattice if any(all(a >= b for a, b in zip(n, seed)) for seed in seeds)]
     anything = data.draw(st.lists(st.sampled_from(lattice), max_size=10))
-    assert minimal_nodes(closed, heights) == minimal_nodes(closed) == sorted(set(seeds) - {
-        s for s in seeds for t in seeds if t != s and all(a >= b for a, b in zip(s, t))}, key=lambda n: (sum(n), n))
+    assert (
+        minimal_nodes(closed, heights)
+        == minimal_nodes(closed)
+        == sorted(
+            set(seeds) - {s for s in seeds for t in seeds if t != s and all(a >= b for a, b in zip(s, t))},
+            key=lambda n: (sum(n), n),
+        )
+    )
     assert minimal_nodes(anything, heights) == minimal_nodes(anything)

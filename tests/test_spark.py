@@ -1,5 +1,6 @@
 """The same jobs on Apache Spark SQL (one local session for the whole run): DuckDB's results, Parquet outputs
 written after their audit, the same one-line errors."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,10 +14,10 @@ from click.testing import CliRunner
 
 from sqlanon import anonymize, audit, search
 from sqlanon.cli import main
-from sqlanon.model.job import Selection, Suppression
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import ConfigError, DataError, HierarchyError, SqlanonError
+from sqlanon.model.job import Selection, Suppression
 
 from .conftest import ADULT_DIR, adult_config, adult_job, reclassified, with_cropped_hierarchies
 from .test_criteria import RANDOM_CASES, _named
@@ -37,8 +38,7 @@ ADULT_CRITERIA = [
 def _adult(url: str, spec: dict, limit: float = 0.0, **extra) -> object:
     job = adult_job(url, QIS, load_csv=False, **extra)
     sensitive = ["occupation"] if "k_anonymity" not in spec else []
-    return reclassified(job, criteria=criteria_from_config(spec), sensitive=sensitive,
-                        suppression=Suppression(limit))
+    return reclassified(job, criteria=criteria_from_config(spec), sensitive=sensitive, suppression=Suppression(limit))
 
 
 #: with 2% suppression: the border search (k-anonymity), the exact search (entropy, t-closeness); the random
@@ -46,10 +46,11 @@ def _adult(url: str, spec: dict, limit: float = 0.0, **extra) -> object:
 SUPPRESSED = [{"k_anonymity": {"k": 5}}, ADULT_CRITERIA[2], ADULT_CRITERIA[5]]
 
 
-@pytest.mark.parametrize("spec, limit",
-                         [(spec, 0.0) for spec in ADULT_CRITERIA] + [(spec, 0.02) for spec in SUPPRESSED],
-                         ids=lambda v: "-".join(v) + str(v[next(iter(v))].get("distance", "")) if isinstance(v, dict)
-                         else f"{v:.0%}")
+@pytest.mark.parametrize(
+    "spec, limit",
+    [(spec, 0.0) for spec in ADULT_CRITERIA] + [(spec, 0.02) for spec in SUPPRESSED],
+    ids=lambda v: "-".join(v) + str(v[next(iter(v))].get("distance", "")) if isinstance(v, dict) else f"{v:.0%}",
+)
 def test_adult_criteria_equal_duckdb(spark_adult, adult_duck, spec, limit):
     spark = search(_adult(spark_adult, spec, limit))
     duck = search(_adult(adult_duck, spec, limit))
@@ -59,8 +60,16 @@ def test_adult_criteria_equal_duckdb(spark_adult, adult_duck, spec, limit):
 
 def _random_rows(seed: int) -> list[tuple]:
     rng = random.Random(seed)
-    return [(rng.choice(["v0", "v1", "v2", "v3"]), rng.choice(["w0", "w1", "w2"]), rng.choice("abcd"),
-             rng.choice("xy"), rng.randint(1, 4)) for _ in range(rng.randint(8, 40))]
+    return [
+        (
+            rng.choice(["v0", "v1", "v2", "v3"]),
+            rng.choice(["w0", "w1", "w2"]),
+            rng.choice("abcd"),
+            rng.choice("xy"),
+            rng.randint(1, 4),
+        )
+        for _ in range(rng.randint(8, 40))
+    ]
 
 
 def _random_job(tmp: Path, url: str, table: str, rows: list[tuple], spec: dict, limit: int):
@@ -68,10 +77,16 @@ def _random_job(tmp: Path, url: str, table: str, rows: list[tuple], spec: dict, 
     (tmp / "p.csv").write_text("v0;A;*\nv1;A;*\nv2;B;*\nv3;B;*\n")
     (tmp / "q.csv").write_text("w0;*\nw1;*\nw2;*\n")
     (tmp / "occ.csv").write_text("a;G1;*\nb;G1;*\nc;G2;*\nd;G2;*\n")
-    return job_from_dict({"source": {"url": url, "table": table, "csv": "data.csv"},
-                          "quasi_identifiers": {"p": "p.csv", "q": "q.csv"}, "criteria": spec,
-                          "insensitive": [c for c in ("occupation", "extra", "cost") if c not in _named(spec)],
-                          "suppression": {"limit": limit}}, tmp)
+    return job_from_dict(
+        {
+            "source": {"url": url, "table": table, "csv": "data.csv"},
+            "quasi_identifiers": {"p": "p.csv", "q": "q.csv"},
+            "criteria": spec,
+            "insensitive": [c for c in ("occupation", "extra", "cost") if c not in _named(spec)],
+            "suppression": {"limit": limit},
+        },
+        tmp,
+    )
 
 
 @pytest.mark.parametrize("case", range(len(RANDOM_CASES)))
@@ -79,8 +94,11 @@ def test_random_tables_equal_duckdb(spark_url, tmp_path, case):
     """Every criterion of the random-table cases, on a seeded random table, with and without suppression."""
     spec, rows = RANDOM_CASES[case], _random_rows(case)
     distinct = {"occupation": len({r[2] for r in rows}), "extra": len({r[3] for r in rows})}
-    if any(p.get("l", 1) > min(distinct[a] for a in p.get("attributes", [p.get("attribute")]) if a in distinct)
-           for p in spec.values() if "l" in p):
+    if any(
+        p.get("l", 1) > min(distinct[a] for a in p.get("attributes", [p.get("attribute")]) if a in distinct)
+        for p in spec.values()
+        if "l" in p
+    ):
         rows = rows + [("v0", "w0", v, e, 1) for v in "abcd" for e in "xy"]  # every value, so l is possible
     limit = case % 3
     with warnings.catch_warnings():
@@ -94,9 +112,12 @@ def test_anonymize_writes_an_audited_parquet_table(spark_adult, adult_duck):
     """Entropy l-diversity with 2% suppression, masked, selected by KL divergence: the node, the suppressed
     tuples and the metrics DuckDB gives; the output is a Parquet table that the audit command accepts, and it
     is replaced only when asked."""
-    changes = {"criteria": criteria_from_config({"entropy_l_diversity": {"attribute": "occupation", "l": 3}}),
-               "sensitive": ["occupation"], "suppression": Suppression(0.02, "mask"),
-               "select": Selection(None, "kl_divergence")}
+    changes = {
+        "criteria": criteria_from_config({"entropy_l_diversity": {"attribute": "occupation", "l": 3}}),
+        "sensitive": ["occupation"],
+        "suppression": Suppression(0.02, "mask"),
+        "select": Selection(None, "kl_divergence"),
+    }
     qis = ["sex", "race", "marital-status"]  # metrics of 12 nodes (each costs Spark a few statements)
     spark_job = reclassified(adult_job(spark_adult, qis, load_csv=False, output={"table": "adult_anon"}), **changes)
     duck_job = reclassified(adult_job(adult_duck, qis, load_csv=False, output={"table": "adult_anon"}), **changes)
@@ -110,17 +131,23 @@ def test_anonymize_writes_an_audited_parquet_table(spark_adult, adult_duck):
     report = audit(spark_job, "adult_anon")
     assert report.ok and report.rows == 30162
     from sqlanon.backends.spark_dbapi import session_for
+
     files = session_for("local[2]").sql("DESCRIBE TABLE EXTENDED adult_anon").collect()
     assert any(row[0] == "Provider" and row[1] == "parquet" for row in files)
 
 
 def test_cli_search_on_spark(spark_adult, tmp_path):
     config = tmp_path / "job.yaml"
-    config.write_text(json.dumps({
-        "source": {"url": spark_adult, "table": "adult"},
-        "quasi_identifiers": {q: {"hierarchy": str(ADULT_DIR / "hierarchies" / f"{q}.csv")} for q in QIS},
-        "insensitive": ["education", "native-country", "workclass", "occupation", "salary-class"],
-        "criteria": {"k_anonymity": {"k": 10}}}))
+    config.write_text(
+        json.dumps(
+            {
+                "source": {"url": spark_adult, "table": "adult"},
+                "quasi_identifiers": {q: {"hierarchy": str(ADULT_DIR / "hierarchies" / f"{q}.csv")} for q in QIS},
+                "insensitive": ["education", "native-country", "workclass", "occupation", "salary-class"],
+                "criteria": {"k_anonymity": {"k": 10}},
+            }
+        )
+    )
     result = CliRunner().invoke(main, ["search", str(config), "--format", "json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["minimal"]
@@ -137,8 +164,11 @@ def test_unknown_table_and_column(spark_adult):
 
 def test_values_missing_from_hierarchies(spark_adult, tmp_path):
     """The coverage checks of every QI, one statement each, name the first QI with values missing."""
-    job = with_cropped_hierarchies(adult_job(spark_adult, ["sex", "education", "race"], k=2, load_csv=False),
-                                   tmp_path, {"race": ("Black", "Other"), "education": ("Masters",)})
+    job = with_cropped_hierarchies(
+        adult_job(spark_adult, ["sex", "education", "race"], k=2, load_csv=False),
+        tmp_path,
+        {"race": ("Black", "Other"), "education": ("Masters",)},
+    )
     with pytest.raises(HierarchyError, match=r"column 'education': 1 value\(s\) missing .*: 'Masters'; add a line"):
         search(job)
 
@@ -187,12 +217,29 @@ def connect_url(spark_url, tmp_path_factory):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     home = Path(pyspark.__file__).parent
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOG_DIR": str(folder), "SPARK_PID_DIR": str(folder),
-           "PATH": f"{Path(os.sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "SPARK_LOG_DIR": str(folder),
+        "SPARK_PID_DIR": str(folder),
+        "PATH": f"{Path(os.sys.executable).parent}:{os.environ.get('PATH', '')}",
+    }
     script = home / "sbin" / "start-connect-server.sh"
-    subprocess.run(["bash", str(script), "--conf", f"spark.connect.grpc.binding.port={port}", "--conf",
-                    f"spark.sql.warehouse.dir={folder / 'warehouse'}", "--conf", "spark.sql.shuffle.partitions=2"],
-                   env=env, check=True, capture_output=True)
+    subprocess.run(
+        [
+            "bash",
+            str(script),
+            "--conf",
+            f"spark.connect.grpc.binding.port={port}",
+            "--conf",
+            f"spark.sql.warehouse.dir={folder / 'warehouse'}",
+            "--conf",
+            "spark.sql.shuffle.partitions=2",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     try:
         for _ in range(120):
             with socket.socket() as probe:
@@ -213,8 +260,12 @@ def test_spark_connect_gives_duckdbs_results(connect_url, adult_duck, tmp_path):
     qis = ["sex", "race", "marital-status"]
     config = tmp_path / "job.json"
     config.write_text(json.dumps(adult_config(connect_url, qis, k=5, output={"table": "adult_remote"})))
-    done = subprocess.run([sys.executable, "-m", "sqlanon", "anonymize", str(config), "--format", "json",
-                           "--replace"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "sqlanon", "anonymize", str(config), "--format", "json", "--replace"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     remote = json.loads(done.stdout)
     duck = anonymize(adult_job(adult_duck, qis, k=5, load_csv=False, output={"table": "adult_remote"}), replace=True)

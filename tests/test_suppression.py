@@ -1,4 +1,5 @@
 """Tuple suppression, Samarati's search, utility metrics and the choice of the published node."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,10 +13,10 @@ from click.testing import CliRunner
 
 from sqlanon import anonymize, node_metrics, search
 from sqlanon.cli import main
-from sqlanon.model.job import Output, Selection, Suppression
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import ConfigError
+from sqlanon.model.job import Output, Selection, Suppression
 from sqlanon.model.selection import METRICS, POLICIES
 
 from .conftest import ADULT_QIS, CASES, QIS, adult_job, passing, reclassified
@@ -26,8 +27,9 @@ LIMITS = {"2%": 0.02, "300 tuples": 300}
 
 def _adult(url: str, spec: dict, limit: float | int = 0, **changes) -> object:
     job = adult_job(url, QIS, load_csv=False)
-    return reclassified(job, criteria=criteria_from_config(spec), sensitive=["occupation"],
-                               suppression=Suppression(limit), **changes)
+    return reclassified(
+        job, criteria=criteria_from_config(spec), sensitive=["occupation"], suppression=Suppression(limit), **changes
+    )
 
 
 def _max_suppressed(limit: float | int) -> int:
@@ -36,11 +38,13 @@ def _max_suppressed(limit: float | int) -> int:
 
 # --- the search is exact under suppression -------------------------------------------
 
+
 @pytest.mark.parametrize("strategy", ["auto", "incognito", "filtered"])
 @pytest.mark.parametrize("limit", list(LIMITS))
 @pytest.mark.parametrize("case", list(CASES))
-def test_searches_equal_exhaustive_with_suppression(adult_duck: str, adult_violations, case: str, limit: str,
-                                                    strategy: str):
+def test_searches_equal_exhaustive_with_suppression(
+    adult_duck: str, adult_violations, case: str, limit: str, strategy: str
+):
     """Every criterion (most are not monotone under suppression: auto then takes the filtered search)."""
     oracle = passing(adult_violations[case], _max_suppressed(LIMITS[limit]))
     result = search(_adult(adult_duck, CASES[case], LIMITS[limit], strategy=strategy))
@@ -48,23 +52,38 @@ def test_searches_equal_exhaustive_with_suppression(adult_duck: str, adult_viola
     assert not result.heuristic
 
 
-@pytest.mark.parametrize("strategy, k, limit", [("topdown", 5, 0), ("topdown", 10, 0), ("topdown", 5, 0.02),
-                                               ("auto", 5, 0), ("auto", 5, 0.02), ("auto", 5, 0.1),
-                                               ("bottomup", 5, 0.1), ("border", 5, 0), ("border", 10, 0.02),
-                                               ("border", 5, 0.1)])
-def test_wave_strategies_equal_the_oracle_on_all_nine_adult_qis(adult_duck: str, all_qi_violations, strategy: str,
-                                                                k: int, limit):
+@pytest.mark.parametrize(
+    "strategy, k, limit",
+    [
+        ("topdown", 5, 0),
+        ("topdown", 10, 0),
+        ("topdown", 5, 0.02),
+        ("auto", 5, 0),
+        ("auto", 5, 0.02),
+        ("auto", 5, 0.1),
+        ("bottomup", 5, 0.1),
+        ("border", 5, 0),
+        ("border", 10, 0.02),
+        ("border", 5, 0.1),
+    ],
+)
+def test_wave_strategies_equal_the_oracle_on_all_nine_adult_qis(
+    adult_duck: str, all_qi_violations, strategy: str, k: int, limit
+):
     """The searches over the full 12,960-node lattice (k-anonymity is monotone with suppression)."""
-    job = dataclasses.replace(adult_job(adult_duck, ADULT_QIS, k=k, load_csv=False), strategy=strategy,
-                              suppression=Suppression(limit))
+    job = dataclasses.replace(
+        adult_job(adult_duck, ADULT_QIS, k=k, load_csv=False), strategy=strategy, suppression=Suppression(limit)
+    )
     result = search(job)
     assert set(result.satisfying) == passing(all_qi_violations[k], _max_suppressed(limit))
 
 
-def test_class_keys_split_over_several_columns_when_their_bits_do_not_fit(adult_duck: str, all_qi_violations,
-                                                                           monkeypatch):
+def test_class_keys_split_over_several_columns_when_their_bits_do_not_fit(
+    adult_duck: str, all_qi_violations, monkeypatch
+):
     """With 8-bit keys the nine Adult QIs need several key columns; the answer is the same."""
     from sqlanon.search import checker
+
     monkeypatch.setattr(checker, "KEY_BITS", 8)
     layout = checker.KeyLayout.for_bits([7, 1, 2, 8, 3])
     assert layout.key_of == (0, 0, 1, 2, 3) and layout.offset == (0, 7, 0, 0, 0)
@@ -72,20 +91,25 @@ def test_class_keys_split_over_several_columns_when_their_bits_do_not_fit(adult_
     assert set(search(job).satisfying) == passing(all_qi_violations[5], 0)
 
 
-@pytest.mark.parametrize("case, limit, key_bits", [("k=5 and distinct l=4", "2%", 63), ("t equal 0.2", 0, 63),
-                                                    ("k=5 and distinct l=4", "2%", 8)])
-def test_nodes_grouped_by_grouping_sets_give_the_same_answer(adult_duck: str, adult_violations, monkeypatch,
-                                                             case: str, limit, key_bits: int):
+@pytest.mark.parametrize(
+    "case, limit, key_bits",
+    [("k=5 and distinct l=4", "2%", 63), ("t equal 0.2", 0, 63), ("k=5 and distinct l=4", "2%", 8)],
+)
+def test_nodes_grouped_by_grouping_sets_give_the_same_answer(
+    adult_duck: str, adult_violations, monkeypatch, case: str, limit, key_bits: int
+):
     """The waves' GROUPING SETS form (PostgreSQL's), here on DuckDB: with sensitive values, suppression and class
     keys over several columns, the same answers as the oracle."""
-    from sqlanon.search import checker
     from sqlanon.backends import DuckDB
+    from sqlanon.search import checker
+
     monkeypatch.setattr(DuckDB, "grouping_sets", True)
     monkeypatch.setattr(checker, "KEY_BITS", key_bits)
     statements = []
     execute = DuckDB.execute
-    monkeypatch.setattr(DuckDB, "execute", lambda self, conn, sql, *args: statements.append(sql) or
-                        execute(self, conn, sql, *args))
+    monkeypatch.setattr(
+        DuckDB, "execute", lambda self, conn, sql, *args: statements.append(sql) or execute(self, conn, sql, *args)
+    )
     max_suppressed = _max_suppressed(LIMITS[limit]) if limit else 0
     result = search(_adult(adult_duck, CASES[case], LIMITS[limit] if limit else 0, strategy="topdown"))
     assert set(result.satisfying) == passing(adult_violations[case], max_suppressed)
@@ -93,18 +117,24 @@ def test_nodes_grouped_by_grouping_sets_give_the_same_answer(adult_duck: str, ad
 
 
 @pytest.mark.parametrize("strategy, limit", [("topdown", 0.02), ("border", 0.02), ("topdown", 0), ("bottomup", 0)])
-def test_a_large_cube_is_read_once_per_wave_with_the_same_answer(adult_duck: str, all_qi_violations, monkeypatch,
-                                                                  strategy: str, limit: float):
+def test_a_large_cube_is_read_once_per_wave_with_the_same_answer(
+    adult_duck: str, all_qi_violations, monkeypatch, strategy: str, limit: float
+):
     """Above SMALL_CUBE rows the waves read the cube through planned roll-ups, not in clusters grouped to their
     meets, and the height walks check the next height's possible candidates with each height's."""
     from sqlanon.search import checker
+
     monkeypatch.setattr(checker, "SMALL_CUBE", 0)
     checks = []
     violations = checker.WaveChecker.violations
-    monkeypatch.setattr(checker.WaveChecker, "violations",
-                        lambda self, *args, **kwargs: checks.append(self.large) or violations(self, *args, **kwargs))
-    job = dataclasses.replace(adult_job(adult_duck, ADULT_QIS, k=5, load_csv=False), strategy=strategy,
-                              suppression=Suppression(limit))
+    monkeypatch.setattr(
+        checker.WaveChecker,
+        "violations",
+        lambda self, *args, **kwargs: checks.append(self.large) or violations(self, *args, **kwargs),
+    )
+    job = dataclasses.replace(
+        adult_job(adult_duck, ADULT_QIS, k=5, load_csv=False), strategy=strategy, suppression=Suppression(limit)
+    )
     result = search(job)
     assert set(result.satisfying) == passing(all_qi_violations[5], _max_suppressed(limit))
     if strategy != "border":  # two heights per check: fewer checks than a height per check
@@ -113,13 +143,17 @@ def test_a_large_cube_is_read_once_per_wave_with_the_same_answer(adult_duck: str
         assert checks.count(True) < checks.count(False)
 
 
-@pytest.mark.parametrize("strategy, case, limit", [("topdown", "k=5 and distinct l=4", "2%"),
-                                                   ("border", "entropy l=3", 0), ("topdown", "t equal 0.2", 0)])
-def test_roll_ups_read_by_others_give_the_same_answer(adult_duck: str, adult_violations, monkeypatch,
-                                                      strategy: str, case: str, limit):
+@pytest.mark.parametrize(
+    "strategy, case, limit",
+    [("topdown", "k=5 and distinct l=4", "2%"), ("border", "entropy l=3", 0), ("topdown", "t equal 0.2", 0)],
+)
+def test_roll_ups_read_by_others_give_the_same_answer(
+    adult_duck: str, adult_violations, monkeypatch, strategy: str, case: str, limit
+):
     """With roll-ups made free, a large cube's waves nest them deeply (each read by those under it): the same
     answers as the oracle."""
     from sqlanon.search import checker, rollups
+
     monkeypatch.setattr(checker, "SMALL_CUBE", 0)
     monkeypatch.setattr(rollups, "ROLLUP_ROWS", 0)
     monkeypatch.setattr(rollups, "GROUP_ROWS", 0)
@@ -132,18 +166,22 @@ def test_roll_ups_read_by_others_give_the_same_answer(adult_duck: str, adult_vio
 
 
 @pytest.mark.parametrize("keyed_rows, grouped", [(0.0, False), (1.0, True)])
-def test_a_large_table_keeps_its_rows_ungrouped_or_groups_them_with_the_same_answer(adult_duck: str, adult_violations,
-                                                                                   monkeypatch, keyed_rows: float,
-                                                                                   grouped: bool):
+def test_a_large_table_keeps_its_rows_ungrouped_or_groups_them_with_the_same_answer(
+    adult_duck: str, adult_violations, monkeypatch, keyed_rows: float, grouped: bool
+):
     """A large table whose rows are mostly distinct keeps them, with their keys, as the cube (no KL term from
     it then); otherwise they are grouped into it: the same answers as the oracle either way."""
     from sqlanon.search import checker
+
     monkeypatch.setattr(checker, "SMALL_CUBE", 0)
     monkeypatch.setattr(checker, "KEYED_ROWS", keyed_rows)
     cubes = []
     close = checker.WaveChecker.close
-    monkeypatch.setattr(checker.WaveChecker, "close", lambda self: cubes.append((self.grouped, self.rows,
-                                                                                 self.cells_term())) or close(self))
+    monkeypatch.setattr(
+        checker.WaveChecker,
+        "close",
+        lambda self: cubes.append((self.grouped, self.rows, self.cells_term())) or close(self),
+    )
     result = search(_adult(adult_duck, CASES["k=5 and distinct l=4"], 0.02, strategy="topdown"))
     assert set(result.satisfying) == passing(adult_violations["k=5 and distinct l=4"], _max_suppressed(0.02))
     assert [(g, rows == ADULT_ROWS, term is None) for g, rows, term in cubes] == [(grouped, not grouped, not grouped)]
@@ -151,22 +189,30 @@ def test_a_large_table_keeps_its_rows_ungrouped_or_groups_them_with_the_same_ans
 
 @pytest.mark.parametrize("strategy, limit", [("topdown", 0), ("topdown", "2%"), ("border", "300 tuples")])
 @pytest.mark.parametrize("case", ["k=5 and distinct l=4", "t equal 0.2", "t hierarchical 0.15"])
-def test_a_large_cube_checks_class_sizes_first_and_reads_the_distribution_once(adult_duck: str, adult_violations,
-                                                                              monkeypatch, case: str, strategy: str,
-                                                                              limit):
+def test_a_large_cube_checks_class_sizes_first_and_reads_the_distribution_once(
+    adult_duck: str, adult_violations, monkeypatch, case: str, strategy: str, limit
+):
     """On a large cube, k-anonymity beside criteria over sensitive values is checked first without them (the
     nodes it fails need no other check), and t-closeness binds the table's counts of each value, read before the
     search (no distribution stored for it): the same answers, with and without suppression."""
     from sqlanon.search import checker
+
     monkeypatch.setattr(checker, "SMALL_CUBE", 0)
     calls = []
     close = checker.WaveChecker.close
-    monkeypatch.setattr(checker.WaveChecker, "close", lambda self: calls.append(
-        (self.reference, self._table_counts(self.criteria))) or close(self))
+    monkeypatch.setattr(
+        checker.WaveChecker,
+        "close",
+        lambda self: calls.append((self.reference, self._table_counts(self.criteria))) or close(self),
+    )
     violations = checker.WaveChecker.violations
-    monkeypatch.setattr(checker.WaveChecker, "violations",
-                        lambda self, nodes, criteria, sensitive=True: calls.append((sensitive, None))
-                        or violations(self, nodes, criteria, sensitive))
+    monkeypatch.setattr(
+        checker.WaveChecker,
+        "violations",
+        lambda self, nodes, criteria, sensitive=True: (
+            calls.append((sensitive, None)) or violations(self, nodes, criteria, sensitive)
+        ),
+    )
     max_suppressed = _max_suppressed(LIMITS[limit]) if limit else 0
     result = search(_adult(adult_duck, CASES[case], LIMITS[limit] if limit else 0, strategy=strategy))
     assert set(result.satisfying) == passing(adult_violations[case], max_suppressed)
@@ -178,8 +224,9 @@ def test_a_large_cube_checks_class_sizes_first_and_reads_the_distribution_once(a
 @pytest.mark.parametrize("limit", list(LIMITS))
 @pytest.mark.parametrize("case", ["distinct l=3", "k=5 and distinct l=4", "entropy l=3"])
 @pytest.mark.parametrize("strategy", ["topdown", "auto", "border"])
-def test_wave_strategies_equal_exhaustive_with_suppression(adult_duck: str, adult_violations, case: str, limit: str,
-                                                          strategy: str):
+def test_wave_strategies_equal_exhaustive_with_suppression(
+    adult_duck: str, adult_violations, case: str, limit: str, strategy: str
+):
     """Monotone cases are searched over the full lattice; a non-monotone one falls back to Incognito's."""
     result = search(_adult(adult_duck, CASES[case], LIMITS[limit], strategy=strategy))
     assert set(result.satisfying) == passing(adult_violations[case], _max_suppressed(LIMITS[limit]))
@@ -188,8 +235,11 @@ def test_wave_strategies_equal_exhaustive_with_suppression(adult_duck: str, adul
 @pytest.mark.parametrize("limit", list(LIMITS))
 def test_the_limits_change_the_answer(adult_violations, limit: str):
     """The cases above discriminate: suppression lets lower nodes pass for most criteria."""
-    changed = [case for case, found in adult_violations.items()
-               if passing(found, _max_suppressed(LIMITS[limit])) != passing(found, 0)]
+    changed = [
+        case
+        for case, found in adult_violations.items()
+        if passing(found, _max_suppressed(LIMITS[limit])) != passing(found, 0)
+    ]
     assert len(changed) >= len(CASES) // 2, changed
 
 
@@ -224,13 +274,19 @@ def test_assumed_monotonicity_is_opt_in_and_reported(adult_duck: str):
 
 # --- metrics by hand --------------------------------------------------------------
 
+
 def _small(tmp_path: Path, limit: int = 2, select: dict | None = None, mode: str = "remove") -> object:
     """q: x, y -> A; z -> B; all -> *. Rows (q, s): x a, x a, x b, y a, z b, z c; k = 2."""
     (tmp_path / "data.csv").write_text("q,s\nx,a\nx,a\nx,b\ny,a\nz,b\nz,c\n")
     (tmp_path / "q.csv").write_text("x;A;*\ny;A;*\nz;B;*\n")
-    config = {"source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"}, "quasi_identifiers": {"q": "q.csv"},
-              "sensitive": ["s"], "criteria": {"k_anonymity": {"k": 2}}, "output": {"table": "out"},
-              "suppression": {"limit": limit, "mode": mode}}
+    config = {
+        "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"},
+        "quasi_identifiers": {"q": "q.csv"},
+        "sensitive": ["s"],
+        "criteria": {"k_anonymity": {"k": 2}},
+        "output": {"table": "out"},
+        "suppression": {"limit": limit, "mode": mode},
+    }
     if select:
         config["select"] = select
     return job_from_dict(config, tmp_path)
@@ -240,26 +296,61 @@ def test_metrics_match_hand_computed_values(tmp_path: Path):
     found = node_metrics(_small(tmp_path), [(0,), (1,), (2,)])
     ln2, ln3 = math.log(2), math.log(3)
     # level 0: classes x (3), y (1, suppressed), z (2)
-    assert found[(0,)] == pytest.approx({
-        "height": 0, "relative_distance": 0, "precision": 1, "suppressed": 1, "completeness": 5 / 6, "classes": 2,
-        "avg_class_size": 2.5, "c_avg": 1.25, "discernibility": 9 + 4 + 6 * 1,
-        "kl_divergence": ln3 / 6})  # y's tuple spread over the 3 values of the top
+    assert found[(0,)] == pytest.approx(
+        {
+            "height": 0,
+            "relative_distance": 0,
+            "precision": 1,
+            "suppressed": 1,
+            "completeness": 5 / 6,
+            "classes": 2,
+            "avg_class_size": 2.5,
+            "c_avg": 1.25,
+            "discernibility": 9 + 4 + 6 * 1,
+            "kl_divergence": ln3 / 6,
+        }
+    )  # y's tuple spread over the 3 values of the top
     # level 1: A = {x, y} (4 tuples over 2 values), B = {z} (2)
-    assert found[(1,)] == pytest.approx({
-        "height": 1, "relative_distance": 0.5, "precision": 0.5, "suppressed": 0, "completeness": 1, "classes": 2,
-        "avg_class_size": 3, "c_avg": 1.5, "discernibility": 16 + 4, "kl_divergence": ln2 - ln3 / 2})
-    assert found[(2,)] == pytest.approx({
-        "height": 2, "relative_distance": 1, "precision": 0, "suppressed": 0, "completeness": 1, "classes": 1,
-        "avg_class_size": 6, "c_avg": 3, "discernibility": 36, "kl_divergence": ln3 / 2})
+    assert found[(1,)] == pytest.approx(
+        {
+            "height": 1,
+            "relative_distance": 0.5,
+            "precision": 0.5,
+            "suppressed": 0,
+            "completeness": 1,
+            "classes": 2,
+            "avg_class_size": 3,
+            "c_avg": 1.5,
+            "discernibility": 16 + 4,
+            "kl_divergence": ln2 - ln3 / 2,
+        }
+    )
+    assert found[(2,)] == pytest.approx(
+        {
+            "height": 2,
+            "relative_distance": 1,
+            "precision": 0,
+            "suppressed": 0,
+            "completeness": 1,
+            "classes": 1,
+            "avg_class_size": 6,
+            "c_avg": 3,
+            "discernibility": 36,
+            "kl_divergence": ln3 / 2,
+        }
+    )
 
 
-@pytest.mark.parametrize("select, expected", [
-    ({"policy": "min_absolute_distance"}, (0,)),
-    ({"policy": "min_suppression"}, (0,)),  # policies choose among minimal nodes: (0) is the only one
-    ({"metric": "discernibility"}, (0,)),  # 19 < 20 < 36
-    ({"metric": "kl_divergence"}, (1,)),  # not monotone with suppression: the best node is not minimal
-    ({"metric": "classes"}, (0,)),  # 2 classes at levels 0 and 1: the tie goes to the lower node
-])
+@pytest.mark.parametrize(
+    "select, expected",
+    [
+        ({"policy": "min_absolute_distance"}, (0,)),
+        ({"policy": "min_suppression"}, (0,)),  # policies choose among minimal nodes: (0) is the only one
+        ({"metric": "discernibility"}, (0,)),  # 19 < 20 < 36
+        ({"metric": "kl_divergence"}, (1,)),  # not monotone with suppression: the best node is not minimal
+        ({"metric": "classes"}, (0,)),  # 2 classes at levels 0 and 1: the tie goes to the lower node
+    ],
+)
 def test_selection_rules_on_the_small_table(tmp_path: Path, select: dict, expected: tuple):
     result = anonymize(_small(tmp_path, select=select))
     assert result.node == expected
@@ -267,10 +358,17 @@ def test_selection_rules_on_the_small_table(tmp_path: Path, select: dict, expect
 
 
 def test_selection_rule_names_are_the_issue_s(tmp_path: Path):
-    assert set(POLICIES) == {"min_absolute_distance", "min_relative_distance", "max_distribution",
-                             "min_suppression"}
-    assert {"height", "precision", "completeness", "classes", "avg_class_size", "c_avg", "discernibility",
-            "kl_divergence"} <= set(METRICS)
+    assert set(POLICIES) == {"min_absolute_distance", "min_relative_distance", "max_distribution", "min_suppression"}
+    assert {
+        "height",
+        "precision",
+        "completeness",
+        "classes",
+        "avg_class_size",
+        "c_avg",
+        "discernibility",
+        "kl_divergence",
+    } <= set(METRICS)
 
 
 def test_kl_from_the_search_s_cube_equals_kl_from_a_scan_of_the_table(adult_duck: str):
@@ -284,11 +382,16 @@ def test_kl_from_the_search_s_cube_equals_kl_from_a_scan_of_the_table(adult_duck
 
 # --- the chosen node is optimal -------------------------------------------------------
 
+
 @pytest.mark.parametrize("limit", [0, 0.02])
-@pytest.mark.parametrize("rule", [{"metric": m} for m in ("discernibility", "kl_divergence", "c_avg", "precision")]
-                         + [{"policy": p} for p in ("max_distribution", "min_suppression")])
-def test_chosen_node_is_optimal_against_the_exhaustive_strategy(adult_duck: str, adult_violations, tmp_path,
-                                                                rule: dict, limit: float):
+@pytest.mark.parametrize(
+    "rule",
+    [{"metric": m} for m in ("discernibility", "kl_divergence", "c_avg", "precision")]
+    + [{"policy": p} for p in ("max_distribution", "min_suppression")],
+)
+def test_chosen_node_is_optimal_against_the_exhaustive_strategy(
+    adult_duck: str, adult_violations, tmp_path, rule: dict, limit: float
+):
     case = "k=5 and distinct l=4"
     job = _adult(adult_duck, CASES[case], limit, select=Selection(rule.get("policy"), rule.get("metric")))
     name = rule.get("metric") or POLICIES[rule["policy"]]
@@ -315,6 +418,7 @@ def _all_metrics(url: str, job, nodes: set) -> dict:
 
 
 # --- publishing with suppression ---------------------------------------------------------
+
 
 def _rows(url: str, table: str) -> list[tuple]:
     engine = sa.create_engine(url)
@@ -344,9 +448,15 @@ def test_mask_mode_keeps_the_tuples_with_every_qi_at_the_top(tmp_path: Path):
 
 def test_audit_command_counts_masked_tuples_against_the_limit(tmp_path: Path):
     import yaml
-    config = {"source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"}, "quasi_identifiers": {"q": "q.csv"},
-              "insensitive": ["s"], "criteria": {"k_anonymity": {"k": 2}}, "output": {"table": "out"},
-              "suppression": {"limit": 2, "mode": "mask"}}
+
+    config = {
+        "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"},
+        "quasi_identifiers": {"q": "q.csv"},
+        "insensitive": ["s"],
+        "criteria": {"k_anonymity": {"k": 2}},
+        "output": {"table": "out"},
+        "suppression": {"limit": 2, "mode": "mask"},
+    }
     _small(tmp_path)  # writes the data and hierarchy files
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(config))
     runner = CliRunner()
@@ -364,8 +474,9 @@ def test_t_closeness_output_with_removed_tuples_passes_its_audit(tmp_path: Path)
     """Table distribution a 1/2, b 1/3, c 1/6. At level 0, y (a) and z (b, c) are 0.5 away, x (a a b) 1/6:
     with t = 0.2 and a limit of 3, level 0 passes by removing y and z; the audit compares x with the
     source's distribution, as the search did."""
-    job = dataclasses.replace(_small(tmp_path, limit=3),
-                              criteria=criteria_from_config({"t_closeness": {"attribute": "s", "t": 0.2}}))
+    job = dataclasses.replace(
+        _small(tmp_path, limit=3), criteria=criteria_from_config({"t_closeness": {"attribute": "s", "t": 0.2}})
+    )
     result = anonymize(job)
     assert result.node == (0,) and result.suppressed == 3
     assert result.audit.ok and result.audit.rows == 3
@@ -374,9 +485,15 @@ def test_t_closeness_output_with_removed_tuples_passes_its_audit(tmp_path: Path)
 
 def test_search_json_reports_metrics_of_every_minimal_node(tmp_path: Path):
     import yaml
+
     _small(tmp_path)
-    config = {"source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"}, "quasi_identifiers": {"q": "q.csv"},
-              "sensitive": ["s"], "criteria": {"k_anonymity": {"k": 2}}, "suppression": {"limit": 1}}
+    config = {
+        "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"},
+        "quasi_identifiers": {"q": "q.csv"},
+        "sensitive": ["s"],
+        "criteria": {"k_anonymity": {"k": 2}},
+        "suppression": {"limit": 1},
+    }
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(config))
     result = CliRunner().invoke(main, ["search", str(tmp_path / "job.yaml"), "--metrics", "--json"])
     data = json.loads(result.output)
@@ -388,22 +505,33 @@ def test_search_json_reports_metrics_of_every_minimal_node(tmp_path: Path):
 
 # --- bad input ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("key, value, message", [
-    ("suppression", {"limit": -1}, "must be >= 0"),
-    ("suppression", {"limit": 1.5}, "fraction above 1"),
-    ("suppression", {"limit": "2%"}, "a count"),
-    ("suppression", {"limit": 10, "mode": "drop"}, "suppression.mode 'drop' is unknown"),
-    ("suppression", {"mode": "mask"}, "missing the required key 'limit'"),
-    ("select", {"policy": "smallest"}, "select.policy 'smallest' is unknown"),
-    ("select", {"metric": "utility"}, "select.metric 'utility' is unknown"),
-    ("select", {"policy": "min_suppression", "metric": "height"}, "exactly one"),
-    ("select", {"order": "height"}, "unknown key 'order'"),
-    ("search", {"assume_monotone": "yes"}, "true or false"),
-])
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("suppression", {"limit": -1}, "must be >= 0"),
+        ("suppression", {"limit": 1.5}, "fraction above 1"),
+        ("suppression", {"limit": "2%"}, "a count"),
+        ("suppression", {"limit": 10, "mode": "drop"}, "suppression.mode 'drop' is unknown"),
+        ("suppression", {"mode": "mask"}, "missing the required key 'limit'"),
+        ("select", {"policy": "smallest"}, "select.policy 'smallest' is unknown"),
+        ("select", {"metric": "utility"}, "select.metric 'utility' is unknown"),
+        ("select", {"policy": "min_suppression", "metric": "height"}, "exactly one"),
+        ("select", {"order": "height"}, "unknown key 'order'"),
+        ("search", {"assume_monotone": "yes"}, "true or false"),
+    ],
+)
 def test_bad_limits_and_selection_rules(tmp_path: Path, key: str, value: dict, message: str):
     with pytest.raises(ConfigError, match=message):
-        job_from_dict({"source": {"url": "t.duckdb", "table": "t"}, "quasi_identifiers": {"q": "q.csv"},
-                       "criteria": {"k_anonymity": {"k": 2}}, key: value}, tmp_path)
+        job_from_dict(
+            {
+                "source": {"url": "t.duckdb", "table": "t"},
+                "quasi_identifiers": {"q": "q.csv"},
+                "criteria": {"k_anonymity": {"k": 2}},
+                key: value,
+            },
+            tmp_path,
+        )
 
 
 def test_limit_above_the_table_size(tmp_path: Path):
@@ -414,9 +542,18 @@ def test_limit_above_the_table_size(tmp_path: Path):
 
 def test_cli_reports_bad_limits_in_one_line(tmp_path: Path):
     import yaml
+
     _small(tmp_path)
-    (tmp_path / "job.yaml").write_text(yaml.safe_dump({
-        "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"}, "quasi_identifiers": {"q": "q.csv"},
-        "sensitive": ["s"], "criteria": {"k_anonymity": {"k": 2}}, "suppression": {"limit": 100}}))
+    (tmp_path / "job.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"},
+                "quasi_identifiers": {"q": "q.csv"},
+                "sensitive": ["s"],
+                "criteria": {"k_anonymity": {"k": 2}},
+                "suppression": {"limit": 100},
+            }
+        )
+    )
     result = CliRunner().invoke(main, ["search", str(tmp_path / "job.yaml")])
     assert result.exit_code == 2 and "which would publish nothing" in result.output and "Traceback" not in result.output

@@ -8,6 +8,7 @@ Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-22
 """
+
 from alembic import op
 
 revision = "0002"

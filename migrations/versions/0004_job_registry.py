@@ -7,6 +7,7 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-22
 """
+
 from alembic import op
 
 revision = "0004"

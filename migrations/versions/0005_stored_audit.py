@@ -8,6 +8,7 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-11-22
 """
+
 revision = "0005"
 down_revision = "0004"
 branch_labels = None

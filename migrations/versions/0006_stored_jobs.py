@@ -8,6 +8,7 @@ Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-22
 """
+
 revision = "0006"
 down_revision = "0005"
 branch_labels = None

@@ -9,6 +9,7 @@ Revision ID: 0007
 Revises: 0006
 Create Date: 2026-11-22
 """
+
 from alembic import op
 
 revision = "0007"

@@ -8,6 +8,7 @@ Revision ID: 0008
 Revises: 0007
 Create Date: 2026-11-22
 """
+
 revision = "0008"
 down_revision = "0007"
 branch_labels = None

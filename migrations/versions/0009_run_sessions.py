@@ -8,6 +8,7 @@ Revision ID: 0009
 Revises: 0008
 Create Date: 2026-11-22
 """
+
 from alembic import op
 
 revision = "0009"

@@ -12,6 +12,7 @@ Revision ID: 0010
 Revises: 0009
 Create Date: 2026-11-22
 """
+
 from alembic import op
 
 revision = "0010"
@@ -36,10 +37,14 @@ def upgrade(schema: str, quoted_schema: str) -> None:
             END IF;
             RETURN NULL;
         END $$""")
-    op.execute(f"CREATE TRIGGER stamp_registrant BEFORE INSERT OR UPDATE ON {s}.jobs "
-               f"FOR EACH ROW EXECUTE FUNCTION {s}.stamp_job_registrant()")
-    op.execute(f"CREATE TRIGGER stamp_writer AFTER INSERT OR UPDATE OR DELETE ON {s}.job_files "
-               f"FOR EACH ROW EXECUTE FUNCTION {s}.stamp_job_files_writer()")
+    op.execute(
+        f"CREATE TRIGGER stamp_registrant BEFORE INSERT OR UPDATE ON {s}.jobs "
+        f"FOR EACH ROW EXECUTE FUNCTION {s}.stamp_job_registrant()"
+    )
+    op.execute(
+        f"CREATE TRIGGER stamp_writer AFTER INSERT OR UPDATE OR DELETE ON {s}.job_files "
+        f"FOR EACH ROW EXECUTE FUNCTION {s}.stamp_job_files_writer()"
+    )
 
 
 def downgrade(schema: str, quoted_schema: str) -> None:

@@ -6,6 +6,7 @@ Revision ID: 0011
 Revises: 0010
 Create Date: 2026-11-23
 """
+
 revision = "0011"
 down_revision = "0010"
 branch_labels = None

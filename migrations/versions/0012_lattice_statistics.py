@@ -10,6 +10,7 @@ Revision ID: 0012
 Revises: 0011
 Create Date: 2026-11-25
 """
+
 from alembic import op
 from sqlalchemy import text
 
@@ -27,10 +28,18 @@ def _set_target(schema: str, quoted_schema: str, target: int) -> None:
     if conn.dialect.name != "postgresql":
         return  # DuckDB keeps its own statistics
     for table in TABLES:
-        columns = conn.execute(text(
-            "SELECT a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON "
-            "n.oid = c.relnamespace WHERE n.nspname = :s AND c.relname = :t AND a.attnum > 0 AND NOT a.attisdropped "
-            "ORDER BY a.attnum"), {"s": schema, "t": table}).scalars().all()
+        columns = (
+            conn.execute(
+                text(
+                    "SELECT a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON "
+                    "n.oid = c.relnamespace WHERE n.nspname = :s AND c.relname = :t AND a.attnum > 0 "
+                    "AND NOT a.attisdropped ORDER BY a.attnum"
+                ),
+                {"s": schema, "t": table},
+            )
+            .scalars()
+            .all()
+        )
         quoted = conn.dialect.identifier_preparer.quote
         changes = ", ".join(f"ALTER COLUMN {quoted(c)} SET STATISTICS {target}" for c in columns)
         conn.exec_driver_sql(f"ALTER TABLE {quoted_schema}.{quoted(table)} {changes}")

@@ -13,6 +13,7 @@ Revision ID: 0013
 Revises: 0012
 Create Date: 2026-11-26
 """
+
 from alembic import op
 
 revision = "0013"
@@ -21,11 +22,17 @@ branch_labels = None
 depends_on = None
 
 #: routines of revisions 0005-0011 (0010's trigger functions included)
-OLD_ROUTINES = ("PROCEDURE {s}.publish(bigint, text, text, text, json)", "FUNCTION {s}.register_job(text, json, json)",
-                "PROCEDURE {s}.run_job(text, boolean, json)", "FUNCTION {s}.load_sqlanon()",
-                "FUNCTION {s}.analyze_job(text, text)", "FUNCTION {s}.run_nodes(bigint)",
-                "FUNCTION {s}.job_runs(text)", "FUNCTION {s}.passing_nodes(bigint)",
-                "FUNCTION {s}.audit(regclass, text[], text[])")
+OLD_ROUTINES = (
+    "PROCEDURE {s}.publish(bigint, text, text, text, json)",
+    "FUNCTION {s}.register_job(text, json, json)",
+    "PROCEDURE {s}.run_job(text, boolean, json)",
+    "FUNCTION {s}.load_sqlanon()",
+    "FUNCTION {s}.analyze_job(text, text)",
+    "FUNCTION {s}.run_nodes(bigint)",
+    "FUNCTION {s}.job_runs(text)",
+    "FUNCTION {s}.passing_nodes(bigint)",
+    "FUNCTION {s}.audit(regclass, text[], text[])",
+)
 
 
 def upgrade(schema: str, quoted_schema: str) -> None:
@@ -36,10 +43,14 @@ def upgrade(schema: str, quoted_schema: str) -> None:
         return  # DuckDB has no roles: whoever opens the file has all of it
     owner = f"(SELECT CAST(pg_get_userbyid(nspowner) AS TEXT) FROM pg_namespace WHERE nspname = '{_literal(schema)}')"
     op.execute(f"UPDATE {s}.jobs SET registered_by = {owner} WHERE registered_by IS NULL")
-    op.execute(f"UPDATE {s}.runs r SET owner_role = COALESCE((SELECT j.registered_by FROM {s}.jobs j WHERE j.name = "
-               f"r.job_name), {owner})")
-    op.execute(f"UPDATE {s}.owned_tables o SET owner_role = COALESCE((SELECT r.owner_role FROM {s}.runs r WHERE "
-               f"r.run_id = o.run_id), {owner})")
+    op.execute(
+        f"UPDATE {s}.runs r SET owner_role = COALESCE((SELECT j.registered_by FROM {s}.jobs j WHERE j.name = "
+        f"r.job_name), {owner})"
+    )
+    op.execute(
+        f"UPDATE {s}.owned_tables o SET owner_role = COALESCE((SELECT r.owner_role FROM {s}.runs r WHERE "
+        f"r.run_id = o.run_id), {owner})"
+    )
     op.execute(f"DROP TRIGGER IF EXISTS stamp_writer ON {s}.job_files")
     op.execute(f"DROP TRIGGER IF EXISTS stamp_registrant ON {s}.jobs")
     op.execute(f"DROP FUNCTION IF EXISTS {s}.stamp_job_files_writer()")

@@ -20,8 +20,10 @@ From it, one statement per table computes:
 Classes that the criteria make us suppress (with a suppression limit) are
 not released, so they are left out; their tuples are counted as suppressed.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,8 +48,10 @@ class AnalysisSettings:
         if not 0.5 < self.near <= 1:
             raise ConfigError(f"near-homogeneity share {self.near} must be above 0.5 and at most 1 (default 0.95)")
         if not 0 < self.risk_threshold <= 1:
-            raise ConfigError(f"risk threshold {self.risk_threshold} must be above 0 and at most 1 (e.g. 0.2: "
-                              "classes of fewer than 5)")
+            raise ConfigError(
+                f"risk threshold {self.risk_threshold} must be above 0 and at most 1 (e.g. 0.2: "
+                "classes of fewer than 5)"
+            )
         if not 0 <= self.background <= 20:
             raise ConfigError(f"background knowledge {self.background} must be a whole number from 0 to 20")
 
@@ -56,8 +60,7 @@ def default_background(job: Any, sensitive: str | None = None) -> int:
     """How many values the background-knowledge analysis lets an adversary rule out: l - 2 for the job's
     l-diversity on the attribute (what it is meant to withstand, the paper's argument), else 2."""
     attribute = sensitive or (job.sensitive[0] if job.sensitive else None)
-    ls = [int(c.l) for c in job.criteria
-          if getattr(c, "l", None) is not None and attribute in c.sensitive_attributes()]
+    ls = [int(c.l) for c in job.criteria if getattr(c, "l", None) is not None and attribute in c.sensitive_attributes()]
     return max(max(ls) - 2, 0) if ls else 2
 
 
@@ -93,9 +96,17 @@ class TableAnalysis:
         return data
 
 
-def analyze_frequency_set(conn: Connection, label: str, sensitive: str, definition: str, class_columns: list[str],
-                          value_column: str, settings: AnalysisSettings, suppressed_classes: str | None = None,
-                          population: str | None = None) -> TableAnalysis:
+def analyze_frequency_set(
+    conn: Connection,
+    label: str,
+    sensitive: str,
+    definition: str,
+    class_columns: list[str],
+    value_column: str,
+    settings: AnalysisSettings,
+    suppressed_classes: str | None = None,
+    population: str | None = None,
+) -> TableAnalysis:
     """The figures of one release from `definition`: a SELECT of `class_columns`, `value_column` and cnt.
 
     `suppressed_classes`, when given, is a SELECT of the class columns of the classes left out of the release;
@@ -106,53 +117,89 @@ def analyze_frequency_set(conn: Connection, label: str, sensitive: str, definiti
     if suppressed_classes:
         on = " AND ".join(f"c.{col} = x.{col}" for col in class_columns)
         left_out = f"WHERE NOT EXISTS (SELECT 1 FROM ({suppressed_classes}) x WHERE {on})"
-    background = ", ".join(f"COALESCE(SUM(CASE WHEN distinct_values <= {b + 1} THEN n END), 0) AS b{b}"
-                           for b in range(settings.background + 1))
-    sql = (f"WITH fs AS MATERIALIZED ({definition}), "
-           f"all_classes AS (SELECT {classes}, SUM(cnt) AS n, COUNT(*) AS distinct_values, MAX(cnt) AS top "
-           f"FROM fs GROUP BY {classes}), "
-           f"released AS (SELECT * FROM all_classes c {left_out}) "
-           f"SELECT COALESCE(SUM(n), 0), COUNT(*), (SELECT COALESCE(SUM(n), 0) FROM all_classes), "
-           f"COALESCE(SUM(CASE WHEN distinct_values = 1 THEN 1 END), 0), "
-           f"COALESCE(SUM(CASE WHEN distinct_values = 1 THEN n END), 0), "
-           f"COALESCE(SUM(CASE WHEN top >= :near * n THEN 1 END), 0), "
-           f"COALESCE(SUM(CASE WHEN top >= :near * n THEN n END), 0), "
-           f"COALESCE(MAX(1.0 / n), 0), COALESCE(SUM(CASE WHEN 1.0 / n > :risk THEN n END), 0), "
-           f"COALESCE(SUM(CASE WHEN n = 1 THEN 1 END), 0), {background} FROM released")
+    background = ", ".join(
+        f"COALESCE(SUM(CASE WHEN distinct_values <= {b + 1} THEN n END), 0) AS b{b}"
+        for b in range(settings.background + 1)
+    )
+    sql = (
+        f"WITH fs AS MATERIALIZED ({definition}), "
+        f"all_classes AS (SELECT {classes}, SUM(cnt) AS n, COUNT(*) AS distinct_values, MAX(cnt) AS top "
+        f"FROM fs GROUP BY {classes}), "
+        f"released AS (SELECT * FROM all_classes c {left_out}) "
+        f"SELECT COALESCE(SUM(n), 0), COUNT(*), (SELECT COALESCE(SUM(n), 0) FROM all_classes), "
+        f"COALESCE(SUM(CASE WHEN distinct_values = 1 THEN 1 END), 0), "
+        f"COALESCE(SUM(CASE WHEN distinct_values = 1 THEN n END), 0), "
+        f"COALESCE(SUM(CASE WHEN top >= :near * n THEN 1 END), 0), "
+        f"COALESCE(SUM(CASE WHEN top >= :near * n THEN n END), 0), "
+        f"COALESCE(MAX(1.0 / n), 0), COALESCE(SUM(CASE WHEN 1.0 / n > :risk THEN n END), 0), "
+        f"COALESCE(SUM(CASE WHEN n = 1 THEN 1 END), 0), {background} FROM released"
+    )
     values = {"near": settings.near, "risk": settings.risk_threshold}
     row = conn.execute(text(sql), values).one()
     rows, n_classes, everything = int(row[0]), int(row[1]), int(row[2])
     on = " AND ".join(f"fs.{col} = r.{col}" for col in class_columns)
-    revealed = conn.execute(text(
-        f"WITH fs AS MATERIALIZED ({definition}), all_classes AS (SELECT {classes}, COUNT(*) AS distinct_values "
-        f"FROM fs GROUP BY {classes}), released AS (SELECT * FROM all_classes c {left_out}) "
-        f"SELECT DISTINCT CAST(fs.{value_column} AS VARCHAR) AS v FROM fs JOIN released r ON {on} "
-        f"WHERE r.distinct_values = 1 ORDER BY v LIMIT {REVEALED_SHOWN}")).scalars().all()
+    revealed = (
+        conn.execute(
+            text(
+                f"WITH fs AS MATERIALIZED ({definition}), all_classes AS (SELECT {classes}, COUNT(*) AS "
+                "distinct_values "
+                f"FROM fs GROUP BY {classes}), released AS (SELECT * FROM all_classes c {left_out}) "
+                f"SELECT DISTINCT CAST(fs.{value_column} AS VARCHAR) AS v FROM fs JOIN released r ON {on} "
+                f"WHERE r.distinct_values = 1 ORDER BY v LIMIT {REVEALED_SHOWN}"
+            )
+        )
+        .scalars()
+        .all()
+    )
     analysis = TableAnalysis(
-        label, sensitive, rows, n_classes, everything - rows, int(row[3]), int(row[4]), int(row[5]), int(row[6]),
+        label,
+        sensitive,
+        rows,
+        n_classes,
+        everything - rows,
+        int(row[3]),
+        int(row[4]),
+        int(row[5]),
+        int(row[6]),
         ["NULL" if v is None else v for v in revealed],
         {b: int(row[10 + b]) for b in range(settings.background + 1)},
-        float(row[7]), n_classes / rows if rows else 0.0, int(row[8]), int(row[9]) / rows if rows else 0.0)
+        float(row[7]),
+        n_classes / rows if rows else 0.0,
+        int(row[8]),
+        int(row[9]) / rows if rows else 0.0,
+    )
     if population is not None:
         _population_risk(conn, analysis, definition, classes, left_out, population, values)
     return analysis
 
 
-def _population_risk(conn: Connection, analysis: TableAnalysis, definition: str, classes: str, left_out: str,
-                     population: str, values: dict[str, object]) -> None:
+def _population_risk(
+    conn: Connection,
+    analysis: TableAnalysis,
+    definition: str,
+    classes: str,
+    left_out: str,
+    population: str,
+    values: Mapping[str, object],
+) -> None:
     """Journalist and marketer risk: each released class matched with its size in the population."""
     on = " AND ".join(f"r.{c} = p.{c}" for c in classes.split(", "))
-    row = conn.execute(text(
-        f"WITH fs AS ({definition}), all_classes AS (SELECT {classes}, SUM(cnt) AS n FROM fs GROUP BY {classes}), "
-        f"released AS (SELECT * FROM all_classes c {left_out}), "
-        f"pop AS (SELECT {classes}, SUM(cnt) AS f FROM ({population}) q GROUP BY {classes}) "
-        f"SELECT COALESCE(MAX(1.0 / p.f), 0), COALESCE(SUM(CASE WHEN 1.0 / p.f > :risk THEN r.n END), 0), "
-        f"COALESCE(SUM(r.n / CAST(p.f AS DOUBLE PRECISION)), 0), "
-        f"COALESCE(SUM(CASE WHEN p.f IS NULL OR p.f < r.n THEN 1 END), 0) FROM released r LEFT JOIN pop p ON {on}"),
-        values).one()
+    row = conn.execute(
+        text(
+            f"WITH fs AS ({definition}), all_classes AS (SELECT {classes}, SUM(cnt) AS n FROM fs GROUP BY {classes}), "
+            f"released AS (SELECT * FROM all_classes c {left_out}), "
+            f"pop AS (SELECT {classes}, SUM(cnt) AS f FROM ({population}) q GROUP BY {classes}) "
+            f"SELECT COALESCE(MAX(1.0 / p.f), 0), COALESCE(SUM(CASE WHEN 1.0 / p.f > :risk THEN r.n END), 0), "
+            f"COALESCE(SUM(r.n / CAST(p.f AS DOUBLE PRECISION)), 0), "
+            f"COALESCE(SUM(CASE WHEN p.f IS NULL OR p.f < r.n THEN 1 END), 0) FROM released r LEFT JOIN pop p ON {on}"
+        ),
+        values,
+    ).one()
     if int(row[3]):
-        raise DataError(f"the population table holds fewer tuples than the release in {int(row[3])} class(es) of "
-                        f"{analysis.label}: a population must contain the table it is compared with")
+        raise DataError(
+            f"the population table holds fewer tuples than the release in {int(row[3])} class(es) of "
+            f"{analysis.label}: a population must contain the table it is compared with"
+        )
     analysis.journalist_highest_risk = float(row[0])
     analysis.journalist_records_at_risk = int(row[1])
     analysis.marketer_risk = float(row[2]) / analysis.rows if analysis.rows else 0.0
@@ -175,8 +222,14 @@ class BayesSettings:
             raise ConfigError(f"Bayes audit rho1 ({self.rho1}) must be below rho2 ({self.rho2})")
 
 
-def bayes_audit(conn: Connection, cells: str, exact: list[str], classes: list[str], settings: BayesSettings,
-                suppressed_classes: str | None = None) -> dict[str, int]:
+def bayes_audit(
+    conn: Connection,
+    cells: str,
+    exact: list[str],
+    classes: list[str],
+    settings: BayesSettings,
+    suppressed_classes: str | None = None,
+) -> dict[str, int]:
     """Tuples with positive disclosure, negative disclosure and (rho1, rho2) breaches, for an adversary whose
     prior is the table itself: f(s | q) from the original QI values q.
 
@@ -215,12 +268,15 @@ def bayes_audit(conn: Connection, cells: str, exact: list[str], classes: list[st
         f"MAX(CASE WHEN (alpha < :rho1 AND beta > :rho2) OR (alpha > 1 - :rho1 AND beta < 1 - :rho2) THEN 1 "
         f"ELSE 0 END) AS breach FROM beta GROUP BY {q}) "
         f"SELECT COALESCE(SUM(positive), 0), COALESCE(SUM(negative * n), 0), COALESCE(SUM(breach * n), 0) "
-        f"FROM per_q")
-    values = {"delta": settings.delta, "epsilon": settings.epsilon, "rho1": settings.rho1,
-              "rho2": settings.rho2}
+        f"FROM per_q"
+    )
+    values = {"delta": settings.delta, "epsilon": settings.epsilon, "rho1": settings.rho1, "rho2": settings.rho2}
     positive, negative, breach = conn.execute(text(sql), values).one()
-    return {"positive_disclosure_tuples": int(positive), "negative_disclosure_tuples": int(negative),
-            "rho_breach_tuples": int(breach)}
+    return {
+        "positive_disclosure_tuples": int(positive),
+        "negative_disclosure_tuples": int(negative),
+        "rho_breach_tuples": int(breach),
+    }
 
 
 @dataclass
@@ -238,11 +294,14 @@ class AnalysisReport:
 
     def summary(self) -> dict[str, Any]:
         count = len(self.tables) or 1
-        return {"tables": len(self.tables), "affected_tables": self.affected_tables,
-                "average_homogeneous_classes": sum(t.homogeneous_classes for t in self.tables) / count,
-                "average_homogeneous_tuples": sum(t.homogeneous_tuples for t in self.tables) / count,
-                "average_nearly_homogeneous_classes": sum(t.nearly_homogeneous_classes for t in self.tables) / count,
-                "average_nearly_homogeneous_tuples": sum(t.nearly_homogeneous_tuples for t in self.tables) / count}
+        return {
+            "tables": len(self.tables),
+            "affected_tables": self.affected_tables,
+            "average_homogeneous_classes": sum(t.homogeneous_classes for t in self.tables) / count,
+            "average_homogeneous_tuples": sum(t.homogeneous_tuples for t in self.tables) / count,
+            "average_nearly_homogeneous_classes": sum(t.nearly_homogeneous_classes for t in self.tables) / count,
+            "average_nearly_homogeneous_tuples": sum(t.nearly_homogeneous_tuples for t in self.tables) / count,
+        }
 
     def exceeds(self, max_risk: float | None, max_homogeneous: int | None) -> list[str]:
         """What goes over the given limits (for exit code 1), one sentence each."""
@@ -251,15 +310,20 @@ class AnalysisReport:
             if max_risk is not None and t.highest_risk > max_risk:
                 found.append(f"{t.label}: highest risk {t.highest_risk:.3g} above {max_risk}")
             if max_homogeneous is not None and t.homogeneous_tuples > max_homogeneous:
-                found.append(f"{t.label}: {t.homogeneous_tuples} tuples in homogeneous classes, above "
-                             f"{max_homogeneous}")
+                found.append(
+                    f"{t.label}: {t.homogeneous_tuples} tuples in homogeneous classes, above {max_homogeneous}"
+                )
         return found
 
     def to_dict(self) -> dict[str, Any]:
-        return {"sensitive": self.sensitive, "settings": asdict(self.settings), "summary": self.summary(),
-                "tables": [t.to_dict() for t in self.tables]}
+        return {
+            "sensitive": self.sensitive,
+            "settings": asdict(self.settings),
+            "summary": self.summary(),
+            "tables": [t.to_dict() for t in self.tables],
+        }
 
-    def frame(self) -> "pd.DataFrame":
+    def frame(self) -> pd.DataFrame:
         """One row per release: its attack, risk and Bayes figures, then its utility (columns prefixed)."""
         import pandas as pd
 

@@ -5,6 +5,7 @@ the chosen node's class sizes and worst classes, all small results); this
 module only lays them out. Charts are drawn by Plotly, whose JavaScript is
 embedded in the page, so it opens without a network.
 """
+
 from __future__ import annotations
 
 import html
@@ -14,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .attacks import AnalysisReport
 from ..errors import ConfigError, SqlanonError
+from .attacks import AnalysisReport
 
 SECTIONS = ("The job", "The lattice", "The chosen release", "Minimal releases side by side", "Attacks and risk")
 
@@ -55,16 +56,16 @@ def check_report_path(path: Path, replace: bool, protected: dict[Path, str]) -> 
     if not (path.exists() or path.is_symlink()):
         return
     if not replace:
-        raise ConfigError(f"{path} exists; choose another file, or pass --replace to overwrite a report sqlanon "
-                          "wrote")
+        raise ConfigError(f"{path} exists; choose another file, or pass --replace to overwrite a report sqlanon wrote")
     try:
         with open(path, "rb") as fh:
             head = fh.read(4096)
     except OSError as exc:
         raise ConfigError(f"cannot read {path} ({exc.strerror}); choose another file") from None
     if not path.is_file() or GENERATOR.encode() not in head:
-        raise ConfigError(f"{path} is not a report sqlanon wrote; sqlanon overwrites only its own reports: choose "
-                          "another file")
+        raise ConfigError(
+            f"{path} is not a report sqlanon wrote; sqlanon overwrites only its own reports: choose another file"
+        )
 
 
 def write_report(data: ReportData, path: Path) -> Path:
@@ -88,26 +89,37 @@ def write_report(data: ReportData, path: Path) -> Path:
     return path
 
 
-def _page(data: ReportData, go, plotly_js: str) -> str:
+def _page(data: ReportData, go: Any, plotly_js: str) -> str:
     body = [
-        _section("The job", f"<p>Release chosen by {html.escape(data.selection)}: node "
-                            f"<b>{_node(data.chosen)}</b> ({_levels(data, data.chosen)}).</p>"
-                            f"<pre>{html.escape(data.job_json)}</pre>"),
-        _section("The lattice", "<p>Every generalization by height (the sum of its levels). Grey: fails the "
-                                "criteria; blue: passes; orange: minimal; red: chosen.</p>" + _lattice(data, go)),
+        _section(
+            "The job",
+            f"<p>Release chosen by {html.escape(data.selection)}: node "
+            f"<b>{_node(data.chosen)}</b> ({_levels(data, data.chosen)}).</p>"
+            f"<pre>{html.escape(data.job_json)}</pre>",
+        ),
+        _section(
+            "The lattice",
+            "<p>Every generalization by height (the sum of its levels). Grey: fails the "
+            "criteria; blue: passes; orange: minimal; red: chosen.</p>" + _lattice(data, go),
+        ),
         _section("The chosen release", _chosen(data, go)),
         _section("Minimal releases side by side", _minimal(data, go)),
         _section("Attacks and risk", _attacks(data)),
     ]
     title = f"sqlanon report: {html.escape(data.job_name)}"
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>{GENERATOR}<title>{title}</title>"
-            f"<style>{STYLE}</style><script>{plotly_js}</script></head><body><h1>{title}</h1>"
-            + "".join(body) + "</body></html>")
+    return (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>{GENERATOR}<title>{title}</title>"
+        f"<style>{STYLE}</style><script>{plotly_js}</script></head><body><h1>{title}</h1>"
+        + "".join(body)
+        + "</body></html>"
+    )
 
 
-STYLE = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
-         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-         "th{background:#f3f3f3}pre{background:#f7f7f7;padding:1em;overflow:auto}")
+STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
+    "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+    "th{background:#f3f3f3}pre{background:#f7f7f7;padding:1em;overflow:auto}"
+)
 
 
 def _section(title: str, content: str) -> str:
@@ -123,13 +135,13 @@ def _levels(data: ReportData, node: tuple[int, ...]) -> str:
     return ", ".join(f"{html.escape(q)}={lv}/{h}" for q, lv, h in zip(data.qi, node, data.heights))
 
 
-def _figure(go, traces: list, title: str, x: str, y: str) -> str:
+def _figure(go: Any, traces: list[Any], title: str, x: str, y: str) -> str:
     figure = go.Figure(traces)
     figure.update_layout(title=title, xaxis_title=x, yaxis_title=y, height=420, margin={"t": 50})
-    return figure.to_html(full_html=False, include_plotlyjs=False)
+    return str(figure.to_html(full_html=False, include_plotlyjs=False))
 
 
-def _lattice(data: ReportData, go) -> str:
+def _lattice(data: ReportData, go: Any) -> str:
     """Nodes as points: x their height, y their rank within the height (every node, so the shape shows)."""
     from itertools import product
 
@@ -140,59 +152,128 @@ def _lattice(data: ReportData, go) -> str:
     groups: dict[str, list[tuple[int, int, str]]] = {"fails": [], "passes": [], "minimal": [], "chosen": []}
     for height, nodes in by_height.items():
         for rank, node in enumerate(nodes):
-            kind = ("chosen" if node == data.chosen else "minimal" if node in minimal
-                    else "passes" if node in passing else "fails")
+            kind = (
+                "chosen"
+                if node == data.chosen
+                else "minimal"
+                if node in minimal
+                else "passes"
+                if node in passing
+                else "fails"
+            )
             groups[kind].append((height, rank - len(nodes) // 2, _node(node)))
     colors = {"fails": "#bbbbbb", "passes": "#4c78a8", "minimal": "#f58518", "chosen": "#e45756"}
-    traces = [go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], text=[p[2] for p in points],
-                           mode="markers", name=f"{kind} ({len(points)})",
-                           marker={"color": colors[kind], "size": 9 if kind in ("minimal", "chosen") else 4})
-              for kind, points in groups.items() if points]
+    traces = [
+        go.Scatter(
+            x=[p[0] for p in points],
+            y=[p[1] for p in points],
+            text=[p[2] for p in points],
+            mode="markers",
+            name=f"{kind} ({len(points)})",
+            marker={"color": colors[kind], "size": 9 if kind in ("minimal", "chosen") else 4},
+        )
+        for kind, points in groups.items()
+        if points
+    ]
     return _figure(go, traces, "generalization lattice", "height", "nodes of that height")
 
 
-def _chosen(data: ReportData, go) -> str:
+def _chosen(data: ReportData, go: Any) -> str:
     metrics = data.metrics.get(data.chosen, {})
     figures = "".join(f"<tr><th>{html.escape(k)}</th><td>{_fmt(v)}</td></tr>" for k, v in metrics.items())
-    sizes = _figure(go, [go.Histogram(x=[s for s, _ in data.class_sizes], y=[c for _, c in data.class_sizes],
-                                      histfunc="sum", nbinsx=40, name="classes")],
-                    "class sizes of the chosen release", "class size", "classes")
+    sizes = _figure(
+        go,
+        [
+            go.Histogram(
+                x=[s for s, _ in data.class_sizes],
+                y=[c for _, c in data.class_sizes],
+                histfunc="sum",
+                nbinsx=40,
+                name="classes",
+            )
+        ],
+        "class sizes of the chosen release",
+        "class size",
+        "classes",
+    )
     worst = "".join(
-        _figure(go, [go.Bar(x=[v for v, _ in counts], y=[n for _, n in counts])],
-                f"{data.analysis.sensitive} in class {label}", data.analysis.sensitive, "tuples")
-        for label, counts in data.worst_classes)
-    return (f"<table>{figures}</table>{sizes}<h3>The least diverse classes</h3>"
-            f"<p>The classes of the chosen release with the fewest distinct values of "
-            f"{html.escape(data.analysis.sensitive)}, and how those values are spread.</p>{worst}")
+        _figure(
+            go,
+            [go.Bar(x=[v for v, _ in counts], y=[n for _, n in counts])],
+            f"{data.analysis.sensitive} in class {label}",
+            data.analysis.sensitive,
+            "tuples",
+        )
+        for label, counts in data.worst_classes
+    )
+    return (
+        f"<table>{figures}</table>{sizes}<h3>The least diverse classes</h3>"
+        f"<p>The classes of the chosen release with the fewest distinct values of "
+        f"{html.escape(data.analysis.sensitive)}, and how those values are spread.</p>{worst}"
+    )
 
 
-def _minimal(data: ReportData, go) -> str:
+def _minimal(data: ReportData, go: Any) -> str:
     names = ["height", "precision", "suppressed", "classes", "avg_class_size", "discernibility", "kl_divergence"]
-    rows = "".join(f"<tr><td>{_node(n)}</td>" + "".join(f"<td>{_fmt(data.metrics[n].get(m))}</td>" for m in names)
-                   + "</tr>" for n in data.minimal if n in data.metrics)
+    rows = "".join(
+        f"<tr><td>{_node(n)}</td>" + "".join(f"<td>{_fmt(data.metrics[n].get(m))}</td>" for m in names) + "</tr>"
+        for n in data.minimal
+        if n in data.metrics
+    )
     header = "<tr><th>node</th>" + "".join(f"<th>{m}</th>" for m in names) + "</tr>"
-    chart = _figure(go, [go.Bar(x=[_node(n) for n in data.minimal], y=[data.metrics[n]["precision"]
-                                                                        for n in data.minimal], name="precision"),
-                         go.Bar(x=[_node(n) for n in data.minimal],
-                                y=[data.metrics[n]["kl_divergence"] for n in data.minimal], name="KL divergence")],
-                    "precision (higher is better) and KL divergence (lower is better)", "minimal node", "")
+    chart = _figure(
+        go,
+        [
+            go.Bar(
+                x=[_node(n) for n in data.minimal],
+                y=[data.metrics[n]["precision"] for n in data.minimal],
+                name="precision",
+            ),
+            go.Bar(
+                x=[_node(n) for n in data.minimal],
+                y=[data.metrics[n]["kl_divergence"] for n in data.minimal],
+                name="KL divergence",
+            ),
+        ],
+        "precision (higher is better) and KL divergence (lower is better)",
+        "minimal node",
+        "",
+    )
     return f"<table>{header}{rows}</table>{chart}"
 
 
 def _attacks(data: ReportData) -> str:
     report = data.analysis
-    names = ["label", "rows", "classes", "suppressed", "homogeneous_classes", "homogeneous_tuples",
-             "nearly_homogeneous_tuples", "highest_risk", "average_risk", "records_at_risk", "unique_share"]
+    names = [
+        "label",
+        "rows",
+        "classes",
+        "suppressed",
+        "homogeneous_classes",
+        "homogeneous_tuples",
+        "nearly_homogeneous_tuples",
+        "highest_risk",
+        "average_risk",
+        "records_at_risk",
+        "unique_share",
+    ]
     header = "<tr>" + "".join(f"<th>{n.replace('_', ' ')}</th>" for n in names) + "<th>revealed</th></tr>"
     bayes = ["positive_disclosure_tuples", "negative_disclosure_tuples", "rho_breach_tuples"]
     header = header.replace("</tr>", "".join(f"<th>Bayes: {b.replace('_', ' ')}</th>" for b in bayes) + "</tr>")
-    rows = "".join("<tr>" + "".join(f"<td>{_fmt(getattr(t, n))}</td>" for n in names)
-                   + f"<td>{html.escape(', '.join(t.revealed_values))}</td>"
-                   + "".join(f"<td>{_fmt(t.bayes.get(b))}</td>" for b in bayes) + "</tr>" for t in report.tables)
+    rows = "".join(
+        "<tr>"
+        + "".join(f"<td>{_fmt(getattr(t, n))}</td>" for n in names)
+        + f"<td>{html.escape(', '.join(t.revealed_values))}</td>"
+        + "".join(f"<td>{_fmt(t.bayes.get(b))}</td>" for b in bayes)
+        + "</tr>"
+        for t in report.tables
+    )
     summary = report.summary()
-    return (f"<p>Sensitive attribute: <b>{html.escape(report.sensitive)}</b>. {summary['affected_tables']} of "
-            f"{summary['tables']} minimal release(s) have a homogeneous class (every tuple the same value).</p>"
-            f"<table>{header}{rows}</table>")
+    return (
+        f"<p>Sensitive attribute: <b>{html.escape(report.sensitive)}</b>. {summary['affected_tables']} of "
+        f"{summary['tables']} minimal release(s) have a homogeneous class (every tuple the same value).</p>"
+        f"<table>{header}{rows}</table>"
+    )
 
 
 def _fmt(value: Any) -> str:

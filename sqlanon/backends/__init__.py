@@ -10,21 +10,51 @@ Contract: this package imports `errors` and nothing else of sqlanon's. Adding a 
 `Database` subclass that names its URL `schemes` (it registers itself as it is defined), imported below, and a line
 in the tests' backend fixture.
 """
+
 from __future__ import annotations
 
 import sqlalchemy as sa
 
 from . import duckdb, postgres, spark
-from .base import (CSV_OPTIONS, TEXT_PARAMETER, Database, normalize_url, open_database, qualified_name, quote_literal,
-                   quote_name)
+from .base import (
+    CSV_OPTIONS,
+    TEXT_PARAMETER,
+    Database,
+    driver_connection,
+    normalize_url,
+    open_database,
+    qualified_name,
+    quote_literal,
+    quote_name,
+)
 from .duckdb import DuckDB, default_memory_limit, duckdb_file, progress_file, side_file_status
 from .postgres import PG_MAX_NAME_BYTES, PostgreSQL
 from .spark import Spark
 
-__all__ = ["CSV_OPTIONS", "PG_MAX_NAME_BYTES", "TEXT_PARAMETER", "Database", "DuckDB", "PostgreSQL", "Spark",
-           "connect_hint", "default_memory_limit", "duckdb", "duckdb_file", "normalize_url", "open_database", "postgres",
-           "progress_file", "qualified_name", "quote_literal", "quote_name", "side_file_status", "spark",
-           "unreachable_reason"]
+__all__ = [
+    "CSV_OPTIONS",
+    "PG_MAX_NAME_BYTES",
+    "TEXT_PARAMETER",
+    "Database",
+    "DuckDB",
+    "PostgreSQL",
+    "Spark",
+    "connect_hint",
+    "default_memory_limit",
+    "driver_connection",
+    "duckdb",
+    "duckdb_file",
+    "normalize_url",
+    "open_database",
+    "postgres",
+    "progress_file",
+    "qualified_name",
+    "quote_literal",
+    "quote_name",
+    "side_file_status",
+    "spark",
+    "unreachable_reason",
+]
 
 
 def connect_hint(message: str) -> str:

@@ -1,11 +1,13 @@
 """What every kind of database shares: the `Database` class, identifier quoting, and reading CSV files with
 DuckDB's reader (which every kind loads files through)."""
+
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Sequence
+from typing import Any, ClassVar, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, make_url
@@ -13,10 +15,26 @@ from sqlalchemy.engine import URL, Connection, make_url
 from ..errors import ConfigError, DataError, SqlanonError
 
 #: read_csv options a job may pass through (name in the config -> DuckDB name)
-CSV_OPTIONS = {"delimiter": "delim", "delim": "delim", "sep": "delim", "header": "header", "quote": "quote",
-               "escape": "escape", "all_varchar": "all_varchar", "types": "types", "dateformat": "dateformat",
-               "timestampformat": "timestampformat", "nullstr": "nullstr", "skip": "skip",
-               "sample_size": "sample_size", "encoding": "encoding", "decimal_separator": "decimal_separator"}
+CSV_OPTIONS = {
+    "delimiter": "delim",
+    "delim": "delim",
+    "sep": "delim",
+    "header": "header",
+    "quote": "quote",
+    "escape": "escape",
+    "all_varchar": "all_varchar",
+    "types": "types",
+    "dateformat": "dateformat",
+    "timestampformat": "timestampformat",
+    "nullstr": "nullstr",
+    "skip": "skip",
+    "sample_size": "sample_size",
+    "encoding": "encoding",
+    "decimal_separator": "decimal_separator",
+}
+
+
+_T = TypeVar("_T")
 
 
 class Database:
@@ -92,8 +110,9 @@ class Database:
         """What to add to a connection error of this kind of database (a fix, a cause), or ''."""
         return ""
 
-    def __init__(self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None,
-                 temp_directory: Path | None = None):
+    def __init__(
+        self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None, temp_directory: Path | None = None
+    ):
         self.engine, self.url = engine, url
         #: where sqlanon's own tables live (runs, lattices, registries): the database itself, or a store beside it
         #: for an engine that cannot update tables in place (Spark)
@@ -109,8 +128,10 @@ class Database:
     def require_transactions(self, what: str) -> None:
         """Refuse, in one line, work that writes several tables as one transaction where there are none."""
         if not self.transactions:
-            raise ConfigError(f"{what} is not available on {self.kind}: it writes its tables in one transaction, "
-                              f"and {self.kind} has none; run it on DuckDB or PostgreSQL")
+            raise ConfigError(
+                f"{what} is not available on {self.kind}: it writes its tables in one transaction, "
+                f"and {self.kind} has none; run it on DuckDB or PostgreSQL"
+            )
 
     def run_table(self, schema: str, name: str) -> str:
         """Reference to a table of one run (dimension tables) named `name` in the metadata schema."""
@@ -155,8 +176,9 @@ class Database:
         self.execute(conn, f"CREATE TEMP TABLE {self.q(name)} AS {select}", params)
         return self.scratch_ref(name)
 
-    def create_run_scratch(self, conn: Connection, schema: str, name: str, select: str,
-                           params: dict[str, Any] | None = None) -> tuple[str, int | None]:
+    def create_run_scratch(
+        self, conn: Connection, schema: str, name: str, select: str, params: dict[str, Any] | None = None
+    ) -> tuple[str, int | None]:
         """A scratch table of one run that many statements read (the search's cube), made from `select`; returns
         its reference and its rows where the database reports them (None: count them). Here a session-scoped
         one; a database may keep it in the metadata schema `schema` instead, so `name` carries the run's number
@@ -194,8 +216,9 @@ class Database:
             conn = self.engine.connect()
         except sa.exc.OperationalError as exc:
             first = str(exc.orig).strip().splitlines()[0]
-            raise SqlanonError(f"cannot connect to {self.engine.url.render_as_string(hide_password=True)}: "
-                               f"{first}{self.hint(first)}") from None
+            raise SqlanonError(
+                f"cannot connect to {self.engine.url.render_as_string(hide_password=True)}: {first}{self.hint(first)}"
+            ) from None
         with conn:
             yield conn
 
@@ -215,20 +238,32 @@ class Database:
 
     def _column_types(self, conn: Connection, schema: str | None, table: str) -> dict[str, str]:
         """The table's columns, in order, each with its type as the catalog names it."""
-        return dict(conn.execute(sa.text(
-            "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = current_database() "
-            f"AND {self._matches('table_schema', 'COALESCE(:s, current_schema())')} "
-            f"AND {self._matches('table_name', ':t')} ORDER BY ordinal_position"),
-            {"s": schema, "t": table}).all())
+        return dict(
+            conn.execute(
+                sa.text(
+                    "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = "
+                    "current_database() "
+                    f"AND {self._matches('table_schema', 'COALESCE(:s, current_schema())')} "
+                    f"AND {self._matches('table_name', ':t')} ORDER BY ordinal_position"
+                ),
+                {"s": schema, "t": table},
+            ).all()
+        )
 
     def resolved_schema(self, conn: Connection, schema: str | None) -> str:
         """The schema a name without one lands in (the current schema), or the given one."""
         return schema if schema is not None else conn.execute(sa.text("SELECT current_schema()")).scalar_one()
 
     def schema_exists(self, conn: Connection, schema: str) -> bool:
-        return bool(conn.execute(sa.text(
-            "SELECT COUNT(*) FROM information_schema.schemata WHERE catalog_name = current_database() AND "
-            f"{self._matches('schema_name', ':s')}"), {"s": schema}).scalar_one())
+        return bool(
+            conn.execute(
+                sa.text(
+                    "SELECT COUNT(*) FROM information_schema.schemata WHERE catalog_name = current_database() AND "
+                    f"{self._matches('schema_name', ':s')}"
+                ),
+                {"s": schema},
+            ).scalar_one()
+        )
 
     def may_create_in(self, conn: Connection, schema: str) -> bool:
         """Whether the current role may create tables in `schema` (always, where there are no roles)."""
@@ -257,8 +292,10 @@ class Database:
         if not types:
             where = qualified_name(schema, table)
             self._check_readable(conn, schema, table, where)
-            raise DataError(f"table {where!r} not found in {self.engine.url.render_as_string(hide_password=True)}; "
-                            "check source.table (and source.schema), or load it with source.csv")
+            raise DataError(
+                f"table {where!r} not found in {self.engine.url.render_as_string(hide_password=True)}; "
+                "check source.table (and source.schema), or load it with source.csv"
+            )
         return types
 
     def _check_readable(self, conn: Connection, schema: str | None, table: str, where: str) -> None:
@@ -298,8 +335,9 @@ class Database:
         return f"COALESCE(NOT isfinite(TRY_CAST(CAST({column} AS VARCHAR) AS DOUBLE)), TRUE)"
 
     @contextmanager
-    def staged_output(self, conn: Connection, final: str, select: str, params: dict[str, Any],
-                      replacing: bool) -> Iterator[str]:
+    def staged_output(
+        self, conn: Connection, final: str, select: str, params: dict[str, Any], replacing: bool
+    ) -> Iterator[str]:
         """The output table `final` made from `select`; yields what to audit. Here DDL is transactional: `final`
         itself is written (replacing sqlanon's earlier output), and the caller's transaction keeps both or
         neither."""
@@ -313,8 +351,9 @@ class Database:
         self.execute(conn, f"DROP TABLE IF EXISTS {ref}")
 
     # --- bulk data ------------------------------------------------------
-    def create_table_from_rows(self, conn: Connection, ref: str, columns: Sequence[tuple[str, str]],
-                               rows: Sequence[Sequence[Any]]) -> None:
+    def create_table_from_rows(
+        self, conn: Connection, ref: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]
+    ) -> None:
         """Create `ref` with (name, type) columns and fill it with rows (small metadata, e.g. hierarchies)."""
         cols = ", ".join(f"{self.q(name)} {sql_type}" for name, sql_type in columns)
         self.execute(conn, f"CREATE TABLE {ref} ({cols})")
@@ -325,13 +364,15 @@ class Database:
         if rows:
             self._insert(conn, ref, ", ".join(self.q(c) for c in columns), columns, rows)
 
-    def _insert(self, conn: Connection, ref: str, names: str, columns: Sequence[str],
-                rows: Sequence[Sequence[Any]]) -> None:
+    def _insert(
+        self, conn: Connection, ref: str, names: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
         raise NotImplementedError
 
     @contextmanager
-    def secret_table(self, conn: Connection, name: str, columns: Sequence[tuple[str, str]],
-                     rows: Sequence[Sequence[Any]]) -> Iterator[str]:
+    def secret_table(
+        self, conn: Connection, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]
+    ) -> Iterator[str]:
         """A session-scoped table `name` of (name, type) `columns` holding `rows`, loaded so that no value is part of
         a statement's text or parameters (no statement log, query log or plan holds them: pseudonym keys); yields
         its reference. Dropped at the end; on an error, with the caller's transaction."""
@@ -357,15 +398,19 @@ class Database:
             raise DataError(f"CSV file not found: {path}")
         read_sql, params = read_csv_sql(path, options)
         self._load_csv(conn, read_sql, params, path, ref, temporary)
-        return self.execute(conn, f"SELECT COUNT(*) FROM {ref}").scalar_one()
+        return int(self.execute(conn, f"SELECT COUNT(*) FROM {ref}").scalar_one())
 
-    def _load_csv(self, conn: Connection, read_sql: str, params: dict, path: Path, ref: str, temporary: bool) -> None:
+    def _load_csv(
+        self, conn: Connection, read_sql: str, params: dict[str, Any], path: Path, ref: str, temporary: bool
+    ) -> None:
         raise NotImplementedError
 
     def read_parquet(self, conn: Connection, path: Path, name: str) -> None:
         """Parquet files read in place as the temporary view `name` (source.parquet)."""
-        raise ConfigError(f"source.parquet reads files in place on Spark; on {self.kind} load the data into a "
-                          "table first (e.g. with DuckDB's read_parquet) and name it in source.table")
+        raise ConfigError(
+            f"source.parquet reads files in place on Spark; on {self.kind} load the data into a "
+            "table first (e.g. with DuckDB's read_parquet) and name it in source.table"
+        )
 
 
 def open_database(url: str, memory_limit: str | None = None, temp_directory: Path | None = None) -> Database:
@@ -401,14 +446,16 @@ def read_csv_sql(path: Path, options: dict[str, Any]) -> tuple[str, dict[str, An
     args, params = [":csv_path"], {"csv_path": str(path)}
     for i, (key, value) in enumerate(options.items()):
         if key not in CSV_OPTIONS:
-            raise DataError(f"unknown CSV option {key!r} (source.csv_options, or --option of sqlanon load); "
-                            f"known: {', '.join(sorted(CSV_OPTIONS))}")
+            raise DataError(
+                f"unknown CSV option {key!r} (source.csv_options, or --option of sqlanon load); "
+                f"known: {', '.join(sorted(CSV_OPTIONS))}"
+            )
         args.append(f"{CSV_OPTIONS[key]} = :csv_opt{i}")
         params[f"csv_opt{i}"] = value
     return f"SELECT * FROM read_csv({', '.join(args)})", params
 
 
-def csv_errors(action, path: Path):
+def csv_errors(action: Callable[[], _T], path: Path) -> _T:
     try:
         return action()
     except sa.exc.DBAPIError as exc:
@@ -419,9 +466,16 @@ def csv_errors(action, path: Path):
         raise
 
 
-def first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException | None) -> str:
+    """An error's first line (its type's name when it has no text)."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def driver_connection(conn: Connection) -> Any:
+    """The driver's own connection under SQLAlchemy's (psycopg's, DuckDB's, the Spark DB-API's), for calls only
+    the driver has: COPY, registering arrays, the Spark session."""
+    return conn.connection.dbapi_connection
 
 
 def normalize_url(url: str, base_dir: Path) -> str:
@@ -432,11 +486,15 @@ def normalize_url(url: str, base_dir: Path) -> str:
     try:
         parsed = make_url(url)
     except Exception as exc:  # sqlalchemy raises ArgumentError with a terse message
-        raise ConfigError(f"source.url {url!r} is not a database URL ({exc}); "
-                          "use e.g. duckdb:///file.duckdb or postgresql+psycopg://user@host/db") from None
+        raise ConfigError(
+            f"source.url {url!r} is not a database URL ({exc}); "
+            "use e.g. duckdb:///file.duckdb or postgresql+psycopg://user@host/db"
+        ) from None
     kind = Database.kinds.get(parsed.drivername.split("+")[0])
     if kind is None:
         examples = [e for k in dict.fromkeys(Database.kinds.values()) for e in k.url_examples]
-        raise ConfigError(f"source.url {parsed.render_as_string()!r}: {parsed.drivername!r} is not supported; "
-                          f"use one of {', '.join(examples)}")
+        raise ConfigError(
+            f"source.url {parsed.render_as_string()!r}: {parsed.drivername!r} is not supported; "
+            f"use one of {', '.join(examples)}"
+        )
     return kind.canonical_url(url, parsed, base_dir)

@@ -3,20 +3,22 @@
 DuckDB lets one process open a file at a time, even to read: a run writes its progress into a small file beside
 the database (`progress_file`), which another process shows when the file is held (`DuckDB.hint`).
 """
+
 from __future__ import annotations
 
 import json
 import math
 import os
 import re
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 
-from .base import TEXT_PARAMETER, Database, csv_errors, quote_literal
+from .base import TEXT_PARAMETER, Database, csv_errors, driver_connection, quote_literal
 
 UNNEST_ROWS = 200  # up to this many rows, an insert binds one list per column (see DuckDB._insert)
 
@@ -34,6 +36,7 @@ class DuckDB(Database):
         if db != ":memory:" and not Path(db).is_absolute():
             parsed = parsed.set(database=str((base_dir / db).resolve()))
         return parsed.render_as_string(hide_password=False)
+
     memory_settings = True
     value_lookups = True
     binds_lists = True
@@ -46,17 +49,22 @@ class DuckDB(Database):
         A file in a folder that does not exist: say which folder to create."""
         missing = re.search(r'Cannot open file "([^"]+)": No such file or directory', message)
         if missing and not Path(missing.group(1)).parent.is_dir():
-            return f"; the folder {Path(missing.group(1)).parent} does not exist: create it, or choose a file in another"
+            return (
+                f"; the folder {Path(missing.group(1)).parent} does not exist: create it, or choose a file in another"
+            )
         locked = re.search(r'Could not set lock on file "([^"]+)"', message)
         if not locked:
             return ""
         holder = re.search(r"\(PID (\d+)\)", message)
         status = side_file_status(locked.group(1), int(holder.group(1)) if holder else None)
-        return ("; another process has this DuckDB file open (DuckDB allows one process per file, even to read): "
-                "wait for it to finish" + (f". Its progress: {status}" if status else ""))
+        return (
+            "; another process has this DuckDB file open (DuckDB allows one process per file, even to read): "
+            "wait for it to finish" + (f". Its progress: {status}" if status else "")
+        )
 
-    def __init__(self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None,
-                 temp_directory: Path | None = None):
+    def __init__(
+        self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None, temp_directory: Path | None = None
+    ):
         super().__init__(engine, url)
         self._limit_memory(memory_limit or default_memory_limit(), temp_directory)
 
@@ -66,14 +74,16 @@ class DuckDB(Database):
         t-closeness took 0.9 ms, its statement 10 ms; a small search runs a dozen statements."""
         named: list[str] = []
 
-        def to_driver(match: re.Match) -> str:
+        def to_driver(match: re.Match[str]) -> str:
             named.append(match[1])
-            return "$" + match[1]
-        driver_sql = self.for_driver(TEXT_PARAMETER.sub(to_driver, sql))
-        return conn.exec_driver_sql(driver_sql, {n: params[n] for n in named} if named else None)
+            return "$" + str(match[1])
 
-    def create_run_scratch(self, conn: Connection, schema: str, name: str, select: str,
-                           params: dict[str, Any] | None = None) -> tuple[str, int | None]:
+        driver_sql = self.for_driver(TEXT_PARAMETER.sub(to_driver, sql))
+        return conn.exec_driver_sql(driver_sql, {n: (params or {})[n] for n in named} if named else None)
+
+    def create_run_scratch(
+        self, conn: Connection, schema: str, name: str, select: str, params: dict[str, Any] | None = None
+    ) -> tuple[str, int | None]:
         """A temporary table (DuckDB reads them in parallel), whose creation reports its rows."""
         created = self.execute(conn, f"CREATE TEMP TABLE {self.q(name)} AS {select}", params)
         return self.scratch_ref(name), created.rowcount
@@ -91,7 +101,7 @@ class DuckDB(Database):
             settings.append(f"SET temp_directory = {quote_literal(str(temp_directory))}")
 
         @sa.event.listens_for(self.engine, "connect")
-        def _set_limits(dbapi_connection, _record) -> None:
+        def _set_limits(dbapi_connection: Any, _record: Any) -> None:
             for statement in settings:
                 dbapi_connection.execute(statement)
 
@@ -107,11 +117,14 @@ class DuckDB(Database):
         return f"lower({column}) = lower({param})"
 
     def table_comment(self, conn: Connection, schema: str | None, table: str) -> str | None:
-        return conn.execute(sa.text(
-            "SELECT comment FROM duckdb_tables() WHERE database_name = current_database() AND "
-            f"{self._matches('schema_name', 'COALESCE(:s, current_schema())')} AND "
-            f"{self._matches('table_name', ':t')}"),
-            {"s": schema, "t": table}).scalar()
+        return conn.execute(
+            sa.text(
+                "SELECT comment FROM duckdb_tables() WHERE database_name = current_database() AND "
+                f"{self._matches('schema_name', 'COALESCE(:s, current_schema())')} AND "
+                f"{self._matches('table_name', ':t')}"
+            ),
+            {"s": schema, "t": table},
+        ).scalar()
 
     def hmac_sha256_hex(self, value: str, inner_key: str, outer_key: str) -> str:
         inner = f"unhex(sha256(CAST({inner_key} AS BLOB) || encode(CAST({value} AS VARCHAR))))"
@@ -123,28 +136,33 @@ class DuckDB(Database):
     def hash_sum(self, values: list[str]) -> str:
         return f"SUM(CAST(hash({', '.join(values)}) AS HUGEINT))"
 
-    def _insert(self, conn: Connection, ref: str, names: str, columns: Sequence[str],
-                rows: Sequence[Sequence[Any]]) -> None:
+    def _insert(
+        self, conn: Connection, ref: str, names: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
         values = [list(column) for column in zip(*rows)]
         if len(rows) <= UNNEST_ROWS:
             # each column one list parameter, unnested: a registration costs more than the rows of a small insert
             # (1 row 1.26 -> 0.63 ms, 100 rows 1.46 -> 1.11 ms; 500 rows 2.2 against 3.1 ms)
             # NaN as NULL, as the registered arrays below read it
-            lists = {f"c{i}": [None if isinstance(v, float) and math.isnan(v) else v for v in column]
-                     for i, column in enumerate(values)}
-            self.execute(conn, f"INSERT INTO {ref} ({names}) SELECT "
-                               f"{', '.join(f'UNNEST(:{name})' for name in lists)}", lists)
+            lists = {
+                f"c{i}": [None if isinstance(v, float) and math.isnan(v) else v for v in column]
+                for i, column in enumerate(values)
+            }
+            self.execute(
+                conn, f"INSERT INTO {ref} ({names}) SELECT {', '.join(f'UNNEST(:{name})' for name in lists)}", lists
+            )
             return
         self._insert_registered(conn, ref, names, columns, values)
 
-    def _insert_registered(self, conn: Connection, ref: str, names: str, columns: Sequence[str],
-                           values: list[list[Any]]) -> None:
+    def _insert_registered(
+        self, conn: Connection, ref: str, names: str, columns: Sequence[str], values: list[list[Any]]
+    ) -> None:
         """The columns' `values` as a dict of NumPy arrays, registered as a view: DuckDB scans it as it scans a
         DataFrame (its bulk-insert fast path), without importing pandas (0.3 s of every CLI run)."""
         import numpy
 
         arrays = {name: numpy.array(column, dtype=object) for name, column in zip(columns, values)}
-        raw = conn.connection.dbapi_connection
+        raw = driver_connection(conn)
         raw.register("sqlanon_rows", arrays)
         try:
             self.execute(conn, f"INSERT INTO {ref} ({names}) SELECT * FROM sqlanon_rows")
@@ -153,10 +171,13 @@ class DuckDB(Database):
 
     def _load_secret(self, conn: Connection, ref: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """Registered arrays, whatever the rows (a small insert binds lists as parameters, which a plan shows)."""
-        self._insert_registered(conn, ref, ", ".join(self.q(c) for c in columns), columns,
-                                [list(column) for column in zip(*rows)])
+        self._insert_registered(
+            conn, ref, ", ".join(self.q(c) for c in columns), columns, [list(column) for column in zip(*rows)]
+        )
 
-    def _load_csv(self, conn: Connection, read_sql: str, params: dict, path: Path, ref: str, temporary: bool) -> None:
+    def _load_csv(
+        self, conn: Connection, read_sql: str, params: dict[str, Any], path: Path, ref: str, temporary: bool
+    ) -> None:
         create = "CREATE TEMP TABLE" if temporary else "CREATE TABLE"
         with self._any_row_order(conn):
             csv_errors(lambda: conn.execute(sa.text(f"{create} {ref} AS {read_sql}"), params), path)
@@ -204,13 +225,17 @@ def side_file_status(database: str, holder: int | None) -> str:
         state = json.loads(path.read_text()) if path else None
     except (OSError, ValueError):
         return ""
-    if not isinstance(state, dict) or state.get("status") != "running" or holder is None \
-            or state.get("pid") != holder:
+    if not isinstance(state, dict) or state.get("status") != "running" or holder is None or state.get("pid") != holder:
         return ""
-    figures = (f": iteration {state.get('iteration')}, {state.get('nodes_checked')} nodes checked"
-               if "nodes_checked" in state else "")
-    return (f"run {state.get('run_id')} (process {state.get('pid')}) is {state.get('status')}{figures}, "
-            f"as of {state.get('updated_at')}")
+    figures = (
+        f": iteration {state.get('iteration')}, {state.get('nodes_checked')} nodes checked"
+        if "nodes_checked" in state
+        else ""
+    )
+    return (
+        f"run {state.get('run_id')} (process {state.get('pid')}) is {state.get('status')}{figures}, "
+        f"as of {state.get('updated_at')}"
+    )
 
 
 def default_memory_limit() -> str:

@@ -1,26 +1,38 @@
 """PostgreSQL: roles, concurrent sessions, stored routines (PL/Python), names cut to 63 bytes."""
+
 from __future__ import annotations
 
 import os
 import tempfile
 import warnings
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 
 from ..errors import ConfigError, DataError
-from .base import Database, csv_errors
+from .base import Database, csv_errors, driver_connection
 
 #: PostgreSQL truncates longer identifiers (NAMEDATALEN - 1), so two long names could be one table
 PG_MAX_NAME_BYTES = 63
 
 #: DuckDB column types -> PostgreSQL types when a CSV is loaded into PostgreSQL
-PG_TYPES = {"VARCHAR": "text", "BIGINT": "bigint", "INTEGER": "integer", "SMALLINT": "smallint",
-            "DOUBLE": "double precision", "FLOAT": "real", "DATE": "date", "TIMESTAMP": "timestamp",
-            "BOOLEAN": "boolean", "TIME": "time", "HUGEINT": "numeric"}
+PG_TYPES = {
+    "VARCHAR": "text",
+    "BIGINT": "bigint",
+    "INTEGER": "integer",
+    "SMALLINT": "smallint",
+    "DOUBLE": "double precision",
+    "FLOAT": "real",
+    "DATE": "date",
+    "TIMESTAMP": "timestamp",
+    "BOOLEAN": "boolean",
+    "TIME": "time",
+    "HUGEINT": "numeric",
+}
 
 
 class PostgreSQL(Database):
@@ -35,6 +47,7 @@ class PostgreSQL(Database):
         if parsed.drivername in ("postgres", "postgresql"):  # libpq's own spellings: the psycopg 3 driver
             return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
         return url
+
     roles = True
     concurrent_sessions = True
     stored_routines = True
@@ -53,12 +66,13 @@ class PostgreSQL(Database):
     index_lookups = True
     temp_schema = "pg_temp"
 
-    def __init__(self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None,
-                 temp_directory: Path | None = None):
+    def __init__(
+        self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None, temp_directory: Path | None = None
+    ):
         super().__init__(engine, url)
 
         @sa.event.listens_for(self.engine, "connect")
-        def _without_jit(dbapi_connection, _record) -> None:
+        def _without_jit(dbapi_connection: Any, _record: Any) -> None:
             """sqlanon's sessions do not compile queries to machine code. Its statements are estimated costly
             (a wave's join with its nodes) but run in milliseconds on small sets, and compiling took longer than
             running: Adult's default search 0.70 s with JIT, 0.20 s without; hospital 1M the same either way.
@@ -71,8 +85,10 @@ class PostgreSQL(Database):
         """PostgreSQL truncates names longer than 63 bytes, so two long names could be one table."""
         size = len(name.encode())
         if size > PG_MAX_NAME_BYTES:
-            raise ConfigError(f"{where} {name[:20]!r}... is {size} bytes long; PostgreSQL cuts names to "
-                              f"{PG_MAX_NAME_BYTES} bytes, so it could name another table: use a shorter name")
+            raise ConfigError(
+                f"{where} {name[:20]!r}... is {size} bytes long; PostgreSQL cuts names to "
+                f"{PG_MAX_NAME_BYTES} bytes, so it could name another table: use a shorter name"
+            )
 
     def analyze(self, conn: Connection, ref: str) -> None:
         """Temporary and new tables have no statistics until ANALYZE (autovacuum never sees temporary ones):
@@ -83,7 +99,7 @@ class PostgreSQL(Database):
     #: the planner's default costs price passing a million rows from parallel workers above running the join
     #: and the grouping in one process, so the cube (hospital 1M: five joins and a GROUP BY) ran serially in
     #: 1.42 s; with these, in parallel in 0.83 s (the plain GROUP BY of the table already runs in parallel)
-    PARALLEL_COSTS = {"parallel_setup_cost": "10", "parallel_tuple_cost": "0.001"}
+    PARALLEL_COSTS: ClassVar[dict[str, str]] = {"parallel_setup_cost": "10", "parallel_tuple_cost": "0.001"}
 
     #: Mondrian's statements sort, hash and group a million rows each; with work_mem 64MB instead of the default
     #: 4MB, 1M hospital rows took 45.5 s instead of 48.3 s (the rounds' figures 12.3 -> 9.9 s, the publication
@@ -96,8 +112,9 @@ class PostgreSQL(Database):
         with self._settings(conn, self.PARALLEL_COSTS):
             yield
 
-    def create_run_scratch(self, conn: Connection, schema: str, name: str, select: str,
-                           params: dict[str, Any] | None = None) -> tuple[str, int | None]:
+    def create_run_scratch(
+        self, conn: Connection, schema: str, name: str, select: str, params: dict[str, Any] | None = None
+    ) -> tuple[str, int | None]:
         """An UNLOGGED table of the metadata schema: PostgreSQL never reads a temporary table in parallel, so a
         wave's branches (a cluster of nodes each) ran on one core; from a table, on every core (Parallel Append).
         Adult 9 QIs k=5 with 2% suppression 4.7-5.5 -> 3.2-3.8 s, 10% 12.1-12.6 -> 7.1-7.8 s, hospital 1M 3.29-3.37
@@ -110,8 +127,9 @@ class PostgreSQL(Database):
     @contextmanager
     def large_sorts(self, conn: Connection) -> Iterator[None]:
         """work_mem raised to SORT_MEMORY, never lowered (a server or role set higher keeps its own)."""
-        low = conn.execute(sa.text("SELECT pg_size_bytes(current_setting('work_mem')) < :m"),
-                           {"m": self.SORT_MEMORY}).scalar_one()
+        low = conn.execute(
+            sa.text("SELECT pg_size_bytes(current_setting('work_mem')) < :m"), {"m": self.SORT_MEMORY}
+        ).scalar_one()
         with self._settings(conn, {"work_mem": f"{self.SORT_MEMORY // 1024}kB"} if low else {}):
             yield
 
@@ -133,28 +151,39 @@ class PostgreSQL(Database):
         instead of about 1 s). sqlanon does not analyze a table it did not create: it says so, and plans this
         connection's joins without nested loops (hospital search: 38 s -> 15.6 s; 11.6 s with statistics,
         where nested loops stay allowed because the waves' small VALUES joins want them)."""
-        unanalyzed = conn.execute(sa.text(
-            "SELECT c.relkind IN ('r', 'p', 'm') AND NOT EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = "
-            "n.nspname AND s.tablename = c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE c.oid = to_regclass(:t)"), {"t": self.for_driver(self.q(schema, table))}).scalar()
+        unanalyzed = conn.execute(
+            sa.text(
+                "SELECT c.relkind IN ('r', 'p', 'm') AND NOT EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = "
+                "n.nspname AND s.tablename = c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.oid = to_regclass(:t)"
+            ),
+            {"t": self.for_driver(self.q(schema, table))},
+        ).scalar()
         if not unanalyzed:  # analyzed, or a view (planned with its tables' statistics)
             return
-        warnings.warn(f"table {self.q(schema, table)} has no planner statistics (it was never analyzed), so "
-                      "PostgreSQL would guess its joins badly; sqlanon plans them without nested loops. "
-                      f"ANALYZE {self.q(schema, table)} first for the fastest plans", UserWarning, stacklevel=2)
+        warnings.warn(
+            f"table {self.q(schema, table)} has no planner statistics (it was never analyzed), so "
+            "PostgreSQL would guess its joins badly; sqlanon plans them without nested loops. "
+            f"ANALYZE {self.q(schema, table)} first for the fastest plans",
+            UserWarning,
+            stacklevel=2,
+        )
         self.execute(conn, "SET enable_nestloop = off")  # this session only (the engine is the run's own)
 
     def schema_exists(self, conn: Connection, schema: str) -> bool:
         """pg_namespace: information_schema hides schemas the role has no privilege on."""
-        return bool(conn.execute(sa.text("SELECT COUNT(*) FROM pg_namespace WHERE nspname = :s"),
-                                 {"s": schema}).scalar_one())
+        return bool(
+            conn.execute(sa.text("SELECT COUNT(*) FROM pg_namespace WHERE nspname = :s"), {"s": schema}).scalar_one()
+        )
 
     def may_create_in(self, conn: Connection, schema: str) -> bool:
         return bool(conn.execute(sa.text("SELECT has_schema_privilege(:s, 'CREATE')"), {"s": schema}).scalar_one())
 
     def table_comment(self, conn: Connection, schema: str | None, table: str) -> str | None:
-        return conn.execute(sa.text("SELECT obj_description(to_regclass(:t), 'pg_class')"),
-                            {"t": self.for_driver(self.q(schema, table))}).scalar()
+        return conn.execute(
+            sa.text("SELECT obj_description(to_regclass(:t), 'pg_class')"),
+            {"t": self.for_driver(self.q(schema, table))},
+        ).scalar()
 
     def _check_readable(self, conn: Connection, schema: str | None, table: str, where: str) -> None:
         """PostgreSQL lists only the columns a role may use: tell an unreadable table from a missing one."""
@@ -162,12 +191,14 @@ class PostgreSQL(Database):
         grant = f"ask its owner for: GRANT SELECT ON {self.q(schema, table)} TO {self.q(user)}"
         try:
             with conn.begin_nested():
-                exists = conn.execute(sa.text("SELECT to_regclass(:name) IS NOT NULL"),
-                                      {"name": self.q(schema, table)}).scalar_one()
+                exists = conn.execute(
+                    sa.text("SELECT to_regclass(:name) IS NOT NULL"), {"name": self.q(schema, table)}
+                ).scalar_one()
         except sa.exc.DBAPIError:  # no USAGE on the schema
-            raise DataError(f"role {user!r} may not use schema {schema!r} of table {where!r}; ask its owner for: "
-                            f"GRANT USAGE ON SCHEMA {self.q(schema or 'public')} TO {self.q(user)}, and {grant}"
-                            ) from None
+            raise DataError(
+                f"role {user!r} may not use schema {schema!r} of table {where!r}; ask its owner for: "
+                f"GRANT USAGE ON SCHEMA {self.q(schema or 'public')} TO {self.q(user)}, and {grant}"
+            ) from None
         if exists:
             raise DataError(f"role {user!r} may not read table {where!r}; {grant}")
 
@@ -190,9 +221,10 @@ class PostgreSQL(Database):
         # no TRY_CAST before PostgreSQL 16's pg_input_is_valid
         return f"CAST({column} AS TEXT) !~ '^\\s*[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?\\s*$'"
 
-    def _insert(self, conn: Connection, ref: str, names: str, columns: Sequence[str],
-                rows: Sequence[Sequence[Any]]) -> None:
-        with conn.connection.dbapi_connection.cursor() as cur:  # the driver's own call: no text() escapes
+    def _insert(
+        self, conn: Connection, ref: str, names: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        with driver_connection(conn).cursor() as cur:  # the driver's own call: no text() escapes
             with cur.copy(self.for_driver(f"COPY {ref} ({names}) FROM STDIN")) as copy:
                 for row in rows:
                     copy.write_row(row)
@@ -201,7 +233,9 @@ class PostgreSQL(Database):
         """COPY FROM STDIN: the server logs the COPY statement, never the rows it receives."""
         self._insert(conn, ref, ", ".join(self.q(c) for c in columns), columns, rows)
 
-    def _load_csv(self, conn: Connection, read_sql: str, params: dict, path: Path, ref: str, temporary: bool) -> None:
+    def _load_csv(
+        self, conn: Connection, read_sql: str, params: dict[str, Any], path: Path, ref: str, temporary: bool
+    ) -> None:
         """COPY from a normalized copy of the file that DuckDB writes (DuckDB reads it, as on DuckDB)."""
         import duckdb
 
@@ -215,10 +249,12 @@ class PostgreSQL(Database):
             cols = ", ".join(f"{self.q(name)} {PG_TYPES.get(str(typ), 'text')}" for name, typ, *_ in described)
             with tempfile.TemporaryDirectory() as tmpdir:
                 normalized = os.path.join(tmpdir, "data.csv")
-                csv_errors(lambda: reader.execute(f"COPY ({query}) TO '{normalized}' (HEADER, DELIMITER ',')",
-                                                   duck_params), path)
+                csv_errors(
+                    lambda: reader.execute(f"COPY ({query}) TO '{normalized}' (HEADER, DELIMITER ',')", duck_params),
+                    path,
+                )
                 self.execute(conn, f"CREATE TABLE {ref} ({cols})")  # pg_temp.name when `temporary`
-                with conn.connection.dbapi_connection.cursor() as cur, open(normalized, "rb") as fh:
+                with driver_connection(conn).cursor() as cur, open(normalized, "rb") as fh:
                     with cur.copy(self.for_driver(f"COPY {ref} FROM STDIN (FORMAT csv, HEADER true)")) as copy:
                         while chunk := fh.read(1 << 20):
                             copy.write(chunk)

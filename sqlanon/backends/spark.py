@@ -11,29 +11,45 @@ names (`?metadata=...`), committed whenever the Spark connection commits.
 URLs: `spark://local[2]` (an embedded local session with two cores), `spark://spark-master:7077` (a standalone
 cluster), `sc://host:15002` (Spark Connect).
 """
+
 from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 
 from ..errors import ConfigError, DataError, SqlanonError
-from .base import Database, normalize_url, open_database
-from .spark_dbapi import (DEFAULT_WAREHOUSE, ProgrammingError, first_line, require_spark, run_sql, spark_master,
-                          url_parameter)
+from .base import Database, driver_connection, first_line, normalize_url, open_database
+from .spark_dbapi import (
+    DEFAULT_WAREHOUSE,
+    ProgrammingError,
+    require_spark,
+    run_sql,
+    spark_master,
+    url_parameter,
+)
 
 #: sqlanon's own tables, when the URL names no `metadata` store: a DuckDB file (in the warehouse, for local mode)
 METADATA_FILE = "sqlanon-metadata.duckdb"
 
 #: CSV options (DuckDB's names, see base.CSV_OPTIONS) -> Spark's CSV reader options
-CSV_OPTIONS = {"delim": "sep", "header": "header", "quote": "quote", "escape": "escape", "nullstr": "nullValue",
-               "dateformat": "dateFormat", "timestampformat": "timestampFormat", "encoding": "encoding",
-               "all_varchar": "inferSchema"}  # the opposite of all_varchar, see _csv_options
+CSV_OPTIONS = {
+    "delim": "sep",
+    "header": "header",
+    "quote": "quote",
+    "escape": "escape",
+    "nullstr": "nullValue",
+    "dateformat": "dateFormat",
+    "timestampformat": "timestampFormat",
+    "encoding": "encoding",
+    "all_varchar": "inferSchema",
+}  # the opposite of all_varchar, see _csv_options
 
 _PARQUET_VIEWS: set[str] = set()  # the views over source.parquet files made in this process (lower-case names)
 
@@ -44,8 +60,10 @@ class Spark(Database):
 
     kind = "spark"
     schemes = ("spark", "sc")
-    url_examples = ("spark://local[2] (or spark://HOST:7077; ?metadata=duckdb:///meta.duckdb)",
-                    "sc://HOST:15002 (Spark Connect)")
+    url_examples = (
+        "spark://local[2] (or spark://HOST:7077; ?metadata=duckdb:///meta.duckdb)",
+        "sc://HOST:15002 (Spark Connect)",
+    )
 
     @classmethod
     def canonical_url(cls, url: str, parsed: URL, base_dir: Path) -> str:
@@ -56,6 +74,7 @@ class Spark(Database):
         if "warehouse" in parsed.query:
             query["warehouse"] = str((base_dir / str(parsed.query["warehouse"])).resolve())
         return parsed.update_query_dict(query).render_as_string(hide_password=False)
+
     name_rule = "Spark compares them, ignoring case"
     temp_schema = ""
     transactions = False
@@ -79,8 +98,10 @@ class Spark(Database):
         default = f"duckdb:///{Path(warehouse if local else '.').resolve() / METADATA_FILE}"
         metadata_url = url_parameter(parsed, "metadata", default)
         if metadata_url.split(":", 1)[0] in ("spark", "sc"):
-            raise ConfigError("the metadata store of a Spark URL must be DuckDB or PostgreSQL "
-                              "(?metadata=duckdb:///PATH or ?metadata=postgresql+psycopg://...)")
+            raise ConfigError(
+                "the metadata store of a Spark URL must be DuckDB or PostgreSQL "
+                "(?metadata=duckdb:///PATH or ?metadata=postgresql+psycopg://...)"
+            )
         if local:
             Path(warehouse).mkdir(parents=True, exist_ok=True)
         engine = sa.create_engine(parsed.difference_update_query(["metadata"]))
@@ -98,7 +119,8 @@ class Spark(Database):
                 conn.info.pop("metadata", None)
 
     def metadata_connection(self, conn: Connection) -> Connection:
-        return conn.info["metadata"]
+        metadata: Connection = conn.info["metadata"]
+        return metadata
 
     def dispose(self) -> None:
         super().dispose()
@@ -106,7 +128,7 @@ class Spark(Database):
 
     @staticmethod
     def session(conn: Connection) -> Any:
-        return conn.connection.dbapi_connection.session
+        return driver_connection(conn).session
 
     # --- names ------------------------------------------------------------
     def name_key(self, name: str) -> str:
@@ -134,8 +156,9 @@ class Spark(Database):
         return self.scratch_ref(name)
 
     @contextmanager
-    def staged_output(self, conn: Connection, final: str, select: str, params: dict[str, Any],
-                      replacing: bool) -> Iterator[str]:
+    def staged_output(
+        self, conn: Connection, final: str, select: str, params: dict[str, Any], replacing: bool
+    ) -> Iterator[str]:
         """Spark has no transactions: the rows are staged in a cached view, which the caller audits, and only
         then written as `final` (Parquet) with CREATE TABLE AS, which shows the table once its files are
         complete. A failed audit writes nothing and leaves an earlier output in place."""
@@ -191,8 +214,9 @@ class Spark(Database):
     bytes_type = "BINARY"
 
     @contextmanager
-    def secret_table(self, conn: Connection, name: str, columns: Sequence[tuple[str, str]],
-                     rows: Sequence[Sequence[Any]]) -> Iterator[str]:
+    def secret_table(
+        self, conn: Connection, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]
+    ) -> Iterator[str]:
         """A temporary view of rows held by the executors (a local checkpoint), not by the plan: rows from Python
         are a local relation, which the optimizer may fold into the statements that read it, where plans and the
         UI would show them."""
@@ -205,8 +229,9 @@ class Spark(Database):
         finally:  # Spark has no transaction to take the view away
             self.drop_table(conn, self.scratch_ref(name))
 
-    def create_table_from_rows(self, conn: Connection, ref: str, columns: Sequence[tuple[str, str]],
-                               rows: Sequence[Sequence[Any]]) -> None:
+    def create_table_from_rows(
+        self, conn: Connection, ref: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]
+    ) -> None:
         """A temporary view (a run's dimension tables), or a Parquet table when `ref` names a schema. The rows
         live in the driver (a local relation, shipped with each plan), so the view needs no cache: caching the
         four dimension tables of an Adult job cost 2-3 s of statements."""
@@ -214,10 +239,10 @@ class Spark(Database):
         frame = self.session(conn).createDataFrame([tuple(r) for r in rows], schema)
         self._store_frame(conn, ref, frame, cache=False)
 
-    def _insert(self, conn: Connection, ref: str, names: str, columns: Sequence[str],
-                rows: Sequence[Sequence[Any]]) -> None:
-        raise SqlanonError("sqlanon does not insert rows into Spark tables (its own records go to the metadata "
-                           "store)")
+    def _insert(
+        self, conn: Connection, ref: str, names: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        raise SqlanonError("sqlanon does not insert rows into Spark tables (its own records go to the metadata store)")
 
     def _store_frame(self, conn: Connection, ref: str, frame: Any, cache: bool = True) -> None:
         """A DataFrame (rows from Python, a file Spark reads) as `ref`: a temporary view of that name, cached
@@ -237,8 +262,9 @@ class Spark(Database):
     def read_parquet(self, conn: Connection, path: Path, name: str) -> None:
         """The files stay where they are (a path Spark reads: local, HDFS, S3 ...); the view reads them."""
         if self._table(conn, None, name) is not None and name.lower() not in _PARQUET_VIEWS:
-            raise DataError(f"source.table {name!r} already names a table or view; choose another name for the "
-                            "Parquet source")
+            raise DataError(
+                f"source.table {name!r} already names a table or view; choose another name for the Parquet source"
+            )
         try:
             frame = self.session(conn).read.parquet(str(path))
         except Exception as exc:  # no such path, not Parquet
@@ -246,7 +272,9 @@ class Spark(Database):
         frame.createOrReplaceTempView(name)
         _PARQUET_VIEWS.add(name.lower())
 
-    def _load_csv(self, conn: Connection, read_sql: str, params: dict, path: Path, ref: str, temporary: bool) -> None:
+    def _load_csv(
+        self, conn: Connection, read_sql: str, params: dict[str, Any], path: Path, ref: str, temporary: bool
+    ) -> None:
         """Spark reads the file itself (in parallel, on a cluster from shared storage); a source loaded for good
         is a Parquet table, one loaded for a run a cached temporary view."""
         options = {"header": True, "inferSchema": True, **_csv_options(params, read_sql)}
@@ -263,22 +291,25 @@ class Spark(Database):
             raise DataError(f"cannot read CSV file {path}: {first_line(exc.orig)}") from None
 
 
-def _follow(action: str):
+def _follow(action: str) -> Callable[[Connection], None]:
     """A handler of the Spark connection's commit or rollback that does the same on its metadata connection."""
+
     def handler(conn: Connection) -> None:
         meta = conn.info.get("metadata")
         if meta is not None and meta.in_transaction():
             getattr(meta, action)()
+
     return handler
 
 
-def _csv_options(params: dict, read_sql: str) -> dict[str, Any]:
+def _csv_options(params: dict[str, Any], read_sql: str) -> dict[str, Any]:
     """The job's CSV options (as `_read_csv_sql` bound them, under DuckDB's names) under Spark's names."""
     found = {}
     for name, option in re.findall(r"(\w+) = :(csv_opt\d+)", read_sql):
         if name not in CSV_OPTIONS:
-            raise DataError(f"CSV option {name!r} is not available on Spark; Spark reads: "
-                            f"{', '.join(sorted(CSV_OPTIONS))}")
+            raise DataError(
+                f"CSV option {name!r} is not available on Spark; Spark reads: {', '.join(sorted(CSV_OPTIONS))}"
+            )
         value = params[option]
         found[CSV_OPTIONS[name]] = (not value) if name == "all_varchar" else value
     return found
@@ -286,8 +317,9 @@ def _csv_options(params: dict, read_sql: str) -> dict[str, Any]:
 
 def spark_type(sql_type: str) -> str:
     """sqlanon's column types (DuckDB's names) in Spark's DDL."""
-    return {"VARCHAR": "STRING", "INTEGER": "INT", "BIGINT": "BIGINT", "DOUBLE": "DOUBLE",
-            "BOOLEAN": "BOOLEAN"}.get(sql_type.upper(), sql_type)
+    return {"VARCHAR": "STRING", "INTEGER": "INT", "BIGINT": "BIGINT", "DOUBLE": "DOUBLE", "BOOLEAN": "BOOLEAN"}.get(
+        sql_type.upper(), sql_type
+    )
 
 
 def _backquote(name: str) -> str:

@@ -5,19 +5,22 @@ and the sessions themselves (`session_for`: one per master and process, with sql
 pyspark and a Java runtime are optional dependencies: without them a Spark URL gets a one-line error that says what
 to install (`require_spark`).
 """
+
 from __future__ import annotations
 
 import importlib.util
 import os
 import re
 import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, default
 
 from ..errors import ConfigError, SqlanonError
+from .base import first_line
 
 #: where a local session keeps its catalog and tables when the URL names no `warehouse`
 DEFAULT_WAREHOUSE = "spark-warehouse"
@@ -50,8 +53,10 @@ def require_spark(java: bool = True) -> None:
     if importlib.util.find_spec("pyspark") is None:
         raise ConfigError('Spark URLs need pyspark: pip install "sqlanon[spark]"')
     if java and not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
-        raise ConfigError("Spark needs a Java runtime (17 or later) and none was found (no java on PATH, no "
-                          "JAVA_HOME): install one, e.g. apt-get install openjdk-17-jre-headless")
+        raise ConfigError(
+            "Spark needs a Java runtime (17 or later) and none was found (no java on PATH, no "
+            "JAVA_HOME): install one, e.g. apt-get install openjdk-17-jre-headless"
+        )
 
 
 _SESSIONS: dict[str, Any] = {}
@@ -77,12 +82,17 @@ def session_for(master: str, warehouse: str = DEFAULT_WAREHOUSE) -> Any:
         log4j = folder / "sqlanon-log4j2.properties"
         log4j.write_text(_LOG4J)
         java_options = f"-Dlog4j2.configurationFile=file:{log4j} -Dderby.stream.error.file={folder / 'derby.log'}"
-        settings = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-                    "spark.driver.extraJavaOptions": java_options,
-                    "spark.sql.catalogImplementation": "hive", "spark.sql.warehouse.dir": str(folder),
-                    "spark.hadoop.javax.jdo.option.ConnectionURL":
-                        f"jdbc:derby:;databaseName={folder / 'metastore_db'};create=true",
-                    **spark_settings_from_environment()}
+        settings = {
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.driver.extraJavaOptions": java_options,
+            "spark.sql.catalogImplementation": "hive",
+            "spark.sql.warehouse.dir": str(folder),
+            "spark.hadoop.javax.jdo.option.ConnectionURL": (
+                f"jdbc:derby:;databaseName={folder / 'metastore_db'};create=true"
+            ),
+            **spark_settings_from_environment(),
+        }
         builder = builder.master(master)
         for key, value in settings.items():
             builder = builder.config(key, value)
@@ -105,11 +115,6 @@ def spark_settings_from_environment() -> dict[str, str]:
     return {k.strip(): v.strip() for k, v in pairs}
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 # --- DB-API 2.0 over a Spark session --------------------------------------------------------------------------
 apilevel, threadsafety, paramstyle = "2.0", 1, "named"
 
@@ -118,7 +123,7 @@ class Error(Exception):
     pass
 
 
-class Warning(Exception):  # noqa: A001 (DB-API name)
+class Warning(Exception):
     pass
 
 
@@ -176,10 +181,10 @@ def run_sql(session: Any, sql: str, params: dict[str, Any] | None, action: Calla
 class SparkCursor:
     def __init__(self, session: Any):
         self.session = session
-        self.description: list[tuple] | None = None
+        self.description: list[tuple[Any, ...]] | None = None
         self.rowcount = -1
         self.arraysize = 1
-        self._rows: list[tuple] = []
+        self._rows: list[tuple[Any, ...]] = []
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> None:
         frame, rows = run_sql(self.session, sql, params, lambda f: f.collect())
@@ -192,15 +197,15 @@ class SparkCursor:
         for params in seq:
             self.execute(sql, params)
 
-    def fetchone(self) -> tuple | None:
+    def fetchone(self) -> tuple[Any, ...] | None:
         return self._rows.pop(0) if self._rows else None
 
-    def fetchmany(self, size: int | None = None) -> list[tuple]:
+    def fetchmany(self, size: int | None = None) -> list[tuple[Any, ...]]:
         size = size or self.arraysize
         taken, self._rows = self._rows[:size], self._rows[size:]
         return taken
 
-    def fetchall(self) -> list[tuple]:
+    def fetchall(self) -> list[tuple[Any, ...]]:
         taken, self._rows = self._rows, []
         return taken
 
@@ -258,21 +263,22 @@ class SparkDialect(default.DefaultDialect):
     @classmethod
     def import_dbapi(cls) -> Any:
         import sys
+
         return sys.modules[__name__]
 
-    def create_connect_args(self, url: sa.engine.URL) -> tuple[list, dict]:
+    def create_connect_args(self, url: sa.engine.URL) -> tuple[list[Any], dict[str, Any]]:
         return [spark_master(url)], {"warehouse": url_parameter(url, "warehouse", DEFAULT_WAREHOUSE)}
 
     def initialize(self, connection: Connection) -> None:
         self.default_schema_name = "default"
 
-    def get_isolation_level(self, dbapi_connection: Any) -> str:
+    def get_isolation_level(self, dbapi_connection: Any) -> Any:  # always "AUTOCOMMIT"
         return "AUTOCOMMIT"
 
     def do_ping(self, dbapi_connection: Any) -> bool:
         return True
 
-    def _get_server_version_info(self, connection: Connection) -> tuple:
+    def _get_server_version_info(self, connection: Connection) -> tuple[Any, ...]:
         return ()
 
 
@@ -288,5 +294,3 @@ def spark_master(url: sa.engine.URL) -> str:
 
 sa.dialects.registry.register("spark", __name__, "SparkDialect")
 sa.dialects.registry.register("sc", __name__, "SparkDialect")
-
-

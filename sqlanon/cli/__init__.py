@@ -1,4 +1,5 @@
 """The `sqlanon` command line."""
+
 from __future__ import annotations
 
 import csv
@@ -10,36 +11,54 @@ import os
 import shutil
 import sys
 import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import click
 import sqlalchemy as sa
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich import box
 from rich.table import Table
 
 from .. import __version__
 from ..analysis.attacks import AnalysisReport, AnalysisSettings, BayesSettings, default_background
-from ..publish.anatomy import AnatomyReport
 from ..analysis.inference import InferenceReport
-from ..publish.mondrian import MondrianReport
-from ..api import (AnonymizeResult, RunOptions, SearchResult, analyze, analyze_table, anonymize, apply, audit,
-                   bucketize, hierarchies, inference, load_csv, node_metrics, partition, register_job, report, run_job,
-                   search)
-from ..registry import JobRegistry, opened_registry
-from ..publish.audit import AuditReport
-from ..backends import connect_hint, open_database, qualified_name
-from ..model.job import Job, Suppression
-from ..backends import normalize_url
+from ..api import (
+    AnonymizeResult,
+    RunOptions,
+    SearchResult,
+    analyze,
+    analyze_table,
+    anonymize,
+    apply,
+    audit,
+    bucketize,
+    hierarchies,
+    inference,
+    load_csv,
+    node_metrics,
+    partition,
+    register_job,
+    report,
+    run_job,
+    search,
+)
+from ..backends import connect_hint, normalize_url, open_database, qualified_name
 from ..config import check_memory_limit, load_job
 from ..errors import SqlanonError
+from ..model.job import Job, Suppression
+from ..model.selection import METRICS, best_node, level_metrics, node_label, selection_metric
+from ..publish.anatomy import AnatomyReport
+from ..publish.audit import AuditReport
+from ..publish.mondrian import MondrianReport
+from ..registry import JobRegistry, opened_registry
 from ..store.migrate import DEFAULT_SCHEMA, current_version, downgrade, grant_runner, migrate, stored_routines
 from ..store.records import cleanup_dead_runs
-from ..model.selection import METRICS, best_node, level_metrics, node_label, selection_metric
+
 
 def _console(stderr: bool = False) -> Console:
     """A terminal gets tables fitted to its width; a pipe or a file gets them whole (never cut at 80 columns)."""
@@ -50,16 +69,23 @@ def _console(stderr: bool = False) -> Console:
 out = _console()
 err = _console(stderr=True)
 
-DB_OPTION = click.option("--db", "db_url", metavar="URL",
-                         help="Database to use instead of source.url (SQLAlchemy URL or DuckDB file path).")
+DB_OPTION = click.option(
+    "--db", "db_url", metavar="URL", help="Database to use instead of source.url (SQLAlchemy URL or DuckDB file path)."
+)
 FORMATS = ("table", "csv", "json")
 
 
 def output_format(command: Callable[..., Any]) -> Callable[..., Any]:
     """`--format table|csv|json` and its shorthand `--json`, passed to the command as `fmt`."""
 
-    @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-                  help="table: for people (whole tables when stdout is not a terminal); csv or json: for programs.")
+    @click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default="table",
+        show_default=True,
+        help="table: for people (whole tables when stdout is not a terminal); csv or json: for programs.",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Same as --format json: one JSON object.")
     @functools.wraps(command)
     def with_format(*args: Any, fmt: str, as_json: bool, **kwargs: Any) -> Any:
@@ -71,31 +97,43 @@ def output_format(command: Callable[..., Any]) -> Callable[..., Any]:
 def duckdb_resources(command: Callable[..., Any]) -> Callable[..., Any]:
     """`--memory-limit` and `--temp-directory` (DuckDB), passed to the command as `resources` for RunOptions."""
 
-    @click.option("--memory-limit", metavar="SIZE",
-                  help="DuckDB: memory it may use, e.g. 2GB or 50% (default: source.memory_limit, else half the "
-                       "machine's memory); beyond it DuckDB spills to disk.")
-    @click.option("--temp-directory", type=click.Path(file_okay=False, path_type=Path),
-                  help="DuckDB: folder for what does not fit in memory (default: source.temp_directory, else "
-                       "DuckDB's, beside the database file).")
+    @click.option(
+        "--memory-limit",
+        metavar="SIZE",
+        help="DuckDB: memory it may use, e.g. 2GB or 50% (default: source.memory_limit, else half the "
+        "machine's memory); beyond it DuckDB spills to disk.",
+    )
+    @click.option(
+        "--temp-directory",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="DuckDB: folder for what does not fit in memory (default: source.temp_directory, else "
+        "DuckDB's, beside the database file).",
+    )
     @functools.wraps(command)
     def with_resources(*args: Any, memory_limit: str | None, temp_directory: Path | None, **kwargs: Any) -> Any:
-        resources = {"memory_limit": memory_limit and check_memory_limit(memory_limit, "--memory-limit"),
-                     "temp_directory": temp_directory and temp_directory.resolve()}
+        resources = {
+            "memory_limit": memory_limit and check_memory_limit(memory_limit, "--memory-limit"),
+            "temp_directory": temp_directory and temp_directory.resolve(),
+        }
         return command(*args, resources=resources, **kwargs)
 
     return with_resources
 
 
 KEEP_OPTION = click.option("--keep", is_flag=True, help="Keep dimension and frequency-set tables for inspection.")
-SCHEMA_OPTION = click.option("--metadata-schema", default=DEFAULT_SCHEMA, show_default=True,
-                             help="Schema holding sqlanon's run records and lattice tables.")
+SCHEMA_OPTION = click.option(
+    "--metadata-schema",
+    default=DEFAULT_SCHEMA,
+    show_default=True,
+    help="Schema holding sqlanon's run records and lattice tables.",
+)
 
 MINIMAL_SHOWN = 30  # minimal nodes a result prints as a table (the lowest first)
 HIERARCHY_ROWS = 25  # values `sqlanon hierarchy` prints as a table without --all
 EXIT_OK, EXIT_CRITERION_FAILS, EXIT_ERROR = 0, 1, 2  # as the README's "Exit codes" says
 
 
-class FiniteNumber(click.ParamType):
+class FiniteNumber(click.ParamType):  # type: ignore[type-arg]  # generic in click's stubs only
     """A command-line number that must be finite: NaN compares false with every bound, so a threshold of nan
     would switch its check off."""
 
@@ -124,7 +162,7 @@ class Command(click.Group):
 
     debug = False
 
-    def main(self, args: list[str] | None = None, *rest: Any, **kwargs: Any) -> Any:
+    def main(self, args: list[str] | None = None, *rest: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         args = list(sys.argv[1:] if args is None else args)
         Command.debug = "--debug" in args
         if Command.debug:  # after the subcommand too: move it where the group's option is parsed
@@ -146,8 +184,11 @@ class Command(click.Group):
             if Command.debug:
                 raise
             first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__
-            err.print(f"[bold red]database error:[/] {first}{connect_hint(first)} (rerun with --debug for details)",
-                      highlight=False, soft_wrap=True)
+            err.print(
+                f"[bold red]database error:[/] {first}{connect_hint(first)} (rerun with --debug for details)",
+                highlight=False,
+                soft_wrap=True,
+            )
             sys.exit(EXIT_ERROR)
         except (sa.exc.SQLAlchemyError, OSError) as exc:  # e.g. a file that cannot be read or written
             if Command.debug:
@@ -169,7 +210,14 @@ def main(debug: bool) -> None:
     warnings.showwarning = _show_warning
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
     err.print(f"[bold yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
 
 
@@ -179,11 +227,21 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 @output_format
 @KEEP_OPTION
 @SCHEMA_OPTION
-@click.option("--metrics", is_flag=True,
-              help="Compute utility metrics (precision, discernibility, KL divergence, ...) of every minimal node.")
+@click.option(
+    "--metrics",
+    is_flag=True,
+    help="Compute utility metrics (precision, discernibility, KL divergence, ...) of every minimal node.",
+)
 @duckdb_resources
-def search_command(config: Path, db_url: str | None, fmt: str, keep: bool, metadata_schema: str,
-                   metrics: bool, resources: dict[str, Any]) -> None:
+def search_command(
+    config: Path,
+    db_url: str | None,
+    fmt: str,
+    keep: bool,
+    metadata_schema: str,
+    metrics: bool,
+    resources: dict[str, Any],
+) -> None:
     """Find every generalization satisfying the criteria, and the minimal ones.
 
     With suppression: {limit: N or a fraction} in the job, a node passes when
@@ -203,8 +261,15 @@ def search_command(config: Path, db_url: str | None, fmt: str, keep: bool, metad
 @SCHEMA_OPTION
 @click.option("--replace", is_flag=True, help="Overwrite the output table if it exists.")
 @duckdb_resources
-def anonymize_command(config: Path, db_url: str | None, fmt: str, keep: bool, metadata_schema: str,
-                      replace: bool, resources: dict[str, Any]) -> None:
+def anonymize_command(
+    config: Path,
+    db_url: str | None,
+    fmt: str,
+    keep: bool,
+    metadata_schema: str,
+    replace: bool,
+    resources: dict[str, Any],
+) -> None:
     """Search, pick a generalization and write the audited output table.
 
     The node is chosen by the job's `select:` rule (default: policy
@@ -227,9 +292,20 @@ def anonymize_command(config: Path, db_url: str | None, fmt: str, keep: bool, me
 @SCHEMA_OPTION
 @click.option("--replace", is_flag=True, help="Overwrite the output table if sqlanon wrote it.")
 @duckdb_resources
-def apply_command(config: Path, batch: str, schema: str | None, run_id: int | None, node_text: str | None,
-                  output: str | None, db_url: str | None, fmt: str, keep: bool, metadata_schema: str,
-                  replace: bool, resources: dict[str, Any]) -> None:
+def apply_command(
+    config: Path,
+    batch: str,
+    schema: str | None,
+    run_id: int | None,
+    node_text: str | None,
+    output: str | None,
+    db_url: str | None,
+    fmt: str,
+    keep: bool,
+    metadata_schema: str,
+    replace: bool,
+    resources: dict[str, Any],
+) -> None:
     """Generalize a new batch of the job's table exactly as an earlier release was, and publish it audited.
 
     The batch alone must satisfy the job's criteria at that node (suppressing
@@ -238,8 +314,16 @@ def apply_command(config: Path, batch: str, schema: str | None, run_id: int | No
     """
     node = _parse_node(node_text) if node_text is not None else None
     with _progress(fmt) as progress:
-        result = apply(load_job(config), batch, node, run_id, output, schema,
-                       RunOptions(db_url, metadata_schema, keep, progress, **resources), replace)
+        result = apply(
+            load_job(config),
+            batch,
+            node,
+            run_id,
+            output,
+            schema,
+            RunOptions(db_url, metadata_schema, keep, progress, **resources),
+            replace,
+        )
     if fmt == "json":
         print(json.dumps(result.to_dict()))
     elif fmt == "csv":
@@ -261,27 +345,71 @@ def _parse_node(text: str) -> tuple[int, ...]:
 @click.option("--table", default=None, help="Analyze this published table instead of the lattice.")
 @click.option("--schema", default=None, help="Schema of --table.")
 @click.option("--sensitive", default=None, help="The attribute the attacks target (default: the job's first).")
-@click.option("--near", type=FINITE, default=0.95, show_default=True,
-              help="Share of a class's most frequent value that makes it nearly homogeneous.")
-@click.option("--risk-threshold", type=FINITE, default=0.2, show_default=True,
-              help="Records whose re-identification risk (1 / class size) is above this are at risk.")
-@click.option("--background", type=int, default=None,
-              help="Values an adversary can rule out: disclosure for b = 0..this (default: l - 2 for the job's "
-                   "l-diversity on the attribute, else 2).")
-@click.option("--delta", type=FINITE, default=0.05, show_default=True,
-              help="Bayes audit: positive disclosure when a person's value has posterior above 1 - delta.")
-@click.option("--epsilon", type=FINITE, default=0.05, show_default=True,
-              help="Bayes audit: negative disclosure when a value of the person's class has posterior below this.")
-@click.option("--rho", nargs=2, type=FINITE, default=(0.2, 0.8), show_default=True, metavar="RHO1 RHO2",
-              help="Bayes audit: (rho1, rho2) breach, prior below rho1 and posterior above rho2 (or the mirror).")
+@click.option(
+    "--near",
+    type=FINITE,
+    default=0.95,
+    show_default=True,
+    help="Share of a class's most frequent value that makes it nearly homogeneous.",
+)
+@click.option(
+    "--risk-threshold",
+    type=FINITE,
+    default=0.2,
+    show_default=True,
+    help="Records whose re-identification risk (1 / class size) is above this are at risk.",
+)
+@click.option(
+    "--background",
+    type=int,
+    default=None,
+    help="Values an adversary can rule out: disclosure for b = 0..this (default: l - 2 for the job's "
+    "l-diversity on the attribute, else 2).",
+)
+@click.option(
+    "--delta",
+    type=FINITE,
+    default=0.05,
+    show_default=True,
+    help="Bayes audit: positive disclosure when a person's value has posterior above 1 - delta.",
+)
+@click.option(
+    "--epsilon",
+    type=FINITE,
+    default=0.05,
+    show_default=True,
+    help="Bayes audit: negative disclosure when a value of the person's class has posterior below this.",
+)
+@click.option(
+    "--rho",
+    nargs=2,
+    type=FINITE,
+    default=(0.2, 0.8),
+    show_default=True,
+    metavar="RHO1 RHO2",
+    help="Bayes audit: (rho1, rho2) breach, prior below rho1 and posterior above rho2 (or the mirror).",
+)
 @click.option("--max-risk", type=FINITE, help="Exit 1 when a release's highest risk is above this.")
 @click.option("--max-homogeneous", type=int, help="Exit 1 when a release has more tuples in homogeneous classes.")
 @DB_OPTION
 @output_format
-def analyze_command(config: Path, node_text: str | None, table: str | None, schema: str | None,
-                    sensitive: str | None, near: float, risk_threshold: float, background: int | None, delta: float,
-                    epsilon: float, rho: tuple[float, float], max_risk: float | None, max_homogeneous: int | None,
-                    db_url: str | None, fmt: str) -> None:
+def analyze_command(
+    config: Path,
+    node_text: str | None,
+    table: str | None,
+    schema: str | None,
+    sensitive: str | None,
+    near: float,
+    risk_threshold: float,
+    background: int | None,
+    delta: float,
+    epsilon: float,
+    rho: tuple[float, float],
+    max_risk: float | None,
+    max_homogeneous: int | None,
+    db_url: str | None,
+    fmt: str,
+) -> None:
     """Homogeneity and background-knowledge attacks, re-identification risk and utility of each minimal node
     (or of --node, or of a published --table), computed in the database.
 
@@ -290,8 +418,9 @@ def analyze_command(config: Path, node_text: str | None, table: str | None, sche
     if node_text is not None and table is not None:
         raise SqlanonError("give --node or --table, not both")
     job = load_job(config)
-    settings = AnalysisSettings(near, risk_threshold, default_background(job, sensitive) if background is None
-                                else background)
+    settings = AnalysisSettings(
+        near, risk_threshold, default_background(job, sensitive) if background is None else background
+    )
     bayes = BayesSettings(delta, epsilon, *rho)
     if table is not None:
         report = analyze_table(job, table, schema, RunOptions(db_url), sensitive, settings)
@@ -311,17 +440,33 @@ def analyze_command(config: Path, node_text: str | None, table: str | None, sche
 
 @main.command("inference")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--max-probability", type=FINITE, default=None,
-              help="Positive disclosure: some P(s | person) above this (default: inference.max_probability, 0.5).")
-@click.option("--min-probability", type=FINITE, default=None,
-              help="Negative disclosure: a value some release allowed falls below this (default: 0.01).")
+@click.option(
+    "--max-probability",
+    type=FINITE,
+    default=None,
+    help="Positive disclosure: some P(s | person) above this (default: inference.max_probability, 0.5).",
+)
+@click.option(
+    "--min-probability",
+    type=FINITE,
+    default=None,
+    help="Negative disclosure: a value some release allowed falls below this (default: 0.01).",
+)
 @click.option("--table", default=None, help="Write P(s | person) to this table (default: inference.table).")
 @click.option("--replace", is_flag=True, help="Overwrite that table if sqlanon wrote it.")
 @DB_OPTION
 @output_format
 @SCHEMA_OPTION
-def inference_command(config: Path, max_probability: float | None, min_probability: float | None,
-                      table: str | None, replace: bool, db_url: str | None, fmt: str, metadata_schema: str) -> None:
+def inference_command(
+    config: Path,
+    max_probability: float | None,
+    min_probability: float | None,
+    table: str | None,
+    replace: bool,
+    db_url: str | None,
+    fmt: str,
+    metadata_schema: str,
+) -> None:
     """What the job's releases reveal together: P(s | person) by maximum entropy over every release (releases:),
     solved in the database, against each release alone.
 
@@ -329,8 +474,11 @@ def inference_command(config: Path, max_probability: float | None, min_probabili
     before it is published.
     """
     job = load_job(config)
-    changes = {k: v for k, v in (("max_probability", max_probability), ("min_probability", min_probability),
-                                 ("table", table)) if v is not None}
+    changes: dict[str, Any] = {
+        k: v
+        for k, v in (("max_probability", max_probability), ("min_probability", min_probability), ("table", table))
+        if v is not None
+    }
     if changes:
         job = dataclasses.replace(job, inference=dataclasses.replace(job.inference, **changes))
     with _progress(fmt) as progress:
@@ -343,79 +491,134 @@ def inference_command(config: Path, max_probability: float | None, min_probabili
 
 
 def _print_inference(report: InferenceReport, job: Job, fmt: str) -> None:
-    entropy = [[e.name, str(e.persons), _number(e.alone), _number(e.together), f"{e.drop:.1%}"]
-               for e in report.entropy]
-    _print_rows("H(S | I) in nats, each release alone and all releases together (the same persons)",
-                ["release", "persons", "alone", "together", "lower by"], entropy, fmt)
+    entropy = [[e.name, str(e.persons), _number(e.alone), _number(e.together), f"{e.drop:.1%}"] for e in report.entropy]
+    _print_rows(
+        "H(S | I) in nats, each release alone and all releases together (the same persons)",
+        ["release", "persons", "alone", "together", "lower by"],
+        entropy,
+        fmt,
+    )
     if fmt == "csv":
         return
     settings = job.inference
-    out.print(f"{report.persons} persons, {report.variables} possible (person, value) pairs; constraints: "
-              f"{report.zero_constraints} zero, {report.one_constraints} one, {report.relation_constraints} relation; "
-              f"{report.iterations} passes, largest violation {report.max_violation:.2g}"
-              f"{'' if report.converged else ' (not converged: raise inference.max_iterations)'}; "
-              f"{report.seconds:.2f} s", highlight=False, soft_wrap=True)
-    for kind, count, rule in (("positive", report.positive_count, f"P above {settings.max_probability}"),
-                              ("negative", report.negative_count,
-                               f"P below {settings.min_probability} for a value a release allowed")):
+    out.print(
+        f"{report.persons} persons, {report.variables} possible (person, value) pairs; constraints: "
+        f"{report.zero_constraints} zero, {report.one_constraints} one, {report.relation_constraints} relation; "
+        f"{report.iterations} passes, largest violation {report.max_violation:.2g}"
+        f"{'' if report.converged else ' (not converged: raise inference.max_iterations)'}; "
+        f"{report.seconds:.2f} s",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for kind, count, rule in (
+        ("positive", report.positive_count, f"P above {settings.max_probability}"),
+        ("negative", report.negative_count, f"P below {settings.min_probability} for a value a release allowed"),
+    ):
         listed = getattr(report, kind)
         if not listed:
             out.print(f"no {kind} disclosure ({rule})", highlight=False)
             continue
         more = f", the first {len(listed)} shown" if len(listed) < count else ""
-        _print_rows(f"{count} {kind} disclosure(s) ({rule}){more}", ["person", "value", "P", "alone", "releases"],
-                    [[d["pseudonym"], d["value"], _number(d["probability"]), _number(d["alone"]), d["releases"]]
-                     for d in listed], fmt)
+        _print_rows(
+            f"{count} {kind} disclosure(s) ({rule}){more}",
+            ["person", "value", "P", "alone", "releases"],
+            [
+                [d["pseudonym"], d["value"], _number(d["probability"]), _number(d["alone"]), d["releases"]]
+                for d in listed
+            ],
+            fmt,
+        )
     if report.table:
         out.print(f"P(s | person) for every person and value: table {report.table}", highlight=False)
 
 
-ANALYSIS_COLUMNS = {"label": "release", "rows": "rows", "classes": "classes", "suppressed": "supp",
-                    "homogeneous_classes": "homog. classes", "homogeneous_tuples": "homog. tuples",
-                    "nearly_homogeneous_classes": "near classes", "nearly_homogeneous_tuples": "near tuples",
-                    "highest_risk": "max risk", "average_risk": "avg risk", "records_at_risk": "at risk",
-                    "unique_share": "unique"}
+ANALYSIS_COLUMNS = {
+    "label": "release",
+    "rows": "rows",
+    "classes": "classes",
+    "suppressed": "supp",
+    "homogeneous_classes": "homog. classes",
+    "homogeneous_tuples": "homog. tuples",
+    "nearly_homogeneous_classes": "near classes",
+    "nearly_homogeneous_tuples": "near tuples",
+    "highest_risk": "max risk",
+    "average_risk": "avg risk",
+    "records_at_risk": "at risk",
+    "unique_share": "unique",
+}
 
 
 def _print_analysis(report: AnalysisReport, fmt: str) -> None:
     backgrounds = sorted(report.tables[0].disclosed_by_background) if report.tables else []
     header = list(ANALYSIS_COLUMNS.values()) + [f"disclosed b={b}" for b in backgrounds]
-    raw = [[getattr(t, name) for name in ANALYSIS_COLUMNS] + [t.disclosed_by_background[b] for b in backgrounds]
-           for t in report.tables]
+    raw = [
+        [getattr(t, name) for name in ANALYSIS_COLUMNS] + [t.disclosed_by_background[b] for b in backgrounds]
+        for t in report.tables
+    ]
     if fmt == "csv":
         _write_csv(header, raw)
         return
     rows = [[value if isinstance(value, str) else _number(value) for value in row] for row in raw]
     settings = report.settings
-    _print_rows(f"attacks on {report.sensitive} and re-identification risk (near-homogeneous: top value >= "
-                f"{settings.near:.0%} of a class; at risk: risk above {settings.risk_threshold})", header, rows, fmt)
+    _print_rows(
+        f"attacks on {report.sensitive} and re-identification risk (near-homogeneous: top value >= "
+        f"{settings.near:.0%} of a class; at risk: risk above {settings.risk_threshold})",
+        header,
+        rows,
+        fmt,
+    )
     summary = report.summary()
-    out.print(f"{summary['affected_tables']} of {summary['tables']} release(s) have homogeneous classes; on "
-              f"average {summary['average_homogeneous_classes']:.3g} classes and "
-              f"{summary['average_homogeneous_tuples']:.3g} tuples per release", highlight=False)
+    out.print(
+        f"{summary['affected_tables']} of {summary['tables']} release(s) have homogeneous classes; on "
+        f"average {summary['average_homogeneous_classes']:.3g} classes and "
+        f"{summary['average_homogeneous_tuples']:.3g} tuples per release",
+        highlight=False,
+    )
     if any(t.marketer_risk is not None for t in report.tables):
-        _print_rows("against the population table (journalist: risk 1 / the class's size in the population; "
-                    "marketer: expected share of records re-identified)",
-                    ["release", "journalist max risk", "journalist at risk", "marketer risk"],
-                    [[t.label, _number(t.journalist_highest_risk), _number(t.journalist_records_at_risk),
-                      _number(t.marketer_risk)] for t in report.tables], fmt)
+        _print_rows(
+            "against the population table (journalist: risk 1 / the class's size in the population; "
+            "marketer: expected share of records re-identified)",
+            ["release", "journalist max risk", "journalist at risk", "marketer risk"],
+            [
+                [
+                    t.label,
+                    _number(t.journalist_highest_risk),
+                    _number(t.journalist_records_at_risk),
+                    _number(t.marketer_risk),
+                ]
+                for t in report.tables
+            ],
+            fmt,
+        )
     if any(t.bayes for t in report.tables):
-        _print_rows("Bayes-optimal audit, the table itself as the prior (tuples)",
-                    ["release", "positive disclosure", "negative disclosure", "(rho1, rho2) breach"],
-                    [[t.label, *(str(v) for v in t.bayes.values())] for t in report.tables], fmt)
+        _print_rows(
+            "Bayes-optimal audit, the table itself as the prior (tuples)",
+            ["release", "positive disclosure", "negative disclosure", "(rho1, rho2) breach"],
+            [[t.label, *(str(v) for v in t.bayes.values())] for t in report.tables],
+            fmt,
+        )
     for t in report.tables:
         if t.revealed_values:
             out.print(f"{t.label}: homogeneous classes reveal {', '.join(t.revealed_values)}", highlight=False)
     if any(t.utility for t in report.tables):
         names = ["precision", "classes", "discernibility", "dm_star", "aecs", "kl_divergence", "loss"]
-        _print_rows("utility (DM*, AECS and loss as ARX defines them)", ["release"] + names,
-                    [[t.label] + [_number(t.utility.get(n)) for n in names] for t in report.tables], fmt)
+        _print_rows(
+            "utility (DM*, AECS and loss as ARX defines them)",
+            ["release"] + names,
+            [[t.label] + [_number(t.utility.get(n)) for n in names] for t in report.tables],
+            fmt,
+        )
 
 
 @main.command("report")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="HTML file to write (one self-contained page).")
+@click.option(
+    "--out",
+    "out_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="HTML file to write (one self-contained page).",
+)
 @click.option("--sensitive", default=None, help="The attribute the attacks target (default: the job's first).")
 @click.option("--replace", is_flag=True, help="Overwrite --out if it is a report sqlanon wrote.")
 @DB_OPTION
@@ -426,8 +629,14 @@ def report_command(config: Path, out_path: Path, sensitive: str | None, replace:
     Needs Plotly (pip install 'sqlanon[report]'); the page embeds it and opens without a network.
     """
     with _progress("table") as progress:
-        path = report(load_job(config), out_path, RunOptions(db_url, progress=progress), sensitive, replace=replace,
-                      job_file=config)
+        path = report(
+            load_job(config),
+            out_path,
+            RunOptions(db_url, progress=progress),
+            sensitive,
+            replace=replace,
+            job_file=config,
+        )
     out.print(f"wrote {path}")
 
 
@@ -475,8 +684,14 @@ def hierarchy_command(config: Path, qi: str | None, db_url: str | None, fmt: str
     found = hierarchies(job, RunOptions(db_url))
     chosen = {name: h for name, h in found.items() if qi is None or name == qi}
     if fmt == "json":
-        print(json.dumps({name: {"origin": h.origin, "height": h.height, "paths": [list(p) for p in h.paths]}
-                          for name, h in chosen.items()}))
+        print(
+            json.dumps(
+                {
+                    name: {"origin": h.origin, "height": h.height, "paths": [list(p) for p in h.paths]}
+                    for name, h in chosen.items()
+                }
+            )
+        )
         return
     for name, h in chosen.items():
         header = ["value"] + [f"level {lv}" for lv in range(1, h.height + 1)]
@@ -490,27 +705,41 @@ def hierarchy_command(config: Path, qi: str | None, db_url: str | None, fmt: str
 
 
 @main.command("demo")
-@click.option("--db", "db_path", default="sqlanon-demo.duckdb", show_default=True, metavar="PATH",
-              help="DuckDB file to create (or a database URL).")
+@click.option(
+    "--db",
+    "db_path",
+    default="sqlanon-demo.duckdb",
+    show_default=True,
+    metavar="PATH",
+    help="DuckDB file to create (or a database URL).",
+)
 @output_format
 def demo_command(db_path: str, fmt: str) -> None:
     """Anonymize the bundled Adult census data (30,162 rows, 9 QIs, k=5, at most 2% of the rows suppressed)
     into a DuckDB file, and show what the suppression buys."""
     job = load_job(_bundled("adult.yaml")).with_url(normalize_url(db_path, Path.cwd()))
     with _progress(fmt) as progress:
-        published = anonymize(dataclasses.replace(job, suppression=Suppression(DEMO_SUPPRESSION)),
-                              RunOptions(progress=progress), replace=True)
+        published = anonymize(
+            dataclasses.replace(job, suppression=Suppression(DEMO_SUPPRESSION)),
+            RunOptions(progress=progress),
+            replace=True,
+        )
         without, without_metrics = _chosen_node(job, RunOptions(progress=progress))
     if fmt == "json":
-        print(json.dumps({**published.to_dict(),
-                          "without_suppression": {"node": list(without), "metrics": without_metrics}}))
+        print(
+            json.dumps(
+                {**published.to_dict(), "without_suppression": {"node": list(without), "metrics": without_metrics}}
+            )
+        )
         return
     _show_result(published, fmt)
     if fmt == "table":
         _print_suppression_gain(published, without, without_metrics)
-        out.print(f"\nThe source is table [bold]adult[/], the result [bold]adult_anon[/] in {db_path}: every "
-                  "combination of the nine quasi-identifiers (as published) is shared by at least 5 people. Copy the "
-                  "job to edit it: [bold]sqlanon example my-job[/]")
+        out.print(
+            f"\nThe source is table [bold]adult[/], the result [bold]adult_anon[/] in {db_path}: every "
+            "combination of the nine quasi-identifiers (as published) is shared by at least 5 people. Copy the "
+            "job to edit it: [bold]sqlanon example my-job[/]"
+        )
 
 
 DEMO_SUPPRESSION = 0.02  # the demo's limit: a share of the rows that may be left out
@@ -530,15 +759,27 @@ def _chosen_node(job: Job, options: RunOptions) -> tuple[tuple[int, ...], dict[s
 
 def _print_suppression_gain(published: AnonymizeResult, without: tuple[int, ...], metrics: dict[str, Any]) -> None:
     chosen = published.search.metrics[published.node]
-    out.print("\nwhat suppression buys (precision: share of the hierarchies' detail kept; classes: groups a reader "
-              "can tell apart)", highlight=False, soft_wrap=True)
+    out.print(
+        "\nwhat suppression buys (precision: share of the hierarchies' detail kept; classes: groups a reader "
+        "can tell apart)",
+        highlight=False,
+        soft_wrap=True,
+    )
     table = Table(box=box.SIMPLE_HEAD)
     for column in ("release", "node", "rows left out", "precision", "classes", "avg class size"):
         table.add_column(column, justify="right")
-    for name, node, values in (("without suppression", without, metrics),
-                               (f"published (up to {DEMO_SUPPRESSION:.0%} left out)", published.node, chosen)):
-        table.add_row(name, node_label(node), str(values["suppressed"]), f"{values['precision']:.2f}",
-                      str(values["classes"]), _number(values["avg_class_size"]))
+    for name, node, values in (
+        ("without suppression", without, metrics),
+        (f"published (up to {DEMO_SUPPRESSION:.0%} left out)", published.node, chosen),
+    ):
+        table.add_row(
+            name,
+            node_label(node),
+            str(values["suppressed"]),
+            f"{values['precision']:.2f}",
+            str(values["classes"]),
+            _number(values["avg_class_size"]),
+        )
     out.print(table)
 
 
@@ -550,8 +791,9 @@ def example_command(directory: Path) -> None:
         raise SqlanonError(f"{directory} exists and is not empty; name a new directory")
     source = resources.files("sqlanon.data").joinpath("adult")
     with resources.as_file(source) as path:
-        shutil.copytree(path, directory, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__init__.py",
-                                                                                          "__pycache__"))
+        shutil.copytree(
+            path, directory, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__init__.py", "__pycache__")
+        )
     out.print(f"Wrote {directory}/adult.yaml with its data. Run: [bold]sqlanon anonymize {directory}/adult.yaml[/]")
 
 
@@ -561,12 +803,25 @@ def example_command(directory: Path) -> None:
 @click.option("--schema", default=None, help="Schema of the table (default: the database's current schema).")
 @click.option("--db", "db_url", required=True, metavar="URL", help="Database to load into (URL or DuckDB file path).")
 @click.option("--delimiter", default=None, help="Field separator (default: detected).")
-@click.option("--option", "options", multiple=True, metavar="NAME=VALUE",
-              help="Another CSV reading option, as in source.csv_options (repeatable), e.g. nullstr=?")
+@click.option(
+    "--option",
+    "options",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Another CSV reading option, as in source.csv_options (repeatable), e.g. nullstr=?",
+)
 @click.option("--replace", is_flag=True, help="Overwrite the table if it exists (whoever created it).")
 @SCHEMA_OPTION
-def load_command(csv: Path, table: str, schema: str | None, db_url: str, delimiter: str | None,
-                 options: tuple[str, ...], replace: bool, metadata_schema: str) -> None:
+def load_command(
+    csv: Path,
+    table: str,
+    schema: str | None,
+    db_url: str,
+    delimiter: str | None,
+    options: tuple[str, ...],
+    replace: bool,
+    metadata_schema: str,
+) -> None:
     """Load a CSV file (plain or gzip'd) into a new table, in one transaction.
 
     A registered job reads a table, not a file: load the data first, e.g.
@@ -589,16 +844,27 @@ def _option_pair(text: str) -> tuple[str, str]:
 @main.command("migrate")
 @click.option("--db", "db_url", required=True, metavar="URL", help="Database to install sqlanon's schema into.")
 @SCHEMA_OPTION
-@click.option("--downgrade", "down_to", metavar="REVISION",
-              help="Downgrade instead: -1 for the previous version, base to remove the schema's tables.")
-@click.option("--python-path", metavar="FOLDERS",
-              help="PostgreSQL with PL/Python: the site-packages folder(s) (':'-separated) where the server's Python "
-                   "finds sqlanon; only a superuser may set it.")
-@click.option("--runner-role", metavar="ROLE",
-              help="PostgreSQL: the role whose members may run sqlanon in this database (default: "
-                   "sqlanon_runner_DATABASE); `sqlanon grant-runner` grants it.")
-def migrate_command(db_url: str, metadata_schema: str, down_to: str | None, python_path: str | None,
-                    runner_role: str | None) -> None:
+@click.option(
+    "--downgrade",
+    "down_to",
+    metavar="REVISION",
+    help="Downgrade instead: -1 for the previous version, base to remove the schema's tables.",
+)
+@click.option(
+    "--python-path",
+    metavar="FOLDERS",
+    help="PostgreSQL with PL/Python: the site-packages folder(s) (':'-separated) where the server's Python "
+    "finds sqlanon; only a superuser may set it.",
+)
+@click.option(
+    "--runner-role",
+    metavar="ROLE",
+    help="PostgreSQL: the role whose members may run sqlanon in this database (default: "
+    "sqlanon_runner_DATABASE); `sqlanon grant-runner` grants it.",
+)
+def migrate_command(
+    db_url: str, metadata_schema: str, down_to: str | None, python_path: str | None, runner_role: str | None
+) -> None:
     """Create or upgrade sqlanon's metadata schema (idempotent), or downgrade it.
 
     On PostgreSQL it also installs the routines through which every role reaches sqlanon's tables (and, as a
@@ -616,9 +882,14 @@ def migrate_command(db_url: str, metadata_schema: str, down_to: str | None, pyth
     out.print(f"schema {metadata_schema!r} is at version {version or 'base (empty)'}")
     if db.stored_routines and version:
         plpython = "run_job" in in_sql
-        out.print(f"stored in the database: {', '.join(sorted(in_sql)) or 'none'}" + (
-            "" if plpython else "; CALL run_job needs PL/Python (package postgresql-plpython3-NN) and a superuser "
-                                "to migrate once"))
+        out.print(
+            f"stored in the database: {', '.join(sorted(in_sql)) or 'none'}"
+            + (
+                ""
+                if plpython
+                else "; CALL run_job needs PL/Python (package postgresql-plpython3-NN) and a superuser to migrate once"
+            )
+        )
 
 
 @main.command("grant-runner")
@@ -642,13 +913,17 @@ def grant_runner_command(role: str, db_url: str, metadata_schema: str, revoke: b
     if revoke:
         out.print(f"role {role!r} no longer runs sqlanon in schema {metadata_schema!r}; its work schema is gone")
         return
-    out.print(f"role {role!r} may run sqlanon in schema {metadata_schema!r}: member of {done['runner_role']!r}, "
-              f"scratch tables in schema {done['work_schema']!r}")
-    out.print("Also grant it what its jobs read and write, e.g.:\n"
-              f"  GRANT USAGE ON SCHEMA warehouse TO {role};  GRANT SELECT ON warehouse.census TO {role};\n"
-              f"  GRANT USAGE, CREATE ON SCHEMA published TO {role};\n"
-              "and, to run jobs inside the server (CALL ...run_job), a pg_ident.conf line mapping the server's OS "
-              f"user to it:\n  sqlanon_loopback   postgres   {role}")
+    out.print(
+        f"role {role!r} may run sqlanon in schema {metadata_schema!r}: member of {done['runner_role']!r}, "
+        f"scratch tables in schema {done['work_schema']!r}"
+    )
+    out.print(
+        "Also grant it what its jobs read and write, e.g.:\n"
+        f"  GRANT USAGE ON SCHEMA warehouse TO {role};  GRANT SELECT ON warehouse.census TO {role};\n"
+        f"  GRANT USAGE, CREATE ON SCHEMA published TO {role};\n"
+        "and, to run jobs inside the server (CALL ...run_job), a pg_ident.conf line mapping the server's OS "
+        f"user to it:\n  sqlanon_loopback   postgres   {role}"
+    )
 
 
 @main.command("cleanup")
@@ -679,8 +954,13 @@ def job_group() -> None:
     """
 
 
-DB_REQUIRED = click.option("--db", "db_url", metavar="URL", required=True,
-                           help="Database holding the job (SQLAlchemy URL or DuckDB file path).")
+DB_REQUIRED = click.option(
+    "--db",
+    "db_url",
+    metavar="URL",
+    required=True,
+    help="Database holding the job (SQLAlchemy URL or DuckDB file path).",
+)
 
 
 @job_group.command("register")
@@ -704,8 +984,16 @@ def job_list(db_url: str, metadata_schema: str, fmt: str) -> None:
     if fmt == "json":
         print(json.dumps(jobs))
         return
-    rows = [[j["name"], j["registered_at"][:19], str(j["last_run"] or "-"), j["status"] or "-",
-             (j["started_at"] or "-")[:19]] for j in jobs]
+    rows = [
+        [
+            j["name"],
+            j["registered_at"][:19],
+            str(j["last_run"] or "-"),
+            j["status"] or "-",
+            (j["started_at"] or "-")[:19],
+        ]
+        for j in jobs
+    ]
     _print_rows(f"{len(jobs)} registered job(s)", ["job", "registered", "last run", "status", "started"], rows, fmt)
 
 
@@ -720,10 +1008,25 @@ def job_status(name: str, db_url: str, metadata_schema: str, fmt: str) -> None:
     if fmt == "json":
         print(json.dumps([r.to_dict() for r in runs]))
         return
-    rows = [[str(r.run_id), r.command, r.status, str(r.iteration), str(r.nodes_checked), str(r.started_at)[:19],
-             str(r.finished_at or "-")[:19], r.error or ""] for r in runs]
-    _print_rows(f"job {name}: {len(runs)} latest run(s)",
-                ["run", "command", "status", "iteration", "nodes checked", "started", "finished", "error"], rows, fmt)
+    rows = [
+        [
+            str(r.run_id),
+            r.command,
+            r.status,
+            str(r.iteration),
+            str(r.nodes_checked),
+            str(r.started_at)[:19],
+            str(r.finished_at or "-")[:19],
+            r.error or "",
+        ]
+        for r in runs
+    ]
+    _print_rows(
+        f"job {name}: {len(runs)} latest run(s)",
+        ["run", "command", "status", "iteration", "nodes checked", "started", "finished", "error"],
+        rows,
+        fmt,
+    )
 
 
 def _registered_run_command(name: str, resume: bool, help_text: str) -> None:
@@ -739,10 +1042,12 @@ def _registered_run_command(name: str, resume: bool, help_text: str) -> None:
         _run_registered(job_name, db_url, RunOptions(metadata_schema=metadata_schema, keep=keep), fmt, resume)
 
 
-_registered_run_command("run", False, "Run job NAME: anonymize into its output table (replacing it), or search "
-                                      "when it has none.")
-_registered_run_command("resume", True, "Continue the interrupted last run of job NAME from its last completed "
-                                        "iteration.")
+_registered_run_command(
+    "run", False, "Run job NAME: anonymize into its output table (replacing it), or search when it has none."
+)
+_registered_run_command(
+    "resume", True, "Continue the interrupted last run of job NAME from its last completed iteration."
+)
 
 
 def _registry(db_url: str, metadata_schema: str, action: Callable[[JobRegistry], Any]) -> Any:
@@ -849,17 +1154,26 @@ def _show_partitioned(report: MondrianReport, fmt: str) -> None:
         print(json.dumps(report.to_dict()))
         return
     data = report.to_dict()
-    figures = [["table", report.output], ["rows", str(report.rows)], ["partitions", str(data["partitions"])],
-               ["smallest / average / largest partition",
-                f"{data['smallest_partition']} / {_number(data['average_partition'])} / {data['largest_partition']}"],
-               ["rounds (statements)", f"{data['rounds']} ({data['statements']})"],
-               ["seconds: partitioning / publishing",
-                f"{data['partitioning_seconds']:.2f} / {data['publishing_seconds']:.2f}"]]
+    figures = [
+        ["table", report.output],
+        ["rows", str(report.rows)],
+        ["partitions", str(data["partitions"])],
+        [
+            "smallest / average / largest partition",
+            f"{data['smallest_partition']} / {_number(data['average_partition'])} / {data['largest_partition']}",
+        ],
+        ["rounds (statements)", f"{data['rounds']} ({data['statements']})"],
+        [
+            "seconds: partitioning / publishing",
+            f"{data['partitioning_seconds']:.2f} / {data['publishing_seconds']:.2f}",
+        ],
+    ]
     figures += [[f"audit: {name}", "holds" if ok else "FAILS"] for name, ok in report.audit.holds.items()]
     _print_rows("Published partitioned (Mondrian), audited:", ["figure", "value"], figures, fmt)
     if fmt == "table" and report.preview:
-        _print_rows("First rows:", list(report.preview[0]), [[str(v) for v in row.values()] for row in report.preview],
-                    fmt)
+        _print_rows(
+            "First rows:", list(report.preview[0]), [[str(v) for v in row.values()] for row in report.preview], fmt
+        )
 
 
 def _show_bucketized(report: AnatomyReport, fmt: str) -> None:
@@ -867,19 +1181,27 @@ def _show_bucketized(report: AnatomyReport, fmt: str) -> None:
     if fmt == "json":
         print(json.dumps(report.to_dict()))
         return
-    figures = [["QI table", report.qi_table], ["sensitive table", report.sensitive_table],
-               ["rows", str(report.rows)], ["buckets", str(report.buckets)],
-               ["smallest bucket", str(report.smallest_bucket)],
-               [f"fewest different values in a bucket (l = {report.l})", str(report.fewest_values)],
-               ["highest chance of guessing a record's value", _number(report.largest_share)]]
+    figures = [
+        ["QI table", report.qi_table],
+        ["sensitive table", report.sensitive_table],
+        ["rows", str(report.rows)],
+        ["buckets", str(report.buckets)],
+        ["smallest bucket", str(report.smallest_bucket)],
+        [f"fewest different values in a bucket (l = {report.l})", str(report.fewest_values)],
+        ["highest chance of guessing a record's value", _number(report.largest_share)],
+    ]
     _print_rows("Published bucketized (anatomy), audited:", ["figure", "value"], figures, fmt)
     if fmt == "table" and report.preview:
-        _print_rows("First rows of the QI table:", list(report.preview[0]),
-                    [[str(v) for v in row.values()] for row in report.preview], fmt)
+        _print_rows(
+            "First rows of the QI table:",
+            list(report.preview[0]),
+            [[str(v) for v in row.values()] for row in report.preview],
+            fmt,
+        )
 
 
 @contextmanager
-def _progress(fmt: str) -> Iterator[Callable[[str, int, int], None]]:
+def _progress(fmt: str) -> Iterator[Callable[[str, int, int | None], None]]:
     """A progress bar on stderr per search phase (only for the table format)."""
     if fmt != "table":
         yield lambda phase, done, total: None
@@ -888,7 +1210,7 @@ def _progress(fmt: str) -> Iterator[Callable[[str, int, int], None]]:
     with Progress(*columns, console=err, transient=True) as bar:
         tasks: dict[str, Any] = {}
 
-        def update(phase: str, done: int, total: int) -> None:
+        def update(phase: str, done: int, total: int | None) -> None:
             if phase not in tasks:
                 tasks[phase] = bar.add_task(phase, total=total)
             bar.update(tasks[phase], completed=done, total=total)
@@ -898,10 +1220,13 @@ def _progress(fmt: str) -> Iterator[Callable[[str, int, int], None]]:
 
 def _print_search(result: SearchResult) -> None:
     shown = sorted(result.minimal, key=lambda node: (sum(node), node))[:MINIMAL_SHOWN]
-    more = (f", the {len(shown)} lowest shown (--format csv lists every one)"
-            if len(shown) < len(result.minimal) else "")
-    out.print(f"{len(result.minimal)} minimal generalization(s) of {len(result.satisfying)} satisfying (levels per "
-              f"quasi-identifier){more}", highlight=False, soft_wrap=True)
+    more = f", the {len(shown)} lowest shown (--format csv lists every one)" if len(shown) < len(result.minimal) else ""
+    out.print(
+        f"{len(result.minimal)} minimal generalization(s) of {len(result.satisfying)} satisfying (levels per "
+        f"quasi-identifier){more}",
+        highlight=False,
+        soft_wrap=True,
+    )
     table = Table()
     for name, height in zip(result.qi, result.heights):
         table.add_column(f"{name}\n(0..{height})", justify="right")
@@ -912,8 +1237,10 @@ def _print_search(result: SearchResult) -> None:
     _print_levels(result, shown)
     s = result.stats
     suppression = f", at most {result.max_suppressed} tuples suppressed" if result.max_suppressed else ""
-    out.print(f"run {result.run_id} ({result.strategy}): {s.nodes_checked} nodes checked, {s.rollups} roll-ups, "
-              f"{s.base_scans} base scan(s), {s.seconds:.2f} s over {result.rows} rows{suppression}")
+    out.print(
+        f"run {result.run_id} ({result.strategy}): {s.nodes_checked} nodes checked, {s.rollups} roll-ups, "
+        f"{s.base_scans} base scan(s), {s.seconds:.2f} s over {result.rows} rows{suppression}"
+    )
 
 
 def _print_levels(result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
@@ -925,14 +1252,21 @@ def _print_levels(result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
         table.add_column(column)
     for attr, qi in enumerate(result.qi):
         for level in sorted({node[attr] for node in nodes}):
-            table.add_row(qi, f"{level} of {result.heights[attr]}", ", ".join(result.level_examples[attr][level])
-                          + (", ..." if level < result.heights[attr] else ""))
+            table.add_row(
+                qi,
+                f"{level} of {result.heights[attr]}",
+                ", ".join(result.level_examples[attr][level]) + (", ..." if level < result.heights[attr] else ""),
+            )
     out.print(table)
 
 
 def _print_metrics(result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
-    table = Table(title="utility metrics (prec, classes: higher is better)", box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True)
+    table = Table(
+        title="utility metrics (prec, classes: higher is better)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     table.add_column("node", no_wrap=True)
     for header in METRIC_HEADERS.values():
         table.add_column(header, justify="right", no_wrap=True)
@@ -943,8 +1277,16 @@ def _print_metrics(result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
 
 
 # shown in the terminal (--json has every metric: relative distance and completeness too)
-METRIC_HEADERS = {"height": "height", "precision": "prec", "suppressed": "supp", "classes": "classes",
-                  "avg_class_size": "avg size", "c_avg": "C_avg", "discernibility": "DM", "kl_divergence": "KL"}
+METRIC_HEADERS = {
+    "height": "height",
+    "precision": "prec",
+    "suppressed": "supp",
+    "classes": "classes",
+    "avg_class_size": "avg size",
+    "c_avg": "C_avg",
+    "discernibility": "DM",
+    "kl_divergence": "KL",
+}
 
 
 def _number(value: Any) -> str:
@@ -958,20 +1300,37 @@ AUDIT_COLUMNS = ["criterion", "parameters", "figure", "value", "holds", "violati
 
 def _audit_rows(report: AuditReport) -> list[list[Any]]:
     """One row per criterion: its parameters, its worst class's figure, whether it holds, what violates it."""
-    return [[name, " ".join(f"{k}={v}" for k, v in c.params.items()), c.figure_name, c.figure, c.holds,
-             c.violating_classes, c.violating_tuples] for name, c in report.criteria.items()]
+    return [
+        [
+            name,
+            " ".join(f"{k}={v}" for k, v in c.params.items()),
+            c.figure_name,
+            c.figure,
+            c.holds,
+            c.violating_classes,
+            c.violating_tuples,
+        ]
+        for name, c in report.criteria.items()
+    ]
 
 
 def _print_audit(table_name: str, report: AuditReport) -> None:
-    table = Table(title=f"{table_name}: {report.rows} rows in {report.classes} classes, "
-                        f"smallest {report.min_class_size}")
+    table = Table(
+        title=f"{table_name}: {report.rows} rows in {report.classes} classes, smallest {report.min_class_size}"
+    )
     for column in ("criterion", "parameters", "worst class", "holds", "violating classes", "violating tuples"):
         table.add_column(column)
     for name, c in report.criteria.items():
         figure = "none (no c works)" if c.figure is None else f"{c.figure_name} = {c.figure:.4g}"
         params = ", ".join(f"{k}={v}" for k, v in c.params.items())
-        table.add_row(name, params, figure, "yes" if c.holds else "[bold red]NO[/]", str(c.violating_classes),
-                      str(c.violating_tuples))
+        table.add_row(
+            name,
+            params,
+            figure,
+            "yes" if c.holds else "[bold red]NO[/]",
+            str(c.violating_classes),
+            str(c.violating_tuples),
+        )
     out.print(table)
     if report.suppressed is not None:
         verdict = "within" if report.suppression_ok else "[bold red]ABOVE[/]"
@@ -980,15 +1339,18 @@ def _print_audit(table_name: str, report: AuditReport) -> None:
 
 def _print_anonymized(result: AnonymizeResult) -> None:
     levels = result.search.describe(result.node)
-    node = ", ".join(f"{q}={d['level']}" + (f" (e.g. {d['examples'][0]})" if d["examples"] else "")
-                     for q, d in levels.items())
+    node = ", ".join(
+        f"{q}={d['level']}" + (f" (e.g. {d['examples'][0]})" if d["examples"] else "") for q, d in levels.items()
+    )
     audit_report = result.audit
     checks = ", ".join(f"{name} {'holds' if ok else 'FAILS'}" for name, ok in audit_report.holds.items())
     _print_metrics(result.search, [result.node])
     suppressed = f", {result.suppressed} tuples suppressed" if result.search.max_suppressed else ""
-    out.print(f"wrote [bold]{result.output}[/]: node ({node}) chosen by {result.selection}, {audit_report.rows} rows "
-              f"in {audit_report.classes} classes, smallest class {audit_report.min_class_size}{suppressed}; "
-              f"audit: {checks}")
+    out.print(
+        f"wrote [bold]{result.output}[/]: node ({node}) chosen by {result.selection}, {audit_report.rows} rows "
+        f"in {audit_report.classes} classes, smallest class {audit_report.min_class_size}{suppressed}; "
+        f"audit: {checks}"
+    )
     if result.preview:
         table = Table(title=f"the first {len(result.preview)} rows of {result.output}", box=box.SIMPLE_HEAD)
         for column in result.preview[0]:
@@ -996,4 +1358,3 @@ def _print_anonymized(result: AnonymizeResult) -> None:
         for row in result.preview:
             table.add_row(*("NULL" if value is None else str(value) for value in row.values()))
         out.print(table)
-

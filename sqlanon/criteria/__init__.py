@@ -11,6 +11,7 @@ here (it registers itself in `Criterion.registry` as it is defined; import the m
 monotonicity and the settings that name files as class attributes, and one entry in the tests' list of criteria
 checked against the exhaustive oracle.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,16 +21,34 @@ from ..errors import ConfigError
 from . import k_anonymity, l_diversity, t_closeness
 from .base import EPSILON, Criterion
 from .k_anonymity import KAnonymity
-from .l_diversity import (DistinctLDiversity, EntropyLDiversity, MultiAttributeLDiversity, NpdRecursiveLDiversity,
-                          RecursiveLDiversity)
+from .l_diversity import (
+    DistinctLDiversity,
+    EntropyLDiversity,
+    MultiAttributeLDiversity,
+    NpdRecursiveLDiversity,
+    RecursiveLDiversity,
+)
 from .t_closeness import TCloseness
 
 #: every criterion by its name under `criteria:`
 CRITERIA = Criterion.registry
 
-__all__ = ["CRITERIA", "EPSILON", "Criterion", "DistinctLDiversity", "EntropyLDiversity", "KAnonymity",
-           "MultiAttributeLDiversity", "NpdRecursiveLDiversity", "RecursiveLDiversity", "TCloseness",
-           "criteria_from_config", "k_anonymity", "l_diversity", "t_closeness"]
+__all__ = [
+    "CRITERIA",
+    "EPSILON",
+    "Criterion",
+    "DistinctLDiversity",
+    "EntropyLDiversity",
+    "KAnonymity",
+    "MultiAttributeLDiversity",
+    "NpdRecursiveLDiversity",
+    "RecursiveLDiversity",
+    "TCloseness",
+    "criteria_from_config",
+    "k_anonymity",
+    "l_diversity",
+    "t_closeness",
+]
 
 
 def criteria_from_config(raw: Any, base_dir: Path | str = ".") -> list[Criterion]:
@@ -45,7 +64,9 @@ def criteria_from_config(raw: Any, base_dir: Path | str = ".") -> list[Criterion
             raise ConfigError(f"unknown criterion {name!r}; available: {', '.join(sorted(CRITERIA))}")
         kind = CRITERIA[name]
         if isinstance(spec, dict):
-            spec = {**spec, **{key: Path(base_dir) / str(spec[key]) for key in kind.file_keys
-                               if spec.get(key) is not None}}
+            spec = {
+                **spec,
+                **{key: Path(base_dir) / str(spec[key]) for key in kind.file_keys if spec.get(key) is not None},
+            }
         criteria.append(kind.from_config(spec))
     return criteria

@@ -1,4 +1,5 @@
 """The `Criterion` interface, its registry, and the checks its subclasses share for their parameters."""
+
 from __future__ import annotations
 
 import math
@@ -8,6 +9,7 @@ from typing import Any, ClassVar
 from ..errors import ConfigError
 from ..model.hierarchies import Hierarchy
 from ..model.view import FrequencySetView, SqlFragment
+
 
 class Criterion(ABC):
     """One privacy criterion, evaluated per equivalence class in SQL."""
@@ -42,7 +44,7 @@ class Criterion(ABC):
         """The criterion from its settings under `criteria:` (checked: ConfigError names what is wrong)."""
         raise NotImplementedError
 
-    def monotone_part(self) -> list["Criterion"]:
+    def monotone_part(self) -> list[Criterion]:
         """Criteria monotone under suppression that hold in every class where this one holds (itself, when it is
         monotone): the filtered search settles them first."""
         return [self] if self.monotone_under_suppression else []
@@ -69,8 +71,10 @@ class Criterion(ABC):
         over n)."""
         stat, bad = self.class_statistic(fs), self.violation()
         where = bad.sql if also is None else f"({bad.sql}) OR ({also.sql})"
-        return SqlFragment(f"SELECT {fs.classes}, n FROM ({stat.sql}) AS st WHERE {where}",
-                           {**stat.params, **bad.params, **(also.params if also else {})})
+        return SqlFragment(
+            f"SELECT {fs.classes}, n FROM ({stat.sql}) AS st WHERE {where}",
+            {**stat.params, **bad.params, **(also.params if also else {})},
+        )
 
     def audit_figure(self, fs: FrequencySetView) -> SqlFragment:
         """SELECT the worst class's statistic (one row, one column)."""
@@ -109,8 +113,9 @@ class Criterion(ABC):
 EPSILON = 1e-9
 
 
-def number(name: str, key: str, value: Any, minimum: float | None = None, maximum: float | None = None,
-            whole: bool = False) -> Any:
+def number(
+    name: str, key: str, value: Any, minimum: float | None = None, maximum: float | None = None, whole: bool = False
+) -> Any:
     ok = isinstance(value, int) if whole else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok:
         kind = "a whole number" if whole else "a number"
@@ -127,10 +132,12 @@ def positive(name: str, key: str, value: Any) -> float:
     value = number(name, key, value)
     if value <= 0:
         raise ConfigError(f"{name}: {key} must be > 0, got {value}")
-    return value
+    return float(value)
 
 
-def spec_of(name: str, spec: Any, required: set[str], optional: set[str] = frozenset()) -> dict[str, Any]:
+def spec_of(
+    name: str, spec: Any, required: set[str], optional: frozenset[str] | set[str] = frozenset()
+) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise ConfigError(f"{name} takes a mapping with {', '.join(sorted(required))}")
     unknown = sorted(set(spec) - required - optional)

@@ -1,4 +1,5 @@
 """k-anonymity (Samarati and Sweeney): every equivalence class holds at least k tuples."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -6,6 +7,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..model.view import FrequencySetView, SqlFragment
 from .base import Criterion
+
 
 class KAnonymity(Criterion):
     """Every equivalence class holds at least k tuples."""
@@ -22,7 +24,7 @@ class KAnonymity(Criterion):
         self.k = k
 
     @classmethod
-    def from_config(cls, spec: Any) -> "KAnonymity":
+    def from_config(cls, spec: Any) -> KAnonymity:
         if isinstance(spec, dict):
             if set(spec) != {"k"}:
                 raise ConfigError("k_anonymity takes exactly one key, k (e.g. k_anonymity: {k: 5})")
@@ -43,5 +45,7 @@ class KAnonymity(Criterion):
 
     def check_table_size(self, rows: int) -> None:
         if self.k > rows:
-            raise ConfigError(f"k_anonymity: k={self.k} is larger than the table ({rows} rows); "
-                              "no generalization can satisfy it; choose k <= the row count")
+            raise ConfigError(
+                f"k_anonymity: k={self.k} is larger than the table ({rows} rows); "
+                "no generalization can satisfy it; choose k <= the row count"
+            )

@@ -1,24 +1,26 @@
 """l-diversity (Machanavajjhala et al.): distinct, entropy (with don't-care values), recursive (c, l), its
 positive-disclosure variants, and multi-attribute l-diversity; one sensitive attribute each but the last."""
+
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import ConfigError
 from ..model.view import FrequencySetView, SqlFragment, count_sum, share
 from .base import EPSILON, Criterion, in_list, number, positive, spec_of, values_of
 
+
 class LDiversity(Criterion):
     """One sensitive attribute and an l; the instantiations differ in their statistic."""
 
-    extra_keys: set[str] = set()
+    extra_keys: ClassVar[set[str]] = set()
 
     def __init__(self, attribute: str, l: int):
         self.attribute = attribute
         self.l = number(self.name, "l", l, minimum=1, whole=True)
 
     @classmethod
-    def from_config(cls, spec: Any) -> "LDiversity":
+    def from_config(cls, spec: Any) -> LDiversity:
         spec = spec_of(cls.name, spec, {"attribute", "l"} | cls.required_keys(), cls.extra_keys)
         return cls(**spec)
 
@@ -34,16 +36,20 @@ class LDiversity(Criterion):
 
     def check_domain(self, attribute: str, distinct_values: int, numeric: bool) -> None:
         if attribute == self.attribute and self.l > distinct_values:
-            raise ConfigError(f"{self.name}: l={self.l} is larger than the {distinct_values} distinct values of "
-                              f"{attribute!r}; no class can be {self.l}-diverse; choose l <= {distinct_values}")
+            raise ConfigError(
+                f"{self.name}: l={self.l} is larger than the {distinct_values} distinct values of "
+                f"{attribute!r}; no class can be {self.l}-diverse; choose l <= {distinct_values}"
+            )
 
-    def _per_class(self, fs: FrequencySetView, stat: str, params: dict[str, Any] | None = None,
-                   ranked: bool = False) -> SqlFragment:
+    def _per_class(
+        self, fs: FrequencySetView, stat: str, params: dict[str, Any] | None = None, ranked: bool = False
+    ) -> SqlFragment:
         """`stat`, an aggregate over the class's values' counts v.c (and their ranks v.r when `ranked`)."""
         cls = ", ".join(f"v.{c}" for c in fs.class_columns)
         counts = fs.value_counts(self.attribute) if ranked else fs.counts(self.attribute)
-        return SqlFragment(f"SELECT {cls}, {count_sum('v.c')} AS n, {stat} AS stat FROM ({counts}) v GROUP BY {cls}",
-                           params or {})
+        return SqlFragment(
+            f"SELECT {cls}, {count_sum('v.c')} AS n, {stat} AS stat FROM ({counts}) v GROUP BY {cls}", params or {}
+        )
 
 
 class DistinctLDiversity(LDiversity):
@@ -67,7 +73,7 @@ class EntropyLDiversity(LDiversity):
     name = "entropy_l_diversity"
     figure_name = "entropy_l"
     figure_sql = "EXP(MIN(stat))"
-    extra_keys = {"dont_care"}
+    extra_keys: ClassVar[set[str]] = {"dont_care"}
 
     def __init__(self, attribute: str, l: int, dont_care: list[str] | None = None):
         super().__init__(attribute, l)
@@ -108,12 +114,16 @@ class EntropyLDiversity(LDiversity):
         cls = fs.classes
         in_y = in_list("s", self.dont_care, "entropy_y")
         before = f"PARTITION BY {cls} ORDER BY dc, c ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING"
-        ordered = (f"SELECT {cls}, c, dc, SUM(c * LN(c)) OVER ({before}) AS a_prev, SUM(c) OVER ({before}) AS b_prev "
-                   f"FROM (SELECT {cls}, c, ({in_y.sql}) AS dc FROM ({fs.counts(self.attribute)}) vc) f")
+        ordered = (
+            f"SELECT {cls}, c, dc, SUM(c * LN(c)) OVER ({before}) AS a_prev, SUM(c) OVER ({before}) AS b_prev "
+            f"FROM (SELECT {cls}, c, ({in_y.sql}) AS dc FROM ({fs.counts(self.attribute)}) vc) f"
+        )
         lowered = "dc AND b_prev > 0 AND LN(c) > a_prev / b_prev"  # b_prev is NULL on a class's first row: joins
-        totals = (f"SELECT {cls}, {count_sum('c')} AS n, SUM(CASE WHEN {lowered} THEN 0 ELSE c * LN(c) END) AS a, "
-                  f"SUM(CASE WHEN {lowered} THEN 0 ELSE c END) AS b, "
-                  f"SUM(CASE WHEN {lowered} THEN 1 ELSE 0 END) AS lowered FROM ({ordered}) o GROUP BY {cls}")
+        totals = (
+            f"SELECT {cls}, {count_sum('c')} AS n, SUM(CASE WHEN {lowered} THEN 0 ELSE c * LN(c) END) AS a, "
+            f"SUM(CASE WHEN {lowered} THEN 0 ELSE c END) AS b, "
+            f"SUM(CASE WHEN {lowered} THEN 1 ELSE 0 END) AS lowered FROM ({ordered}) o GROUP BY {cls}"
+        )
         # lowered counts are exp(mean) each: Z = b + lowered * e^m, sum z log z = a + lowered * e^m * m
         z = "(b + lowered * EXP(a / b))"
         stat = f"LN({z}) - (a + lowered * EXP(a / b) * (a / b)) / {z}"
@@ -131,7 +141,7 @@ class RecursiveLDiversity(LDiversity):
     name = "recursive_l_diversity"
     figure_name = "smallest_c"
     figure_sql = "CASE WHEN COUNT(*) > COUNT(stat) THEN NULL ELSE MAX(stat) END"
-    extra_keys = {"dont_care"}
+    extra_keys: ClassVar[set[str]] = {"dont_care"}
 
     def __init__(self, attribute: str, c: float, l: int, dont_care: list[str] | None = None):
         super().__init__(attribute, l)
@@ -143,8 +153,12 @@ class RecursiveLDiversity(LDiversity):
         return {"c"}
 
     def params(self) -> dict[str, Any]:
-        return {"attribute": self.attribute, "c": self.c, "l": self.l,
-                **({"dont_care": self.dont_care} if self.dont_care else {})}
+        return {
+            "attribute": self.attribute,
+            "c": self.c,
+            "l": self.l,
+            **({"dont_care": self.dont_care} if self.dont_care else {}),
+        }
 
     def named_values(self) -> dict[str, list[str]]:
         return {self.attribute: self.dont_care}
@@ -165,24 +179,31 @@ class RecursiveLDiversity(LDiversity):
         return [] if self.dont_care else [DistinctLDiversity(self.attribute, self.l)]
 
 
-def _positive_disclosure_ratio(fs: FrequencySetView, attribute: str, dont_care: list[str], l: int,
-                               prefix: str, extra: str = "") -> SqlFragment:
+def _positive_disclosure_ratio(
+    fs: FrequencySetView, attribute: str, dont_care: list[str], l: int, prefix: str, extra: str = ""
+) -> SqlFragment:
     """r_y over its tail, s_y the most frequent value outside Y at rank y (ties rank values outside Y first):
     y <= l-1: tail = r_l + ... + r_m;  y > l-1: tail = r_{l-1} + ... + r_m - r_y.  0 when no value is outside Y.
     `extra`: more aggregates over the class's values (s, c), selected after stat."""
     cls = fs.classes
     in_y = in_list("s", dont_care, f"{prefix}_y")
-    ranked = (f"SELECT {cls}, s, c, dc, ROW_NUMBER() OVER (PARTITION BY {cls} ORDER BY c DESC, dc, s) AS r "
-              f"FROM (SELECT vc.*, ({in_y.sql}) AS dc FROM ({fs.counts(attribute)}) vc) f")
+    ranked = (
+        f"SELECT {cls}, s, c, dc, ROW_NUMBER() OVER (PARTITION BY {cls} ORDER BY c DESC, dc, s) AS r "
+        f"FROM (SELECT vc.*, ({in_y.sql}) AS dc FROM ({fs.counts(attribute)}) vc) f"
+    )
     y = "MIN(CASE WHEN NOT dc THEN r END)"
     r_y = "MAX(CASE WHEN NOT dc THEN c END)"  # rank y is the first outside Y: the largest count outside Y
     tail_low = f"SUM(CASE WHEN r >= :{prefix}_l THEN c ELSE 0 END)"
     tail_high = f"SUM(CASE WHEN r >= :{prefix}_l - 1 THEN c ELSE 0 END) - {r_y}"  # y > l-1: r_y is in that sum
-    stat = (f"CASE WHEN {y} IS NULL THEN 0.0 "
-            f"WHEN {y} <= :{prefix}_l - 1 THEN {share(r_y, f'NULLIF({tail_low}, 0)')} "
-            f"ELSE {share(r_y, f'NULLIF({tail_high}, 0)')} END")
-    return SqlFragment(f"SELECT {cls}, {count_sum('c')} AS n, {stat} AS stat{extra} FROM ({ranked}) rk GROUP BY {cls}",
-                       {**in_y.params, f"{prefix}_l": l})
+    stat = (
+        f"CASE WHEN {y} IS NULL THEN 0.0 "
+        f"WHEN {y} <= :{prefix}_l - 1 THEN {share(r_y, f'NULLIF({tail_low}, 0)')} "
+        f"ELSE {share(r_y, f'NULLIF({tail_high}, 0)')} END"
+    )
+    return SqlFragment(
+        f"SELECT {cls}, {count_sum('c')} AS n, {stat} AS stat{extra} FROM ({ranked}) rk GROUP BY {cls}",
+        {**in_y.params, f"{prefix}_l": l},
+    )
 
 
 class NpdRecursiveLDiversity(LDiversity):
@@ -192,10 +213,9 @@ class NpdRecursiveLDiversity(LDiversity):
     name = "npd_recursive_l_diversity"
     figure_name = "smallest_c1"
     figure_sql = RecursiveLDiversity.figure_sql
-    extra_keys = {"dont_care"}
+    extra_keys: ClassVar[set[str]] = {"dont_care"}
 
-    def __init__(self, attribute: str, c1: float, c2: float, l: int, w: list[str],
-                 dont_care: list[str] | None = None):
+    def __init__(self, attribute: str, c1: float, c2: float, l: int, w: list[str], dont_care: list[str] | None = None):
         super().__init__(attribute, l)
         self.c1 = positive(self.name, "c1", c1)
         self.c2 = number(self.name, "c2", c2, minimum=0, maximum=100)
@@ -207,8 +227,14 @@ class NpdRecursiveLDiversity(LDiversity):
         return {"c1", "c2", "w"}
 
     def params(self) -> dict[str, Any]:
-        return {"attribute": self.attribute, "c1": self.c1, "c2": self.c2, "l": self.l, "w": self.w,
-                **({"dont_care": self.dont_care} if self.dont_care else {})}
+        return {
+            "attribute": self.attribute,
+            "c1": self.c1,
+            "c2": self.c2,
+            "l": self.l,
+            "w": self.w,
+            **({"dont_care": self.dont_care} if self.dont_care else {}),
+        }
 
     def named_values(self) -> dict[str, list[str]]:
         return {self.attribute: self.dont_care + self.w}
@@ -217,20 +243,30 @@ class NpdRecursiveLDiversity(LDiversity):
         """stat: the pd ratio; w_share: the smallest share (percent) of a W value in the class (0 when one is
         missing)."""
         in_w = in_list("s", self.w, "npd_w")
-        shares = (f", 100.0 * MIN(CASE WHEN {in_w.sql} THEN c END) / SUM(c) AS w_share, "
-                  f"COUNT(CASE WHEN {in_w.sql} THEN 1 END) AS present")
+        shares = (
+            f", 100.0 * MIN(CASE WHEN {in_w.sql} THEN c END) / SUM(c) AS w_share, "
+            f"COUNT(CASE WHEN {in_w.sql} THEN 1 END) AS present"
+        )
         pd = _positive_disclosure_ratio(fs, self.attribute, self.dont_care, self.l, "npd", shares)
-        sql = (f"SELECT {fs.classes}, n, stat, CASE WHEN present < :npd_wcount THEN 0.0 ELSE w_share END AS w_share "
-               f"FROM ({pd.sql}) p")
+        sql = (
+            f"SELECT {fs.classes}, n, stat, CASE WHEN present < :npd_wcount THEN 0.0 ELSE w_share END AS w_share "
+            f"FROM ({pd.sql}) p"
+        )
         return SqlFragment(sql, {**pd.params, **in_w.params, "npd_wcount": len(self.w)})
 
     def violation(self) -> SqlFragment:
-        return SqlFragment("(stat IS NULL OR stat >= :npd_c1 OR w_share < :npd_c2)",
-                           {"npd_c1": float(self.c1), "npd_c2": float(self.c2)})
+        return SqlFragment(
+            "(stat IS NULL OR stat >= :npd_c1 OR w_share < :npd_c2)",
+            {"npd_c1": float(self.c1), "npd_c2": float(self.c2)},
+        )
 
 
-INSTANTIATIONS: dict[str, type[LDiversity]] = {"distinct": DistinctLDiversity, "entropy": EntropyLDiversity,
-                                                "recursive": RecursiveLDiversity, "npd": NpdRecursiveLDiversity}
+INSTANTIATIONS: dict[str, type[LDiversity]] = {
+    "distinct": DistinctLDiversity,
+    "entropy": EntropyLDiversity,
+    "recursive": RecursiveLDiversity,
+    "npd": NpdRecursiveLDiversity,
+}
 
 
 class MultiAttributeLDiversity(Criterion):
@@ -249,22 +285,25 @@ class MultiAttributeLDiversity(Criterion):
         if not isinstance(attributes, list) or len(attributes) < 2 or not all(isinstance(a, str) for a in attributes):
             raise ConfigError(f"{self.name}: attributes must list two or more sensitive columns")
         if instantiation not in INSTANTIATIONS:
-            raise ConfigError(f"{self.name}: instantiation {instantiation!r} is unknown; choose one of "
-                              f"{', '.join(INSTANTIATIONS)}")
+            raise ConfigError(
+                f"{self.name}: instantiation {instantiation!r} is unknown; choose one of {', '.join(INSTANTIATIONS)}"
+            )
         self.attributes, self.instantiation, self.options = attributes, instantiation, options
         self.inner = [INSTANTIATIONS[instantiation](attribute=a, **options) for a in attributes]
 
     @classmethod
-    def from_config(cls, spec: Any) -> "MultiAttributeLDiversity":
+    def from_config(cls, spec: Any) -> MultiAttributeLDiversity:
         if not isinstance(spec, dict):
             raise ConfigError(f"{cls.name} takes a mapping with attributes, l and instantiation options")
         instantiation = spec.get("instantiation", "distinct")
         kind = INSTANTIATIONS.get(instantiation)
         if kind is None:
-            raise ConfigError(f"{cls.name}: instantiation {instantiation!r} is unknown; choose one of "
-                              f"{', '.join(INSTANTIATIONS)}")
-        return cls(**spec_of(cls.name, spec, {"attributes", "l"} | kind.required_keys(),
-                           {"instantiation"} | kind.extra_keys))
+            raise ConfigError(
+                f"{cls.name}: instantiation {instantiation!r} is unknown; choose one of {', '.join(INSTANTIATIONS)}"
+            )
+        return cls(
+            **spec_of(cls.name, spec, {"attributes", "l"} | kind.required_keys(), {"instantiation"} | kind.extra_keys)
+        )
 
     def params(self) -> dict[str, Any]:
         return {"attributes": self.attributes, "instantiation": self.instantiation, **self.options}
@@ -280,7 +319,7 @@ class MultiAttributeLDiversity(Criterion):
             inner.check_domain(attribute, distinct_values, numeric)
 
     def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
-        parts, params = [], {}
+        parts, params = list[str](), dict[str, Any]()
         for i, inner in enumerate(self.inner):
             others = [fs.sensitive_columns[a] for a in self.attributes if a != inner.attribute]
             sub = inner.violating_classes(fs.with_classes(others, inner.attribute))
@@ -289,8 +328,10 @@ class MultiAttributeLDiversity(Criterion):
         # stat: the class's subclasses that violate, counted by grouping the classes with them (a grouping matches
         # NULLs as equal and hashes; a join on IS NOT DISTINCT FROM is a nested loop on PostgreSQL)
         sizes = f"SELECT {fs.classes}, n, 0 AS bad FROM ({fs.class_sizes()}) s"
-        sql = (f"SELECT {fs.classes}, MAX(n) AS n, SUM(bad) AS stat FROM ({sizes} UNION ALL "
-               f"{' UNION ALL '.join(parts)}) c GROUP BY {fs.classes}")
+        sql = (
+            f"SELECT {fs.classes}, MAX(n) AS n, SUM(bad) AS stat FROM ({sizes} UNION ALL "
+            f"{' UNION ALL '.join(parts)}) c GROUP BY {fs.classes}"
+        )
         return SqlFragment(sql, params)
 
     def violation(self) -> SqlFragment:

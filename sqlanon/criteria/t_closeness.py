@@ -1,5 +1,6 @@
 """t-closeness (Li, Li and Venkatasubramanian): the distance of each class's sensitive distribution to the
 table's, by one of four measures (equal and hierarchical EMD, variational, KL; ordered EMD for numbers)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,6 +10,7 @@ from ..errors import ConfigError
 from ..model.hierarchies import Hierarchy, read_hierarchy_file
 from ..model.view import FrequencySetView, SqlFragment, share
 from .base import EPSILON, Criterion, number, spec_of
+
 
 class TCloseness(Criterion):
     """Distance between each class's sensitive distribution and the whole table's at most t."""
@@ -24,8 +26,9 @@ class TCloseness(Criterion):
         self.attribute = attribute
         self.t = number(self.name, "t", t, minimum=0, maximum=1)
         if distance not in self.DISTANCES:
-            raise ConfigError(f"{self.name}: distance {distance!r} is unknown; choose one of "
-                              f"{', '.join(self.DISTANCES)}")
+            raise ConfigError(
+                f"{self.name}: distance {distance!r} is unknown; choose one of {', '.join(self.DISTANCES)}"
+            )
         if (hierarchy is None) == (distance == "hierarchical"):
             raise ConfigError(f"{self.name}: hierarchy: FILE goes with distance: hierarchical, and only with it")
         self.distance = distance
@@ -34,7 +37,7 @@ class TCloseness(Criterion):
         self.reads_table_counts = distance != "ordered"
 
     @classmethod
-    def from_config(cls, spec: Any) -> "TCloseness":
+    def from_config(cls, spec: Any) -> TCloseness:
         return cls(**spec_of(cls.name, spec, {"attribute", "t"}, {"distance", "hierarchy"}))
 
     def params(self) -> dict[str, Any]:
@@ -52,8 +55,10 @@ class TCloseness(Criterion):
 
     def check_domain(self, attribute: str, distinct_values: int, numeric: bool) -> None:
         if attribute == self.attribute and self.distance == "ordered" and not numeric:
-            raise ConfigError(f"{self.name}: the ordered distance needs a numeric attribute, and {attribute!r} is "
-                              "not numeric; use distance: equal (or kl)")
+            raise ConfigError(
+                f"{self.name}: the ordered distance needs a numeric attribute, and {attribute!r} is "
+                "not numeric; use distance: equal (or kl)"
+            )
 
     def violation(self) -> SqlFragment:
         return SqlFragment("stat > :tclose_t + :tclose_eps", {"tclose_t": float(self.t), "tclose_eps": EPSILON})
@@ -66,11 +71,12 @@ class TCloseness(Criterion):
             return self._hierarchical(fs, counts, known)
         match = "v.s IS NOT DISTINCT FROM q.s"
         if known is None:
-            table, params = fs.distribution(self.attribute), {}
+            table, params = fs.distribution(self.attribute), dict[str, Any]()
         else:  # the table's shares bound as lists (a wave over Adult's cube: 1 ms less than grouping the cube)
             sql_type, keys, value = fs.value_keys(self.attribute, list(known))
-            table, params = _unnested({"s": (sql_type, keys), "q": ("DOUBLE PRECISION", _shares(known.values()))},
-                                      "tq_")
+            table, params = _unnested(
+                {"s": (sql_type, keys), "q": ("DOUBLE PRECISION", _shares(known.values()))}, "tq_"
+            )
             # without a NULL value, an equality: PostgreSQL joins IS NOT DISTINCT FROM by a nested loop
             match = f"{value} {'IS NOT DISTINCT FROM' if None in known else '='} q.s"
         if self.distance == "kl":
@@ -79,8 +85,11 @@ class TCloseness(Criterion):
         else:  # equal ground distance: half the L1 distance; values absent from the class contribute q
             distance = f"0.5 * (SUM(ABS({share('v.c', 'v.n')} - q.q)) + 1 - SUM(q.q))"
         cls_v = ", ".join(f"v.{c}" for c in fs.class_columns)
-        return SqlFragment(f"SELECT {cls_v}, MAX(v.n) AS n, {distance} AS stat FROM ({counts}) v "
-                           f"JOIN ({table}) q ON {match} GROUP BY {cls_v}", params)
+        return SqlFragment(
+            f"SELECT {cls_v}, MAX(v.n) AS n, {distance} AS stat FROM ({counts}) v "
+            f"JOIN ({table}) q ON {match} GROUP BY {cls_v}",
+            params,
+        )
 
     def _hierarchical(self, fs: FrequencySetView, counts: str, known: dict[str | None, int] | None) -> SqlFragment:
         """The sum over internal nodes N of (level(N)/H) min(pos(N), |neg(N)|), where pos/neg add up the
@@ -105,23 +114,37 @@ class TCloseness(Criterion):
             leaves, params, value = self._hierarchy_lists(fs, known)
         cls = fs.class_columns
         cls_v, cls_r = ", ".join(f"v.{c}" for c in cls), ", ".join(f"r.{c}" for c in cls)
-        reached = (f"SELECT {cls_v}, t.hn, MAX(t.w) AS w, MAX(t.q) AS q, MAX(v.n) AS n, SUM(v.c) AS c FROM "
-                   f"({counts}) v JOIN ({leaves}) t ON t.leaf = {value} GROUP BY {cls_v}, t.hn")
-        root = 0.5 if len(self.hierarchy.top_labels) == 1 else 0.0
+        reached = (
+            f"SELECT {cls_v}, t.hn, MAX(t.w) AS w, MAX(t.q) AS q, MAX(v.n) AS n, SUM(v.c) AS c FROM "
+            f"({counts}) v JOIN ({leaves}) t ON t.leaf = {value} GROUP BY {cls_v}, t.hn"
+        )
+        root = 0.5 if len(self._tree.top_labels) == 1 else 0.0
         distance = f"SUM(r.w * (ABS({share('r.c', 'r.n')} - r.q) - r.q))"
-        return SqlFragment(f"SELECT {cls_r}, MAX(r.n) AS n, GREATEST({root!r} + {distance}, 0.0) AS stat FROM "
-                           f"({reached}) r GROUP BY {cls_r}", params)
+        return SqlFragment(
+            f"SELECT {cls_r}, MAX(r.n) AS n, GREATEST({root!r} + {distance}, 0.0) AS stat FROM "
+            f"({reached}) r GROUP BY {cls_r}",
+            params,
+        )
+
+    @property
+    def _tree(self) -> Hierarchy:
+        """The hierarchy of the hierarchical distance (the only distance that has one)."""
+        assert self.hierarchy is not None, "distance: hierarchical comes with its hierarchy"
+        return self.hierarchy
 
     def _numbered_paths(self) -> list[tuple[str, int, int]]:
         """(leaf, hn, level) of every node above every leaf (the leaf's own included, a single root left out), each
         node (a level and a label) numbered from 1."""
         numbers: dict[tuple[int, str], int] = {}
-        levels = self.hierarchy.height + (len(self.hierarchy.top_labels) > 1)
-        return [(path[0], numbers.setdefault((level, path[level]), len(numbers) + 1), level)
-                for path in self.hierarchy.paths for level in range(levels)]
+        levels = self._tree.height + (len(self._tree.top_labels) > 1)
+        return [
+            (path[0], numbers.setdefault((level, path[level]), len(numbers) + 1), level)
+            for path in self._tree.paths
+            for level in range(levels)
+        ]
 
     def _weight(self, level: int) -> float:
-        return -0.5 if level == self.hierarchy.height else 0.5 / self.hierarchy.height
+        return -0.5 if level == self._tree.height else 0.5 / self._tree.height
 
     def _hierarchy_nodes(self, table: str) -> tuple[str, dict[str, Any]]:
         """`_hierarchical`'s leaves (leaf, hn, w, q) as a SELECT, q from `table` (the distribution), and its
@@ -130,13 +153,16 @@ class TCloseness(Criterion):
         names = {leaf: f"thv{i}" for i, leaf in enumerate(dict.fromkeys(leaf for leaf, _, _ in paths))}
         rows = ", ".join(f"(:{names[leaf]}, {node}, {self._weight(level)!r})" for leaf, node, level in paths)
         values = f"(VALUES {rows}) AS t(leaf, hn, w)"
-        shares = (f"SELECT t.hn, SUM(d.q) AS q FROM {values} LEFT JOIN ({table}) d ON CAST(d.s AS VARCHAR) = t.leaf "
-                  "GROUP BY t.hn")
-        return (f"SELECT t.leaf, t.hn, t.w, x.q FROM {values} JOIN ({shares}) x ON x.hn = t.hn",
-                {n: leaf for leaf, n in names.items()})
+        shares = (
+            f"SELECT t.hn, SUM(d.q) AS q FROM {values} LEFT JOIN ({table}) d ON CAST(d.s AS VARCHAR) = t.leaf "
+            "GROUP BY t.hn"
+        )
+        return (
+            f"SELECT t.leaf, t.hn, t.w, x.q FROM {values} JOIN ({shares}) x ON x.hn = t.hn",
+            {n: leaf for leaf, n in names.items()},
+        )
 
-    def _hierarchy_lists(self, fs: FrequencySetView, counts: dict[str | None, int]
-                         ) -> tuple[str, dict[str, Any], str]:
+    def _hierarchy_lists(self, fs: FrequencySetView, counts: dict[str | None, int]) -> tuple[str, dict[str, Any], str]:
         """`_hierarchy_nodes`, computed here from the table's `counts` of each value, bound as lists, and the
         expression of a class's value that equals its leaf (FrequencySetView.value_keys). A DuckDB wave over
         Adult's cube (occupation) took 12.8 ms with a VALUES list and a window adding up the shares, 9.0 ms with
@@ -146,9 +172,15 @@ class TCloseness(Criterion):
         for leaf, node, _ in paths:
             shares[node] = shares.get(node, 0.0) + counts.get(leaf, 0) / total
         sql_type, leaves, value = fs.value_keys(self.attribute, [leaf for leaf, _, _ in paths])
-        select, params = _unnested({"leaf": (sql_type, leaves), "hn": ("INTEGER", [node for _, node, _ in paths]),
-                                    "w": ("DOUBLE PRECISION", [self._weight(level) for _, _, level in paths]),
-                                    "q": ("DOUBLE PRECISION", [shares[node] for _, node, _ in paths])}, "thl_")
+        select, params = _unnested(
+            {
+                "leaf": (sql_type, leaves),
+                "hn": ("INTEGER", [node for _, node, _ in paths]),
+                "w": ("DOUBLE PRECISION", [self._weight(level) for _, _, level in paths]),
+                "q": ("DOUBLE PRECISION", [shares[node] for _, node, _ in paths]),
+            },
+            "thl_",
+        )
         return select, params, value
 
     @staticmethod
@@ -163,11 +195,15 @@ class TCloseness(Criterion):
         classes = f"SELECT DISTINCT {cls}, n FROM ({counts}) c"
         every = f"SELECT {cls}, n, d.s, d.q, 0 AS c, 1 AS at_value FROM ({classes}) g CROSS JOIN ({table}) d"
         own = f"SELECT {cls}, n, s, 0 AS q, c, 0 AS at_value FROM ({counts}) v"
-        cumulative = (f"SELECT {cls}, n, at_value, SUM({share('c', 'n')} - q) OVER (PARTITION BY {cls} ORDER BY s, "
-                      f"at_value ROWS UNBOUNDED PRECEDING) AS cum FROM ({every} UNION ALL {own}) x")
+        cumulative = (
+            f"SELECT {cls}, n, at_value, SUM({share('c', 'n')} - q) OVER (PARTITION BY {cls} ORDER BY s, "
+            f"at_value ROWS UNBOUNDED PRECEDING) AS cum FROM ({every} UNION ALL {own}) x"
+        )
         steps = f"(SELECT COUNT(*) - 1 FROM ({table}) m)"
-        return (f"SELECT {cls}, MAX(n) AS n, SUM(CASE WHEN at_value = 1 THEN ABS(cum) ELSE 0 END) / "
-                f"GREATEST({steps}, 1) AS stat FROM ({cumulative}) w GROUP BY {cls}")
+        return (
+            f"SELECT {cls}, MAX(n) AS n, SUM(CASE WHEN at_value = 1 THEN ABS(cum) ELSE 0 END) / "
+            f"GREATEST({steps}, 1) AS stat FROM ({cumulative}) w GROUP BY {cls}"
+        )
 
 
 def _shares(counts: Any) -> list[float]:
@@ -180,6 +216,7 @@ def _shares(counts: Any) -> list[float]:
 def _unnested(columns: dict[str, tuple[str, list[Any]]], prefix: str = "") -> tuple[str, dict[str, Any]]:
     """A SELECT of rows from lists bound as parameters (column name -> SQL type and values; the parameters are
     named prefix + column), and the parameters. For databases that bind a list as one parameter."""
-    select = ", ".join(f"UNNEST(CAST(:{prefix}{name} AS {sql_type}[])) AS {name}"
-                       for name, (sql_type, _) in columns.items())
+    select = ", ".join(
+        f"UNNEST(CAST(:{prefix}{name} AS {sql_type}[])) AS {name}" for name, (sql_type, _) in columns.items()
+    )
     return f"SELECT {select}", {f"{prefix}{name}": values for name, (_, values) in columns.items()}

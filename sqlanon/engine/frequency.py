@@ -7,6 +7,7 @@ dimension, StarSchema.parent_code) and sum the counts. A set is evaluated
 straight from its definition (a CTE); only sets that later roll-ups need (the cube, super-roots,
 failing nodes) are materialized as session-scoped scratch tables, and registered in `frequency_sets`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,8 +18,8 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..criteria import Criterion
 from ..model.view import FrequencySetView, SqlFragment
-from .star import StarSchema
 from ..store import Store, runs
+from .star import StarSchema
 
 COUNT = "cnt"
 CANDIDATE = "candidate"  # CTE names of sets evaluated without a table
@@ -44,15 +45,16 @@ def class_column(attr: int) -> str:
 class FrequencySets:
     """Defines, evaluates, materializes, registers and drops one run's frequency sets."""
 
-    def __init__(self, db: Database, conn: Connection, star: StarSchema, schema: str, run_id: int,
-                 use_cube: bool = True):
+    def __init__(
+        self, db: Database, conn: Connection, star: StarSchema, schema: str, run_id: int, use_cube: bool = True
+    ):
         """`schema`: the store's (where the sets are registered)."""
         self.db, self.conn, self.star, self.run_id, self.use_cube = db, conn, star, run_id, use_cube
         self.store = Store(db, schema)
         self.base_scans = 0
         self.rollups = 0
         self._cube: FrequencySet | None = None
-        self._registry: list[tuple] = []  # entries not yet written
+        self._registry: list[tuple[object, ...]] = []  # entries not yet written
         self._dropped_since_flush: list[str] = []
         self._live: dict[str, FrequencySet] = {}
 
@@ -77,12 +79,15 @@ class FrequencySets:
         joins = " ".join(f"JOIN {d.table} d{d.attr} ON {d.key(self.db, 't')} = d{d.attr}.v" for d in dims)
         select = [f"d{a}.c{levels[a]} AS {class_column(a)}" for a in attrs] + self.star.sensitive_select("t")
         group = [f"d{a}.c{levels[a]}" for a in attrs] + [f"t.{self.db.q(c)}" for c in self.star.sensitive]
-        sql = (f"SELECT {', '.join(select)}, COUNT(*) AS {COUNT} FROM {self.star.source} t {joins} "
-               f"GROUP BY {', '.join(group)}")
+        sql = (
+            f"SELECT {', '.join(select)}, COUNT(*) AS {COUNT} FROM {self.star.source} t {joins} "
+            f"GROUP BY {', '.join(group)}"
+        )
         return FrequencySet(label, dict(levels), sql, "base", None, node_id)
 
-    def rollup(self, child: FrequencySet, levels: dict[int, int], label: str,
-               node_id: int | None = None) -> FrequencySet:
+    def rollup(
+        self, child: FrequencySet, levels: dict[int, int], label: str, node_id: int | None = None
+    ) -> FrequencySet:
         """Roll a materialized `child` up to `levels` (each level >= the child's; attributes may be dropped)."""
         assert child.ref is not None, "roll-ups read materialized frequency sets"
         mapped, joins = [], []
@@ -94,9 +99,11 @@ class FrequencySets:
             joins.append(join)
         columns = [class_column(a) for a in sorted(levels)] + list(self.star.sensitive_columns().values())
         mapped += [f"f.{s} AS {s}" for s in self.star.sensitive_columns().values()]
-        sql = (f"SELECT {', '.join(columns)}, SUM({COUNT}) AS {COUNT} FROM "
-               f"(SELECT {', '.join(mapped)}, f.{COUNT} AS {COUNT} FROM {child.ref} f {' '.join(joins)}) AS mapped "
-               f"GROUP BY {', '.join(columns)}")
+        sql = (
+            f"SELECT {', '.join(columns)}, SUM({COUNT}) AS {COUNT} FROM "
+            f"(SELECT {', '.join(mapped)}, f.{COUNT} AS {COUNT} FROM {child.ref} f {' '.join(joins)}) AS mapped "
+            f"GROUP BY {', '.join(columns)}"
+        )
         return FrequencySet(label, dict(levels), sql, "rollup", child.label, node_id)
 
     # --- computing ------------------------------------------------------
@@ -124,7 +131,7 @@ class FrequencySets:
         """
         answers = []
         for start in range(0, len(batch), BATCH):
-            chunk = batch[start:start + BATCH]
+            chunk = batch[start : start + BATCH]
             views = []
             for j, fs in enumerate(chunk):
                 columns = [class_column(a) for a in sorted(fs.levels)]
@@ -141,7 +148,7 @@ class FrequencySets:
 
     # --- cleaning up ----------------------------------------------------
     def drop(self, fs: FrequencySet) -> None:
-        if fs.label not in self._live:
+        if fs.label not in self._live or fs.ref is None:
             return
         self.db.drop_table(self.conn, fs.ref)
         del self._live[fs.label]
@@ -163,8 +170,12 @@ class FrequencySets:
             self._dropped_since_flush = []
 
 
-def count_violations_batch(conn: Connection, views: list[FrequencySetView], criteria_sets: list[list[Criterion]],
-                           params: dict[str, object] | None = None) -> list[tuple[int, list[tuple[int, int]]]]:
+def count_violations_batch(
+    conn: Connection,
+    views: list[FrequencySetView],
+    criteria_sets: list[list[Criterion]],
+    params: dict[str, object] | None = None,
+) -> list[tuple[int, list[tuple[int, int]]]]:
     """For each view: its row count, and (violating classes, their tuples) per criteria set.
 
     A set's violators are the UNION of its criteria's violating classes. Every
@@ -180,8 +191,10 @@ def count_violations_batch(conn: Connection, views: list[FrequencySetView], crit
         for i, criteria in enumerate(criteria_sets):
             violators = violating_classes_sql(view, criteria, f"{j}_{i}", params)
             size = f"(SELECT COUNT(*) FROM {view.table})" if i == 0 else "NULL"
-            selects.append(f"SELECT {j} AS view_index, {i} AS criteria_set, {size} AS size, COUNT(*) AS classes, "
-                           f"COALESCE(SUM(n), 0) AS tuples FROM ({violators}) AS violators_{j}_{i}")
+            selects.append(
+                f"SELECT {j} AS view_index, {i} AS criteria_set, {size} AS size, COUNT(*) AS classes, "
+                f"COALESCE(SUM(n), 0) AS tuples FROM ({violators}) AS violators_{j}_{i}"
+            )
     with_clause = f"WITH {', '.join(ctes)} " if ctes else ""
     rows = conn.execute(text(with_clause + " UNION ALL ".join(selects)), params).all()
     answers: list[tuple[int, list[tuple[int, int]]]] = [(0, []) for _ in views]
@@ -191,8 +204,9 @@ def count_violations_batch(conn: Connection, views: list[FrequencySetView], crit
     return answers
 
 
-def violating_classes_sql(view: FrequencySetView, criteria: list[Criterion], suffix: str,
-                          params: dict[str, object]) -> str:
+def violating_classes_sql(
+    view: FrequencySetView, criteria: list[Criterion], suffix: str, params: dict[str, object]
+) -> str:
     """SELECT the class columns and n of every class violating any of the criteria (a UNION).
 
     A criterion that reads class sizes alone (k-anonymity) is tested on the
@@ -203,7 +217,7 @@ def violating_classes_sql(view: FrequencySetView, criteria: list[Criterion], suf
     sizes = [c for c in criteria if c.size_violation() is not None]
     others = [c for c in criteria if c.size_violation() is None]
     if others and sizes:
-        also = [c.size_violation() for c in sizes]
+        also = [v for v in (c.size_violation() for c in sizes) if v is not None]
         folded = SqlFragment(" OR ".join(f"({a.sql})" for a in also), {k: v for a in also for k, v in a.params.items()})
         fragments = [others[0].violating_classes(view, folded)] + [c.violating_classes(view) for c in others[1:]]
     else:

@@ -15,18 +15,20 @@ counts C_gs and suppressed tuples S_s per sensitive value, over n rows:
 
     n * KL = sum_x c_x ln c_x - sum_gs C_gs (ln C_gs - ln area(g)) - sum_s S_s (ln S_s - ln area(top))
 """
+
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import text
 
-from ..criteria import KAnonymity
+from ..criteria import Criterion, KAnonymity
 from ..model.lattice import Levels
 from ..model.selection import level_metrics
 from ..model.view import FrequencySetView
 from .frequency import BATCH, FrequencySet, FrequencySets, violating_classes_sql
+
 
 def sum_c_ln_c(count: str) -> str:
     """SQL: the sum of c ln c over a column of counts (0 for no rows), the entropy term KL divergence needs."""
@@ -39,7 +41,9 @@ SPARSE_BATCH = 8  # nodes per statement where CTEs are not materialized (see eva
 class MetricsEvaluator:
     """Computes the metrics of any nodes of one run, reading the frequency sets of `fsets`."""
 
-    def __init__(self, fsets: FrequencySets, criteria: list, heights: list[int], cells_term: float | None = None):
+    def __init__(
+        self, fsets: FrequencySets, criteria: list[Criterion], heights: list[int], cells_term: float | None = None
+    ):
         """`cells_term`: the level-0 cells' sum of c ln c, when known (a search's cube computes it)."""
         self.fsets, self.criteria, self.heights = fsets, criteria, heights
         self.db, self.conn, self.star = fsets.db, fsets.conn, fsets.star
@@ -49,42 +53,38 @@ class MetricsEvaluator:
         self._cells_term = cells_term
         self._ln_top: float | None = None
 
-    @classmethod
-    def for_run(cls, ctx, sensitive: list[str], nodes: int) -> "MetricsEvaluator":
-        """Frequency sets carrying every sensitive attribute of the job (KL reads them all), for `nodes` nodes:
-        one node is one scan of the table grouped at its levels (a cube at level 0 first, then its roll-up,
-        took 0.5 s more on 5M hospital rows, where level 0 is nearly unique)."""
-        star = replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + list(sensitive))))
-        fsets = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, ctx.use_cube and nodes > 1)
-        return cls(fsets, ctx.criteria, star.heights, ctx.cells_terms.get(frozenset(star.sensitive)))
-
     def close(self) -> None:
         self.fsets.drop_all()
         self.fsets.flush_registry()
 
-    def evaluate(self, nodes: list[Levels], progress=lambda done, total: None) -> dict[Levels, dict[str, Any]]:
+    def evaluate(
+        self, nodes: list[Levels], progress: Callable[[int, int], None] = lambda done, total: None
+    ) -> dict[Levels, dict[str, Any]]:
         found: dict[Levels, dict[str, Any]] = {}
         # without materialized CTEs every node is stored first, and one statement reads a few nodes' sets: Spark
         # plans a UNION ALL of many subqueries slowly (57 nodes in one statement: 344 s on Adult)
         batch = BATCH if self.db.materialized_ctes else SPARSE_BATCH
         for start in range(0, len(nodes), batch):
-            chunk = nodes[start:start + batch]
+            chunk = nodes[start : start + batch]
             for node, sums in zip(chunk, self._sums(chunk)):
                 found[node] = self._figures(node, *sums)
             progress(len(found), len(nodes))
         return found
 
     # --- SQL ------------------------------------------------------------------
-    def _sums(self, nodes: list[Levels]) -> list[tuple]:
+    def _sums(self, nodes: list[Levels]) -> list[tuple[Any, ...]]:
         """Per node: classes released, suppressed tuples, sum n^2 released, and the two KL sums."""
-        ctes, selects, params, stored = [], [], {}, []
+        ctes, selects, stored = list[str](), list[str](), list[str]()
+        params: dict[str, Any] = {}
         for j, node in enumerate(nodes):
             fs = self.fsets.base(dict(enumerate(node)), f"metrics_{j}")
             view = self._view(fs, j)
             on = " AND ".join(f"cs.{c} = b.{c}" for c in view.class_columns)
-            flags = (f"SELECT cs.*, CASE WHEN b.n IS NULL THEN 0 ELSE 1 END AS bad "
-                     f"FROM ({view.class_sizes()}) cs LEFT JOIN "
-                     f"({violating_classes_sql(view, self.criteria, f'm{j}', params)}) b ON {on}")
+            flags = (
+                f"SELECT cs.*, CASE WHEN b.n IS NULL THEN 0 ELSE 1 END AS bad "
+                f"FROM ({view.class_sizes()}) cs LEFT JOIN "
+                f"({violating_classes_sql(view, self.criteria, f'm{j}', params)}) b ON {on}"
+            )
             for name, select in ((view.table, fs.definition), (f"flags_{j}", flags)):
                 if self.db.materialized_ctes:
                     ctes.append(f"{name} AS MATERIALIZED ({select})")
@@ -109,37 +109,52 @@ class MetricsEvaluator:
         for attr, level in enumerate(node):
             if level > 0:  # level 0 covers one original value: ln(area) = 0
                 dim = self.star.dimensions[attr]
-                areas.append(f"JOIN (SELECT c{level} AS code, LN(CAST(COUNT(*) AS DOUBLE PRECISION)) AS la "
-                             f"FROM {dim.table} GROUP BY c{level}) ar{attr} ON v.a{attr} = ar{attr}.code")
+                areas.append(
+                    f"JOIN (SELECT c{level} AS code, LN(CAST(COUNT(*) AS DOUBLE PRECISION)) AS la "
+                    f"FROM {dim.table} GROUP BY c{level}) ar{attr} ON v.a{attr} = ar{attr}.code"
+                )
                 ln_area.append(f"ar{attr}.la")
         sensitive = [f"v.{s}" for s in self.star.sensitive_columns().values()]
         group = f"GROUP BY {', '.join(sensitive)}" if sensitive else ""
         area = " + ".join(ln_area) or "0"
-        released = (f"SELECT COALESCE(SUM(v.cnt * (LN(CAST(v.cnt AS DOUBLE PRECISION)) - ({area}))), 0) "
-                    f"FROM {fs} v JOIN {flags} f ON {on} AND f.bad = 0 {' '.join(areas)}")
-        suppressed = (f"SELECT {sum_c_ln_c('x.c')} FROM "
-                      f"(SELECT SUM(v.cnt) AS c FROM {fs} v JOIN {flags} f ON {on} AND f.bad = 1 {group}) x")
-        return (f"SELECT {j} AS j, (SELECT COUNT(*) FROM {flags} WHERE bad = 0) AS classes, "
-                f"(SELECT COALESCE(SUM(n), 0) FROM {flags} WHERE bad = 1) AS suppressed, "
-                f"(SELECT COALESCE(SUM(CAST(n AS DOUBLE PRECISION) * n), 0) FROM {flags} WHERE bad = 0) AS squares, "
-                f"({released}) AS kl_released, ({suppressed}) AS kl_suppressed")
+        released = (
+            f"SELECT COALESCE(SUM(v.cnt * (LN(CAST(v.cnt AS DOUBLE PRECISION)) - ({area}))), 0) "
+            f"FROM {fs} v JOIN {flags} f ON {on} AND f.bad = 0 {' '.join(areas)}"
+        )
+        suppressed = (
+            f"SELECT {sum_c_ln_c('x.c')} FROM "
+            f"(SELECT SUM(v.cnt) AS c FROM {fs} v JOIN {flags} f ON {on} AND f.bad = 1 {group}) x"
+        )
+        return (
+            f"SELECT {j} AS j, (SELECT COUNT(*) FROM {flags} WHERE bad = 0) AS classes, "
+            f"(SELECT COALESCE(SUM(n), 0) FROM {flags} WHERE bad = 1) AS suppressed, "
+            f"(SELECT COALESCE(SUM(CAST(n AS DOUBLE PRECISION) * n), 0) FROM {flags} WHERE bad = 0) AS squares, "
+            f"({released}) AS kl_released, ({suppressed}) AS kl_suppressed"
+        )
 
     def _cells(self) -> float:
         """sum over original cells (level 0 QIs, sensitive values) of c ln c (a scan of the table, unless the
         search's cube gave it), and ln(area of the top)."""
         if self._cells_term is None:
-            zero = self.fsets.base({a: 0 for a in range(len(self.heights))}, "metrics_cells")
-            self._cells_term = float(self.conn.execute(text(
-                f"SELECT {sum_c_ln_c('cnt')} FROM ({zero.definition}) z"
-            )).scalar_one())
+            zero = self.fsets.base(dict.fromkeys(range(len(self.heights)), 0), "metrics_cells")
+            self._cells_term = float(
+                self.conn.execute(text(f"SELECT {sum_c_ln_c('cnt')} FROM ({zero.definition}) z")).scalar_one()
+            )
         if self._ln_top is None:
-            self._ln_top = sum(float(self.conn.execute(text(
-                f"SELECT LN(CAST(COUNT(*) AS DOUBLE PRECISION)) FROM {d.table}")).scalar_one())
-                for d in self.star.dimensions)
+            self._ln_top = sum(
+                float(
+                    self.conn.execute(
+                        text(f"SELECT LN(CAST(COUNT(*) AS DOUBLE PRECISION)) FROM {d.table}")
+                    ).scalar_one()
+                )
+                for d in self.star.dimensions
+            )
         return self._cells_term
 
     # --- arithmetic -----------------------------------------------------------
-    def _figures(self, node: Levels, classes, suppressed, squares, kl_released, kl_suppressed) -> dict[str, Any]:
+    def _figures(
+        self, node: Levels, classes: Any, suppressed: Any, squares: Any, kl_released: Any, kl_suppressed: Any
+    ) -> dict[str, Any]:
         n, classes, suppressed = self.rows, int(classes), int(suppressed)
         released = n - suppressed
         average = released / classes if classes else None
@@ -151,6 +166,6 @@ class MetricsEvaluator:
             "classes": classes,
             "avg_class_size": average,
             "c_avg": average / self.k if average is not None and self.k else None,
-            "discernibility": int(round(float(squares))) + n * suppressed,
+            "discernibility": round(float(squares)) + n * suppressed,
             "kl_divergence": max(kl, 0.0),  # clamp rounding noise around an exact 0
         }

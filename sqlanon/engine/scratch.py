@@ -1,4 +1,5 @@
 """Scratch tables of one session: made from a SELECT, replaced in place, all dropped at the end."""
+
 from __future__ import annotations
 
 from typing import Any

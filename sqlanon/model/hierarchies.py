@@ -5,19 +5,22 @@ A hierarchy is a list of paths, one per original value:
 level i must have exactly one parent at level i+1. A path whose value is the
 empty string maps NULLs in the column (write `;level1;...;top` in the file).
 """
+
 from __future__ import annotations
 
 import csv
 import datetime as dt
 import io
+import itertools
 import math
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import cached_property
 from decimal import Decimal, InvalidOperation
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from ..errors import ConfigError, HierarchyError
 
@@ -50,7 +53,8 @@ class Hierarchy:
                         f"hierarchy for {self.column!r} ({self.origin}), {self.where(index)}: {label!r} at level "
                         f"{level} is also its top label; with suppression mode mask a masked tuple holds the top "
                         "label in every QI, so it could not be told from a released one: give the lower levels "
-                        "another label, or use suppression mode remove")
+                        "another label, or use suppression mode remove"
+                    )
 
     @property
     def height(self) -> int:
@@ -67,7 +71,7 @@ class Hierarchy:
 
     def examples(self, level: int, count: int = 3) -> list[str]:
         """The first `count` distinct labels of `level`, in the hierarchy's order (NULL shown as 'NULL')."""
-        wanted, labels = min(count, self.level_sizes()[level]), {}
+        wanted, labels = min(count, self.level_sizes()[level]), dict[str, None]()
         for p in self.paths:  # up to the last one wanted (a level's first labels come early)
             labels["NULL" if level == 0 and p[0] == NULL_VALUE else p[level]] = None
             if len(labels) == wanted:
@@ -86,8 +90,9 @@ class Hierarchy:
     def level_codes(self) -> tuple[dict[str, int], ...]:
         """Per level: each label's integer code, its index among the level's labels sorted (computed once: a pass
         over every path)."""
-        return tuple({label: i for i, label in enumerate(sorted({p[lv] for p in self.paths}))}
-                     for lv in range(self.height + 1))
+        return tuple(
+            {label: i for i, label in enumerate(sorted({p[lv] for p in self.paths}))} for lv in range(self.height + 1)
+        )
 
     def dimension_rows(self) -> list[tuple[Any, ...]]:
         """Rows (value, c0..ch, l0..lh, p0..): an integer code and a label per level, and the value's path code
@@ -99,11 +104,13 @@ class Hierarchy:
         codes = self.level_codes
         paths = self.path_codes
         pieces = paths.pieces()
-        return [(p[0], *(codes[lv][p[lv]] for lv in range(self.height + 1)), *p, *paths.piece_codes(p[0], pieces))
-                for p in self.paths]
+        return [
+            (p[0], *(codes[lv][p[lv]] for lv in range(self.height + 1)), *p, *paths.piece_codes(p[0], pieces))
+            for p in self.paths
+        ]
 
     @cached_property
-    def path_codes(self) -> "PathCodes":
+    def path_codes(self) -> PathCodes:
         return PathCodes.of(self)
 
 
@@ -133,7 +140,7 @@ class PathCodes:
         return sum(self.level_bits)
 
     @staticmethod
-    def of(hierarchy: Hierarchy) -> "PathCodes":
+    def of(hierarchy: Hierarchy) -> PathCodes:
         height, paths = hierarchy.height, hierarchy.paths
         index: list[dict[str, int]] = [{} for _ in range(height + 1)]  # label -> index among its siblings
         for level in range(height + 1):
@@ -163,8 +170,10 @@ class PathCodes:
     def piece_codes(self, value: str, pieces: list[tuple[int, int]] | None = None) -> list[int]:
         """The value's code cut into `pieces` (by default, its pieces)."""
         shifts = self.shifts
-        return [(self.code[value] >> shifts[piece[0]]) & ((1 << self.piece_bits(piece)) - 1)
-                for piece in (self.pieces() if pieces is None else pieces)]
+        return [
+            (self.code[value] >> shifts[piece[0]]) & ((1 << self.piece_bits(piece)) - 1)
+            for piece in (self.pieces() if pieces is None else pieces)
+        ]
 
     def piece_mask(self, piece: tuple[int, int], level: int) -> int:
         """The bits of a piece that name the node at `level` (-1: none, the attribute left out)."""
@@ -175,11 +184,11 @@ class PathCodes:
         return ((1 << self.piece_bits(piece)) - 1) >> below << below
 
     def piece_bits(self, piece: tuple[int, int]) -> int:
-        return sum(self.level_bits[piece[0]:piece[1] + 1])
+        return sum(self.level_bits[piece[0] : piece[1] + 1])
 
     def nodes(self) -> list[tuple[int, int, str, int]]:
         """(level, node code, label, leaves under it) of every node of the hierarchy."""
-        shifts, leaves = self.shifts, {}
+        shifts, leaves = self.shifts, dict[tuple[int, int], list[Any]]()
         for path in self.labels:
             for level in range(len(shifts)):
                 entry = leaves.setdefault((level, self.code[path[0]] >> shifts[level]), [path[level], 0])
@@ -187,8 +196,9 @@ class PathCodes:
         return [(lv, node, label, n) for (lv, node), (label, n) in sorted(leaves.items())]
 
 
-def _validate_paths(column: str, paths: tuple[tuple[str, ...], ...], origin: str,
-                    lines: tuple[int, ...] | None) -> None:
+def _validate_paths(
+    column: str, paths: tuple[tuple[str, ...], ...], origin: str, lines: tuple[int, ...] | None
+) -> None:
     if not paths:
         raise HierarchyError(f"hierarchy for {column!r} ({origin}) is empty")
     width = len(paths[0])
@@ -196,21 +206,26 @@ def _validate_paths(column: str, paths: tuple[tuple[str, ...], ...], origin: str
     parents: list[dict[str, str]] = [{} for _ in range(width - 1)]
     for index, path in enumerate(paths):
         if len(path) != width:
-            raise HierarchyError(f"hierarchy for {column!r} ({origin}): value {path[0]!r} has {len(path) - 1} "
-                                 f"levels above it, the first row has {width - 1}; every row needs the same number")
+            raise HierarchyError(
+                f"hierarchy for {column!r} ({origin}): value {path[0]!r} has {len(path) - 1} "
+                f"levels above it, the first row has {width - 1}; every row needs the same number"
+            )
         if path[0] in seen:  # a leaf twice would put its tuples twice into every join with the dimension
             first = seen[path[0]]
             on = f"on lines {lines[first]} and {lines[index]}" if lines else "twice"
             shown = "the NULL line (empty value)" if path[0] == NULL_VALUE else f"value {path[0]!r}"
-            raise HierarchyError(f"hierarchy for {column!r} ({origin}): {shown} is listed {on}; each original "
-                                 "value needs exactly one line")
+            raise HierarchyError(
+                f"hierarchy for {column!r} ({origin}): {shown} is listed {on}; each original "
+                "value needs exactly one line"
+            )
         seen[path[0]] = index
         for level in range(width - 1):
             parent = parents[level].setdefault(path[level], path[level + 1])
             if parent != path[level + 1] and level > 0:
                 raise HierarchyError(
                     f"hierarchy for {column!r} ({origin}): {path[level]!r} at level {level} has two parents at "
-                    f"level {level + 1}, {parent!r} and {path[level + 1]!r}; each value needs exactly one")
+                    f"level {level + 1}, {parent!r} and {path[level + 1]!r}; each value needs exactly one"
+                )
 
 
 #: a registered job's stored files, by the path its config names them with, while the job is loaded (see
@@ -247,7 +262,7 @@ def read_hierarchy_file(column: str, path: Path) -> Hierarchy:
     """Read `value;level1;...;top` lines (ARX format, any line ending, optional BOM)."""
     text = _file_text(column, path)
     reader = csv.reader(io.StringIO(text), delimiter=";")
-    numbered = []
+    numbered: list[tuple[int, tuple[str, ...]]] = []
     for row in reader:  # reader.line_num: the file's line where the row ends (quoted fields may span lines)
         cells = tuple(cell.strip() for cell in row)
         if any(cells):
@@ -256,17 +271,23 @@ def read_hierarchy_file(column: str, path: Path) -> Hierarchy:
         raise HierarchyError(f"hierarchy file {path} is empty")
     first_line, first = numbered[0]
     if len(first) < 2:
-        raise HierarchyError(f"hierarchy file {path}: line {first_line} has one field; lines must be "
-                             "`value;level1;...;top`, separated by ';'")
-    for number, row in numbered:
-        if len(row) != len(first):
-            raise HierarchyError(f"hierarchy file {path}: line {number} has {len(row)} fields, line {first_line} "
-                                 f"has {len(first)}; every line needs value;level1;...;top")
-    return Hierarchy(column, tuple(row for _, row in numbered), origin=str(path),
-                     lines=tuple(number for number, _ in numbered))
+        raise HierarchyError(
+            f"hierarchy file {path}: line {first_line} has one field; lines must be "
+            "`value;level1;...;top`, separated by ';'"
+        )
+    for number, fields in numbered:
+        if len(fields) != len(first):
+            raise HierarchyError(
+                f"hierarchy file {path}: line {number} has {len(fields)} fields, line {first_line} "
+                f"has {len(first)}; every line needs value;level1;...;top"
+            )
+    return Hierarchy(
+        column, tuple(fields for _, fields in numbered), origin=str(path), lines=tuple(number for number, _ in numbered)
+    )
 
 
 # --- generators ------------------------------------------------------------
+
 
 def generate_hierarchy(column: str, kind: str, options: dict[str, Any], values: Iterable[str]) -> Hierarchy:
     """Build a hierarchy for the distinct (text) values of a column."""
@@ -287,8 +308,10 @@ def _null_path(column: str, label: Any, height: int, labels: set[str]) -> tuple[
     if not isinstance(label, str) or not label.strip():
         raise ConfigError(f"quasi_identifiers.{column}: null must be a non-empty label for NULLs, e.g. null: unknown")
     if label in labels or label == GENERATED_TOP:
-        raise ConfigError(f"quasi_identifiers.{column}: null label {label!r} is already a label of the hierarchy; "
-                          "NULLs need a label of their own, e.g. null: unknown")
+        raise ConfigError(
+            f"quasi_identifiers.{column}: null label {label!r} is already a label of the hierarchy; "
+            "NULLs need a label of their own, e.g. null: unknown"
+        )
     return (NULL_VALUE, *[label] * (height - 1), GENERATED_TOP)
 
 
@@ -296,8 +319,9 @@ def _check_options(column: str, kind: str, options: dict[str, Any], allowed: set
     unknown = sorted(set(options) - allowed)
     if unknown:
         names = ", ".join(sorted(allowed)) or "none"
-        raise ConfigError(f"quasi_identifiers.{column}: generator {kind} has no option {unknown[0]!r} "
-                          f"(options: {names})")
+        raise ConfigError(
+            f"quasi_identifiers.{column}: generator {kind} has no option {unknown[0]!r} (options: {names})"
+        )
 
 
 def _suppress(column: str, options: dict[str, Any], values: list[str]) -> list[tuple[str, ...]]:
@@ -317,8 +341,9 @@ def _mask(column: str, options: dict[str, Any], values: list[str]) -> list[tuple
             raise ConfigError(f"quasi_identifiers.{column}: mask width must be a positive whole number, e.g. 5")
         longer = [v for v in values if len(v) > pad]
         if longer:
-            raise HierarchyError(f"mask for {column!r}: value {longer[0]!r} is longer than width {pad}; raise the "
-                                 "width or leave it out")
+            raise HierarchyError(
+                f"mask for {column!r}: value {longer[0]!r} is longer than width {pad}; raise the width or leave it out"
+            )
     width = max(len(v) for v in values) if pad is None else pad
     paths = []
     for v in values:
@@ -341,14 +366,20 @@ def _number(column: str, kind: str, text: str) -> Decimal:
 
 
 def _widths(column: str, kind: str, raw: Any, unit: str) -> list[int]:
-    if not isinstance(raw, list) or not raw or not all(isinstance(w, int) and not isinstance(w, bool) and w > 0
-                                                       for w in raw):
-        raise ConfigError(f"quasi_identifiers.{column}: generator {kind} needs a list of positive whole "
-                          f"{unit}, e.g. [5, 10, 20]")
-    for small, big in zip(raw, raw[1:]):
+    if (
+        not isinstance(raw, list)
+        or not raw
+        or not all(isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in raw)
+    ):
+        raise ConfigError(
+            f"quasi_identifiers.{column}: generator {kind} needs a list of positive whole {unit}, e.g. [5, 10, 20]"
+        )
+    for small, big in itertools.pairwise(raw):
         if big % small:
-            raise ConfigError(f"quasi_identifiers.{column}: each {kind} width must be a multiple of the one "
-                              f"before it ({big} is not a multiple of {small}), or values would have two parents")
+            raise ConfigError(
+                f"quasi_identifiers.{column}: each {kind} width must be a multiple of the one "
+                f"before it ({big} is not a multiple of {small}), or values would have two parents"
+            )
     return raw
 
 
@@ -389,5 +420,8 @@ def _date(column: str, options: dict[str, Any], values: list[str]) -> list[tuple
 
 #: generate: KIND in a job file -> the function that builds the hierarchy's paths (the one list config checks)
 GENERATORS: dict[str, Callable[[str, dict[str, Any], list[str]], list[tuple[str, ...]]]] = {
-    "mask": _mask, "intervals": _intervals, "date": _date, "suppress": _suppress,
+    "mask": _mask,
+    "intervals": _intervals,
+    "date": _date,
+    "suppress": _suppress,
 }

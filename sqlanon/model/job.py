@@ -5,14 +5,16 @@ user may build them directly. Each dataclass checks what it can on its own (a su
 checks that need the data (columns exist, values covered by hierarchies) happen against the database in
 `sqlanon.engine.star`.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .selection import METRICS, POLICIES
@@ -33,8 +35,12 @@ ROLES = {
 
 
 #: how messages name a column of each role
-ROLE_NAMES = {"quasi_identifiers": "quasi-identifier", "sensitive": "sensitive attribute",
-              "insensitive": "insensitive", "identifying": "identifying"}
+ROLE_NAMES = {
+    "quasi_identifiers": "quasi-identifier",
+    "sensitive": "sensitive attribute",
+    "insensitive": "insensitive",
+    "identifying": "identifying",
+}
 
 
 #: shortest pseudonym key accepted, in bytes (HMAC-SHA256 keys shorter than this are guessable)
@@ -97,8 +103,10 @@ class Identifier:
         if self.key_env is not None:
             value = os.environ.get(self.key_env)
             if value is None:
-                raise ConfigError(f"{where}: environment variable {self.key_env!r} is not set; set it to the secret "
-                                  f"key (at least {MIN_KEY_BYTES} bytes)")
+                raise ConfigError(
+                    f"{where}: environment variable {self.key_env!r} is not set; set it to the secret "
+                    f"key (at least {MIN_KEY_BYTES} bytes)"
+                )
             key = value.encode()
         else:
             assert self.key_file is not None
@@ -106,8 +114,10 @@ class Identifier:
                 raise ConfigError(f"{where}: key file {str(self.key_file)!r} not found")
             key = self.key_file.read_bytes().rstrip(b"\r\n")
         if len(key) < MIN_KEY_BYTES:
-            raise ConfigError(f"{where}: the key has {len(key)} bytes; use at least {MIN_KEY_BYTES} random bytes "
-                              "(e.g. from: openssl rand -hex 32)")
+            raise ConfigError(
+                f"{where}: the key has {len(key)} bytes; use at least {MIN_KEY_BYTES} random bytes "
+                "(e.g. from: openssl rand -hex 32)"
+            )
         return key
 
 
@@ -161,24 +171,29 @@ class Suppression:
     def __post_init__(self) -> None:
         limit = self.limit
         if isinstance(limit, bool) or not isinstance(limit, (int, float)):
-            raise ConfigError(f"suppression.limit must be a count (e.g. 100) or a fraction of the table "
-                              f"(e.g. 0.02), got {limit!r}")
+            raise ConfigError(
+                f"suppression.limit must be a count (e.g. 100) or a fraction of the table (e.g. 0.02), got {limit!r}"
+            )
         if not math.isfinite(limit):
             raise ConfigError(f"suppression.limit must be a finite number, got {limit}")
         if limit < 0:
             raise ConfigError(f"suppression.limit must be >= 0, got {limit}")
         if isinstance(limit, float) and limit > 1:
-            raise ConfigError(f"suppression.limit {limit} is a fraction above 1; write a whole number for a "
-                              "count of tuples, or a fraction between 0 and 1")
+            raise ConfigError(
+                f"suppression.limit {limit} is a fraction above 1; write a whole number for a "
+                "count of tuples, or a fraction between 0 and 1"
+            )
         _choice(self.mode, SUPPRESSION_MODES, "suppression.mode")
 
     def max_suppressed(self, rows: int) -> int:
         """MaxSup for a table of `rows` tuples: fewer than the table, or every tuple could go."""
         limit = int(self.limit * rows + 1e-9) if isinstance(self.limit, float) else self.limit
         if limit >= rows and limit > 0:
-            raise ConfigError(f"suppression.limit {self.limit} lets all {rows} rows of the table be suppressed, "
-                              "which would publish nothing; use fewer than the table size, or a fraction such as "
-                              "0.02")
+            raise ConfigError(
+                f"suppression.limit {self.limit} lets all {rows} rows of the table be suppressed, "
+                "which would publish nothing; use fewer than the table size, or a fraction such as "
+                "0.02"
+            )
         return limit
 
 
@@ -196,8 +211,6 @@ class Selection:
             _choice(self.policy, tuple(POLICIES), "select.policy")
         if self.metric is not None:
             _choice(self.metric, tuple(METRICS), "select.metric")
-
-
 
     def describe(self) -> str:
         return f"policy {self.policy}" if self.policy else f"metric {self.metric}"
@@ -219,8 +232,8 @@ class Job:
     insensitive: list[str] = field(default_factory=list)  # published as they are
     identifying: list[Identifier] = field(default_factory=list)  # removed or pseudonymized
     population: tuple[str | None, str] | None = None  # (schema, table) the journalist and marketer risks match
-    releases: "ReleaseSeries | None" = None  # earlier releases, for inference across them
-    inference: "InferenceSettings" = field(default_factory=lambda: InferenceSettings())
+    releases: ReleaseSeries | None = None  # earlier releases, for inference across them
+    inference: InferenceSettings = field(default_factory=lambda: InferenceSettings())
     #: what the criteria protect: None (persons, one row each: a direct identifier that repeats is refused) or
     #: "rows" (each row on its own, stated by the job)
     unit: str | None = None
@@ -231,11 +244,14 @@ class Job:
 
     def column_roles(self) -> list[tuple[str, str]]:
         """(column, role) for every column the job classifies; every source column needs exactly one."""
-        return ([(c, "quasi_identifiers") for c in self.qi_names] + [(c, "sensitive") for c in self.sensitive]
-                + [(c, "insensitive") for c in self.insensitive]
-                + [(i.column, "identifying") for i in self.identifying])
+        return (
+            [(c, "quasi_identifiers") for c in self.qi_names]
+            + [(c, "sensitive") for c in self.sensitive]
+            + [(c, "insensitive") for c in self.insensitive]
+            + [(i.column, "identifying") for i in self.identifying]
+        )
 
-    def with_url(self, url: str | None) -> "Job":
+    def with_url(self, url: str | None) -> Job:
         """The same job against another database (the CLI's --db: a URL as `backends.normalize_url` gives it)."""
         if not url:
             return self
@@ -268,13 +284,17 @@ class Job:
 def require_lattice(job: Job) -> None:
     """A search needs criteria and a hierarchy for every QI; say what is missing and what needs none."""
     if not job.criteria:
-        raise ConfigError("the config has no criteria; add e.g. criteria: {k_anonymity: {k: 5}} (only output.method "
-                          "anatomy and sqlanon inference work without criteria)")
+        raise ConfigError(
+            "the config has no criteria; add e.g. criteria: {k_anonymity: {k: 5}} (only output.method "
+            "anatomy and sqlanon inference work without criteria)"
+        )
     bare = [qi.column for qi in job.quasi_identifiers if not qi.has_hierarchy]
     if bare:
-        raise ConfigError(f"quasi-identifier(s) {', '.join(bare)} have no hierarchy; generalization needs one for "
-                          "each (hierarchy: FILE or generate: KIND); only output.method anatomy publishes QIs as "
-                          "they are")
+        raise ConfigError(
+            f"quasi-identifier(s) {', '.join(bare)} have no hierarchy; generalization needs one for "
+            "each (hierarchy: FILE or generate: KIND); only output.method anatomy publishes QIs as "
+            "they are"
+        )
 
 
 @dataclass(frozen=True)
@@ -321,8 +341,10 @@ class InferenceSettings:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
                 raise ConfigError(f"inference.{name} must be a probability strictly between 0 and 1, got {value!r}")
         if self.min_probability >= self.max_probability:
-            raise ConfigError(f"inference.min_probability ({self.min_probability}) must be below max_probability "
-                              f"({self.max_probability})")
+            raise ConfigError(
+                f"inference.min_probability ({self.min_probability}) must be below max_probability "
+                f"({self.max_probability})"
+            )
         tol = self.tolerance
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or not 0 < tol < 1:
             raise ConfigError(f"inference.tolerance must be a number between 0 and 1 (e.g. 1e-4), got {tol!r}")
@@ -351,4 +373,4 @@ def check_roles(job: Job, name_key: Callable[[str], str] = str) -> None:
 def _choice(value: Any, choices: tuple[str, ...], where: str) -> str:
     if value not in choices:
         raise ConfigError(f"{where} {value!r} is unknown; choose one of {', '.join(choices)}")
-    return value
+    return str(value)

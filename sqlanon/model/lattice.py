@@ -2,10 +2,11 @@
 the exhaustive search and the selection see it), or a set of (attribute, level) pairs with a text key (as
 Incognito's iterations over subsets of the QIs see it). Pure functions, no connection.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import product
-from typing import Iterable
 
 #: a node as one level per QI, in the job's QI order
 Levels = tuple[int, ...]
@@ -28,12 +29,12 @@ def full_lattice(heights: list[int]) -> list[Levels]:
 
 def direct_specializations(node: Levels) -> list[Levels]:
     """The nodes one attribute one level lower."""
-    return [node[:j] + (node[j] - 1,) + node[j + 1:] for j in range(len(node)) if node[j] > 0]
+    return [node[:j] + (node[j] - 1,) + node[j + 1 :] for j in range(len(node)) if node[j] > 0]
 
 
 def direct_generalizations(node: Levels, heights: list[int]) -> list[Levels]:
     """The nodes one attribute one level higher."""
-    return [node[:j] + (node[j] + 1,) + node[j + 1:] for j in range(len(node)) if node[j] < heights[j]]
+    return [node[:j] + (node[j] + 1,) + node[j + 1 :] for j in range(len(node)) if node[j] < heights[j]]
 
 
 def nodes_by_height(heights: list[int]) -> dict[int, list[Levels]]:

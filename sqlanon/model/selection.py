@@ -1,5 +1,6 @@
 """Choosing the node to publish: the utility metrics a job may name, Samarati and Sweeney's preference
 policies, and the tie-breaking rule (no connection: the data-dependent figures come from engine.metrics)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,18 +17,21 @@ class Metric:
     description: str
 
 
-METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("height", "min", True, "sum of the levels"),
-    Metric("relative_distance", "min", True, "sum over QIs of level / hierarchy height"),
-    Metric("precision", "max", True, "Sweeney's Prec: 1 - relative distance / number of QIs"),
-    Metric("suppressed", "min", False, "tuples in classes violating the criteria"),
-    Metric("completeness", "max", False, "1 - suppressed / rows"),
-    Metric("classes", "max", False, "equivalence classes released (distinct generalized tuples)"),
-    Metric("avg_class_size", "min", False, "released tuples / classes"),
-    Metric("c_avg", "min", False, "average class size / k"),
-    Metric("discernibility", "min", False, "sum of squared class sizes, plus rows for each suppressed tuple"),
-    Metric("kl_divergence", "min", False, "KL divergence of the (QI, sensitive) distribution, uniformity assumed"),
-)}
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("height", "min", True, "sum of the levels"),
+        Metric("relative_distance", "min", True, "sum over QIs of level / hierarchy height"),
+        Metric("precision", "max", True, "Sweeney's Prec: 1 - relative distance / number of QIs"),
+        Metric("suppressed", "min", False, "tuples in classes violating the criteria"),
+        Metric("completeness", "max", False, "1 - suppressed / rows"),
+        Metric("classes", "max", False, "equivalence classes released (distinct generalized tuples)"),
+        Metric("avg_class_size", "min", False, "released tuples / classes"),
+        Metric("c_avg", "min", False, "average class size / k"),
+        Metric("discernibility", "min", False, "sum of squared class sizes, plus rows for each suppressed tuple"),
+        Metric("kl_divergence", "min", False, "KL divergence of the (QI, sensitive) distribution, uniformity assumed"),
+    )
+}
 
 #: Samarati & Sweeney's preference policies, each the best minimal node by one metric
 POLICIES: dict[str, str] = {
@@ -39,7 +43,10 @@ POLICIES: dict[str, str] = {
 
 
 def selection_metric(policy: str | None, metric: str | None) -> Metric:
-    return METRICS[POLICIES[policy]] if policy else METRICS[metric]
+    if policy:
+        return METRICS[POLICIES[policy]]
+    assert metric is not None, "a selection names a policy or a metric"
+    return METRICS[metric]
 
 
 def needs_every_passing_node(metric: Metric, by_policy: bool, max_suppressed: int) -> bool:
@@ -64,7 +71,7 @@ def best_node(metric: Metric, metrics: dict[Levels, dict[str, Any]]) -> Levels:
     (in QI config order, so the QIs listed first stay the most precise)."""
     sign = 1 if metric.better == "min" else -1
 
-    def key(node: Levels) -> tuple:
+    def key(node: Levels) -> tuple[float, int, Levels]:
         value = metrics[node][metric.name]
         return (float("inf") if value is None else sign * round(float(value), 9), sum(node), node)
 

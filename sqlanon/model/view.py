@@ -1,11 +1,12 @@
 """What a criterion may read of a frequency set (`FrequencySetView`), and the SQL fragments criteria build with
 (`SqlFragment`: SQL with its bound parameters; `count_sum`, `share`: arithmetic that stays BIGINT and DOUBLE)."""
+
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
-import re
 
 def count_sum(column: str) -> str:
     """SQL: the SUM of a column of counts, kept BIGINT. A SUM of BIGINT is NUMERIC on PostgreSQL (HUGEINT on
@@ -67,8 +68,7 @@ class FrequencySetView:
         """Per class: n (its size)."""
         if self.one_row_per_class:
             return f"SELECT {self.classes}, {self.count_column} AS n FROM {self.table}"
-        return (f"SELECT {self.classes}, {count_sum(self.count_column)} AS n FROM {self.table} GROUP BY "
-                f"{self.classes}")
+        return f"SELECT {self.classes}, {count_sum(self.count_column)} AS n FROM {self.table} GROUP BY {self.classes}"
 
     def counts(self, attribute: str) -> str:
         """Per class and sensitive value s of `attribute`: c (its count)."""
@@ -83,9 +83,11 @@ class FrequencySetView:
         Ranks are by count descending, ties by value, so results are deterministic. Each window is a pass
         (and, on small sets, costs more than the data): read `counts` where a GROUP BY of it will do.
         """
-        return (f"SELECT {self.classes}, s, c, {self._size_window()}, "
-                f"ROW_NUMBER() OVER (PARTITION BY {self.classes} ORDER BY c DESC, s) AS r FROM "
-                f"({self.counts(attribute)}) AS value_counts")
+        return (
+            f"SELECT {self.classes}, s, c, {self._size_window()}, "
+            f"ROW_NUMBER() OVER (PARTITION BY {self.classes} ORDER BY c DESC, s) AS r FROM "
+            f"({self.counts(attribute)}) AS value_counts"
+        )
 
     def _size_window(self) -> str:
         """n, the class size, added up by a window over `counts`."""
@@ -103,18 +105,26 @@ class FrequencySetView:
         if not self.sizes_by_join:
             return f"SELECT {self.classes}, s, c, {self._size_window()} FROM ({self.counts(attribute)}) AS value_counts"
         on = " AND ".join(f"z.{c} = v.{c}" for c in self.class_columns)
-        return (f"SELECT {', '.join(f'v.{c}' for c in self.class_columns)}, v.s, v.c, z.n FROM "
-                f"({self.counts(attribute)}) v JOIN ({self.class_sizes()}) z ON {on}")
+        return (
+            f"SELECT {', '.join(f'v.{c}' for c in self.class_columns)}, v.s, v.c, z.n FROM "
+            f"({self.counts(attribute)}) v JOIN ({self.class_sizes()}) z ON {on}"
+        )
 
-    def with_classes(self, extra: list[str], attribute: str) -> "FrequencySetView":
+    def with_classes(self, extra: list[str], attribute: str) -> FrequencySetView:
         """The same set with the other sensitive columns `extra` as class columns and only `attribute` sensitive
         (multi-attribute diversity). Its sizes not by a join: the extra class columns are sensitive values, which
         may be NULL."""
         others = {c for a, c in self.sensitive_columns.items() if a != attribute}
-        return FrequencySetView(self.table, self.class_columns + extra, self.count_column,
-                                {attribute: self.sensitive_columns[attribute]}, reference=self.reference,
-                                grouped=self.grouped and others <= set(extra), table_counts=self.table_counts,
-                                codes=self.codes)
+        return FrequencySetView(
+            self.table,
+            self.class_columns + extra,
+            self.count_column,
+            {attribute: self.sensitive_columns[attribute]},
+            reference=self.reference,
+            grouped=self.grouped and others <= set(extra),
+            table_counts=self.table_counts,
+            codes=self.codes,
+        )
 
     def value_keys(self, attribute: str, values: list[str | None]) -> tuple[str, list[Any], str]:
         """How `values` of `attribute` (as text) meet a set's rows `v`: the SQL type to bind them as, the list to
@@ -129,8 +139,10 @@ class FrequencySetView:
         """Per sensitive value s of `attribute`: q, its share of the whole table (or of the reference)."""
         s, cnt = self.sensitive_columns[attribute], self.count_column
         source = self.reference or self.table
-        return (f"SELECT {s} AS s, {share(f'SUM({cnt})', f'(SELECT SUM({cnt}) FROM {source})')} AS q "
-                f"FROM {source} GROUP BY {s}")
+        return (
+            f"SELECT {s} AS s, {share(f'SUM({cnt})', f'(SELECT SUM({cnt}) FROM {source})')} AS q "
+            f"FROM {source} GROUP BY {s}"
+        )
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ with every value once, so no record's value is guessed with probability above
 1/l); its residual records (n - G*l, fewer than l) land in different buckets,
 each in a bucket that does not hold its value yet, and no record is suppressed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,12 +26,12 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
-from ..model.job import Job
 from ..errors import AuditError, DataError
+from ..model.job import Job
 from .audit import check_published_values
 from .generalize import check_published_columns, unchanged_columns
-from .ownership import Ownership, TableName
 from .identifiers import Pseudonyms
+from .ownership import Ownership, TableName
 
 BUCKET = "bucket"  # the bucket column of both published tables
 COUNT_COLUMN = "count"  # the sensitive table's count column
@@ -52,39 +53,67 @@ class AnatomyReport:
     preview: list[dict[str, Any]]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": "anatomy", "qi_table": self.qi_table, "sensitive_table": self.sensitive_table,
-                "rows": self.rows, "buckets": self.buckets, "l": self.l, "smallest_bucket": self.smallest_bucket,
-                "fewest_values": self.fewest_values, "largest_share": self.largest_share,
-                "preview": [{k: v if v is None or isinstance(v, (int, float, str)) else str(v)
-                             for k, v in row.items()} for row in self.preview]}
+        return {
+            "method": "anatomy",
+            "qi_table": self.qi_table,
+            "sensitive_table": self.sensitive_table,
+            "rows": self.rows,
+            "buckets": self.buckets,
+            "l": self.l,
+            "smallest_bucket": self.smallest_bucket,
+            "fewest_values": self.fewest_values,
+            "largest_share": self.largest_share,
+            "preview": [
+                {k: v if v is None or isinstance(v, (int, float, str)) else str(v) for k, v in row.items()}
+                for row in self.preview
+            ],
+        }
 
 
 def check_eligible(db: Database, conn: Connection, source: str, sensitive: str, l: int) -> int:
     """The table's rows, after checking that an l-diverse bucketization exists (no NULL value, no value in
     more than floor(n / l) records)."""
     s = db.q(sensitive)
-    rows, nulls, values = db.execute(conn, f"SELECT COUNT(*), COUNT(*) - COUNT({s}), COUNT(DISTINCT {s}) "
-                                           f"FROM {source}").one()
+    rows, nulls, values = db.execute(
+        conn, f"SELECT COUNT(*), COUNT(*) - COUNT({s}), COUNT(DISTINCT {s}) FROM {source}"
+    ).one()
     if rows == 0:
         raise DataError("the source table is empty; there is nothing to publish")
     if nulls:
-        raise DataError(f"sensitive column {sensitive!r} is NULL in {nulls} row(s); a bucket lists its values, so "
-                        "give them a value (e.g. 'unknown') or remove those rows first")
+        raise DataError(
+            f"sensitive column {sensitive!r} is NULL in {nulls} row(s); a bucket lists its values, so "
+            "give them a value (e.g. 'unknown') or remove those rows first"
+        )
     if values < l:
-        raise DataError(f"sensitive column {sensitive!r} has {values} different value(s); buckets of l = {l} "
-                        f"different values need at least {l}: lower output.l")
-    value, largest = db.execute(conn, f"SELECT {s}, COUNT(*) AS n FROM {source} GROUP BY {s} "
-                                      f"ORDER BY n DESC, {s} LIMIT 1").one()
+        raise DataError(
+            f"sensitive column {sensitive!r} has {values} different value(s); buckets of l = {l} "
+            f"different values need at least {l}: lower output.l"
+        )
+    value, largest = db.execute(
+        conn, f"SELECT {s}, COUNT(*) AS n FROM {source} GROUP BY {s} ORDER BY n DESC, {s} LIMIT 1"
+    ).one()
     if largest > rows // l:
-        raise DataError(f"value {value!r} of {sensitive!r} is in {largest} of {rows} rows, more than n / l = "
-                        f"{rows // l}, so no bucketization gives every bucket {l} different values; lower output.l "
-                        f"to {max(1, rows // largest)} or less")
+        raise DataError(
+            f"value {value!r} of {sensitive!r} is in {largest} of {rows} rows, more than n / l = "
+            f"{rows // l}, so no bucketization gives every bucket {l} different values; lower output.l "
+            f"to {max(1, rows // largest)} or less"
+        )
     return int(rows)
 
 
-def bucketize(db: Database, conn: Connection, job: Job, source: TableName, qi_target: TableName,
-              sensitive_target: TableName, pseudonyms: Pseudonyms, columns: list[str], run_id: int,
-              ownership: Ownership, replace: bool) -> AnatomyReport:
+def bucketize(
+    db: Database,
+    conn: Connection,
+    job: Job,
+    source: TableName,
+    qi_target: TableName,
+    sensitive_target: TableName,
+    pseudonyms: Pseudonyms,
+    columns: list[str],
+    run_id: int,
+    ownership: Ownership,
+    replace: bool,
+) -> AnatomyReport:
     """Write both tables in one transaction, audit them, and commit only if the audit passes."""
     assert job.output is not None and job.output.l is not None
     l, [sensitive] = job.output.l, job.sensitive
@@ -106,36 +135,65 @@ def bucketize(db: Database, conn: Connection, job: Job, source: TableName, qi_ta
         conn.commit()
     with conn.begin(), pseudonyms.loaded(db, conn):
         published, select = _qi_columns(db, job, columns, pseudonyms)
-        if any(db.same_name(c, BUCKET) for c in published) or db.same_name(sensitive, COUNT_COLUMN) \
-                or db.same_name(sensitive, BUCKET):
-            raise DataError(f"a source column named {BUCKET!r} or a sensitive column named {COUNT_COLUMN!r} would "
-                            "collide with the columns anatomy adds; rename it in the source (or drop it as "
-                            "identifying)")
+        if (
+            any(db.same_name(c, BUCKET) for c in published)
+            or db.same_name(sensitive, COUNT_COLUMN)
+            or db.same_name(sensitive, BUCKET)
+        ):
+            raise DataError(
+                f"a source column named {BUCKET!r} or a sensitive column named {COUNT_COLUMN!r} would "
+                "collide with the columns anatomy adds; rename it in the source (or drop it as "
+                "identifying)"
+            )
         for target, ref in ((qi_target, qi_ref), (sensitive_target, sa_ref)):
             if ownership.check_target(conn, target, replace, "output table", source):
                 db.drop_table(conn, ref)  # sqlanon's own earlier output, replaced in this transaction
-        assigned = db.create_scratch(conn, scratch, f"SELECT {', '.join(select)}, t.{s} AS {VALUE}, "
-                                     f"MOD(ROW_NUMBER() OVER (ORDER BY {order}) - 1, {rows // l}) + 1 AS {BUCKET} "
-                                     f"FROM {source_ref} t", params)
+        assigned = db.create_scratch(
+            conn,
+            scratch,
+            f"SELECT {', '.join(select)}, t.{s} AS {VALUE}, "
+            f"MOD(ROW_NUMBER() OVER (ORDER BY {order}) - 1, {rows // l}) + 1 AS {BUCKET} "
+            f"FROM {source_ref} t",
+            params,
+        )
         kept = ", ".join(f"u{k} AS {db.q(c)}" for k, c in enumerate(published))
         db.execute(conn, f"CREATE TABLE {qi_ref} AS SELECT {kept}, {BUCKET} FROM {assigned}")
-        db.execute(conn, f"CREATE TABLE {sa_ref} AS SELECT {BUCKET}, {VALUE} AS {s}, COUNT(*) AS "
-                         f"{db.q(COUNT_COLUMN)} FROM {assigned} GROUP BY {BUCKET}, {VALUE}")
+        db.execute(
+            conn,
+            f"CREATE TABLE {sa_ref} AS SELECT {BUCKET}, {VALUE} AS {s}, COUNT(*) AS "
+            f"{db.q(COUNT_COLUMN)} FROM {assigned} GROUP BY {BUCKET}, {VALUE}",
+        )
         db.drop_table(conn, assigned)
         report = audit_bucketized(db, conn, qi_ref, sa_ref, sensitive, l, source_ref)
         if report["rows"] != rows:
             raise AuditError(f"the QI table has {report['rows']} rows, the source {rows}; nothing was written")
         check_published_columns(db, conn, qi_ref, str(qi_target), published + [BUCKET])
-        check_published_values(db, conn, qi_ref, str(qi_target), source_ref,
-                               unchanged_columns(db, pseudonyms, job.identifying, published), every_row=True)
+        check_published_values(
+            db,
+            conn,
+            qi_ref,
+            str(qi_target),
+            source_ref,
+            unchanged_columns(db, pseudonyms, job.identifying, published),
+            every_row=True,
+        )
         check_published_columns(db, conn, sa_ref, str(sensitive_target), [BUCKET, sensitive, COUNT_COLUMN])
         for target, written in ((qi_target, rows), (sensitive_target, report["cells"])):
             ownership.record(conn, target, "output", written, run_id)
             for role in job.output.grant_to:
                 db.execute(conn, f"GRANT SELECT ON {db.q(target.schema, target.table)} TO {db.q(role)}")
         preview = db.execute(conn, f"SELECT * FROM {qi_ref} ORDER BY {BUCKET} LIMIT 5").mappings().all()
-    return AnatomyReport(str(qi_target), str(sensitive_target), rows, report["buckets"], l, report["smallest"],
-                         report["fewest"], report["share"], [dict(r) for r in preview])
+    return AnatomyReport(
+        str(qi_target),
+        str(sensitive_target),
+        rows,
+        report["buckets"],
+        l,
+        report["smallest"],
+        report["fewest"],
+        report["share"],
+        [dict(r) for r in preview],
+    )
 
 
 def _qi_columns(db: Database, job: Job, columns: list[str], pseudonyms: Pseudonyms) -> tuple[list[str], list[str]]:
@@ -143,7 +201,7 @@ def _qi_columns(db: Database, job: Job, columns: list[str], pseudonyms: Pseudony
     SELECT list of the scratch table that writes them (pseudonyms computed in SQL), the k-th as u<k>: no name of
     the source's is ever one of the scratch table's own."""
     sensitive = db.name_key(job.sensitive[0])
-    published, select = [], []
+    published, select = list[str](), list[str]()
     for column in columns:
         if db.name_key(column) == sensitive:
             continue
@@ -155,8 +213,15 @@ def _qi_columns(db: Database, job: Job, columns: list[str], pseudonyms: Pseudony
     return published, select
 
 
-def audit_bucketized(db: Database, conn: Connection, qi_ref: str, sensitive_ref: str, sensitive: str, l: int,
-                     source_ref: str | None = None) -> dict[str, Any]:
+def audit_bucketized(
+    db: Database,
+    conn: Connection,
+    qi_ref: str,
+    sensitive_ref: str,
+    sensitive: str,
+    l: int,
+    source_ref: str | None = None,
+) -> dict[str, Any]:
     """Re-check a bucketized pair from the two tables alone (and the source's value counts, when given).
 
     Every bucket's records and value counts agree, every bucket holds at
@@ -164,29 +229,46 @@ def audit_bucketized(db: Database, conn: Connection, qi_ref: str, sensitive_ref:
     published as often as the source holds it. Raises AuditError otherwise.
     """
     s, b, n = db.q(sensitive), BUCKET, db.q(COUNT_COLUMN)
-    per_bucket = (f"SELECT COALESCE(q.{b}, v.{b}) AS {b}, q.rows AS records, v.total, v.values_held, v.largest "
-                  f"FROM (SELECT {b}, COUNT(*) AS rows FROM {qi_ref} GROUP BY {b}) q FULL JOIN "
-                  f"(SELECT {b}, SUM({n}) AS total, COUNT(DISTINCT {s}) AS values_held, MAX({n}) AS largest "
-                  f"FROM {sensitive_ref} GROUP BY {b}) v ON q.{b} = v.{b}")
-    mismatched, poor, buckets, rows, smallest, fewest, share = db.execute(conn, (
-        "SELECT SUM(CASE WHEN records IS NULL OR total IS NULL OR records <> total THEN 1 ELSE 0 END), "
-        f"SUM(CASE WHEN values_held < {int(l)} THEN 1 ELSE 0 END), COUNT(*), SUM(records), MIN(records), "
-        f"MIN(values_held), MAX(CAST(largest AS DOUBLE PRECISION) / records) FROM ({per_bucket}) AS buckets")).one()
+    per_bucket = (
+        f"SELECT COALESCE(q.{b}, v.{b}) AS {b}, q.rows AS records, v.total, v.values_held, v.largest "
+        f"FROM (SELECT {b}, COUNT(*) AS rows FROM {qi_ref} GROUP BY {b}) q FULL JOIN "
+        f"(SELECT {b}, SUM({n}) AS total, COUNT(DISTINCT {s}) AS values_held, MAX({n}) AS largest "
+        f"FROM {sensitive_ref} GROUP BY {b}) v ON q.{b} = v.{b}"
+    )
+    mismatched, poor, buckets, rows, smallest, fewest, share = db.execute(
+        conn,
+        (
+            "SELECT SUM(CASE WHEN records IS NULL OR total IS NULL OR records <> total THEN 1 ELSE 0 END), "
+            f"SUM(CASE WHEN values_held < {int(l)} THEN 1 ELSE 0 END), COUNT(*), SUM(records), MIN(records), "
+            f"MIN(values_held), MAX(CAST(largest AS DOUBLE PRECISION) / records) FROM ({per_bucket}) AS buckets"
+        ),
+    ).one()
     if mismatched:
-        raise AuditError(f"{mismatched} bucket(s) list a different number of values than of records; nothing was "
-                         "written")
+        raise AuditError(
+            f"{mismatched} bucket(s) list a different number of values than of records; nothing was written"
+        )
     if poor:
         raise AuditError(f"{poor} bucket(s) hold fewer than l = {l} different values; nothing was written")
     if source_ref is not None:
-        differ = db.execute(conn, (
-            f"SELECT COUNT(*) FROM (SELECT {s}, COUNT(*) AS n FROM {source_ref} GROUP BY {s}) a FULL JOIN "
-            f"(SELECT {s}, SUM({n}) AS n FROM {sensitive_ref} GROUP BY {s}) p ON a.{s} = p.{s} "
-            "WHERE a.n IS NULL OR p.n IS NULL OR a.n <> p.n")).scalar_one()
+        differ = db.execute(
+            conn,
+            (
+                f"SELECT COUNT(*) FROM (SELECT {s}, COUNT(*) AS n FROM {source_ref} GROUP BY {s}) a FULL JOIN "
+                f"(SELECT {s}, SUM({n}) AS n FROM {sensitive_ref} GROUP BY {s}) p ON a.{s} = p.{s} "
+                "WHERE a.n IS NULL OR p.n IS NULL OR a.n <> p.n"
+            ),
+        ).scalar_one()
         if differ:
-            raise AuditError(f"{differ} sensitive value(s) are published a different number of times than the "
-                             "source holds them; nothing was written")
+            raise AuditError(
+                f"{differ} sensitive value(s) are published a different number of times than the "
+                "source holds them; nothing was written"
+            )
     cells = db.execute(conn, f"SELECT COUNT(*) FROM {sensitive_ref}").scalar_one()
-    return {"buckets": int(buckets), "rows": int(rows or 0), "smallest": int(smallest or 0),
-            "fewest": int(fewest or 0), "share": float(share or 0), "cells": int(cells)}
-
-
+    return {
+        "buckets": int(buckets),
+        "rows": int(rows or 0),
+        "smallest": int(smallest or 0),
+        "fewest": int(fewest or 0),
+        "share": float(share or 0),
+        "cells": int(cells),
+    }

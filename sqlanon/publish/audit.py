@@ -6,6 +6,7 @@ applies each criterion's per-class statistic to that. Materialization runs it
 on the output before committing, so a bug upstream cannot publish a table
 that breaks the criteria; `sqlanon audit` runs it on any table.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,9 +17,9 @@ from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..criteria import Criterion
-from ..model.view import FrequencySetView
-from ..errors import AuditError
 from ..engine.frequency import violating_classes_sql
+from ..errors import AuditError
+from ..model.view import FrequencySetView
 
 
 @dataclass
@@ -31,8 +32,13 @@ class CriterionAudit:
     violating_tuples: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.params, self.figure_name: self.figure, "holds": self.holds,
-                "violating_classes": self.violating_classes, "violating_tuples": self.violating_tuples}
+        return {
+            **self.params,
+            self.figure_name: self.figure,
+            "holds": self.holds,
+            "violating_classes": self.violating_classes,
+            "violating_tuples": self.violating_tuples,
+        }
 
 
 @dataclass
@@ -57,15 +63,28 @@ class AuditReport:
         return all(self.holds.values()) and self.suppression_ok
 
     def to_dict(self) -> dict[str, Any]:
-        extra = {} if self.suppressed is None else {"suppressed": self.suppressed,
-                                                    "max_suppressed": self.max_suppressed}
-        return {"rows": self.rows, "classes": self.classes, "min_class_size": self.min_class_size, **extra,
-                **{name: c.to_dict() for name, c in self.criteria.items()}}
+        extra = (
+            {} if self.suppressed is None else {"suppressed": self.suppressed, "max_suppressed": self.max_suppressed}
+        )
+        return {
+            "rows": self.rows,
+            "classes": self.classes,
+            "min_class_size": self.min_class_size,
+            **extra,
+            **{name: c.to_dict() for name, c in self.criteria.items()},
+        }
 
 
-def audit_table(db: Database, conn: Connection, table_ref: str, qi_columns: list[str], sensitive: list[str],
-                criteria: list[Criterion], masked_top: dict[str, list[str]] | None = None,
-                reference: str | None = None) -> AuditReport:
+def audit_table(
+    db: Database,
+    conn: Connection,
+    table_ref: str,
+    qi_columns: list[str],
+    sensitive: list[str],
+    criteria: list[Criterion],
+    masked_top: dict[str, list[str]] | None = None,
+    reference: str | None = None,
+) -> AuditReport:
     """Class figures of a table and, per criterion, its worst class and whether it holds.
 
     `masked_top` (QI column -> its hierarchy's top labels) marks tuples whose
@@ -87,33 +106,56 @@ def audit_table(db: Database, conn: Connection, table_ref: str, qi_columns: list
     grouping = [db.q(c) for c in qi_columns + sensitive]
     distribution = None
     if sensitive and (masked_top or reference):  # t-closeness compares with every tuple, released or not
-        distribution = (f"(SELECT {', '.join(sensitive_select)}, COUNT(*) AS cnt FROM {reference or table_ref} "
-                        f"GROUP BY {', '.join(db.q(c) for c in sensitive)}) AS whole_table")
-    view = FrequencySetView("published", [f"g{i}" for i in range(len(qi_columns))], "cnt",
-                            {c: f"s{j}" for j, c in enumerate(sensitive)},
-                            f"SELECT {', '.join(select + sensitive_select)}, COUNT(*) AS cnt FROM ({released}) AS r "
-                            f"GROUP BY {', '.join(grouping)}", distribution)
-    sources = [f"(SELECT COALESCE(SUM(n), 0) AS tuples, COUNT(*) AS classes, COALESCE(MIN(n), 0) AS smallest "
-               f"FROM ({view.class_sizes()}) AS c) AS sizes"]
+        distribution = (
+            f"(SELECT {', '.join(sensitive_select)}, COUNT(*) AS cnt FROM {reference or table_ref} "
+            f"GROUP BY {', '.join(db.q(c) for c in sensitive)}) AS whole_table"
+        )
+    view = FrequencySetView(
+        "published",
+        [f"g{i}" for i in range(len(qi_columns))],
+        "cnt",
+        {c: f"s{j}" for j, c in enumerate(sensitive)},
+        f"SELECT {', '.join(select + sensitive_select)}, COUNT(*) AS cnt FROM ({released}) AS r "
+        f"GROUP BY {', '.join(grouping)}",
+        distribution,
+    )
+    sources = [
+        f"(SELECT COALESCE(SUM(n), 0) AS tuples, COUNT(*) AS classes, COALESCE(MIN(n), 0) AS smallest "
+        f"FROM ({view.class_sizes()}) AS c) AS sizes"
+    ]
     figures = ["sizes.tuples", "sizes.classes", "sizes.smallest"]
     for i, criterion in enumerate(criteria):
         violators = violating_classes_sql(view, [criterion], f"v{i}", params)
-        sources.append(f"(SELECT COUNT(*) AS classes, COALESCE(SUM(n), 0) AS tuples FROM ({violators}) AS v) "
-                       f"AS violations{i}")
-        figures += [f"violations{i}.classes", f"violations{i}.tuples",
-                    f"({criterion.audit_figure(view).bound(f'f{i}', params)}) AS figure{i}"]
+        sources.append(
+            f"(SELECT COUNT(*) AS classes, COALESCE(SUM(n), 0) AS tuples FROM ({violators}) AS v) AS violations{i}"
+        )
+        figures += [
+            f"violations{i}.classes",
+            f"violations{i}.tuples",
+            f"({criterion.audit_figure(view).bound(f'f{i}', params)}) AS figure{i}",
+        ]
     if masked_top:
         figures.append(f"(SELECT COUNT(*) FROM {table_ref} WHERE {masked}) AS suppressed")
-    found = conn.execute(text(f"WITH {view.table} AS MATERIALIZED ({view.definition}) SELECT {', '.join(figures)} "
-                              f"FROM {' CROSS JOIN '.join(sources)}"), params).one()
+    found = conn.execute(
+        text(
+            f"WITH {view.table} AS MATERIALIZED ({view.definition}) SELECT {', '.join(figures)} "
+            f"FROM {' CROSS JOIN '.join(sources)}"
+        ),
+        params,
+    ).one()
     rows, classes, smallest = (int(x) for x in found[:3])
     suppressed = int(found[-1]) if masked_top else None
     report = AuditReport(rows + (suppressed or 0), classes, smallest, suppressed=suppressed)
     for i, criterion in enumerate(criteria):
-        bad_classes, bad_tuples, value = found[3 + 3 * i: 6 + 3 * i]
+        bad_classes, bad_tuples, value = found[3 + 3 * i : 6 + 3 * i]
         report.criteria[criterion.name] = CriterionAudit(
-            criterion.params(), criterion.figure_name, None if value is None else float(value),
-            bad_classes == 0, int(bad_classes), int(bad_tuples))
+            criterion.params(),
+            criterion.figure_name,
+            None if value is None else float(value),
+            bad_classes == 0,
+            int(bad_classes),
+            int(bad_tuples),
+        )
     return report
 
 
@@ -127,8 +169,15 @@ def _masked_condition(db: Database, masked_top: dict[str, list[str]], params: di
     return " AND ".join(parts)
 
 
-def check_published_values(db: Database, conn: Connection, written: str, name: str, source: str,
-                           columns: list[tuple[str, str]], every_row: bool) -> None:
+def check_published_values(
+    db: Database,
+    conn: Connection,
+    written: str,
+    name: str,
+    source: str,
+    columns: list[tuple[str, str]],
+    every_row: bool,
+) -> None:
     """Every row of the written table `written` (`name` in messages), over the columns it publishes as they are
     or as pseudonyms, is a row of the source: `columns` pairs each published column with its value computed from
     the source (alias t). A published value the source does not hold, as often, is an internal column published
@@ -142,12 +191,19 @@ def check_published_values(db: Database, conn: Connection, written: str, name: s
     published = [db.q(column) for column, _ in columns]
     expected = [value for _, value in columns]
     if every_row:
-        mine, theirs = (db.execute(conn, f"SELECT COUNT(*), {db.hash_sum(values)} FROM {table}").one()
-                        for values, table in ((published, written), (expected, f"{source} t")))
+        mine, theirs = (
+            db.execute(conn, f"SELECT COUNT(*), {db.hash_sum(values)} FROM {table}").one()
+            for values, table in ((published, written), (expected, f"{source} t"))
+        )
         stray = 0 if tuple(mine) == tuple(theirs) else max(1, abs(mine[0] - theirs[0]))
     else:
-        stray = db.execute(conn, f"SELECT COUNT(*) FROM (SELECT {', '.join(published)} FROM {written} EXCEPT ALL "
-                                 f"SELECT {', '.join(expected)} FROM {source} t) x").scalar_one()
+        stray = db.execute(
+            conn,
+            f"SELECT COUNT(*) FROM (SELECT {', '.join(published)} FROM {written} EXCEPT ALL "
+            f"SELECT {', '.join(expected)} FROM {source} t) x",
+        ).scalar_one()
     if stray:
-        raise AuditError(f"table {name!r} publishes {stray} row(s) whose values of {', '.join(c for c, _ in columns)} "
-                         "the source does not hold; nothing was written")
+        raise AuditError(
+            f"table {name!r} publishes {stray} row(s) whose values of {', '.join(c for c, _ in columns)} "
+            "the source does not hold; nothing was written"
+        )

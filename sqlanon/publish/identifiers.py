@@ -7,13 +7,14 @@ the publishing statement reads them from there. So a server that logs every stat
 (log_statement, log_min_duration_statement, auto_explain), DuckDB's query log and Spark's plans and UI hold no key
 material: neither the key nor its pads, either of which gives the key back by one XOR.
 """
+
 from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from sqlalchemy.engine import Connection
 
@@ -40,12 +41,12 @@ class Pseudonyms:
     table: str | None = None
 
     @classmethod
-    def of(cls, job: Job) -> "Pseudonyms":
+    def of(cls, job: Job) -> Pseudonyms:
         """Every pseudonym key of the job, read now (before any search), so a missing key fails early."""
         return cls({i.column: i.key() for i in job.identifying if i.action == "pseudonym"})
 
     @contextmanager
-    def loaded(self, db: Database, conn: Connection) -> Iterator["Pseudonyms"]:
+    def loaded(self, db: Database, conn: Connection) -> Iterator[Pseudonyms]:
         """Within: the pads are in a session-scoped table of `conn` (see the module docstring)."""
         if not self.keys:
             yield self
@@ -59,8 +60,9 @@ class Pseudonyms:
             finally:
                 self.table = None
 
-    def select(self, db: Database, identifying: list[Identifier] | tuple[Identifier, ...], column: str,
-               value: str) -> str | None:
+    def select(
+        self, db: Database, identifying: list[Identifier] | tuple[Identifier, ...], column: str, value: str
+    ) -> str | None:
         """How source column `column` (its value in SQL: `value`) is published: None for a dropped identifier, the
         keyed pseudonym for a pseudonymized one, else the value itself."""
         for identifier in identifying:

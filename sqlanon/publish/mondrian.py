@@ -30,20 +30,23 @@ partitions each has. Criteria monotone under splitting's reverse (a union of
 parts that satisfy them satisfies them: k-anonymity, the l-diversity family,
 t-closeness against the whole table) plug in unchanged.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..criteria import Criterion
-from ..model.view import FrequencySetView, count_sum
-from ..errors import DataError
 from ..engine.frequency import violating_classes_sql
-from ..model.hierarchies import PIECE_BITS, Hierarchy, PathCodes
 from ..engine.scratch import Scratch
+from ..errors import DataError
+from ..model.hierarchies import PIECE_BITS, Hierarchy, PathCodes
+from ..model.progress import Progress, silent
+from ..model.view import FrequencySetView, count_sum
 
 MAX_ROUNDS = 200
 # a round groups the open rows by partition two or three times; over rows stored in partition order that runs 2-3x
@@ -67,6 +70,12 @@ class MondrianQI:
     def sql_type(self) -> str:
         """What a numeric QI's values are cast to in the work table."""
         return "INTEGER" if self.source_type.lower() in SMALL_INTEGERS else "DOUBLE PRECISION"
+
+    @property
+    def tree(self) -> Hierarchy:
+        """The hierarchy a categorical QI is split along (a numeric QI has none)."""
+        assert self.hierarchy is not None, f"{self.column} is cut as a number"
+        return self.hierarchy
 
     @property
     def numeric(self) -> bool:
@@ -101,26 +110,48 @@ class MondrianReport:
 
     def to_dict(self) -> dict[str, Any]:
         r = self.result
-        return {"method": "mondrian", "output": self.output, "rows": self.rows, "partitions": r.partitions,
-                "rounds": r.rounds, "statements": r.statements, "smallest_partition": r.smallest,
-                "largest_partition": r.largest, "average_partition": self.rows / max(1, r.partitions),
-                "partitioning_seconds": round(self.partitioning_seconds, 3),
-                "publishing_seconds": round(self.publishing_seconds, 3), "audit": self.audit.to_dict(),
-                "preview": [{k: v if v is None or isinstance(v, (int, float, str)) else str(v)
-                             for k, v in row.items()} for row in self.preview]}
+        return {
+            "method": "mondrian",
+            "output": self.output,
+            "rows": self.rows,
+            "partitions": r.partitions,
+            "rounds": r.rounds,
+            "statements": r.statements,
+            "smallest_partition": r.smallest,
+            "largest_partition": r.largest,
+            "average_partition": self.rows / max(1, r.partitions),
+            "partitioning_seconds": round(self.partitioning_seconds, 3),
+            "publishing_seconds": round(self.publishing_seconds, 3),
+            "audit": self.audit.to_dict(),
+            "preview": [
+                {k: v if v is None or isinstance(v, (int, float, str)) else str(v) for k, v in row.items()}
+                for row in self.preview
+            ],
+        }
 
 
 class Mondrian:
     """The partitioning of one table, built in scratch tables of the connection's session."""
 
-    def __init__(self, db: Database, conn: Connection, source: str, columns: list[str], qis: list[MondrianQI],
-                 sensitive: list[str], criteria: list[Criterion], prefix: str, relaxed: bool = False,
-                 progress: Callable[[str, int, int | None], None] = lambda *_: None):
+    def __init__(
+        self,
+        db: Database,
+        conn: Connection,
+        source: str,
+        columns: list[str],
+        qis: list[MondrianQI],
+        sensitive: list[str],
+        criteria: list[Criterion],
+        prefix: str,
+        relaxed: bool = False,
+        progress: Progress = silent,
+    ):
         self.db, self.conn, self.source, self.columns, self.qis = db, conn, source, columns, qis
         self.sensitive, self.criteria, self.relaxed = sensitive, criteria, relaxed
         self.progress, self.scratch = progress, Scratch(db, conn, prefix)
         self.work, self.parts, self.rows, self.done, self.whole = (
-            self.scratch.ref(t) for t in ("work", "parts", "rows", "done", "whole"))
+            self.scratch.ref(t) for t in ("work", "parts", "rows", "done", "whole")
+        )
         self.numeric = [j for j, qi in enumerate(qis) if qi.numeric]  # the QIs cut at the median, by index
         self.categorical = [j for j, qi in enumerate(qis) if not qi.numeric]  # those cut along their hierarchy
         self.spans: dict[int, float] = {}
@@ -156,10 +187,12 @@ class Mondrian:
             if qi.numeric:
                 labels.append(f"CAST({value} AS {qi.sql_type}) AS v{j}")
                 continue
-            self.codes[j] = qi.hierarchy.path_codes
+            self.codes[j] = qi.tree.path_codes
             if self.codes[j].bits > PIECE_BITS:  # a code travels through the rounds as one integer
-                raise DataError(f"the hierarchy of {qi.column!r} is too wide for Mondrian's {PIECE_BITS}-bit path "
-                                f"codes ({self.codes[j].bits} bits); give it fewer values per node")
+                raise DataError(
+                    f"the hierarchy of {qi.column!r} is too wide for Mondrian's {PIECE_BITS}-bit path "
+                    f"codes ({self.codes[j].bits} bits); give it fewer values per node"
+                )
             mapping = self._code_tables(j, self.codes[j])
             joins.append(f"JOIN {mapping} h{j} ON h{j}.value = CAST({value} AS VARCHAR)")
             labels.append(f"CAST(h{j}.code AS {_integer(self.codes[j].bits)}) AS c{j}")
@@ -176,15 +209,19 @@ class Mondrian:
         # 4-byte integers made the rounds' rewrites cheaper (5M hospital rows: 37.3 s -> 31.4 s)
         self.ids = _integer(rows.bit_length() + 1)
         sensitive = "".join(f", {self._row(c)} AS s{i}" for i, c in enumerate(self.sensitive))
-        self._create(self.work, f"SELECT CAST(t.rid AS {self.ids}) AS rid, CAST(1 AS {self.ids}) AS part, "
-                                f"{', '.join(labels)}{sensitive} FROM {self.rows} t {' '.join(joins)}")
+        self._create(
+            self.work,
+            f"SELECT CAST(t.rid AS {self.ids}) AS rid, CAST(1 AS {self.ids}) AS part, "
+            f"{', '.join(labels)}{sensitive} FROM {self.rows} t {' '.join(joins)}",
+        )
         levels = ", ".join(f"{qi.height} AS lev{j}" for j, qi in enumerate(self.qis))
         self._create(self.parts, f"SELECT CAST(1 AS {self.ids}) AS part, {levels}")
         # rows of closed partitions leave the work table for `done`: later rounds read only open partitions
         self._create(self.done, f"SELECT * FROM {self.work} w WHERE 1 = 0")
         if self.numeric:  # each numeric QI's range over the whole table, what widths are normalized by
-            spans = db.execute(self.conn, "SELECT " + ", ".join(f"MAX(v{j}) - MIN(v{j})" for j in self.numeric)
-                               + f" FROM {self.work}").one()
+            spans = db.execute(
+                self.conn, "SELECT " + ", ".join(f"MAX(v{j}) - MIN(v{j})" for j in self.numeric) + f" FROM {self.work}"
+            ).one()
             self.spans = {j: float(span or 0) for j, span in zip(self.numeric, spans)}
         if self.sensitive:  # the whole table's distribution of the sensitive values (t-closeness)
             columns = ", ".join(f"s{i}" for i in range(len(self.sensitive)))
@@ -204,11 +241,13 @@ class Mondrian:
         """Scratch tables of QI j's hierarchy: (value, code) of every value, and (level, node, label, leaves) of
         every node; returns the first."""
         values, nodes = self.scratch.ref(f"h{j}"), self._nodes_ref(j)
-        for ref, names in ((values, [("value", "VARCHAR"), ("code", "BIGINT")]),
-                           (nodes, [("level", "INTEGER"), ("node", "BIGINT"), ("label", "VARCHAR"),
-                                    ("leaves", "BIGINT")])):
-            self.scratch.create(ref, "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {self.db.q(n)}" for n, t in names)
-                                + " LIMIT 0")
+        for ref, names in (
+            (values, [("value", "VARCHAR"), ("code", "BIGINT")]),
+            (nodes, [("level", "INTEGER"), ("node", "BIGINT"), ("label", "VARCHAR"), ("leaves", "BIGINT")]),
+        ):
+            self.scratch.create(
+                ref, "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {self.db.q(n)}" for n, t in names) + " LIMIT 0"
+            )
         self.db.insert_rows(self.conn, values, ["value", "code"], list(codes.code.items()))
         self.db.insert_rows(self.conn, nodes, ["level", "node", "label", "leaves"], codes.nodes())
         self.scratch.statements += 2
@@ -218,36 +257,56 @@ class Mondrian:
         db, column = self.db, self.db.q(qi.column)
         nulls = db.execute(self.conn, f"SELECT COUNT(*) FROM {self.source} WHERE {column} IS NULL").scalar_one()
         if nulls:
-            raise DataError(f"quasi-identifier {qi.column!r} is NULL in {nulls} row(s); Mondrian places every "
-                            "row in a partition by its values: fill them in or remove those rows first")
+            raise DataError(
+                f"quasi-identifier {qi.column!r} is NULL in {nulls} row(s); Mondrian places every "
+                "row in a partition by its values: fill them in or remove those rows first"
+            )
         if qi.numeric:
-            bad = db.execute(self.conn, f"SELECT CAST({column} AS VARCHAR) FROM {self.source} WHERE "
-                                        f"{db.not_a_number(column)} LIMIT 1").first()
+            bad = db.execute(
+                self.conn,
+                f"SELECT CAST({column} AS VARCHAR) FROM {self.source} WHERE {db.not_a_number(column)} LIMIT 1",
+            ).first()
             if bad is not None:
-                raise DataError(f"quasi-identifier {qi.column!r} has no hierarchy, so Mondrian cuts it at its "
-                                f"median as a number, but it holds {bad[0]!r}; give it a hierarchy (a categorical "
-                                "QI is split along it) or fix the value")
+                raise DataError(
+                    f"quasi-identifier {qi.column!r} has no hierarchy, so Mondrian cuts it at its "
+                    f"median as a number, but it holds {bad[0]!r}; give it a hierarchy (a categorical "
+                    "QI is split along it) or fix the value"
+                )
             return
-        values = sorted(qi.hierarchy.values)
+        values = sorted(qi.tree.values)
         names = {f"hv{j}_{i}": v for i, v in enumerate(values)}
-        stray = db.execute(self.conn, (
-            f"SELECT CAST({column} AS VARCHAR) FROM {self.source} WHERE CAST({column} AS VARCHAR) NOT IN "
-            f"({', '.join(':' + n for n in names)}) LIMIT 1"), names).first()
+        stray = db.execute(
+            self.conn,
+            (
+                f"SELECT CAST({column} AS VARCHAR) FROM {self.source} WHERE CAST({column} AS VARCHAR) NOT IN "
+                f"({', '.join(':' + n for n in names)}) LIMIT 1"
+            ),
+            names,
+        ).first()
         if stray is not None:
-            raise DataError(f"value {stray[0]!r} of {qi.column!r} is not in its hierarchy; add it to the hierarchy "
-                            "file (or fix the value)")
+            raise DataError(
+                f"value {stray[0]!r} of {qi.column!r} is not in its hierarchy; add it to the hierarchy "
+                "file (or fix the value)"
+            )
 
     def _check_whole_table(self) -> None:
-        view = self._view("SELECT part, 0 AS child, 0 AS dim, " + self._sensitive("w") + f"COUNT(*) AS cnt "
-                          f"FROM {self.work} w GROUP BY part{self._sensitive_group('w')}")
+        view = self._view(
+            "SELECT part, 0 AS child, 0 AS dim, " + self._sensitive("w") + f"COUNT(*) AS cnt "
+            f"FROM {self.work} w GROUP BY part{self._sensitive_group('w')}"
+        )
         params: dict[str, object] = {}
-        bad = self.db.execute(self.conn, f"WITH fs AS ({view.definition}) SELECT COUNT(*) FROM "
-                                         f"({violating_classes_sql(view, self.criteria, 'all', params)}) v",
-                              params).scalar_one()
+        bad = self.db.execute(
+            self.conn,
+            f"WITH fs AS ({view.definition}) SELECT COUNT(*) FROM "
+            f"({violating_classes_sql(view, self.criteria, 'all', params)}) v",
+            params,
+        ).scalar_one()
         self.scratch.statements += 1
         if bad:
-            raise DataError("the criteria do not hold even for the whole table as one class, so no partitioning "
-                            "can satisfy them; relax the criteria (a smaller k or l, a larger t)")
+            raise DataError(
+                "the criteria do not hold even for the whole table as one class, so no partitioning "
+                "can satisfy them; relax the criteria (a smaller k or l, a larger t)"
+            )
 
     # --- rounds -----------------------------------------------------------
     def run(self) -> MondrianResult:
@@ -263,9 +322,10 @@ class Mondrian:
             self._apply()
         else:  # out of rounds: the partitions made so far are final (each satisfies the criteria)
             self._close("")
-        partitions, smallest, largest = self.db.execute(self.conn, (
-            f"SELECT COUNT(*), MIN(n), MAX(n) FROM (SELECT COUNT(*) AS n FROM {self.done} e GROUP BY part) s"
-        )).one()
+        partitions, smallest, largest = self.db.execute(
+            self.conn,
+            (f"SELECT COUNT(*), MIN(n), MAX(n) FROM (SELECT COUNT(*) AS n FROM {self.done} e GROUP BY part) s"),
+        ).one()
         return MondrianResult(int(partitions), rounds, self.statements, int(smallest), int(largest))
 
     def _sensitive(self, alias: str) -> str:
@@ -276,8 +336,14 @@ class Mondrian:
 
     def _view(self, definition: str) -> FrequencySetView:
         reference = f"{self.whole} AS whole_table" if self.sensitive else None
-        return FrequencySetView("fs", ["part", "dim", "child"], "cnt",
-                                {c: f"s{i}" for i, c in enumerate(self.sensitive)}, definition, reference)
+        return FrequencySetView(
+            "fs",
+            ["part", "dim", "child"],
+            "cnt",
+            {c: f"s{i}" for i, c in enumerate(self.sensitive)},
+            definition,
+            reference,
+        )
 
     def _shift(self, j: int, level: str) -> str:
         """How far to shift QI j's path codes right to reach their node at `level` (SQL, a level)."""
@@ -294,8 +360,10 @@ class Mondrian:
         (c.cut{suffix}) except n."""
         if qi.numeric:
             if self.relaxed:  # one cut per partition and row: ranked within the partition
-                return (f"CASE WHEN 2 * ROW_NUMBER() OVER (PARTITION BY w.part ORDER BY w.v{j}, w.rid) <= c.n + 1 "
-                        "THEN 0 ELSE 1 END")
+                return (
+                    f"CASE WHEN 2 * ROW_NUMBER() OVER (PARTITION BY w.part ORDER BY w.v{j}, w.rid) <= c.n + 1 "
+                    "THEN 0 ELSE 1 END"
+                )
             return f"CASE WHEN w.v{j} <= c.cut{suffix} THEN 0 ELSE 1 END"
         return f"(w.c{j} >> c.shift{suffix})"
 
@@ -316,8 +384,9 @@ class Mondrian:
             median = f", {median} AS cut{j}" if qi.numeric else ""
             figures.append(f"MIN(w.{self._qi_column(j)}) AS low{j}, MAX(w.{self._qi_column(j)}) AS high{j}{median}")
         figures_ref = self.scratch.ref("figures")
-        self._create(figures_ref, f"SELECT w.part, COUNT(*) AS n, {', '.join(figures)} FROM {self.work} w "
-                                  "GROUP BY w.part")
+        self._create(
+            figures_ref, f"SELECT w.part, COUNT(*) AS n, {', '.join(figures)} FROM {self.work} w GROUP BY w.part"
+        )
         parts = []
         for j, qi in enumerate(self.qis):
             if qi.numeric:
@@ -326,15 +395,17 @@ class Mondrian:
                     f"SELECT part, {j} AS dim, CASE WHEN {span} > 0 THEN (high{j} - low{j}) / {span} ELSE 0 END "
                     f"AS width, cut{j} AS cut, n, 0 AS shift FROM {figures_ref} WHERE high{j} > low{j}"
                     # strict: the cut must leave rows above it (the lower median can be the largest value)
-                    + ("" if self.relaxed else f" AND high{j} > cut{j}"))
+                    + ("" if self.relaxed else f" AND high{j} > cut{j}")
+                )
                 continue
             level, kids = f"p.lev{j}", f"p.lev{j} - 1"
             parts.append(
-                f"SELECT g.part, {j} AS dim, CAST(nd.leaves AS DOUBLE PRECISION) / {len(qi.hierarchy.values)} "
+                f"SELECT g.part, {j} AS dim, CAST(nd.leaves AS DOUBLE PRECISION) / {len(qi.tree.values)} "
                 f"AS width, CAST(NULL AS DOUBLE PRECISION) AS cut, g.n, {self._shift(j, kids)} AS shift "
                 f"FROM {figures_ref} g JOIN {self.parts} p ON p.part = g.part JOIN {self._nodes_ref(j)} nd "
                 f"ON nd.level = {level} AND nd.node = {self._node(j, f'g.low{j}', level)} WHERE {level} > 0 AND "
-                f"{self._node(j, f'g.low{j}', kids)} < {self._node(j, f'g.high{j}', kids)}")
+                f"{self._node(j, f'g.low{j}', kids)} < {self._node(j, f'g.high{j}', kids)}"
+            )
         self._create(self.candidates, " UNION ALL ".join(parts))
         # the QIs some partition can still cut (late rounds: the numeric ones alone): the only ones a round counts
         cut = self.db.execute(self.conn, f"SELECT DISTINCT dim FROM {self.candidates}").scalars().all()
@@ -364,22 +435,37 @@ class Mondrian:
         view = self._view(definition)
         params: dict[str, object] = {}
         bad = violating_classes_sql(view, self.criteria, "cut", params)
-        allowed = (f"SELECT c.part, c.dim, c.width FROM {self.candidates} c WHERE NOT EXISTS (SELECT 1 FROM bad b "
-                   "WHERE b.part = c.part AND b.dim = c.dim)")
-        best = ("SELECT part, dim FROM (SELECT part, dim, ROW_NUMBER() OVER (PARTITION BY part ORDER BY width DESC, "
-                f"dim) AS rank FROM ({allowed}) a) ranked WHERE rank = 1")
-        chosen = (f"SELECT DISTINCT f.part, f.dim, f.child FROM fs f JOIN ({best}) x ON x.part = f.part "
-                  "AND x.dim = f.dim")
-        numbered = (f"CAST((SELECT MAX(part) FROM {self.parts}) + ROW_NUMBER() OVER (ORDER BY g.part, g.child) "
-                    f"AS {self.ids}) AS new_part")
-        self._create(self.pieces, f"WITH {cells}fs AS MATERIALIZED ({view.definition}), bad AS ({bad}) "
-                                  "SELECT g.part, g.dim, "
-                                  f"g.child, c.cut, c.n, c.shift, {numbered} FROM ({chosen}) g "
-                                  f"JOIN {self.candidates} c ON c.part = g.part AND c.dim = g.dim", params)
-        self._create(self.choice, f"SELECT part, dim, cut, n, shift, MIN(new_part) AS first FROM {self.pieces} "
-                                  "GROUP BY part, dim, cut, n, shift")
-        split, self.open_parts = self.db.execute(self.conn, f"SELECT (SELECT COUNT(*) FROM {self.choice}), "
-                                                            f"(SELECT COUNT(*) FROM {self.pieces})").one()
+        allowed = (
+            f"SELECT c.part, c.dim, c.width FROM {self.candidates} c WHERE NOT EXISTS (SELECT 1 FROM bad b "
+            "WHERE b.part = c.part AND b.dim = c.dim)"
+        )
+        best = (
+            "SELECT part, dim FROM (SELECT part, dim, ROW_NUMBER() OVER (PARTITION BY part ORDER BY width DESC, "
+            f"dim) AS rank FROM ({allowed}) a) ranked WHERE rank = 1"
+        )
+        chosen = (
+            f"SELECT DISTINCT f.part, f.dim, f.child FROM fs f JOIN ({best}) x ON x.part = f.part AND x.dim = f.dim"
+        )
+        numbered = (
+            f"CAST((SELECT MAX(part) FROM {self.parts}) + ROW_NUMBER() OVER (ORDER BY g.part, g.child) "
+            f"AS {self.ids}) AS new_part"
+        )
+        self._create(
+            self.pieces,
+            f"WITH {cells}fs AS MATERIALIZED ({view.definition}), bad AS ({bad}) "
+            "SELECT g.part, g.dim, "
+            f"g.child, c.cut, c.n, c.shift, {numbered} FROM ({chosen}) g "
+            f"JOIN {self.candidates} c ON c.part = g.part AND c.dim = g.dim",
+            params,
+        )
+        self._create(
+            self.choice,
+            f"SELECT part, dim, cut, n, shift, MIN(new_part) AS first FROM {self.pieces} "
+            "GROUP BY part, dim, cut, n, shift",
+        )
+        split, self.open_parts = self.db.execute(
+            self.conn, f"SELECT (SELECT COUNT(*) FROM {self.choice}), (SELECT COUNT(*) FROM {self.pieces})"
+        ).one()
         self.scratch.statements += 1
         return int(split)
 
@@ -397,24 +483,35 @@ class Mondrian:
         if len(self.cuttable) >= WIDE_CUTS:
             return f"cells AS MATERIALIZED ({self._cells()}), ", " UNION ALL ".join(
                 f"SELECT part, {j} AS dim, k{j} AS child{sensitive}, {count_sum('cnt')} AS cnt FROM cells "
-                f"WHERE k{j} IS NOT NULL GROUP BY part, k{j}{sensitive}" for j in self.cuttable)
+                f"WHERE k{j} IS NOT NULL GROUP BY part, k{j}{sensitive}"
+                for j in self.cuttable
+            )
         rows = " UNION ALL ".join(
             f"SELECT w.part, c.dim, {self._child(j, self.qis[j])} AS child, {self._sensitive('w')}w.rid "
-            f"FROM {self.work} w JOIN {self.candidates} c ON c.part = w.part AND c.dim = {j}" for j in self.cuttable)
-        return "", (f"SELECT part, dim, child{sensitive}, COUNT(*) AS cnt FROM ({rows}) r "
-                    f"GROUP BY part, dim, child{sensitive}")
+            f"FROM {self.work} w JOIN {self.candidates} c ON c.part = w.part AND c.dim = {j}"
+            for j in self.cuttable
+        )
+        return "", (
+            f"SELECT part, dim, child{sensitive}, COUNT(*) AS cnt FROM ({rows}) r GROUP BY part, dim, child{sensitive}"
+        )
 
     def _cells(self) -> str:
         """The open rows counted by partition, the part every candidate cut would put them in (k<j>: NULL where the
         partition has no cut of QI j) and the sensitive values."""
-        pivot = ", ".join(f"MAX(CASE WHEN dim = {j} THEN {value} END) AS {name}{j}" for j in self.cuttable
-                          for name, value in (("has", "1"), ("cut", "cut"), ("shift", "shift")))
+        pivot = ", ".join(
+            f"MAX(CASE WHEN dim = {j} THEN {value} END) AS {name}{j}"
+            for j in self.cuttable
+            for name, value in (("has", "1"), ("cut", "cut"), ("shift", "shift"))
+        )
         cuts = f"SELECT part, MAX(n) AS n, {pivot} FROM {self.candidates} GROUP BY part"
-        children = ", ".join(f"CASE WHEN c.has{j} = 1 THEN {self._child(j, self.qis[j], str(j))} END AS k{j}"
-                             for j in self.cuttable)
+        children = ", ".join(
+            f"CASE WHEN c.has{j} = 1 THEN {self._child(j, self.qis[j], str(j))} END AS k{j}" for j in self.cuttable
+        )
         keys = ", ".join([f"k{j}" for j in self.cuttable] + [f"s{i}" for i in range(len(self.sensitive))])
-        return (f"SELECT part, {keys}, COUNT(*) AS cnt FROM (SELECT {self._sensitive('w')}w.part, {children} "
-                f"FROM {self.work} w JOIN ({cuts}) c ON c.part = w.part) r GROUP BY part, {keys}")
+        return (
+            f"SELECT part, {keys}, COUNT(*) AS cnt FROM (SELECT {self._sensitive('w')}w.part, {children} "
+            f"FROM {self.work} w JOIN ({cuts}) c ON c.part = w.part) r GROUP BY part, {keys}"
+        )
 
     def _close(self, where: str) -> None:
         """Rows of the work table (`where` says which) to the done table: their partitions are final."""
@@ -424,30 +521,40 @@ class Mondrian:
 
     def _apply(self) -> None:
         """The rows of split partitions to their new partitions, which replace the split ones."""
+
         def moved(part: str) -> str:
             return ", ".join(f"{part} AS part" if c == "part" else f"w.{c}" for c in self._work_columns())
 
         def cut_by(dims: list[int]) -> str:  # each row's piece (a window for relaxed cuts, so computed first)
-            return (f"(SELECT w.*, {self._piece(dims)} AS child, c.first FROM {self.work} w JOIN {self.choice} c "
-                    f"ON c.part = w.part AND c.dim IN ({', '.join(map(str, dims))})) w")
+            return (
+                f"(SELECT w.*, {self._piece(dims)} AS child, c.first FROM {self.work} w JOIN {self.choice} c "
+                f"ON c.part = w.part AND c.dim IN ({', '.join(map(str, dims))})) w"
+            )
 
         # a numeric cut's two parts were numbered in a row (left, right), so its rows need no look-up of their
         # new partition; a categorical cut's parts are its children present (1M rows on PostgreSQL: a join less
         # in every round that cuts numbers alone)
         branches = [f"SELECT {moved('w.first + w.child')} FROM {cut_by(self.numeric)}"] if self.numeric else []
         if self.categorical:
-            branches.append(f"SELECT {moved('n.new_part')} FROM {cut_by(self.categorical)} JOIN {self.pieces} n "
-                            "ON n.part = w.part AND n.child = w.child")
+            branches.append(
+                f"SELECT {moved('n.new_part')} FROM {cut_by(self.categorical)} JOIN {self.pieces} n "
+                "ON n.part = w.part AND n.child = w.child"
+            )
         order = ""
         if self.open_parts >= SORT_GROWTH * self.sorted_parts:
             order, self.sorted_parts = " ORDER BY part", self.open_parts
         self._create(self.work, " UNION ALL ".join(branches) + order)
-        levels = ", ".join(f"p.lev{j} - CASE WHEN n.dim = {j} THEN {0 if qi.numeric else 1} ELSE 0 END AS lev{j}"
-                           for j, qi in enumerate(self.qis))
+        levels = ", ".join(
+            f"p.lev{j} - CASE WHEN n.dim = {j} THEN {0 if qi.numeric else 1} ELSE 0 END AS lev{j}"
+            for j, qi in enumerate(self.qis)
+        )
         same = ", ".join(f"lev{j}" for j in range(len(self.qis)))
-        self._create(self.parts, f"SELECT part, {same} FROM {self.parts} WHERE part NOT IN (SELECT part FROM "
-                                 f"{self.choice}) UNION ALL SELECT n.new_part, {levels} FROM {self.pieces} n "
-                                 f"JOIN {self.parts} p ON p.part = n.part")
+        self._create(
+            self.parts,
+            f"SELECT part, {same} FROM {self.parts} WHERE part NOT IN (SELECT part FROM "
+            f"{self.choice}) UNION ALL SELECT n.new_part, {levels} FROM {self.pieces} n "
+            f"JOIN {self.parts} p ON p.part = n.part",
+        )
 
     def _work_columns(self) -> list[str]:
         qis = [self._qi_column(j) for j in range(len(self.qis))]
@@ -465,15 +572,21 @@ class Mondrian:
         return labels
 
     def _labels(self, mean: bool) -> str:
-        figures = [f"MIN(e.v{j}) AS low{j}, MAX(e.v{j}) AS high{j}, AVG(CAST(e.v{j} AS DOUBLE PRECISION)) AS mean{j}"
-                   for j in self.numeric]  # (PostgreSQL's AVG of integers is a NUMERIC, printed with 16 decimals)
+        figures = [
+            f"MIN(e.v{j}) AS low{j}, MAX(e.v{j}) AS high{j}, AVG(CAST(e.v{j} AS DOUBLE PRECISION)) AS mean{j}"
+            for j in self.numeric
+        ]  # (PostgreSQL's AVG of integers is a NUMERIC, printed with 16 decimals)
         figures += [f"MIN(e.c{j}) AS low{j}" for j in self.categorical]  # any row's code has the partition's node
         grouped = f"SELECT e.part, {', '.join(figures)} FROM {self.done} e GROUP BY e.part"
         published = [self.published_qi(j, qi, mean) + f" AS q{j}" for j, qi in enumerate(self.qis)]
-        nodes = " ".join(f"JOIN {self._nodes_ref(j)} n{j} ON n{j}.level = p.lev{j} AND n{j}.node = "
-                         f"{self._node(j, f'g.low{j}', f'p.lev{j}')}" for j in self.categorical)
-        return (f"SELECT g.part, {', '.join(published)} FROM ({grouped}) g JOIN {self.parts} p ON p.part = g.part "
-                f"{nodes}")
+        nodes = " ".join(
+            f"JOIN {self._nodes_ref(j)} n{j} ON n{j}.level = p.lev{j} AND n{j}.node = "
+            f"{self._node(j, f'g.low{j}', f'p.lev{j}')}"
+            for j in self.categorical
+        )
+        return (
+            f"SELECT g.part, {', '.join(published)} FROM ({grouped}) g JOIN {self.parts} p ON p.part = g.part {nodes}"
+        )
 
     @staticmethod
     def published_qi(j: int, qi: MondrianQI, mean: bool) -> str:
@@ -493,25 +606,29 @@ def _integer(bits: int) -> str:
 
 def _number_text(value: str) -> str:
     """A number as text, whole numbers without a decimal point (so an integer column reads [30-39])."""
-    return (f"CASE WHEN {value} = FLOOR({value}) THEN CAST(CAST({value} AS BIGINT) AS VARCHAR) "
-            f"ELSE CAST({value} AS VARCHAR) END")
+    return (
+        f"CASE WHEN {value} = FLOOR({value}) THEN CAST(CAST({value} AS BIGINT) AS VARCHAR) "
+        f"ELSE CAST({value} AS VARCHAR) END"
+    )
 
 
-def published_rows(db: Database, mondrian: Mondrian, select_other: Callable[[str, str], str | None], mean: bool
-                   ) -> tuple[str, list[str]]:
+def published_rows(
+    db: Database, mondrian: Mondrian, select_other: Callable[[str, str], str | None], mean: bool
+) -> tuple[str, list[str]]:
     """The SELECT of the published table (every source column in order, QIs as their partition's range (or mean)
     or hierarchy node, the others as `select_other(column, its value in SQL)` says, None: not published) and the
     published names. Stores the partitions' labels first (`Mondrian.store_labels`), which the SELECT reads."""
     by_column = {db.name_key(qi.column): j for j, qi in enumerate(mondrian.qis)}
     select, published = [], []
     for k, column in enumerate(mondrian.columns):
-        if db.name_key(column) in by_column:
-            value = f"g.q{by_column[db.name_key(column)]}"
-        else:
+        value: str | None = f"g.q{by_column[db.name_key(column)]}" if db.name_key(column) in by_column else None
+        if value is None:
             value = select_other(column, f"t.u{k}")
             if value is None:
                 continue
         select.append(f"{value} AS {db.q(column)}")
         published.append(column)
-    return (f"SELECT {', '.join(select)} FROM {mondrian.rows} t JOIN {mondrian.done} w ON w.rid = t.rid "
-            f"JOIN {mondrian.store_labels(mean)} g ON g.part = w.part"), published
+    return (
+        f"SELECT {', '.join(select)} FROM {mondrian.rows} t JOIN {mondrian.done} w ON w.rid = t.rid "
+        f"JOIN {mondrian.store_labels(mean)} g ON g.part = w.part"
+    ), published

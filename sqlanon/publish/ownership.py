@@ -14,6 +14,7 @@ in the writing transaction:
 - a schema that exists and where the role may create tables;
 - an existing table only when asked to replace it, and only when it is sqlanon's.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,8 +28,8 @@ from sqlalchemy.engine import Connection
 
 from ..backends import Database, qualified_name
 from ..errors import ConfigError, DataError
-from ..store.records import now
 from ..store import Store, tables
+from ..store.records import now
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class TableName:
     def __str__(self) -> str:
         return qualified_name(self.schema, self.table)
 
-    def same_as(self, other: "TableName", db: Database) -> bool:
+    def same_as(self, other: TableName, db: Database) -> bool:
         """Whether both name one table, names compared as the database resolves them."""
         return db.same_name(self.schema, other.schema) and db.same_name(self.table, other.table)
 
@@ -81,17 +82,42 @@ class Ownership:
             return None
         return OwnedTable(row[0], row[2], row[3], int(row[4]))
 
-    def record(self, conn: Connection, name: TableName, kind: str, rows: int, run_id: int | None = None,
-               file_path: str | None = None, file_sha256: str | None = None) -> None:
+    def record(
+        self,
+        conn: Connection,
+        name: TableName,
+        kind: str,
+        rows: int,
+        run_id: int | None = None,
+        file_path: str | None = None,
+        file_sha256: str | None = None,
+    ) -> None:
         """Mark a table sqlanon just created (in the creating transaction)."""
         token = uuid.uuid4().hex
         what = f"run {run_id}" if run_id is not None else f"loaded from {Path(file_path or '').name}"
         self.db.set_table_comment(conn, self.db.q(name.schema, name.table), f"written by sqlanon ({what}; {token})")
-        self.store.call(self.db.metadata_connection(conn), tables.RECORD, **self._key(name), kind=kind, token=token,
-                        run=run_id, file_path=file_path, file_sha256=file_sha256, row_count=rows, created_at=now())
+        self.store.call(
+            self.db.metadata_connection(conn),
+            tables.RECORD,
+            **self._key(name),
+            kind=kind,
+            token=token,
+            run=run_id,
+            file_path=file_path,
+            file_sha256=file_sha256,
+            row_count=rows,
+            created_at=now(),
+        )
 
-    def check_target(self, conn: Connection, target: TableName, replace: bool, what: str,
-                     source: TableName | None = None, replace_any: bool = False) -> bool:
+    def check_target(
+        self,
+        conn: Connection,
+        target: TableName,
+        replace: bool,
+        what: str,
+        source: TableName | None = None,
+        replace_any: bool = False,
+    ) -> bool:
         """Refuse a table sqlanon may not write (see the module docstring); returns whether it exists.
 
         `replace_any` lets `sqlanon load --replace` overwrite a table sqlanon did
@@ -99,27 +125,39 @@ class Ownership:
         """
         db = self.db
         if db.same_name(target.schema, self.metadata_schema):
-            raise ConfigError(f"{what} {str(target)!r} would be inside sqlanon's metadata schema "
-                              f"{self.metadata_schema!r}; choose another schema")
+            raise ConfigError(
+                f"{what} {str(target)!r} would be inside sqlanon's metadata schema "
+                f"{self.metadata_schema!r}; choose another schema"
+            )
         if source is not None and target.same_as(source, db):
-            raise ConfigError(f"{what} {str(target)!r} is the source table {str(source)!r} (names are compared as "
-                              f"{db.name_rule}"
-                              "); sqlanon never writes over its source: choose another output.table")
+            raise ConfigError(
+                f"{what} {str(target)!r} is the source table {str(source)!r} (names are compared as "
+                f"{db.name_rule}"
+                "); sqlanon never writes over its source: choose another output.table"
+            )
         if not db.schema_exists(conn, target.schema):
-            raise DataError(f"schema {target.schema!r} of {what} {target.table!r} does not exist; create it "
-                            f"(CREATE SCHEMA {db.q(target.schema)}) or choose another schema")
+            raise DataError(
+                f"schema {target.schema!r} of {what} {target.table!r} does not exist; create it "
+                f"(CREATE SCHEMA {db.q(target.schema)}) or choose another schema"
+            )
         if not db.may_create_in(conn, target.schema):
             user = db.execute(conn, "SELECT current_user").scalar_one()
-            raise DataError(f"role {user!r} may not create tables in schema {target.schema!r}; ask its owner for: "
-                            f"GRANT CREATE ON SCHEMA {db.q(target.schema)} TO {db.q(user)}")
+            raise DataError(
+                f"role {user!r} may not create tables in schema {target.schema!r}; ask its owner for: "
+                f"GRANT CREATE ON SCHEMA {db.q(target.schema)} TO {db.q(user)}"
+            )
         if not db.table_exists(conn, target.schema, target.table):
             return False
         if not replace:
-            raise DataError(f"{what} {str(target)!r} already exists; choose another name, or pass --replace to "
-                            "overwrite a table sqlanon wrote")
+            raise DataError(
+                f"{what} {str(target)!r} already exists; choose another name, or pass --replace to "
+                "overwrite a table sqlanon wrote"
+            )
         if not replace_any and self.owned(conn, target) is None:
-            raise DataError(f"{what} {str(target)!r} exists and was not written by sqlanon; sqlanon replaces only "
-                            "tables it created: drop or rename it yourself, or choose another name")
+            raise DataError(
+                f"{what} {str(target)!r} exists and was not written by sqlanon; sqlanon replaces only "
+                "tables it created: drop or rename it yourself, or choose another name"
+            )
         return True
 
 

@@ -21,25 +21,26 @@ many nodes, and that grouped again for the nodes that share higher levels).
 Statements, not rows, dominate small frequency sets; a small cube's wave is
 bounded by the rows its join produces.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property, partial
-from typing import Iterator
 
 import numpy as np
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..criteria import Criterion
-from ..model.view import FrequencySetView, count_sum
-from ..engine.star import STATISTICS_ROWS, StarSchema
 from ..engine.frequency import violating_classes_sql
-from ..store.records import RunRecord
 from ..engine.metrics import sum_c_ln_c
-from .rollups import RollUp, nodes_of, plan, statements
+from ..engine.star import STATISTICS_ROWS, StarSchema
+from ..model.view import FrequencySetView, count_sum
 from ..store import runs
+from ..store.records import RunRecord
+from .rollups import RollUp, nodes_of, plan, statements
 
 KEY_BITS = 63  # a signed BIGINT's non-negative range
 ROWS_PER_STATEMENT = 4_000_000  # cube rows x wave nodes joined by one statement
@@ -70,7 +71,7 @@ class KeyLayout:
         return max(self.key_of, default=-1) + 1
 
     @staticmethod
-    def for_bits(widths: list[int]) -> "KeyLayout":
+    def for_bits(widths: list[int]) -> KeyLayout:
         """Fields packed in order, a new key column whenever the next one would pass 63 bits."""
         bits = tuple(widths)
         key_of, offset, key, used = [], [], 0, 0
@@ -95,8 +96,15 @@ class Field:
 class WaveChecker:
     """Checks lists of nodes of the full lattice against the criteria, a wave per statement."""
 
-    def __init__(self, db: Database, conn: Connection, star: StarSchema, run: RunRecord,
-                 from_table: bool = False, criteria: list[Criterion] | None = None):
+    def __init__(
+        self,
+        db: Database,
+        conn: Connection,
+        star: StarSchema,
+        run: RunRecord,
+        from_table: bool = False,
+        criteria: list[Criterion] | None = None,
+    ):
         """`from_table`: no stored cube; every wave scans the source joined with the dimensions (for
         comparison: the cube is one scan for the whole search). `criteria`: the job's (every wave checks them or
         a part of them): the sensitive values they name or order are carried as values, the others may be codes."""
@@ -104,14 +112,22 @@ class WaveChecker:
         self.criteria = criteria or []
         self.run, self.run_id = run, run.run_id
         self.level_sizes = [d.hierarchy.level_sizes() for d in star.dimensions]
-        self.fields = [Field(d.attr, i, levels) for d in star.dimensions
-                       for i, levels in enumerate(d.hierarchy.path_codes.pieces())]
+        self.fields = [
+            Field(d.attr, i, levels)
+            for d in star.dimensions
+            for i, levels in enumerate(d.hierarchy.path_codes.pieces())
+        ]
         codes = [star.dimensions[f.attr].hierarchy.path_codes for f in self.fields]
         self.layout = KeyLayout.for_bits([c.piece_bits(f.levels) for c, f in zip(codes, self.fields)])
         # per field: its attribute, its key column and its bits in place for each level from -1 (left out) up
-        self.field_masks = [(f.attr, key, [c.piece_mask(f.levels, level) << offset
-                                           for level in range(-1, star.dimensions[f.attr].height + 1)])
-                            for f, c, key, offset in zip(self.fields, codes, self.layout.key_of, self.layout.offset)]
+        self.field_masks = [
+            (
+                f.attr,
+                key,
+                [c.piece_mask(f.levels, level) << offset for level in range(-1, star.dimensions[f.attr].height + 1)],
+            )
+            for f, c, key, offset in zip(self.fields, codes, self.layout.key_of, self.layout.offset)
+        ]
         self.tops = [d.height + 1 for d in star.dimensions]  # a meet's level for an attribute no node keeps
         self.name = f"packed_cube_{run.run_id}"
         self.grouped = True  # one row per level-0 cell (and sensitive values), or one per row of the table
@@ -160,8 +176,9 @@ class WaveChecker:
                 # grouped by every column, by position: the packed keys' expressions written twice cost their
                 # binding twice
                 ordinals = ", ".join(str(i + 1) for i in range(len(columns)))
-                self.ref, rows = self._store(self.name, f"SELECT {', '.join(columns)}, COUNT(*) AS cnt FROM "
-                                                        f"{source} GROUP BY {ordinals}", params)
+                self.ref, rows = self._store(
+                    self.name, f"SELECT {', '.join(columns)}, COUNT(*) AS cnt FROM {source} GROUP BY {ordinals}", params
+                )
                 self.statements += 1
         if star.rows >= STATISTICS_ROWS:
             db.analyze(self.conn, self.ref)  # the waves' plans depend on the cube's size
@@ -206,8 +223,10 @@ class WaveChecker:
         if distinct > KEYED_ROWS * rows:
             self.name, self.ref, self.grouped = name, keyed, False
             return True, int(rows)
-        self.ref, grouped_rows = self._store(self.name, f"SELECT {', '.join(grouping)}, {count_sum('cnt')} AS cnt "
-                                                        f"FROM {keyed} GROUP BY {', '.join(grouping)}")
+        self.ref, grouped_rows = self._store(
+            self.name,
+            f"SELECT {', '.join(grouping)}, {count_sum('cnt')} AS cnt FROM {keyed} GROUP BY {', '.join(grouping)}",
+        )
         db.drop_table(self.conn, keyed)
         self.statements += 1
         return True, grouped_rows
@@ -223,23 +242,28 @@ class WaveChecker:
         next cleanup where the database keeps them in the metadata schema (Database.create_run_scratch)."""
         self.registered.append((None, label, name, "base", None, rows, True))
 
-    def violations(self, nodes: list[tuple[int, ...]], criteria: list[Criterion],
-                   sensitive: bool = True) -> list[tuple[int, int]]:
+    def violations(
+        self, nodes: list[tuple[int, ...]], criteria: list[Criterion], sensitive: bool = True
+    ) -> list[tuple[int, int]]:
         """(violating classes, tuples in them) of each node, in waves bounded by the rows they join. `sensitive`
         False: the frequency sets leave the sensitive columns out (criteria that read class sizes alone)."""
         # families (the attributes a node keeps) together, then by levels, the attributes with the most values
         # first: neighbours in this order share high levels where it matters, so a cluster's meet is small
         attrs = sorted(range(len(self.level_sizes)), key=lambda a: -self.level_sizes[a][0])
-        order = sorted(range(len(nodes)), key=lambda j: (tuple(lv < 0 for lv in nodes[j]),
-                                                         tuple(nodes[j][a] for a in attrs)), reverse=True)
+        order = sorted(
+            range(len(nodes)),
+            key=lambda j: (tuple(lv < 0 for lv in nodes[j]), tuple(nodes[j][a] for a in attrs)),
+            reverse=True,
+        )
         by_index: dict[int, tuple[int, int]] = {}
         for chunk, forest in self._statements(order, nodes, sensitive):
             found = self._wave([nodes[j] for j in chunk], forest, criteria, sensitive)
             by_index.update((chunk[j], found.get(j, (0, 0))) for j in nodes_of(forest))
         return [by_index[j] for j in range(len(nodes))]
 
-    def _statements(self, order: list[int], nodes: list[tuple[int, ...]], sensitive: bool
-                    ) -> Iterator[tuple[list[int], list[RollUp]]]:
+    def _statements(
+        self, order: list[int], nodes: list[tuple[int, ...]], sensitive: bool
+    ) -> Iterator[tuple[list[int], list[RollUp]]]:
         """A statement each: a wave (indexes into `nodes`) and the roll-ups it reads, which name the wave's nodes
         by their index in it. On a large cube, waves of MAX_WAVE nodes whose planned roll-ups are cut into
         statements of at most ROWS_PER_STATEMENT rows joined; on a small one, `_waves`."""
@@ -249,7 +273,7 @@ class WaveChecker:
             return
         rows_at = partial(self._rows_at_many, sensitive=sensitive)
         for start in range(0, len(order), MAX_WAVE):
-            wave = order[start:start + MAX_WAVE]
+            wave = order[start : start + MAX_WAVE]
             forest = plan([tuple(self._meet([nodes[j]])) for j in wave], rows_at, self.rows, ROWS_PER_STATEMENT)
             for trees in statements(forest, rows_at, ROWS_PER_STATEMENT):
                 yield wave, trees
@@ -272,8 +296,9 @@ class WaveChecker:
 
     def _meet(self, nodes: list[tuple[int, ...]]) -> list[int]:
         """Each attribute at the lowest level of any of `nodes` (height + 1 when every node leaves it out)."""
-        return [min((node[attr] for node in nodes if node[attr] >= 0), default=top)
-                for attr, top in enumerate(self.tops)]
+        return [
+            min((node[attr] for node in nodes if node[attr] >= 0), default=top) for attr, top in enumerate(self.tops)
+        ]
 
     @cached_property
     def log_level_sizes(self) -> list[np.ndarray]:
@@ -297,7 +322,7 @@ class WaveChecker:
         logs = np.full(len(meets), math.log(self.sensitive_values) if sensitive else 0.0)
         for d in self.star.dimensions:
             logs += self.log_level_sizes[d.attr][meets[:, d.attr]]
-        return np.exp(np.minimum(logs, math.log(max(self.rows, 1))))
+        return np.asarray(np.exp(np.minimum(logs, math.log(max(self.rows, 1)))))
 
     @property
     def large(self) -> bool:
@@ -312,19 +337,33 @@ class WaveChecker:
     def _sensitive(self, sensitive: bool) -> dict[str, str]:
         return self.star.sensitive_columns() if sensitive else {}
 
-    def _wave(self, nodes: list[tuple[int, ...]], forest: list[RollUp], criteria: list[Criterion],
-              sensitive: bool) -> dict[int, tuple[int, int]]:
+    def _wave(
+        self, nodes: list[tuple[int, ...]], forest: list[RollUp], criteria: list[Criterion], sensitive: bool
+    ) -> dict[int, tuple[int, int]]:
         """(violating classes, tuples in them) of each node of `forest` with any (by its index in `nodes`)."""
         ctes, definition = self._frequency_sets(nodes, forest, sensitive)
         counts = self._table_counts(criteria) if sensitive else None
-        view = FrequencySetView("wave", ["node"] + self.key_names, "cnt", self._sensitive(sensitive), definition,
-                                reference=self._reference(criteria), grouped=True, table_counts=counts,
-                                sizes_by_join=self.db.class_sizes_by_join, codes=self.codes if sensitive else None)
+        view = FrequencySetView(
+            "wave",
+            ["node"] + self.key_names,
+            "cnt",
+            self._sensitive(sensitive),
+            definition,
+            reference=self._reference(criteria),
+            grouped=True,
+            table_counts=counts,
+            sizes_by_join=self.db.class_sizes_by_join,
+            codes=self.codes if sensitive else None,
+        )
         params: dict[str, object] = {}
         violators = violating_classes_sql(view, criteria, "w", params)
         with_clause = "".join(f"{name} AS MATERIALIZED ({select}), " for name, select in ctes)
-        rows = self.db.execute(self.conn, f"WITH {with_clause}wave {self.db.wave_cte} ({definition}) SELECT node, "
-                               f"COUNT(*), SUM(n) FROM ({violators}) AS violators GROUP BY node", params).all()
+        rows = self.db.execute(
+            self.conn,
+            f"WITH {with_clause}wave {self.db.wave_cte} ({definition}) SELECT node, "
+            f"COUNT(*), SUM(n) FROM ({violators}) AS violators GROUP BY node",
+            params,
+        ).all()
         self.statements += 1
         return {int(node): (int(classes), int(tuples)) for node, classes, tuples in rows}
 
@@ -334,14 +373,17 @@ class WaveChecker:
         that do not bind the table's counts (the ordered distance; a domain too large to have been read before the
         search; any, where the database binds no lists)."""
         bound = self._table_counts(criteria).keys()
-        in_sql = any(c.reads_distribution and not (c.reads_table_counts and set(c.sensitive_attributes()) <= bound)
-                     for c in criteria)
+        in_sql = any(
+            c.reads_distribution and not (c.reads_table_counts and set(c.sensitive_attributes()) <= bound)
+            for c in criteria
+        )
         if not self.large or not in_sql:
             return self.ref
         if self.reference is None:
             columns, name = ", ".join(self.star.sensitive_columns().values()), f"reference_{self.run_id}"
             self.reference = self.db.create_scratch(
-                self.conn, name, f"SELECT {columns}, {count_sum('cnt')} AS cnt FROM {self.ref} GROUP BY {columns}")
+                self.conn, name, f"SELECT {columns}, {count_sum('cnt')} AS cnt FROM {self.ref} GROUP BY {columns}"
+            )
             self.statements += 1
             self.scans += self.from_table
             rows = self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.reference}").scalar_one()
@@ -363,8 +405,9 @@ class WaveChecker:
         clusters = [list(range(start, min(start + CLUSTER, len(nodes)))) for start in range(0, len(nodes), CLUSTER)]
         return [RollUp(tuple(self._meet([nodes[j] for j in cluster])), cluster) for cluster in clusters]
 
-    def _frequency_sets(self, nodes: list[tuple[int, ...]], forest: list[RollUp], sensitive_too: bool
-                        ) -> tuple[list[tuple[str, str]], str]:
+    def _frequency_sets(
+        self, nodes: list[tuple[int, ...]], forest: list[RollUp], sensitive_too: bool
+    ) -> tuple[list[tuple[str, str]], str]:
         """(name, SELECT) of the roll-ups that several others read, and the SELECT of node (its index in `nodes`),
         key(s), sensitive columns, cnt: the frequency sets of the nodes of `forest`, each from its roll-up."""
         names = ", ".join(["node"] + [f"m{key}" for key in range(self.layout.keys)])
@@ -379,19 +422,25 @@ class WaveChecker:
         def read(roll_up: RollUp, parent: str, parent_rows: float) -> None:
             source, rows, grouped = parent, parent_rows, self._worth_grouping(roll_up, parent_rows, sensitive_too)
             if grouped:
-                source, rows = self._grouped(parent, roll_up.meet, sensitive_too), self._rows_at(roll_up.meet,
-                                                                                              sensitive_too)
+                source, rows = (
+                    self._grouped(parent, roll_up.meet, sensitive_too),
+                    self._rows_at(roll_up.meet, sensitive_too),
+                )
                 if roll_up.below:  # read by several: computed once
                     ctes.append((f"rollup{len(ctes)}", source))
                     source = ctes[-1][0]
             if self.from_table and parent == self.ref and (grouped or roll_up.nodes):
                 self.scans += 1  # without a cube, whatever reads the source is a scan of the table
             if len(roll_up.nodes) > 1 and self.db.grouping_sets:
-                parts.append(self._grouping_sets(source, [(j, self.masks(nodes[j])) for j in roll_up.nodes],
-                                                 list(self._sensitive(sensitive_too).values())))
+                parts.append(
+                    self._grouping_sets(
+                        source,
+                        [(j, self.masks(nodes[j])) for j in roll_up.nodes],
+                        list(self._sensitive(sensitive_too).values()),
+                    )
+                )
             elif roll_up.nodes:
-                values = ", ".join("(" + ", ".join(map(str, (j, *self.masks(nodes[j])))) + ")"
-                                   for j in roll_up.nodes)
+                values = ", ".join("(" + ", ".join(map(str, (j, *self.masks(nodes[j])))) + ")" for j in roll_up.nodes)
                 parts.append(f"{select} FROM {source} c CROSS JOIN (VALUES {values}) AS w({names}) {group}")
             for under in roll_up.below:
                 read(under, source, rows)
@@ -404,14 +453,19 @@ class WaveChecker:
         """Node, key(s), `sensitive` columns, cnt of each (node, masks) of `masked`, from one read of `source`: each
         node's keys are a grouping set of their own (a node's key columns are NULL in every other node's rows)."""
         keys = range(self.layout.keys)
-        columns = [f"c.key{key} & CAST({mask} AS BIGINT) AS g{i}_{key}" for i, (_, masks) in enumerate(masked)
-                   for key, mask in zip(keys, masks)]
+        columns = [
+            f"c.key{key} & CAST({mask} AS BIGINT) AS g{i}_{key}"
+            for i, (_, masks) in enumerate(masked)
+            for key, mask in zip(keys, masks)
+        ]
         node = " ".join(f"WHEN g{i}_0 IS NOT NULL THEN {j}" for i, (j, _) in enumerate(masked))
         merged = [f"COALESCE({', '.join(f'g{i}_{key}' for i in range(len(masked)))}) AS key{key}" for key in keys]
         sets = ", ".join("(" + ", ".join([f"g{i}_{key}" for key in keys] + sensitive) + ")" for i in range(len(masked)))
         read = columns + [f"c.{s}" for s in sensitive]
-        return (f"SELECT CASE {node} END AS node, {', '.join(merged + sensitive)}, {count_sum('cnt')} AS cnt FROM "
-                f"(SELECT {', '.join(read)}, c.cnt FROM {source} c) g GROUP BY GROUPING SETS ({sets})")
+        return (
+            f"SELECT CASE {node} END AS node, {', '.join(merged + sensitive)}, {count_sum('cnt')} AS cnt FROM "
+            f"(SELECT {', '.join(read)}, c.cnt FROM {source} c) g GROUP BY GROUPING SETS ({sets})"
+        )
 
     def _worth_grouping(self, roll_up: RollUp, parent_rows: float, sensitive: bool) -> bool:
         """Whether a roll-up groups its parent to its meet: not a lone node with nothing under it (its own join
@@ -427,8 +481,10 @@ class WaveChecker:
         masks = self.masks(tuple(-1 if level >= top else level for level, top in zip(meet, self.tops)))
         keys = [f"key{key} & CAST({mask} AS BIGINT)" for key, mask in enumerate(masks)]
         sensitive = list(self._sensitive(sensitive_too).values())
-        return (f"(SELECT {', '.join([f'{k} AS key{j}' for j, k in enumerate(keys)] + sensitive)}, "
-                f"{count_sum('cnt')} AS cnt FROM {source} b GROUP BY {', '.join(keys + sensitive)})")
+        return (
+            f"(SELECT {', '.join([f'{k} AS key{j}' for j, k in enumerate(keys)] + sensitive)}, "
+            f"{count_sum('cnt')} AS cnt FROM {source} b GROUP BY {', '.join(keys + sensitive)})"
+        )
 
     def close(self) -> None:
         if self.reference:
@@ -436,5 +492,6 @@ class WaveChecker:
         if not self.from_table:
             self.db.drop_table(self.conn, self.ref)
         if self.registered:
-            self.run.store.insert(self.db.metadata_connection(self.conn), runs.FREQUENCY_SETS, self.run_id,
-                                  self.registered)
+            self.run.store.insert(
+                self.db.metadata_connection(self.conn), runs.FREQUENCY_SETS, self.run_id, self.registered
+            )

@@ -7,6 +7,7 @@ the SQL templates under sql/, run by the store (sqlanon.store.lattice). Python
 only reads back one iteration's nodes and edges to drive the breadth-first
 search.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -68,22 +69,43 @@ class LatticeStore:
         nodes, levels, edges = [], [], []
         for node, node_id in ids.items():
             pairs = list(enumerate(node))
-            nodes.append((node_id, iteration, node_key(pairs), node_key(pairs[:-1]), len(node) - 1, node[-1],
-                          sum(node), "candidate"))
+            nodes.append(
+                (
+                    node_id,
+                    iteration,
+                    node_key(pairs),
+                    node_key(pairs[:-1]),
+                    len(node) - 1,
+                    node[-1],
+                    sum(node),
+                    "candidate",
+                )
+            )
             levels += [(node_id, attr, level) for attr, level in pairs]
             edges += [(iteration, ids[below], node_id) for below in direct_specializations(node)]
         self.store.insert(conn, lattice.NODES, self.run_id, nodes)
         self.store.insert(conn, lattice.LEVELS, self.run_id, levels)
         self.store.insert(conn, lattice.EDGES, self.run_id, edges)
-        self.store.call(conn, lattice.ANALYZE_TABLES, run=self.run_id)
+        self.store.run(conn, lattice.ANALYZE_TABLES, run=self.run_id)
 
-    def record_full_lattice(self, conn: Connection, attributes: int, statuses: dict[tuple[int, ...], str],
-                            resumed: bool) -> None:
+    def record_full_lattice(
+        self, conn: Connection, attributes: int, statuses: dict[tuple[int, ...], str], resumed: bool
+    ) -> None:
         """The settled nodes of a search over the full lattice, as its one iteration (in bulk); a resumed run's
         earlier rows replaced."""
-        rows = [(node_id, attributes, node_key(list(enumerate(node))), node_key(list(enumerate(node))[:-1]),
-                 attributes - 1, node[-1], sum(node), status)
-                for node_id, (node, status) in enumerate(sorted(statuses.items()), start=1)]
+        rows = [
+            (
+                node_id,
+                attributes,
+                node_key(list(enumerate(node))),
+                node_key(list(enumerate(node))[:-1]),
+                attributes - 1,
+                node[-1],
+                sum(node),
+                status,
+            )
+            for node_id, (node, status) in enumerate(sorted(statuses.items()), start=1)
+        ]
         if resumed:  # a new run has no rows yet (the statement was a millisecond of a 0.04 s search)
             self.store.call(conn, lattice.CLEAR, run=self.run_id)
         self.store.insert(conn, lattice.NODES, self.run_id, rows)

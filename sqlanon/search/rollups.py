@@ -14,10 +14,11 @@ A roll-up costs the rows it reads plus GROUP_ROWS for each row it groups into (a
 rows stored: grouping the hospital 1M cube into 150k classes takes 4x the time of grouping it into a thousand)
 plus ROLLUP_ROWS, an operator's own cost.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -31,11 +32,12 @@ class RollUp:
 
     meet: tuple[int, ...]
     nodes: list[int]
-    below: list["RollUp"] = field(default_factory=list)
+    below: list[RollUp] = field(default_factory=list)
 
 
-def plan(levels: list[tuple[int, ...]], rows_at: Callable[[np.ndarray], np.ndarray], cube_rows: float,
-         max_join: float) -> list[RollUp]:
+def plan(
+    levels: list[tuple[int, ...]], rows_at: Callable[[np.ndarray], np.ndarray], cube_rows: float, max_join: float
+) -> list[RollUp]:
     """The roll-ups reading the cube (`cube_rows` rows) for nodes at `levels` (an attribute left out: a level above
     its top). `rows_at` estimates the rows of the cube grouped to each row of an array of levels. No roll-up joins
     more than `max_join` rows with its nodes (its rows times its nodes) unless it has one node: two roll-ups are
@@ -44,8 +46,9 @@ def plan(levels: list[tuple[int, ...]], rows_at: Callable[[np.ndarray], np.ndarr
     return _Merging(levels, rows_at, cube_rows, max_join).run()
 
 
-def statements(forest: list[RollUp], rows_at: Callable[[np.ndarray], np.ndarray], max_join: float
-               ) -> list[list[RollUp]]:
+def statements(
+    forest: list[RollUp], rows_at: Callable[[np.ndarray], np.ndarray], max_join: float
+) -> list[list[RollUp]]:
     """The forest's trees in groups, a statement each, of at most `max_join` rows read (each roll-up's rows times
     the nodes and roll-ups that read it; a tree that reads more is a statement of its own)."""
     groups: list[list[RollUp]] = []
@@ -74,8 +77,13 @@ class _Merging:
     """The greedy merge: per roll-up, its meet, estimated rows, nodes, roll-ups under it and their cost; per pair
     (i, j), what flattening, nesting and putting j under i would save (updated for the merged roll-up only)."""
 
-    def __init__(self, levels: list[tuple[int, ...]], rows_at: Callable[[np.ndarray], np.ndarray], cube_rows: float,
-                 max_join: float):
+    def __init__(
+        self,
+        levels: list[tuple[int, ...]],
+        rows_at: Callable[[np.ndarray], np.ndarray],
+        cube_rows: float,
+        max_join: float,
+    ):
         self.rows_at, self.cube_rows, self.max_join = rows_at, cube_rows, max_join
         self.meets = np.array(levels, dtype=np.int64)
         count = len(levels)
@@ -91,15 +99,22 @@ class _Merging:
 
     def own(self, i: np.ndarray | int) -> np.ndarray:
         """A roll-up's cost, but for reading its parent."""
-        return _grouping(self.rows[i]) + self.rows[i] * (self.nodes[i] + self.below[i]) + self.below_cost[i]
+        return np.asarray(_grouping(self.rows[i]) + self.rows[i] * (self.nodes[i] + self.below[i]) + self.below_cost[i])
 
     def _options(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         """For pairs (i[n], j[n]): what flattening, nesting and putting j under i save (3 rows; inf: not allowed)."""
         meets = np.minimum(self.meets[i], self.meets[j])
         rows = self.rows_at(meets)
         grouping, reads = _grouping(rows), self.nodes + self.below
-        flat = (grouping + rows * (reads[i] + reads[j]) + self.below_cost[i] + self.below_cost[j]
-                - self.own(i) - self.own(j) - self.cube_rows)
+        flat = (
+            grouping
+            + rows * (reads[i] + reads[j])
+            + self.below_cost[i]
+            + self.below_cost[j]
+            - self.own(i)
+            - self.own(j)
+            - self.cube_rows
+        )
         flat[rows * (reads[i] + reads[j]) > self.max_join] = np.inf
         nest = grouping + 2 * rows - self.cube_rows
         put_under = np.where((self.meets[i] <= self.meets[j]).all(axis=1), self.rows[i] - self.cube_rows, np.inf)

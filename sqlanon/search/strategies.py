@@ -6,6 +6,7 @@ criteria. Auto (the default) picks top-down, the border search or the filtered
 search by the job's shape; Incognito is the paper's search; Exhaustive evaluates
 every node with its own direct GROUP BY and serves as the oracle in tests.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,23 +14,32 @@ import heapq
 import time
 from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..criteria import Criterion
-from ..model.view import FrequencySetView
-from ..engine.star import StarSchema
 from ..engine.frequency import BATCH, count_violations_batch
-from .checker import WaveChecker
-from ..model.lattice import direct_generalizations, direct_specializations, full_lattice, nodes_by_height
-from .lattice import LatticeStore, Node
+from ..engine.star import StarSchema
+from ..model.lattice import (
+    Levels,
+    direct_generalizations,
+    direct_specializations,
+    full_lattice,
+    nodes_by_height,
+)
+from ..model.progress import Progress
+from ..model.view import FrequencySetView
 from ..store.records import RunRecord
+from .checker import WaveChecker
+from .lattice import LatticeStore, Node
 
-Progress = Callable[[str, int, int], None]  # (phase description, done, total)
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass
@@ -89,7 +99,7 @@ class SearchContext:
 
 
 #: every strategy by name, filled as the classes are defined
-STRATEGIES: dict[str, type["SearchStrategy"]] = {}
+STRATEGIES: dict[str, type[SearchStrategy]] = {}
 
 
 class SearchStrategy(ABC):
@@ -148,8 +158,9 @@ class Incognito(SearchStrategy):
         survivors = store.survivors(ctx.meta_conn, len(heights))
         return sorted(tuple(level for _, level in pairs) for pairs in survivors)
 
-    def _search_iteration(self, ctx: SearchContext, check: "Check", nodes: list[Node],
-                          edges: list[tuple[int, int]], iteration: int) -> dict[int, str]:
+    def _search_iteration(
+        self, ctx: SearchContext, check: Check, nodes: list[Node], edges: list[tuple[int, int]], iteration: int
+    ) -> dict[int, str]:
         """Breadth-first by height from the roots of every family (QI subset) of the iteration.
 
         All families advance together in waves of equal height: a node's fate
@@ -220,8 +231,9 @@ class Exhaustive(SearchStrategy):
         [violating] = self.evaluate(ctx, [ctx.criteria], stats)
         return [node for node, tuples in violating.items() if ctx.accepts(tuples)]
 
-    def evaluate(self, ctx: SearchContext, criteria_sets: list[list[Criterion]],
-                 stats: SearchStats | None = None) -> list[dict[tuple[int, ...], int]]:
+    def evaluate(
+        self, ctx: SearchContext, criteria_sets: list[list[Criterion]], stats: SearchStats | None = None
+    ) -> list[dict[tuple[int, ...], int]]:
         """Per criteria set, every node's violating tuples (so one pass answers any suppression limit);
         one GROUP BY per node serves all sets."""
         stats = stats or SearchStats()
@@ -232,7 +244,7 @@ class Exhaustive(SearchStrategy):
         try:
             batch = max(1, BATCH // len(criteria_sets))  # statements of about BATCH node-and-criteria checks
             for start in range(0, len(nodes), batch):
-                chunk = nodes[start:start + batch]
+                chunk = nodes[start : start + batch]
                 views = [self._node_view(ctx.star, labels, j, node) for j, node in enumerate(chunk)]
                 for node, (_, per_set) in zip(chunk, count_violations_batch(ctx.conn, views, criteria_sets)):
                     for found, (_, tuples) in zip(violating, per_set):
@@ -260,9 +272,10 @@ class Exhaustive(SearchStrategy):
     def _label_table(ctx: SearchContext) -> str:
         """The source joined once with every dimension: the label of every level of every QI."""
         name = f"exhaustive_{ctx.run.run_id}"
-        columns = ", ".join([f"d{d.attr}.l{level} AS q{d.attr}_l{level}"
-                             for d in ctx.star.dimensions for level in range(d.height + 1)]
-                            + ctx.star.sensitive_select("t"))
+        columns = ", ".join(
+            [f"d{d.attr}.l{level} AS q{d.attr}_l{level}" for d in ctx.star.dimensions for level in range(d.height + 1)]
+            + ctx.star.sensitive_select("t")
+        )
         ref = ctx.db.create_scratch(ctx.conn, name, f"SELECT {columns} FROM {ctx.star.joins()}")
         ctx.conn.commit()
         return ref
@@ -332,12 +345,14 @@ class TopDown(SearchStrategy):
         with _wave_checks(ctx, stats) as check:
             return check.record(self.walk(ctx, check))
 
-    def walk(self, ctx: SearchContext, check: "Check") -> list[tuple[int, ...]]:
+    def walk(self, ctx: SearchContext, check: Check) -> list[tuple[int, ...]]:
         """The search itself, height by height, with `check` answering each height's candidates."""
         heights = ctx.star.heights
         # the lattice itself is never listed (Adult's 9 QIs: 12,960 nodes, 10 ms of Python): a height's candidates
         # come from the one before it, starting from the top (or the bottom) alone
         order = sorted(range(sum(heights) + 1), reverse=self.downward)
+        onward: Callable[[Levels], list[Levels]]
+        behind: Callable[[Levels], list[Levels]]
         if self.downward:
             onward, behind = direct_specializations, lambda n: direct_generalizations(n, heights)
         else:
@@ -404,7 +419,7 @@ class Border(TopDown):
     WAVE = 128
     UNKNOWN, PASSING, FAILING = 0, 1, 2
 
-    def walk(self, ctx: SearchContext, check: "Check") -> list[tuple[int, ...]]:
+    def walk(self, ctx: SearchContext, check: Check) -> list[tuple[int, ...]]:
         import numpy as np  # the statuses of every node, settled by slices
 
         heights = ctx.star.heights
@@ -428,8 +443,9 @@ class Border(TopDown):
             ctx.progress("border, binary search on chains", int((status != self.UNKNOWN).sum()), status.size)
         return sorted(tuple(int(level) for level in node) for node in np.argwhere(status == self.PASSING))
 
-    def _start_chains(self, chains: list[list[tuple[int, ...]]], starts: list[tuple[int, ...]], status,
-                      heights: list[int]) -> None:
+    def _start_chains(
+        self, chains: list[list[tuple[int, ...]]], starts: list[tuple[int, ...]], status: np.ndarray, heights: list[int]
+    ) -> None:
         """New chains from the lowest unknown nodes on no chain, until there are WAVE chains. `starts` (nodes by
         height) is read from `self.next_start` on: a node passed over is settled or on a chain until settled."""
         on_chain = {node for chain in chains for node in chain}
@@ -442,15 +458,21 @@ class Border(TopDown):
             on_chain.update(chain)
             chains.append(chain)
 
-    def _climb(self, start: tuple[int, ...], status, heights: list[int], taken: set) -> list[tuple[int, ...]]:
+    def _climb(
+        self, start: tuple[int, ...], status: np.ndarray, heights: list[int], taken: set[Levels]
+    ) -> list[tuple[int, ...]]:
         """The chain from `start` up through unknown nodes on no other chain. Of the attributes that can be
         raised, the one the node's height points at (in turn), so that chains spread over the lattice: always
         raising the first attribute first needed 20% more checks on Adult."""
         chain, node = [start], start
         while True:
-            ups = [up for attr in range(len(heights)) if node[attr] < heights[attr]
-                   for up in [node[:attr] + (node[attr] + 1,) + node[attr + 1:]]
-                   if status[up] == self.UNKNOWN and up not in taken]
+            ups = [
+                up
+                for attr in range(len(heights))
+                if node[attr] < heights[attr]
+                for up in [node[:attr] + (node[attr] + 1,) + node[attr + 1 :]]
+                if status[up] == self.UNKNOWN and up not in taken
+            ]
             if not ups:
                 return chain
             node = ups[sum(node) % len(ups)]
@@ -477,8 +499,9 @@ class Filtered(SearchStrategy):
         # the job's own monotone criteria, else those its criteria imply: adding distinct l-diversity to k-anonymity
         # leaves fewer candidates but makes the first stage read the sensitive values (Adult, 8 QIs, k=5 and entropy
         # l=3, 2%: 2,519 checks in 1.33-1.46 s against 2,657 in 0.99-1.24 s)
-        monotone = ([c for c in ctx.criteria if c.monotone_under_suppression]
-                    or [m for c in ctx.criteria for m in c.monotone_part()])
+        monotone = [c for c in ctx.criteria if c.monotone_under_suppression] or [
+            m for c in ctx.criteria for m in c.monotone_part()
+        ]
         if not monotone:
             return Incognito().search(ctx, stats)
         with _wave_checks(ctx, stats) as check:
@@ -488,7 +511,7 @@ class Filtered(SearchStrategy):
             return check.record(self.walk(ctx, check, candidates))
 
     @staticmethod
-    def walk(ctx: SearchContext, check: "Check", candidates: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    def walk(ctx: SearchContext, check: Check, candidates: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
         """The passing nodes among `candidates` (closed under generalization), checked bottom up."""
         heights = ctx.star.heights
         by_height: dict[int, list[tuple[int, ...]]] = defaultdict(list)
@@ -502,8 +525,9 @@ class Filtered(SearchStrategy):
                 check.checked[node] = ctx.accepts(tuples)
                 if classes == 0:
                     clear.update(direct_generalizations(node, heights))
-            clear.update(up for node in clear.intersection(by_height[height])
-                         for up in direct_generalizations(node, heights))
+            clear.update(
+                up for node in clear.intersection(by_height[height]) for up in direct_generalizations(node, heights)
+            )
             passing += [node for node in by_height[height] if node in clear or check.checked[node]]
             ctx.progress("criteria on the nodes k-anonymity passes, bottom up", step + 1, len(by_height))
         return sorted(passing)
@@ -593,17 +617,21 @@ class Check:
         checked failing ones to the lattice tables, as the full iteration of the run; returns `passing`."""
         ctx = self.ctx
         LatticeStore(ctx.db.metadata, ctx.schema, ctx.run.run_id).record_full_lattice(
-            ctx.meta_conn, len(ctx.star.heights),
-            {**{n: "fail" for n, ok in self.checked.items() if not ok},
-             **{n: "pass" if n in self.checked else "implied" for n in passing}}, ctx.resuming)
+            ctx.meta_conn,
+            len(ctx.star.heights),
+            {
+                **{n: "fail" for n, ok in self.checked.items() if not ok},
+                **{n: "pass" if n in self.checked else "implied" for n in passing},
+            },
+            ctx.resuming,
+        )
         return passing  # committed with the search's last figures (see _wave_checks)
 
 
 @contextmanager
 def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
     """A Check over a cube built for the search, dropped at the end."""
-    checker = WaveChecker(ctx.db, ctx.conn, ctx.star, ctx.run, from_table=not ctx.use_cube,
-                          criteria=ctx.criteria)
+    checker = WaveChecker(ctx.db, ctx.conn, ctx.star, ctx.run, from_table=not ctx.use_cube, criteria=ctx.criteria)
     try:
         check = Check(ctx, stats, checker)
         yield check
@@ -616,4 +644,3 @@ def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
         ctx.conn.commit()
         stats.statements += checker.statements
         stats.base_scans += checker.scans
-

@@ -15,6 +15,7 @@ Adding an operation: define it in the module of its records, add it to that modu
 `Store.call` / `Store.insert`. The migration installs its routine on PostgreSQL the next time `sqlanon migrate`
 runs (the routines' digest changes), and grants it to runners unless it is `owner_only`.
 """
+
 from __future__ import annotations
 
 from . import jobs, lattice, runs, tables

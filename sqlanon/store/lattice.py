@@ -3,16 +3,17 @@
 Incognito's self-join, subset pruning and edge generation are the SQL files under sql/ (candidates, prune,
 edges): one operation builds the next iteration from the survivors of the last.
 """
+
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 from .ops import ANALYZE, Insert, Op
 from .runs import RUN
 
 
-@lru_cache(maxsize=None)
+@cache
 def sql_file(name: str) -> tuple[str, ...]:
     """The statements of sql/<name>.sql."""
     body = resources.files("sqlanon.sql").joinpath(f"{name}.sql").read_text()
@@ -25,54 +26,91 @@ def _only_comments(stmt: str) -> bool:
 
 ITERATION = RUN + (("iteration", "integer"),)
 
-NODES = Insert("lattice_nodes_add", "lattice_nodes", (
-    ("node_id", "bigint"), ("iteration", "integer"), ("node_key", "text"), ("prefix_key", "text"),
-    ("last_attr", "integer"), ("last_level", "integer"), ("height", "integer"), ("status", "text")))
-LEVELS = Insert("lattice_levels_add", "lattice_node_levels", (("node_id", "bigint"), ("attr", "integer"),
-                                                              ("level", "integer")))
-EDGES = Insert("lattice_edges_add", "lattice_edges", (("iteration", "integer"), ("start_id", "bigint"),
-                                                      ("end_id", "bigint")))
+NODES = Insert(
+    "lattice_nodes_add",
+    "lattice_nodes",
+    (
+        ("node_id", "bigint"),
+        ("iteration", "integer"),
+        ("node_key", "text"),
+        ("prefix_key", "text"),
+        ("last_attr", "integer"),
+        ("last_level", "integer"),
+        ("height", "integer"),
+        ("status", "text"),
+    ),
+)
+LEVELS = Insert(
+    "lattice_levels_add", "lattice_node_levels", (("node_id", "bigint"), ("attr", "integer"), ("level", "integer"))
+)
+EDGES = Insert(
+    "lattice_edges_add", "lattice_edges", (("iteration", "integer"), ("start_id", "bigint"), ("end_id", "bigint"))
+)
 
 CLEAR = Op("lattice_clear", RUN, ("DELETE FROM {s}.lattice_nodes WHERE run_id = :run",), guard="run")
 
 #: the last iteration a run completed: every one of its nodes has a status (statuses are written and committed at
 #: the end of an iteration, never in between)
-COMPLETED = ("(SELECT COALESCE(MAX(iteration), 0) FROM {s}.lattice_nodes WHERE run_id = :run AND iteration NOT IN "
-             "(SELECT iteration FROM {s}.lattice_nodes WHERE run_id = :run AND status = 'candidate'))")
+COMPLETED = (
+    "(SELECT COALESCE(MAX(iteration), 0) FROM {s}.lattice_nodes WHERE run_id = :run AND iteration NOT IN "
+    "(SELECT iteration FROM {s}.lattice_nodes WHERE run_id = :run AND status = 'candidate'))"
+)
 RESUME = Op(
-    "lattice_resume", RUN,
-    (f"DELETE FROM {{s}}.lattice_node_levels WHERE run_id = :run AND node_id IN (SELECT node_id FROM "
-     f"{{s}}.lattice_nodes WHERE run_id = :run AND iteration > {COMPLETED})",
-     f"DELETE FROM {{s}}.lattice_edges WHERE run_id = :run AND iteration > {COMPLETED}",
-     f"DELETE FROM {{s}}.lattice_nodes WHERE run_id = :run AND iteration > {COMPLETED}",
-     f"SELECT {COMPLETED}"),
-    returns=(("completed", "integer"),), guard="run")
+    "lattice_resume",
+    RUN,
+    (
+        f"DELETE FROM {{s}}.lattice_node_levels WHERE run_id = :run AND node_id IN (SELECT node_id FROM "
+        f"{{s}}.lattice_nodes WHERE run_id = :run AND iteration > {COMPLETED})",
+        f"DELETE FROM {{s}}.lattice_edges WHERE run_id = :run AND iteration > {COMPLETED}",
+        f"DELETE FROM {{s}}.lattice_nodes WHERE run_id = :run AND iteration > {COMPLETED}",
+        f"SELECT {COMPLETED}",
+    ),
+    returns=(("completed", "integer"),),
+    guard="run",
+)
 
 #: fresh planner statistics after a bulk write (PostgreSQL; DuckDB keeps its own)
 ANALYZE_TABLES = Op("lattice_analyze", RUN, (ANALYZE,), guard="run")
 
-NEXT = Op("lattice_next", ITERATION,
-          sql_file("candidates") + (ANALYZE,) + sql_file("prune") + sql_file("edges") + (ANALYZE,), guard="run")
+NEXT = Op(
+    "lattice_next",
+    ITERATION,
+    sql_file("candidates") + (ANALYZE,) + sql_file("prune") + sql_file("edges") + (ANALYZE,),
+    guard="run",
+)
 
 ITERATION_NODES = Op(
-    "lattice_iteration", ITERATION,
-    ("SELECT node_id, node_key FROM {s}.lattice_nodes WHERE run_id = :run AND iteration = :iteration "
-     "ORDER BY node_id",),
-    returns=(("node_id", "bigint"), ("node_key", "text")), guard="run")
+    "lattice_iteration",
+    ITERATION,
+    (
+        "SELECT node_id, node_key FROM {s}.lattice_nodes WHERE run_id = :run AND iteration = :iteration "
+        "ORDER BY node_id",
+    ),
+    returns=(("node_id", "bigint"), ("node_key", "text")),
+    guard="run",
+)
 
 ITERATION_EDGES = Op(
-    "lattice_iteration_edges", ITERATION,
+    "lattice_iteration_edges",
+    ITERATION,
     ("SELECT start_id, end_id FROM {s}.lattice_edges WHERE run_id = :run AND iteration = :iteration",),
-    returns=(("start_id", "bigint"), ("end_id", "bigint")), guard="run")
+    returns=(("start_id", "bigint"), ("end_id", "bigint")),
+    guard="run",
+)
 
 STATUS = Op(
-    "lattice_set_status", RUN + (("ids", "bigint[]"), ("status", "text")),
+    "lattice_set_status",
+    RUN + (("ids", "bigint[]"), ("status", "text")),
     ("UPDATE {s}.lattice_nodes SET status = :status WHERE run_id = :run AND node_id IN (SELECT unnest(:ids))",),
-    guard="run")
+    guard="run",
+)
 
 SURVIVORS = Op(
-    "lattice_survivors", ITERATION,
+    "lattice_survivors",
+    ITERATION,
     ("SELECT node_key FROM {s}.lattice_nodes WHERE run_id = :run AND iteration = :iteration AND status <> 'fail'",),
-    returns=(("node_key", "text"),), guard="run")
+    returns=(("node_key", "text"),),
+    guard="run",
+)
 
 OPS = (NODES, LEVELS, EDGES, CLEAR, RESUME, ANALYZE_TABLES, NEXT, ITERATION_NODES, ITERATION_EDGES, STATUS, SURVIVORS)

@@ -6,12 +6,13 @@ after them (sqlanon.store.postgres). Each search is a row in `runs`, with its
 lattice nodes, edges and frequency-set registry in the tables beside it, all
 reached through the store's operations (sqlanon.store).
 """
+
 from __future__ import annotations
 
 import functools
 import re
-from importlib import resources
 from dataclasses import replace
+from importlib import resources
 from typing import Any
 
 from sqlalchemy import text
@@ -61,21 +62,29 @@ def head_revision() -> str:
             revisions.update(re.findall(r'^revision\s*=\s*"([^"]+)"', body, re.M))
             parents.update(re.findall(r'^down_revision\s*=\s*"([^"]+)"', body, re.M))
     (head,) = revisions - parents
-    return head
+    return str(head)
 
 
 def check_schema_name(schema: str) -> None:
     """sqlanon's own schema has a plain name: it appears in lock keys, sequence literals and stored functions."""
     if not isinstance(schema, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", schema):
-        raise ConfigError(f"metadata schema name {schema!r} may hold only letters, digits and underscores (and "
-                          "not start with a digit); choose e.g. sqlanon_meta")
+        raise ConfigError(
+            f"metadata schema name {schema!r} may hold only letters, digits and underscores (and "
+            "not start with a digit); choose e.g. sqlanon_meta"
+        )
     if len(schema) > PG_MAX_NAME_BYTES:
-        raise ConfigError(f"metadata schema name {schema[:20]!r}... has {len(schema)} characters; use at most "
-                          f"{PG_MAX_NAME_BYTES}")
+        raise ConfigError(
+            f"metadata schema name {schema[:20]!r}... has {len(schema)} characters; use at most {PG_MAX_NAME_BYTES}"
+        )
 
 
-def migrate(db: Database, schema: str = DEFAULT_SCHEMA, revision: str = "head", runner_role: str | None = None,
-            python_path: str | None = None) -> None:
+def migrate(
+    db: Database,
+    schema: str = DEFAULT_SCHEMA,
+    revision: str = "head",
+    runner_role: str | None = None,
+    python_path: str | None = None,
+) -> None:
     """Create or upgrade the metadata schema (idempotent), and on PostgreSQL (re)install the store's routines
     (see sqlanon.store.postgres): when they are missing or from another version, or when a setting is given
     (`runner_role`: the database's runner role; `python_path`: the folders the server's Python imports sqlanon from,
@@ -91,26 +100,38 @@ def migrate(db: Database, schema: str = DEFAULT_SCHEMA, revision: str = "head", 
         if revision == "head" and not settings and _at_head(db, schema):
             return
         with db.begin() as conn:
-            if python_path is not None and not conn.execute(text(
-                    "SELECT rolsuper FROM pg_roles WHERE rolname = current_user")).scalar_one():
-                raise DataError("only a superuser may set the folders the server's Python imports sqlanon from "
-                                "(they decide what code the server runs)")
+            if (
+                python_path is not None
+                and not conn.execute(text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")).scalar_one()
+            ):
+                raise DataError(
+                    "only a superuser may set the folders the server's Python imports sqlanon from "
+                    "(they decide what code the server runs)"
+                )
             previous = _settings(conn, schema) if db.stored_routines else None
             command, cfg = _alembic(conn, schema)
             command.upgrade(cfg, revision)
             if previous is not None and revision == "head":
-                routines.install(conn, schema, head_revision(), replace(
-                    previous, runner_role=runner_role or previous.runner_role,
-                    python_path=previous.python_path if python_path is None else python_path))
+                routines.install(
+                    conn,
+                    schema,
+                    head_revision(),
+                    replace(
+                        previous,
+                        runner_role=runner_role or previous.runner_role,
+                        python_path=previous.python_path if python_path is None else python_path,
+                    ),
+                )
     except DBAPIError as exc:
         if getattr(exc.orig, "sqlstate", None) != "42501":  # insufficient_privilege
             raise
         user = db.engine.url.username or "the role"
-        raise DataError(f"role {user!r} may not create or upgrade sqlanon's metadata schema {schema!r} "
-                        f"({str(exc.orig).strip().splitlines()[0]}); its owner upgrades it with: sqlanon migrate --db "
-                        f"URL --metadata-schema {schema} (or ask a DBA for: CREATE SCHEMA {db.q(schema)} "
-                        f"AUTHORIZATION {db.q(user)}, or pass --metadata-schema naming a schema the role owns)"
-                        ) from None
+        raise DataError(
+            f"role {user!r} may not create or upgrade sqlanon's metadata schema {schema!r} "
+            f"({str(exc.orig).strip().splitlines()[0]}); its owner upgrades it with: sqlanon migrate --db "
+            f"URL --metadata-schema {schema} (or ask a DBA for: CREATE SCHEMA {db.q(schema)} "
+            f"AUTHORIZATION {db.q(user)}, or pass --metadata-schema naming a schema the role owns)"
+        ) from None
 
 
 def grant_runner(db: Database, schema: str, role: str, revoke: bool = False) -> dict[str, str | None]:
@@ -118,19 +139,21 @@ def grant_runner(db: Database, schema: str, role: str, revoke: bool = False) -> 
     the caller's rights (PostgreSQL). Returns the runner role and the role's work schema."""
     check_schema_name(schema)
     if not db.metadata.roles:
-        raise ConfigError(f"grant-runner is for PostgreSQL; {db.metadata.kind} has no roles (whoever opens the file "
-                          "has all of it)")
+        raise ConfigError(
+            f"grant-runner is for PostgreSQL; {db.metadata.kind} has no roles (whoever opens the file has all of it)"
+        )
     migrate(db, schema)
     db = db.metadata
     s = db.q(schema)
     with db.begin() as conn:
         try:
-            conn.execute(text(f"CALL {s}.{'revoke_runner' if revoke else 'grant_runner'}(runner => CAST(:r AS name))"),
-                         {"r": role})
+            conn.execute(
+                text(f"CALL {s}.{'revoke_runner' if revoke else 'grant_runner'}(runner => CAST(:r AS name))"),
+                {"r": role},
+            )
         except DBAPIError as exc:
             detail = getattr(exc.orig, "diag", None)
-            raise DataError(str(getattr(detail, "message_primary", None) or exc.orig).strip().splitlines()[0]
-                            ) from None
+            raise DataError(str(getattr(detail, "message_primary", None) or exc.orig).strip().splitlines()[0]) from None
         work = conn.execute(text(f"SELECT {s}.work_schema_of(CAST(:r AS name))"), {"r": role}).scalar()
         found = routines.installed(conn, schema)
     return {"runner_role": found[2].runner_role if found else None, "work_schema": work}
@@ -142,27 +165,37 @@ def _at_head(db: Database, schema: str) -> bool:
     if not db.stored_routines:
         return current_version(db, schema) == head_revision()
     with db.connect() as conn:
-        user, exists, usable, installed = conn.execute(text(
-            "SELECT session_user, n IS NOT NULL, COALESCE(usable, false), CASE WHEN usable THEN to_regprocedure(:f) "
-            "IS NOT NULL END FROM (SELECT to_regnamespace(:s) AS n, has_schema_privilege(session_user, "
-            "to_regnamespace(:s), 'USAGE') AS usable) x"),
-            {"s": db.for_driver(db.q(schema)), "f": db.for_driver(f"{db.q(schema)}.installation()")}).one()
+        user, exists, usable, installed = conn.execute(
+            text(
+                "SELECT session_user, n IS NOT NULL, COALESCE(usable, false), CASE WHEN usable THEN "
+                "to_regprocedure(:f) "
+                "IS NOT NULL END FROM (SELECT to_regnamespace(:s) AS n, has_schema_privilege(session_user, "
+                "to_regnamespace(:s), 'USAGE') AS usable) x"
+            ),
+            {"s": db.for_driver(db.q(schema)), "f": db.for_driver(f"{db.q(schema)}.installation()")},
+        ).one()
         if exists and not usable:
-            raise DataError(f"role {user!r} may not use sqlanon's schema {schema!r}; a DBA sets the role up with: "
-                            f"sqlanon grant-runner {user} --db URL --metadata-schema {schema} (or pass "
-                            "--metadata-schema naming a schema of the role's own)")
+            raise DataError(
+                f"role {user!r} may not use sqlanon's schema {schema!r}; a DBA sets the role up with: "
+                f"sqlanon grant-runner {user} --db URL --metadata-schema {schema} (or pass "
+                "--metadata-schema naming a schema of the role's own)"
+            )
         found = routines.installed(conn, schema, known=installed)
         if found is None:
             return False
         version, digest, _ = found
         if (version, digest) == (head_revision(), routines.digest()):
             return True
-        owner = conn.execute(text("SELECT pg_has_role(session_user, nspowner, 'MEMBER') FROM pg_namespace "
-                                  "WHERE nspname = :s"), {"s": schema}).scalar()
+        owner = conn.execute(
+            text("SELECT pg_has_role(session_user, nspowner, 'MEMBER') FROM pg_namespace WHERE nspname = :s"),
+            {"s": schema},
+        ).scalar()
     if not owner:
-        raise DataError(f"sqlanon's schema {schema!r} was installed by another version of sqlanon (schema "
-                        f"{version}, routines {digest}; this one needs {head_revision()}, {routines.digest()}); its "
-                        f"owner upgrades it with: sqlanon migrate --db URL --metadata-schema {schema}")
+        raise DataError(
+            f"sqlanon's schema {schema!r} was installed by another version of sqlanon (schema "
+            f"{version}, routines {digest}; this one needs {head_revision()}, {routines.digest()}); its "
+            f"owner upgrades it with: sqlanon migrate --db URL --metadata-schema {schema}"
+        )
     return False
 
 
@@ -202,5 +235,11 @@ def stored_routines(db: Database, schema: str = DEFAULT_SCHEMA) -> set[str]:
     if not db.stored_routines:
         return set()
     with db.connect() as conn:
-        return set(conn.execute(text("SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-                                     "WHERE n.nspname = :s"), {"s": schema}).scalars())
+        return set(
+            conn.execute(
+                text(
+                    "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = :s"
+                ),
+                {"s": schema},
+            ).scalars()
+        )

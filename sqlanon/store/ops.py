@@ -12,11 +12,13 @@ Placeholders in an op's SQL: `{s}` the store's schema; `{caller}` the role that 
 caller or one of its roles (DuckDB: TRUE); `{run_ids}` the run-number sequence as a literal; a statement that is
 just `{analyze}` refreshes the lattice tables' planner statistics (PostgreSQL only). Parameters are `:name`.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Result
@@ -79,8 +81,11 @@ def render(sql: str, schema: str, postgres: bool) -> str:
     """An op's statement with its placeholders filled in for one database."""
     s = quote_name(schema)
     sql = MINE.sub(lambda m: f"{s}.is_mine({m[1]})" if postgres else "TRUE", sql)
-    return (sql.replace("{s}", s).replace("{caller}", "session_user" if postgres else "CAST(NULL AS VARCHAR)")
-            .replace("{run_ids}", "'" + f"{s}.run_ids".replace("'", "''") + "'"))
+    return (
+        sql.replace("{s}", s)
+        .replace("{caller}", "session_user" if postgres else "CAST(NULL AS VARCHAR)")
+        .replace("{run_ids}", "'" + f"{s}.run_ids".replace("'", "''") + "'")
+    )
 
 
 class Store:
@@ -90,15 +95,26 @@ class Store:
         self.db, self.schema = db.metadata, schema
         self.routines = self.db.stored_routines
 
-    def call(self, conn: Connection, op: Op, **values: Any) -> Result | None:
-        """Run `op` with `values` (one per parameter); the last statement's result (None where there is none)."""
+    def call(self, conn: Connection, op: Op, **values: Any) -> Result[*tuple[Any, ...]]:
+        """Run `op` with `values` (one per parameter); the last statement's result."""
+        results = self._statements(conn, op, values)
+        if not results:
+            raise ValueError(f"operation {op.name} has no statement on this database: run it with Store.run")
+        return results[-1]
+
+    def run(self, conn: Connection, op: Op, **values: Any) -> None:
+        """Run `op` for what it does, not for a result (on DuckDB an op may have no statement: ANALYZE is for
+        PostgreSQL's planner)."""
+        self._statements(conn, op, values)
+
+    def _statements(self, conn: Connection, op: Op, values: dict[str, Any]) -> list[Result[*tuple[Any, ...]]]:
         if self.routines:
-            return self._routine(conn, op, values)
-        result = None
-        for statement in op.statements(False):
-            if statement != ANALYZE:
-                result = self.db.execute(conn, render(statement, self.schema, False), values)
-        return result
+            return [self._routine(conn, op, values)]
+        return [
+            self.db.execute(conn, render(statement, self.schema, False), values)
+            for statement in op.statements(False)
+            if statement != ANALYZE
+        ]
 
     def insert(self, conn: Connection, op: Insert, run: int, rows: Sequence[Sequence[Any]]) -> None:
         """Add `rows` (values in `op.columns` order) to the run's rows of `op.table`."""
@@ -122,33 +138,41 @@ class Store:
             return self.db.work_schemas[self.schema]
         try:
             with conn.begin_nested():
-                name, owner, user = conn.execute(text(
-                    f"SELECT w.name, pg_get_userbyid(n.nspowner), session_user FROM (SELECT "
-                    f"{quote_name(self.schema)}.work_schema() AS name) w LEFT JOIN pg_namespace n ON n.nspname = "
-                    "w.name")).one()
+                name, owner, user = conn.execute(
+                    text(
+                        f"SELECT w.name, pg_get_userbyid(n.nspowner), session_user FROM (SELECT "
+                        f"{quote_name(self.schema)}.work_schema() AS name) w LEFT JOIN pg_namespace n ON n.nspname = "
+                        "w.name"
+                    )
+                ).one()
         except DBAPIError:  # not granted the runner role: no EXECUTE on work_schema()
             name, owner, user = None, None, conn.execute(text("SELECT session_user")).scalar_one()
         if name == self.schema:
             self.db.work_schemas[self.schema] = name
-            return name
+            return str(name)
         setup = f"a DBA sets it up with: sqlanon grant-runner {user} --db URL --metadata-schema {self.schema}"
         if owner is None:
-            raise DataError(f"role {user!r} may not run sqlanon in schema {self.schema!r} (it is not a member of the "
-                            f"database's runner role, or has no work schema); {setup}")
+            raise DataError(
+                f"role {user!r} may not run sqlanon in schema {self.schema!r} (it is not a member of the "
+                f"database's runner role, or has no work schema); {setup}"
+            )
         if owner != user:
-            raise DataError(f"schema {name!r}, where role {user!r} keeps its runs' scratch tables, belongs to role "
-                            f"{owner!r}; drop or rename it, and {setup}")
+            raise DataError(
+                f"schema {name!r}, where role {user!r} keeps its runs' scratch tables, belongs to role "
+                f"{owner!r}; drop or rename it, and {setup}"
+            )
         self.db.work_schemas[self.schema] = name
-        return name
+        return str(name)
 
-    def _routine(self, conn: Connection, op: Op | Insert, values: dict[str, Any]) -> Result:
+    def _routine(self, conn: Connection, op: Op | Insert, values: dict[str, Any]) -> Result[*tuple[Any, ...]]:
         """The op's routine, named with its schema, every argument cast to its declared type (so no routine of
         another schema or signature can be the one called)."""
         args = ", ".join(f"p_{name} => CAST(:{name} AS {kind})" for name, kind in op.params)
         routine = f"{quote_name(self.schema)}.{op.name}({args})"
         select = f"SELECT * FROM {routine}" if getattr(op, "returns", ()) else f"SELECT {routine}"
         try:
-            return self.db.execute(conn, select, {name: values[name] for name, _ in op.params})
+            result: Result[*tuple[Any, ...]] = self.db.execute(conn, select, {n: values[n] for n, _ in op.params})
+            return result
         except DBAPIError as exc:
             error = refused(exc)
             if error is None:

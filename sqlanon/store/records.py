@@ -1,5 +1,6 @@
 """Run records: a row of `runs` per search, opened when it starts and closed when it ends, and the cleanup of
 runs whose session died (their status and their scratch tables)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -17,7 +18,7 @@ from .migrate import DEFAULT_SCHEMA
 
 
 def now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 #: what a result shows its caller but a run record never keeps: published rows
@@ -36,20 +37,37 @@ class RunRecord:
         self.store, self.work_schema = Store(db, schema), work_schema
 
     @classmethod
-    def start(cls, db: Database, conn: Connection, schema: str, job_name: str, command_name: str, strategy: str,
-              config_json: str) -> "RunRecord":
+    def start(
+        cls,
+        db: Database,
+        conn: Connection,
+        schema: str,
+        job_name: str,
+        command_name: str,
+        strategy: str,
+        config_json: str,
+    ) -> RunRecord:
         """A new run, recorded with the session `conn` (the one that will do its work: on PostgreSQL the record
         keeps its backend, how a live run is told from a dead one)."""
         store, conn = Store(db, schema), db.metadata_connection(conn)
         with conn.begin():
             work = store.work_schema(conn)
-            run_id = int(store.call(conn, runs.START, job_name=job_name, command=command_name, strategy=strategy,
-                                    config=config_json, started_at=now()).scalar_one())
+            run_id = int(
+                store.call(
+                    conn,
+                    runs.START,
+                    job_name=job_name,
+                    command=command_name,
+                    strategy=strategy,
+                    config=config_json,
+                    started_at=now(),
+                ).scalar_one()
+            )
         LIVE_RUNS.add((store.db.url, schema, run_id))
         return cls(db, schema, run_id, work)
 
     @classmethod
-    def reopen(cls, db: Database, conn: Connection, schema: str, run_id: int) -> "RunRecord":
+    def reopen(cls, db: Database, conn: Connection, schema: str, run_id: int) -> RunRecord:
         """Mark an interrupted or failed run as running again in session `conn` (a resume continues it)."""
         store, conn = Store(db, schema), db.metadata_connection(conn)
         with conn.begin():
@@ -60,8 +78,13 @@ class RunRecord:
 
     def progress(self, conn: Connection, iteration: int, nodes_checked: int) -> None:
         """Recorded with the session's connection `conn` (its metadata connection where that is another)."""
-        self.store.call(self.data_db.metadata_connection(conn), runs.PROGRESS, run=self.run_id, iteration=iteration,
-                        nodes_checked=nodes_checked)
+        self.store.call(
+            self.data_db.metadata_connection(conn),
+            runs.PROGRESS,
+            run=self.run_id,
+            iteration=iteration,
+            nodes_checked=nodes_checked,
+        )
         self._write_side_file("running", iteration=iteration, nodes_checked=nodes_checked)
 
     def _write_side_file(self, status: str, **figures: Any) -> None:
@@ -71,8 +94,17 @@ class RunRecord:
         if path is None:
             return
         partial = path.with_name(path.name + ".partial")
-        partial.write_text(json.dumps({"run_id": self.run_id, "status": status, "pid": os.getpid(),
-                                       "updated_at": now().isoformat(sep=" ", timespec="seconds") + " UTC", **figures}))
+        partial.write_text(
+            json.dumps(
+                {
+                    "run_id": self.run_id,
+                    "status": status,
+                    "pid": os.getpid(),
+                    "updated_at": now().isoformat(sep=" ", timespec="seconds") + " UTC",
+                    **figures,
+                }
+            )
+        )
         os.replace(partial, path)  # readers see the old state or the new one, never half of it
 
     def finish(self, result: dict[str, Any]) -> None:
@@ -90,8 +122,9 @@ class RunRecord:
         LIVE_RUNS.discard((self.db.url, self.schema, self.run_id))
         self._write_side_file(status, error=error)
         with self.db.begin() as conn:
-            self.store.call(conn, runs.CLOSE, run=self.run_id, status=status, finished_at=now(), result=result,
-                            error=error)
+            self.store.call(
+                conn, runs.CLOSE, run=self.run_id, status=status, finished_at=now(), result=result, error=error
+            )
 
 
 def cleanup_dead_runs(db: Database, schema: str = DEFAULT_SCHEMA) -> tuple[list[int], list[str]]:
@@ -110,11 +143,25 @@ def cleanup_dead_runs(db: Database, schema: str = DEFAULT_SCHEMA) -> tuple[list[
         if not db.concurrent_sessions:
             dead = [r for r in dead if (db.url, schema, r) not in LIVE_RUNS]
         if dead:
-            store.call(conn, runs.INTERRUPT, ids=dead, finished_at=now(),
-                       error="its session ended before the run did (killed or disconnected)")
+            store.call(
+                conn,
+                runs.INTERRUPT,
+                ids=dead,
+                finished_at=now(),
+                error="its session ended before the run did (killed or disconnected)",
+            )
         work = store.work_schema(conn)
-        tables = conn.execute(text("SELECT table_name FROM information_schema.tables WHERE table_schema = :s "
-                                   "AND table_catalog = current_database()"), {"s": work}).scalars().all()
+        tables = (
+            conn.execute(
+                text(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = :s "
+                    "AND table_catalog = current_database()"
+                ),
+                {"s": work},
+            )
+            .scalars()
+            .all()
+        )
         owners = {r for r in map(_run_of_table, tables) if r is not None}
         ended = set(store.call(conn, runs.UNFINISHED, ids=sorted(owners)).scalars()) if owners else set()
         dropped = [t for t in tables if _run_of_table(t) in ended]

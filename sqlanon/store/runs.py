@@ -3,6 +3,7 @@
 A run belongs to the role that starts it (`owner_role`): on PostgreSQL its session, recorded with it, tells a live
 run from one whose session died.
 """
+
 from __future__ import annotations
 
 from .ops import Insert, Op
@@ -13,84 +14,164 @@ IDS = (("ids", "bigint[]"),)
 START = Op(
     "run_start",
     (("job_name", "text"), ("command", "text"), ("strategy", "text"), ("config", "text"), ("started_at", "timestamp")),
-    ("INSERT INTO {s}.runs (run_id, job_name, command, strategy, config, status, started_at, owner_role) VALUES "
-     "(nextval({run_ids}), :job_name, :command, :strategy, :config, 'running', :started_at, {caller}) RETURNING run_id",),
+    (
+        "INSERT INTO {s}.runs (run_id, job_name, command, strategy, config, status, started_at, owner_role) VALUES "
+        "(nextval({run_ids}), :job_name, :command, :strategy, :config, 'running', :started_at, {caller}) "
+        "RETURNING run_id",
+    ),
     returns=(("run_id", "bigint"),),
-    postgres=("INSERT INTO {s}.runs (run_id, job_name, command, strategy, config, status, started_at, owner_role, "
-              "backend_pid, backend_start) VALUES (nextval({run_ids}), :job_name, :command, :strategy, :config, "
-              "'running', :started_at, {caller}, pg_backend_pid(), (SELECT CAST(backend_start AS TEXT) FROM "
-              "pg_stat_activity WHERE pid = pg_backend_pid())) RETURNING run_id",))
+    postgres=(
+        "INSERT INTO {s}.runs (run_id, job_name, command, strategy, config, status, started_at, owner_role, "
+        "backend_pid, backend_start) VALUES (nextval({run_ids}), :job_name, :command, :strategy, :config, "
+        "'running', :started_at, {caller}, pg_backend_pid(), (SELECT CAST(backend_start AS TEXT) FROM "
+        "pg_stat_activity WHERE pid = pg_backend_pid())) RETURNING run_id",
+    ),
+)
 
 REOPEN = Op(
-    "run_reopen", RUN,
-    ("UPDATE {s}.runs SET status = 'running', finished_at = NULL, error = NULL WHERE run_id = :run",
-     "DELETE FROM {s}.run_attributes WHERE run_id = :run"),
+    "run_reopen",
+    RUN,
+    (
+        "UPDATE {s}.runs SET status = 'running', finished_at = NULL, error = NULL WHERE run_id = :run",
+        "DELETE FROM {s}.run_attributes WHERE run_id = :run",
+    ),
     guard="run",
-    postgres=("UPDATE {s}.runs SET status = 'running', finished_at = NULL, error = NULL, backend_pid = "
-              "pg_backend_pid(), backend_start = (SELECT CAST(backend_start AS TEXT) FROM pg_stat_activity WHERE pid "
-              "= pg_backend_pid()) WHERE run_id = :run",
-              "DELETE FROM {s}.run_attributes WHERE run_id = :run"))
+    postgres=(
+        "UPDATE {s}.runs SET status = 'running', finished_at = NULL, error = NULL, backend_pid = "
+        "pg_backend_pid(), backend_start = (SELECT CAST(backend_start AS TEXT) FROM pg_stat_activity WHERE pid "
+        "= pg_backend_pid()) WHERE run_id = :run",
+        "DELETE FROM {s}.run_attributes WHERE run_id = :run",
+    ),
+)
 
 PROGRESS = Op(
-    "run_progress", RUN + (("iteration", "integer"), ("nodes_checked", "integer")),
+    "run_progress",
+    RUN + (("iteration", "integer"), ("nodes_checked", "integer")),
     ("UPDATE {s}.runs SET iteration = :iteration, nodes_checked = :nodes_checked WHERE run_id = :run",),
-    guard="run")
+    guard="run",
+)
 
 CLOSE = Op(
-    "run_close", RUN + (("status", "text"), ("finished_at", "timestamp"), ("result", "text"), ("error", "text")),
-    ("UPDATE {s}.runs SET status = :status, finished_at = :finished_at, result = :result, error = :error "
-     "WHERE run_id = :run",),
-    guard="run")
+    "run_close",
+    RUN + (("status", "text"), ("finished_at", "timestamp"), ("result", "text"), ("error", "text")),
+    (
+        "UPDATE {s}.runs SET status = :status, finished_at = :finished_at, result = :result, error = :error "
+        "WHERE run_id = :run",
+    ),
+    guard="run",
+)
 
 #: PostgreSQL: runs whose session is gone (another role's backend_start may be hidden: then its pid alone keeps the
 #: run alive). DuckDB: every run still marked running; the caller keeps those its own process runs.
-DEAD_SESSION = ("NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend_pid AND (a.backend_start IS "
-                "NULL OR CAST(a.backend_start AS TEXT) = r.backend_start))")
+DEAD_SESSION = (
+    "NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend_pid AND (a.backend_start IS "
+    "NULL OR CAST(a.backend_start AS TEXT) = r.backend_start))"
+)
 DEAD = Op(
-    "runs_dead", (),
+    "runs_dead",
+    (),
     ("SELECT r.run_id FROM {s}.runs r WHERE r.status = 'running' ORDER BY r.run_id",),
     returns=(("run_id", "bigint"),),
-    postgres=(f"SELECT r.run_id FROM {{s}}.runs r WHERE r.status = 'running' AND {DEAD_SESSION} ORDER BY r.run_id",))
+    postgres=(f"SELECT r.run_id FROM {{s}}.runs r WHERE r.status = 'running' AND {DEAD_SESSION} ORDER BY r.run_id",),
+)
 
 #: closes runs found dead, whoever started them (on PostgreSQL only those still without a live session)
 INTERRUPT = Op(
-    "runs_interrupt", IDS + (("finished_at", "timestamp"), ("error", "text")),
-    ("UPDATE {s}.runs SET status = 'interrupted', finished_at = :finished_at, error = :error "
-     "WHERE status = 'running' AND run_id IN (SELECT unnest(:ids))",),
-    postgres=("UPDATE {s}.runs r SET status = 'interrupted', finished_at = :finished_at, error = :error "
-              f"WHERE r.status = 'running' AND r.run_id IN (SELECT unnest(:ids)) AND {DEAD_SESSION}",))
+    "runs_interrupt",
+    IDS + (("finished_at", "timestamp"), ("error", "text")),
+    (
+        "UPDATE {s}.runs SET status = 'interrupted', finished_at = :finished_at, error = :error "
+        "WHERE status = 'running' AND run_id IN (SELECT unnest(:ids))",
+    ),
+    postgres=(
+        "UPDATE {s}.runs r SET status = 'interrupted', finished_at = :finished_at, error = :error "
+        f"WHERE r.status = 'running' AND r.run_id IN (SELECT unnest(:ids)) AND {DEAD_SESSION}",
+    ),
+)
 
 UNFINISHED = Op(
-    "runs_unfinished", IDS,
-    ("SELECT run_id FROM {s}.runs WHERE status IN ('failed', 'interrupted', 'cancelled') "
-     "AND run_id IN (SELECT unnest(:ids)) AND {mine:owner_role}",),
-    returns=(("run_id", "bigint"),))
+    "runs_unfinished",
+    IDS,
+    (
+        "SELECT run_id FROM {s}.runs WHERE status IN ('failed', 'interrupted', 'cancelled') "
+        "AND run_id IN (SELECT unnest(:ids)) AND {mine:owner_role}",
+    ),
+    returns=(("run_id", "bigint"),),
+)
 
 OUTCOME = Op(
-    "run_outcome", RUN,
+    "run_outcome",
+    RUN,
     ("SELECT job_name, command, status, result FROM {s}.runs WHERE run_id = :run",),
     returns=(("job_name", "text"), ("command", "text"), ("status", "text"), ("result", "text")),
-    guard="run")
+    guard="run",
+)
 
-ATTRIBUTES = Insert("run_attributes_add", "run_attributes", (
-    ("attr", "integer"), ("column_name", "text"), ("height", "integer"), ("hierarchy", "text"),
-    ("dimension_table", "text")))
+ATTRIBUTES = Insert(
+    "run_attributes_add",
+    "run_attributes",
+    (
+        ("attr", "integer"),
+        ("column_name", "text"),
+        ("height", "integer"),
+        ("hierarchy", "text"),
+        ("dimension_table", "text"),
+    ),
+)
 
-FREQUENCY_SETS = Insert("frequency_sets_add", "frequency_sets", (
-    ("node_id", "bigint"), ("label", "text"), ("table_name", "text"), ("origin", "text"), ("derived_from", "text"),
-    ("row_count", "bigint"), ("dropped", "boolean")))
+FREQUENCY_SETS = Insert(
+    "frequency_sets_add",
+    "frequency_sets",
+    (
+        ("node_id", "bigint"),
+        ("label", "text"),
+        ("table_name", "text"),
+        ("origin", "text"),
+        ("derived_from", "text"),
+        ("row_count", "bigint"),
+        ("dropped", "boolean"),
+    ),
+)
 
 FREQUENCY_SETS_DROPPED = Op(
-    "frequency_sets_dropped", RUN + (("labels", "text[]"),),
+    "frequency_sets_dropped",
+    RUN + (("labels", "text[]"),),
     ("UPDATE {s}.frequency_sets SET dropped = TRUE WHERE run_id = :run AND label IN (SELECT unnest(:labels))",),
-    guard="run")
+    guard="run",
+)
 
-NODE_METRICS = Insert("node_metrics_set", "node_metrics", (
-    ("node", "text"), ("minimal", "boolean"), ("selected", "boolean"), ("height", "integer"),
-    ("relative_distance", "double precision"), ("precision", "double precision"), ("suppressed", "bigint"),
-    ("completeness", "double precision"), ("classes", "bigint"), ("avg_class_size", "double precision"),
-    ("c_avg", "double precision"), ("discernibility", "bigint"), ("kl_divergence", "double precision")),
-    replace=True)
+NODE_METRICS = Insert(
+    "node_metrics_set",
+    "node_metrics",
+    (
+        ("node", "text"),
+        ("minimal", "boolean"),
+        ("selected", "boolean"),
+        ("height", "integer"),
+        ("relative_distance", "double precision"),
+        ("precision", "double precision"),
+        ("suppressed", "bigint"),
+        ("completeness", "double precision"),
+        ("classes", "bigint"),
+        ("avg_class_size", "double precision"),
+        ("c_avg", "double precision"),
+        ("discernibility", "bigint"),
+        ("kl_divergence", "double precision"),
+    ),
+    replace=True,
+)
 
-OPS = (START, REOPEN, PROGRESS, CLOSE, DEAD, INTERRUPT, UNFINISHED, OUTCOME, ATTRIBUTES, FREQUENCY_SETS,
-       FREQUENCY_SETS_DROPPED, NODE_METRICS)
+OPS = (
+    START,
+    REOPEN,
+    PROGRESS,
+    CLOSE,
+    DEAD,
+    INTERRUPT,
+    UNFINISHED,
+    OUTCOME,
+    ATTRIBUTES,
+    FREQUENCY_SETS,
+    FREQUENCY_SETS_DROPPED,
+    NODE_METRICS,
+)
