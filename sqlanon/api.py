@@ -85,7 +85,7 @@ HEURISTIC_WARNING = (
 )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SearchResult:
     qi: list[str]
     heights: list[int]
@@ -146,7 +146,7 @@ class SearchResult:
         return frame
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AnonymizeResult:
     search: SearchResult
     node: tuple[int, ...]
@@ -180,7 +180,7 @@ def _plain(value: Any) -> Any:
     return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunOptions:
     """How a job runs, beyond the job itself."""
 
@@ -224,7 +224,7 @@ def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False
     output: Output = job.output
     if output.schema is None and job.source.schema is not None:
         output = dataclasses.replace(output, schema=job.source.schema)
-    target = _Target(output, replace)
+    target = _Target(output=output, replace=replace)
     with _run(job, options, "anonymize", target) as (ctx, finish):
         result = _search(job, ctx)
         node = _select(job, ctx, result)
@@ -239,16 +239,16 @@ def _publish(
     """Write `node` (its metrics already in `result`) as the audited output, suppressing as the job says."""
     ctx.progress("publish", 0, 1)  # the last point where a cancel stops the run before anything is written
     plan = Publication(
-        node,
-        target.output,
-        target.name,
-        target.source,
-        job.suppression.mode,
-        ctx.max_suppressed,
-        target.replace,
-        tuple(job.identifying),
-        tuple(job.sensitive + job.insensitive),
-        target.pseudonyms,
+        node=node,
+        output=target.output,
+        target=target.name,
+        source=target.source,
+        mode=job.suppression.mode,
+        max_suppressed=ctx.max_suppressed,
+        replace=target.replace,
+        identifying=tuple(job.identifying),
+        published_as_is=tuple(job.sensitive + job.insensitive),
+        pseudonyms=target.pseudonyms,
     )
     report = materialize(ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id, Ownership(ctx.db, ctx.schema))
     preview = (
@@ -257,20 +257,20 @@ def _publish(
         .all()
     )
     return AnonymizeResult(
-        result,
-        node,
-        target.output.table,
-        report,
-        selection,
-        result.metrics[node]["suppressed"],
-        [dict(row) for row in preview],
+        search=result,
+        node=node,
+        output=target.output.table,
+        audit=report,
+        selection=selection,
+        suppressed=result.metrics[node]["suppressed"],
+        preview=[dict(row) for row in preview],
     )
 
 
 PREVIEW_ROWS = 5  # rows of the published table an anonymize result shows
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Target:
     """Where a run publishes, checked before its search: the output, its resolved name, the pseudonym keys."""
 
@@ -338,15 +338,15 @@ def _empty_result(job: Job, ctx: SearchContext, nodes: list[tuple[int, ...]]) ->
                 f"({node_label(tuple(ctx.star.heights))})"
             )
     return SearchResult(
-        job.qi_names,
-        ctx.star.heights,
-        [],
-        [],
-        SearchStats(),
-        ctx.run.run_id,
-        "none",
-        ctx.star.rows,
-        ctx.max_suppressed,
+        qi=job.qi_names,
+        heights=ctx.star.heights,
+        satisfying=[],
+        minimal=[],
+        stats=SearchStats(),
+        run_id=ctx.run.run_id,
+        strategy="none",
+        rows=ctx.star.rows,
+        max_suppressed=ctx.max_suppressed,
         level_examples=_level_examples(ctx.star),
     )
 
@@ -419,8 +419,20 @@ def _metrics_evaluator(ctx: SearchContext, sensitive: list[str], nodes: int) -> 
     one node is one scan of the table grouped at its levels (a cube at level 0 first, then its roll-up,
     took 0.5 s more on 5M hospital rows, where level 0 is nearly unique)."""
     star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + list(sensitive))))
-    fsets = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, ctx.use_cube and nodes > 1)
-    return MetricsEvaluator(fsets, ctx.criteria, star.heights, ctx.cells_terms.get(frozenset(star.sensitive)))
+    fsets = FrequencySets(
+        db=ctx.db,
+        conn=ctx.conn,
+        star=star,
+        schema=ctx.schema,
+        run_id=ctx.run.run_id,
+        use_cube=ctx.use_cube and nodes > 1,
+    )
+    return MetricsEvaluator(
+        fsets=fsets,
+        criteria=ctx.criteria,
+        heights=star.heights,
+        cells_term=ctx.cells_terms.get(frozenset(star.sensitive)),
+    )
 
 
 def _suppression_audit(
@@ -457,16 +469,16 @@ def _search(job: Job, ctx: SearchContext) -> SearchResult:
         warnings.warn(HEURISTIC_WARNING, UserWarning, stacklevel=2)
     minimal = minimal_nodes(satisfying, ctx.star.heights)
     return SearchResult(
-        job.qi_names,
-        ctx.star.heights,
-        satisfying,
-        minimal,
-        stats,
-        ctx.run.run_id,
-        job.strategy,
-        ctx.star.rows,
-        ctx.max_suppressed,
-        ctx.heuristic,
+        qi=job.qi_names,
+        heights=ctx.star.heights,
+        satisfying=satisfying,
+        minimal=minimal,
+        stats=stats,
+        run_id=ctx.run.run_id,
+        strategy=job.strategy,
+        rows=ctx.star.rows,
+        max_suppressed=ctx.max_suppressed,
+        heuristic=ctx.heuristic,
         level_examples=_level_examples(ctx.star),
     )
 
@@ -603,18 +615,18 @@ def _run(
                     star.record(conn, options.metadata_schema, run.run_id)
                     conn.commit()
                     ctx = SearchContext(
-                        db,
-                        conn,
-                        star,
-                        job.criteria,
-                        run,
-                        options.metadata_schema,
-                        options.keep,
-                        job.base == "cube",
-                        options.progress,
-                        job.suppression.max_suppressed(star.rows),
-                        job.assume_monotone,
-                        options.resume_run is not None,
+                        db=db,
+                        conn=conn,
+                        star=star,
+                        criteria=job.criteria,
+                        run=run,
+                        schema=options.metadata_schema,
+                        keep=options.keep,
+                        use_cube=job.base == "cube",
+                        progress=options.progress,
+                        max_suppressed=job.suppression.max_suppressed(star.rows),
+                        assume_monotone=job.assume_monotone,
+                        resuming=options.resume_run is not None,
                         metrics_follow=command != "search" or options.metrics,
                     )
                     yield ctx, run.finish
@@ -713,8 +725,8 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
     options = options or RunOptions()
     job = _on_db(job, options.db_url)
     output = _method_output(job, "anatomy", "l: L")
-    qi_target = _Target(output, replace, pseudonyms=Pseudonyms.of(job))
-    sa_target = _Target(dataclasses.replace(output, table=output.sensitive_table_name), replace)
+    qi_target = _Target(output=output, replace=replace, pseudonyms=Pseudonyms.of(job))
+    sa_target = _Target(output=dataclasses.replace(output, table=output.sensitive_table_name), replace=replace)
     with _job_database(job, options) as db:
         db.require_transactions("an anatomy publication")
         columns = list(_checked_source(db, job, options, [qi_target, sa_target]))
@@ -748,7 +760,7 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
     options = options or RunOptions()
     job = _on_db(job, options.db_url)
     output = _method_output(job, "mondrian")
-    target = _Target(output, replace, pseudonyms=Pseudonyms.of(job))
+    target = _Target(output=output, replace=replace, pseudonyms=Pseudonyms.of(job))
     found = hierarchies(job, options)
     with _job_database(job, options) as db:
         db.require_transactions("Mondrian partitioning")
@@ -766,16 +778,16 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
                     for qi in job.quasi_identifiers
                 ]
                 work = Mondrian(
-                    db,
-                    conn,
-                    db.q(src.schema, src.table),
-                    list(columns),
-                    qis,
-                    sensitive,
-                    job.criteria,
-                    f"mondrian_{run.run_id}",
-                    output.relaxed,
-                    options.progress,
+                    db=db,
+                    conn=conn,
+                    source=db.q(src.schema, src.table),
+                    columns=list(columns),
+                    qis=qis,
+                    sensitive=sensitive,
+                    criteria=job.criteria,
+                    prefix=f"mondrian_{run.run_id}",
+                    relaxed=output.relaxed,
+                    progress=options.progress,
                 )
                 started = time.perf_counter()
                 rows = work.prepare()
@@ -816,13 +828,13 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
                     db.execute(conn, f"GRANT SELECT ON {final} TO {db.q(role)}")
                 preview = db.execute(conn, f"SELECT * FROM {final} LIMIT {PREVIEW_ROWS}").mappings().all()
             published_report = MondrianReport(
-                str(target.name),
-                rows,
-                result,
-                report,
-                [dict(r) for r in preview],
-                partitioned - started,
-                time.perf_counter() - partitioned,
+                output=str(target.name),
+                rows=rows,
+                result=result,
+                audit=report,
+                preview=[dict(r) for r in preview],
+                partitioning_seconds=partitioned - started,
+                publishing_seconds=time.perf_counter() - partitioned,
             )
             run.finish(published_report.to_dict())
         return published_report
@@ -943,7 +955,9 @@ def publish_node(
     with opened_registry(url, options.metadata_schema) as registry:
         with registry.load(registry.job_of_run(run_id), url) as job:
             grants = job.output.grant_to if job.output else []
-            target = _Target(Output(table, schema or job.source.schema, grants), replace)
+            target = _Target(
+                output=Output(table=table, schema=schema or job.source.schema, grant_to=grants), replace=replace
+            )
             with _run(job, options, "publish", target) as (ctx, finish):
                 result = _empty_result(job, ctx, [node])
                 _add_metrics(job, ctx, result, [node])
@@ -979,7 +993,9 @@ def apply(
         assert run_id is not None
         node = _published_node(batch_job, run_id, options.metadata_schema)
     grants = job.output.grant_to if job.output else []
-    target = _Target(Output(output or f"{batch}_anon", src.schema, grants), replace)
+    target = _Target(
+        output=Output(table=output or f"{batch}_anon", schema=src.schema, grant_to=grants), replace=replace
+    )
     with _run(batch_job, options, "apply", target) as (ctx, finish):
         result = _empty_result(batch_job, ctx, [node])
         _add_metrics(batch_job, ctx, result, [node])
@@ -1035,11 +1051,15 @@ def _refuse_violating_batch(ctx: SearchContext, node: tuple[int, ...], batch: st
     if violating <= ctx.max_suppressed:
         return
     star, db = ctx.star, ctx.db
-    fs = FrequencySets(db, ctx.conn, star, ctx.schema, ctx.run.run_id, use_cube=False).from_table(
-        dict(enumerate(node)), "apply"
-    )
+    fs = FrequencySets(
+        db=db, conn=ctx.conn, star=star, schema=ctx.schema, run_id=ctx.run.run_id, use_cube=False
+    ).from_table(dict(enumerate(node)), "apply")
     view = FrequencySetView(
-        "apply_fs", [class_column(d.attr) for d in star.dimensions], COUNT, star.sensitive_columns(), fs.definition
+        table="apply_fs",
+        class_columns=[class_column(d.attr) for d in star.dimensions],
+        count_column=COUNT,
+        sensitive_columns=star.sensitive_columns(),
+        definition=fs.definition,
     )
     params: dict[str, object] = {}
     labels, joins = _class_labels(star, node, "v")
@@ -1105,18 +1125,18 @@ def report(
         tables = [_analyze_node(ctx, n, attribute, settings, result.metrics[n]) for n in result.minimal]
         sizes, worst = _chosen_classes(ctx, chosen, attribute)
         data = ReportData(
-            job.name,
-            json.dumps(json.loads(job.to_json()), indent=2),
-            job.qi_names,
-            result.heights,
-            result.satisfying,
-            result.minimal,
-            chosen,
-            job.select.describe(),
-            result.metrics,
-            AnalysisReport(attribute, settings, tables),
-            sizes,
-            worst,
+            job_name=job.name,
+            job_json=json.dumps(json.loads(job.to_json()), indent=2),
+            qi=job.qi_names,
+            heights=result.heights,
+            satisfying=result.satisfying,
+            minimal=result.minimal,
+            chosen=chosen,
+            selection=job.select.describe(),
+            metrics=result.metrics,
+            analysis=AnalysisReport(attribute, settings, tables),
+            class_sizes=sizes,
+            worst_classes=worst,
         )
         path = write_report(data, out)
         finish({"report": str(path), "node": list(chosen)})
@@ -1131,9 +1151,9 @@ def _chosen_classes(
 ) -> tuple[list[tuple[int, int]], list[tuple[str, list[tuple[str, int]]]]]:
     """The node's class-size histogram (size, classes), and its least diverse classes with their value counts."""
     star = dataclasses.replace(ctx.star, sensitive=[attribute])
-    fs = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, use_cube=False).from_table(
-        dict(enumerate(node)), "report"
-    )
+    fs = FrequencySets(
+        db=ctx.db, conn=ctx.conn, star=star, schema=ctx.schema, run_id=ctx.run.run_id, use_cube=False
+    ).from_table(dict(enumerate(node)), "report")
     columns = [class_column(d.attr) for d in star.dimensions]
     value = star.sensitive_columns()[attribute]
     sizes = ctx.conn.execute(
@@ -1299,16 +1319,22 @@ def _analyze_node(
     columns = [class_column(a) for a in sorted(levels)]
     tag = f"{ctx.run.run_id}_{'_'.join(map(str, node))}"
     with ExitStack() as scratch:
-        fs = FrequencySets(ctx.db, ctx.conn, star, ctx.schema, ctx.run.run_id, use_cube=False).from_table(
-            levels, "analysis"
-        )
+        fs = FrequencySets(
+            db=ctx.db, conn=ctx.conn, star=star, schema=ctx.schema, run_id=ctx.run.run_id, use_cube=False
+        ).from_table(levels, "analysis")
         definition = scratch.enter_context(_scratch_table(ctx, f"analysis_{tag}", fs.definition))
         suppressed = None
         if ctx.max_suppressed:
-            checked = FrequencySets(ctx.db, ctx.conn, ctx.star, ctx.schema, ctx.run.run_id, use_cube=False).from_table(
-                levels, "criteria"
+            checked = FrequencySets(
+                db=ctx.db, conn=ctx.conn, star=ctx.star, schema=ctx.schema, run_id=ctx.run.run_id, use_cube=False
+            ).from_table(levels, "criteria")
+            view = FrequencySetView(
+                table="criteria_fs",
+                class_columns=columns,
+                count_column=COUNT,
+                sensitive_columns=ctx.star.sensitive_columns(),
+                definition=checked.definition,
             )
-            view = FrequencySetView("criteria_fs", columns, COUNT, ctx.star.sensitive_columns(), checked.definition)
             params: dict[str, object] = {}
             violators = violating_classes_sql(view, ctx.criteria, "a", params)
             suppressed = scratch.enter_context(
@@ -1322,7 +1348,14 @@ def _analyze_node(
         population = None
         if population_star is not None:
             population = (
-                FrequencySets(ctx.db, ctx.conn, population_star, ctx.schema, ctx.run.run_id, use_cube=False)
+                FrequencySets(
+                    db=ctx.db,
+                    conn=ctx.conn,
+                    star=population_star,
+                    schema=ctx.schema,
+                    run_id=ctx.run.run_id,
+                    use_cube=False,
+                )
                 .from_table(levels, "population")
                 .definition
             )

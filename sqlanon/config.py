@@ -143,22 +143,22 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
             "stops the job"
         )
     job = Job(
-        source,
-        qis,
-        criteria,
-        output,
-        sensitive,
-        strategy,
-        str(name),
-        base,
-        suppression,
-        select,
-        assume_monotone,
-        insensitive,
-        identifying,
-        population,
-        releases,
-        inference,
+        source=source,
+        quasi_identifiers=qis,
+        criteria=criteria,
+        output=output,
+        sensitive=sensitive,
+        strategy=strategy,
+        name=str(name),
+        base=base,
+        suppression=suppression,
+        select=select,
+        assume_monotone=assume_monotone,
+        insensitive=insensitive,
+        identifying=identifying,
+        population=population,
+        releases=releases,
+        inference=inference,
         unit=unit,
     )
     check_roles(job)
@@ -199,15 +199,15 @@ def _output(raw: Any) -> Output:
     if isinstance(seed, bool) or not isinstance(seed, (int, str)):
         raise ConfigError(f"output.seed must be a whole number or a word, got {seed!r}")
     return Output(
-        _identifier(_required(out, "table", "output"), "output.table"),
-        _optional_identifier(out.get("schema"), "output.schema"),
-        [_identifier(role, "output.grant_to") for role in grant_to],
-        method,
-        l_value,
-        _optional_identifier(out.get("sensitive_table"), "output.sensitive_table"),
-        seed,
-        relaxed,
-        numeric,
+        table=_identifier(_required(out, "table", "output"), "output.table"),
+        schema=_optional_identifier(out.get("schema"), "output.schema"),
+        grant_to=[_identifier(role, "output.grant_to") for role in grant_to],
+        method=method,
+        l=l_value,
+        sensitive_table=_optional_identifier(out.get("sensitive_table"), "output.sensitive_table"),
+        seed=seed,
+        relaxed=relaxed,
+        numeric=numeric,
     )
 
 
@@ -258,13 +258,13 @@ def _identifying(raw: Any, base_dir: Path) -> list[Identifier]:
     if raw is None:
         return []
     if isinstance(raw, (str, list)):
-        return [Identifier(c) for c in _column_list({"identifying": raw}, "identifying")]
+        return [Identifier(column=c) for c in _column_list({"identifying": raw}, "identifying")]
     found = []
     for column, action in _mapping(raw, "identifying", None).items():
         column = _identifier(column, "identifying")
         where = f"identifying.{column}"
         if action in (None, "drop"):
-            found.append(Identifier(column))
+            found.append(Identifier(column=column))
             continue
         if not isinstance(action, dict):
             raise ConfigError(f"{where} must be drop, or {{pseudonym: {{key_env: VARIABLE}}}}; got {action!r}")
@@ -279,10 +279,12 @@ def _identifying(raw: Any, base_dir: Path) -> list[Identifier]:
                 "is never written in the job)"
             )
         if "key_env" in spec:
-            found.append(Identifier(column, "pseudonym", key_env=_identifier(spec["key_env"], f"{where}.key_env")))
+            found.append(
+                Identifier(column=column, action="pseudonym", key_env=_identifier(spec["key_env"], f"{where}.key_env"))
+            )
         else:
             key_file = _identifier(spec["key_file"], f"{where}.key_file")
-            found.append(Identifier(column, "pseudonym", key_file=(base_dir / key_file).resolve()))
+            found.append(Identifier(column=column, action="pseudonym", key_file=(base_dir / key_file).resolve()))
     return found
 
 
@@ -300,14 +302,14 @@ def _source(src: dict[str, Any], base_dir: Path) -> Source:
             "source.csv and source.schema; keep one source"
         )
     return Source(
-        url,
-        _identifier(_required(src, "table", "source"), "source.table"),
-        _optional_identifier(src.get("schema"), "source.schema"),
-        csv_path,
-        options,
-        None if memory is None else check_memory_limit(memory, "source.memory_limit"),
-        None if temp is None else (base_dir / str(temp)).resolve(),
-        (base_dir / str(parquet)).resolve() if parquet else None,
+        url=url,
+        table=_identifier(_required(src, "table", "source"), "source.table"),
+        schema=_optional_identifier(src.get("schema"), "source.schema"),
+        csv=csv_path,
+        csv_options=options,
+        memory_limit=None if memory is None else check_memory_limit(memory, "source.memory_limit"),
+        temp_directory=None if temp is None else (base_dir / str(temp)).resolve(),
+        parquet=(base_dir / str(parquet)).resolve() if parquet else None,
     )
 
 
@@ -326,14 +328,14 @@ def check_memory_limit(value: Any, where: str) -> str:
 
 def _quasi_identifiers(raw: Any, base_dir: Path) -> list[QuasiIdentifier]:
     if isinstance(raw, list) and raw:  # names only: QIs published as they are (anatomy), no hierarchy
-        return [QuasiIdentifier(_identifier(column, "quasi_identifiers")) for column in raw]
+        return [QuasiIdentifier(column=_identifier(column, "quasi_identifiers")) for column in raw]
     if not isinstance(raw, dict) or not raw:
         raise ConfigError("quasi_identifiers must map each QI column to {hierarchy: FILE} or {generate: KIND}")
     qis = []
     for column, spec in raw.items():
         column = _identifier(column, "quasi_identifiers")
         if spec is None or spec == {}:  # `age:` alone, no hierarchy: anatomy publishes it, Mondrian cuts it as a number
-            qis.append(QuasiIdentifier(column))
+            qis.append(QuasiIdentifier(column=column))
             continue
         if isinstance(spec, str):  # shorthand: `age: hierarchies/age.csv`
             spec = {"hierarchy": spec}
@@ -347,13 +349,13 @@ def _quasi_identifiers(raw: Any, base_dir: Path) -> list[QuasiIdentifier]:
         if hierarchy is not None:
             if options:
                 raise ConfigError(f"quasi_identifiers.{column}: unknown key(s) {sorted(options)} next to hierarchy")
-            qis.append(QuasiIdentifier(column, hierarchy=(base_dir / str(hierarchy)).resolve()))
+            qis.append(QuasiIdentifier(column=column, hierarchy=(base_dir / str(hierarchy)).resolve()))
         else:
             if generate not in GENERATORS:
                 raise ConfigError(
                     f"quasi_identifiers.{column}: unknown generator {generate!r}; choose one of {', '.join(GENERATORS)}"
                 )
-            qis.append(QuasiIdentifier(column, generate=generate, options=options))
+            qis.append(QuasiIdentifier(column=column, generate=generate, options=options))
     return qis
 
 
@@ -423,10 +425,10 @@ def _release_series(raw: Any) -> ReleaseSeries:
         table = _identifier(_required(item, "table", where), f"{where}.table")
         releases.append(
             Release(
-                str(item.get("name") or table),
-                table,
-                _optional_identifier(item.get("schema"), f"{where}.schema"),
-                _optional_identifier(item.get("sensitive_table"), f"{where}.sensitive_table"),
+                name=str(item.get("name") or table),
+                table=table,
+                schema=_optional_identifier(item.get("schema"), f"{where}.schema"),
+                sensitive_table=_optional_identifier(item.get("sensitive_table"), f"{where}.sensitive_table"),
             )
         )
     names = [r.name for r in releases]

@@ -39,7 +39,7 @@ from .store.records import LIVE_RUNS, now
 STORED_ROOT = Path("/stored-job")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunSummary:
     run_id: int
     command: str
@@ -192,7 +192,16 @@ class JobRegistry:
         with self.db.connect() as conn:
             rows = self.store.call(conn, jobs.RUNS, job=name, most=int(limit)).all()
         return [
-            RunSummary(int(r[0]), r[1], self._status(name, r[2], int(r[0])), int(r[3]), int(r[4]), r[5], r[6], r[7])
+            RunSummary(
+                run_id=int(r[0]),
+                command=r[1],
+                status=self._status(name, r[2], int(r[0])),
+                iteration=int(r[3]),
+                nodes_checked=int(r[4]),
+                started_at=r[5],
+                finished_at=r[6],
+                error=r[7],
+            )
             for r in rows
         ]
 

@@ -739,10 +739,10 @@ def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]], sizes_by_jo
         for s, n in Counter(values).items()
     ]
     view = FrequencySetView(
-        "fs",
-        ["cls"],
-        "cnt",
-        {"s": "s0"},
+        table="fs",
+        class_columns=["cls"],
+        count_column="cnt",
+        sensitive_columns={"s": "s0"},
         grouped=True,
         table_counts={"s": dict(counts)},
         sizes_by_join=sizes_by_join,

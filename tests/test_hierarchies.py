@@ -86,12 +86,12 @@ def test_file_with_wrong_separator(tmp_path: Path):
 
 def test_value_with_two_parents():
     with pytest.raises(HierarchyError, match="'x' at level 1 has two parents"):
-        Hierarchy("c", (("a", "x", "p"), ("b", "x", "q")))
+        Hierarchy(column="c", paths=(("a", "x", "p"), ("b", "x", "q")))
 
 
 def test_value_listed_twice_differently():
     with pytest.raises(HierarchyError, match="listed twice"):
-        Hierarchy("c", (("a", "x", "*"), ("a", "y", "*")))
+        Hierarchy(column="c", paths=(("a", "x", "*"), ("a", "y", "*")))
 
 
 @pytest.mark.parametrize(
@@ -118,7 +118,7 @@ def test_a_lower_label_equal_to_the_top_is_refused_for_masking(tmp_path: Path):
 
 
 def test_codes_are_consistent_per_level():
-    h = Hierarchy("c", (("a", "x", "*"), ("b", "x", "*"), ("c", "y", "*")))
+    h = Hierarchy(column="c", paths=(("a", "x", "*"), ("b", "x", "*"), ("c", "y", "*")))
     rows = {r[0]: r for r in h.dimension_rows()}
     assert rows["a"][2] == rows["b"][2] != rows["c"][2]  # c1 codes
     assert rows["a"][3] == rows["c"][3]  # c2: everything is '*'
@@ -132,7 +132,7 @@ def hierarchies(draw) -> Hierarchy:
     paths = [[label] for label in level]
     for _depth in range(height, 0, -1):
         paths = [[f"{path[0]}.{i}", *path] for path in paths for i in range(draw(st.integers(1, 5)))]
-    return Hierarchy("q", tuple(tuple(path) for path in paths))
+    return Hierarchy(column="q", paths=tuple(tuple(path) for path in paths))
 
 
 @settings(max_examples=60, deadline=None)

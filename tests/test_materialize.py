@@ -14,7 +14,9 @@ from .conftest import ADULT_DIR, adult_job, user_tables
 
 
 def _failing_audit(*args, **kwargs) -> AuditReport:
-    failing = CriterionAudit({"k": 5}, "min_class_size", 1.0, False, 1, 1)
+    failing = CriterionAudit(
+        params={"k": 5}, figure_name="min_class_size", figure=1.0, holds=False, violating_classes=1, violating_tuples=1
+    )
     return AuditReport(rows=30162, classes=1, min_class_size=1, criteria={"k_anonymity": failing})
 
 

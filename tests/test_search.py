@@ -240,7 +240,7 @@ def test_an_integer_column_indexes_the_span_of_its_integer_leaves():
     from sqlanon.model.hierarchies import Hierarchy
 
     paths = [("-2", "*"), ("5", "*"), ("07", "*"), ("+9", "*"), ("x", "*")]
-    dim = Dimension(0, "a", Hierarchy("a", tuple(paths)), "d", integer=True)
+    dim = Dimension(attr=0, column="a", hierarchy=Hierarchy(column="a", paths=tuple(paths)), table="d", integer=True)
     assert dim.integer_span() == (-2, 5)
     assert dataclasses.replace(dim, integer=False).integer_span() is None
 

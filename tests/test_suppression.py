@@ -375,7 +375,7 @@ def test_kl_from_the_search_s_cube_equals_kl_from_a_scan_of_the_table(adult_duck
     """The cube of a search whose criteria read every sensitive column gives KL its level-0 term; a metrics run
     without a search scans the table for it. Both must agree."""
     job = _adult(adult_duck, CASES["k=5 and distinct l=4"], 0.02, select=Selection(None, "kl_divergence"))
-    result = anonymize(dataclasses.replace(job, output=Output("out_kl_cube")), replace=True)
+    result = anonymize(dataclasses.replace(job, output=Output(table="out_kl_cube")), replace=True)
     scanned = node_metrics(job, [result.node])[result.node]
     assert result.search.metrics[result.node]["kl_divergence"] == pytest.approx(scanned["kl_divergence"], rel=1e-9)
 
@@ -395,7 +395,7 @@ def test_chosen_node_is_optimal_against_the_exhaustive_strategy(
     case = "k=5 and distinct l=4"
     job = _adult(adult_duck, CASES[case], limit, select=Selection(rule.get("policy"), rule.get("metric")))
     name = rule.get("metric") or POLICIES[rule["policy"]]
-    job = dataclasses.replace(job, output=Output(f"out_{name}_{int(limit * 100)}"))
+    job = dataclasses.replace(job, output=Output(table=f"out_{name}_{int(limit * 100)}"))
     result = anonymize(job, replace=True)
     oracle = passing(adult_violations[case], _max_suppressed(limit))
     pool = oracle if "metric" in rule else set(result.search.minimal)

@@ -64,7 +64,7 @@ def default_background(job: Any, sensitive: str | None = None) -> int:
     return max(max(ls) - 2, 0) if ls else 2
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TableAnalysis:
     """The attack and risk figures of one release (a node of the lattice, or a published table)."""
 
@@ -152,21 +152,21 @@ def analyze_frequency_set(
         .all()
     )
     analysis = TableAnalysis(
-        label,
-        sensitive,
-        rows,
-        n_classes,
-        everything - rows,
-        int(row[3]),
-        int(row[4]),
-        int(row[5]),
-        int(row[6]),
-        ["NULL" if v is None else v for v in revealed],
-        {b: int(row[10 + b]) for b in range(settings.background + 1)},
-        float(row[7]),
-        n_classes / rows if rows else 0.0,
-        int(row[8]),
-        int(row[9]) / rows if rows else 0.0,
+        label=label,
+        sensitive=sensitive,
+        rows=rows,
+        classes=n_classes,
+        suppressed=everything - rows,
+        homogeneous_classes=int(row[3]),
+        homogeneous_tuples=int(row[4]),
+        nearly_homogeneous_classes=int(row[5]),
+        nearly_homogeneous_tuples=int(row[6]),
+        revealed_values=["NULL" if v is None else v for v in revealed],
+        disclosed_by_background={b: int(row[10 + b]) for b in range(settings.background + 1)},
+        highest_risk=float(row[7]),
+        average_risk=n_classes / rows if rows else 0.0,
+        records_at_risk=int(row[8]),
+        unique_share=int(row[9]) / rows if rows else 0.0,
     )
     if population is not None:
         _population_risk(conn, analysis, definition, classes, left_out, population, values)
@@ -205,7 +205,7 @@ def _population_risk(
     analysis.marketer_risk = float(row[2]) / analysis.rows if analysis.rows else 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class BayesSettings:
     """Thresholds of the Bayes-optimal audit (l-diversity paper, section 3; ../docs in the README)."""
 

@@ -65,7 +65,7 @@ def _label(name: str) -> str:
 LISTED = 50  # disclosures listed in a report (all of them are flagged in the probability table)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ReleaseEntropy:
     name: str
     persons: int
@@ -78,7 +78,7 @@ class ReleaseEntropy:
         return 0.0 if self.alone == 0 else 1 - self.together / self.alone
 
 
-@dataclass
+@dataclass(kw_only=True)
 class InferenceReport:
     persons: int
     values: int
@@ -153,6 +153,7 @@ class ReleaseTables(Scratch):
 
     def __init__(
         self,
+        *,
         db: Database,
         conn: Connection,
         series: ReleaseSeries,
@@ -400,7 +401,7 @@ def _propagate(
         # matching and components cost more: each only once the cheaper rules alone remove nothing more
         tables.create(gone, _propagation_round(tables, possible, members, dirty, groups if level else None, unmatched))
         if level == 2:
-            _Components(tables, possible, members, rs, name).add_removals(gone)
+            _Components(tables=tables, possible=possible, members=members, rs=rs, name=name).add_removals(gone)
         count = db.execute(conn, f"SELECT COUNT(*) FROM (SELECT DISTINCT person, value FROM {gone}) g").scalar_one()
         tables.statements += 2
         if count:
@@ -438,7 +439,7 @@ class _Components:
     minus what the persons in the second only hold; when that difference is as large (or as small) as it
     can be, those persons hold the value, or do not (the paper's argument that Patient 14 cannot have Flu)."""
 
-    def __init__(self, tables: ReleaseTables, possible: str, members: str, rs: list[int], name: str):
+    def __init__(self, *, tables: ReleaseTables, possible: str, members: str, rs: list[int], name: str):
         self.tables, self.possible, self.members, self.rs, self.name = tables, possible, members, rs, name
 
     def add_removals(self, gone: str) -> None:
@@ -682,7 +683,7 @@ def _check_solvable(db: Database, conn: Connection, tables: ReleaseTables, possi
 class _Solver:
     """IPF passes over a variables table, replaced by a new table after each statement of passes."""
 
-    def __init__(self, db: Database, conn: Connection, tables: ReleaseTables, x: str, rs: list[int], name: str):
+    def __init__(self, *, db: Database, conn: Connection, tables: ReleaseTables, x: str, rs: list[int], name: str):
         self.db, self.conn, self.tables, self.rs = db, conn, tables, rs
         self.columns = ["person", "value"] + [f"b{r}" for r in rs] + [f"c{r}" for r in rs]
         self.name, self.current, self.passes, self.statements = name, x, 0, 0
@@ -757,7 +758,7 @@ def _iterate(
     reached is reported as not converged.
     """
     started = time.perf_counter()
-    solver = _Solver(db, conn, tables, x, rs, name)
+    solver = _Solver(db=db, conn=conn, tables=tables, x=x, rs=rs, name=name)
     violation, checkpoint, trial, snapping, stalled = float("inf"), None, None, True, False
     at_doubling: dict[int, float] = {}
     while solver.passes < settings.max_iterations and violation > settings.tolerance:
@@ -880,7 +881,15 @@ def analyze_releases(
     disclosure), write P(s | person) to `output` (a table reference) when given, and report."""
     started = time.perf_counter()
     # in the caller's transaction: on an error its rollback takes the scratch tables with it
-    tables = ReleaseTables(db, conn, series, sensitive, hierarchies, qi_columns, prefix)
+    tables = ReleaseTables(
+        db=db,
+        conn=conn,
+        series=series,
+        sensitive=sensitive,
+        hierarchies=hierarchies,
+        qi_columns=qi_columns,
+        prefix=prefix,
+    )
     x, figures = solve(db, conn, tables, settings, progress=progress)
     count = len(tables.releases)
     pairs = release_pairs(count) if count > 2 else []
@@ -970,22 +979,24 @@ def _report(
                 f"(SELECT person FROM {tables.members} WHERE r = {r})"
             ),
         ).scalar_one()
-        entropy.append(ReleaseEntropy(release.name, int(held or 0), float(alone or 0), float(together)))
+        entropy.append(
+            ReleaseEntropy(name=release.name, persons=int(held or 0), alone=float(alone or 0), together=float(together))
+        )
     total = db.execute(conn, f"SELECT COALESCE(SUM(-p * LN(p)), 0) FROM {x} WHERE p > 0").scalar_one()
     report = InferenceReport(
-        int(persons),
-        int(values),
-        int(variables),
-        int(unions) - int(variables),
-        int(persons),
-        int(relations),
-        figures["iterations"],
-        figures["max_violation"],
-        figures["converged"],
-        0.0,
-        figures["statements"] + 4 + 2 * len(tables.releases),
-        entropy,
-        float(total),
+        persons=int(persons),
+        values=int(values),
+        variables=int(variables),
+        zero_constraints=int(unions) - int(variables),
+        one_constraints=int(persons),
+        relation_constraints=int(relations),
+        iterations=figures["iterations"],
+        max_violation=figures["max_violation"],
+        converged=figures["converged"],
+        seconds=0.0,
+        statements=figures["statements"] + 4 + 2 * len(tables.releases),
+        entropy=entropy,
+        total_together=float(total),
         forced_zero=figures["snapped"],
     )
     for kind in ("positive", "negative"):

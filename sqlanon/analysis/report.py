@@ -21,7 +21,7 @@ from .attacks import AnalysisReport
 SECTIONS = ("The job", "The lattice", "The chosen release", "Minimal releases side by side", "Attacks and risk")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ReportData:
     """What the page shows, gathered by sqlanon.api.report."""
 

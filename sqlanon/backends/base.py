@@ -103,7 +103,7 @@ class Database:
             engine = sa.create_engine(url)
         except Exception as exc:  # unknown driver, malformed URL
             raise SqlanonError(f"cannot use database URL {url!r}: {exc}") from None
-        return cls(engine, url, memory_limit, temp_directory)
+        return cls(engine=engine, url=url, memory_limit=memory_limit, temp_directory=temp_directory)
 
     @staticmethod
     def hint(message: str) -> str:
@@ -111,7 +111,7 @@ class Database:
         return ""
 
     def __init__(
-        self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None, temp_directory: Path | None = None
+        self, *, engine: sa.engine.Engine, url: str, memory_limit: str | None = None, temp_directory: Path | None = None
     ):
         self.engine, self.url = engine, url
         #: where sqlanon's own tables live (runs, lattices, registries): the database itself, or a store beside it

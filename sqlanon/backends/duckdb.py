@@ -63,9 +63,9 @@ class DuckDB(Database):
         )
 
     def __init__(
-        self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None, temp_directory: Path | None = None
+        self, *, engine: sa.engine.Engine, url: str, memory_limit: str | None = None, temp_directory: Path | None = None
     ):
-        super().__init__(engine, url)
+        super().__init__(engine=engine, url=url)
         self._limit_memory(memory_limit or default_memory_limit(), temp_directory)
 
     def execute(self, conn: Connection, sql: str, params: dict[str, Any] | None = None) -> Any:

@@ -67,9 +67,9 @@ class PostgreSQL(Database):
     temp_schema = "pg_temp"
 
     def __init__(
-        self, engine: sa.engine.Engine, url: str, memory_limit: str | None = None, temp_directory: Path | None = None
+        self, *, engine: sa.engine.Engine, url: str, memory_limit: str | None = None, temp_directory: Path | None = None
     ):
-        super().__init__(engine, url)
+        super().__init__(engine=engine, url=url)
 
         @sa.event.listens_for(self.engine, "connect")
         def _without_jit(dbapi_connection: Any, _record: Any) -> None:

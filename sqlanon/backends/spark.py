@@ -81,7 +81,7 @@ class Spark(Database):
     materialized_ctes = False
 
     def __init__(self, engine: sa.engine.Engine, url: str, metadata: Database):
-        super().__init__(engine, url)
+        super().__init__(engine=engine, url=url)
         self.metadata = metadata
         self._scratch: dict[str, Any] = {}  # scratch view (lower-case name) -> its checkpointed DataFrame
         sa.event.listen(self.engine, "commit", _follow("commit"))

@@ -249,7 +249,17 @@ def search_command(
     """
     job = load_job(config)
     with _progress(fmt) as progress:
-        result = search(job, RunOptions(db_url, metadata_schema, keep, progress, metrics, **resources))
+        result = search(
+            job,
+            RunOptions(
+                db_url=db_url,
+                metadata_schema=metadata_schema,
+                keep=keep,
+                progress=progress,
+                metrics=metrics,
+                **resources,
+            ),
+        )
     _show_result(result, fmt)
 
 
@@ -276,7 +286,12 @@ def anonymize_command(
     min_absolute_distance, the lowest height); ties go to the lowest height,
     then to the smallest levels in QI order.
     """
-    _anonymize(load_job(config), RunOptions(db_url, metadata_schema, keep, **resources), fmt, replace)
+    _anonymize(
+        load_job(config),
+        RunOptions(db_url=db_url, metadata_schema=metadata_schema, keep=keep, **resources),
+        fmt,
+        replace,
+    )
 
 
 @main.command("apply")
@@ -321,7 +336,7 @@ def apply_command(
             run_id,
             output,
             schema,
-            RunOptions(db_url, metadata_schema, keep, progress, **resources),
+            RunOptions(db_url=db_url, metadata_schema=metadata_schema, keep=keep, progress=progress, **resources),
             replace,
         )
     if fmt == "json":
@@ -421,13 +436,13 @@ def analyze_command(
     settings = AnalysisSettings(
         near, risk_threshold, default_background(job, sensitive) if background is None else background
     )
-    bayes = BayesSettings(delta, epsilon, *rho)
+    bayes = BayesSettings(delta=delta, epsilon=epsilon, rho1=rho[0], rho2=rho[1])
     if table is not None:
-        report = analyze_table(job, table, schema, RunOptions(db_url), sensitive, settings)
+        report = analyze_table(job, table, schema, RunOptions(db_url=db_url), sensitive, settings)
     else:
         node = _parse_node(node_text) if node_text is not None else None
         with _progress(fmt) as progress:
-            report = analyze(job, RunOptions(db_url, progress=progress), node, sensitive, settings, bayes)
+            report = analyze(job, RunOptions(db_url=db_url, progress=progress), node, sensitive, settings, bayes)
     if fmt == "json":
         print(json.dumps(report.to_dict()))
     else:
@@ -482,7 +497,9 @@ def inference_command(
     if changes:
         job = dataclasses.replace(job, inference=dataclasses.replace(job.inference, **changes))
     with _progress(fmt) as progress:
-        report = inference(job, RunOptions(db_url, metadata_schema, progress=progress), replace=replace)
+        report = inference(
+            job, RunOptions(db_url=db_url, metadata_schema=metadata_schema, progress=progress), replace=replace
+        )
     if fmt == "json":
         print(json.dumps(report.to_dict()))
     else:
@@ -632,7 +649,7 @@ def report_command(config: Path, out_path: Path, sensitive: str | None, replace:
         path = report(
             load_job(config),
             out_path,
-            RunOptions(db_url, progress=progress),
+            RunOptions(db_url=db_url, progress=progress),
             sensitive,
             replace=replace,
             job_file=config,
@@ -654,7 +671,7 @@ def audit_command(config: Path, table: str, schema: str | None, db_url: str | No
     classes and tuples that violate it. Exit code 0 when every criterion
     holds, 1 when one does not.
     """
-    report = audit(load_job(config), table, schema, RunOptions(db_url))
+    report = audit(load_job(config), table, schema, RunOptions(db_url=db_url))
     if fmt == "json":
         print(json.dumps(report.to_dict()))
     elif fmt == "csv":
@@ -681,7 +698,7 @@ def hierarchy_command(config: Path, qi: str | None, db_url: str | None, fmt: str
     names = job.qi_names
     if qi is not None and qi not in names:
         raise SqlanonError(f"{qi!r} is not a quasi-identifier of the job (its quasi-identifiers: {', '.join(names)})")
-    found = hierarchies(job, RunOptions(db_url))
+    found = hierarchies(job, RunOptions(db_url=db_url))
     chosen = {name: h for name, h in found.items() if qi is None or name == qi}
     if fmt == "json":
         print(

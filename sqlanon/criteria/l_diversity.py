@@ -143,7 +143,7 @@ class RecursiveLDiversity(LDiversity):
     figure_sql = "CASE WHEN COUNT(*) > COUNT(stat) THEN NULL ELSE MAX(stat) END"
     extra_keys: ClassVar[set[str]] = {"dont_care"}
 
-    def __init__(self, attribute: str, c: float, l: int, dont_care: list[str] | None = None):
+    def __init__(self, *, attribute: str, c: float, l: int, dont_care: list[str] | None = None):
         super().__init__(attribute, l)
         self.c = positive(self.name, "c", c)
         self.dont_care = values_of(self.name, "dont_care", dont_care)
@@ -215,7 +215,9 @@ class NpdRecursiveLDiversity(LDiversity):
     figure_sql = RecursiveLDiversity.figure_sql
     extra_keys: ClassVar[set[str]] = {"dont_care"}
 
-    def __init__(self, attribute: str, c1: float, c2: float, l: int, w: list[str], dont_care: list[str] | None = None):
+    def __init__(
+        self, *, attribute: str, c1: float, c2: float, l: int, w: list[str], dont_care: list[str] | None = None
+    ):
         super().__init__(attribute, l)
         self.c1 = positive(self.name, "c1", c1)
         self.c2 = number(self.name, "c2", c2, minimum=0, maximum=100)

@@ -22,7 +22,7 @@ class TCloseness(Criterion):
     figure_sql = "MAX(stat)"
     DISTANCES = ("equal", "ordered", "hierarchical", "kl")
 
-    def __init__(self, attribute: str, t: float, distance: str = "equal", hierarchy: Path | str | None = None):
+    def __init__(self, *, attribute: str, t: float, distance: str = "equal", hierarchy: Path | str | None = None):
         self.attribute = attribute
         self.t = number(self.name, "t", t, minimum=0, maximum=1)
         if distance not in self.DISTANCES:

@@ -26,7 +26,7 @@ CANDIDATE = "candidate"  # CTE names of sets evaluated without a table
 BATCH = 64  # frequency sets evaluated per statement
 
 
-@dataclass
+@dataclass(kw_only=True)
 class FrequencySet:
     label: str
     levels: dict[int, int]  # attr -> level
@@ -46,7 +46,7 @@ class FrequencySets:
     """Defines, evaluates, materializes, registers and drops one run's frequency sets."""
 
     def __init__(
-        self, db: Database, conn: Connection, star: StarSchema, schema: str, run_id: int, use_cube: bool = True
+        self, *, db: Database, conn: Connection, star: StarSchema, schema: str, run_id: int, use_cube: bool = True
     ):
         """`schema`: the store's (where the sets are registered)."""
         self.db, self.conn, self.star, self.run_id, self.use_cube = db, conn, star, run_id, use_cube
@@ -83,7 +83,9 @@ class FrequencySets:
             f"SELECT {', '.join(select)}, COUNT(*) AS {COUNT} FROM {self.star.source} t {joins} "
             f"GROUP BY {', '.join(group)}"
         )
-        return FrequencySet(label, dict(levels), sql, "base", None, node_id)
+        return FrequencySet(
+            label=label, levels=dict(levels), definition=sql, origin="base", derived_from=None, node_id=node_id
+        )
 
     def rollup(
         self, child: FrequencySet, levels: dict[int, int], label: str, node_id: int | None = None
@@ -104,7 +106,9 @@ class FrequencySets:
             f"(SELECT {', '.join(mapped)}, f.{COUNT} AS {COUNT} FROM {child.ref} f {' '.join(joins)}) AS mapped "
             f"GROUP BY {', '.join(columns)}"
         )
-        return FrequencySet(label, dict(levels), sql, "rollup", child.label, node_id)
+        return FrequencySet(
+            label=label, levels=dict(levels), definition=sql, origin="rollup", derived_from=child.label, node_id=node_id
+        )
 
     # --- computing ------------------------------------------------------
     def _executed(self, fs: FrequencySet) -> None:
@@ -137,9 +141,21 @@ class FrequencySets:
                 columns = [class_column(a) for a in sorted(fs.levels)]
                 sensitive = self.star.sensitive_columns()
                 if fs.ref is not None:
-                    views.append(FrequencySetView(fs.ref, columns, COUNT, sensitive))
+                    views.append(
+                        FrequencySetView(
+                            table=fs.ref, class_columns=columns, count_column=COUNT, sensitive_columns=sensitive
+                        )
+                    )
                 else:
-                    views.append(FrequencySetView(f"{CANDIDATE}_{j}", columns, COUNT, sensitive, fs.definition))
+                    views.append(
+                        FrequencySetView(
+                            table=f"{CANDIDATE}_{j}",
+                            class_columns=columns,
+                            count_column=COUNT,
+                            sensitive_columns=sensitive,
+                            definition=fs.definition,
+                        )
+                    )
                     self._executed(fs)
             for fs, (rows, [result]) in zip(chunk, count_violations_batch(self.conn, views, [criteria])):
                 fs.rows = rows

@@ -42,7 +42,7 @@ class MetricsEvaluator:
     """Computes the metrics of any nodes of one run, reading the frequency sets of `fsets`."""
 
     def __init__(
-        self, fsets: FrequencySets, criteria: list[Criterion], heights: list[int], cells_term: float | None = None
+        self, *, fsets: FrequencySets, criteria: list[Criterion], heights: list[int], cells_term: float | None = None
     ):
         """`cells_term`: the level-0 cells' sum of c ln c, when known (a search's cube computes it)."""
         self.fsets, self.criteria, self.heights = fsets, criteria, heights
@@ -100,7 +100,12 @@ class MetricsEvaluator:
 
     def _view(self, fs: FrequencySet, j: int) -> FrequencySetView:
         columns = [f"a{a}" for a in sorted(fs.levels)]
-        return FrequencySetView(f"metric_fs_{j}", columns, "cnt", self.star.sensitive_columns())
+        return FrequencySetView(
+            table=f"metric_fs_{j}",
+            class_columns=columns,
+            count_column="cnt",
+            sensitive_columns=self.star.sensitive_columns(),
+        )
 
     def _node_select(self, node: Levels, view: FrequencySetView, j: int) -> str:
         flags, fs = f"flags_{j}", view.table

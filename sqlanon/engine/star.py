@@ -61,7 +61,7 @@ INTEGER_TYPES = {
 }
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Dimension:
     attr: int
     column: str
@@ -90,7 +90,7 @@ class Dimension:
         return f"COALESCE({expr}, '')" if self.hierarchy.maps_null else expr
 
 
-@dataclass
+@dataclass(kw_only=True)
 class StarSchema:
     db: Database
     source: str  # quoted reference to the source table
@@ -350,12 +350,12 @@ def build_star_schema(
     sensitive = needed_sensitive(criteria)
     counts = _check_sensitive_domains(db, conn, criteria, source, sensitive, types)
     star = StarSchema(
-        db,
-        source,
-        list(columns),
-        rows,
-        [],
-        sensitive,
+        db=db,
+        source=source,
+        source_columns=list(columns),
+        rows=rows,
+        dimensions=[],
+        sensitive=sensitive,
         domain_counts=counts,
         exact_text={c for c in sensitive if types[db.name_key(c)] not in FLOAT_TYPES},
     )
@@ -365,11 +365,11 @@ def build_star_schema(
             if job.suppression.mode == "mask" and job.suppression.limit:
                 hierarchy.check_masking()
             dim = Dimension(
-                attr,
-                qi.column,
-                hierarchy,
-                db.run_table(schema, f"dim_{run_id}_{attr}"),
-                types[db.name_key(qi.column)] in INTEGER_TYPES,
+                attr=attr,
+                column=qi.column,
+                hierarchy=hierarchy,
+                table=db.run_table(schema, f"dim_{run_id}_{attr}"),
+                integer=types[db.name_key(qi.column)] in INTEGER_TYPES,
             )
             _create_dimension_table(db, conn, dim)
             star.dimensions.append(dim)

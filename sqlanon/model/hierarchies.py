@@ -28,7 +28,7 @@ NULL_VALUE = ""
 GENERATED_TOP = "*"  # the top label of every generated hierarchy
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Hierarchy:
     column: str
     paths: tuple[tuple[str, ...], ...]
@@ -282,7 +282,10 @@ def read_hierarchy_file(column: str, path: Path) -> Hierarchy:
                 f"has {len(first)}; every line needs value;level1;...;top"
             )
     return Hierarchy(
-        column, tuple(fields for _, fields in numbered), origin=str(path), lines=tuple(number for number, _ in numbered)
+        column=column,
+        paths=tuple(fields for _, fields in numbered),
+        origin=str(path),
+        lines=tuple(number for number, _ in numbered),
     )
 
 
@@ -300,7 +303,7 @@ def generate_hierarchy(column: str, kind: str, options: dict[str, Any], values: 
     paths = builder(column, options, values)
     if null_label is not None:
         paths.append(_null_path(column, null_label, len(paths[0]) - 1, {p[i] for p in paths for i in range(1, len(p))}))
-    return Hierarchy(column, tuple(paths), origin=f"generated {kind}")
+    return Hierarchy(column=column, paths=tuple(paths), origin=f"generated {kind}")
 
 
 def _null_path(column: str, label: Any, height: int, labels: set[str]) -> tuple[str, ...]:

@@ -47,7 +47,7 @@ ROLE_NAMES = {
 MIN_KEY_BYTES = 16
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Source:
     url: str
     table: str
@@ -59,7 +59,7 @@ class Source:
     parquet: Path | None = None  # Spark: Parquet files read in place as the source table (a temporary view)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class QuasiIdentifier:
     """A QI column and where its hierarchy comes from: a file or a generator."""
 
@@ -78,7 +78,7 @@ class QuasiIdentifier:
         return self.hierarchy is not None or self.generate is not None
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Identifier:
     """A direct identifier: removed from the output (`drop`), or replaced by a keyed pseudonym.
 
@@ -124,7 +124,7 @@ class Identifier:
 NUMERIC_OUTPUTS = ("range", "mean")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Output:
     """Where the published table goes, and how it is made.
 
@@ -216,7 +216,7 @@ class Selection:
         return f"policy {self.policy}" if self.policy else f"metric {self.metric}"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Job:
     source: Source
     quasi_identifiers: list[QuasiIdentifier]
@@ -297,7 +297,7 @@ def require_lattice(job: Job) -> None:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Release:
     """One published release: a generalized table, or a bucketized pair (QI table, sensitive table)."""
 
@@ -324,7 +324,7 @@ class ReleaseSeries:
     bucket: str = "bucket"
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class InferenceSettings:
     """Maximum-entropy inference across releases: when to flag a person, and when to stop iterating."""
 

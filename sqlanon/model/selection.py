@@ -9,7 +9,7 @@ from typing import Any
 from .lattice import Levels
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Metric:
     name: str
     better: str  # "min" or "max"
@@ -20,16 +20,43 @@ class Metric:
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
-        Metric("height", "min", True, "sum of the levels"),
-        Metric("relative_distance", "min", True, "sum over QIs of level / hierarchy height"),
-        Metric("precision", "max", True, "Sweeney's Prec: 1 - relative distance / number of QIs"),
-        Metric("suppressed", "min", False, "tuples in classes violating the criteria"),
-        Metric("completeness", "max", False, "1 - suppressed / rows"),
-        Metric("classes", "max", False, "equivalence classes released (distinct generalized tuples)"),
-        Metric("avg_class_size", "min", False, "released tuples / classes"),
-        Metric("c_avg", "min", False, "average class size / k"),
-        Metric("discernibility", "min", False, "sum of squared class sizes, plus rows for each suppressed tuple"),
-        Metric("kl_divergence", "min", False, "KL divergence of the (QI, sensitive) distribution, uniformity assumed"),
+        Metric(name="height", better="min", levels_only=True, description="sum of the levels"),
+        Metric(
+            name="relative_distance",
+            better="min",
+            levels_only=True,
+            description="sum over QIs of level / hierarchy height",
+        ),
+        Metric(
+            name="precision",
+            better="max",
+            levels_only=True,
+            description="Sweeney's Prec: 1 - relative distance / number of QIs",
+        ),
+        Metric(
+            name="suppressed", better="min", levels_only=False, description="tuples in classes violating the criteria"
+        ),
+        Metric(name="completeness", better="max", levels_only=False, description="1 - suppressed / rows"),
+        Metric(
+            name="classes",
+            better="max",
+            levels_only=False,
+            description="equivalence classes released (distinct generalized tuples)",
+        ),
+        Metric(name="avg_class_size", better="min", levels_only=False, description="released tuples / classes"),
+        Metric(name="c_avg", better="min", levels_only=False, description="average class size / k"),
+        Metric(
+            name="discernibility",
+            better="min",
+            levels_only=False,
+            description="sum of squared class sizes, plus rows for each suppressed tuple",
+        ),
+        Metric(
+            name="kl_divergence",
+            better="min",
+            levels_only=False,
+            description="KL divergence of the (QI, sensitive) distribution, uniformity assumed",
+        ),
     )
 }
 

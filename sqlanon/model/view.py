@@ -23,7 +23,7 @@ def share(part: str, whole: str) -> str:
     return f"CAST({part} AS DOUBLE PRECISION) / {whole}"
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class FrequencySetView:
     """What a criterion needs to know about a frequency set (names already quoted).
 
@@ -116,10 +116,10 @@ class FrequencySetView:
         may be NULL."""
         others = {c for a, c in self.sensitive_columns.items() if a != attribute}
         return FrequencySetView(
-            self.table,
-            self.class_columns + extra,
-            self.count_column,
-            {attribute: self.sensitive_columns[attribute]},
+            table=self.table,
+            class_columns=self.class_columns + extra,
+            count_column=self.count_column,
+            sensitive_columns={attribute: self.sensitive_columns[attribute]},
             reference=self.reference,
             grouped=self.grouped and others <= set(extra),
             table_counts=self.table_counts,

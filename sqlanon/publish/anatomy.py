@@ -38,7 +38,7 @@ COUNT_COLUMN = "count"  # the sensitive table's count column
 VALUE = "value"  # the sensitive value beside the bucket, in the scratch table only (its other columns are u<k>)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AnatomyReport:
     """What was published, as the audit of the two written tables found it."""
 
@@ -184,15 +184,15 @@ def bucketize(
                 db.execute(conn, f"GRANT SELECT ON {db.q(target.schema, target.table)} TO {db.q(role)}")
         preview = db.execute(conn, f"SELECT * FROM {qi_ref} ORDER BY {BUCKET} LIMIT 5").mappings().all()
     return AnatomyReport(
-        str(qi_target),
-        str(sensitive_target),
-        rows,
-        report["buckets"],
-        l,
-        report["smallest"],
-        report["fewest"],
-        report["share"],
-        [dict(r) for r in preview],
+        qi_table=str(qi_target),
+        sensitive_table=str(sensitive_target),
+        rows=rows,
+        buckets=report["buckets"],
+        l=l,
+        smallest_bucket=report["smallest"],
+        fewest_values=report["fewest"],
+        largest_share=report["share"],
+        preview=[dict(r) for r in preview],
     )
 
 

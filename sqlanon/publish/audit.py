@@ -22,7 +22,7 @@ from ..errors import AuditError
 from ..model.view import FrequencySetView
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CriterionAudit:
     params: dict[str, Any]
     figure_name: str
@@ -41,7 +41,7 @@ class CriterionAudit:
         }
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AuditReport:
     rows: int
     classes: int
@@ -111,13 +111,13 @@ def audit_table(
             f"GROUP BY {', '.join(db.q(c) for c in sensitive)}) AS whole_table"
         )
     view = FrequencySetView(
-        "published",
-        [f"g{i}" for i in range(len(qi_columns))],
-        "cnt",
-        {c: f"s{j}" for j, c in enumerate(sensitive)},
-        f"SELECT {', '.join(select + sensitive_select)}, COUNT(*) AS cnt FROM ({released}) AS r "
+        table="published",
+        class_columns=[f"g{i}" for i in range(len(qi_columns))],
+        count_column="cnt",
+        sensitive_columns={c: f"s{j}" for j, c in enumerate(sensitive)},
+        definition=f"SELECT {', '.join(select + sensitive_select)}, COUNT(*) AS cnt FROM ({released}) AS r "
         f"GROUP BY {', '.join(grouping)}",
-        distribution,
+        reference=distribution,
     )
     sources = [
         f"(SELECT COALESCE(SUM(n), 0) AS tuples, COUNT(*) AS classes, COALESCE(MIN(n), 0) AS smallest "
@@ -145,16 +145,16 @@ def audit_table(
     ).one()
     rows, classes, smallest = (int(x) for x in found[:3])
     suppressed = int(found[-1]) if masked_top else None
-    report = AuditReport(rows + (suppressed or 0), classes, smallest, suppressed=suppressed)
+    report = AuditReport(rows=rows + (suppressed or 0), classes=classes, min_class_size=smallest, suppressed=suppressed)
     for i, criterion in enumerate(criteria):
         bad_classes, bad_tuples, value = found[3 + 3 * i : 6 + 3 * i]
         report.criteria[criterion.name] = CriterionAudit(
-            criterion.params(),
-            criterion.figure_name,
-            None if value is None else float(value),
-            bad_classes == 0,
-            int(bad_classes),
-            int(bad_tuples),
+            params=criterion.params(),
+            figure_name=criterion.figure_name,
+            figure=None if value is None else float(value),
+            holds=bad_classes == 0,
+            violating_classes=int(bad_classes),
+            violating_tuples=int(bad_tuples),
         )
     return report
 

@@ -46,7 +46,7 @@ def check_output(
     return target
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Publication:
     """What to write: the chosen node, where, how suppressed tuples leave, and what becomes of identifiers."""
 
@@ -180,7 +180,12 @@ def _violating_classes(
     codes = [f"d{d.attr}.c{level}" for d, level in zip(star.dimensions, node)]
     select = [f"{code} AS a{i}" for i, code in enumerate(codes)] + star.sensitive_select("t")
     group = codes + [f"t.{db.q(c)}" for c in star.sensitive]
-    view = FrequencySetView("node_classes", [f"a{i}" for i in range(len(codes))], "cnt", star.sensitive_columns())
+    view = FrequencySetView(
+        table="node_classes",
+        class_columns=[f"a{i}" for i in range(len(codes))],
+        count_column="cnt",
+        sensitive_columns=star.sensitive_columns(),
+    )
     bad = violating_classes_sql(view, criteria, "pub", params)
     with_clause = (
         f"WITH node_classes AS (SELECT {', '.join(select)}, COUNT(*) AS cnt FROM {star.joins('t')} "

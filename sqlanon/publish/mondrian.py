@@ -86,7 +86,7 @@ class MondrianQI:
         return 0 if self.hierarchy is None else self.hierarchy.height
 
 
-@dataclass
+@dataclass(kw_only=True)
 class MondrianResult:
     partitions: int
     rounds: int
@@ -95,7 +95,7 @@ class MondrianResult:
     largest: int
 
 
-@dataclass
+@dataclass(kw_only=True)
 class MondrianReport:
     """What `partition` published: the table, its partitions, its audit and first rows, and where the time went:
     partitioning (the rounds, with the work table's set-up) and publishing (writing, auditing, committing)."""
@@ -135,6 +135,7 @@ class Mondrian:
 
     def __init__(
         self,
+        *,
         db: Database,
         conn: Connection,
         source: str,
@@ -326,7 +327,13 @@ class Mondrian:
             self.conn,
             (f"SELECT COUNT(*), MIN(n), MAX(n) FROM (SELECT COUNT(*) AS n FROM {self.done} e GROUP BY part) s"),
         ).one()
-        return MondrianResult(int(partitions), rounds, self.statements, int(smallest), int(largest))
+        return MondrianResult(
+            partitions=int(partitions),
+            rounds=rounds,
+            statements=self.statements,
+            smallest=int(smallest),
+            largest=int(largest),
+        )
 
     def _sensitive(self, alias: str) -> str:
         return "".join(f"{alias}.s{i}, " for i in range(len(self.sensitive)))
@@ -337,12 +344,12 @@ class Mondrian:
     def _view(self, definition: str) -> FrequencySetView:
         reference = f"{self.whole} AS whole_table" if self.sensitive else None
         return FrequencySetView(
-            "fs",
-            ["part", "dim", "child"],
-            "cnt",
-            {c: f"s{i}" for i, c in enumerate(self.sensitive)},
-            definition,
-            reference,
+            table="fs",
+            class_columns=["part", "dim", "child"],
+            count_column="cnt",
+            sensitive_columns={c: f"s{i}" for i, c in enumerate(self.sensitive)},
+            definition=definition,
+            reference=reference,
         )
 
     def _shift(self, j: int, level: str) -> str:

@@ -47,7 +47,7 @@ class TableName:
         return db.same_name(self.schema, other.schema) and db.same_name(self.table, other.table)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class OwnedTable:
     kind: str  # output | source
     file_path: str | None
@@ -80,7 +80,7 @@ class Ownership:
         comment = self.db.table_comment(conn, name.schema, name.table) or ""
         if row[1] not in comment:
             return None
-        return OwnedTable(row[0], row[2], row[3], int(row[4]))
+        return OwnedTable(kind=row[0], file_path=row[2], file_sha256=row[3], row_count=int(row[4]))
 
     def record(
         self,

@@ -98,6 +98,7 @@ class WaveChecker:
 
     def __init__(
         self,
+        *,
         db: Database,
         conn: Connection,
         star: StarSchema,
@@ -344,11 +345,11 @@ class WaveChecker:
         ctes, definition = self._frequency_sets(nodes, forest, sensitive)
         counts = self._table_counts(criteria) if sensitive else None
         view = FrequencySetView(
-            "wave",
-            ["node"] + self.key_names,
-            "cnt",
-            self._sensitive(sensitive),
-            definition,
+            table="wave",
+            class_columns=["node"] + self.key_names,
+            count_column="cnt",
+            sensitive_columns=self._sensitive(sensitive),
+            definition=definition,
             reference=self._reference(criteria),
             grouped=True,
             table_counts=counts,

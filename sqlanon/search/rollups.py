@@ -43,7 +43,7 @@ def plan(
     more than `max_join` rows with its nodes (its rows times its nodes) unless it has one node: two roll-ups are
     flattened into one only when its rows times all that reads it stay within the bound. Nesting and putting under
     are not bounded: a roll-up under another reads it by grouping it, not by a join."""
-    return _Merging(levels, rows_at, cube_rows, max_join).run()
+    return _Merging(levels=levels, rows_at=rows_at, cube_rows=cube_rows, max_join=max_join).run()
 
 
 def statements(
@@ -79,6 +79,7 @@ class _Merging:
 
     def __init__(
         self,
+        *,
         levels: list[tuple[int, ...]],
         rows_at: Callable[[np.ndarray], np.ndarray],
         cube_rows: float,

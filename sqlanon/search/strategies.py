@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SearchStats:
     nodes_checked: int = 0
     rollups: int = 0
@@ -51,7 +51,7 @@ class SearchStats:
     statements: int = 0  # checking statements (wave strategies)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SearchContext:
     db: Database
     conn: Connection
@@ -266,7 +266,13 @@ class Exhaustive(SearchStrategy):
         select = ", ".join([f"{c} AS g{i}" for i, c in enumerate(columns)] + list(sensitive.values()))
         group = ", ".join(columns + list(sensitive.values()))
         definition = f"SELECT {select}, COUNT(*) AS cnt FROM {labels} GROUP BY {group}"
-        return FrequencySetView(f"node_{index}", [f"g{i}" for i in range(len(node))], "cnt", sensitive, definition)
+        return FrequencySetView(
+            table=f"node_{index}",
+            class_columns=[f"g{i}" for i in range(len(node))],
+            count_column="cnt",
+            sensitive_columns=sensitive,
+            definition=definition,
+        )
 
     @staticmethod
     def _label_table(ctx: SearchContext) -> str:
@@ -631,7 +637,9 @@ class Check:
 @contextmanager
 def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
     """A Check over a cube built for the search, dropped at the end."""
-    checker = WaveChecker(ctx.db, ctx.conn, ctx.star, ctx.run, from_table=not ctx.use_cube, criteria=ctx.criteria)
+    checker = WaveChecker(
+        db=ctx.db, conn=ctx.conn, star=ctx.star, run=ctx.run, from_table=not ctx.use_cube, criteria=ctx.criteria
+    )
     try:
         check = Check(ctx, stats, checker)
         yield check

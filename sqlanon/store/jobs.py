@@ -22,9 +22,9 @@ RUN_COLUMNS = (
 )
 
 REGISTER = Op(
-    "job_register",
-    JOB + (("config", "text"), ("registered_at", "timestamp"), ("paths", "text[]"), ("contents", "text[]")),
-    (
+    name="job_register",
+    params=JOB + (("config", "text"), ("registered_at", "timestamp"), ("paths", "text[]"), ("contents", "text[]")),
+    sql=(
         "DELETE FROM {s}.job_files WHERE job_name = :job",
         "DELETE FROM {s}.jobs WHERE name = :job",
         "INSERT INTO {s}.jobs (name, config, registered_at, registered_by) VALUES (:job, :config, :registered_at, "
@@ -35,25 +35,25 @@ REGISTER = Op(
 )
 
 DEFINITION = Op(
-    "job_definition",
-    JOB,
-    ("SELECT config, registered_by FROM {s}.jobs WHERE name = :job",),
+    name="job_definition",
+    params=JOB,
+    sql=("SELECT config, registered_by FROM {s}.jobs WHERE name = :job",),
     returns=(("config", "text"), ("registered_by", "text")),
     guard="job",
 )
 
 FILES = Op(
-    "job_files_of",
-    JOB,
-    ("SELECT path, content FROM {s}.job_files WHERE job_name = :job",),
+    name="job_files_of",
+    params=JOB,
+    sql=("SELECT path, content FROM {s}.job_files WHERE job_name = :job",),
     returns=(("path", "text"), ("content", "text")),
     guard="job",
 )
 
 LIST = Op(
-    "jobs_list",
-    (),
-    (
+    name="jobs_list",
+    params=(),
+    sql=(
         "SELECT j.name, j.registered_at, r.run_id, r.status, r.started_at FROM {s}.jobs j "
         "LEFT JOIN (SELECT job_name, MAX(run_id) AS run_id FROM {s}.runs WHERE {mine:owner_role} GROUP BY job_name) l "
         "ON l.job_name = j.name LEFT JOIN {s}.runs r ON r.run_id = l.run_id WHERE {mine:j.registered_by} "
@@ -69,9 +69,9 @@ LIST = Op(
 )
 
 RUNS = Op(
-    "job_runs_list",
-    JOB + (("most", "integer"),),
-    (
+    name="job_runs_list",
+    params=JOB + (("most", "integer"),),
+    sql=(
         "SELECT run_id, command, status, iteration, nodes_checked, started_at, finished_at, error FROM {s}.runs "
         "WHERE job_name = :job AND {mine:owner_role} ORDER BY run_id DESC LIMIT :most",
     ),
@@ -79,18 +79,20 @@ RUNS = Op(
 )
 
 LAST_RUN = Op(
-    "job_last_run",
-    JOB,
-    ("SELECT run_id, status FROM {s}.runs WHERE job_name = :job AND {mine:owner_role} ORDER BY run_id DESC LIMIT 1",),
+    name="job_last_run",
+    params=JOB,
+    sql=(
+        "SELECT run_id, status FROM {s}.runs WHERE job_name = :job AND {mine:owner_role} ORDER BY run_id DESC LIMIT 1",
+    ),
     returns=(("run_id", "bigint"), ("status", "text")),
     guard="job",
 )
 
 #: a new run of the job closes the job's runs still marked running: it holds the job's lock, so they are dead
 FAIL_RUNNING = Op(
-    "job_fail_running",
-    JOB + (("finished_at", "timestamp"), ("error", "text")),
-    (
+    name="job_fail_running",
+    params=JOB + (("finished_at", "timestamp"), ("error", "text")),
+    sql=(
         "UPDATE {s}.runs SET status = 'failed', finished_at = :finished_at, error = :error WHERE job_name = :job AND "
         "status = 'running' AND {mine:owner_role}",
     ),

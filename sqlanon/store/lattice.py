@@ -27,9 +27,9 @@ def _only_comments(stmt: str) -> bool:
 ITERATION = RUN + (("iteration", "integer"),)
 
 NODES = Insert(
-    "lattice_nodes_add",
-    "lattice_nodes",
-    (
+    name="lattice_nodes_add",
+    table="lattice_nodes",
+    columns=(
         ("node_id", "bigint"),
         ("iteration", "integer"),
         ("node_key", "text"),
@@ -41,13 +41,17 @@ NODES = Insert(
     ),
 )
 LEVELS = Insert(
-    "lattice_levels_add", "lattice_node_levels", (("node_id", "bigint"), ("attr", "integer"), ("level", "integer"))
+    name="lattice_levels_add",
+    table="lattice_node_levels",
+    columns=(("node_id", "bigint"), ("attr", "integer"), ("level", "integer")),
 )
 EDGES = Insert(
-    "lattice_edges_add", "lattice_edges", (("iteration", "integer"), ("start_id", "bigint"), ("end_id", "bigint"))
+    name="lattice_edges_add",
+    table="lattice_edges",
+    columns=(("iteration", "integer"), ("start_id", "bigint"), ("end_id", "bigint")),
 )
 
-CLEAR = Op("lattice_clear", RUN, ("DELETE FROM {s}.lattice_nodes WHERE run_id = :run",), guard="run")
+CLEAR = Op(name="lattice_clear", params=RUN, sql=("DELETE FROM {s}.lattice_nodes WHERE run_id = :run",), guard="run")
 
 #: the last iteration a run completed: every one of its nodes has a status (statuses are written and committed at
 #: the end of an iteration, never in between)
@@ -56,9 +60,9 @@ COMPLETED = (
     "(SELECT iteration FROM {s}.lattice_nodes WHERE run_id = :run AND status = 'candidate'))"
 )
 RESUME = Op(
-    "lattice_resume",
-    RUN,
-    (
+    name="lattice_resume",
+    params=RUN,
+    sql=(
         f"DELETE FROM {{s}}.lattice_node_levels WHERE run_id = :run AND node_id IN (SELECT node_id FROM "
         f"{{s}}.lattice_nodes WHERE run_id = :run AND iteration > {COMPLETED})",
         f"DELETE FROM {{s}}.lattice_edges WHERE run_id = :run AND iteration > {COMPLETED}",
@@ -70,19 +74,19 @@ RESUME = Op(
 )
 
 #: fresh planner statistics after a bulk write (PostgreSQL; DuckDB keeps its own)
-ANALYZE_TABLES = Op("lattice_analyze", RUN, (ANALYZE,), guard="run")
+ANALYZE_TABLES = Op(name="lattice_analyze", params=RUN, sql=(ANALYZE,), guard="run")
 
 NEXT = Op(
-    "lattice_next",
-    ITERATION,
-    sql_file("candidates") + (ANALYZE,) + sql_file("prune") + sql_file("edges") + (ANALYZE,),
+    name="lattice_next",
+    params=ITERATION,
+    sql=sql_file("candidates") + (ANALYZE,) + sql_file("prune") + sql_file("edges") + (ANALYZE,),
     guard="run",
 )
 
 ITERATION_NODES = Op(
-    "lattice_iteration",
-    ITERATION,
-    (
+    name="lattice_iteration",
+    params=ITERATION,
+    sql=(
         "SELECT node_id, node_key FROM {s}.lattice_nodes WHERE run_id = :run AND iteration = :iteration "
         "ORDER BY node_id",
     ),
@@ -91,24 +95,24 @@ ITERATION_NODES = Op(
 )
 
 ITERATION_EDGES = Op(
-    "lattice_iteration_edges",
-    ITERATION,
-    ("SELECT start_id, end_id FROM {s}.lattice_edges WHERE run_id = :run AND iteration = :iteration",),
+    name="lattice_iteration_edges",
+    params=ITERATION,
+    sql=("SELECT start_id, end_id FROM {s}.lattice_edges WHERE run_id = :run AND iteration = :iteration",),
     returns=(("start_id", "bigint"), ("end_id", "bigint")),
     guard="run",
 )
 
 STATUS = Op(
-    "lattice_set_status",
-    RUN + (("ids", "bigint[]"), ("status", "text")),
-    ("UPDATE {s}.lattice_nodes SET status = :status WHERE run_id = :run AND node_id IN (SELECT unnest(:ids))",),
+    name="lattice_set_status",
+    params=RUN + (("ids", "bigint[]"), ("status", "text")),
+    sql=("UPDATE {s}.lattice_nodes SET status = :status WHERE run_id = :run AND node_id IN (SELECT unnest(:ids))",),
     guard="run",
 )
 
 SURVIVORS = Op(
-    "lattice_survivors",
-    ITERATION,
-    ("SELECT node_key FROM {s}.lattice_nodes WHERE run_id = :run AND iteration = :iteration AND status <> 'fail'",),
+    name="lattice_survivors",
+    params=ITERATION,
+    sql=("SELECT node_key FROM {s}.lattice_nodes WHERE run_id = :run AND iteration = :iteration AND status <> 'fail'",),
     returns=(("node_key", "text"),),
     guard="run",
 )

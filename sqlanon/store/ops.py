@@ -37,7 +37,7 @@ LATTICE_TABLES = ("lattice_nodes", "lattice_node_levels", "lattice_edges")
 REFUSED = "P0002"
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Op:
     """A named operation: its parameters (name, PostgreSQL type) in call order, its statements, and what the
     last one returns ((column, PostgreSQL type), ...; empty: nothing).
@@ -60,7 +60,7 @@ class Op:
         return self.postgres if postgres and self.postgres is not None else self.sql
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Insert:
     """Rows of one run into `table`: the run's number in `run_id`, then `columns` ((name, PostgreSQL type), ...).
     With `replace`, the run's earlier rows go first. On PostgreSQL each column travels as one array."""

@@ -31,7 +31,7 @@ class RunRecord:
     """One row of `runs`: created when a search starts, closed when it ends. `work_schema` is where the run keeps
     its scratch tables (see Store.work_schema)."""
 
-    def __init__(self, db: Database, schema: str, run_id: int, work_schema: str):
+    def __init__(self, *, db: Database, schema: str, run_id: int, work_schema: str):
         """`db`: the database the run works in; its record lives in `db.metadata`."""
         self.data_db, self.db, self.schema, self.run_id = db, db.metadata, schema, run_id
         self.store, self.work_schema = Store(db, schema), work_schema
@@ -64,7 +64,7 @@ class RunRecord:
                 ).scalar_one()
             )
         LIVE_RUNS.add((store.db.url, schema, run_id))
-        return cls(db, schema, run_id, work)
+        return cls(db=db, schema=schema, run_id=run_id, work_schema=work)
 
     @classmethod
     def reopen(cls, db: Database, conn: Connection, schema: str, run_id: int) -> RunRecord:
@@ -74,7 +74,7 @@ class RunRecord:
             work = store.work_schema(conn)
             store.call(conn, runs.REOPEN, run=run_id)
         LIVE_RUNS.add((store.db.url, schema, run_id))
-        return cls(db, schema, run_id, work)
+        return cls(db=db, schema=schema, run_id=run_id, work_schema=work)
 
     def progress(self, conn: Connection, iteration: int, nodes_checked: int) -> None:
         """Recorded with the session's connection `conn` (its metadata connection where that is another)."""

@@ -12,9 +12,15 @@ RUN = (("run", "bigint"),)
 IDS = (("ids", "bigint[]"),)
 
 START = Op(
-    "run_start",
-    (("job_name", "text"), ("command", "text"), ("strategy", "text"), ("config", "text"), ("started_at", "timestamp")),
-    (
+    name="run_start",
+    params=(
+        ("job_name", "text"),
+        ("command", "text"),
+        ("strategy", "text"),
+        ("config", "text"),
+        ("started_at", "timestamp"),
+    ),
+    sql=(
         "INSERT INTO {s}.runs (run_id, job_name, command, strategy, config, status, started_at, owner_role) VALUES "
         "(nextval({run_ids}), :job_name, :command, :strategy, :config, 'running', :started_at, {caller}) "
         "RETURNING run_id",
@@ -29,9 +35,9 @@ START = Op(
 )
 
 REOPEN = Op(
-    "run_reopen",
-    RUN,
-    (
+    name="run_reopen",
+    params=RUN,
+    sql=(
         "UPDATE {s}.runs SET status = 'running', finished_at = NULL, error = NULL WHERE run_id = :run",
         "DELETE FROM {s}.run_attributes WHERE run_id = :run",
     ),
@@ -45,16 +51,16 @@ REOPEN = Op(
 )
 
 PROGRESS = Op(
-    "run_progress",
-    RUN + (("iteration", "integer"), ("nodes_checked", "integer")),
-    ("UPDATE {s}.runs SET iteration = :iteration, nodes_checked = :nodes_checked WHERE run_id = :run",),
+    name="run_progress",
+    params=RUN + (("iteration", "integer"), ("nodes_checked", "integer")),
+    sql=("UPDATE {s}.runs SET iteration = :iteration, nodes_checked = :nodes_checked WHERE run_id = :run",),
     guard="run",
 )
 
 CLOSE = Op(
-    "run_close",
-    RUN + (("status", "text"), ("finished_at", "timestamp"), ("result", "text"), ("error", "text")),
-    (
+    name="run_close",
+    params=RUN + (("status", "text"), ("finished_at", "timestamp"), ("result", "text"), ("error", "text")),
+    sql=(
         "UPDATE {s}.runs SET status = :status, finished_at = :finished_at, result = :result, error = :error "
         "WHERE run_id = :run",
     ),
@@ -68,18 +74,18 @@ DEAD_SESSION = (
     "NULL OR CAST(a.backend_start AS TEXT) = r.backend_start))"
 )
 DEAD = Op(
-    "runs_dead",
-    (),
-    ("SELECT r.run_id FROM {s}.runs r WHERE r.status = 'running' ORDER BY r.run_id",),
+    name="runs_dead",
+    params=(),
+    sql=("SELECT r.run_id FROM {s}.runs r WHERE r.status = 'running' ORDER BY r.run_id",),
     returns=(("run_id", "bigint"),),
     postgres=(f"SELECT r.run_id FROM {{s}}.runs r WHERE r.status = 'running' AND {DEAD_SESSION} ORDER BY r.run_id",),
 )
 
 #: closes runs found dead, whoever started them (on PostgreSQL only those still without a live session)
 INTERRUPT = Op(
-    "runs_interrupt",
-    IDS + (("finished_at", "timestamp"), ("error", "text")),
-    (
+    name="runs_interrupt",
+    params=IDS + (("finished_at", "timestamp"), ("error", "text")),
+    sql=(
         "UPDATE {s}.runs SET status = 'interrupted', finished_at = :finished_at, error = :error "
         "WHERE status = 'running' AND run_id IN (SELECT unnest(:ids))",
     ),
@@ -90,9 +96,9 @@ INTERRUPT = Op(
 )
 
 UNFINISHED = Op(
-    "runs_unfinished",
-    IDS,
-    (
+    name="runs_unfinished",
+    params=IDS,
+    sql=(
         "SELECT run_id FROM {s}.runs WHERE status IN ('failed', 'interrupted', 'cancelled') "
         "AND run_id IN (SELECT unnest(:ids)) AND {mine:owner_role}",
     ),
@@ -100,17 +106,17 @@ UNFINISHED = Op(
 )
 
 OUTCOME = Op(
-    "run_outcome",
-    RUN,
-    ("SELECT job_name, command, status, result FROM {s}.runs WHERE run_id = :run",),
+    name="run_outcome",
+    params=RUN,
+    sql=("SELECT job_name, command, status, result FROM {s}.runs WHERE run_id = :run",),
     returns=(("job_name", "text"), ("command", "text"), ("status", "text"), ("result", "text")),
     guard="run",
 )
 
 ATTRIBUTES = Insert(
-    "run_attributes_add",
-    "run_attributes",
-    (
+    name="run_attributes_add",
+    table="run_attributes",
+    columns=(
         ("attr", "integer"),
         ("column_name", "text"),
         ("height", "integer"),
@@ -120,9 +126,9 @@ ATTRIBUTES = Insert(
 )
 
 FREQUENCY_SETS = Insert(
-    "frequency_sets_add",
-    "frequency_sets",
-    (
+    name="frequency_sets_add",
+    table="frequency_sets",
+    columns=(
         ("node_id", "bigint"),
         ("label", "text"),
         ("table_name", "text"),
@@ -134,16 +140,16 @@ FREQUENCY_SETS = Insert(
 )
 
 FREQUENCY_SETS_DROPPED = Op(
-    "frequency_sets_dropped",
-    RUN + (("labels", "text[]"),),
-    ("UPDATE {s}.frequency_sets SET dropped = TRUE WHERE run_id = :run AND label IN (SELECT unnest(:labels))",),
+    name="frequency_sets_dropped",
+    params=RUN + (("labels", "text[]"),),
+    sql=("UPDATE {s}.frequency_sets SET dropped = TRUE WHERE run_id = :run AND label IN (SELECT unnest(:labels))",),
     guard="run",
 )
 
 NODE_METRICS = Insert(
-    "node_metrics_set",
-    "node_metrics",
-    (
+    name="node_metrics_set",
+    table="node_metrics",
+    columns=(
         ("node", "text"),
         ("minimal", "boolean"),
         ("selected", "boolean"),

@@ -11,9 +11,9 @@ from .ops import Op
 TABLE = (("schema_name", "text"), ("table_name", "text"))
 
 OWNED = Op(
-    "owned_table",
-    TABLE,
-    (
+    name="owned_table",
+    params=TABLE,
+    sql=(
         "SELECT kind, token, file_path, file_sha256, row_count FROM {s}.owned_tables WHERE schema_name = :schema_name "
         "AND table_name = :table_name AND {mine:owner_role}",
     ),
@@ -27,8 +27,8 @@ OWNED = Op(
 )
 
 RECORD = Op(
-    "owned_table_record",
-    TABLE
+    name="owned_table_record",
+    params=TABLE
     + (
         ("kind", "text"),
         ("token", "text"),
@@ -38,7 +38,7 @@ RECORD = Op(
         ("row_count", "bigint"),
         ("created_at", "timestamp"),
     ),
-    (
+    sql=(
         "DELETE FROM {s}.owned_tables WHERE schema_name = :schema_name AND table_name = :table_name",
         "INSERT INTO {s}.owned_tables (schema_name, table_name, kind, token, run_id, file_path, "
         "file_sha256, row_count, "
