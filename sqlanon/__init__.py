@@ -13,7 +13,9 @@ test_architecture.py checks it from the import graph, with no import cycles):
     analysis              attacks, inference across releases, the report
     config                job files read into model.job, names checked against the registries
     registry              jobs registered in the database, run by name
-    api, this module      one function per verb
+    session               sequencing a run: checks, run record, star schema, cleanup
+    steps                 a run's steps (search, choice of node, metrics, publication) and their results
+    api, this module      one function per verb (testing: the exhaustive oracle, for tests only)
     cli, inserver         the command line; the entry points of runs inside PostgreSQL
 """
 

@@ -14,12 +14,12 @@ import pytest
 import sqlalchemy as sa
 
 from sqlanon import RunOptions, search
-from sqlanon.api import every_node_violations
 from sqlanon.backends import open_database, unreachable_reason
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import KAnonymity, criteria_from_config
 from sqlanon.model.job import Job
 from sqlanon.store.migrate import migrate
+from sqlanon.testing import every_node_violations
 
 ADULT_DIR = Path(str(resources.files("sqlanon.data").joinpath("adult")))
 ADULT_QIS = [

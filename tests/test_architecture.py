@@ -28,7 +28,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("analysis",),
     ("config",),
     ("registry",),
-    ("api",),
+    ("session",),  # sequencing a run
+    ("steps",),  # the steps of a run (search, selection, metrics, publication) and their results
+    ("api", "testing"),  # the verbs; the exhaustive oracle (for tests)
     ("",),  # the package's own __init__: the public API's names
     ("cli", "inserver"),
     ("__main__",),

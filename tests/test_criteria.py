@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sqlanon import RunOptions, anonymize, search
-from sqlanon.api import evaluate_every_node
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
 from sqlanon.engine import star as dimensions
 from sqlanon.errors import ConfigError, HierarchyError
 from sqlanon.model.view import SqlFragment
+from sqlanon.testing import evaluate_every_node
 
 from .conftest import CASES, QIS, adult_job, passing, reclassified
 

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sqlanon import RunOptions, search
-from sqlanon.api import evaluate_every_node
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import KAnonymity
 from sqlanon.model.lattice import minimal_nodes
+from sqlanon.testing import evaluate_every_node
 
 from .conftest import ADULT_QIS, KS, adult_job
 

@@ -239,3 +239,14 @@ def violating_classes_sql(
     else:
         fragments = [c.violating_classes(view) for c in criteria]
     return " UNION ".join(f"({fragment.bound(suffix, params)})" for fragment in fragments)
+
+
+def class_labels(star: StarSchema, node: tuple[int, ...], alias: str) -> tuple[list[str], str]:
+    """The label columns of a class of `node` whose codes are in `alias`.a0.., and the joins that give them."""
+    labels = [f"l{d.attr}.label" for d in star.dimensions]
+    joins = " ".join(
+        f"JOIN (SELECT DISTINCT c{node[d.attr]} AS code, l{node[d.attr]} AS label FROM {d.table}) "
+        f"l{d.attr} ON l{d.attr}.code = {alias}.{class_column(d.attr)}"
+        for d in star.dimensions
+    )
+    return labels, joins

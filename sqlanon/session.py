@@ -1,0 +1,306 @@
+"""Sequencing a run: everything around a search or a publication, written once.
+
+`run_context` opens the job's database (DuckDB's memory settings applied; a file a failed command created is
+removed again), migrates sqlanon's schema, checks the source (loading `source.csv` first) and every output
+target, cleans up the tables of runs killed earlier, records the run, builds the star schema, and on the way
+out drops the run's scratch tables and records how the run ended (finished, failed with its cause, or
+cancelled). `recorded` is the same record for commands without a lattice. The verbs in `sqlanon.api` call
+these; nothing else sequences a run.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Connection
+
+from .backends import Database, duckdb_file, normalize_url, open_database, progress_file
+from .criteria import Criterion
+from .engine.star import (
+    StarSchema,
+    build_star_schema,
+    check_columns,
+    check_one_row_per_person,
+    read_hierarchy_files,
+)
+from .errors import DataError, RunCancelled, SqlanonError
+from .model.job import Job, Output, require_lattice
+from .model.progress import Progress
+from .publish.generalize import check_output
+from .publish.identifiers import Pseudonyms
+from .publish.ownership import Ownership, TableName, file_digest
+from .search.strategies import SearchContext
+from .store.migrate import DEFAULT_SCHEMA, migrate
+from .store.records import RunRecord, cleanup_dead_runs
+
+
+def on_db(job: Job, url: str | None) -> Job:
+    """The job against the database at `url` (a URL or a bare DuckDB file path; None: the job's own)."""
+    return job.with_url(normalize_url(url, Path.cwd()) if url else None)
+
+
+@dataclass(kw_only=True)
+class RunOptions:
+    """How a job runs, beyond the job itself."""
+
+    db_url: str | None = None
+    metadata_schema: str = DEFAULT_SCHEMA
+    keep: bool = False  # keep frequency-set and dimension tables for inspection
+    progress: Progress = field(default=lambda phase, done, total: None)
+    metrics: bool = False  # compute utility metrics of every minimal node
+    resume_run: int | None = None  # continue this interrupted run instead of starting one (see run_job)
+    memory_limit: str | None = None  # DuckDB: overrides source.memory_limit (config.check_memory_limit)
+    temp_directory: Path | None = None  # DuckDB: overrides source.temp_directory
+
+
+@dataclass(kw_only=True)
+class Target:
+    """Where a run publishes, checked before its search: the output, its resolved name, the pseudonym keys."""
+
+    output: Output
+    replace: bool
+    pseudonyms: Pseudonyms = field(default_factory=Pseudonyms, repr=False)
+    resolved: tuple[TableName, TableName] | None = None  # (output, source), once checked against the database
+
+    @property
+    def name(self) -> TableName:
+        assert self.resolved is not None, "the target is checked before the run"
+        return self.resolved[0]
+
+    @property
+    def source(self) -> TableName:
+        assert self.resolved is not None, "the target is checked before the run"
+        return self.resolved[1]
+
+
+@contextmanager
+def job_database(job: Job, options: RunOptions) -> Iterator[Database]:
+    """The job's database for the block, with DuckDB's memory limit and spill folder from the options, else the
+    job. A DuckDB file that does not exist yet is created only for a job that loads a file into it (a job without
+    one reads a table the file would have), and is removed again when the block fails before anything of the
+    user's was stored there: a failed command leaves no new file, sqlanon's schema alone included."""
+    file = duckdb_file(job.source.url)
+    new = file is not None and not file.exists()
+    if new and job.source.csv is None:
+        raise DataError(
+            f"database file {file} does not exist, and the job loads no file into it (source.csv): "
+            "check source.url (or --db)"
+        )
+    memory = options.memory_limit or job.source.memory_limit
+    temp = options.temp_directory or job.source.temp_directory
+    db = open_database(job.source.url, memory, temp)
+    if not db.memory_settings and (memory or temp):
+        warnings.warn(
+            "memory_limit and temp_directory apply to DuckDB; on PostgreSQL the server's settings "
+            "(work_mem, temp_tablespaces) govern memory and spills",
+            UserWarning,
+            stacklevel=3,
+        )
+    try:
+        yield db
+    except BaseException:
+        db.dispose()
+        if new and file is not None:
+            remove_if_unused(file, options.metadata_schema)
+        raise
+    finally:
+        db.dispose()
+
+
+def remove_if_unused(file: Path, schema: str) -> None:
+    """Remove the DuckDB file a failed command created, when it holds no table but sqlanon's own."""
+    import duckdb
+
+    try:
+        with duckdb.connect(str(file), read_only=True) as conn:
+            users = conn.execute(
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema <> ?", [schema]
+            ).fetchone()
+    except duckdb.Error:
+        return
+    if users is not None and users[0] == 0:
+        for path in (file, file.with_name(file.name + ".wal"), progress_file(f"duckdb:///{file}")):
+            if path is not None:
+                path.unlink(missing_ok=True)
+
+
+@contextmanager
+def run_context(
+    job: Job, options: RunOptions, command: str, target: Target | None = None, extra_criteria: Sequence[Criterion] = ()
+) -> Iterator[tuple[SearchContext, Any]]:
+    """Everything around a search: checks, run record, star schema, cleanup.
+
+    Everything that can be checked before the search is: the files, the
+    pseudonym keys, the source's columns and their roles, and where the
+    output goes (schema, rights, not the source, replaced only if sqlanon's).
+    """
+    job = on_db(job, options.db_url)
+    require_lattice(job)
+    files = read_hierarchy_files(job)  # malformed files fail before the database is touched
+    if target is not None:
+        target.pseudonyms = Pseudonyms.of(job)
+    with job_database(job, options) as db:
+        columns = checked_source(db, job, options, [target] if target else [])
+        cleanup_dead_runs(db, options.metadata_schema)  # tables of runs killed earlier
+        star: StarSchema | None = None
+        run: RunRecord | None = None
+        try:
+            with db.connect() as conn:
+                if options.resume_run is not None:
+                    run = RunRecord.reopen(db, conn, options.metadata_schema, options.resume_run)
+                else:
+                    run = RunRecord.start(
+                        db, conn, options.metadata_schema, job.name, command, job.strategy, job.to_json()
+                    )
+                try:
+                    star = build_star_schema(db, conn, job, files, run.work_schema, run.run_id, columns, extra_criteria)
+                    star.record(conn, options.metadata_schema, run.run_id)
+                    conn.commit()
+                    ctx = SearchContext(
+                        db=db,
+                        conn=conn,
+                        star=star,
+                        criteria=job.criteria,
+                        run=run,
+                        schema=options.metadata_schema,
+                        keep=options.keep,
+                        use_cube=job.base == "cube",
+                        progress=options.progress,
+                        max_suppressed=job.suppression.max_suppressed(star.rows),
+                        assume_monotone=job.assume_monotone,
+                        resuming=options.resume_run is not None,
+                        metrics_follow=command != "search" or options.metrics,
+                    )
+                    yield ctx, run.finish
+                finally:
+                    if conn.in_transaction():
+                        conn.rollback()
+                    if star is not None and not options.keep and not conn.invalidated:  # else: the next cleanup
+                        with conn.begin():
+                            star.drop(conn)
+        except BaseException as exc:
+            original = record_end(run, exc)
+            if original is exc:
+                raise
+            raise original from None
+
+
+def record_end(run: RunRecord | None, exc: BaseException) -> BaseException:
+    """Record how a run ended with `exc` (cancelled, or failed with the error's cause); returns the error to raise
+    (see `original_error`)."""
+    original = original_error(exc)
+    if run is None:
+        return original
+    if isinstance(original, RunCancelled):
+        run.cancel(str(original))
+    elif isinstance(original, SqlanonError):
+        run.fail(str(original))
+    else:
+        run.fail(error_record(original))
+    return original
+
+
+def original_error(exc: BaseException) -> BaseException:
+    """The error that ended a run, not a follow-up of it: when a session dies (pg_terminate_backend, a lost
+    server), every later statement on it raises PendingRollbackError, and one raised while cleaning up replaces
+    the cause it follows."""
+    while isinstance(exc, sa_exc.PendingRollbackError) and exc.__context__ is not None:
+        exc = exc.__context__
+    return exc
+
+
+def error_record(exc: BaseException) -> str:
+    """How a run records an error that is not a SqlanonError: a database's in one line, with its cause."""
+    if isinstance(exc, sa_exc.DBAPIError):
+        first = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
+        return f"the run's database session failed: {first}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def checked_source(db: Database, job: Job, options: RunOptions, targets: list[Target]) -> dict[str, str]:
+    """Migrate, check the source's columns (loading source.csv first when named) and where each target goes;
+    returns the source's columns and their types. A source loaded from a file stays only if every check passes."""
+    columns = None
+    if job.source.csv is None and job.source.parquet is None:  # a source the role cannot read is named first
+        with db.connect() as conn:
+            columns = check_columns(db, conn, job)
+    migrate(db, options.metadata_schema)
+    ownership = Ownership(db, options.metadata_schema)
+    with db.connect() as conn, conn.begin():
+        source = prepare_source(db, conn, job, ownership)
+        if columns is None:  # the table loaded from the job's file
+            columns = check_columns(db, conn, job)
+        check_one_row_per_person(db, conn, job)
+        for target in targets:
+            target.resolved = (check_output(db, conn, ownership, target.output, source, target.replace), source)
+    return columns
+
+
+@contextmanager
+def recorded(db: Database, conn: Connection, options: RunOptions, job: Job, command: str) -> Iterator[RunRecord]:
+    """A run record for a command without a lattice search (after the cleanup of runs killed earlier, as every
+    run starts); marked failed (with the error) when it raises."""
+    cleanup_dead_runs(db, options.metadata_schema)
+    run = RunRecord.start(db, conn, options.metadata_schema, job.name, command, command, job.to_json())
+    try:
+        yield run
+    except BaseException as exc:
+        original = record_end(run, exc)
+        if original is exc:
+            raise
+        raise original from None
+
+
+def load_table(
+    db: Database, conn: Connection, ownership: Ownership, path: Path, options: dict[str, Any], target: TableName
+) -> int:
+    """Create `target` from the file and record it as sqlanon's, with the file's checksum."""
+    rows = db.load_csv(conn, path, options, db.q(target.schema, target.table))
+    ownership.record(
+        conn, target, "source", rows, file_path=str(path.resolve()), file_sha256=file_digest(path, options)
+    )
+    return rows
+
+
+def prepare_source(db: Database, conn: Connection, job: Job, ownership: Ownership) -> TableName:
+    """The source's resolved name, after loading `source.csv` into it when the job names a file.
+
+    A file goes into a new table (in the caller's transaction, committed only
+    when the job's checks pass), or reuses the table sqlanon loaded from the
+    same file (same checksum and options, same row count); any other existing
+    table is refused, never replaced.
+    """
+    src = job.source
+    source = ownership.resolve(conn, src.schema, src.table, "source.table")
+    if src.parquet is not None:
+        db.read_parquet(conn, src.parquet, src.table)
+        return source
+    if src.csv is None:
+        return source
+    if not db.table_exists(conn, src.schema, src.table):
+        load_table(db, conn, ownership, src.csv, src.csv_options, source)  # in the caller's transaction
+        return source
+    owned = ownership.owned(conn, source)
+    reload = f"sqlanon load {src.csv} --table {src.table}{' --schema ' + src.schema if src.schema else ''} --replace"
+    if owned is None or owned.kind != "source":
+        raise DataError(
+            f"table {str(source)!r} already exists and sqlanon did not load it from {src.csv.name}; "
+            "sqlanon never replaces a table it did not create: remove source.csv to anonymize the "
+            f"table as it is, name a new source.table, or replace it on purpose with: {reload}"
+        )
+    rows = db.execute(conn, f"SELECT COUNT(*) FROM {db.q(src.schema, src.table)}").scalar_one()
+    if not src.csv.is_file():
+        raise DataError(f"CSV file not found: {src.csv}")
+    if owned.file_sha256 != file_digest(src.csv, src.csv_options) or rows != owned.row_count:
+        raise DataError(
+            f"table {str(source)!r} was loaded by sqlanon from {owned.file_path}, and the file (or its "
+            f"options, or the table: {rows} rows, {owned.row_count} loaded) changed since; reload it "
+            f"with: {reload}, or remove source.csv to anonymize the table as it is"
+        )
+    return source
