@@ -51,7 +51,7 @@ class RunOptions:
 
     db_url: str | None = None
     metadata_schema: str = DEFAULT_SCHEMA
-    keep: bool = False  # keep frequency-set and dimension tables for inspection
+    keep: bool = False  # keep the run's dimension tables (its star schema) for inspection
     progress: Progress = field(default=lambda phase, done, total: None)
     metrics: bool = False  # compute utility metrics of every minimal node
     resume_run: int | None = None  # continue this interrupted run instead of starting one (see run_job)
@@ -169,7 +169,6 @@ def run_context(
                         criteria=job.criteria,
                         run=run,
                         schema=options.metadata_schema,
-                        keep=options.keep,
                         use_cube=job.base == "cube",
                         progress=options.progress,
                         max_suppressed=job.suppression.max_suppressed(star.rows),

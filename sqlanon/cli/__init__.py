@@ -120,7 +120,9 @@ def duckdb_resources(command: Callable[..., Any]) -> Callable[..., Any]:
     return with_resources
 
 
-KEEP_OPTION = click.option("--keep", is_flag=True, help="Keep dimension and frequency-set tables for inspection.")
+KEEP_OPTION = click.option(
+    "--keep", is_flag=True, help="Keep the run's dimension tables (its star schema) in the work schema for inspection."
+)
 SCHEMA_OPTION = click.option(
     "--metadata-schema",
     default=DEFAULT_SCHEMA,
@@ -508,7 +510,10 @@ def inference_command(
 
 
 def _print_inference(report: InferenceReport, job: Job, fmt: str) -> None:
-    entropy = [[e.name, str(e.persons), _number(e.alone), _number(e.together), f"{e.drop:.1%}"] for e in report.entropy]
+    entropy = [
+        [e.name, str(e.persons), _shown_number(e.alone), _shown_number(e.together), f"{e.drop:.1%}"]
+        for e in report.entropy
+    ]
     _print_rows(
         "H(S | I) in nats, each release alone and all releases together (the same persons)",
         ["release", "persons", "alone", "together", "lower by"],
@@ -540,7 +545,7 @@ def _print_inference(report: InferenceReport, job: Job, fmt: str) -> None:
             f"{count} {kind} disclosure(s) ({rule}){more}",
             ["person", "value", "P", "alone", "releases"],
             [
-                [d["pseudonym"], d["value"], _number(d["probability"]), _number(d["alone"]), d["releases"]]
+                [d["pseudonym"], d["value"], _shown_number(d["probability"]), _shown_number(d["alone"]), d["releases"]]
                 for d in listed
             ],
             fmt,
@@ -575,7 +580,7 @@ def _print_analysis(report: AnalysisReport, fmt: str) -> None:
     if fmt == "csv":
         _write_csv(header, raw)
         return
-    rows = [[value if isinstance(value, str) else _number(value) for value in row] for row in raw]
+    rows = [[value if isinstance(value, str) else _shown_number(value) for value in row] for row in raw]
     settings = report.settings
     _print_rows(
         f"attacks on {report.sensitive} and re-identification risk (near-homogeneous: top value >= "
@@ -599,9 +604,9 @@ def _print_analysis(report: AnalysisReport, fmt: str) -> None:
             [
                 [
                     t.label,
-                    _number(t.journalist_highest_risk),
-                    _number(t.journalist_records_at_risk),
-                    _number(t.marketer_risk),
+                    _shown_number(t.journalist_highest_risk),
+                    _shown_number(t.journalist_records_at_risk),
+                    _shown_number(t.marketer_risk),
                 ]
                 for t in report.tables
             ],
@@ -622,7 +627,7 @@ def _print_analysis(report: AnalysisReport, fmt: str) -> None:
         _print_rows(
             "utility (DM*, AECS and loss as ARX defines them)",
             ["release"] + names,
-            [[t.label] + [_number(t.utility.get(n)) for n in names] for t in report.tables],
+            [[t.label] + [_shown_number(t.utility.get(n)) for n in names] for t in report.tables],
             fmt,
         )
 
@@ -795,7 +800,7 @@ def _print_suppression_gain(published: AnonymizeResult, without: tuple[int, ...]
             str(values["suppressed"]),
             f"{values['precision']:.2f}",
             str(values["classes"]),
-            _number(values["avg_class_size"]),
+            _shown_number(values["avg_class_size"]),
         )
     out.print(table)
 
@@ -1177,7 +1182,7 @@ def _show_partitioned(report: MondrianReport, fmt: str) -> None:
         ["partitions", str(data["partitions"])],
         [
             "smallest / average / largest partition",
-            f"{data['smallest_partition']} / {_number(data['average_partition'])} / {data['largest_partition']}",
+            f"{data['smallest_partition']} / {_shown_number(data['average_partition'])} / {data['largest_partition']}",
         ],
         ["rounds (statements)", f"{data['rounds']} ({data['statements']})"],
         [
@@ -1205,7 +1210,7 @@ def _show_bucketized(report: AnatomyReport, fmt: str) -> None:
         ["buckets", str(report.buckets)],
         ["smallest bucket", str(report.smallest_bucket)],
         [f"fewest different values in a bucket (l = {report.l})", str(report.fewest_values)],
-        ["highest chance of guessing a record's value", _number(report.largest_share)],
+        ["highest chance of guessing a record's value", _shown_number(report.largest_share)],
     ]
     _print_rows("Published bucketized (anatomy), audited:", ["figure", "value"], figures, fmt)
     if fmt == "table" and report.preview:
@@ -1289,7 +1294,7 @@ def _print_metrics(result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
         table.add_column(header, justify="right", no_wrap=True)
     for node in nodes:
         values = result.metrics[node]
-        table.add_row(node_label(node), *(_number(values[name]) for name in METRIC_HEADERS))
+        table.add_row(node_label(node), *(_shown_number(values[name]) for name in METRIC_HEADERS))
     out.print(table)
 
 
@@ -1306,7 +1311,7 @@ METRIC_HEADERS = {
 }
 
 
-def _number(value: Any) -> str:
+def _shown_number(value: Any) -> str:
     if value is None:
         return "-"
     return str(value) if isinstance(value, int) else f"{value:.3g}"

@@ -20,8 +20,6 @@ class Criterion(ABC):
     name: str = ""
     #: keys of its settings that name files (resolved against the job file's folder)
     file_keys: tuple[str, ...] = ()
-    #: holds for every generalization of a node that satisfies it (enables pruning)
-    monotone: bool = True
     #: a merged class violates only if every class merged into it does, so a node's violating
     #: (suppressed) tuples can only shrink under generalization: pruning stays sound with suppression
     monotone_under_suppression: bool = False

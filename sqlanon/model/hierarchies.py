@@ -358,7 +358,7 @@ def _mask(column: str, options: dict[str, Any], values: list[str]) -> list[tuple
     return paths
 
 
-def _number(column: str, kind: str, text: str) -> Decimal:
+def _parse_number(column: str, kind: str, text: str) -> Decimal:
     try:
         number = Decimal(text)
     except InvalidOperation:
@@ -394,10 +394,10 @@ def _intervals(column: str, options: dict[str, Any], values: list[str]) -> list[
     """39 -> [35,40) -> [30,40) -> ... -> *  for widths [5, 10, ...] anchored at `start`."""
     _check_options(column, "intervals", options, {"widths", "start"})
     widths = _widths(column, "intervals", options.get("widths"), "numbers")
-    start = _number(column, "intervals", str(options.get("start", 0)))
+    start = _parse_number(column, "intervals", str(options.get("start", 0)))
     paths = []
     for v in values:
-        x = _number(column, "intervals", v)
+        x = _parse_number(column, "intervals", v)
         levels = []
         for w in widths:
             low = start + math.floor((x - start) / w) * w

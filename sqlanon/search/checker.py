@@ -133,6 +133,7 @@ class WaveChecker:
         self.name = f"packed_cube_{run.run_id}"
         self.grouped = True  # one row per level-0 cell (and sensitive values), or one per row of the table
         self.statements = self.scans = 0
+        self.rollups = 0  # roll-ups of the cube grouped for waves (each once per statement that reads it)
         self.sensitive_values = 1  # combinations of sensitive values a class may hold (at most)
         self.reference: str | None = None  # the sensitive values' counts over the table, once stored
         # the sensitive columns the cube carries as codes, each value's code (StarSchema.sensitive_codes)
@@ -423,6 +424,7 @@ class WaveChecker:
         def read(roll_up: RollUp, parent: str, parent_rows: float) -> None:
             source, rows, grouped = parent, parent_rows, self._worth_grouping(roll_up, parent_rows, sensitive_too)
             if grouped:
+                self.rollups += 1
                 source, rows = (
                     self._grouped(parent, roll_up.meet, sensitive_too),
                     self._rows_at(roll_up.meet, sensitive_too),

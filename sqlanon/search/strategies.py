@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 @dataclass(kw_only=True)
 class SearchStats:
     nodes_checked: int = 0
-    rollups: int = 0
+    rollups: int = 0  # roll-ups of the cube the checker grouped for its waves
     base_scans: int = 0
     seconds: float = 0.0
     statements: int = 0  # checking statements (wave strategies)
@@ -59,7 +59,6 @@ class SearchContext:
     criteria: list[Criterion]
     run: RunRecord
     schema: str
-    keep: bool = False
     use_cube: bool = True
     progress: Progress = field(default=lambda phase, done, total: None)
     max_suppressed: int = 0  # MaxSup: a node passes when its violating classes hold at most this many tuples
@@ -652,3 +651,4 @@ def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
         ctx.conn.commit()
         stats.statements += checker.statements
         stats.base_scans += checker.scans
+        stats.rollups += checker.rollups
