@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from .backends import Database, normalize_url, open_database, quote_literal, quote_name
@@ -161,7 +160,7 @@ class JobRegistry:
         """Refuse a job registered by another role than the session's (PostgreSQL; see `load`)."""
         if not self.db.roles:
             return
-        caller = conn.execute(text("SELECT session_user")).scalar_one()
+        caller = self.db.session_role(conn)
         if registrant == caller:
             return
         raise DataError(
@@ -245,18 +244,11 @@ class JobRegistry:
                 self._unlock(conn, name)
                 conn.commit()
 
-    def _lock_keys(self, name: str) -> dict[str, str]:
-        return {"space": f"sqlanon:{self.schema}", "name": name}
-
     def _try_lock(self, conn: Connection, name: str) -> bool:
-        return bool(
-            conn.execute(
-                text("SELECT pg_try_advisory_lock(hashtext(:space), hashtext(:name))"), self._lock_keys(name)
-            ).scalar_one()
-        )
+        return self.db.try_session_lock(conn, f"sqlanon:{self.schema}", name)
 
     def _unlock(self, conn: Connection, name: str) -> None:
-        conn.execute(text("SELECT pg_advisory_unlock(hashtext(:space), hashtext(:name))"), self._lock_keys(name))
+        self.db.release_session_lock(conn, f"sqlanon:{self.schema}", name)
 
     def job_of_run(self, run_id: int) -> str:
         """The registered job a finished run belongs to."""

@@ -27,7 +27,7 @@ from .model.job import Job, Output
 from .model.lattice import minimal_nodes
 from .model.selection import METRICS, best_node, level_metrics, needs_every_passing_node, node_label, selection_metric
 from .publish.audit import AuditReport
-from .publish.generalize import Publication, materialize
+from .publish.generalize import Publication, publish_generalization
 from .publish.ownership import Ownership, TableName
 from .search.strategies import STRATEGIES, SearchContext, SearchStats
 from .session import Target
@@ -155,7 +155,9 @@ def publish_node_of_run(
         published_as_is=tuple(job.sensitive + job.insensitive),
         pseudonyms=target.pseudonyms,
     )
-    report = materialize(ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id, Ownership(ctx.db, ctx.schema))
+    report = publish_generalization(
+        ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id, Ownership(ctx.db, ctx.schema)
+    )
     preview = (
         ctx.conn.execute(text(f"SELECT * FROM {ctx.db.q(target.name.schema, target.name.table)} LIMIT {PREVIEW_ROWS}"))
         .mappings()

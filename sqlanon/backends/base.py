@@ -182,7 +182,7 @@ class Database:
         """A scratch table of one run that many statements read (the search's cube), made from `select`; returns
         its reference and its rows where the database reports them (None: count them). Here a session-scoped
         one; a database may keep it in the metadata schema `schema` instead, so `name` carries the run's number
-        (metadata._run_of_table finds the tables a killed run left)."""
+        (model.names.run_of_table finds the tables a killed run left)."""
         return self.create_scratch(conn, name, select, params), None
 
     def analyze(self, conn: Connection, ref: str) -> None:
@@ -249,6 +249,40 @@ class Database:
                 {"s": schema, "t": table},
             ).all()
         )
+
+    # --- roles, sessions and the store's catalog (hooks: a database without roles answers as its only user) ----
+    def session_role(self, conn: Connection) -> str | None:
+        """The role the session logged in as (None where there are no roles)."""
+        return None
+
+    def current_role(self, conn: Connection) -> str | None:
+        """The role the session acts as now (None where there are no roles)."""
+        return None
+
+    def is_superuser(self, conn: Connection) -> bool:
+        """Whether the session may do anything (where there are no roles, whoever opens the database may)."""
+        return True
+
+    def try_session_lock(self, conn: Connection, space: str, name: str) -> bool:
+        """Take a lock on (space, name) held by this session until released or the session ends; False when
+        another session holds it. Where one process owns the database (DuckDB), there is no other session."""
+        return True
+
+    def release_session_lock(self, conn: Connection, space: str, name: str) -> None:
+        """Release what `try_session_lock` took."""
+
+    def schema_access(self, conn: Connection, schema: str, routine: str) -> tuple[str | None, bool, bool, bool]:
+        """(the session's role, whether `schema` exists, whether the role may use it, whether the routine `routine`
+        (a signature such as "s.installation()") exists), in one statement: for stores installed as routines."""
+        return None, self.schema_exists(conn, schema), True, False
+
+    def member_of_schema_owner(self, conn: Connection, schema: str) -> bool:
+        """Whether the session's role is (a member of) the role that owns `schema`."""
+        return True
+
+    def routine_names(self, conn: Connection, schema: str) -> set[str]:
+        """The functions and procedures of `schema` (none where the database has no stored routines)."""
+        return set()
 
     def resolved_schema(self, conn: Connection, schema: str | None) -> str:
         """The schema a name without one lands in (the current schema), or the given one."""

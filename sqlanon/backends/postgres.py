@@ -170,6 +170,54 @@ class PostgreSQL(Database):
         )
         self.execute(conn, "SET enable_nestloop = off")  # this session only (the engine is the run's own)
 
+    def session_role(self, conn: Connection) -> str | None:
+        return str(conn.execute(sa.text("SELECT session_user")).scalar_one())
+
+    def current_role(self, conn: Connection) -> str | None:
+        return str(conn.execute(sa.text("SELECT current_user")).scalar_one())
+
+    def is_superuser(self, conn: Connection) -> bool:
+        return bool(conn.execute(sa.text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")).scalar_one())
+
+    def try_session_lock(self, conn: Connection, space: str, name: str) -> bool:
+        """A session-level advisory lock: it vanishes with a killed client, which is how a dead run is told."""
+        taken = conn.execute(
+            sa.text("SELECT pg_try_advisory_lock(hashtext(:space), hashtext(:name))"), {"space": space, "name": name}
+        ).scalar_one()
+        return bool(taken)
+
+    def release_session_lock(self, conn: Connection, space: str, name: str) -> None:
+        conn.execute(
+            sa.text("SELECT pg_advisory_unlock(hashtext(:space), hashtext(:name))"), {"space": space, "name": name}
+        )
+
+    def schema_access(self, conn: Connection, schema: str, routine: str) -> tuple[str | None, bool, bool, bool]:
+        user, exists, usable, installed = conn.execute(
+            sa.text(
+                "SELECT session_user, n IS NOT NULL, COALESCE(usable, false), CASE WHEN usable THEN "
+                "to_regprocedure(:f) IS NOT NULL END FROM (SELECT to_regnamespace(:s) AS n, "
+                "has_schema_privilege(session_user, to_regnamespace(:s), 'USAGE') AS usable) x"
+            ),
+            {"s": self.for_driver(self.q(schema)), "f": self.for_driver(routine)},
+        ).one()
+        return str(user), bool(exists), bool(usable), bool(installed)
+
+    def member_of_schema_owner(self, conn: Connection, schema: str) -> bool:
+        member = conn.execute(
+            sa.text("SELECT pg_has_role(session_user, nspowner, 'MEMBER') FROM pg_namespace WHERE nspname = :s"),
+            {"s": schema},
+        ).scalar()
+        return bool(member)
+
+    def routine_names(self, conn: Connection, schema: str) -> set[str]:
+        names = conn.execute(
+            sa.text(
+                "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = :s"
+            ),
+            {"s": schema},
+        ).scalars()
+        return {str(name) for name in names}
+
     def schema_exists(self, conn: Connection, schema: str) -> bool:
         """pg_namespace: information_schema hides schemas the role has no privilege on."""
         return bool(

@@ -23,6 +23,7 @@ from ..criteria import Criterion
 from ..errors import ConfigError, DataError, HierarchyError
 from ..model.hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file
 from ..model.job import ROLE_NAMES, ROLES, Job, QuasiIdentifier, check_roles
+from ..model.names import dimension_table, parent_codes_table
 from ..store import Store, runs
 
 MISSING_SHOWN = 10
@@ -368,14 +369,14 @@ def build_star_schema(
                 attr=attr,
                 column=qi.column,
                 hierarchy=hierarchy,
-                table=db.run_table(schema, f"dim_{run_id}_{attr}"),
+                table=db.run_table(schema, dimension_table(run_id, attr)),
                 integer=types[db.name_key(qi.column)] in INTEGER_TYPES,
             )
             _create_dimension_table(db, conn, dim)
             star.dimensions.append(dim)
         _check_one_row_per_tuple(db, conn, star)
         if db.parent_code_arrays:  # see StarSchema.parent_code
-            star.create_parent_codes(conn, db.run_table(schema, f"parents_{run_id}"))
+            star.create_parent_codes(conn, db.run_table(schema, parent_codes_table(run_id)))
         for dim in star.dimensions:  # every join of the source with its dimensions is planned with them
             db.analyze(conn, dim.table)
     except Exception:

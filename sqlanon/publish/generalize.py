@@ -62,7 +62,7 @@ class Publication:
     pseudonyms: Pseudonyms = field(default_factory=Pseudonyms, repr=False)
 
 
-def materialize(
+def publish_generalization(
     db: Database,
     conn: Connection,
     star: StarSchema,

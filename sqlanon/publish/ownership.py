@@ -141,7 +141,7 @@ class Ownership:
                 f"(CREATE SCHEMA {db.q(target.schema)}) or choose another schema"
             )
         if not db.may_create_in(conn, target.schema):
-            user = db.execute(conn, "SELECT current_user").scalar_one()
+            user = db.current_role(conn)
             raise DataError(
                 f"role {user!r} may not create tables in schema {target.schema!r}; ask its owner for: "
                 f"GRANT CREATE ON SCHEMA {db.q(target.schema)} TO {db.q(user)}"

@@ -37,6 +37,7 @@ from ..criteria import Criterion
 from ..engine.frequency import violating_classes_sql
 from ..engine.metrics import sum_c_ln_c
 from ..engine.star import STATISTICS_ROWS, StarSchema
+from ..model.names import cube_table, rows_table
 from ..model.view import FrequencySetView, count_sum
 from ..store import runs
 from ..store.records import RunRecord
@@ -130,7 +131,7 @@ class WaveChecker:
             for f, c, key, offset in zip(self.fields, codes, self.layout.key_of, self.layout.offset)
         ]
         self.tops = [d.height + 1 for d in star.dimensions]  # a meet's level for an attribute no node keeps
-        self.name = f"packed_cube_{run.run_id}"
+        self.name = cube_table(run.run_id)
         self.grouped = True  # one row per level-0 cell (and sensitive values), or one per row of the table
         self.statements = self.scans = 0
         self.rollups = 0  # roll-ups of the cube grouped for waves (each once per statement that reads it)
@@ -218,7 +219,7 @@ class WaveChecker:
         estimate = db.approximate_distinct(grouping)
         if estimate is None or star.rows <= SMALL_CUBE:
             return False, None
-        name = f"packed_rows_{self.run_id}"
+        name = rows_table(self.run_id)
         keyed, _ = self._store(name, f"SELECT {', '.join(columns)}, CAST(1 AS BIGINT) AS cnt FROM {source}", params)
         rows, distinct = db.execute(self.conn, f"SELECT COUNT(*), {estimate} FROM {keyed}").one()
         self.statements += 2

@@ -100,10 +100,7 @@ def migrate(
         if revision == "head" and not settings and _at_head(db, schema):
             return
         with db.begin() as conn:
-            if (
-                python_path is not None
-                and not conn.execute(text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")).scalar_one()
-            ):
+            if python_path is not None and not db.is_superuser(conn):
                 raise DataError(
                     "only a superuser may set the folders the server's Python imports sqlanon from "
                     "(they decide what code the server runs)"
@@ -165,15 +162,7 @@ def _at_head(db: Database, schema: str) -> bool:
     if not db.stored_routines:
         return current_version(db, schema) == head_revision()
     with db.connect() as conn:
-        user, exists, usable, installed = conn.execute(
-            text(
-                "SELECT session_user, n IS NOT NULL, COALESCE(usable, false), CASE WHEN usable THEN "
-                "to_regprocedure(:f) "
-                "IS NOT NULL END FROM (SELECT to_regnamespace(:s) AS n, has_schema_privilege(session_user, "
-                "to_regnamespace(:s), 'USAGE') AS usable) x"
-            ),
-            {"s": db.for_driver(db.q(schema)), "f": db.for_driver(f"{db.q(schema)}.installation()")},
-        ).one()
+        user, exists, usable, installed = db.schema_access(conn, schema, f"{db.q(schema)}.installation()")
         if exists and not usable:
             raise DataError(
                 f"role {user!r} may not use sqlanon's schema {schema!r}; a DBA sets the role up with: "
@@ -186,10 +175,7 @@ def _at_head(db: Database, schema: str) -> bool:
         version, digest, _ = found
         if (version, digest) == (head_revision(), routines.digest()):
             return True
-        owner = conn.execute(
-            text("SELECT pg_has_role(session_user, nspowner, 'MEMBER') FROM pg_namespace WHERE nspname = :s"),
-            {"s": schema},
-        ).scalar()
+        owner = db.member_of_schema_owner(conn, schema)
     if not owner:
         raise DataError(
             f"sqlanon's schema {schema!r} was installed by another version of sqlanon (schema "
@@ -235,11 +221,4 @@ def stored_routines(db: Database, schema: str = DEFAULT_SCHEMA) -> set[str]:
     if not db.stored_routines:
         return set()
     with db.connect() as conn:
-        return set(
-            conn.execute(
-                text(
-                    "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = :s"
-                ),
-                {"s": schema},
-            ).scalars()
-        )
+        return db.routine_names(conn, schema)

@@ -146,7 +146,7 @@ class Store:
                     )
                 ).one()
         except DBAPIError:  # not granted the runner role: no EXECUTE on work_schema()
-            name, owner, user = None, None, conn.execute(text("SELECT session_user")).scalar_one()
+            name, owner, user = None, None, self.db.session_role(conn)
         if name == self.schema:
             self.db.work_schemas[self.schema] = name
             return str(name)

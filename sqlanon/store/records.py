@@ -6,13 +6,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import re
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ..backends import Database, progress_file
+from ..model.names import run_of_table
 from . import Store, runs
 from .migrate import DEFAULT_SCHEMA
 
@@ -162,16 +162,9 @@ def cleanup_dead_runs(db: Database, schema: str = DEFAULT_SCHEMA) -> tuple[list[
             .scalars()
             .all()
         )
-        owners = {r for r in map(_run_of_table, tables) if r is not None}
+        owners = {r for r in map(run_of_table, tables) if r is not None}
         ended = set(store.call(conn, runs.UNFINISHED, ids=sorted(owners)).scalars()) if owners else set()
-        dropped = [t for t in tables if _run_of_table(t) in ended]
+        dropped = [t for t in tables if run_of_table(t) in ended]
         for table in dropped:
             db.drop_table(conn, f"{db.q(work)}.{db.q(table)}")
     return dead, sorted(dropped)
-
-
-def _run_of_table(name: str) -> int | None:
-    """The run a dimension (dim_<run>_<attr>), parent-code (parents_<run>) or search scratch table
-    (packed_cube_<run>, packed_rows_<run>: see Database.create_run_scratch) belongs to."""
-    found = re.fullmatch(r"dim_(\d+)_\d+|parents_(\d+)|packed_(?:cube|rows)_(\d+)", name)
-    return int(next(run for run in found.groups() if run)) if found else None

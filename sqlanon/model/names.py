@@ -1,0 +1,35 @@
+"""The names of a run's scratch tables, in one place: where they are made and where cleanup finds the tables a
+killed run left behind (a table named here and nowhere else would leak after a kill)."""
+
+from __future__ import annotations
+
+import re
+
+
+def dimension_table(run_id: int, attr: int) -> str:
+    """A QI's dimension table: its values, their codes and labels at every level."""
+    return f"dim_{run_id}_{attr}"
+
+
+def parent_codes_table(run_id: int) -> str:
+    """The per-run parent-code arrays of the roll-ups, where the database uses them."""
+    return f"parents_{run_id}"
+
+
+def cube_table(run_id: int) -> str:
+    """The search's packed cube: the table grouped once at level 0, its codes packed into class keys."""
+    return f"packed_cube_{run_id}"
+
+
+def rows_table(run_id: int) -> str:
+    """The source's rows with their packed keys, when the waves read the table rather than a cube."""
+    return f"packed_rows_{run_id}"
+
+
+_RUN_TABLE = re.compile(r"dim_(\d+)_\d+|parents_(\d+)|packed_(?:cube|rows)_(\d+)")
+
+
+def run_of_table(name: str) -> int | None:
+    """The run a scratch table named above belongs to, or None for any other table."""
+    found = _RUN_TABLE.fullmatch(name)
+    return int(next(run for run in found.groups() if run)) if found else None
