@@ -34,6 +34,20 @@ ADULT_QIS = [
     "salary-class",
 ]
 KS = [2, 5, 10]
+#: the tables of sqlanon's metadata schema at the newest revision
+METADATA_TABLES = {
+    "alembic_version",
+    "runs",
+    "run_attributes",
+    "lattice_nodes",
+    "lattice_node_levels",
+    "lattice_edges",
+    "frequency_sets",
+    "node_metrics",
+    "jobs",
+    "job_files",
+    "owned_tables",
+}
 PG_URL = os.environ.get("SQLANON_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 

@@ -20,22 +20,9 @@ from click.testing import CliRunner
 
 from sqlanon.cli import main
 
-from .conftest import ADULT_DIR, ADULT_QIS
+from .conftest import ADULT_DIR, ADULT_QIS, METADATA_TABLES
 
 ROOT = Path(__file__).resolve().parent.parent
-METADATA = {
-    "alembic_version",
-    "runs",
-    "run_attributes",
-    "lattice_nodes",
-    "lattice_node_levels",
-    "lattice_edges",
-    "frequency_sets",
-    "node_metrics",
-    "jobs",
-    "job_files",
-    "owned_tables",
-}
 ROWS = 2000
 KEY = "0123456789abcdef0123456789abcdef"
 
@@ -148,7 +135,7 @@ def metadata_leftovers(url: str) -> set[str]:
             ).scalars()
         )
     engine.dispose()
-    return names - METADATA
+    return names - METADATA_TABLES
 
 
 # --- the cases ----------------------------------------------------------------------------------

@@ -12,21 +12,7 @@ from click.testing import CliRunner
 
 from sqlanon.cli import main
 
-from .conftest import ADULT_DIR, metadata_tables, user_tables, with_rest_insensitive
-
-METADATA = {
-    "alembic_version",
-    "runs",
-    "run_attributes",
-    "lattice_nodes",
-    "lattice_node_levels",
-    "lattice_edges",
-    "frequency_sets",
-    "node_metrics",
-    "jobs",
-    "job_files",
-    "owned_tables",
-}
+from .conftest import ADULT_DIR, METADATA_TABLES, metadata_tables, user_tables, with_rest_insensitive
 
 
 def write_config(tmp_path: Path, **changes) -> Path:
@@ -146,7 +132,7 @@ def _expect_error(tmp_path: Path, config: Path, fragment: str, *extra: str) -> N
     assert "Traceback" not in result.output
     if (tmp_path / "adult.duckdb").exists():
         assert user_tables(url) - before <= {("main", "adult")}  # at most the source loaded from csv
-        assert metadata_tables(url) <= METADATA
+        assert metadata_tables(url) <= METADATA_TABLES
 
 
 def _loaded(tmp_path: Path) -> None:

@@ -9,21 +9,7 @@ from sqlanon.backends import open_database
 from sqlanon.cli import main
 from sqlanon.store.migrate import current_version, downgrade, head_revision, migrate
 
-from .conftest import metadata_tables
-
-TABLES = {
-    "alembic_version",
-    "runs",
-    "run_attributes",
-    "lattice_nodes",
-    "lattice_node_levels",
-    "lattice_edges",
-    "frequency_sets",
-    "node_metrics",
-    "jobs",
-    "job_files",
-    "owned_tables",
-}
+from .conftest import METADATA_TABLES, metadata_tables
 
 
 def _round_trip(url: str, schema: str) -> None:
@@ -32,19 +18,19 @@ def _round_trip(url: str, schema: str) -> None:
         migrate(db, schema)
         migrate(db, schema)  # idempotent
         assert current_version(db, schema) == "0013"
-        assert metadata_tables(url, schema) == TABLES
+        assert metadata_tables(url, schema) == METADATA_TABLES
         assert "owner_role" in _columns(db, schema, "runs")
         downgrade(db, schema, "-1")  # the store's routines go first, then the owners of runs and owned tables
         assert current_version(db, schema) == "0012" and "owner_role" not in _columns(db, schema, "runs")
         assert not _routines(db, schema)
         downgrade(db, schema, "-5")
         assert current_version(db, schema) == "0007"
-        assert metadata_tables(url, schema) == TABLES
+        assert metadata_tables(url, schema) == METADATA_TABLES
         downgrade(db, schema, "-3")
         assert current_version(db, schema) == "0004"
-        assert metadata_tables(url, schema) == TABLES - {"owned_tables"}
+        assert metadata_tables(url, schema) == METADATA_TABLES - {"owned_tables"}
         downgrade(db, schema, "-1")
-        assert metadata_tables(url, schema) == TABLES - {"jobs", "job_files", "owned_tables"}
+        assert metadata_tables(url, schema) == METADATA_TABLES - {"jobs", "job_files", "owned_tables"}
         downgrade(db, schema, "base")
         assert metadata_tables(url, schema) == {"alembic_version"}
         migrate(db, schema)
