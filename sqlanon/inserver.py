@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy.engine import URL
 
-from .backends import quote_name
+from .backends import first_line, quote_name
 from .errors import RunCancelled, SqlanonError
 
 
@@ -180,6 +180,5 @@ def _answer(plpy: Any, schema: str, what: str, role: Callable[[], str], action: 
         plpy.error(f"sqlanon.{what}: {exc}")
     except Exception as exc:  # a database error on the loopback session: its first line, as the CLI shows it
         detail = getattr(exc, "orig", None) or exc
-        first = (str(detail).strip().splitlines() or [type(detail).__name__])[0]
-        plpy.error(f"sqlanon.{what}: {first}")
+        plpy.error(f"sqlanon.{what}: {first_line(detail)}")
     return json.dumps(result) if isinstance(result, dict) else result

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 
-from .backends import Database, duckdb_file, normalize_url, open_database, progress_file
+from .backends import Database, duckdb_file, first_line, normalize_url, open_database, progress_file
 from .criteria import Criterion
 from .engine.star import (
     StarSchema,
@@ -217,8 +217,7 @@ def original_error(exc: BaseException) -> BaseException:
 def error_record(exc: BaseException) -> str:
     """How a run records an error that is not a SqlanonError: a database's in one line, with its cause."""
     if isinstance(exc, sa_exc.DBAPIError):
-        first = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
-        return f"the run's database session failed: {first}"
+        return f"the run's database session failed: {first_line(exc.orig)}"
     return f"{type(exc).__name__}: {exc}"
 
 

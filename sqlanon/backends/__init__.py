@@ -21,6 +21,7 @@ from .base import (
     TEXT_PARAMETER,
     Database,
     driver_connection,
+    first_line,
     normalize_url,
     open_database,
     qualified_name,
@@ -44,6 +45,7 @@ __all__ = [
     "driver_connection",
     "duckdb",
     "duckdb_file",
+    "first_line",
     "normalize_url",
     "open_database",
     "postgres",
@@ -73,4 +75,4 @@ def unreachable_reason(url: str) -> str | None:
             engine.dispose()
         return None
     except Exception as exc:  # any failure to connect is the answer, not an error
-        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return first_line(exc)

@@ -47,7 +47,7 @@ from ..api import (
     run_job,
     search,
 )
-from ..backends import connect_hint, normalize_url, open_database, qualified_name
+from ..backends import connect_hint, first_line, normalize_url, open_database, qualified_name
 from ..config import check_memory_limit, load_job
 from ..errors import SqlanonError
 from ..model.job import Job, Suppression
@@ -185,7 +185,7 @@ class Command(click.Group):
         except sa.exc.DBAPIError as exc:
             if Command.debug:
                 raise
-            first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__
+            first = first_line(exc.orig)
             err.print(
                 f"[bold red]database error:[/] {first}{connect_hint(first)} (rerun with --debug for details)",
                 highlight=False,
