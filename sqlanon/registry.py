@@ -130,7 +130,8 @@ class JobRegistry:
 
     @contextmanager
     def load(self, name: str, db_url: str) -> Iterator[Job]:
-        """The registered job against `db_url`, its files read from the database while the context lasts.
+        """The registered job against `db_url` (a URL as `backends.normalize_url` gives it), its files read from the
+        database while the context lasts.
 
         A job runs with the rights of the role that registered it, and only on that role's own connection: a
         session that switched to the role (SET ROLE) could switch back, so running a job another role registered
@@ -153,8 +154,7 @@ class JobRegistry:
         _check_file_references(name, config, files)
         with stored_files(_stored_files(files)):
             job = job_from_dict(config, STORED_ROOT, default_name=name)
-            url = normalize_url(db_url, Path.cwd()) if db_url else None
-            yield replace(job, name=name).with_url(url)  # runs are recorded under the registered name
+            yield replace(job, name=name).with_url(db_url)  # runs are recorded under the registered name
 
     def _check_registrant(self, conn: Connection, name: str, registrant: str | None) -> None:
         """Refuse a job registered by another role than the session's (PostgreSQL; see `load`)."""
