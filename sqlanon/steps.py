@@ -15,7 +15,6 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from .backends import Database
-from .engine.frequency import FrequencySets
 from .engine.metrics import MetricsEvaluator
 from .engine.star import (
     StarSchema,
@@ -202,21 +201,14 @@ def empty_result(job: Job, ctx: SearchContext, nodes: list[tuple[int, ...]]) -> 
 
 def metrics_evaluator(ctx: SearchContext, sensitive: list[str], nodes: int) -> MetricsEvaluator:
     """Frequency sets carrying every sensitive attribute of the job (KL reads them all), for `nodes` nodes:
-    one node is one scan of the table grouped at its levels (a cube at level 0 first, then its roll-up,
+    one node is one scan of the table grouped at its levels (the level-0 set stored first, then grouped again,
     took 0.5 s more on 5M hospital rows, where level 0 is nearly unique)."""
     star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + list(sensitive))))
-    fsets = FrequencySets(
-        db=ctx.db,
+    return MetricsEvaluator(
         conn=ctx.conn,
         star=star,
-        schema=ctx.schema,
-        run_id=ctx.run.run_id,
-        use_cube=ctx.use_cube and nodes > 1,
-    )
-    return MetricsEvaluator(
-        fsets=fsets,
         criteria=ctx.criteria,
-        heights=star.heights,
+        cube=ctx.use_cube and nodes > 1,
         cells_term=ctx.cells_terms.get(frozenset(star.sensitive)),
     )
 

@@ -22,7 +22,7 @@ from ..analysis.attacks import (
     analyze_frequency_set,
     bayes_audit,
 )
-from ..engine.frequency import COUNT, FrequencySets, class_column, class_labels, violating_classes_sql
+from ..engine.frequency import COUNT, class_column, class_labels, node_frequency_set, violating_classes_sql
 from ..engine.star import (
     StarSchema,
 )
@@ -40,14 +40,12 @@ def chosen_classes(
 ) -> tuple[list[tuple[int, int]], list[tuple[str, list[tuple[str, int]]]]]:
     """The node's class-size histogram (size, classes), and its least diverse classes with their value counts."""
     star = dataclasses.replace(ctx.star, sensitive=[attribute])
-    fs = FrequencySets(
-        db=ctx.db, conn=ctx.conn, star=star, schema=ctx.schema, run_id=ctx.run.run_id, use_cube=False
-    ).from_table(dict(enumerate(node)), "report")
+    definition = node_frequency_set(star, node)
     columns = [class_column(d.attr) for d in star.dimensions]
     value = star.sensitive_columns()[attribute]
     sizes = ctx.conn.execute(
         text(
-            f"WITH fs AS ({fs.definition}) SELECT n, COUNT(*) FROM (SELECT SUM(cnt) AS n FROM fs GROUP BY "
+            f"WITH fs AS ({definition}) SELECT n, COUNT(*) FROM (SELECT SUM(cnt) AS n FROM fs GROUP BY "
             f"{', '.join(columns)}) c GROUP BY n ORDER BY n"
         )
     ).all()
@@ -55,7 +53,7 @@ def chosen_classes(
     on = " AND ".join(f"fs.{c} = w.{c}" for c in columns)
     rows = ctx.conn.execute(
         text(
-            f"WITH fs AS MATERIALIZED ({fs.definition}), w AS (SELECT {', '.join(columns)}, COUNT(*) AS "
+            f"WITH fs AS MATERIALIZED ({definition}), w AS (SELECT {', '.join(columns)}, COUNT(*) AS "
             "d, SUM(cnt) AS n "
             f"FROM fs GROUP BY {', '.join(columns)} ORDER BY d, n, {', '.join(columns)} LIMIT {WORST_CLASSES_SHOWN}) "
             f"SELECT {', '.join(labels)}, CAST(fs.{value} AS VARCHAR), fs.cnt, w.d, w.n FROM w {joins} JOIN fs ON {on} "
@@ -124,26 +122,20 @@ def analyze_node(
 
     The frequency set and the suppressed classes are stored once, as temporary tables, for the four statements
     that read them (figures, revealed values, utility, Bayes audit), instead of scanning the table for each."""
-    levels = dict(enumerate(node))
     star = dataclasses.replace(ctx.star, sensitive=[attribute])
-    columns = [class_column(a) for a in sorted(levels)]
+    columns = [class_column(d.attr) for d in star.dimensions]
     tag = f"{ctx.run.run_id}_{'_'.join(map(str, node))}"
     with ExitStack() as scratch:
-        fs = FrequencySets(
-            db=ctx.db, conn=ctx.conn, star=star, schema=ctx.schema, run_id=ctx.run.run_id, use_cube=False
-        ).from_table(levels, "analysis")
-        definition = scratch.enter_context(scratch_table(ctx, f"analysis_{tag}", fs.definition))
+        definition = scratch.enter_context(scratch_table(ctx, f"analysis_{tag}", node_frequency_set(star, node)))
         suppressed = None
         if ctx.max_suppressed:
-            checked = FrequencySets(
-                db=ctx.db, conn=ctx.conn, star=ctx.star, schema=ctx.schema, run_id=ctx.run.run_id, use_cube=False
-            ).from_table(levels, "criteria")
+            checked = node_frequency_set(ctx.star, node)
             view = FrequencySetView(
                 table="criteria_fs",
                 class_columns=columns,
                 count_column=COUNT,
                 sensitive_columns=ctx.star.sensitive_columns(),
-                definition=checked.definition,
+                definition=checked,
             )
             params: dict[str, object] = {}
             violators = violating_classes_sql(view, ctx.criteria, "a", params)
@@ -151,24 +143,13 @@ def analyze_node(
                 scratch_table(
                     ctx,
                     f"suppressed_{tag}",
-                    f"WITH criteria_fs AS ({checked.definition}) SELECT {', '.join(columns)} FROM ({violators}) v",
+                    f"WITH criteria_fs AS ({checked}) SELECT {', '.join(columns)} FROM ({violators}) v",
                     params,
                 )
             )
         population = None
         if population_star is not None:
-            population = (
-                FrequencySets(
-                    db=ctx.db,
-                    conn=ctx.conn,
-                    star=population_star,
-                    schema=ctx.schema,
-                    run_id=ctx.run.run_id,
-                    use_cube=False,
-                )
-                .from_table(levels, "population")
-                .definition
-            )
+            population = node_frequency_set(population_star, node)
         analysis = analyze_frequency_set(
             ctx.conn,
             node_label(node),
@@ -184,7 +165,7 @@ def analyze_node(
         analysis.bayes = bayes_audit(
             ctx.conn,
             bayes_cells(star, node, attribute),
-            [f"q{a}" for a in sorted(levels)],
+            [f"q{d.attr}" for d in star.dimensions],
             columns,
             bayes or BayesSettings(),
             suppressed,

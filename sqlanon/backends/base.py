@@ -55,8 +55,6 @@ class Database:
     stored_routines = False
     #: sqlanon sets the database's memory limit and spill folder (DuckDB runs inside this process)
     memory_settings = False
-    #: roll-ups look parent codes up in per-run arrays (faster than joins where the planner does poorly)
-    parent_code_arrays = False
     #: how names are compared, for messages
     name_rule = "the database does"
     #: the schema of the session's temporary tables
@@ -334,10 +332,6 @@ class Database:
 
     def _check_readable(self, conn: Connection, schema: str | None, table: str, where: str) -> None:
         """Where the catalog lists only what a role may use: tell an unreadable table from a missing one."""
-
-    def in_memory_array(self, column: str) -> str:
-        """An integer-array column read by a scalar subquery that is indexed once per row."""
-        return column
 
     def lookup(self, key: str, keys: str, values: str) -> str:
         """SQL for the integer paired with `key` (text) in two bound lists, the parameters named `keys` (text)

@@ -51,7 +51,6 @@ class PostgreSQL(Database):
     roles = True
     concurrent_sessions = True
     stored_routines = True
-    parent_code_arrays = True  # see StarSchema.parent_code
     bytes_type = "BYTEA"
     #: PostgreSQL's own rule: a wave read once (k-anonymity, l-diversity, t-closeness with its class sizes from a
     #: window) is inlined, so its classes are not written to a tuplestore first; one read several times is
@@ -249,12 +248,6 @@ class PostgreSQL(Database):
             ) from None
         if exists:
             raise DataError(f"role {user!r} may not read table {where!r}; {grant}")
-
-    def in_memory_array(self, column: str) -> str:
-        """PostgreSQL stores a large array out of line (TOAST) and would fetch it again for every subscript
-        (40 s instead of 1 s for a 1M-row roll-up); concatenating an empty array makes the subquery's value an
-        in-memory copy."""
-        return f"{column} || CAST(ARRAY[] AS INTEGER[])"
 
     def hmac_sha256_hex(self, value: str, inner_key: str, outer_key: str) -> str:
         text_bytes = f"convert_to(CAST({value} AS TEXT), 'UTF8')"

@@ -1,189 +1,80 @@
-"""Frequency sets: (class codes..., cnt) for one node, built by SQL.
+"""Frequency sets: (class codes a<attr>..., sensitive values s<j>..., cnt) of one node, one GROUP BY each.
 
-A frequency set is defined either by one GROUP BY over the source joined with
-the dimension tables (a base scan), or by rolling up a more specific,
-materialized frequency set: map each code to its parent code (through the
-dimension, StarSchema.parent_code) and sum the counts. A set is evaluated
-straight from its definition (a CTE); only sets that later roll-ups need (the cube, super-roots,
-failing nodes) are materialized as session-scoped scratch tables, and registered in `frequency_sets`.
+The search reads its own packed cube (search.checker); every other verb (metrics, analysis, the report, `apply`)
+reads a node's frequency set from `node_frequency_set`: the source joined with the run's dimension tables and
+grouped at the node's levels, or, where one run reads many nodes, a stored cube (the level-0 frequency set with
+every level's code beside it, `cube_set`) grouped again on the node's columns. There are no roll-up tables and no
+parent-code lookups: a node's set is one GROUP BY of the table or of the cube.
+
+Contract: reads the star schema (engine.star) and the criteria's SQL; writes nothing (callers store a set where
+several statements read it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ..backends import Database
 from ..criteria import Criterion
-from ..model.view import FrequencySetView, SqlFragment
-from ..store import Store, runs
+from ..model.view import FrequencySetView, SqlFragment, count_sum
 from .star import StarSchema
 
 COUNT = "cnt"
-CANDIDATE = "candidate"  # CTE names of sets evaluated without a table
 BATCH = 64  # frequency sets evaluated per statement
-
-
-@dataclass(kw_only=True)
-class FrequencySet:
-    label: str
-    levels: dict[int, int]  # attr -> level
-    definition: str  # the SELECT that computes it
-    origin: str  # base | rollup
-    derived_from: str | None
-    node_id: int | None = None
-    ref: str | None = None  # quoted table reference once materialized
-    rows: int = -1  # known once evaluated or materialized
 
 
 def class_column(attr: int) -> str:
     return f"a{attr}"
 
 
-class FrequencySets:
-    """Defines, evaluates, materializes, registers and drops one run's frequency sets."""
+def level_column(attr: int, level: int) -> str:
+    """A cube's column: the attribute's code at the level."""
+    return f"a{attr}_{level}"
 
-    def __init__(
-        self, *, db: Database, conn: Connection, star: StarSchema, schema: str, run_id: int, use_cube: bool = True
-    ):
-        """`schema`: the store's (where the sets are registered)."""
-        self.db, self.conn, self.star, self.run_id, self.use_cube = db, conn, star, run_id, use_cube
-        self.store = Store(db, schema)
-        self.base_scans = 0
-        self.rollups = 0
-        self._cube: FrequencySet | None = None
-        self._registry: list[tuple[object, ...]] = []  # entries not yet written
-        self._dropped_since_flush: list[str] = []
-        self._live: dict[str, FrequencySet] = {}
 
-    # --- defining -------------------------------------------------------
-    def base(self, levels: dict[int, int], label: str, node_id: int | None = None) -> FrequencySet:
-        """A frequency set with no computed specialization to roll up from.
+def cube_set(star: StarSchema) -> str:
+    """SELECT the level-0 frequency set of `star` with every level's code of each attribute beside it
+    (a<attr>_<level>), for `node_frequency_set` to group any node from without a join."""
+    return _grouped(
+        star,
+        [
+            (f"d{d.attr}.c{level}", level_column(d.attr, level))
+            for d in star.dimensions
+            for level in range(d.height + 1)
+        ],
+    )
 
-        With the cube (the default), the table is scanned once for the frequency
-        set of all QIs at level 0, and every base set is rolled up from it;
-        without, each base set is its own scan of the table.
-        """
-        if not self.use_cube:
-            return self.from_table(levels, label, node_id)
-        if self._cube is None:
-            self._cube = self.materialize(self.from_table({d.attr: 0 for d in self.star.dimensions}, "cube"))
-        return self.rollup(self._cube, levels, label, node_id)
 
-    def from_table(self, levels: dict[int, int], label: str, node_id: int | None = None) -> FrequencySet:
-        """GROUP BY over the source joined with the dimension tables of `levels`' attributes."""
-        attrs = sorted(levels)
-        dims = [self.star.dimensions[a] for a in attrs]
-        joins = " ".join(f"JOIN {d.table} d{d.attr} ON {d.key(self.db, 't')} = d{d.attr}.v" for d in dims)
-        select = [f"d{a}.c{levels[a]} AS {class_column(a)}" for a in attrs] + self.star.sensitive_select("t")
-        group = [f"d{a}.c{levels[a]}" for a in attrs] + [f"t.{self.db.q(c)}" for c in self.star.sensitive]
-        sql = (
-            f"SELECT {', '.join(select)}, COUNT(*) AS {COUNT} FROM {self.star.source} t {joins} "
-            f"GROUP BY {', '.join(group)}"
+def node_frequency_set(star: StarSchema, node: Sequence[int], cube: str | None = None) -> str:
+    """SELECT the classes of `node` (levels in QI order): a<attr> (codes), s<j> (the sensitive columns `star`
+    carries) and cnt, grouped once.
+
+    Without `cube`, a GROUP BY of the source joined with the dimension tables on its QI values (a scan of the
+    table). With `cube`, a stored `cube_set` of the same star: a GROUP BY of its rows on the node's levels'
+    columns, with no join (a join per attribute cost PostgreSQL its planning for every node of a statement).
+    """
+    if cube is None:
+        return _grouped(
+            star, [(f"d{d.attr}.c{int(level)}", class_column(d.attr)) for d, level in zip(star.dimensions, node)]
         )
-        return FrequencySet(
-            label=label, levels=dict(levels), definition=sql, origin="base", derived_from=None, node_id=node_id
-        )
+    classes = [f"t.{level_column(d.attr, int(level))}" for d, level in zip(star.dimensions, node)]
+    sensitive = list(star.sensitive_columns().values())
+    select = [f"{c} AS {class_column(d.attr)}" for d, c in zip(star.dimensions, classes)]
+    return (
+        f"SELECT {', '.join(select + [f't.{s} AS {s}' for s in sensitive])}, {count_sum(f't.{COUNT}')} AS {COUNT} "
+        f"FROM {cube} t GROUP BY {', '.join(classes + [f't.{s}' for s in sensitive])}"
+    )
 
-    def rollup(
-        self, child: FrequencySet, levels: dict[int, int], label: str, node_id: int | None = None
-    ) -> FrequencySet:
-        """Roll a materialized `child` up to `levels` (each level >= the child's; attributes may be dropped)."""
-        assert child.ref is not None, "roll-ups read materialized frequency sets"
-        mapped, joins = [], []
-        for a in sorted(levels):
-            code, join = f"f.{class_column(a)}", ""
-            if levels[a] != child.levels[a]:
-                code, join = self.star.parent_code(a, child.levels[a], levels[a], code)
-            mapped.append(f"{code} AS {class_column(a)}")
-            joins.append(join)
-        columns = [class_column(a) for a in sorted(levels)] + list(self.star.sensitive_columns().values())
-        mapped += [f"f.{s} AS {s}" for s in self.star.sensitive_columns().values()]
-        sql = (
-            f"SELECT {', '.join(columns)}, SUM({COUNT}) AS {COUNT} FROM "
-            f"(SELECT {', '.join(mapped)}, f.{COUNT} AS {COUNT} FROM {child.ref} f {' '.join(joins)}) AS mapped "
-            f"GROUP BY {', '.join(columns)}"
-        )
-        return FrequencySet(
-            label=label, levels=dict(levels), definition=sql, origin="rollup", derived_from=child.label, node_id=node_id
-        )
 
-    # --- computing ------------------------------------------------------
-    def _executed(self, fs: FrequencySet) -> None:
-        if fs.origin == "base":
-            self.base_scans += 1
-        else:
-            self.rollups += 1
-
-    def materialize(self, fs: FrequencySet) -> FrequencySet:
-        """Store the set as a table (for roll-ups) and register it."""
-        name = f"fs_{self.run_id}_{fs.label}"
-        fs.ref = self.db.create_scratch(self.conn, name, fs.definition)  # private to this session
-        self._executed(fs)
-        if fs.rows < 0:
-            fs.rows = self.db.execute(self.conn, f"SELECT COUNT(*) FROM {fs.ref}").scalar_one()
-        self._live[fs.label] = fs
-        self._registry.append((fs.node_id, fs.label, name, fs.origin, fs.derived_from, fs.rows, False))
-        return fs
-
-    def violations(self, batch: list[FrequencySet], criteria: list[Criterion]) -> list[tuple[int, int]]:
-        """(violating classes, tuples in them) of each set under all criteria; records the sets' sizes.
-
-        The batch is evaluated in statements of at most BATCH sets.
-        """
-        answers = []
-        for start in range(0, len(batch), BATCH):
-            chunk = batch[start : start + BATCH]
-            views = []
-            for j, fs in enumerate(chunk):
-                columns = [class_column(a) for a in sorted(fs.levels)]
-                sensitive = self.star.sensitive_columns()
-                if fs.ref is not None:
-                    views.append(
-                        FrequencySetView(
-                            table=fs.ref, class_columns=columns, count_column=COUNT, sensitive_columns=sensitive
-                        )
-                    )
-                else:
-                    views.append(
-                        FrequencySetView(
-                            table=f"{CANDIDATE}_{j}",
-                            class_columns=columns,
-                            count_column=COUNT,
-                            sensitive_columns=sensitive,
-                            definition=fs.definition,
-                        )
-                    )
-                    self._executed(fs)
-            for fs, (rows, [result]) in zip(chunk, count_violations_batch(self.conn, views, [criteria])):
-                fs.rows = rows
-                answers.append(result)
-        return answers
-
-    # --- cleaning up ----------------------------------------------------
-    def drop(self, fs: FrequencySet) -> None:
-        if fs.label not in self._live or fs.ref is None:
-            return
-        self.db.drop_table(self.conn, fs.ref)
-        del self._live[fs.label]
-        self._dropped_since_flush.append(fs.label)
-
-    def drop_all(self) -> None:
-        for fs in list(self._live.values()):
-            self.drop(fs)
-        self._cube = None
-
-    def flush_registry(self) -> None:
-        """Write the registry entries gathered since the last flush (once per iteration)."""
-        meta_conn = self.db.metadata_connection(self.conn)
-        if self._registry:
-            self.store.insert(meta_conn, runs.FREQUENCY_SETS, self.run_id, self._registry)
-            self._registry = []
-        if self._dropped_since_flush:
-            self.store.call(meta_conn, runs.FREQUENCY_SETS_DROPPED, run=self.run_id, labels=self._dropped_since_flush)
-            self._dropped_since_flush = []
+def _grouped(star: StarSchema, codes: list[tuple[str, str]]) -> str:
+    """The source joined with every dimension table, grouped on `codes` ((SQL, name) of each) and the sensitive
+    columns."""
+    db, alias = star.db, "t"
+    select = [f"{code} AS {name}" for code, name in codes] + star.sensitive_select(alias)
+    group = [code for code, _ in codes] + [f"{alias}.{db.q(c)}" for c in star.sensitive]
+    return f"SELECT {', '.join(select)}, COUNT(*) AS {COUNT} FROM {star.joins(alias)} GROUP BY {', '.join(group)}"
 
 
 def count_violations_batch(

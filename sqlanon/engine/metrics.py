@@ -1,7 +1,7 @@
 """Utility metrics of lattice nodes, and choosing the node to publish.
 
 Every data-dependent figure is computed in SQL from the node's frequency set
-(rolled up from the zero-generalization cube), several nodes per statement:
+(grouped from the level-0 frequency set when several nodes are asked for), several nodes per statement:
 which classes the criteria make us suppress, how many classes stay, the sum of
 squared class sizes, and the two sums KL divergence needs. Python only does
 arithmetic on those few numbers and on the levels.
@@ -22,12 +22,14 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.engine import Connection
 
 from ..criteria import Criterion, KAnonymity
 from ..model.lattice import Levels
 from ..model.selection import level_metrics
 from ..model.view import FrequencySetView
-from .frequency import BATCH, FrequencySet, FrequencySets, violating_classes_sql
+from .frequency import BATCH, COUNT, class_column, cube_set, node_frequency_set, violating_classes_sql
+from .star import StarSchema
 
 
 def sum_c_ln_c(count: str) -> str:
@@ -39,23 +41,40 @@ SPARSE_BATCH = 8  # nodes per statement where CTEs are not materialized (see eva
 
 
 class MetricsEvaluator:
-    """Computes the metrics of any nodes of one run, reading the frequency sets of `fsets`."""
+    """Computes the metrics of any nodes of one run from their frequency sets over `star` (which carries every
+    sensitive attribute KL divergence reads)."""
 
     def __init__(
-        self, *, fsets: FrequencySets, criteria: list[Criterion], heights: list[int], cells_term: float | None = None
+        self,
+        *,
+        conn: Connection,
+        star: StarSchema,
+        criteria: list[Criterion],
+        cube: bool = True,
+        cells_term: float | None = None,
     ):
-        """`cells_term`: the level-0 cells' sum of c ln c, when known (a search's cube computes it)."""
-        self.fsets, self.criteria, self.heights = fsets, criteria, heights
-        self.db, self.conn, self.star = fsets.db, fsets.conn, fsets.star
-        self.rows = self.star.rows
+        """`cube`: store the level-0 frequency set once and group every node from it (worth it for several nodes;
+        for one, a scan of the table grouped at its levels is one statement less). `cells_term`: the level-0 cells'
+        sum of c ln c, when known (a search's cube computes it)."""
+        self.conn, self.star, self.criteria = conn, star, criteria
+        self.db, self.heights, self.rows = star.db, star.heights, star.rows
+        self.use_cube = cube
+        self._cube: str | None = None
         ks = [c.k for c in criteria if isinstance(c, KAnonymity)]
         self.k = max(ks) if ks else None
         self._cells_term = cells_term
         self._ln_top: float | None = None
 
     def close(self) -> None:
-        self.fsets.drop_all()
-        self.fsets.flush_registry()
+        if self._cube is not None:
+            self.db.drop_table(self.conn, self._cube)
+            self._cube = None
+
+    def _frequency_set(self, node: Levels) -> str:
+        """The node's frequency set (a SELECT), from the stored level-0 set where the evaluator keeps one."""
+        if self.use_cube and self._cube is None:
+            self._cube = self.db.create_scratch(self.conn, "metrics_cube", cube_set(self.star))
+        return node_frequency_set(self.star, node, self._cube)
 
     def evaluate(
         self, nodes: list[Levels], progress: Callable[[int, int], None] = lambda done, total: None
@@ -77,20 +96,28 @@ class MetricsEvaluator:
         ctes, selects, stored = list[str](), list[str](), list[str]()
         params: dict[str, Any] = {}
         for j, node in enumerate(nodes):
-            fs = self.fsets.base(dict(enumerate(node)), f"metrics_{j}")
-            view = self._view(fs, j)
+            view = self._view(j)
             on = " AND ".join(f"cs.{c} = b.{c}" for c in view.class_columns)
             flags = (
                 f"SELECT cs.*, CASE WHEN b.n IS NULL THEN 0 ELSE 1 END AS bad "
                 f"FROM ({view.class_sizes()}) cs LEFT JOIN "
                 f"({violating_classes_sql(view, self.criteria, f'm{j}', params)}) b ON {on}"
             )
-            for name, select in ((view.table, fs.definition), (f"flags_{j}", flags)):
+            # each (class, sensitive value) row with its class's flag, joined once: the KL sums below read it alone,
+            # where a join of the set with the flags beside the areas' joins was planned as nested loops on
+            # PostgreSQL (its estimates of CTE rows are guesses: 50 s for 64 nodes of a 20k-row table)
+            on = " AND ".join(f"v.{c} = f.{c}" for c in view.class_columns)
+            marked = f"SELECT v.*, f.bad FROM {view.table} v JOIN flags_{j} f ON {on}"
+            for name, select in (
+                (view.table, self._frequency_set(node)),
+                (f"flags_{j}", flags),
+                (f"marked_{j}", marked),
+            ):
                 if self.db.materialized_ctes:
                     ctes.append(f"{name} AS MATERIALIZED ({select})")
                 else:  # each is read several times below: stored once (under its name) rather than computed each time
                     stored.append(self.db.create_scratch(self.conn, name, select, params))
-            selects.append(self._node_select(node, view, j))
+            selects.append(self._node_select(node, j))
         with_clause = f"WITH {', '.join(ctes)} " if ctes else ""
         rows = self.conn.execute(text(with_clause + " UNION ALL ".join(selects)), params).all()
         for ref in stored:
@@ -98,18 +125,16 @@ class MetricsEvaluator:
         by_index = {int(r[0]): r[1:] for r in rows}
         return [by_index[j] for j in range(len(nodes))]
 
-    def _view(self, fs: FrequencySet, j: int) -> FrequencySetView:
-        columns = [f"a{a}" for a in sorted(fs.levels)]
+    def _view(self, j: int) -> FrequencySetView:
         return FrequencySetView(
             table=f"metric_fs_{j}",
-            class_columns=columns,
-            count_column="cnt",
+            class_columns=[class_column(d.attr) for d in self.star.dimensions],
+            count_column=COUNT,
             sensitive_columns=self.star.sensitive_columns(),
         )
 
-    def _node_select(self, node: Levels, view: FrequencySetView, j: int) -> str:
-        flags, fs = f"flags_{j}", view.table
-        on = " AND ".join(f"v.{c} = f.{c}" for c in view.class_columns)
+    def _node_select(self, node: Levels, j: int) -> str:
+        flags, marked = f"flags_{j}", f"marked_{j}"
         areas, ln_area = [], []
         for attr, level in enumerate(node):
             if level > 0:  # level 0 covers one original value: ln(area) = 0
@@ -124,11 +149,10 @@ class MetricsEvaluator:
         area = " + ".join(ln_area) or "0"
         released = (
             f"SELECT COALESCE(SUM(v.cnt * (LN(CAST(v.cnt AS DOUBLE PRECISION)) - ({area}))), 0) "
-            f"FROM {fs} v JOIN {flags} f ON {on} AND f.bad = 0 {' '.join(areas)}"
+            f"FROM {marked} v {' '.join(areas)} WHERE v.bad = 0"
         )
         suppressed = (
-            f"SELECT {sum_c_ln_c('x.c')} FROM "
-            f"(SELECT SUM(v.cnt) AS c FROM {fs} v JOIN {flags} f ON {on} AND f.bad = 1 {group}) x"
+            f"SELECT {sum_c_ln_c('x.c')} FROM (SELECT SUM(v.cnt) AS c FROM {marked} v WHERE v.bad = 1 {group}) x"
         )
         return (
             f"SELECT {j} AS j, (SELECT COUNT(*) FROM {flags} WHERE bad = 0) AS classes, "
@@ -141,9 +165,9 @@ class MetricsEvaluator:
         """sum over original cells (level 0 QIs, sensitive values) of c ln c (a scan of the table, unless the
         search's cube gave it), and ln(area of the top)."""
         if self._cells_term is None:
-            zero = self.fsets.base(dict.fromkeys(range(len(self.heights)), 0), "metrics_cells")
+            zero = self._frequency_set(tuple([0] * len(self.heights)))
             self._cells_term = float(
-                self.conn.execute(text(f"SELECT {sum_c_ln_c('cnt')} FROM ({zero.definition}) z")).scalar_one()
+                self.conn.execute(text(f"SELECT {sum_c_ln_c(COUNT)} FROM ({zero}) z")).scalar_one()
             )
         if self._ln_top is None:
             self._ln_top = sum(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
 from typing import Any
 
 from sqlalchemy import bindparam, text
@@ -23,7 +22,7 @@ from ..criteria import Criterion
 from ..errors import ConfigError, DataError, HierarchyError
 from ..model.hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file
 from ..model.job import ROLE_NAMES, ROLES, Job, QuasiIdentifier, check_roles
-from ..model.names import dimension_table, parent_codes_table
+from ..model.names import dimension_table
 from ..store import Store, runs
 
 MISSING_SHOWN = 10
@@ -99,7 +98,6 @@ class StarSchema:
     rows: int
     dimensions: list[Dimension]
     sensitive: list[str] = field(default_factory=list)  # sensitive columns the criteria read
-    parents: str | None = None  # quoted reference to the parent-code arrays (see create_parent_codes)
     #: per sensitive column of at most DOMAIN_VALUES values: the table's count of each value, as text (NULL: None)
     domain_counts: dict[str, dict[str | None, int]] = field(default_factory=dict)
     #: the sensitive columns whose values are equal exactly when their texts are (not floating point)
@@ -192,54 +190,9 @@ class StarSchema:
             codes[(d.attr, piece)] = self.db.index_lookup(column, first, name)
         return codes
 
-    def parent_code(self, attr: int, level: int, to_level: int, code: str) -> tuple[str, str]:
-        """SQL for the code at `to_level` of `code` (a code at `level`), and the JOIN it needs ('' for none).
-
-        Roll-ups map every row of a frequency set to its parent class. On
-        PostgreSQL the parent is looked up in an array read once per statement:
-        half the time of a join with the dimension table (1M-row roll-up: 1.0 s
-        against 1.9 s; hospital search 72 s -> 44 s). DuckDB keeps the join: its
-        hash joins are as fast, and the lookup's scalar subqueries cost it more
-        on many small sets (Adult, 9 QIs, k=2: 31 s against 24.5 s).
-        """
-        if self.parents is not None:
-            return (
-                f"(SELECT {self.db.in_memory_array('parents')} FROM {self.parents} WHERE attr = {int(attr)} "
-                f"AND from_level = {int(level)} AND to_level = {int(to_level)})[{code} + 1]",
-                "",
-            )
-        alias = f"m{int(attr)}"
-        return (
-            f"{alias}.parent",
-            f"JOIN (SELECT DISTINCT c{int(level)} AS code, c{int(to_level)} AS parent "
-            f"FROM {self.dimensions[attr].table}) {alias} ON {code} = {alias}.code",
-        )
-
-    def create_parent_codes(self, conn: Connection, ref: str) -> None:
-        """One row per (attr, level, higher level): `parents[code + 1]` is the parent of `code`.
-
-        Codes are dense per level (0..n-1, see Hierarchy.dimension_rows), so
-        the array has one entry per code.
-        """
-        self.db.drop_table(conn, ref)
-        self.db.execute(
-            conn, f"CREATE TABLE {ref} (attr INTEGER, from_level INTEGER, to_level INTEGER, parents INTEGER[])"
-        )
-        self.parents = ref
-        rows = [
-            f"SELECT {d.attr}, {level}, {to_level}, (SELECT array_agg(parent ORDER BY code) FROM "
-            f"(SELECT DISTINCT c{level} AS code, c{to_level} AS parent FROM {d.table}) m)"
-            for d in self.dimensions
-            for level, to_level in combinations(range(d.height + 1), 2)
-        ]
-        if rows:  # one statement (Adult's nine QIs: 32 pairs of levels)
-            self.db.execute(conn, f"INSERT INTO {ref} {' UNION ALL '.join(rows)}")
-
     def drop(self, conn: Connection) -> None:
         for d in self.dimensions:
             self.db.drop_table(conn, d.table)
-        if self.parents is not None:
-            self.db.drop_table(conn, self.parents)
 
     def record(self, conn: Connection, schema: str, run_id: int) -> None:
         """List the run's attributes (QI order, heights, hierarchy, dimension table) in run_attributes."""
@@ -375,8 +328,6 @@ def build_star_schema(
             _create_dimension_table(db, conn, dim)
             star.dimensions.append(dim)
         _check_one_row_per_tuple(db, conn, star)
-        if db.parent_code_arrays:  # see StarSchema.parent_code
-            star.create_parent_codes(conn, db.run_table(schema, parent_codes_table(run_id)))
         for dim in star.dimensions:  # every join of the source with its dimensions is planned with them
             db.analyze(conn, dim.table)
     except Exception:

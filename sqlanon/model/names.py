@@ -11,11 +11,6 @@ def dimension_table(run_id: int, attr: int) -> str:
     return f"dim_{run_id}_{attr}"
 
 
-def parent_codes_table(run_id: int) -> str:
-    """The per-run parent-code arrays of the roll-ups, where the database uses them."""
-    return f"parents_{run_id}"
-
-
 def cube_table(run_id: int) -> str:
     """The search's packed cube: the table grouped once at level 0, its codes packed into class keys."""
     return f"packed_cube_{run_id}"
@@ -26,6 +21,7 @@ def rows_table(run_id: int) -> str:
     return f"packed_rows_{run_id}"
 
 
+# parents_<run>: the parent-code arrays that earlier sqlanon versions made per run (a killed one may have left them)
 _RUN_TABLE = re.compile(r"dim_(\d+)_\d+|parents_(\d+)|packed_(?:cube|rows)_(\d+)")
 
 

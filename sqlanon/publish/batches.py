@@ -10,7 +10,7 @@ import json
 from sqlalchemy import text
 
 from ..backends import open_database
-from ..engine.frequency import COUNT, FrequencySets, class_column, class_labels, violating_classes_sql
+from ..engine.frequency import COUNT, class_column, class_labels, node_frequency_set, violating_classes_sql
 from ..errors import ConfigError, DataError
 from ..model.job import Job
 from ..model.selection import node_label
@@ -64,22 +64,20 @@ def refuse_violating_batch(ctx: SearchContext, node: tuple[int, ...], batch: str
     classes (their labels), before anything is written."""
     if violating <= ctx.max_suppressed:
         return
-    star, db = ctx.star, ctx.db
-    fs = FrequencySets(
-        db=db, conn=ctx.conn, star=star, schema=ctx.schema, run_id=ctx.run.run_id, use_cube=False
-    ).from_table(dict(enumerate(node)), "apply")
+    star = ctx.star
+    definition = node_frequency_set(star, node)
     view = FrequencySetView(
         table="apply_fs",
         class_columns=[class_column(d.attr) for d in star.dimensions],
         count_column=COUNT,
         sensitive_columns=star.sensitive_columns(),
-        definition=fs.definition,
+        definition=definition,
     )
     params: dict[str, object] = {}
     labels, joins = class_labels(star, node, "v")
     rows = ctx.conn.execute(
         text(
-            f"WITH apply_fs AS ({fs.definition}) SELECT {', '.join(labels)}, v.n, COUNT(*) OVER () FROM "
+            f"WITH apply_fs AS ({definition}) SELECT {', '.join(labels)}, v.n, COUNT(*) OVER () FROM "
             f"({violating_classes_sql(view, ctx.criteria, 'v', params)}) v {joins} ORDER BY v.n, {', '.join(labels)} "
             f"LIMIT {VIOLATING_CLASSES_SHOWN}"
         ),

@@ -139,13 +139,6 @@ FREQUENCY_SETS = Insert(
     ),
 )
 
-FREQUENCY_SETS_DROPPED = Op(
-    name="frequency_sets_dropped",
-    params=RUN + (("labels", "text[]"),),
-    sql=("UPDATE {s}.frequency_sets SET dropped = TRUE WHERE run_id = :run AND label IN (SELECT unnest(:labels))",),
-    guard="run",
-)
-
 NODE_METRICS = Insert(
     name="node_metrics_set",
     table="node_metrics",
@@ -178,6 +171,5 @@ OPS = (
     OUTCOME,
     ATTRIBUTES,
     FREQUENCY_SETS,
-    FREQUENCY_SETS_DROPPED,
     NODE_METRICS,
 )

@@ -1,0 +1,139 @@
+"""The verbs around the search, each beside one GROUP BY of the table's QIs measured in the same run: seconds and
+their ratio to that GROUP BY, on DuckDB and PostgreSQL (if reachable).
+
+    python bench/bench_verbs.py [--hospital-rows 200000] [--no-postgres] [--repeat 3] [--metrics-nodes 64]
+                                [--verbs search,metrics,analyze,apply,anonymize] [--postgres-verbs ...]
+
+Cases: Adult with the 8 QIs other than occupation, occupation sensitive, k=5 and entropy l=2, 2% suppression;
+hospital (../shared/tools/gen_hospital.py, QIs zip, birth_date, sex, race, marital_status; diagnosis
+sensitive), k=5, 2% suppression. Verbs, each a whole API call (its run record, star schema and cleanup
+included): the search; the metrics of --metrics-nodes passing nodes (one run for all of them: the level-0
+frequency set once, every node grouped from it; a selection by a metric reads every passing node);
+`analyze` of the first minimal node; `apply` of that node to the source table as a batch (metrics, the refusal
+check, publication and its audit); `anonymize` (search, selection, publication, audit). Each figure is the
+median of --repeat calls. On PostgreSQL `analyze` is left out unless --postgres-verbs names it: its Bayes
+audit's statement over the cells runs for minutes there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_criteria import criteria_job
+from bench_hospital import QIS as HOSPITAL_QIS
+from bench_hospital import dataset
+from bench_hospital import job as hospital_job
+from common import PG_URL, group_by_seconds, pg_reachable, print_table
+
+from sqlanon import RunOptions, analyze, anonymize, apply, load_csv, load_job, node_metrics, search
+from sqlanon.criteria import criteria_from_config
+from sqlanon.model.job import Job, Output, Suppression
+
+HERE = Path(__file__).parent
+ADULT = Path(str(resources.files("sqlanon.data").joinpath("adult", "adult.yaml")))
+LIMIT = 0.02
+
+
+def adult_job(url: str) -> tuple[Job, list[str]]:
+    criteria = {"k_anonymity": {"k": 5}, "entropy_l_diversity": {"attribute": "occupation", "l": 2}}
+    job = dataclasses.replace(criteria_job(load_job(ADULT), "entropy l=3"), criteria=criteria_from_config(criteria))
+    return on(job, url, "adult"), [qi.column for qi in job.quasi_identifiers]
+
+
+def hospital(url: str, rows: int) -> tuple[Job, list[str]]:
+    job = hospital_job(dataset(rows), url, 5, load=False)
+    return on(dataclasses.replace(job, sensitive=["diagnosis"], insensitive=["cost"]), url, "hospital"), HOSPITAL_QIS
+
+
+def on(job: Job, url: str, table: str) -> Job:
+    return dataclasses.replace(
+        job,
+        source=dataclasses.replace(job.source, url=url, csv=None),
+        suppression=Suppression(LIMIT),
+        output=Output(table=f"{table}_bench_anon"),
+    )
+
+
+def median_seconds(action: Callable[[], object], repeat: int) -> float:
+    seconds = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        action()
+        seconds.append(time.perf_counter() - started)
+    return statistics.median(seconds)
+
+
+def measure(
+    rows: list[list[object]],
+    case: str,
+    database: str,
+    job: Job,
+    qis: list[str],
+    verbs: list[str],
+    args: argparse.Namespace,
+) -> None:
+    options = RunOptions(db_url=job.source.url)
+    table = job.source.table
+    group_by = group_by_seconds(job.source.url, table, qis)
+    result = search(job, options)
+    node = result.minimal[0]
+    passing = result.satisfying[: args.metrics_nodes]
+    actions: dict[str, tuple[str, Callable[[], object]]] = {
+        "search": ("search", lambda: search(job, options)),
+        "metrics": (
+            f"metrics of {len(passing)} nodes",
+            lambda: node_metrics(job, passing, options),
+        ),
+        "analyze": ("analyze 1 node", lambda: analyze(job, options, node=node)),
+        "apply": (
+            "apply",
+            lambda: apply(job, table, node=node, output=f"{table}_bench_applied", options=options, replace=True),
+        ),
+        "anonymize": ("anonymize", lambda: anonymize(job, options, replace=True)),
+    }
+    for verb in verbs:
+        label, action = actions[verb]
+        seconds = median_seconds(action, args.repeat)
+        rows.append([case, database, label, seconds, seconds / group_by])
+    rows.append([case, database, "one GROUP BY", group_by, 1.0])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hospital-rows", type=int, default=200_000)
+    parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--metrics-nodes", type=int, default=64)
+    parser.add_argument("--verbs", default="search,metrics,analyze,apply,anonymize")
+    parser.add_argument("--postgres-verbs", default="search,metrics,apply,anonymize")
+    args = parser.parse_args()
+    (HERE / "out").mkdir(exist_ok=True)
+    targets = [("duckdb", f"duckdb:///{HERE / 'out' / 'verbs.duckdb'}")]
+    if not args.no_postgres and pg_reachable():
+        targets.append(("postgresql", PG_URL))
+    rows: list[list[object]] = []
+    for database, url in targets:
+        search(dataclasses.replace(load_job(ADULT), source=dataclasses.replace(load_job(ADULT).source, url=url)))
+        csv_options = {"types": {"zip": "VARCHAR", "birth_date": "VARCHAR"}}  # loaded (again), not timed
+        load_csv(dataset(args.hospital_rows) / "hospital.csv", "hospital", url, csv_options=csv_options, replace=True)
+        verbs = (args.postgres_verbs if database == "postgresql" else args.verbs).split(",")
+        measure(rows, "adult 8 QIs", database, *adult_job(url), verbs, args)
+        hospital_case = f"hospital {args.hospital_rows:,}"
+        measure(rows, hospital_case, database, *hospital(url, args.hospital_rows), verbs, args)
+    print_table(
+        f"Verbs, median of {args.repeat} (seconds, and ratio to one GROUP BY of the QIs)",
+        ["case", "database", "verb", "seconds", "x GROUP BY"],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()
