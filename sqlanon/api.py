@@ -35,23 +35,25 @@ from .engine.star import (
     read_hierarchy_files,
     types_by_key,
 )
-from .errors import AuditError, ConfigError, DataError
+from .errors import ConfigError, DataError
 from .model.hierarchies import Hierarchy
 from .model.job import Job, Output
-from .publish.anatomy import AnatomyReport
+from .publish.anatomy import Anatomy, AnatomyReport
 from .publish.anatomy import bucketize as anatomy_publish
-from .publish.audit import AuditReport, audit_table, check_published_values
+from .publish.audit import AuditReport, audit_table
 from .publish.batches import published_node, refuse_violating_batch
-from .publish.generalize import check_published_columns, unchanged_columns
+from .publish.generalize import Generalization
 from .publish.identifiers import Pseudonyms
-from .publish.mondrian import Mondrian, MondrianQI, MondrianReport
-from .publish.mondrian import published_rows as mondrian_rows
+from .publish.methods import METHODS, publishes
+from .publish.mondrian import Mondrian, MondrianMethod, MondrianQI, MondrianReport, publish_partitioned
 from .publish.ownership import Ownership, TableName
+from .publish.staging import Destination
 from .registry import opened_registry
 from .session import RunOptions as RunOptions  # re-exported: every verb takes one
 from .session import Target, checked_source, job_database, load_table, on_db, recorded, run_context
+from .steps import AnonymizeResult as AnonymizeResult  # re-exported: what the verbs return
+from .steps import SearchResult as SearchResult
 from .steps import (
-    PREVIEW_ROWS,
     add_metrics,
     empty_result,
     method_output,
@@ -61,9 +63,10 @@ from .steps import (
     select_node,
     suppression_audit,
 )
-from .steps import AnonymizeResult as AnonymizeResult  # re-exported: what the verbs return
-from .steps import SearchResult as SearchResult
 from .store.migrate import DEFAULT_SCHEMA, migrate
+
+#: what `anonymize` returns, by the job's output method
+Published = AnonymizeResult | AnatomyReport | MondrianReport
 
 
 def search(job: Job, options: RunOptions | None = None) -> SearchResult:
@@ -78,21 +81,28 @@ def search(job: Job, options: RunOptions | None = None) -> SearchResult:
     return result
 
 
-def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False) -> AnonymizeResult:
-    """Search, pick the node by the job's selection rule, and write the audited output table.
+def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False) -> Published:
+    """Publish the job's table by its output method (`output.method`, see sqlanon.publish.methods): `generalize`
+    (the default), `bucketize` (anatomy) or `partition` (Mondrian), each written and audited before it is
+    committed."""
+    if job.output is None:
+        raise ConfigError("the config has no output: {table: NAME}; add one to write the anonymized table")
+    publish = METHODS[job.output.method].run
+    assert publish is not None, f"no verb publishes by {job.output.method}"
+    result: Published = publish(job, options, replace=replace)
+    return result
+
+
+@publishes(Generalization.name)
+def generalize(job: Job, options: RunOptions | None = None, replace: bool = False) -> AnonymizeResult:
+    """Search, pick the node by the job's selection rule, and write the audited output table (output.method
+    generalize).
 
     Suppressed tuples are removed or masked as the job says; the output is
     audited (criteria on the released classes, suppressed count within the
     limit) before it is committed."""
     options = options or RunOptions()
-    if job.output is None:
-        raise ConfigError("the config has no output: {table: NAME}; add one to write the anonymized table")
-    if job.output.bucketized:
-        raise ConfigError(
-            "output.method anatomy publishes two tables: call bucketize(job) (the CLI's anonymize does this by itself)"
-        )
-    if job.output.partitioned:
-        raise ConfigError("output.method mondrian: call partition(job) (the CLI's anonymize does this by itself)")
+    assert job.output is not None and job.output.method == Generalization.name, "anonymize(job) dispatches by method"
     output: Output = job.output
     if output.schema is None and job.source.schema is not None:
         output = dataclasses.replace(output, schema=job.source.schema)
@@ -181,6 +191,7 @@ def audit(job: Job, table: str, schema: str | None = None, options: RunOptions |
         return report
 
 
+@publishes(Anatomy.name)
 def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False) -> AnatomyReport:
     """Publish the job's table bucketized (output.method anatomy): a QI table and a sensitive table, written
     and audited in one transaction. Suppression, criteria and the lattice play no part."""
@@ -215,6 +226,7 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
         return report
 
 
+@publishes(MondrianMethod.name)
 def partition(job: Job, options: RunOptions | None = None, replace: bool = False) -> MondrianReport:
     """Publish the job's table partitioned by Mondrian (output.method mondrian): QIs with a hierarchy split
     along it, the others at their median, every partition satisfying the criteria; written and audited in one
@@ -255,46 +267,25 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
                 rows = work.prepare()
                 result = work.run()
                 partitioned = time.perf_counter()
-                ownership = Ownership(db, options.metadata_schema)
-                final = db.q(target.name.schema, target.name.table)
-                replacing = ownership.check_target(conn, target.name, replace, "output table", target.source)
-                select, published = mondrian_rows(
+                audit, preview = publish_partitioned(
                     db,
-                    work,
-                    lambda column, value: pseudonyms.select(db, job.identifying, column, value),
-                    output.numeric == "mean",
+                    conn,
+                    work=work,
+                    job=job,
+                    destination=Destination(
+                        name=target.name, source=target.source, replace=replace, grant_to=output.grant_to
+                    ),
+                    pseudonyms=pseudonyms,
+                    ownership=Ownership(db, options.metadata_schema),
+                    run_id=run.run_id,
+                    rows=rows,
                 )
-                with db.staged_output(conn, final, select, {}, replacing) as written:
-                    check_published_columns(db, conn, written, str(target.name), published)
-                    check_published_values(
-                        db,
-                        conn,
-                        written,
-                        str(target.name),
-                        db.q(src.schema, src.table),
-                        unchanged_columns(
-                            db,
-                            pseudonyms,
-                            job.identifying,
-                            [c for c in published if db.name_key(c) not in {db.name_key(q) for q in job.qi_names}],
-                        ),
-                        every_row=True,
-                    )
-                    report = audit_table(db, conn, written, job.qi_names, job.sensitive, job.criteria)
-                    if not report.ok or report.rows != rows:
-                        failed = ", ".join(name for name, ok in report.holds.items() if not ok) or "row count"
-                        raise AuditError(f"the partitioned table failed its audit ({failed}); nothing was written")
-                work.drop()
-                ownership.record(conn, target.name, "output", rows, run.run_id)
-                for role in output.grant_to:
-                    db.execute(conn, f"GRANT SELECT ON {final} TO {db.q(role)}")
-                preview = db.execute(conn, f"SELECT * FROM {final} LIMIT {PREVIEW_ROWS}").mappings().all()
             published_report = MondrianReport(
                 output=str(target.name),
                 rows=rows,
                 result=result,
-                audit=report,
-                preview=[dict(r) for r in preview],
+                audit=audit,
+                preview=preview,
                 partitioning_seconds=partitioned - started,
                 publishing_seconds=time.perf_counter() - partitioned,
             )
@@ -596,7 +587,7 @@ def analyze_table(
 
 def run_job(
     name: str, db_url: str, options: RunOptions | None = None, resume: bool = False
-) -> SearchResult | AnonymizeResult:
+) -> SearchResult | Published:
     """Run a registered job by name: anonymize when it has an output, else search.
 
     One run of a job at a time (PostgreSQL advisory lock). A run left behind by

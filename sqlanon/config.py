@@ -9,6 +9,7 @@ need the data (columns exist, values covered by hierarchies) happen against the 
 from __future__ import annotations
 
 import re
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,10 @@ from .model.job import (
     _choice,
     check_roles,
 )
+from .publish.methods import METHODS
 from .search.strategies import STRATEGIES
 
 BASES = ("cube", "table")
-OUTPUT_METHODS = ("generalize", "anatomy", "mondrian")
 
 
 def load_job(path: str | Path) -> Job:
@@ -167,30 +168,24 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
 
 
 def _output(raw: Any) -> Output:
-    out = _mapping(
-        raw, "output", {"table", "schema", "grant_to", "method", "l", "sensitive_table", "seed", "relaxed", "numeric"}
-    )
+    settings = {name: method.settings for name, method in METHODS.items()}
+    out = _mapping(raw, "output", {"table", "schema", "grant_to", "method", *chain(*settings.values())})
     grant_to = out.get("grant_to") or []
     grant_to = [grant_to] if isinstance(grant_to, str) else grant_to
     if not isinstance(grant_to, list):
         raise ConfigError("output.grant_to must be a role name or a list of role names")
-    method = _choice(out.get("method", "generalize"), OUTPUT_METHODS, "output.method")
+    method = _choice(out.get("method", "generalize"), tuple(METHODS), "output.method")
     l_value = out.get("l")
-    if method == "anatomy":
-        if isinstance(l_value, bool) or not isinstance(l_value, int) or l_value < 2:
-            raise ConfigError(
-                f"output.l must be a whole number >= 2 with method anatomy (every bucket holds l "
-                f"different sensitive values), got {l_value!r}"
-            )
-    elif any(out.get(key) is not None for key in ("l", "sensitive_table", "seed")):
+    if method == "anatomy" and (isinstance(l_value, bool) or not isinstance(l_value, int) or l_value < 2):
         raise ConfigError(
-            "output.l, output.sensitive_table and output.seed belong to method: anatomy; remove "
-            "them, or add method: anatomy"
+            f"output.l must be a whole number >= 2 with method anatomy (every bucket holds l "
+            f"different sensitive values), got {l_value!r}"
         )
-    if method != "mondrian" and any(out.get(key) is not None for key in ("relaxed", "numeric")):
-        raise ConfigError(
-            "output.relaxed and output.numeric belong to method: mondrian; remove them, or add method: mondrian"
-        )
+    for other, keys in settings.items():
+        if other != method and any(out.get(key) is not None for key in keys):
+            names = [f"output.{key}" for key in keys]
+            listed = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
+            raise ConfigError(f"{listed} belong to method: {other}; remove them, or add method: {other}")
     relaxed = out.get("relaxed", False)
     if not isinstance(relaxed, bool):
         raise ConfigError(f"output.relaxed must be true or false, got {relaxed!r}")
@@ -212,37 +207,9 @@ def _output(raw: Any) -> Output:
 
 
 def _check_method(job: Job) -> None:
-    """What each output method needs: generalization hierarchies and criteria; anatomy one sensitive column;
-    Mondrian criteria (its QIs with a hierarchy are split along it, the others as numbers)."""
-    if job.output is not None and job.output.partitioned:
-        if not job.criteria:
-            raise ConfigError("output.method mondrian needs criteria, e.g. criteria: {k_anonymity: {k: 5}}")
-        if job.suppression.limit:
-            raise ConfigError(
-                "output.method mondrian suppresses no tuples (every partition satisfies the criteria "
-                "as it is cut); remove suppression, or publish by generalization"
-            )
-    if job.output is not None and job.output.bucketized:
-        cut = [qi.column for qi in job.quasi_identifiers if qi.has_hierarchy]
-        if cut:
-            raise ConfigError(
-                f"output.method anatomy publishes quasi-identifiers exact, so {', '.join(cut)} would "
-                "ignore the hierarchy given; list them without one (quasi_identifiers: [...]), or "
-                "publish by generalization"
-            )
-        if job.suppression.limit:
-            raise ConfigError("output.method anatomy suppresses no tuples; remove suppression")
-        if job.criteria:
-            raise ConfigError(
-                "output.method anatomy guarantees l different sensitive values per bucket (output.l) "
-                "and searches no lattice; remove criteria, or publish by generalization"
-            )
-        if len(job.sensitive) != 1:
-            raise ConfigError(
-                f"output.method anatomy publishes one sensitive column; the job lists "
-                f"{len(job.sensitive)} ({', '.join(job.sensitive) or 'none'}): list exactly one under "
-                "sensitive"
-            )
+    """What the job's output method needs of it (see publish.methods)."""
+    if job.output is not None:
+        METHODS[job.output.method].check(job)
 
 
 def _column_list(cfg: dict[str, Any], key: str) -> list[str]:

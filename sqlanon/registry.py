@@ -29,6 +29,7 @@ from .config import job_from_dict, read_config_file
 from .errors import ConfigError, DataError, SqlanonError
 from .model.hierarchies import stored_files
 from .model.job import Job
+from .publish.methods import METHODS
 from .publish.ownership import TableName
 from .store import Store, jobs, runs
 from .store.migrate import migrate
@@ -115,7 +116,7 @@ class JobRegistry:
         job is registered, not at its first run."""
         if job.output is None:
             return
-        tables = [job.output.table] + ([job.output.sensitive_table_name] if job.output.bucketized else [])
+        tables = METHODS[job.output.method].tables(job.output)
         schema = job.output.schema or job.source.schema
         with self.data.connect() as conn:
             source = TableName(self.data.resolved_schema(conn, job.source.schema), job.source.table)

@@ -28,6 +28,7 @@ from .model.selection import METRICS, best_node, level_metrics, needs_every_pass
 from .publish.audit import AuditReport
 from .publish.generalize import Publication, publish_generalization
 from .publish.ownership import Ownership, TableName
+from .publish.staging import preview
 from .search.strategies import STRATEGIES, SearchContext, SearchStats
 from .session import Target
 from .store import runs as store_runs
@@ -157,11 +158,6 @@ def publish_node_of_run(
     report = publish_generalization(
         ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id, Ownership(ctx.db, ctx.schema)
     )
-    preview = (
-        ctx.conn.execute(text(f"SELECT * FROM {ctx.db.q(target.name.schema, target.name.table)} LIMIT {PREVIEW_ROWS}"))
-        .mappings()
-        .all()
-    )
     return AnonymizeResult(
         search=result,
         node=node,
@@ -169,11 +165,8 @@ def publish_node_of_run(
         audit=report,
         selection=selection,
         suppressed=result.metrics[node]["suppressed"],
-        preview=[dict(row) for row in preview],
+        preview=preview(ctx.db, ctx.conn, target.name),
     )
-
-
-PREVIEW_ROWS = 5  # rows of the published table an anonymize result shows
 
 
 def empty_result(job: Job, ctx: SearchContext, nodes: list[tuple[int, ...]]) -> SearchResult:

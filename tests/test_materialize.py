@@ -6,9 +6,12 @@ import pytest
 import sqlalchemy as sa
 
 from sqlanon import anonymize
+from sqlanon.backends import open_database
 from sqlanon.errors import AuditError
 from sqlanon.publish import generalize as generalize_module
 from sqlanon.publish.audit import AuditReport, CriterionAudit
+from sqlanon.publish.ownership import Ownership, TableName
+from sqlanon.publish.staging import Destination, staged_table
 
 from .conftest import ADULT_DIR, adult_job, user_tables
 
@@ -59,3 +62,21 @@ def test_generalized_values_come_from_the_hierarchy(duck_url: str):
     }
     assert ages <= expected
     assert attrs == [("sex", 1), ("age", 4)]
+
+
+def test_an_output_nobody_audited_is_not_published(duck_url: str):
+    """Every method writes through staged_table: a table its method did not audit is neither kept nor recorded."""
+    anonymize(adult_job(duck_url, ["sex", "race"], k=5, output={"table": "adult_anon"}))  # the source, the store
+    db = open_database(duck_url)
+    try:
+        source = TableName("main", "adult")
+        destination = Destination(name=TableName("main", "unaudited"), source=source, replace=False)
+        with db.connect() as conn, pytest.raises(AssertionError, match="not audited"), conn.begin():
+            ownership = Ownership(db, "sqlanon")
+            with staged_table(
+                db, conn, destination=destination, select="SELECT * FROM adult", ownership=ownership, run_id=1
+            ):
+                pass  # no audit
+    finally:
+        db.dispose()
+    assert {t for _, t in user_tables(duck_url)} == {"adult", "adult_anon"}

@@ -11,9 +11,10 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from sqlanon import job_from_dict, partition
+from sqlanon import anonymize, job_from_dict, partition
 from sqlanon.errors import ConfigError
 from sqlanon.publish import mondrian
+from sqlanon.publish.mondrian import MondrianReport
 
 from .conftest import user_tables
 from .test_cli import run as invoke
@@ -177,6 +178,9 @@ def test_every_criterion_holds_on_the_output(duck_url: str, tmp_path: Path) -> N
     ):
         report = partition(job_from_dict(_config(duck_url, tmp_path, criteria)), replace=True)
         assert report.audit.ok, criteria
+    # anonymize publishes by the job's method: here the same partitioning again
+    again = anonymize(job_from_dict(_config(duck_url, tmp_path, criteria)), replace=True)
+    assert isinstance(again, MondrianReport) and again.rows == report.rows and again.audit.ok
 
 
 def test_means_instead_of_ranges(duck_url: str, tmp_path: Path) -> None:

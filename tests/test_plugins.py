@@ -1,19 +1,29 @@
-"""Registries fill themselves: a criterion, a strategy or a backend is one class, and the job file, the search
-and the errors know it at once. Each test adds a throwaway one, uses it through the public API, and removes it."""
+"""Registries fill themselves: a criterion, a strategy, a backend or a publication method is one class, and the job
+file, the search, the CLI and the errors know it at once. Each test adds a throwaway one, uses it through the public
+API, and removes it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
+import yaml
+from click.testing import CliRunner
 
-from sqlanon import search
+from sqlanon import RunOptions, search
 from sqlanon.backends import Database, DuckDB, normalize_url
+from sqlanon.cli import main
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import CRITERIA, Criterion
 from sqlanon.errors import ConfigError
+from sqlanon.model.job import Job
 from sqlanon.model.view import FrequencySetView, SqlFragment
+from sqlanon.publish.methods import METHODS, PublicationMethod, publishes
+from sqlanon.publish.ownership import Ownership
+from sqlanon.publish.staging import Destination, staged_table
 from sqlanon.search.strategies import STRATEGIES, Exhaustive, SearchContext, SearchStats, SearchStrategy
+from sqlanon.session import Target, checked_source, job_database, recorded
 
 from .conftest import adult_config
 
@@ -23,9 +33,10 @@ QIS = ["age", "sex", "race"]
 @pytest.fixture
 def registries():
     """Whatever a test registers is gone afterwards."""
-    saved = dict(CRITERIA), dict(STRATEGIES), dict(Database.kinds)
+    kept = (CRITERIA, STRATEGIES, Database.kinds, METHODS)
+    saved = [dict(registry) for registry in kept]
     yield
-    for registry, before in zip((CRITERIA, STRATEGIES, Database.kinds), saved):
+    for registry, before in zip(kept, saved):
         registry.clear()
         registry.update(before)
 
@@ -99,3 +110,57 @@ def test_a_backend_is_one_class(registries, adult_duck):
     assert plugged.minimal == search(job_from_dict(adult_config(adult_duck, QIS, load_csv=False))).minimal
     with pytest.raises(ConfigError, match="throwawaydb:///file"):  # the supported URLs name it
         normalize_url("nonesuch://x/y", ".")
+
+
+def test_a_publication_method_is_one_class(registries, adult_duck, tmp_path):
+    class Starred(PublicationMethod):
+        """Every QI published as '*' (the top of any hierarchy), the other columns as they are."""
+
+        name = "throwaway_starred"
+        settings = ("star",)
+
+    class Written(dict[str, Any]):
+        def to_dict(self) -> dict[str, Any]:
+            return dict(self)
+
+    @publishes(Starred.name)
+    def starred(job: Job, options: RunOptions | None = None, replace: bool = False) -> Written:
+        options = options or RunOptions()
+        assert job.output is not None
+        target = Target(output=job.output, replace=replace)
+        with job_database(job, options) as db:
+            columns = checked_source(db, job, options, [target])
+            with db.connect() as conn, recorded(db, conn, options, job, Starred.name) as run, conn.begin():
+                qis = {db.name_key(q) for q in job.qi_names}
+                select = ", ".join(f"'*' AS {db.q(c)}" if db.name_key(c) in qis else db.q(c) for c in columns)
+                source = db.q(target.source.schema, target.source.table)
+                destination = Destination(name=target.name, source=target.source, replace=replace)
+                with staged_table(
+                    db,
+                    conn,
+                    destination=destination,
+                    select=f"SELECT {select} FROM {source}",
+                    ownership=Ownership(db, options.metadata_schema),
+                    run_id=run.run_id,
+                ) as staged:
+                    audit = f"SELECT COUNT(*) FROM {staged.ref} WHERE {db.q(job.qi_names[0])} <> '*'"
+                    assert db.execute(conn, audit).scalar_one() == 0
+                    rows = db.execute(conn, f"SELECT COUNT(*) FROM {staged.ref}").scalar_one()
+                    staged.audited(rows)
+                run.finish({"rows": rows})
+        return Written(table="starred", rows=rows)
+
+    config = adult_config(adult_duck, QIS, load_csv=False, output={"table": "starred", "method": Starred.name})
+    job_file = tmp_path / "starred.yaml"
+    job_file.write_text(yaml.safe_dump(config))
+    answer = CliRunner().invoke(main, ["anonymize", str(job_file)])
+    assert answer.exit_code == 0, answer.output
+    assert "30162" in answer.output  # the rows it reported
+    engine = sa.create_engine(adult_duck)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT DISTINCT sex FROM starred")).all() == [("*",)]
+    engine.dispose()
+    with pytest.raises(ConfigError, match=Starred.name):  # the methods listed name it
+        job_from_dict({**config, "output": {"table": "x", "method": "nonesuch"}})
+    with pytest.raises(ConfigError, match=f"output.star belong to method: {Starred.name}"):
+        job_from_dict({**config, "output": {"table": "x", "star": 1}})

@@ -36,12 +36,11 @@ from ..api import (
     anonymize,
     apply,
     audit,
-    bucketize,
+    generalize,
     hierarchies,
     inference,
     load_csv,
     node_metrics,
-    partition,
     register_job,
     report,
     run_job,
@@ -132,7 +131,7 @@ SCHEMA_OPTION = click.option(
 
 MINIMAL_SHOWN = 30  # minimal nodes a result prints as a table (the lowest first)
 HIERARCHY_ROWS = 25  # values `sqlanon hierarchy` prints as a table without --all
-EXIT_OK, EXIT_CRITERION_FAILS, EXIT_ERROR = 0, 1, 2  # as the README's "Exit codes" says
+EXIT_OK, EXIT_CRITERION_FAILS, EXIT_ERROR = 0, 1, 2  # as docs/commands.md's "Exit codes" says
 
 
 class FiniteNumber(click.ParamType):  # type: ignore[type-arg]  # generic in click's stubs only
@@ -741,7 +740,7 @@ def demo_command(db_path: str, fmt: str) -> None:
     into a DuckDB file, and show what the suppression buys."""
     job = load_job(_bundled("adult.yaml")).with_url(normalize_url(db_path, Path.cwd()))
     with _progress(fmt) as progress:
-        published = anonymize(
+        published = generalize(
             dataclasses.replace(job, suppression=Suppression(DEMO_SUPPRESSION)),
             RunOptions(progress=progress),
             replace=True,
@@ -1081,7 +1080,7 @@ def _run_registered(name: str, db_url: str, options: RunOptions, fmt: str, resum
     with _progress(fmt) as progress:
         options.progress = progress
         result = run_job(name, db_url, options, resume=resume)
-    _show_result(result, fmt)
+    _show(result, fmt)
 
 
 def _show_result(result: SearchResult | AnonymizeResult, fmt: str) -> None:
@@ -1156,20 +1155,27 @@ def _bundled(name: str) -> Path:
 
 
 def _anonymize(job: Job, options: RunOptions, fmt: str, replace: bool) -> None:
-    if job.output is not None and job.output.bucketized:
-        _show_bucketized(bucketize(job, options, replace=replace), fmt)
-        return
-    if job.output is not None and job.output.partitioned:
-        with _progress(fmt) as progress:
-            options.progress = progress
-            _show_partitioned(partition(job, options, replace=replace), fmt)
-        return
+    """Publish by the job's output method and show what it published."""
     with _progress(fmt) as progress:
         options.progress = progress
-        result = anonymize(job, options, replace=replace)
-    _show_result(result, fmt)
+        published = anonymize(job, options, replace=replace)
+    _show(published, fmt)
 
 
+@functools.singledispatch
+def _show(result: Any, fmt: str) -> None:
+    """What a verb returned, by its kind: a search's or a generalized table's (`_show_result`), a method's own
+    view (registered below), or, for a method without one, the figures of its `to_dict()`."""
+    if isinstance(result, (SearchResult, AnonymizeResult)):
+        _show_result(result, fmt)
+    elif fmt == "json":
+        print(json.dumps(result.to_dict()))
+    else:
+        figures = [[str(name), str(value)] for name, value in result.to_dict().items()]
+        _print_rows("Published, audited:", ["figure", "value"], figures, fmt)
+
+
+@_show.register
 def _show_partitioned(report: MondrianReport, fmt: str) -> None:
     """What Mondrian published: the table, its partitions, the audit, the first rows."""
     if fmt == "json":
@@ -1198,6 +1204,7 @@ def _show_partitioned(report: MondrianReport, fmt: str) -> None:
         )
 
 
+@_show.register
 def _show_bucketized(report: AnatomyReport, fmt: str) -> None:
     """What anatomy published: the two tables, the buckets' figures, the first rows of the QI table."""
     if fmt == "json":

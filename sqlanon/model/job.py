@@ -145,14 +145,6 @@ class Output:
     numeric: str = "range"  # mondrian: publish a numeric QI as its partition's range or mean
 
     @property
-    def partitioned(self) -> bool:
-        return self.method == "mondrian"
-
-    @property
-    def bucketized(self) -> bool:
-        return self.method == "anatomy"
-
-    @property
     def sensitive_table_name(self) -> str:
         return self.sensitive_table or f"{self.table}_sensitive"
 

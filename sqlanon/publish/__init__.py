@@ -1,10 +1,15 @@
 """Publication methods and what every publication shares.
 
-Methods: `generalize` (full-domain generalization of the chosen node, with suppression), `anatomy` (the quasi
-identifier table and the sensitive table of l-diverse buckets) and `mondrian` (multidimensional partitioning).
-Shared: `identifiers` (pseudonyms of identifying columns), `ownership` (which tables sqlanon created and may
-replace), `audit` (the independent re-check of every output before it is committed).
+Methods (`methods.METHODS`, one module each): `generalize` (full-domain generalization of the chosen node, with
+suppression), `anatomy` (the quasi identifier table and the sensitive table of l-diverse buckets) and `mondrian`
+(multidimensional partitioning). Shared: `staging` (the one path by which an output table appears: staged,
+audited, owned, granted), `identifiers` (pseudonyms of identifying columns), `ownership` (which tables sqlanon
+created and may replace), `audit` (the independent re-check of every output before it is committed).
 
 Contract: imports `engine`, `search`, `store`, `criteria`, `model` and `backends`; analysis, the API and the CLI
 sit above it.
 """
+
+# each module registers its method in methods.METHODS, the default first (the order the config lists them in)
+from . import generalize  # noqa: I001, F401
+from . import anatomy, mondrian  # noqa: F401

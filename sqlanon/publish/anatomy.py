@@ -26,12 +26,14 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
-from ..errors import AuditError, DataError
-from ..model.job import Job
+from ..errors import AuditError, ConfigError, DataError
+from ..model.job import Job, Output
 from .audit import check_published_values
 from .generalize import check_published_columns, unchanged_columns
 from .identifiers import Pseudonyms
+from .methods import PublicationMethod
 from .ownership import Ownership, TableName
+from .staging import Destination, preview, staged_table
 
 BUCKET = "bucket"  # the bucket column of both published tables
 COUNT_COLUMN = "count"  # the sensitive table's count column
@@ -68,6 +70,40 @@ class AnatomyReport:
                 for row in self.preview
             ],
         }
+
+
+class Anatomy(PublicationMethod):
+    """Anatomy: a QI table with exact QIs and a bucket number, and a sensitive table of l-diverse buckets."""
+
+    name = "anatomy"
+    settings = ("l", "sensitive_table", "seed")
+
+    @classmethod
+    def tables(cls, output: Output) -> list[str]:
+        return [output.table, output.sensitive_table_name]
+
+    @classmethod
+    def check(cls, job: Job) -> None:
+        cut = [qi.column for qi in job.quasi_identifiers if qi.has_hierarchy]
+        if cut:
+            raise ConfigError(
+                f"output.method anatomy publishes quasi-identifiers exact, so {', '.join(cut)} would "
+                "ignore the hierarchy given; list them without one (quasi_identifiers: [...]), or "
+                "publish by generalization"
+            )
+        if job.suppression.limit:
+            raise ConfigError("output.method anatomy suppresses no tuples; remove suppression")
+        if job.criteria:
+            raise ConfigError(
+                "output.method anatomy guarantees l different sensitive values per bucket (output.l) "
+                "and searches no lattice; remove criteria, or publish by generalization"
+            )
+        if len(job.sensitive) != 1:
+            raise ConfigError(
+                f"output.method anatomy publishes one sensitive column; the job lists "
+                f"{len(job.sensitive)} ({', '.join(job.sensitive) or 'none'}): list exactly one under "
+                "sensitive"
+            )
 
 
 def check_eligible(db: Database, conn: Connection, source: str, sensitive: str, l: int) -> int:
@@ -119,7 +155,6 @@ def bucketize(
     l, [sensitive] = job.output.l, job.sensitive
     source_ref = db.q(source.schema, source.table)
     rows = check_eligible(db, conn, source_ref, sensitive, l)
-    qi_ref, sa_ref = db.q(qi_target.schema, qi_target.table), db.q(sensitive_target.schema, sensitive_target.table)
     params: dict[str, object] = {}
     s = db.q(sensitive)
     others = [f"t.{db.q(c)}" for c in columns if not db.same_name(c, sensitive)]
@@ -145,9 +180,6 @@ def bucketize(
                 "collide with the columns anatomy adds; rename it in the source (or drop it as "
                 "identifying)"
             )
-        for target, ref in ((qi_target, qi_ref), (sensitive_target, sa_ref)):
-            if ownership.check_target(conn, target, replace, "output table", source):
-                db.drop_table(conn, ref)  # sqlanon's own earlier output, replaced in this transaction
         assigned = db.create_scratch(
             conn,
             scratch,
@@ -157,32 +189,37 @@ def bucketize(
             params,
         )
         kept = ", ".join(f"u{k} AS {db.q(c)}" for k, c in enumerate(published))
-        db.execute(conn, f"CREATE TABLE {qi_ref} AS SELECT {kept}, {BUCKET} FROM {assigned}")
-        db.execute(
-            conn,
-            f"CREATE TABLE {sa_ref} AS SELECT {BUCKET}, {VALUE} AS {s}, COUNT(*) AS "
-            f"{db.q(COUNT_COLUMN)} FROM {assigned} GROUP BY {BUCKET}, {VALUE}",
+        qi_rows = f"SELECT {kept}, {BUCKET} FROM {assigned}"
+        counted = f"{BUCKET}, {VALUE} AS {s}, COUNT(*) AS {db.q(COUNT_COLUMN)}"
+        sensitive_rows = f"SELECT {counted} FROM {assigned} GROUP BY {BUCKET}, {VALUE}"
+        qi_table, sensitive_table = (
+            Destination(name=name, source=source, replace=replace, grant_to=job.output.grant_to)
+            for name in (qi_target, sensitive_target)
         )
+        with (
+            staged_table(db, conn, destination=qi_table, select=qi_rows, ownership=ownership, run_id=run_id) as qi,
+            staged_table(
+                db, conn, destination=sensitive_table, select=sensitive_rows, ownership=ownership, run_id=run_id
+            ) as sa,
+        ):
+            report = audit_bucketized(db, conn, qi.ref, sa.ref, sensitive, l, source_ref)
+            if report["rows"] != rows:
+                raise AuditError(f"the QI table has {report['rows']} rows, the source {rows}; nothing was written")
+            check_published_columns(db, conn, qi.ref, str(qi_target), published + [BUCKET])
+            check_published_values(
+                db,
+                conn,
+                qi.ref,
+                str(qi_target),
+                source_ref,
+                unchanged_columns(db, pseudonyms, job.identifying, published),
+                every_row=True,
+            )
+            check_published_columns(db, conn, sa.ref, str(sensitive_target), [BUCKET, sensitive, COUNT_COLUMN])
+            qi.audited(rows)
+            sa.audited(report["cells"])
         db.drop_table(conn, assigned)
-        report = audit_bucketized(db, conn, qi_ref, sa_ref, sensitive, l, source_ref)
-        if report["rows"] != rows:
-            raise AuditError(f"the QI table has {report['rows']} rows, the source {rows}; nothing was written")
-        check_published_columns(db, conn, qi_ref, str(qi_target), published + [BUCKET])
-        check_published_values(
-            db,
-            conn,
-            qi_ref,
-            str(qi_target),
-            source_ref,
-            unchanged_columns(db, pseudonyms, job.identifying, published),
-            every_row=True,
-        )
-        check_published_columns(db, conn, sa_ref, str(sensitive_target), [BUCKET, sensitive, COUNT_COLUMN])
-        for target, written in ((qi_target, rows), (sensitive_target, report["cells"])):
-            ownership.record(conn, target, "output", written, run_id)
-            for role in job.output.grant_to:
-                db.execute(conn, f"GRANT SELECT ON {db.q(target.schema, target.table)} TO {db.q(role)}")
-        preview = db.execute(conn, f"SELECT * FROM {qi_ref} ORDER BY {BUCKET} LIMIT 5").mappings().all()
+        first_rows = preview(db, conn, qi_target, BUCKET)
     return AnatomyReport(
         qi_table=str(qi_target),
         sensitive_table=str(sensitive_target),
@@ -192,7 +229,7 @@ def bucketize(
         smallest_bucket=report["smallest"],
         fewest_values=report["fewest"],
         largest_share=report["share"],
-        preview=[dict(r) for r in preview],
+        preview=first_rows,
     )
 
 

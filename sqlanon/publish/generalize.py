@@ -27,7 +27,9 @@ from ..model.job import Identifier, Output
 from ..model.view import FrequencySetView
 from .audit import AuditReport, audit_table, check_published_values
 from .identifiers import Pseudonyms
+from .methods import PublicationMethod
 from .ownership import Ownership, TableName
+from .staging import Destination, staged_table
 
 
 def check_output(
@@ -44,6 +46,14 @@ def check_output(
     target = ownership.resolve(conn, output.schema, output.table, "output table")
     ownership.check_target(conn, target, replace, "output table", source)
     return target
+
+
+class Generalization(PublicationMethod):
+    """Full-domain generalization (the default): the search's chosen node, every QI at its level, with
+    suppression as the job says; needs a hierarchy (or a generator) and criteria, which the job's own checks
+    require."""
+
+    name = "generalize"
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -75,12 +85,10 @@ def publish_generalization(
     suppressing = plan.max_suppressed > 0 and any(level < d.height for d, level in zip(star.dimensions, plan.node))
     params: dict[str, object] = {}
     with_clause, flagged = _violating_classes(db, star, plan.node, criteria, params) if suppressing else ("", "")
-    final = db.q(plan.target.schema, plan.target.table)
     if conn.in_transaction():
         conn.commit()
+    destination = Destination(name=plan.target, source=plan.source, replace=plan.replace, grant_to=plan.output.grant_to)
     with conn.begin(), plan.pseudonyms.loaded(db, conn):
-        # sqlanon's own earlier output is replaced in this transaction
-        replacing = ownership.check_target(conn, plan.target, plan.replace, "output table", plan.source)
         select, published = _select_list(db, star, plan, suppressing and plan.mode == "mask")
         # the dimensions whose labels are published (a QI at level 0 is its own value), all of them when the
         # violating classes are flagged by their codes (PostgreSQL, Adult x 33 = 1M rows, the bottom node: the
@@ -93,7 +101,10 @@ def publish_generalization(
         )
         where = " WHERE b.n IS NULL" if suppressing and plan.mode == "remove" else ""
         rows = f"{with_clause}SELECT {', '.join(select)} FROM {joins}{where}"
-        with db.staged_output(conn, final, rows, params, replacing) as written:
+        with staged_table(
+            db, conn, destination=destination, select=rows, params=params, ownership=ownership, run_id=run_id
+        ) as staged:
+            written = staged.ref
             check_published_columns(db, conn, written, str(plan.target), published)
             qis = {db.name_key(d.column) for d in star.dimensions}
             check_published_values(
@@ -116,9 +127,7 @@ def publish_generalization(
             reference = star.source if suppressing and plan.mode == "remove" else None
             report = audit_table(db, conn, written, qi_columns, star.sensitive, criteria, masked_top, reference)
             _check_audit(report, star.rows, plan)
-        ownership.record(conn, plan.target, "output", report.rows, run_id)
-        for role in plan.output.grant_to:  # in the same transaction: readers see the table once it exists
-            db.execute(conn, f"GRANT SELECT ON {final} TO {db.q(role)}")
+            staged.audited(report.rows)
     return report
 
 

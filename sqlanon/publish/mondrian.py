@@ -43,10 +43,35 @@ from ..backends import Database
 from ..criteria import Criterion
 from ..engine.frequency import violating_classes_sql
 from ..engine.scratch import Scratch
-from ..errors import DataError
+from ..errors import AuditError, ConfigError, DataError
 from ..model.hierarchies import PIECE_BITS, Hierarchy, PathCodes
+from ..model.job import Job
 from ..model.progress import Progress, silent
 from ..model.view import FrequencySetView, count_sum
+from .audit import AuditReport, audit_table, check_published_values
+from .generalize import check_published_columns, unchanged_columns
+from .identifiers import Pseudonyms
+from .methods import PublicationMethod
+from .ownership import Ownership
+from .staging import Destination, preview, staged_table
+
+
+class MondrianMethod(PublicationMethod):
+    """Mondrian's multidimensional partitioning: every partition satisfies the criteria as it is cut."""
+
+    name = "mondrian"
+    settings = ("relaxed", "numeric")
+
+    @classmethod
+    def check(cls, job: Job) -> None:
+        if not job.criteria:
+            raise ConfigError("output.method mondrian needs criteria, e.g. criteria: {k_anonymity: {k: 5}}")
+        if job.suppression.limit:
+            raise ConfigError(
+                "output.method mondrian suppresses no tuples (every partition satisfies the criteria "
+                "as it is cut); remove suppression, or publish by generalization"
+            )
+
 
 MAX_ROUNDS = 200
 # a round groups the open rows by partition two or three times; over rows stored in partition order that runs 2-3x
@@ -639,3 +664,46 @@ def published_rows(
         f"SELECT {', '.join(select)} FROM {mondrian.rows} t JOIN {mondrian.done} w ON w.rid = t.rid "
         f"JOIN {mondrian.store_labels(mean)} g ON g.part = w.part"
     ), published
+
+
+def publish_partitioned(
+    db: Database,
+    conn: Connection,
+    *,
+    work: Mondrian,
+    job: Job,
+    destination: Destination,
+    pseudonyms: Pseudonyms,
+    ownership: Ownership,
+    run_id: int,
+    rows: int,
+) -> tuple[AuditReport, list[dict[str, Any]]]:
+    """Write the partitioned table of a finished `work` through the staged, audited path (in the caller's
+    transaction), drop the work tables; the audit's report and the first published rows."""
+    assert job.output is not None
+    select, published = published_rows(
+        db,
+        work,
+        lambda column, value: pseudonyms.select(db, job.identifying, column, value),
+        job.output.numeric == "mean",
+    )
+    src = destination.source
+    with staged_table(db, conn, destination=destination, select=select, ownership=ownership, run_id=run_id) as staged:
+        check_published_columns(db, conn, staged.ref, str(destination.name), published)
+        qis = {db.name_key(q) for q in job.qi_names}
+        check_published_values(
+            db,
+            conn,
+            staged.ref,
+            str(destination.name),
+            db.q(src.schema, src.table),
+            unchanged_columns(db, pseudonyms, job.identifying, [c for c in published if db.name_key(c) not in qis]),
+            every_row=True,
+        )
+        report = audit_table(db, conn, staged.ref, job.qi_names, job.sensitive, job.criteria)
+        if not report.ok or report.rows != rows:
+            failed = ", ".join(name for name, ok in report.holds.items() if not ok) or "row count"
+            raise AuditError(f"the partitioned table failed its audit ({failed}); nothing was written")
+        staged.audited(rows)
+    work.drop()
+    return report, preview(db, conn, destination.name)

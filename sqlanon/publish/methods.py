@@ -1,0 +1,57 @@
+"""Publication methods: the ways a job's table is published (`output.method`), one registry of them.
+
+A method is a subclass of `PublicationMethod` in its own module of this package, registered under its `name`
+when the module is imported. The config reads the registry to validate a job (the method's own output settings,
+and `check` for what it needs of the job); the API registers the verb that runs each method (`publishes`), and
+the CLI's `anonymize` runs whichever the job names. Every table a method writes goes through
+`staging.staged_table` (staged, audited, owned, granted, or nothing).
+
+To add one: a module here with a subclass (its name, settings and checks, and the function that writes and
+audits its tables through `staged_table`), a verb in `sqlanon.api` decorated with `publishes(name)`, and tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+from ..model.job import Job, Output
+
+
+class PublicationMethod:
+    """One way to publish: its name in `output.method`, the output settings only it reads, and what it needs of a
+    job (checked when the job is read, before any database is opened)."""
+
+    name: ClassVar[str]
+    settings: ClassVar[tuple[str, ...]] = ()
+    #: the verb that publishes a job by this method, `run(job, options, replace=...)`: set by `publishes`
+    run: ClassVar[Callable[..., Any] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        METHODS[cls.name] = cls
+
+    @classmethod
+    def check(cls, job: Job) -> None:
+        """Raise ConfigError naming what the job lacks for this method, or has that it ignores."""
+
+    @classmethod
+    def tables(cls, output: Output) -> list[str]:
+        """The names of the tables the method writes."""
+        return [output.table]
+
+
+METHODS: dict[str, type[PublicationMethod]] = {}
+
+
+Verb = TypeVar("Verb", bound=Callable[..., Any])
+
+
+def publishes(name: str) -> Callable[[Verb], Verb]:
+    """Decorator: the API verb that publishes by the method `name`."""
+
+    def register(verb: Verb) -> Verb:
+        METHODS[name].run = verb
+        return verb
+
+    return register

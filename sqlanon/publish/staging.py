@@ -1,0 +1,74 @@
+"""The one way an output table appears: staged, audited, owned and granted, or not at all.
+
+Every publication method writes each of its tables through `staged_table`, inside the caller's transaction:
+the target is checked first (only sqlanon's own earlier output is ever replaced), the rows are written where the
+database stages them (the table itself where DDL is transactional, a cached view on Spark), the caller audits
+what it was given and says so with `Staged.audited`, and only then is the table made final, recorded as
+sqlanon's and granted to the job's readers. An exception anywhere, or a table nobody audited, leaves nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from ..backends import Database
+from .ownership import Ownership, TableName
+
+PREVIEW_ROWS = 5  # rows of a published table a publication's result shows
+
+
+@dataclass(kw_only=True)
+class Staged:
+    """An output being written: `ref` is what its audit reads; `audited(rows)` once the audit has passed."""
+
+    ref: str
+    rows: int | None = None
+
+    def audited(self, rows: int) -> None:
+        self.rows = rows
+
+
+@dataclass(frozen=True, kw_only=True)
+class Destination:
+    """Where one table of a publication goes, and who may read it."""
+
+    name: TableName
+    source: TableName  # the table published from, which is never replaced
+    replace: bool
+    grant_to: tuple[str, ...] | list[str] = ()
+
+
+@contextmanager
+def staged_table(
+    db: Database,
+    conn: Connection,
+    *,
+    destination: Destination,
+    select: str,
+    params: dict[str, object] | None = None,
+    ownership: Ownership,
+    run_id: int,
+) -> Iterator[Staged]:
+    """Write `select` as `destination`, all or nothing, in the caller's transaction (see the module)."""
+    replacing = ownership.check_target(conn, destination.name, destination.replace, "output table", destination.source)
+    final = db.q(destination.name.schema, destination.name.table)
+    with db.staged_output(conn, final, select, dict(params or {}), replacing) as written:
+        staged = Staged(ref=written)
+        yield staged
+        if staged.rows is None:
+            raise AssertionError(f"{destination.name} was staged but not audited; nothing is published unaudited")
+    ownership.record(conn, destination.name, "output", staged.rows, run_id)
+    for role in destination.grant_to:  # in the same transaction: readers see the table once it exists
+        db.execute(conn, f"GRANT SELECT ON {final} TO {db.q(role)}")
+
+
+def preview(db: Database, conn: Connection, name: TableName, order: str | None = None) -> list[dict[str, Any]]:
+    """The first PREVIEW_ROWS rows of a published table (by `order`, a column list, where given)."""
+    by = f" ORDER BY {order}" if order else ""
+    query = f"SELECT * FROM {db.q(name.schema, name.table)}{by} LIMIT {PREVIEW_ROWS}"
+    return [dict(row) for row in db.execute(conn, query).mappings().all()]
