@@ -141,7 +141,7 @@ class Incognito(SearchStrategy):
         first = 1 if ctx.monotone else len(heights)
         done = store.prepare_resume(ctx.meta_conn) if ctx.resuming else 0
         ctx.conn.commit()
-        with _wave_checks(ctx, stats) as check:
+        with _probing(ctx, stats, progress_by_height=False) as probe:  # Incognito records progress by iteration
             for iteration in range(max(first, done + 1), len(heights) + 1):
                 if iteration == 1:
                     store.create_first_iteration(ctx.meta_conn, heights)
@@ -150,7 +150,7 @@ class Incognito(SearchStrategy):
                 else:
                     store.generate_next(ctx.meta_conn, iteration - 1)
                 nodes, edges = store.load_iteration(ctx.meta_conn, iteration)
-                statuses = self._search_iteration(ctx, check, nodes, edges, iteration)
+                statuses = self._search_iteration(ctx, probe, nodes, edges, iteration)
                 store.save_statuses(ctx.meta_conn, statuses)
                 ctx.run.progress(ctx.conn, iteration, stats.nodes_checked)
                 ctx.conn.commit()
@@ -158,7 +158,7 @@ class Incognito(SearchStrategy):
         return sorted(tuple(level for _, level in pairs) for pairs in survivors)
 
     def _search_iteration(
-        self, ctx: SearchContext, check: Check, nodes: list[Node], edges: list[tuple[int, int]], iteration: int
+        self, ctx: SearchContext, probe: Probe, nodes: list[Node], edges: list[tuple[int, int]], iteration: int
     ) -> dict[int, str]:
         """Breadth-first by height from the roots of every family (QI subset) of the iteration.
 
@@ -179,14 +179,14 @@ class Incognito(SearchStrategy):
                     statuses[node_id] = "marked"
                     marked.update(graph.up[node_id])
             vectors = [graph.by_id[node_id].vector(width) for node_id in to_check]
-            for node_id, (classes, tuples) in zip(to_check, check.violations(vectors)):
+            for node_id, (classes, tuples) in zip(to_check, probe.violations(vectors)):
                 statuses[node_id] = "pass" if ctx.accepts(tuples) else "fail"
                 if (statuses[node_id] == "pass") if ctx.monotone else classes == 0:
                     marked.update(graph.up[node_id])
                     continue
                 for succ in graph.up[node_id]:
                     heapq.heappush(queue, (graph.by_id[succ].height, succ))
-            ctx.run.progress(ctx.conn, iteration, check.stats.nodes_checked)  # visible from SQL while it runs
+            ctx.run.progress(ctx.conn, iteration, probe.stats.nodes_checked)  # visible from SQL while it runs
             ctx.conn.commit()
             ctx.progress(f"iteration {iteration}/{width}", len(statuses), len(nodes))
         # nodes never reached lie above a marked node: they pass by monotonicity
@@ -302,11 +302,11 @@ class Samarati(SearchStrategy):
         by_height = nodes_by_height(ctx.star.heights)
         top = max(by_height)
         probed: dict[int, list[tuple[int, ...]]] = {}
-        with _wave_checks(ctx, stats) as check:
+        with _probing(ctx, stats) as probe:
 
             def passing(height: int) -> list[tuple[int, ...]]:
                 if height not in probed:
-                    probed[height] = check(by_height[height], height)
+                    probed[height] = probe.passing(by_height[height], height)
                     ctx.progress(f"height {height}/{top}", len(probed), top + 1)
                 return probed[height]
 
@@ -347,11 +347,11 @@ class TopDown(SearchStrategy):
     def search(self, ctx: SearchContext, stats: SearchStats) -> list[tuple[int, ...]]:
         if not ctx.monotone:
             return Incognito().search(ctx, stats)
-        with _wave_checks(ctx, stats) as check:
-            return check.record(self.walk(ctx, check))
+        with _probing(ctx, stats) as probe:
+            return probe.record(self.walk(ctx, probe))
 
-    def walk(self, ctx: SearchContext, check: Check) -> list[tuple[int, ...]]:
-        """The search itself, height by height, with `check` answering each height's candidates."""
+    def walk(self, ctx: SearchContext, probe: Probe) -> list[tuple[int, ...]]:
+        """The search itself, height by height, with `probe` answering each height's candidates."""
         heights = ctx.star.heights
         # the lattice itself is never listed (Adult's 9 QIs: 12,960 nodes, 10 ms of Python): a height's candidates
         # come from the one before it, starting from the top (or the bottom) alone
@@ -370,7 +370,7 @@ class TopDown(SearchStrategy):
             return sorted(m for m, count in reached.items() if count == len(behind(m)))
 
         settled: set[tuple[int, ...]] = set()  # passing (top-down) or failing (bottom-up) nodes
-        known = check.checked  # checked nodes: passing or not
+        known = probe.checked  # checked nodes: passing or not
         candidates = [tuple(heights) if self.downward else (0,) * len(heights)]  # nothing behind it
         for step, height in enumerate(order):
             todo = [n for n in candidates if n not in known]
@@ -379,8 +379,8 @@ class TopDown(SearchStrategy):
                 # more than its rows: the next height's candidates are then checked with this one's, as if every
                 # candidate settled (a superset of what will be asked next)
                 few = len(todo) < FEW_NODES
-                ahead = next_candidates(candidates) if (check.checker.large or few) and step + 1 < len(order) else []
-                check(todo + ahead, height)
+                ahead = next_candidates(candidates) if (probe.waves.large or few) and step + 1 < len(order) else []
+                probe.passing(todo + ahead, height)
             settled_here = [n for n in candidates if known[n] == self.downward]
             settled.update(settled_here)
             candidates = next_candidates(settled_here)
@@ -424,7 +424,7 @@ class Border(TopDown):
     WAVE = 128
     UNKNOWN, PASSING, FAILING = 0, 1, 2
 
-    def walk(self, ctx: SearchContext, check: Check) -> list[tuple[int, ...]]:
+    def walk(self, ctx: SearchContext, probe: Probe) -> list[tuple[int, ...]]:
         import numpy as np  # the statuses of every node, settled by slices
 
         heights = ctx.star.heights
@@ -439,7 +439,7 @@ class Border(TopDown):
                 break
             middles = sorted({chain[len(chain) // 2] for chain in chains})
             wave += 1
-            passing = set(check(middles, wave))
+            passing = set(probe.passing(middles, wave))
             for node in middles:  # slices: everything above a pass passes, everything below a failure fails
                 if node in passing:
                     status[tuple(slice(level, None) for level in node)] = self.PASSING
@@ -509,14 +509,14 @@ class Filtered(SearchStrategy):
         ]
         if not monotone:
             return Incognito().search(ctx, stats)
-        with _wave_checks(ctx, stats) as check:
-            first = Check(dataclasses.replace(ctx, criteria=monotone), stats, check.checker)
+        with _probing(ctx, stats) as probe:
+            first = Probe(dataclasses.replace(ctx, criteria=monotone), stats, probe.waves)
             candidates = Border().walk(first.ctx, first)
-            check.checked.update((node, False) for node, ok in first.checked.items() if not ok)
-            return check.record(self.walk(ctx, check, candidates))
+            probe.checked.update((node, False) for node, ok in first.checked.items() if not ok)
+            return probe.record(self.walk(ctx, probe, candidates))
 
     @staticmethod
-    def walk(ctx: SearchContext, check: Check, candidates: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    def walk(ctx: SearchContext, probe: Probe, candidates: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
         """The passing nodes among `candidates` (closed under generalization), checked bottom up."""
         heights = ctx.star.heights
         by_height: dict[int, list[tuple[int, ...]]] = defaultdict(list)
@@ -526,14 +526,14 @@ class Filtered(SearchStrategy):
         passing = []
         for step, height in enumerate(sorted(by_height)):
             todo = [node for node in by_height[height] if node not in clear]
-            for node, (classes, tuples) in zip(todo, check.violations(todo)):
-                check.checked[node] = ctx.accepts(tuples)
+            for node, (classes, tuples) in zip(todo, probe.violations(todo)):
+                probe.checked[node] = ctx.accepts(tuples)
                 if classes == 0:
                     clear.update(direct_generalizations(node, heights))
             clear.update(
                 up for node in clear.intersection(by_height[height]) for up in direct_generalizations(node, heights)
             )
-            passing += [node for node in by_height[height] if node in clear or check.checked[node]]
+            passing += [node for node in by_height[height] if node in clear or probe.checked[node]]
             ctx.progress("criteria on the nodes k-anonymity passes, bottom up", step + 1, len(by_height))
         return sorted(passing)
 
@@ -556,25 +556,27 @@ class Auto(SearchStrategy):
         return (TopDown() if ctx.max_suppressed == 0 else Border()).search(ctx, stats)
 
 
-class Check:
-    """check(nodes, height): the passing ones of `nodes`, a wave per statement over the cube.
-
-    For the strategies that probe the full lattice; progress (height, nodes
-    checked) is recorded at most every PROGRESS_SECONDS and at the end, and
-    every checked node's outcome is kept for `record`.
+class Probe:
+    """A strategy's one handle on the wave checker (`waves`): `passing(nodes, height)` for the strategies that walk
+    the full lattice by height, `violations(nodes)` for those that judge the figures themselves (Incognito,
+    filtered). Every checked node's outcome is kept for `record`; with `progress_by_height`, progress (height,
+    nodes checked) is recorded at most every PROGRESS_SECONDS and at the end (Incognito records its own, by
+    iteration, which a resume starts from).
     """
 
     #: progress is for watching a long search (from SQL, or DuckDB's side file): written after every call, it
     #: was an UPDATE, a file and a commit per wave, about a tenth of a 0.1 s search
     PROGRESS_SECONDS = 0.5
 
-    def __init__(self, ctx: SearchContext, stats: SearchStats, checker: WaveChecker):
-        self.ctx, self.stats, self.checker = ctx, stats, checker
+    def __init__(self, ctx: SearchContext, stats: SearchStats, waves: WaveChecker, progress_by_height: bool = True):
+        self.ctx, self.stats, self.waves = ctx, stats, waves
+        self.progress_by_height = progress_by_height
         self.checked: dict[tuple[int, ...], bool] = {}
-        self.height: int | None = None  # the last height asked (None: only `violations` used, as Incognito does)
+        self.height = 0  # the last height asked
         self.written = time.monotonic()
 
-    def __call__(self, nodes: list[tuple[int, ...]], height: int) -> list[tuple[int, ...]]:
+    def passing(self, nodes: list[tuple[int, ...]], height: int) -> list[tuple[int, ...]]:
+        """The passing ones of `nodes` (of lattice height `height`), sorted; a wave per statement."""
         ctx = self.ctx
         self.height = height
         if not nodes:  # a height with nothing to check
@@ -598,13 +600,13 @@ class Check:
         others are checked with the sensitive values (far larger sets: a node's classes times their values). On
         a small cube the extra statements cost more than they save."""
         sizes = [c for c in self.ctx.criteria if c.size_violation() is not None]
-        if not sizes or len(sizes) == len(self.ctx.criteria) or not self.checker.large:
+        if not sizes or len(sizes) == len(self.ctx.criteria) or not self.waves.large:
             return set()
-        found = self.checker.violations(nodes, sizes, sensitive=False)
+        found = self.waves.violations(nodes, sizes, sensitive=False)
         return {node for node, (_, tuples) in zip(nodes, found) if not self.ctx.accepts(tuples)}
 
     def write_progress(self, commit: bool = True) -> None:
-        if self.height is None:  # Incognito records its own progress, by iteration (a resume starts from it)
+        if not self.progress_by_height:
             return
         self.ctx.run.progress(self.ctx.conn, self.height, self.stats.nodes_checked)
         if commit:
@@ -615,7 +617,7 @@ class Check:
         """(violating classes, tuples in them) of each node (-1: an attribute the node leaves out)."""
         self.stats.nodes_checked += len(nodes)
         criteria = self.ctx.criteria  # frequency sets without the sensitive columns when no criterion reads them
-        return self.checker.violations(nodes, criteria, sensitive=any(c.sensitive_attributes() for c in criteria))
+        return self.waves.violations(nodes, criteria, sensitive=any(c.sensitive_attributes() for c in criteria))
 
     def record(self, passing: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
         """Write the passing nodes (`pass` when checked, `implied` when settled by another's check) and the
@@ -630,19 +632,19 @@ class Check:
             },
             ctx.resuming,
         )
-        return passing  # committed with the search's last figures (see _wave_checks)
+        return passing  # committed with the search's last figures (see _probing)
 
 
 @contextmanager
-def _wave_checks(ctx: SearchContext, stats: SearchStats) -> Iterator[Check]:
-    """A Check over a cube built for the search, dropped at the end."""
+def _probing(ctx: SearchContext, stats: SearchStats, progress_by_height: bool = True) -> Iterator[Probe]:
+    """A Probe over a cube built for the search, dropped at the end."""
     checker = WaveChecker(
         db=ctx.db, conn=ctx.conn, star=ctx.star, run=ctx.run, from_table=not ctx.use_cube, criteria=ctx.criteria
     )
     try:
-        check = Check(ctx, stats, checker)
-        yield check
-        check.write_progress(commit=False)  # the final figures, however few were written on the way
+        probe = Probe(ctx, stats, checker, progress_by_height)
+        yield probe
+        probe.write_progress(commit=False)  # the final figures, however few were written on the way
         term = checker.cells_term() if ctx.metrics_follow else None
         if term is not None:
             ctx.cells_terms[frozenset(ctx.star.sensitive)] = term
