@@ -16,24 +16,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.engine import Connection
-
 from .analysis.attacks import (
     AnalysisReport,
     AnalysisSettings,
     BayesSettings,
     analyze_frequency_set,
 )
-from .analysis.inference import InferenceReport, analyze_releases
+from .analysis.inference import InferenceReport, analyze_releases, check_release_tables
 from .analysis.releases import analyze_node, analyzed_attribute, chosen_classes, population_star
 from .analysis.report import ReportData, check_report_path, write_report
-from .backends import Database, duckdb_file, normalize_url, open_database
+from .backends import duckdb_file, normalize_url, open_database
 from .engine.star import (
     check_columns,
     generated_hierarchy,
     needed_sensitive,
     read_hierarchy_files,
-    types_by_key,
 )
 from .errors import ConfigError, DataError
 from .model.hierarchies import Hierarchy
@@ -45,12 +42,12 @@ from .publish.batches import published_node, refuse_violating_batch
 from .publish.generalize import Generalization
 from .publish.identifiers import Pseudonyms
 from .publish.methods import METHODS, publishes
-from .publish.mondrian import Mondrian, MondrianMethod, MondrianQI, MondrianReport, publish_partitioned
-from .publish.ownership import Ownership, TableName
+from .publish.mondrian import Mondrian, MondrianMethod, MondrianReport, publish_partitioned
+from .publish.ownership import Ownership
 from .publish.staging import Destination
 from .registry import opened_registry
 from .session import RunOptions as RunOptions  # re-exported: every verb takes one
-from .session import Target, checked_source, job_database, load_table, on_db, recorded, run_context
+from .session import Target, checked_source, job_database, load_table, on_db, recorded, registered_jobs, run_context
 from .steps import AnonymizeResult as AnonymizeResult  # re-exported: what the verbs return
 from .steps import SearchResult as SearchResult
 from .steps import (
@@ -239,28 +236,17 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
     with job_database(job, options) as db:
         db.require_transactions("Mondrian partitioning")
         columns = checked_source(db, job, options, [target])
-        types = types_by_key(db, columns)
-        sensitive = needed_sensitive(job.criteria)
         with db.connect() as conn, recorded(db, conn, options, job, "mondrian") as run:
             # the output appears whole and audited, or not at all; the rounds sort and group a table's every row
             with conn.begin(), db.large_sorts(conn), target.pseudonyms.loaded(db, conn) as pseudonyms:
-                src = target.source
-                qis = [
-                    MondrianQI(
-                        qi.column, found.get(qi.column), "" if qi.column in found else types[db.name_key(qi.column)]
-                    )
-                    for qi in job.quasi_identifiers
-                ]
-                work = Mondrian(
-                    db=db,
-                    conn=conn,
-                    source=db.q(src.schema, src.table),
-                    columns=list(columns),
-                    qis=qis,
-                    sensitive=sensitive,
-                    criteria=job.criteria,
-                    prefix=f"mondrian_{run.run_id}",
-                    relaxed=output.relaxed,
+                work = Mondrian.for_job(
+                    db,
+                    conn,
+                    job=job,
+                    source=target.source,
+                    columns=columns,
+                    hierarchies=found,
+                    run_id=run.run_id,
                     progress=options.progress,
                 )
                 started = time.perf_counter()
@@ -324,7 +310,7 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
                 target = ownership.resolve(
                     conn, settings.schema or job.source.schema, settings.table, "inference.table"
                 )
-            _check_release_tables(db, conn, job, target)
+            check_release_tables(db, conn, job, target)
             if target is not None:
                 ownership.check_target(conn, target, replace, "inference.table")  # before any work
             conn.commit()
@@ -352,27 +338,6 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
                         ownership.record(conn, target, "output", report.persons, run.run_id)
                 run.finish(report.to_dict())
         return report
-
-
-def _check_release_tables(db: Database, conn: Connection, job: Job, target: TableName | None) -> None:
-    """A release is a table sqlanon published: not the job's source; and inference.table is a table of its own,
-    none of the releases' (names compared as the database resolves them)."""
-    assert job.releases is not None
-    source = TableName(db.resolved_schema(conn, job.source.schema), job.source.table)
-    for release in job.releases.releases:
-        for table in filter(None, (release.table, release.sensitive_table)):
-            name = TableName(db.resolved_schema(conn, release.schema), table)
-            if name.same_as(source, db):
-                raise ConfigError(
-                    f"release {release.name!r}: table {str(name)!r} is the job's source table; a "
-                    "release is a table sqlanon published (generalized, or a bucketized pair): name the "
-                    "published tables under releases.series"
-                )
-            if target is not None and name.same_as(target, db):
-                raise ConfigError(
-                    f"inference.table {str(target)!r} is a table of release {release.name!r}; write "
-                    "the probabilities to a table of their own"
-                )
 
 
 def register_job(name: str, config_file: str | Path, db_url: str, metadata_schema: str = DEFAULT_SCHEMA) -> int:
@@ -403,9 +368,7 @@ def publish_node(
     The node need not be the one the run chose; the audit refuses one that
     does not satisfy the criteria, and nothing is written then.
     """
-    url = normalize_url(db_url, Path.cwd())
-    options = dataclasses.replace(options or RunOptions(), db_url=url)
-    with opened_registry(url, options.metadata_schema) as registry:
+    with registered_jobs(db_url, options) as (registry, url, options):
         with registry.load(registry.job_of_run(run_id), url) as job:
             grants = job.output.grant_to if job.output else []
             target = Target(
@@ -547,9 +510,7 @@ def analyze_registered(
     settings: AnalysisSettings | None = None,
 ) -> AnalysisReport:
     """`analyze` of a job registered in the database (as its registrant, one run of the job at a time)."""
-    url = normalize_url(db_url, Path.cwd())
-    options = dataclasses.replace(options or RunOptions(), db_url=url)
-    with opened_registry(url, options.metadata_schema) as registry:
+    with registered_jobs(db_url, options) as (registry, url, options):
         with registry.exclusive(name), registry.load(name, url) as job:
             return analyze(job, options, node, settings=settings)
 
@@ -595,9 +556,7 @@ def run_job(
     continues it instead, from its last completed Incognito iteration (other
     strategies start over).
     """
-    url = normalize_url(db_url, Path.cwd())
-    options = dataclasses.replace(options or RunOptions(), db_url=url)
-    with opened_registry(url, options.metadata_schema) as registry:
+    with registered_jobs(db_url, options) as (registry, url, options):
         with registry.exclusive(name), registry.load(name, url) as job:
             if resume:
                 options = dataclasses.replace(options, resume_run=registry.resumable_run(name))

@@ -10,6 +10,7 @@ these; nothing else sequences a run.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -35,6 +36,7 @@ from .model.progress import Progress
 from .publish.generalize import check_output
 from .publish.identifiers import Pseudonyms
 from .publish.ownership import Ownership, TableName, file_digest
+from .registry import JobRegistry, opened_registry
 from .search.strategies import SearchContext
 from .store.migrate import DEFAULT_SCHEMA, migrate
 from .store.records import RunRecord, cleanup_dead_runs
@@ -302,3 +304,13 @@ def prepare_source(db: Database, conn: Connection, job: Job, ownership: Ownershi
             f"with: {reload}, or remove source.csv to anonymize the table as it is"
         )
     return source
+
+
+@contextmanager
+def registered_jobs(db_url: str, options: RunOptions | None) -> Iterator[tuple[JobRegistry, str, RunOptions]]:
+    """The registry of the database at `db_url` (as the caller's role), its normalized URL, and the options with
+    that URL, for a verb on registered jobs."""
+    url = normalize_url(db_url, Path.cwd())
+    options = dataclasses.replace(options or RunOptions(), db_url=url)
+    with opened_registry(url, options.metadata_schema) as registry:
+        yield registry, url, options

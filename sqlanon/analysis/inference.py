@@ -46,10 +46,11 @@ from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..engine.scratch import Scratch
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..model.hierarchies import Hierarchy
-from ..model.job import InferenceSettings, Release, ReleaseSeries
+from ..model.job import InferenceSettings, Job, Release, ReleaseSeries
 from ..model.progress import Progress, silent
+from ..publish.ownership import TableName
 
 if TYPE_CHECKING:  # imported where a DataFrame is asked for (see api.py)
     import pandas as pd
@@ -1014,3 +1015,24 @@ def _report(
         setattr(report, kind, listed)
         setattr(report, f"{kind}_count", int(count))
     return report
+
+
+def check_release_tables(db: Database, conn: Connection, job: Job, target: TableName | None) -> None:
+    """A release is a table sqlanon published: not the job's source; and inference.table is a table of its own,
+    none of the releases' (names compared as the database resolves them)."""
+    assert job.releases is not None
+    source = TableName(db.resolved_schema(conn, job.source.schema), job.source.table)
+    for release in job.releases.releases:
+        for table in filter(None, (release.table, release.sensitive_table)):
+            name = TableName(db.resolved_schema(conn, release.schema), table)
+            if name.same_as(source, db):
+                raise ConfigError(
+                    f"release {release.name!r}: table {str(name)!r} is the job's source table; a "
+                    "release is a table sqlanon published (generalized, or a bucketized pair): name the "
+                    "published tables under releases.series"
+                )
+            if target is not None and name.same_as(target, db):
+                raise ConfigError(
+                    f"inference.table {str(target)!r} is a table of release {release.name!r}; write "
+                    "the probabilities to a table of their own"
+                )

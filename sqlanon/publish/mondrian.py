@@ -43,6 +43,7 @@ from ..backends import Database
 from ..criteria import Criterion
 from ..engine.frequency import violating_classes_sql
 from ..engine.scratch import Scratch
+from ..engine.star import needed_sensitive, types_by_key
 from ..errors import AuditError, ConfigError, DataError
 from ..model.hierarchies import PIECE_BITS, Hierarchy, PathCodes
 from ..model.job import Job
@@ -52,7 +53,7 @@ from .audit import AuditReport, audit_table, check_published_values
 from .generalize import check_published_columns, unchanged_columns
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod
-from .ownership import Ownership
+from .ownership import Ownership, TableName
 from .staging import Destination, preview, staged_table
 
 
@@ -185,6 +186,42 @@ class Mondrian:
         self.cuttable: list[int] = []  # the QIs some open partition can cut (this round)
         self.open_parts = self.sorted_parts = 1  # partitions after the last round; when the rows were last sorted
         self.ids = "BIGINT"  # the SQL type of row and partition numbers (narrower once the rows are counted)
+
+    @classmethod
+    def for_job(
+        cls,
+        db: Database,
+        conn: Connection,
+        *,
+        job: Job,
+        source: TableName,
+        columns: dict[str, str],
+        hierarchies: dict[str, Hierarchy],
+        run_id: int,
+        progress: Progress = silent,
+    ) -> Mondrian:
+        """The partitioning of the job's `source`: QIs with a hierarchy cut along it, the others as numbers of
+        their source type (`columns`: the source's columns and types, as `engine.star.check_columns` returns)."""
+        assert job.output is not None
+        types = types_by_key(db, columns)
+        qis = [
+            MondrianQI(qi.column, hierarchies[qi.column])
+            if qi.column in hierarchies
+            else MondrianQI(qi.column, None, types[db.name_key(qi.column)])
+            for qi in job.quasi_identifiers
+        ]
+        return cls(
+            db=db,
+            conn=conn,
+            source=db.q(source.schema, source.table),
+            columns=list(columns),
+            qis=qis,
+            sensitive=needed_sensitive(job.criteria),
+            criteria=job.criteria,
+            prefix=f"mondrian_{run_id}",
+            relaxed=job.output.relaxed,
+            progress=progress,
+        )
 
     # --- setup ----------------------------------------------------------
     def _create(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
