@@ -15,7 +15,7 @@
 
 The paper used 45,222 rows of Adult; sqlanon ships the 30,162-row version without missing
 values, so compare the shape of the results, not the digits. With matplotlib installed, the
-figures are written as PNG files into --plots (default bench/figures, shown in the README).
+figures are written as PNG files into --plots (default docs/figures, shown in the docs).
 """
 
 from __future__ import annotations
@@ -241,7 +241,7 @@ def plots(folder: Path, homogeneity_rows: list, timing_rows: list, utility_rows:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--skip", default="", help="comma-separated: homogeneity, timing, utility")
-    parser.add_argument("--plots", type=Path, default=HERE / "figures")
+    parser.add_argument("--plots", type=Path, default=HERE.parent / "docs" / "figures")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     (HERE / "out").mkdir(exist_ok=True)

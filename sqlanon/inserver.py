@@ -26,7 +26,7 @@ def loopback_url(plpy: Any, schema: str, role: str) -> str:
     caller's session switched to it (SET ROLE), which the job's views and
     functions could switch back. The store's routines checked that the caller
     is the role or a member of it. Peer authentication with a map lets the
-    server's OS user in as the runner roles (README, "Security"). The socket
+    server's OS user in as the runner roles (docs/postgresql.md, "Security"). The socket
     folder comes from installation(), where the installing superuser's
     migration wrote it: `unix_socket_directories` itself is readable only by
     superusers and pg_read_all_settings, which a runner role need not be.

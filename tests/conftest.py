@@ -163,13 +163,13 @@ def plpython_or_skip(conn: sa.Connection, meta: str, set_path: bool = True) -> N
         db.dispose()
 
 
-RUNNER = "sqlanon_ci_runner"  # CI maps the server's OS user to it for peer auth (.ci/run; README "Security")
+RUNNER = "sqlanon_ci_runner"  # CI maps the server's OS user to it for peer auth (.ci/run; docs/postgresql.md)
 
 
 @pytest.fixture
 def runner(pg_server: str, pg_schema: str):
-    """A login role set up exactly as the README's Security section says (`sqlanon grant-runner`, then SELECT on
-    the Adult table and CREATE on an output schema; no superuser, no trust auth where CI configured peer).
+    """A login role set up exactly as docs/postgresql.md's Security section says (`sqlanon grant-runner`, then
+    SELECT on the Adult table and CREATE on an output schema; no superuser, no trust auth where CI configured peer).
     Yields its URL, the output schema and how the server authenticates it over the Unix socket."""
     from click.testing import CliRunner
 

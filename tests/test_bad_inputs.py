@@ -1,6 +1,6 @@
 """The bad-input corpus: every malformed input gets exit code 2 and a one-line message that names the
 problem, the tables stay as they were (same content, none added or dropped), and no output or scratch
-table is left behind. The README's reliability table is this corpus's summary, checked below."""
+table is left behind. The reliability page's table (docs/reliability.md) is this corpus's summary, checked below."""
 
 from __future__ import annotations
 
@@ -760,7 +760,7 @@ def test_the_base_job_works_and_publishes_only_declared_columns(tmp_path: Path, 
     assert columns == ADULT_QIS  # patient_id (identifying) removed, every other column kept in order
 
 
-# --- the README's reliability table is this corpus's summary ----------------------------------------
+# --- the reliability page's table is this corpus's summary ----------------------------------------
 
 
 def reliability_table() -> str:
@@ -771,6 +771,6 @@ def reliability_table() -> str:
     return "\n".join(lines)
 
 
-def test_the_readme_table_is_the_corpus():
+def test_the_reliability_table_is_the_corpus():
     assert len(CASES) >= 80
-    assert reliability_table() in (ROOT / "README.md").read_text(), reliability_table()
+    assert reliability_table() in (ROOT / "docs" / "reliability.md").read_text(), reliability_table()

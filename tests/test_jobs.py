@@ -350,7 +350,7 @@ def test_register_run_list_and_publish_from_sql(pg_server: str, pg_schema: str):
 @pg
 def test_the_docker_setup_prepares_a_database_where_run_job_works(pg_server: str):
     """The compose flow on this server, without the container: docker/init.sh twice (`setup` runs at every
-    `docker compose up`), then the README's `psql ... -c "CALL sqlanon.run_job('adult'::text)"`."""
+    `docker compose up`), then docs/postgresql.md's `psql ... -c "CALL sqlanon.run_job('adult'::text)"`."""
     name = f"sqlanon_init_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(pg_server, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -529,8 +529,8 @@ def _sql_job(config: dict) -> tuple[dict, dict[str, str]]:
 def test_a_runner_role_registers_runs_resumes_and_publishes_from_sql(runner, pg_schema: str):
     """No superuser and no trust auth: a login role set up by `sqlanon grant-runner` (and granted its source and
     output schema) registers a job, runs it, cancels it (pg_cancel_backend of its own session), resumes it and
-    publishes another node, all from SQL and as the README writes the calls (schema and argument types named), as
-    itself."""
+    publishes another node, all from SQL and as docs/postgresql.md writes the calls (schema and argument types
+    named), as itself."""
     url, out, loopback_auth = runner
     meta = f"{pg_schema}_meta"
     if os.environ.get("CI"):

@@ -1,5 +1,6 @@
 """The in-server security model, played as an attacker (PostgreSQL): a plain login role set up exactly as the
-README says (`sqlanon grant-runner`), trying each class of attack against sqlanon's schema and against a DBA.
+PostgreSQL guide (docs/postgresql.md) says (`sqlanon grant-runner`), trying each class of attack against sqlanon's
+schema and against a DBA.
 
 After every attempt the runner is no superuser, the DBA's calls ran sqlanon's code only, and no role read or
 changed another role's work.
@@ -31,7 +32,7 @@ from sqlanon.store.migrate import migrate
 from .conftest import RUNNER, adult_config, adult_job, drop_role
 
 pytestmark = pytest.mark.postgres
-README = Path(__file__).parent.parent / "README.md"
+GUIDE = Path(__file__).parent.parent / "docs" / "postgresql.md"  # its Security section
 DENIED = "permission denied|must be owner"
 
 
@@ -118,15 +119,15 @@ def _privileges(conn: sa.Connection, role: str) -> set[tuple[str, str, str]]:
 
 
 def _documented_routines() -> set[str]:
-    """The routines the README's Security section says a runner may execute."""
-    block = README.read_text().split("<!-- runner-privileges")[1].split("<!-- /runner-privileges -->")[0]
+    """The routines the Security section of the PostgreSQL guide says a runner may execute."""
+    block = GUIDE.read_text().split("<!-- runner-privileges")[1].split("<!-- /runner-privileges -->")[0]
     line = next(line for line in block.splitlines() if "EXECUTE" in line)
     return set(re.findall(r"`(\w+)`", line.split(":", 1)[1]))
 
 
 def test_a_runner_holds_exactly_the_documented_privileges(attack):
     """`sqlanon grant-runner` gives the runner role's membership, USAGE on sqlanon's schema, EXECUTE on the
-    routines the README lists and a work schema of its own: nothing on any table, sequence or other schema of
+    routines the PostgreSQL guide lists and a work schema of its own: nothing on any table, sequence or other schema of
     sqlanon's (the source and output grants are the DBA's own, on the test's schemas)."""
     a = attack
     with a["dba"].connect() as conn:
@@ -141,7 +142,7 @@ def test_a_runner_holds_exactly_the_documented_privileges(attack):
                 )
             ).scalars()
         ) - {a["meta"]}
-    data = {a["schema"], a["out"]}  # what the fixture granted on its own data, as the README tells a DBA to
+    data = {a["schema"], a["out"]}  # what the fixture granted on its own data, as the PostgreSQL guide tells a DBA to
     elsewhere = data | stores
     mine = {p for p in held if p[1].split(".")[0] not in elsewhere}
     routines_held = {name.split(".", 1)[1] for kind, name, _ in mine if kind == "routine"}
@@ -217,9 +218,9 @@ def _registered_run(a: dict, name: str, qis: list[str], **extra) -> int:
 
 def test_the_dbas_documented_calls_run_sqlanons_code_only(attack):
     """The runner plants look-alikes of every routine a DBA calls, with the argument types an untyped call would
-    prefer, wherever it may create them (its work schema); the DBA then makes each call as the README writes it
-    (schema and argument types named): every one resolves to sqlanon's routine, and none of the runner's code
-    runs. The README's own calls name the schema and every argument's type."""
+    prefer, wherever it may create them (its work schema); the DBA then makes each call as the PostgreSQL guide
+    writes it (schema and argument types named): every one resolves to sqlanon's routine, and none of the runner's
+    code runs. The PostgreSQL guide's own calls name the schema and every argument's type."""
     a = attack
     run_id = _registered_run(a, "mine", ["sex", "race"], output={"table": "mine", "schema": a["out"]})
     w = f'"{a["work"]}"'
@@ -252,13 +253,13 @@ def test_the_dbas_documented_calls_run_sqlanons_code_only(attack):
     assert nodes and runs and audited[0].min_class_size >= 5 and passing
     calls = re.findall(
         r"sqlanon\.(\w+)\(([^;]*)\);",
-        "\n".join(block.split("```")[0] for block in README.read_text().split("```sql")[1:]),
+        "\n".join(block.split("```")[0] for block in GUIDE.read_text().split("```sql")[1:]),
     )
     assert calls
     for routine, args in calls:
         for argument in _arguments(args):
             assert "::" in argument or "CAST(" in argument or argument.endswith(("true", "false")), (
-                f"README: sqlanon.{routine}(...) passes {argument!r} without its type"
+                f"docs/postgresql.md: sqlanon.{routine}(...) passes {argument!r} without its type"
             )
 
 
@@ -536,7 +537,7 @@ def test_grant_runner_refuses_what_it_cannot_do_safely(attack, login_role, pg_se
 
 def test_the_installed_routines_are_the_ones_sqlanon_documents(attack):
     """Every routine of sqlanon's schema is one sqlanon installed (marked), none is executable by PUBLIC, and the
-    runner role may execute exactly `runner_routines` (the README's list)."""
+    runner role may execute exactly `runner_routines` (the PostgreSQL guide's list)."""
     a = attack
     with a["dba"].connect() as conn:
         rows = conn.execute(

@@ -163,7 +163,7 @@ INSTALLATION = "FUNCTION {s}.installation()"
 
 
 def runner_routines(schema: str, plpython: bool = True) -> list[str]:
-    """Every routine the runner role may execute (what `sqlanon grant-runner` gives, as the README lists it)."""
+    """Every routine the runner role may execute (what `sqlanon grant-runner` gives, as docs/postgresql.md lists it)."""
     from . import OPERATIONS
 
     s = quote_name(schema)
