@@ -19,6 +19,7 @@ from . import duckdb, postgres, spark
 from .base import (
     CSV_OPTIONS,
     TEXT_PARAMETER,
+    ColumnKind,
     Database,
     driver_connection,
     first_line,
@@ -36,6 +37,7 @@ __all__ = [
     "CSV_OPTIONS",
     "PG_MAX_NAME_BYTES",
     "TEXT_PARAMETER",
+    "ColumnKind",
     "Database",
     "DuckDB",
     "PostgreSQL",

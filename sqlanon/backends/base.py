@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -37,6 +38,24 @@ CSV_OPTIONS = {
 _T = TypeVar("_T")
 
 
+class ColumnKind(Enum):
+    """What sqlanon needs to know of a column's type, whatever the database calls it (`Database.column_kind`)."""
+
+    SMALL_INTEGER = "small integer"  # whole numbers a 4-byte signed integer holds
+    INTEGER = "integer"  # whole numbers up to 8 bytes
+    FLOAT = "float"  # floating point: -0.0 and 0.0 are one value written as two texts
+    EXACT = "exact"  # other numbers: decimals, wider integers
+    OTHER = "other"  # text, dates, ...
+
+    @property
+    def integer(self) -> bool:
+        return self in (ColumnKind.SMALL_INTEGER, ColumnKind.INTEGER)
+
+    @property
+    def numeric(self) -> bool:
+        return self is not ColumnKind.OTHER
+
+
 class Database:
     """A database reached through one SQLAlchemy engine: what every kind shares."""
 
@@ -47,6 +66,9 @@ class Database:
     #: how error messages show this kind's URLs
     url_examples: ClassVar[tuple[str, ...]] = ()
     kind = ""
+    #: the catalog's type names (lower case, without their size) by what sqlanon needs to know of them; any other
+    #: type is ColumnKind.OTHER
+    type_kinds: ClassVar[dict[str, ColumnKind]] = {}
     #: roles, GRANT and SET ROLE exist (output.grant_to, jobs that run with their registrant's rights)
     roles = False
     #: several sessions may work at once: advisory locks, and a run's liveness told by its session
@@ -317,6 +339,11 @@ class Database:
 
     def columns(self, conn: Connection, schema: str | None, table: str) -> list[str]:
         return list(self.column_types(conn, schema, table))
+
+    @classmethod
+    def column_kind(cls, type_name: str) -> ColumnKind:
+        """What a column of the catalog's type `type_name` holds (a size such as `(10,2)` aside)."""
+        return cls.type_kinds.get(type_name.lower().split("(")[0].strip(), ColumnKind.OTHER)
 
     def column_types(self, conn: Connection, schema: str | None, table: str) -> dict[str, str]:
         """The table's columns and their types (an error naming the fix when there is no such table)."""

@@ -13,12 +13,12 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 
-from .base import TEXT_PARAMETER, Database, csv_errors, driver_connection, quote_literal
+from .base import TEXT_PARAMETER, ColumnKind, Database, csv_errors, driver_connection, quote_literal
 
 UNNEST_ROWS = 200  # up to this many rows, an insert binds one list per column (see DuckDB._insert)
 
@@ -28,6 +28,13 @@ class DuckDB(Database):
 
     kind = "duckdb"
     schemes = ("duckdb",)
+    #: information_schema's type names (see Database.type_kinds)
+    type_kinds: ClassVar[dict[str, ColumnKind]] = {
+        **dict.fromkeys(("tinyint", "smallint", "integer", "utinyint", "usmallint"), ColumnKind.SMALL_INTEGER),
+        **dict.fromkeys(("bigint", "uinteger"), ColumnKind.INTEGER),
+        **dict.fromkeys(("float", "double"), ColumnKind.FLOAT),
+        **dict.fromkeys(("hugeint", "ubigint", "uhugeint", "decimal"), ColumnKind.EXACT),
+    }
     url_examples = ("duckdb:///file.duckdb (or a bare file path)",)
 
     @classmethod

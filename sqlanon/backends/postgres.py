@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 
 from ..errors import ConfigError, DataError
-from .base import Database, csv_errors, driver_connection
+from .base import ColumnKind, Database, csv_errors, driver_connection
 
 #: PostgreSQL truncates longer identifiers (NAMEDATALEN - 1), so two long names could be one table
 PG_MAX_NAME_BYTES = 63
@@ -40,6 +40,13 @@ class PostgreSQL(Database):
 
     kind = "postgresql"
     schemes = ("postgresql", "postgres")
+    #: information_schema's type names (see Database.type_kinds)
+    type_kinds: ClassVar[dict[str, ColumnKind]] = {
+        **dict.fromkeys(("smallint", "integer"), ColumnKind.SMALL_INTEGER),
+        **dict.fromkeys(("bigint",), ColumnKind.INTEGER),
+        **dict.fromkeys(("real", "double precision"), ColumnKind.FLOAT),
+        **dict.fromkeys(("numeric",), ColumnKind.EXACT),
+    }
     url_examples = ("postgresql://user@host/db (also postgres:// and postgresql+psycopg://)",)
 
     @classmethod

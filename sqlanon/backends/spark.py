@@ -19,13 +19,13 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 
 from ..errors import ConfigError, DataError, SqlanonError
-from .base import Database, driver_connection, first_line, normalize_url, open_database
+from .base import ColumnKind, Database, driver_connection, first_line, normalize_url, open_database
 from .spark_dbapi import (
     DEFAULT_WAREHOUSE,
     ProgrammingError,
@@ -60,6 +60,13 @@ class Spark(Database):
 
     kind = "spark"
     schemes = ("spark", "sc")
+    #: the catalog's type names (listColumns' dataType, see Database.type_kinds)
+    type_kinds: ClassVar[dict[str, ColumnKind]] = {
+        **dict.fromkeys(("tinyint", "smallint", "int", "integer"), ColumnKind.SMALL_INTEGER),
+        **dict.fromkeys(("bigint",), ColumnKind.INTEGER),
+        **dict.fromkeys(("float", "double"), ColumnKind.FLOAT),
+        **dict.fromkeys(("decimal",), ColumnKind.EXACT),
+    }
     url_examples = (
         "spark://local[2] (or spark://HOST:7077; ?metadata=duckdb:///meta.duckdb)",
         "sc://HOST:15002 (Spark Connect)",

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection
 
-from ..backends import Database
+from ..backends import ColumnKind, Database
 from ..criteria import Criterion
 from ..errors import ConfigError, DataError, HierarchyError
 from ..model.hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file
@@ -43,22 +43,6 @@ INDEX_SPAN = 65_536
 #: a sensitive column's values are read with their counts (one grouping, which the checks before the search and the
 #: criteria that bind the table's shares read) when it has at most this many; a larger domain is checked in SQL
 DOMAIN_VALUES = 10_000
-#: floating-point types: -0.0 and 0.0 are one value written as two texts (StarSchema.exact_text)
-FLOAT_TYPES = {"double", "double precision", "real", "float", "float4", "float8"}
-#: the source types whose values index an array as BIGINT (information_schema's names, lower case)
-INTEGER_TYPES = {
-    "tinyint",
-    "smallint",
-    "integer",
-    "int",
-    "bigint",
-    "int2",
-    "int4",
-    "int8",
-    "utinyint",
-    "usmallint",
-    "uinteger",
-}
 
 
 @dataclass(kw_only=True)
@@ -269,10 +253,10 @@ def check_one_row_per_person(db: Database, conn: Connection, job: Job) -> None:
             )
 
 
-def types_by_key(db: Database, columns: dict[str, str]) -> dict[str, str]:
-    """Each of `columns`' types (as `check_columns` returns them) in lower case without its size, by
-    `db.name_key` of the column."""
-    return {db.name_key(c): kind.lower().split("(")[0] for c, kind in columns.items()}
+def kinds_by_key(db: Database, columns: dict[str, str]) -> dict[str, ColumnKind]:
+    """What each of `columns` holds (their types as `check_columns` returns them), by `db.name_key` of the
+    column."""
+    return {db.name_key(c): db.column_kind(kind) for c, kind in columns.items()}
 
 
 def build_star_schema(
@@ -291,7 +275,7 @@ def build_star_schema(
     sensitive columns that the job's criteria (and any extra criteria evaluated in the same run) read.
     """
     src = job.source
-    types = types_by_key(db, columns)
+    kinds = kinds_by_key(db, columns)
     source = db.q(src.schema, src.table)
     rows = conn.execute(text(f"SELECT COUNT(*) FROM {source}")).scalar_one()
     if rows == 0:
@@ -302,7 +286,7 @@ def build_star_schema(
     for criterion in criteria:
         criterion.check_table_size(rows)
     sensitive = needed_sensitive(criteria)
-    counts = _check_sensitive_domains(db, conn, criteria, source, sensitive, types)
+    counts = _check_sensitive_domains(db, conn, criteria, source, sensitive, kinds)
     star = StarSchema(
         db=db,
         source=source,
@@ -311,7 +295,7 @@ def build_star_schema(
         dimensions=[],
         sensitive=sensitive,
         domain_counts=counts,
-        exact_text={c for c in sensitive if types[db.name_key(c)] not in FLOAT_TYPES},
+        exact_text={c for c in sensitive if kinds[db.name_key(c)] is not ColumnKind.FLOAT},
     )
     try:
         for attr, qi in enumerate(job.quasi_identifiers):
@@ -323,7 +307,7 @@ def build_star_schema(
                 column=qi.column,
                 hierarchy=hierarchy,
                 table=db.run_table(schema, dimension_table(run_id, attr)),
-                integer=types[db.name_key(qi.column)] in INTEGER_TYPES,
+                integer=kinds[db.name_key(qi.column)].integer,
             )
             _create_dimension_table(db, conn, dim)
             star.dimensions.append(dim)
@@ -344,31 +328,16 @@ def needed_sensitive(criteria: list[Criterion]) -> list[str]:
     return found
 
 
-NUMERIC_TYPES = (
-    "bigint",
-    "int",
-    "integer",
-    "smallint",
-    "tinyint",
-    "hugeint",
-    "double",
-    "double precision",
-    "real",
-    "float",
-    "numeric",
-    "decimal",
-    "ubigint",
-    "uinteger",
-    "usmallint",
-    "utinyint",
-)
-
-
 def _check_sensitive_domains(
-    db: Database, conn: Connection, criteria: list[Criterion], source: str, sensitive: list[str], types: dict[str, str]
+    db: Database,
+    conn: Connection,
+    criteria: list[Criterion],
+    source: str,
+    sensitive: list[str],
+    kinds: dict[str, ColumnKind],
 ) -> dict[str, dict[str | None, int]]:
-    """Criteria that cannot hold for a sensitive attribute's values fail here, before any search. `types`: each
-    source column's type (lower case, without its size), by `db.name_key`. Returns, per column with at most
+    """Criteria that cannot hold for a sensitive attribute's values fail here, before any search. `kinds`: what
+    each source column holds, by `db.name_key`. Returns, per column with at most
     DOMAIN_VALUES values, the table's count of each value (as text; NULL: None), read by one grouping that also
     serves the checks (StarSchema.domain_counts)."""
     found = {}
@@ -390,7 +359,7 @@ def _check_sensitive_domains(
                 f"sensitive column {column!r} holds only NULLs, so no criterion can protect anything "
                 "in it; check the column name in the config"
             )
-        numeric = types[db.name_key(column)] in NUMERIC_TYPES
+        numeric = kinds[db.name_key(column)].numeric
         for criterion in criteria:
             criterion.check_domain(column, int(distinct), numeric)
             _warn_absent_values(db, conn, source, column, criterion, counts)

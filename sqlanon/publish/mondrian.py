@@ -39,11 +39,11 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from ..backends import Database
+from ..backends import ColumnKind, Database
 from ..criteria import Criterion
 from ..engine.frequency import violating_classes_sql
 from ..engine.scratch import Scratch
-from ..engine.star import needed_sensitive, types_by_key
+from ..engine.star import kinds_by_key, needed_sensitive
 from ..errors import AuditError, ConfigError, DataError
 from ..model.hierarchies import PIECE_BITS, Hierarchy, PathCodes
 from ..model.job import Job
@@ -81,21 +81,20 @@ MAX_ROUNDS = 200
 # sorts a partition's rows stay within its ancestor's range: a join keeps the order in which it reads the rows
 SORT_GROWTH = 256
 WIDE_CUTS = 3  # from this many QIs to cut in a round, its parts are counted in one join (Mondrian._counted_parts)
-# the source types whose values a 4-byte integer holds: such a numeric QI travels through the rounds as INTEGER,
-# not as DOUBLE PRECISION (1M hospital rows, zip and birth date: rewriting the rows and their medians 4.5 -> 4.0 s)
-SMALL_INTEGERS = {"tinyint", "smallint", "integer", "int", "int2", "int4", "utinyint", "usmallint"}
 
 
 @dataclass
 class MondrianQI:
     column: str
     hierarchy: Hierarchy | None  # None: numeric, cut at the median
-    source_type: str = ""  # the column's type in the source (information_schema's data_type)
+    kind: ColumnKind = ColumnKind.OTHER  # what a numeric QI's source column holds
 
     @property
     def sql_type(self) -> str:
         """What a numeric QI's values are cast to in the work table."""
-        return "INTEGER" if self.source_type.lower() in SMALL_INTEGERS else "DOUBLE PRECISION"
+        # a source column a 4-byte integer holds travels through the rounds as INTEGER, not DOUBLE PRECISION (1M
+        # hospital rows, zip and birth date: rewriting the rows and their medians 4.5 -> 4.0 s)
+        return "INTEGER" if self.kind is ColumnKind.SMALL_INTEGER else "DOUBLE PRECISION"
 
     @property
     def tree(self) -> Hierarchy:
@@ -203,11 +202,11 @@ class Mondrian:
         """The partitioning of the job's `source`: QIs with a hierarchy cut along it, the others as numbers of
         their source type (`columns`: the source's columns and types, as `engine.star.check_columns` returns)."""
         assert job.output is not None
-        types = types_by_key(db, columns)
+        kinds = kinds_by_key(db, columns)
         qis = [
             MondrianQI(qi.column, hierarchies[qi.column])
             if qi.column in hierarchies
-            else MondrianQI(qi.column, None, types[db.name_key(qi.column)])
+            else MondrianQI(qi.column, None, kinds[db.name_key(qi.column)])
             for qi in job.quasi_identifiers
         ]
         return cls(
