@@ -22,7 +22,7 @@ from .analysis.attacks import (
     BayesSettings,
     analyze_frequency_set,
 )
-from .analysis.inference import InferenceReport, analyze_releases, check_release_tables
+from .analysis.inference import InferenceReport, check_inference_job, infer, inference_target
 from .analysis.releases import analyze_node, analyzed_attribute, chosen_classes, population_star
 from .analysis.report import ReportData, check_report_path, write_report
 from .backends import duckdb_file, normalize_url, open_database
@@ -35,8 +35,7 @@ from .engine.star import (
 from .errors import ConfigError, DataError
 from .model.hierarchies import Hierarchy
 from .model.job import Job, Output
-from .publish.anatomy import Anatomy, AnatomyReport
-from .publish.anatomy import bucketize as anatomy_publish
+from .publish.anatomy import Anatomy, AnatomyReport, publish_bucketized
 from .publish.audit import AuditReport, audit_table
 from .publish.batches import published_node, refuse_violating_batch
 from .publish.generalize import Generalization
@@ -206,18 +205,18 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
                 "sensitive table its own name"
             )
         with db.connect() as conn, recorded(db, conn, options, job, "anatomy") as run:
-            report = anatomy_publish(
+            report = publish_bucketized(
                 db,
                 conn,
-                job,
-                qi_target.source,
-                qi_target.name,
-                sa_target.name,
-                qi_target.pseudonyms,
-                columns,
-                run.run_id,
-                Ownership(db, options.metadata_schema),
-                replace,
+                job=job,
+                source=qi_target.source,
+                qi_target=qi_target.name,
+                sensitive_target=sa_target.name,
+                pseudonyms=qi_target.pseudonyms,
+                columns=columns,
+                run_id=run.run_id,
+                ownership=Ownership(db, options.metadata_schema),
+                replace=replace,
             )
             run.finish(report.to_dict())
         return report
@@ -287,55 +286,29 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
     sqlanon wrote it); the report lists the entropies and the disclosures."""
     options = options or RunOptions()
     job = on_db(job, options.db_url)
-    if job.releases is None:
-        raise ConfigError(
-            "the config has no releases; add releases: {pseudonym: COLUMN, series: [{name: N, table: "
-            "T, sensitive_table: S}, ...]}"
-        )
-    if len(job.sensitive) != 1:
-        raise ConfigError(
-            f"inference follows one sensitive column; the job lists {len(job.sensitive)} "
-            f"({', '.join(job.sensitive) or 'none'}): list exactly one under sensitive"
-        )
-    generalized = any(not r.bucketized for r in job.releases.releases)
-    found = hierarchies(job, options) if generalized else {}
-    settings = job.inference
+    check_inference_job(job)
+    assert job.releases is not None
+    found = hierarchies(job, options) if any(not r.bucketized for r in job.releases.releases) else {}
     with job_database(job, options) as db:
         db.require_transactions("inference across releases")
         migrate(db, options.metadata_schema)
         ownership = Ownership(db, options.metadata_schema)
         with db.connect() as conn:
-            target = None
-            if settings.table is not None:
-                target = ownership.resolve(
-                    conn, settings.schema or job.source.schema, settings.table, "inference.table"
-                )
-            check_release_tables(db, conn, job, target)
-            if target is not None:
-                ownership.check_target(conn, target, replace, "inference.table")  # before any work
+            target = inference_target(db, conn, job, ownership, replace)  # checked before any work
             conn.commit()
             with recorded(db, conn, options, job, "inference") as run:
                 with conn.begin():  # the probability table appears whole, or not at all
-                    output = None
-                    if target is not None:
-                        if ownership.check_target(conn, target, replace, "inference.table"):
-                            db.drop_table(conn, db.q(target.schema, target.table))
-                        output = db.q(target.schema, target.table)
-                    report = analyze_releases(
+                    report = infer(
                         db,
                         conn,
-                        job.releases,
-                        job.sensitive[0],
-                        found,
-                        list(found),
-                        settings,
-                        f"inference_{run.run_id}",
-                        output,
-                        options.progress,
+                        job=job,
+                        hierarchies=found,
+                        target=target,
+                        ownership=ownership,
+                        replace=replace,
+                        run_id=run.run_id,
+                        progress=options.progress,
                     )
-                    if target is not None:
-                        report.table = str(target)
-                        ownership.record(conn, target, "output", report.persons, run.run_id)
                 run.finish(report.to_dict())
         return report
 

@@ -50,7 +50,7 @@ from ..errors import ConfigError, DataError
 from ..model.hierarchies import Hierarchy
 from ..model.job import InferenceSettings, Job, Release, ReleaseSeries
 from ..model.progress import Progress, silent
-from ..publish.ownership import TableName
+from ..publish.ownership import Ownership, TableName
 
 if TYPE_CHECKING:  # imported where a DataFrame is asked for (see api.py)
     import pandas as pd
@@ -1036,3 +1036,68 @@ def check_release_tables(db: Database, conn: Connection, job: Job, target: Table
                     f"inference.table {str(target)!r} is a table of release {release.name!r}; write "
                     "the probabilities to a table of their own"
                 )
+
+
+def check_inference_job(job: Job) -> None:
+    """What inference needs of a job, before any database is opened: releases, and one sensitive column."""
+    if job.releases is None:
+        raise ConfigError(
+            "the config has no releases; add releases: {pseudonym: COLUMN, series: [{name: N, table: "
+            "T, sensitive_table: S}, ...]}"
+        )
+    if len(job.sensitive) != 1:
+        raise ConfigError(
+            f"inference follows one sensitive column; the job lists {len(job.sensitive)} "
+            f"({', '.join(job.sensitive) or 'none'}): list exactly one under sensitive"
+        )
+
+
+def inference_target(db: Database, conn: Connection, job: Job, ownership: Ownership, replace: bool) -> TableName | None:
+    """Where P(s | person) goes (`inference.table`), checked with the releases' tables before any work: None when
+    the job names no table."""
+    settings = job.inference
+    target = None
+    if settings.table is not None:
+        target = ownership.resolve(conn, settings.schema or job.source.schema, settings.table, "inference.table")
+    check_release_tables(db, conn, job, target)
+    if target is not None:
+        ownership.check_target(conn, target, replace, "inference.table")
+    return target
+
+
+def infer(
+    db: Database,
+    conn: Connection,
+    *,
+    job: Job,
+    hierarchies: dict[str, Hierarchy],
+    target: TableName | None,
+    ownership: Ownership,
+    replace: bool,
+    run_id: int,
+    progress: Progress = silent,
+) -> InferenceReport:
+    """Solve the job's inference in the caller's transaction; with a `target`, write P(s | person) there (replacing
+    only sqlanon's own earlier table) and record it as sqlanon's."""
+    assert job.releases is not None
+    output = None
+    if target is not None:
+        if ownership.check_target(conn, target, replace, "inference.table"):
+            db.drop_table(conn, db.q(target.schema, target.table))
+        output = db.q(target.schema, target.table)
+    report = analyze_releases(
+        db,
+        conn,
+        job.releases,
+        job.sensitive[0],
+        hierarchies,
+        list(hierarchies),
+        job.inference,
+        f"inference_{run_id}",
+        output,
+        progress,
+    )
+    if target is not None:
+        report.table = str(target)
+        ownership.record(conn, target, "output", report.persons, run_id)
+    return report

@@ -137,9 +137,10 @@ def check_eligible(db: Database, conn: Connection, source: str, sensitive: str, 
     return int(rows)
 
 
-def bucketize(
+def publish_bucketized(
     db: Database,
     conn: Connection,
+    *,
     job: Job,
     source: TableName,
     qi_target: TableName,
