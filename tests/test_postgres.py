@@ -44,15 +44,6 @@ def pg_adult(pg_server: str, pg_schema: str):
     return pg_server, pg_schema
 
 
-def test_subset_equals_duckdb(pg_adult, adult_duck):
-    url, schema = pg_adult
-    for k in (2, 10):
-        pg = search(adult_job(url, SUBSET, k=k, load_csv=False, schema=schema), _options(schema))
-        duck = search(adult_job(adult_duck, SUBSET, k=k, load_csv=False))
-        assert pg.satisfying == duck.satisfying and pg.minimal == duck.minimal
-        assert pg.stats.nodes_checked == duck.stats.nodes_checked
-
-
 def test_all_nine_qis_equal_the_oracle(pg_adult, all_qi_oracle):
     url, schema = pg_adult
     result = search(adult_job(url, ADULT_QIS, k=5, load_csv=False, schema=schema), _options(schema))

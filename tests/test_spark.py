@@ -3,7 +3,6 @@ written after their audit, the same one-line errors."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 import warnings
@@ -24,38 +23,6 @@ from .test_criteria import RANDOM_CASES, _named
 
 pytestmark = pytest.mark.spark
 QIS = ["sex", "age", "race", "marital-status"]
-OCCUPATION = str(ADULT_DIR / "hierarchies" / "occupation.csv")
-ADULT_CRITERIA = [
-    {"k_anonymity": {"k": 5}},
-    {"distinct_l_diversity": {"attribute": "occupation", "l": 3}},
-    {"entropy_l_diversity": {"attribute": "occupation", "l": 3}},
-    {"recursive_l_diversity": {"attribute": "occupation", "c": 4, "l": 3}},
-    {"t_closeness": {"attribute": "occupation", "t": 0.2, "distance": "equal"}},
-    {"t_closeness": {"attribute": "occupation", "t": 0.2, "distance": "hierarchical", "hierarchy": OCCUPATION}},
-]
-
-
-def _adult(url: str, spec: dict, limit: float = 0.0, **extra) -> object:
-    job = adult_job(url, QIS, load_csv=False, **extra)
-    sensitive = ["occupation"] if "k_anonymity" not in spec else []
-    return reclassified(job, criteria=criteria_from_config(spec), sensitive=sensitive, suppression=Suppression(limit))
-
-
-#: with 2% suppression: the border search (k-anonymity), the exact search (entropy, t-closeness); the random
-#: tables below run every criterion with suppression too
-SUPPRESSED = [{"k_anonymity": {"k": 5}}, ADULT_CRITERIA[2], ADULT_CRITERIA[5]]
-
-
-@pytest.mark.parametrize(
-    "spec, limit",
-    [(spec, 0.0) for spec in ADULT_CRITERIA] + [(spec, 0.02) for spec in SUPPRESSED],
-    ids=lambda v: "-".join(v) + str(v[next(iter(v))].get("distance", "")) if isinstance(v, dict) else f"{v:.0%}",
-)
-def test_adult_criteria_equal_duckdb(spark_adult, adult_duck, spec, limit):
-    spark = search(_adult(spark_adult, spec, limit))
-    duck = search(_adult(adult_duck, spec, limit))
-    assert spark.satisfying == duck.satisfying and spark.minimal == duck.minimal
-    assert spark.stats.nodes_checked == duck.stats.nodes_checked
 
 
 def _random_rows(seed: int) -> list[tuple]:
@@ -183,22 +150,6 @@ def test_spark_without_java_or_pyspark(monkeypatch):
     monkeypatch.setattr(spark.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ConfigError, match=r'pip install "sqlanon\[spark\]"'):
         spark.require_spark()
-
-
-def test_incognito_runs_on_spark(spark_adult, adult_duck):
-    """Incognito's lattice tables and their SQL live in the metadata store; its frequency sets in Spark."""
-    qis = ["sex", "race", "salary-class"]
-    spark = search(dataclasses.replace(adult_job(spark_adult, qis, k=10, load_csv=False), strategy="incognito"))
-    duck = search(dataclasses.replace(adult_job(adult_duck, qis, k=10, load_csv=False), strategy="incognito"))
-    assert spark.satisfying == duck.satisfying and spark.minimal == duck.minimal
-
-
-def test_publications_that_need_transactions_say_so(spark_adult):
-    from sqlanon.api import partition
-
-    job = adult_job(spark_adult, QIS, load_csv=False, output={"table": "adult_mondrian", "method": "mondrian"})
-    with pytest.raises(ConfigError, match="Mondrian partitioning is not available on spark"):
-        partition(job)
 
 
 @pytest.fixture(scope="module")
