@@ -164,13 +164,8 @@ def test_mondrian_partitions_or_says_why_not(backend: Backend) -> None:
     config = backend.config(["sex"], output={"table": f"shared_mondrian_{backend.name}", "method": "mondrian"})
     config["quasi_identifiers"]["age"] = None  # cut at its median, as a number
     config["insensitive"] = [c for c in config["insensitive"] if c != "age"]
-    job = job_from_dict(config, ADULT_DIR)
-    if not backend.transactions:
-        with pytest.raises(ConfigError, match="Mondrian partitioning is not available on"):
-            anonymize(job, backend.options, replace=True)
-        return
-    report = anonymize(job, backend.options, replace=True)
-    assert report.audit.ok and report.rows == 30162
+    report = _published_or_refused(backend, job_from_dict(config, ADULT_DIR), "Mondrian partitioning")
+    assert report is None or (report.audit.ok and report.rows == 30162)
 
 
 def test_anatomy_bucketizes_or_says_why_not(backend: Backend) -> None:
@@ -180,10 +175,15 @@ def test_anatomy_bucketizes_or_says_why_not(backend: Backend) -> None:
     config["quasi_identifiers"] = ["age", "sex"]
     config["insensitive"] = [c for c in config["insensitive"] if c not in ("age", "sex", "occupation")]
     del config["criteria"]
-    job = job_from_dict(config, ADULT_DIR)
-    if not backend.transactions:
-        with pytest.raises(ConfigError, match="an anatomy publication is not available on"):
-            anonymize(job, backend.options, replace=True)
-        return
-    report = anonymize(job, backend.options, replace=True)
-    assert report.rows == 30162 and report.l == 2 and report.fewest_values >= 2
+    report = _published_or_refused(backend, job_from_dict(config, ADULT_DIR), "an anatomy publication")
+    assert report is None or (report.rows == 30162 and report.l == 2 and report.fewest_values >= 2)
+
+
+def _published_or_refused(backend: Backend, job: Job, what: str) -> Any:
+    """What the job's method published, on a backend with transactions; elsewhere None, after the one-line
+    refusal naming `what` that the method must give there."""
+    if backend.transactions:
+        return anonymize(job, backend.options, replace=True)
+    with pytest.raises(ConfigError, match=f"{what} is not available on"):
+        anonymize(job, backend.options, replace=True)
+    return None
