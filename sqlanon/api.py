@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +19,21 @@ from .analysis.attacks import (
     AnalysisReport,
     AnalysisSettings,
     BayesSettings,
-    analyze_frequency_set,
 )
-from .analysis.inference import InferenceReport, check_inference_job, infer, inference_target
-from .analysis.releases import analyze_node, analyzed_attribute, chosen_classes, population_star
+from .analysis.inference import InferenceReport, InferenceTarget, check_inference_job, infer
+from .analysis.releases import (
+    analyze_node,
+    analyze_published_table,
+    analyzed_attribute,
+    chosen_classes,
+    population_star,
+)
 from .analysis.report import ReportData, check_report_path, write_report
 from .backends import duckdb_file, normalize_url, open_database
 from .engine.star import (
-    check_columns,
-    generated_hierarchy,
     needed_sensitive,
-    read_hierarchy_files,
 )
-from .errors import ConfigError, DataError
+from .errors import ConfigError
 from .model.hierarchies import Hierarchy
 from .model.job import Job, Output
 from .publish.anatomy import Anatomy, AnatomyReport, publish_bucketized
@@ -41,12 +42,12 @@ from .publish.batches import published_node, refuse_violating_batch
 from .publish.generalize import Generalization
 from .publish.identifiers import Pseudonyms
 from .publish.methods import METHODS, publishes
-from .publish.mondrian import Mondrian, MondrianMethod, MondrianReport, publish_partitioned
+from .publish.mondrian import MondrianMethod, MondrianReport, partition_and_publish
 from .publish.ownership import Ownership
 from .publish.staging import Destination
 from .registry import opened_registry
 from .session import RunOptions as RunOptions  # re-exported: every verb takes one
-from .session import Target, checked_source, job_database, load_table, on_db, recorded, registered_jobs, run_context
+from .session import Target, job_hierarchies, lattice_run, load_table, on_db, registered_jobs, table_reader, table_run
 from .steps import AnonymizeResult as AnonymizeResult  # re-exported: what the verbs return
 from .steps import SearchResult as SearchResult
 from .steps import (
@@ -68,12 +69,12 @@ Published = AnonymizeResult | AnatomyReport | MondrianReport
 def search(job: Job, options: RunOptions | None = None) -> SearchResult:
     """Find every node satisfying the job's criteria over the full QI set, and the minimal ones."""
     options = options or RunOptions()
-    with run_context(job, options, "search") as (ctx, finish):
-        result = run_search(job, ctx)
+    with lattice_run(job, options, "search") as run:
+        result = run_search(job, run.ctx)
         if options.metrics:
-            add_metrics(job, ctx, result, result.minimal)
-            record_metrics(ctx, result, None)
-        finish(result.to_dict())
+            add_metrics(job, run.ctx, result, result.minimal)
+            record_metrics(run.ctx, result, None)
+        run.finish(result.to_dict())
     return result
 
 
@@ -103,11 +104,11 @@ def generalize(job: Job, options: RunOptions | None = None, replace: bool = Fals
     if output.schema is None and job.source.schema is not None:
         output = dataclasses.replace(output, schema=job.source.schema)
     target = Target(output=output, replace=replace)
-    with run_context(job, options, "anonymize", target) as (ctx, finish):
-        result = run_search(job, ctx)
-        node = select_node(job, ctx, result)
-        anonymized = publish_node_of_run(job, ctx, target, result, node, job.select.describe())
-        finish(anonymized.to_dict())
+    with lattice_run(job, options, "anonymize", target) as run:
+        result = run_search(job, run.ctx)
+        node = select_node(job, run.ctx, result)
+        anonymized = publish_node_of_run(job, run.ctx, target, result, node, job.select.describe())
+        run.finish(anonymized.to_dict())
     return anonymized
 
 
@@ -115,26 +116,7 @@ def hierarchies(job: Job, options: RunOptions | None = None) -> dict[str, Hierar
     """Every QI's hierarchy as a search would use it, in QI order: read from its file, or generated from the
     column's distinct values (read from the source table, or from source.csv when the table is not loaded
     yet: into a temporary table, dropped with the transaction). Nothing is written."""
-    job = on_db(job, (options or RunOptions()).db_url)
-    files = read_hierarchy_files(job)
-    qis = [qi for qi in job.quasi_identifiers if qi.has_hierarchy]  # a QI published as is has none
-    if all(qi.hierarchy for qi in qis):
-        return {qi.column: files[qi.column] for qi in qis}
-    file = duckdb_file(job.source.url)  # a DuckDB file that does not exist yet is not created for this
-    src, db = job.source, open_database("duckdb:///:memory:" if file and not file.exists() else job.source.url)
-    try:
-        with db.connect() as conn:  # never committed: a temporary table goes with the transaction
-            if db.table_exists(conn, src.schema, src.table) or src.csv is None:
-                source = db.q(src.schema, src.table)
-                check_columns(db, conn, job)
-            else:
-                source = db.scratch_ref("hierarchy_source")
-                db.load_csv(conn, src.csv, src.csv_options, source, temporary=True)
-            found = {qi.column: files.get(qi.column) or generated_hierarchy(db, conn, source, qi) for qi in qis}
-            conn.rollback()
-    finally:
-        db.dispose()
-    return found
+    return job_hierarchies(on_db(job, (options or RunOptions()).db_url))
 
 
 def node_metrics(
@@ -142,10 +124,10 @@ def node_metrics(
 ) -> dict[tuple[int, ...], dict[str, Any]]:
     """Utility metrics (see sqlanon.engine.metrics.METRICS) of any nodes, levels in QI config order, computed in SQL."""
     options = options or RunOptions()
-    with run_context(job, options, "metrics") as (ctx, finish):
-        result = empty_result(job, ctx, nodes)
-        add_metrics(job, ctx, result, list(nodes))
-        finish({"nodes": len(result.metrics)})
+    with lattice_run(job, options, "metrics") as run:
+        result = empty_result(job, run.ctx, nodes)
+        add_metrics(job, run.ctx, result, list(nodes))
+        run.finish({"nodes": len(result.metrics)})
     return result.metrics
 
 
@@ -159,16 +141,9 @@ def audit(job: Job, table: str, schema: str | None = None, options: RunOptions |
     they exceed the limit.
     """
     options = options or RunOptions()
-    job = on_db(job, options.db_url)
-    with job_database(job, options) as db, db.connect() as conn:
-        columns = db.columns(conn, schema, table)
-        needed = job.qi_names + needed_sensitive(job.criteria)
-        missing = [c for c in needed if c not in columns]
-        if missing:
-            raise DataError(
-                f"table {table!r} has no column {missing[0]!r} (its columns: {', '.join(columns)}); "
-                "audit a table with the job's quasi-identifiers and sensitive attributes"
-            )
+    needed = job.qi_names + needed_sensitive(job.criteria)
+    purpose = "audit a table with the job's quasi-identifiers and sensitive attributes"
+    with table_reader(job, options, schema, table, needed, purpose) as (db, conn):
         masked_top, reference, source_rows = suppression_audit(db, conn, job, (schema, table))
         report = audit_table(
             db,
@@ -192,34 +167,27 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
     """Publish the job's table bucketized (output.method anatomy): a QI table and a sensitive table, written
     and audited in one transaction. Suppression, criteria and the lattice play no part."""
     options = options or RunOptions()
-    job = on_db(job, options.db_url)
     output = method_output(job, "anatomy", "l: L")
     qi_target = Target(output=output, replace=replace, pseudonyms=Pseudonyms.of(job))
-    sa_target = Target(output=dataclasses.replace(output, table=output.sensitive_table_name), replace=replace)
-    with job_database(job, options) as db:
-        db.require_transactions("an anatomy publication")
-        columns = list(checked_source(db, job, options, [qi_target, sa_target]))
-        if qi_target.name.same_as(sa_target.name, db):
-            raise ConfigError(
-                f"output.table and output.sensitive_table both name {str(qi_target.name)!r}; give the "
-                "sensitive table its own name"
-            )
-        with db.connect() as conn, recorded(db, conn, options, job, "anatomy") as run:
-            report = publish_bucketized(
-                db,
-                conn,
-                job=job,
-                source=qi_target.source,
-                qi_target=qi_target.name,
-                sensitive_target=sa_target.name,
-                pseudonyms=qi_target.pseudonyms,
-                columns=columns,
-                run_id=run.run_id,
-                ownership=Ownership(db, options.metadata_schema),
-                replace=replace,
-            )
-            run.finish(report.to_dict())
-        return report
+    sensitive = dataclasses.replace(output, table=output.sensitive_table_name)
+    sa_target = Target(output=sensitive, replace=replace, setting="output.sensitive_table")
+    targets = [qi_target, sa_target]
+    with table_run(job, options, "anatomy", targets=targets, transactional="an anatomy publication") as run:
+        report = publish_bucketized(
+            run.db,
+            run.conn,
+            job=run.job,
+            source=qi_target.source,
+            qi_target=qi_target.name,
+            sensitive_target=sa_target.name,
+            pseudonyms=qi_target.pseudonyms,
+            columns=list(run.columns),
+            run_id=run.id,
+            ownership=run.ownership,
+            replace=replace,
+        )
+        run.finish(report.to_dict())
+    return report
 
 
 @publishes(MondrianMethod.name)
@@ -228,54 +196,28 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
     along it, the others at their median, every partition satisfying the criteria; written and audited in one
     transaction."""
     options = options or RunOptions()
-    job = on_db(job, options.db_url)
     output = method_output(job, "mondrian")
     target = Target(output=output, replace=replace, pseudonyms=Pseudonyms.of(job))
     found = hierarchies(job, options)
-    with job_database(job, options) as db:
-        db.require_transactions("Mondrian partitioning")
-        columns = checked_source(db, job, options, [target])
-        with db.connect() as conn, recorded(db, conn, options, job, "mondrian") as run:
-            # the output appears whole and audited, or not at all; the rounds sort and group a table's every row
-            with conn.begin(), db.large_sorts(conn), target.pseudonyms.loaded(db, conn) as pseudonyms:
-                work = Mondrian.for_job(
-                    db,
-                    conn,
-                    job=job,
-                    source=target.source,
-                    columns=columns,
-                    hierarchies=found,
-                    run_id=run.run_id,
-                    progress=options.progress,
-                )
-                started = time.perf_counter()
-                rows = work.prepare()
-                result = work.run()
-                partitioned = time.perf_counter()
-                audit, preview = publish_partitioned(
-                    db,
-                    conn,
-                    work=work,
-                    job=job,
-                    destination=Destination(
-                        name=target.name, source=target.source, replace=replace, grant_to=output.grant_to
-                    ),
-                    pseudonyms=pseudonyms,
-                    ownership=Ownership(db, options.metadata_schema),
-                    run_id=run.run_id,
-                    rows=rows,
-                )
-            published_report = MondrianReport(
-                output=str(target.name),
-                rows=rows,
-                result=result,
-                audit=audit,
-                preview=preview,
-                partitioning_seconds=partitioned - started,
-                publishing_seconds=time.perf_counter() - partitioned,
+    with table_run(job, options, "mondrian", targets=[target], transactional="Mondrian partitioning") as run:
+        db, conn = run.db, run.conn
+        # the output appears whole and audited, or not at all; the rounds sort and group a table's every row
+        with conn.begin(), db.large_sorts(conn), target.pseudonyms.loaded(db, conn) as pseudonyms:
+            destination = Destination(name=target.name, source=target.source, replace=replace, grant_to=output.grant_to)
+            published = partition_and_publish(
+                db,
+                conn,
+                job=run.job,
+                columns=run.columns,
+                hierarchies=found,
+                destination=destination,
+                pseudonyms=pseudonyms,
+                ownership=run.ownership,
+                run_id=run.id,
+                progress=options.progress,
             )
-            run.finish(published_report.to_dict())
-        return published_report
+        run.finish(published.to_dict())
+    return published
 
 
 def inference(job: Job, options: RunOptions | None = None, replace: bool = False) -> InferenceReport:
@@ -285,32 +227,26 @@ def inference(job: Job, options: RunOptions | None = None, replace: bool = False
     and recorded in one transaction; replaced only with `replace` and only if
     sqlanon wrote it); the report lists the entropies and the disclosures."""
     options = options or RunOptions()
-    job = on_db(job, options.db_url)
     check_inference_job(job)
     assert job.releases is not None
     found = hierarchies(job, options) if any(not r.bucketized for r in job.releases.releases) else {}
-    with job_database(job, options) as db:
-        db.require_transactions("inference across releases")
-        migrate(db, options.metadata_schema)
-        ownership = Ownership(db, options.metadata_schema)
-        with db.connect() as conn:
-            target = inference_target(db, conn, job, ownership, replace)  # checked before any work
-            conn.commit()
-            with recorded(db, conn, options, job, "inference") as run:
-                with conn.begin():  # the probability table appears whole, or not at all
-                    report = infer(
-                        db,
-                        conn,
-                        job=job,
-                        hierarchies=found,
-                        target=target,
-                        ownership=ownership,
-                        replace=replace,
-                        run_id=run.run_id,
-                        progress=options.progress,
-                    )
-                run.finish(report.to_dict())
-        return report
+    target = InferenceTarget(job=on_db(job, options.db_url), replace=replace)  # checked before any work
+    what = "inference across releases"
+    with table_run(job, options, "inference", targets=[target], transactional=what, reads_source=False) as run:
+        with run.conn.begin():  # the probability table appears whole, or not at all
+            report = infer(
+                run.db,
+                run.conn,
+                job=run.job,
+                hierarchies=found,
+                target=target.name,
+                ownership=run.ownership,
+                replace=replace,
+                run_id=run.id,
+                progress=options.progress,
+            )
+        run.finish(report.to_dict())
+    return report
 
 
 def register_job(name: str, config_file: str | Path, db_url: str, metadata_schema: str = DEFAULT_SCHEMA) -> int:
@@ -347,12 +283,12 @@ def publish_node(
             target = Target(
                 output=Output(table=table, schema=schema or job.source.schema, grant_to=grants), replace=replace
             )
-            with run_context(job, options, "publish", target) as (ctx, finish):
-                result = empty_result(job, ctx, [node])
-                add_metrics(job, ctx, result, [node])
-                published = publish_node_of_run(job, ctx, target, result, node, f"node of run {run_id}")
-                record_metrics(ctx, result, node)
-                finish(published.to_dict())
+            with lattice_run(job, options, "publish", target) as run:
+                result = empty_result(job, run.ctx, [node])
+                add_metrics(job, run.ctx, result, [node])
+                published = publish_node_of_run(job, run.ctx, target, result, node, f"node of run {run_id}")
+                record_metrics(run.ctx, result, node)
+                run.finish(published.to_dict())
     return published
 
 
@@ -383,14 +319,15 @@ def apply(
         node = published_node(batch_job, run_id, options.metadata_schema)
     grants = job.output.grant_to if job.output else []
     target = Target(output=Output(table=output or f"{batch}_anon", schema=src.schema, grant_to=grants), replace=replace)
-    with run_context(batch_job, options, "apply", target) as (ctx, finish):
+    with lattice_run(batch_job, options, "apply", target) as run:
+        ctx = run.ctx
         result = empty_result(batch_job, ctx, [node])
         add_metrics(batch_job, ctx, result, [node])
         refuse_violating_batch(ctx, node, batch, result.metrics[node]["suppressed"])
         source = f"node of run {run_id}" if run_id is not None else "the given node"
         published = publish_node_of_run(batch_job, ctx, target, result, node, f"{source}, applied to {batch}")
         record_metrics(ctx, result, node)
-        finish(published.to_dict())
+        run.finish(published.to_dict())
     return published
 
 
@@ -417,7 +354,8 @@ def report(
         if path is not None
     }
     check_report_path(out, replace, protected)  # before any work
-    with run_context(job, options, "report") as (ctx, finish):
+    with lattice_run(job, options, "report") as run:
+        ctx = run.ctx
         result = run_search(job, ctx)
         chosen = select_node(job, ctx, result)
         add_metrics(job, ctx, result, result.minimal)
@@ -438,7 +376,7 @@ def report(
             worst_classes=worst,
         )
         path = write_report(data, out)
-        finish({"report": str(path), "node": list(chosen)})
+        run.finish({"report": str(path), "node": list(chosen)})
     return path
 
 
@@ -457,7 +395,8 @@ def analyze(
     but the run's records."""
     options, settings = options or RunOptions(), settings or AnalysisSettings()
     attribute = analyzed_attribute(job, sensitive)
-    with run_context(job, options, "analyze") as (ctx, finish):
+    with lattice_run(job, options, "analyze") as run:
+        ctx = run.ctx
         if node is not None:
             result = empty_result(job, ctx, [node])
             nodes = [node]
@@ -471,7 +410,7 @@ def analyze(
             ctx.progress("analysis", j, len(nodes))
             tables.append(analyze_node(ctx, levels, attribute, settings, result.metrics[levels], population, bayes))
         report = AnalysisReport(attribute, settings, tables)
-        finish(report.summary())
+        run.finish(report.summary())
     return report
 
 
@@ -498,24 +437,11 @@ def analyze_table(
 ) -> AnalysisReport:
     """The attacks and risk of a table already published (its QI columns as they are), without the lattice."""
     options, settings = options or RunOptions(), settings or AnalysisSettings()
-    job = on_db(job, options.db_url)
     attribute = analyzed_attribute(job, sensitive)
-    with job_database(job, options) as db, db.connect() as conn:
-        columns = db.columns(conn, schema, table)
-        missing = [c for c in job.qi_names + [attribute] if c not in columns]
-        if missing:
-            raise DataError(
-                f"table {table!r} has no column {missing[0]!r} (its columns: {', '.join(columns)}); "
-                "analyze a table with the job's quasi-identifiers and the sensitive attribute"
-            )
-        qis = [db.q(c) for c in job.qi_names]
-        classes = [f"g{i}" for i in range(len(qis))]
-        definition = (
-            f"SELECT {', '.join(f'{q} AS {g}' for q, g in zip(qis, classes))}, {db.q(attribute)} AS s, "
-            f"COUNT(*) AS cnt FROM {db.q(schema, table)} GROUP BY {', '.join(qis + [db.q(attribute)])}"
-        )
+    purpose = "analyze a table with the job's quasi-identifiers and the sensitive attribute"
+    with table_reader(job, options, schema, table, job.qi_names + [attribute], purpose) as (db, conn):
         return AnalysisReport(
-            attribute, settings, [analyze_frequency_set(conn, table, attribute, definition, classes, "s", settings)]
+            attribute, settings, [analyze_published_table(db, conn, job, schema, table, attribute, settings)]
         )
 
 

@@ -1,11 +1,13 @@
-"""Sequencing a run: everything around a search or a publication, written once.
+"""Sequencing a run: everything around a search or a publication, written once, in one run object.
 
-`run_context` opens the job's database (DuckDB's memory settings applied; a file a failed command created is
-removed again), migrates sqlanon's schema, checks the source (loading `source.csv` first) and every output
-target, cleans up the tables of runs killed earlier, records the run, builds the star schema, and on the way
-out drops the run's scratch tables and records how the run ended (finished, failed with its cause, or
-cancelled). `recorded` is the same record for commands without a lattice. The verbs in `sqlanon.api` call
-these; nothing else sequences a run.
+A verb opens a `Run` and does its own work on it; the run does the rest. `lattice_run` opens the job's database
+(DuckDB's memory settings applied; a file a failed command created is removed again), migrates sqlanon's
+schema, checks the source (loading `source.csv` first) and every output target, cleans up the tables of runs
+killed earlier, records the run, builds the star schema, and on the way out drops the run's scratch tables and
+records how the run ended (finished, failed with its cause, or cancelled). `table_run` is the same for a
+command without a lattice (anatomy, Mondrian, inference, a plugged-in method), and `table_reader` opens a
+table that a command reads but never writes (audit, the analysis of a published table). The verbs in
+`sqlanon.api` call these; nothing else sequences a run.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
@@ -28,9 +30,11 @@ from .engine.star import (
     build_star_schema,
     check_columns,
     check_one_row_per_person,
+    generated_hierarchy,
     read_hierarchy_files,
 )
-from .errors import DataError, RunCancelled, SqlanonError
+from .errors import ConfigError, DataError, RunCancelled, SqlanonError
+from .model.hierarchies import Hierarchy
 from .model.job import Job, Output, require_lattice
 from .model.progress import Progress
 from .publish.generalize import check_output
@@ -61,12 +65,22 @@ class RunOptions:
     temp_directory: Path | None = None  # DuckDB: overrides source.temp_directory
 
 
+class Checked(Protocol):
+    """Something a run writes, checked before the run starts (see `checked_source`)."""
+
+    setting: str  # the job's setting that names it, for errors
+
+    def check(self, db: Database, conn: Connection, ownership: Ownership, source: TableName | None) -> TableName | None:
+        """Refuse a target that cannot be written (rights, not sqlanon's, the source); returns its resolved name."""
+
+
 @dataclass(kw_only=True)
 class Target:
     """Where a run publishes, checked before its search: the output, its resolved name, the pseudonym keys."""
 
     output: Output
     replace: bool
+    setting: str = "output.table"
     pseudonyms: Pseudonyms = field(default_factory=Pseudonyms, repr=False)
     resolved: tuple[TableName, TableName] | None = None  # (output, source), once checked against the database
 
@@ -79,6 +93,43 @@ class Target:
     def source(self) -> TableName:
         assert self.resolved is not None, "the target is checked before the run"
         return self.resolved[1]
+
+    def check(self, db: Database, conn: Connection, ownership: Ownership, source: TableName | None) -> TableName:
+        assert source is not None, "a published table is made from the source"
+        self.resolved = (check_output(db, conn, ownership, self.output, source, self.replace), source)
+        return self.resolved[0]
+
+
+@dataclass(kw_only=True)
+class Run:
+    """An open run: the job (against the database it runs on), that database, the run's connection and record,
+    and the source's columns and types (empty for a run that reads no source); a lattice run has its search
+    context too. The verb's work goes on `conn`; `finish` records the run's summary."""
+
+    job: Job
+    options: RunOptions
+    db: Database
+    conn: Connection
+    record: RunRecord
+    columns: dict[str, str]
+    search: SearchContext | None = None
+
+    @property
+    def id(self) -> int:
+        return self.record.run_id
+
+    @property
+    def ownership(self) -> Ownership:
+        """The record of the tables sqlanon made, in the run's metadata schema."""
+        return Ownership(self.db, self.options.metadata_schema)
+
+    @property
+    def ctx(self) -> SearchContext:
+        assert self.search is not None, "a lattice run (lattice_run) has a search context"
+        return self.search
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        self.record.finish(summary)
 
 
 @contextmanager
@@ -133,10 +184,10 @@ def remove_if_unused(file: Path, schema: str) -> None:
 
 
 @contextmanager
-def run_context(
+def lattice_run(
     job: Job, options: RunOptions, command: str, target: Target | None = None, extra_criteria: Sequence[Criterion] = ()
-) -> Iterator[tuple[SearchContext, Any]]:
-    """Everything around a search: checks, run record, star schema, cleanup.
+) -> Iterator[Run]:
+    """A run with a lattice to search: checks, run record, star schema, cleanup.
 
     Everything that can be checked before the search is: the files, the
     pseudonym keys, the source's columns and their roles, and where the
@@ -151,25 +202,27 @@ def run_context(
         columns = checked_source(db, job, options, [target] if target else [])
         cleanup_dead_runs(db, options.metadata_schema)  # tables of runs killed earlier
         star: StarSchema | None = None
-        run: RunRecord | None = None
+        record: RunRecord | None = None
         try:
             with db.connect() as conn:
                 if options.resume_run is not None:
-                    run = RunRecord.reopen(db, conn, options.metadata_schema, options.resume_run)
+                    record = RunRecord.reopen(db, conn, options.metadata_schema, options.resume_run)
                 else:
-                    run = RunRecord.start(
+                    record = RunRecord.start(
                         db, conn, options.metadata_schema, job.name, command, job.strategy, job.to_json()
                     )
                 try:
-                    star = build_star_schema(db, conn, job, files, run.work_schema, run.run_id, columns, extra_criteria)
-                    star.record(conn, options.metadata_schema, run.run_id)
+                    star = build_star_schema(
+                        db, conn, job, files, record.work_schema, record.run_id, columns, extra_criteria
+                    )
+                    star.record(conn, options.metadata_schema, record.run_id)
                     conn.commit()
                     ctx = SearchContext(
                         db=db,
                         conn=conn,
                         star=star,
                         criteria=job.criteria,
-                        run=run,
+                        run=record,
                         schema=options.metadata_schema,
                         use_cube=job.base == "cube",
                         progress=options.progress,
@@ -178,7 +231,7 @@ def run_context(
                         resuming=options.resume_run is not None,
                         metrics_follow=command != "search" or options.metrics,
                     )
-                    yield ctx, run.finish
+                    yield Run(job=job, options=options, db=db, conn=conn, record=record, columns=columns, search=ctx)
                 finally:
                     if conn.in_transaction():
                         conn.rollback()
@@ -186,10 +239,52 @@ def run_context(
                         with conn.begin():
                             star.drop(conn)
         except BaseException as exc:
-            original = record_end(run, exc)
+            original = record_end(record, exc)
             if original is exc:
                 raise
             raise original from None
+
+
+@contextmanager
+def table_run(
+    job: Job,
+    options: RunOptions,
+    command: str,
+    *,
+    targets: Sequence[Checked],
+    transactional: str,
+    reads_source: bool = True,
+) -> Iterator[Run]:
+    """A run without a lattice that writes tables (anatomy, Mondrian, inference, a plugged-in method): the
+    database, which must have transactions (`transactional` says for what, in its refusal), the source (unless
+    the run does not read it) and every target checked, then the run recorded."""
+    job = on_db(job, options.db_url)
+    with job_database(job, options) as db:
+        db.require_transactions(transactional)
+        if reads_source:
+            columns = checked_source(db, job, options, targets)
+        else:
+            columns = {}
+            checked_targets(db, options, targets, None)
+        with db.connect() as conn, recorded(db, conn, options, job, command) as record:
+            yield Run(job=job, options=options, db=db, conn=conn, record=record, columns=columns)
+
+
+@contextmanager
+def table_reader(
+    job: Job, options: RunOptions, schema: str | None, table: str, needed: Sequence[str], purpose: str
+) -> Iterator[tuple[Database, Connection]]:
+    """The job's database and a connection, for reading `table` (which must have the `needed` columns: the error
+    says which is missing and that `purpose` needs them); nothing is recorded or written."""
+    job = on_db(job, options.db_url)
+    with job_database(job, options) as db, db.connect() as conn:
+        columns = db.columns(conn, schema, table)
+        missing = [c for c in needed if c not in columns]
+        if missing:
+            raise DataError(
+                f"table {table!r} has no column {missing[0]!r} (its columns: {', '.join(columns)}); {purpose}"
+            )
+        yield db, conn
 
 
 def record_end(run: RunRecord | None, exc: BaseException) -> BaseException:
@@ -223,7 +318,7 @@ def error_record(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def checked_source(db: Database, job: Job, options: RunOptions, targets: list[Target]) -> dict[str, str]:
+def checked_source(db: Database, job: Job, options: RunOptions, targets: Sequence[Checked]) -> dict[str, str]:
     """Migrate, check the source's columns (loading source.csv first when named) and where each target goes;
     returns the source's columns and their types. A source loaded from a file stays only if every check passes."""
     columns = None
@@ -237,9 +332,32 @@ def checked_source(db: Database, job: Job, options: RunOptions, targets: list[Ta
         if columns is None:  # the table loaded from the job's file
             columns = check_columns(db, conn, job)
         check_one_row_per_person(db, conn, job)
-        for target in targets:
-            target.resolved = (check_output(db, conn, ownership, target.output, source, target.replace), source)
+        check_each(db, conn, ownership, targets, source)
     return columns
+
+
+def checked_targets(db: Database, options: RunOptions, targets: Sequence[Checked], source: TableName | None) -> None:
+    """Migrate and check where each target goes, for a run that reads no source."""
+    migrate(db, options.metadata_schema)
+    with db.connect() as conn, conn.begin():
+        check_each(db, conn, Ownership(db, options.metadata_schema), targets, source)
+
+
+def check_each(
+    db: Database, conn: Connection, ownership: Ownership, targets: Sequence[Checked], source: TableName | None
+) -> None:
+    """Check every target, and that no two of them name one table."""
+    named: list[tuple[Checked, TableName]] = []
+    for target in targets:
+        name = target.check(db, conn, ownership, source)
+        if name is None:
+            continue
+        for earlier, earlier_name in named:
+            if name.same_as(earlier_name, db):
+                raise ConfigError(
+                    f"{earlier.setting} and {target.setting} both name {str(earlier_name)!r}; give each its own table"
+                )
+        named.append((target, name))
 
 
 @contextmanager
@@ -255,6 +373,31 @@ def recorded(db: Database, conn: Connection, options: RunOptions, job: Job, comm
         if original is exc:
             raise
         raise original from None
+
+
+def job_hierarchies(job: Job) -> dict[str, Hierarchy]:
+    """Every QI's hierarchy, in QI order: read from its file, or generated from the column's distinct values (see
+    `sqlanon.api.hierarchies`). A source not loaded yet is read from source.csv into a temporary table that goes
+    with the (never committed) transaction; a DuckDB file that does not exist yet is not created for this."""
+    files = read_hierarchy_files(job)
+    qis = [qi for qi in job.quasi_identifiers if qi.has_hierarchy]  # a QI published as is has none
+    if all(qi.hierarchy for qi in qis):
+        return {qi.column: files[qi.column] for qi in qis}
+    file = duckdb_file(job.source.url)  # a DuckDB file that does not exist yet is not created for this
+    src, db = job.source, open_database("duckdb:///:memory:" if file and not file.exists() else job.source.url)
+    try:
+        with db.connect() as conn:  # never committed: a temporary table goes with the transaction
+            if db.table_exists(conn, src.schema, src.table) or src.csv is None:
+                source = db.q(src.schema, src.table)
+                check_columns(db, conn, job)
+            else:
+                source = db.scratch_ref("hierarchy_source")
+                db.load_csv(conn, src.csv, src.csv_options, source, temporary=True)
+            found = {qi.column: files.get(qi.column) or generated_hierarchy(db, conn, source, qi) for qi in qis}
+            conn.rollback()
+    finally:
+        db.dispose()
+    return found
 
 
 def load_table(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .criteria import Criterion
 from .model.job import Job
 from .search.strategies import Exhaustive
-from .session import RunOptions, run_context
+from .session import RunOptions, lattice_run
 
 
 def evaluate_every_node(
@@ -31,7 +31,7 @@ def every_node_violations(
     """
     options = options or RunOptions()
     extra = [c for criteria in criteria_sets for c in criteria]
-    with run_context(job, options, "evaluate-every-node", extra_criteria=extra) as (ctx, finish):
-        found = Exhaustive().evaluate(ctx, criteria_sets)
-        finish({"nodes": len(found[0]) if found else 0})
-    return found, ctx.max_suppressed
+    with lattice_run(job, options, "evaluate-every-node", extra_criteria=extra) as run:
+        found = Exhaustive().evaluate(run.ctx, criteria_sets)
+        run.finish({"nodes": len(found[0]) if found else 0})
+    return found, run.ctx.max_suppressed

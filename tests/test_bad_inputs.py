@@ -350,6 +350,11 @@ CASES: dict[str, Case] = {
     "anatomy-suppression": Case(
         "config file", "anatomy suppresses no tuples", _then(_method("anatomy"), _set("suppression", {"limit": 10}))
     ),
+    "anatomy-one-table-twice": Case(
+        "config file",
+        "output.table and output.sensitive_table both name 'main.people_anon'",
+        _method("anatomy", sensitive_table="PEOPLE_ANON"),
+    ),
     "register-output-is-source": Case(
         "config file",
         "is the source table",

@@ -20,10 +20,9 @@ from sqlanon.errors import ConfigError
 from sqlanon.model.job import Job
 from sqlanon.model.view import FrequencySetView, SqlFragment
 from sqlanon.publish.methods import METHODS, PublicationMethod, publishes
-from sqlanon.publish.ownership import Ownership
 from sqlanon.publish.staging import Destination, staged_table
 from sqlanon.search.strategies import STRATEGIES, Exhaustive, SearchContext, SearchStats, SearchStrategy
-from sqlanon.session import Target, checked_source, job_database, recorded
+from sqlanon.session import Target, table_run
 
 from .conftest import adult_config
 
@@ -128,26 +127,22 @@ def test_a_publication_method_is_one_class(registries, adult_duck, tmp_path):
         options = options or RunOptions()
         assert job.output is not None
         target = Target(output=job.output, replace=replace)
-        with job_database(job, options) as db:
-            columns = checked_source(db, job, options, [target])
-            with db.connect() as conn, recorded(db, conn, options, job, Starred.name) as run, conn.begin():
+        with table_run(job, options, Starred.name, targets=[target], transactional=Starred.name) as run:
+            db, conn = run.db, run.conn
+            with conn.begin():
                 qis = {db.name_key(q) for q in job.qi_names}
-                select = ", ".join(f"'*' AS {db.q(c)}" if db.name_key(c) in qis else db.q(c) for c in columns)
+                select = ", ".join(f"'*' AS {db.q(c)}" if db.name_key(c) in qis else db.q(c) for c in run.columns)
                 source = db.q(target.source.schema, target.source.table)
                 destination = Destination(name=target.name, source=target.source, replace=replace)
+                select_sql = f"SELECT {select} FROM {source}"
                 with staged_table(
-                    db,
-                    conn,
-                    destination=destination,
-                    select=f"SELECT {select} FROM {source}",
-                    ownership=Ownership(db, options.metadata_schema),
-                    run_id=run.run_id,
+                    db, conn, destination=destination, select=select_sql, ownership=run.ownership, run_id=run.id
                 ) as staged:
                     audit = f"SELECT COUNT(*) FROM {staged.ref} WHERE {db.q(job.qi_names[0])} <> '*'"
                     assert db.execute(conn, audit).scalar_one() == 0
                     rows = db.execute(conn, f"SELECT COUNT(*) FROM {staged.ref}").scalar_one()
                     staged.audited(rows)
-                run.finish({"rows": rows})
+            run.finish({"rows": rows})
         return Written(table="starred", rows=rows)
 
     config = adult_config(adult_duck, QIS, load_csv=False, output={"table": "starred", "method": Starred.name})

@@ -1052,17 +1052,24 @@ def check_inference_job(job: Job) -> None:
         )
 
 
-def inference_target(db: Database, conn: Connection, job: Job, ownership: Ownership, replace: bool) -> TableName | None:
-    """Where P(s | person) goes (`inference.table`), checked with the releases' tables before any work: None when
-    the job names no table."""
-    settings = job.inference
-    target = None
-    if settings.table is not None:
-        target = ownership.resolve(conn, settings.schema or job.source.schema, settings.table, "inference.table")
-    check_release_tables(db, conn, job, target)
-    if target is not None:
-        ownership.check_target(conn, target, replace, "inference.table")
-    return target
+@dataclass(kw_only=True)
+class InferenceTarget:
+    """Where P(s | person) goes (`inference.table`), checked with the releases' tables before any work (a run's
+    target, see sqlanon.session.Checked); its name stays None when the job names no table."""
+
+    job: Job
+    replace: bool
+    setting: str = "inference.table"
+    name: TableName | None = None
+
+    def check(self, db: Database, conn: Connection, ownership: Ownership, source: TableName | None) -> TableName | None:
+        settings = self.job.inference
+        if settings.table is not None:
+            self.name = ownership.resolve(conn, settings.schema or self.job.source.schema, settings.table, self.setting)
+        check_release_tables(db, conn, self.job, self.name)
+        if self.name is not None:
+            ownership.check_target(conn, self.name, self.replace, self.setting)
+        return self.name
 
 
 def infer(

@@ -14,6 +14,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.engine import Connection
 
 from ..analysis.attacks import (
     AnalysisSettings,
@@ -22,6 +23,7 @@ from ..analysis.attacks import (
     analyze_frequency_set,
     bayes_audit,
 )
+from ..backends import Database
 from ..engine.frequency import COUNT, class_column, class_labels, node_frequency_set, violating_classes_sql
 from ..engine.star import (
     StarSchema,
@@ -106,6 +108,25 @@ def analyzed_attribute(job: Job, sensitive: str | None) -> str:
             f"{', '.join(job.sensitive) or 'none'})"
         )
     return sensitive
+
+
+def analyze_published_table(
+    db: Database,
+    conn: Connection,
+    job: Job,
+    schema: str | None,
+    table: str,
+    attribute: str,
+    settings: AnalysisSettings,
+) -> TableAnalysis:
+    """The attacks and risk of a table already published, its QI columns taken as they are (no lattice)."""
+    qis = [db.q(c) for c in job.qi_names]
+    classes = [f"g{i}" for i in range(len(qis))]
+    definition = (
+        f"SELECT {', '.join(f'{q} AS {g}' for q, g in zip(qis, classes))}, {db.q(attribute)} AS s, "
+        f"COUNT(*) AS cnt FROM {db.q(schema, table)} GROUP BY {', '.join(qis + [db.q(attribute)])}"
+    )
+    return analyze_frequency_set(conn, table, attribute, definition, classes, "s", settings)
 
 
 def analyze_node(

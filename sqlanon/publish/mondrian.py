@@ -33,6 +33,7 @@ t-closeness against the whole table) plug in unchanged.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -743,3 +744,54 @@ def publish_partitioned(
         staged.audited(rows)
     work.drop()
     return report, preview(db, conn, destination.name)
+
+
+def partition_and_publish(
+    db: Database,
+    conn: Connection,
+    *,
+    job: Job,
+    columns: dict[str, str],
+    hierarchies: dict[str, Hierarchy],
+    destination: Destination,
+    pseudonyms: Pseudonyms,
+    ownership: Ownership,
+    run_id: int,
+    progress: Progress = silent,
+) -> MondrianReport:
+    """Partition the job's source (`destination.source`) and publish it through the staged, audited path, in the
+    caller's transaction; the report times both halves."""
+    work = Mondrian.for_job(
+        db,
+        conn,
+        job=job,
+        source=destination.source,
+        columns=columns,
+        hierarchies=hierarchies,
+        run_id=run_id,
+        progress=progress,
+    )
+    started = time.perf_counter()
+    rows = work.prepare()
+    result = work.run()
+    partitioned = time.perf_counter()
+    audit, first_rows = publish_partitioned(
+        db,
+        conn,
+        work=work,
+        job=job,
+        destination=destination,
+        pseudonyms=pseudonyms,
+        ownership=ownership,
+        run_id=run_id,
+        rows=rows,
+    )
+    return MondrianReport(
+        output=str(destination.name),
+        rows=rows,
+        result=result,
+        audit=audit,
+        preview=first_rows,
+        partitioning_seconds=partitioned - started,
+        publishing_seconds=time.perf_counter() - partitioned,
+    )
