@@ -37,14 +37,10 @@ def level_column(attr: int, level: int) -> str:
 def cube_set(star: StarSchema) -> str:
     """SELECT the level-0 frequency set of `star` with every level's code of each attribute beside it
     (a<attr>_<level>), for `node_frequency_set` to group any node from without a join."""
-    return _grouped(
-        star,
-        [
-            (f"d{d.attr}.c{level}", level_column(d.attr, level))
-            for d in star.dimensions
-            for level in range(d.height + 1)
-        ],
-    )
+    codes = [
+        (f"d{d.attr}.c{level}", level_column(d.attr, level)) for d in star.dimensions for level in range(d.height + 1)
+    ]
+    return _grouped(star, codes)
 
 
 def node_frequency_set(star: StarSchema, node: Sequence[int], cube: str | None = None) -> str:
@@ -59,22 +55,28 @@ def node_frequency_set(star: StarSchema, node: Sequence[int], cube: str | None =
         return _grouped(
             star, [(f"d{d.attr}.c{int(level)}", class_column(d.attr)) for d, level in zip(star.dimensions, node)]
         )
-    classes = [f"t.{level_column(d.attr, int(level))}" for d, level in zip(star.dimensions, node)]
-    sensitive = list(star.sensitive_columns().values())
-    select = [f"{c} AS {class_column(d.attr)}" for d, c in zip(star.dimensions, classes)]
-    return (
-        f"SELECT {', '.join(select + [f't.{s} AS {s}' for s in sensitive])}, {count_sum(f't.{COUNT}')} AS {COUNT} "
-        f"FROM {cube} t GROUP BY {', '.join(classes + [f't.{s}' for s in sensitive])}"
-    )
+    codes = [(f"t.{level_column(d.attr, int(level))}", class_column(d.attr)) for d, level in zip(star.dimensions, node)]
+    sensitive = [(f"t.{s}", s) for s in star.sensitive_columns().values()]
+    return _grouped(star, codes, source=f"{cube} t", sensitive=sensitive, count=count_sum(f"t.{COUNT}"))
 
 
-def _grouped(star: StarSchema, codes: list[tuple[str, str]]) -> str:
-    """The source joined with every dimension table, grouped on `codes` ((SQL, name) of each) and the sensitive
-    columns."""
-    db, alias = star.db, "t"
-    select = [f"{code} AS {name}" for code, name in codes] + star.sensitive_select(alias)
-    group = [code for code, _ in codes] + [f"{alias}.{db.q(c)}" for c in star.sensitive]
-    return f"SELECT {', '.join(select)}, COUNT(*) AS {COUNT} FROM {star.joins(alias)} GROUP BY {', '.join(group)}"
+def _grouped(
+    star: StarSchema,
+    codes: list[tuple[str, str]],
+    *,
+    source: str | None = None,
+    sensitive: list[tuple[str, str]] | None = None,
+    count: str = "COUNT(*)",
+) -> str:
+    """One frequency set's GROUP BY: `source` (default: the table joined with every dimension table, as t) grouped
+    on `codes` and the `sensitive` columns ((SQL, name) of each; default: the table's sensitive columns), `count`
+    summing each class."""
+    if sensitive is None:
+        sensitive = [(f"t.{star.db.q(c)}", name) for c, name in star.sensitive_columns().items()]
+    named = codes + sensitive
+    select = ", ".join(f"{sql} AS {name}" for sql, name in named)
+    group = ", ".join(sql for sql, _ in named)
+    return f"SELECT {select}, {count} AS {COUNT} FROM {source or star.joins('t')} GROUP BY {group}"
 
 
 def count_violations_batch(

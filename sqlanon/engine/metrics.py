@@ -108,16 +108,14 @@ class MetricsEvaluator:
             # PostgreSQL (its estimates of CTE rows are guesses: 50 s for 64 nodes of a 20k-row table)
             on = " AND ".join(f"v.{c} = f.{c}" for c in view.class_columns)
             marked = f"SELECT v.*, f.bad FROM {view.table} v JOIN flags_{j} f ON {on}"
-            for name, select in (
-                (view.table, self._frequency_set(node)),
-                (f"flags_{j}", flags),
-                (f"marked_{j}", marked),
-            ):
-                if self.db.materialized_ctes:
-                    ctes.append(f"{name} AS MATERIALIZED ({select})")
-                else:  # each is read several times below: stored once (under its name) rather than computed each time
-                    stored.append(self.db.create_scratch(self.conn, name, select, params))
-            selects.append(self._node_select(node, j))
+            sets = [(view.table, self._frequency_set(node)), (f"flags_{j}", flags)]
+            if self.db.materialized_ctes:
+                ctes += [f"{name} AS MATERIALIZED ({select})" for name, select in sets + [(f"marked_{j}", marked)]]
+                selects.append(self._node_select(node, j, f"marked_{j}"))
+            else:  # each set is read several times below: stored once (under its name) rather than computed each
+                # time; the marked rows, read twice, stay a join of the two rather than a third stored table
+                stored += [self.db.create_scratch(self.conn, name, select, params) for name, select in sets]
+                selects.append(self._node_select(node, j, f"({marked})"))
         with_clause = f"WITH {', '.join(ctes)} " if ctes else ""
         rows = self.conn.execute(text(with_clause + " UNION ALL ".join(selects)), params).all()
         for ref in stored:
@@ -133,8 +131,10 @@ class MetricsEvaluator:
             sensitive_columns=self.star.sensitive_columns(),
         )
 
-    def _node_select(self, node: Levels, j: int) -> str:
-        flags, marked = f"flags_{j}", f"marked_{j}"
+    def _node_select(self, node: Levels, j: int, marked: str) -> str:
+        """The node's sums, from its flags (flags_<j>) and its (class, value) rows with their flags (`marked`: a
+        table's name or a subquery)."""
+        flags = f"flags_{j}"
         areas, ln_area = [], []
         for attr, level in enumerate(node):
             if level > 0:  # level 0 covers one original value: ln(area) = 0
@@ -166,9 +166,8 @@ class MetricsEvaluator:
         search's cube gave it), and ln(area of the top)."""
         if self._cells_term is None:
             zero = self._frequency_set(tuple([0] * len(self.heights)))
-            self._cells_term = float(
-                self.conn.execute(text(f"SELECT {sum_c_ln_c(COUNT)} FROM ({zero}) z")).scalar_one()
-            )
+            cells = self._cube or f"({zero}) z"  # a stored cube's rows are the level-0 cells already
+            self._cells_term = float(self.conn.execute(text(f"SELECT {sum_c_ln_c(COUNT)} FROM {cells}")).scalar_one())
         if self._ln_top is None:
             self._ln_top = sum(
                 float(
