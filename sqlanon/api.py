@@ -169,7 +169,7 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
     options = options or RunOptions()
     output = method_output(job, "anatomy", "l: L")
     qi_target = Target(output=output, replace=replace, pseudonyms=Pseudonyms.of(job))
-    sensitive = dataclasses.replace(output, table=output.sensitive_table_name)
+    sensitive = dataclasses.replace(output, table=Anatomy.sensitive_table(output))
     sa_target = Target(output=sensitive, replace=replace, setting="output.sensitive_table")
     targets = [qi_target, sa_target]
     with table_run(job, options, "anatomy", targets=targets, transactional="an anatomy publication") as run:

@@ -20,7 +20,6 @@ from .criteria import criteria_from_config
 from .errors import ConfigError
 from .model.hierarchies import GENERATORS
 from .model.job import (
-    NUMERIC_OUTPUTS,
     Identifier,
     InferenceSettings,
     Job,
@@ -175,34 +174,17 @@ def _output(raw: Any) -> Output:
     if not isinstance(grant_to, list):
         raise ConfigError("output.grant_to must be a role name or a list of role names")
     method = _choice(out.get("method", "generalize"), tuple(METHODS), "output.method")
-    l_value = out.get("l")
-    if method == "anatomy" and (isinstance(l_value, bool) or not isinstance(l_value, int) or l_value < 2):
-        raise ConfigError(
-            f"output.l must be a whole number >= 2 with method anatomy (every bucket holds l "
-            f"different sensitive values), got {l_value!r}"
-        )
     for other, keys in settings.items():
         if other != method and any(out.get(key) is not None for key in keys):
             names = [f"output.{key}" for key in keys]
             listed = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
             raise ConfigError(f"{listed} belong to method: {other}; remove them, or add method: {other}")
-    relaxed = out.get("relaxed", False)
-    if not isinstance(relaxed, bool):
-        raise ConfigError(f"output.relaxed must be true or false, got {relaxed!r}")
-    numeric = _choice(out.get("numeric", "range"), NUMERIC_OUTPUTS, "output.numeric")
-    seed = out.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, (int, str)):
-        raise ConfigError(f"output.seed must be a whole number or a word, got {seed!r}")
     return Output(
         table=_identifier(_required(out, "table", "output"), "output.table"),
         schema=_optional_identifier(out.get("schema"), "output.schema"),
         grant_to=[_identifier(role, "output.grant_to") for role in grant_to],
         method=method,
-        l=l_value,
-        sensitive_table=_optional_identifier(out.get("sensitive_table"), "output.sensitive_table"),
-        seed=seed,
-        relaxed=relaxed,
-        numeric=numeric,
+        settings=METHODS[method].parse(out),
     )
 
 

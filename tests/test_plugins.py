@@ -157,5 +157,7 @@ def test_a_publication_method_is_one_class(registries, adult_duck, tmp_path):
     engine.dispose()
     with pytest.raises(ConfigError, match=Starred.name):  # the methods listed name it
         job_from_dict({**config, "output": {"table": "x", "method": "nonesuch"}})
+    starred_output = {"table": "x", "method": Starred.name, "star": "*"}
+    assert job_from_dict({**config, "output": starred_output}).output.settings == {"star": "*"}  # the method's own
     with pytest.raises(ConfigError, match=f"output.star belong to method: {Starred.name}"):
         job_from_dict({**config, "output": {"table": "x", "star": 1}})

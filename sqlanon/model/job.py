@@ -121,32 +121,23 @@ class Identifier:
         return key
 
 
-NUMERIC_OUTPUTS = ("range", "mean")
-
-
 @dataclass(kw_only=True)
 class Output:
-    """Where the published table goes, and how it is made.
-
-    `generalize` (the default) publishes one table at the node the search
-    chose; `anatomy` publishes two tables with exact QIs: `table` (QIs, a
-    bucket id per record) and `sensitive_table` (bucket, value, count), every
-    bucket holding `l` different sensitive values.
-    """
+    """Where the published table goes, and how it is made: `method` (see sqlanon.publish.methods; `generalize`
+    by default) and that method's own settings, as its class parsed them (anatomy: l, sensitive_table, seed;
+    mondrian: relaxed, numeric). A setting of another method is refused when the job is read."""
 
     table: str
     schema: str | None = None
     grant_to: list[str] = field(default_factory=list)  # roles given SELECT on the output (PostgreSQL)
     method: str = "generalize"
-    l: int | None = None  # anatomy: different sensitive values in every bucket
-    sensitive_table: str | None = None  # anatomy: the bucket, value, count table (default: TABLE_sensitive)
-    seed: str | int = 0  # anatomy: the records' pseudo-random order within a value (a new seed, new buckets)
-    relaxed: bool = False  # mondrian: cut numeric QIs into halves of the sorted rows (equal values either side)
-    numeric: str = "range"  # mondrian: publish a numeric QI as its partition's range or mean
+    settings: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def sensitive_table_name(self) -> str:
-        return self.sensitive_table or f"{self.table}_sensitive"
+    def describe(self) -> dict[str, Any]:
+        """The output as a job's JSON record shows it: the method's settings beside the common ones."""
+        return {"table": self.table, "schema": self.schema, "grant_to": self.grant_to, "method": self.method} | dict(
+            self.settings
+        )
 
 
 @dataclass(frozen=True)
@@ -257,7 +248,7 @@ class Job:
             "quasi_identifiers": {qi.column: qi.describe() for qi in self.quasi_identifiers},
             "sensitive": self.sensitive,
             "criteria": {c.name: c.params() for c in self.criteria},
-            "output": asdict(self.output) if self.output else None,
+            "output": self.output.describe() if self.output else None,
             "strategy": self.strategy,
             "base": self.base,
             "suppression": asdict(self.suppression),

@@ -20,6 +20,7 @@ each in a bucket that does not hold its value yet, and no record is suppressed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,8 +80,29 @@ class Anatomy(PublicationMethod):
     settings = ("l", "sensitive_table", "seed")
 
     @classmethod
+    def parse(cls, output: Mapping[str, Any]) -> dict[str, Any]:
+        l_value, seed, sensitive_table = output.get("l"), output.get("seed", 0), output.get("sensitive_table")
+        if isinstance(l_value, bool) or not isinstance(l_value, int) or l_value < 2:
+            raise ConfigError(
+                f"output.l must be a whole number >= 2 with method anatomy (every bucket holds l "
+                f"different sensitive values), got {l_value!r}"
+            )
+        if isinstance(seed, bool) or not isinstance(seed, (int, str)):
+            raise ConfigError(f"output.seed must be a whole number or a word, got {seed!r}")
+        if sensitive_table is not None and (
+            not isinstance(sensitive_table, str) or not sensitive_table or "\x00" in sensitive_table
+        ):
+            raise ConfigError(f"output.sensitive_table must be a non-empty name, got {sensitive_table!r}")
+        return {"l": l_value, "sensitive_table": sensitive_table, "seed": seed}
+
+    @classmethod
+    def sensitive_table(cls, output: Output) -> str:
+        """The bucket, value, count table's name (default: TABLE_sensitive)."""
+        return str(output.settings.get("sensitive_table") or f"{output.table}_sensitive")
+
+    @classmethod
     def tables(cls, output: Output) -> list[str]:
-        return [output.table, output.sensitive_table_name]
+        return [output.table, cls.sensitive_table(output)]
 
     @classmethod
     def check(cls, job: Job) -> None:
@@ -152,8 +174,8 @@ def publish_bucketized(
     replace: bool,
 ) -> AnatomyReport:
     """Write both tables in one transaction, audit them, and commit only if the audit passes."""
-    assert job.output is not None and job.output.l is not None
-    l, [sensitive] = job.output.l, job.sensitive
+    assert job.output is not None and job.output.method == Anatomy.name
+    l, [sensitive] = int(job.output.settings["l"]), job.sensitive
     source_ref = db.q(source.schema, source.table)
     rows = check_eligible(db, conn, source_ref, sensitive, l)
     params: dict[str, object] = {}
@@ -164,7 +186,7 @@ def publish_bucketized(
     # when combined (bench/bench_releases.py); the same job and seed give the same buckets on every database
     keyed = ["CAST(:anatomy_seed AS VARCHAR)"] + [f"CAST({c} AS VARCHAR)" for c in others]
     shuffled = f"md5(concat_ws('|', {', '.join(keyed)}))"
-    params["anatomy_seed"] = str(job.output.seed)
+    params["anatomy_seed"] = str(job.output.settings["seed"])
     order = ", ".join([f"t.{s}", shuffled] + others)
     scratch = f"anatomy_{run_id}"
     if conn.in_transaction():

@@ -1,18 +1,20 @@
 """Publication methods: the ways a job's table is published (`output.method`), one registry of them.
 
 A method is a subclass of `PublicationMethod` in its own module of this package, registered under its `name`
-when the module is imported. The config reads the registry to validate a job (the method's own output settings,
-and `check` for what it needs of the job); the API registers the verb that runs each method (`publishes`), and
-the CLI's `anonymize` runs whichever the job names. Every table a method writes goes through
-`staging.staged_table` (staged, audited, owned, granted, or nothing).
+when the module is imported. The config reads the registry to validate a job: the method parses its own output
+settings (`parse`: the job's `Output.settings`; another method's settings are refused) and says what it needs of
+the job (`check`). The API registers the verb that runs each method (`publishes`), and the CLI's `anonymize`
+runs whichever the job names. Every table a method writes goes through `staging.staged_table` (staged, audited,
+owned, granted, or nothing).
 
-To add one: a module here with a subclass (its name, settings and checks, and the function that writes and
-audits its tables through `staged_table`), a verb in `sqlanon.api` decorated with `publishes(name)`, and tests.
+To add one: a module here with a subclass (its name, its settings and how to parse them, its checks, and the
+function that writes and audits its tables through `staged_table`), a verb in `sqlanon.api` that opens a
+`session.table_run` and is decorated with `publishes(name)`, and tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from ..model.job import Job, Output
@@ -30,6 +32,12 @@ class PublicationMethod:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         METHODS[cls.name] = cls
+
+    @classmethod
+    def parse(cls, output: Mapping[str, Any]) -> dict[str, Any]:
+        """The method's own settings from the job's `output:` mapping, checked, with their defaults (the job's
+        `Output.settings`); by default each of `settings` given, as it is."""
+        return {key: output[key] for key in cls.settings if key in output}
 
     @classmethod
     def check(cls, job: Job) -> None:

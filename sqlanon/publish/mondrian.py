@@ -34,7 +34,7 @@ t-closeness against the whole table) plug in unchanged.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +47,7 @@ from ..engine.scratch import Scratch
 from ..engine.star import kinds_by_key, needed_sensitive
 from ..errors import AuditError, ConfigError, DataError
 from ..model.hierarchies import PIECE_BITS, Hierarchy, PathCodes
-from ..model.job import Job
+from ..model.job import Job, _choice
 from ..model.progress import Progress, silent
 from ..model.view import FrequencySetView, count_sum
 from .audit import AuditReport, audit_table, check_published_values
@@ -63,6 +63,14 @@ class MondrianMethod(PublicationMethod):
 
     name = "mondrian"
     settings = ("relaxed", "numeric")
+    numeric_outputs = ("range", "mean")  # a numeric QI published as its partition's range, or its mean
+
+    @classmethod
+    def parse(cls, output: Mapping[str, Any]) -> dict[str, Any]:
+        relaxed, numeric = output.get("relaxed", False), output.get("numeric", "range")
+        if not isinstance(relaxed, bool):
+            raise ConfigError(f"output.relaxed must be true or false, got {relaxed!r}")
+        return {"relaxed": relaxed, "numeric": _choice(numeric, cls.numeric_outputs, "output.numeric")}
 
     @classmethod
     def check(cls, job: Job) -> None:
@@ -219,7 +227,7 @@ class Mondrian:
             sensitive=needed_sensitive(job.criteria),
             criteria=job.criteria,
             prefix=f"mondrian_{run_id}",
-            relaxed=job.output.relaxed,
+            relaxed=bool(job.output.settings["relaxed"]),
             progress=progress,
         )
 
@@ -722,7 +730,7 @@ def publish_partitioned(
         db,
         work,
         lambda column, value: pseudonyms.select(db, job.identifying, column, value),
-        job.output.numeric == "mean",
+        job.output.settings["numeric"] == "mean",
     )
     src = destination.source
     with staged_table(db, conn, destination=destination, select=select, ownership=ownership, run_id=run_id) as staged:
