@@ -427,6 +427,7 @@ def prepare_source(db: Database, conn: Connection, job: Job, ownership: Ownershi
     if src.csv is None:
         return source
     if not db.table_exists(conn, src.schema, src.table):
+        ownership.check_target(conn, source, False, "source.table")  # its schema exists, and the role may create
         load_table(db, conn, ownership, src.csv, src.csv_options, source)  # in the caller's transaction
         return source
     owned = ownership.owned(conn, source)

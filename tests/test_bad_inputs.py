@@ -685,6 +685,11 @@ CASES: dict[str, Case] = {
     "output-schema-missing": Case(
         "tables", "schema 'published' of output table 'people_anon' does not exist", _set("output.schema", "published")
     ),
+    "csv-into-a-missing-schema": Case(
+        "tables",
+        "schema 'nowhere' of source.table 'fromcsv' does not exist; create it",
+        _then(_csv_source, _set("source.schema", "nowhere")),
+    ),
     "csv-over-user-table": Case(
         "tables", "sqlanon did not load it from people.csv", lambda env: _csv_source(env, "people")
     ),
