@@ -5,20 +5,24 @@ backend lacks a verb, the one-line error it gives instead."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from click.testing import CliRunner
 
 from sqlanon import RunOptions, anonymize, audit, job_from_dict, search
-from sqlanon.criteria import criteria_from_config
-from sqlanon.errors import ConfigError
-from sqlanon.model.job import Job, Suppression
+from sqlanon.cli import main
+from sqlanon.criteria import KAnonymity, criteria_from_config
+from sqlanon.errors import ConfigError, DataError, HierarchyError, SqlanonError
+from sqlanon.model.job import Job, Selection, Suppression
 
-from .conftest import ADULT_DIR, adult_config, adult_job, reclassified
+from .conftest import ADULT_DIR, adult_config, adult_job, reclassified, with_cropped_hierarchies
 
 QIS = ["sex", "race", "marital-status"]
 SUBSET = ["age", "education", "marital-status", "workclass"]
@@ -48,6 +52,10 @@ class Backend:
 
     def job(self, qis: list[str] = QIS, **extra: Any) -> Job:
         return adult_job(self.url, qis, load_csv=False, schema=self.schema, **extra)
+
+    def table(self, name: str) -> str:
+        """A table name of this backend's own (the tests share DuckDB's file and Spark's catalog)."""
+        return f"{name}_{self.name}"
 
     def config(self, qis: Any, **extra: Any) -> dict[str, Any]:
         config = adult_config(self.url, qis, load_csv=False, **extra)
@@ -187,3 +195,60 @@ def _published_or_refused(backend: Backend, job: Job, what: str) -> Any:
     with pytest.raises(ConfigError, match=f"{what} is not available on"):
         anonymize(job, backend.options, replace=True)
     return None
+
+
+def test_unknown_table_and_column_are_named(backend: Backend) -> None:
+    with pytest.raises(DataError, match=r"table '.*nope' not found"):
+        search(backend.job(table="nope"), backend.options)
+    with pytest.raises(SqlanonError, match="no_such_column"):
+        search(backend.job(QIS + ["no_such_column"]), backend.options)
+
+
+def test_values_missing_from_hierarchies_are_named_alike(backend: Backend, tmp_path: Path) -> None:
+    """Every QI's values are looked up before the search: the first QI in job order with values missing from its
+    hierarchy is named, with the same values and count on every backend."""
+    dropped = {"race": ("Black", "Other"), "education": ("Masters",)}
+    job = with_cropped_hierarchies(backend.job(["sex", "education", "race"], k=2), tmp_path, dropped)
+    with pytest.raises(HierarchyError) as caught:
+        search(job, backend.options)
+    assert "column 'education': 1 value(s) missing from its hierarchy" in str(caught.value)
+    assert str(caught.value).split("): ")[1] == "'Masters'; add a line for each"
+
+
+def test_k_larger_than_the_table_is_refused(backend: Backend) -> None:
+    job = dataclasses.replace(backend.job(["sex"]), criteria=[KAnonymity(10**6)])
+    with pytest.raises(SqlanonError, match="larger than the table"):
+        search(job, backend.options)
+
+
+def test_cli_search_prints_duckdbs_nodes(backend: Backend, duckdb: Backend, tmp_path: Path) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text(json.dumps(backend.config(QIS, k=3)))
+    result = CliRunner().invoke(
+        main, ["search", str(config), "--format", "json", "--metadata-schema", backend.options.metadata_schema]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["minimal"] == [list(n) for n in search(duckdb.job(k=3)).minimal]
+
+
+def test_suppression_metrics_and_publication_equal_duckdbs(compared: Backend, duckdb: Backend) -> None:
+    """Entropy l-diversity with 2% suppression (the exact, non-pruning search), every minimal node's metrics,
+    selection by KL divergence and a masked output: what DuckDB gives."""
+    changes = {
+        "criteria": criteria_from_config({"entropy_l_diversity": {"attribute": "occupation", "l": 3}}),
+        "sensitive": ["occupation"],
+        "suppression": Suppression(0.02, "mask"),
+        "select": Selection(None, "kl_divergence"),
+    }
+    qis = ["sex", "race", "marital-status"]  # metrics of 12 nodes (each costs Spark a few statements)
+    found = anonymize(
+        reclassified(compared.job(qis, output={"table": compared.table("masked")}), **changes),
+        compared.options,
+        replace=True,
+    )
+    expected = anonymize(reclassified(duckdb.job(qis, output={"table": "masked_reference"}), **changes), replace=True)
+    assert found.search.satisfying == expected.search.satisfying and found.node == expected.node
+    assert found.suppressed == expected.suppressed > 0 and found.audit.suppressed == found.suppressed
+    assert found.audit.ok
+    for node, values in expected.search.metrics.items():
+        assert found.search.metrics[node] == pytest.approx(values)

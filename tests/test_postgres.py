@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import warnings
 
@@ -13,9 +12,9 @@ from click.testing import CliRunner
 
 from sqlanon import RunOptions, anonymize, audit, search
 from sqlanon.cli import main
-from sqlanon.criteria import KAnonymity, criteria_from_config
-from sqlanon.errors import DataError, HierarchyError
-from sqlanon.model.job import Selection, Suppression
+from sqlanon.criteria import criteria_from_config
+from sqlanon.errors import DataError
+from sqlanon.model.job import Suppression
 
 from .conftest import (
     ADULT_DIR,
@@ -26,7 +25,6 @@ from .conftest import (
     passing,
     reclassified,
     user_tables,
-    with_cropped_hierarchies,
 )
 
 pytestmark = pytest.mark.postgres
@@ -103,29 +101,6 @@ def test_anonymize_into_postgres(pg_adult):
     assert leftovers == {"adult", "adult_anon"}
 
 
-def test_cli_json_against_postgres(pg_adult, tmp_path):
-    url, schema = pg_adult
-    config = tmp_path / "job.yaml"
-    config.write_text(
-        json.dumps(
-            {
-                "source": {"url": "duckdb:///unused.duckdb", "table": "adult", "schema": schema},
-                "quasi_identifiers": {
-                    "sex": {"hierarchy": str(ADULT_DIR / "hierarchies/sex.csv")},
-                    "race": {"hierarchy": str(ADULT_DIR / "hierarchies/race.csv")},
-                },
-                "insensitive": [c for c in ADULT_QIS if c not in ("sex", "race")],
-                "criteria": {"k_anonymity": {"k": 3}},
-            }
-        )
-    )
-    result = CliRunner().invoke(
-        main, ["search", str(config), "--db", url, "--json", "--metadata-schema", f"{schema}_meta"]
-    )
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["minimal"] == [[0, 0]]
-
-
 def test_hostile_identifiers_on_postgres(pg_adult):
     url, schema = pg_adult
     table = 'we"ird; DROP TABLE adult; --'
@@ -146,57 +121,6 @@ def test_hostile_identifiers_on_postgres(pg_adult):
     assert result.audit.ok
     names = {t for s, t in user_tables(url) if s == schema}
     assert {"adult", table, "o'ut\"; --"} <= names
-
-
-def test_unknown_table_on_postgres(pg_adult):
-    url, schema = pg_adult
-    with pytest.raises(DataError, match=r"table '.*nope' not found"):
-        search(adult_job(url, ["sex"], k=2, load_csv=False, schema=schema, table="nope"), _options(schema))
-
-
-def test_values_missing_from_hierarchies_are_named_as_on_duckdb(pg_adult, adult_duck, tmp_path):
-    """Every QI's keys are looked up in one statement: the first QI in job order with values missing from its
-    hierarchy is named, with the same values and count on both databases."""
-    url, schema = pg_adult
-    dropped = {"race": ("Black", "Other"), "education": ("Masters",)}
-    errors = []
-    for job, options in (
-        (adult_job(url, ["sex", "education", "race"], k=2, load_csv=False, schema=schema), _options(schema)),
-        (adult_job(adult_duck, ["sex", "education", "race"], k=2, load_csv=False), RunOptions()),
-    ):
-        with pytest.raises(HierarchyError) as caught:
-            search(with_cropped_hierarchies(job, tmp_path, dropped), options)
-        errors.append(str(caught.value))
-    assert "column 'education': 1 value(s) missing from its hierarchy" in errors[0]
-    assert errors[0].split("): ")[1] == errors[1].split("): ")[1] == "'Masters'; add a line for each"
-
-
-def test_k_bigger_than_table_on_postgres(pg_adult):
-    url, schema = pg_adult
-    job = dataclasses.replace(adult_job(url, ["sex"], load_csv=False, schema=schema), criteria=[KAnonymity(10**6)])
-    with pytest.raises(Exception, match="larger than the table"):
-        search(job, _options(schema))
-
-
-def test_suppression_metrics_and_publication_equal_duckdb(pg_adult, adult_duck):
-    """Entropy l-diversity with 2% suppression (the exact, non-pruning search), metrics, selection by KL and a
-    masked output: PostgreSQL gives what DuckDB gives."""
-    url, schema = pg_adult
-    changes = {
-        "criteria": criteria_from_config({"entropy_l_diversity": {"attribute": "occupation", "l": 3}}),
-        "sensitive": ["occupation"],
-        "suppression": Suppression(0.02, "mask"),
-        "select": Selection(None, "kl_divergence"),
-    }
-    qis = ["sex", "age", "race", "marital-status"]
-    pg_job = reclassified(adult_job(url, qis, load_csv=False, schema=schema, output={"table": "adult_sup"}), **changes)
-    duck_job = reclassified(adult_job(adult_duck, qis, load_csv=False, output={"table": "adult_sup"}), **changes)
-    pg = anonymize(pg_job, _options(schema), replace=True)
-    duck = anonymize(duck_job, replace=True)
-    assert pg.search.satisfying == duck.search.satisfying and pg.node == duck.node
-    assert pg.suppressed == duck.suppressed > 0 and pg.audit.suppressed == pg.suppressed and pg.audit.ok
-    for node, values in duck.search.metrics.items():
-        assert pg.search.metrics[node] == pytest.approx(values)
 
 
 def test_stored_audit_function_equals_the_cli_audit(pg_adult):
