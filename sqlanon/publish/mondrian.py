@@ -54,7 +54,7 @@ from .audit import AuditReport, audit_table, check_published_values
 from .generalize import check_published_columns, unchanged_columns
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod
-from .ownership import Ownership, TableName
+from .ownership import Ownership
 from .staging import Destination, preview, staged_table
 
 
@@ -194,42 +194,6 @@ class Mondrian:
         self.cuttable: list[int] = []  # the QIs some open partition can cut (this round)
         self.open_parts = self.sorted_parts = 1  # partitions after the last round; when the rows were last sorted
         self.ids = "BIGINT"  # the SQL type of row and partition numbers (narrower once the rows are counted)
-
-    @classmethod
-    def for_job(
-        cls,
-        db: Database,
-        conn: Connection,
-        *,
-        job: Job,
-        source: TableName,
-        columns: dict[str, str],
-        hierarchies: dict[str, Hierarchy],
-        run_id: int,
-        progress: Progress = silent,
-    ) -> Mondrian:
-        """The partitioning of the job's `source`: QIs with a hierarchy cut along it, the others as numbers of
-        their source type (`columns`: the source's columns and types, as `engine.star.check_columns` returns)."""
-        assert job.output is not None
-        kinds = kinds_by_key(db, columns)
-        qis = [
-            MondrianQI(qi.column, hierarchies[qi.column])
-            if qi.column in hierarchies
-            else MondrianQI(qi.column, None, kinds[db.name_key(qi.column)])
-            for qi in job.quasi_identifiers
-        ]
-        return cls(
-            db=db,
-            conn=conn,
-            source=db.q(source.schema, source.table),
-            columns=list(columns),
-            qis=qis,
-            sensitive=needed_sensitive(job.criteria),
-            criteria=job.criteria,
-            prefix=f"mondrian_{run_id}",
-            relaxed=bool(job.output.settings["relaxed"]),
-            progress=progress,
-        )
 
     # --- setup ----------------------------------------------------------
     def _create(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
@@ -768,15 +732,27 @@ def partition_and_publish(
     progress: Progress = silent,
 ) -> MondrianReport:
     """Partition the job's source (`destination.source`) and publish it through the staged, audited path, in the
-    caller's transaction; the report times both halves."""
-    work = Mondrian.for_job(
-        db,
-        conn,
-        job=job,
-        source=destination.source,
-        columns=columns,
-        hierarchies=hierarchies,
-        run_id=run_id,
+    caller's transaction; the report times both halves. QIs with a hierarchy are cut along it, the others as
+    numbers of their source type (`columns`: the source's columns and types, as `engine.star.check_columns`
+    returns)."""
+    assert job.output is not None
+    kinds, source = kinds_by_key(db, columns), destination.source
+    qis = [
+        MondrianQI(qi.column, hierarchies[qi.column])
+        if qi.column in hierarchies
+        else MondrianQI(qi.column, None, kinds[db.name_key(qi.column)])
+        for qi in job.quasi_identifiers
+    ]
+    work = Mondrian(
+        db=db,
+        conn=conn,
+        source=db.q(source.schema, source.table),
+        columns=list(columns),
+        qis=qis,
+        sensitive=needed_sensitive(job.criteria),
+        criteria=job.criteria,
+        prefix=f"mondrian_{run_id}",
+        relaxed=bool(job.output.settings["relaxed"]),
         progress=progress,
     )
     started = time.perf_counter()
