@@ -20,7 +20,7 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).parent))
 from common import PG_URL, pg_reachable, print_table, timed
 
-from sqlanon import RunOptions, search
+from sqlanon import RunOptions, load_csv, search
 from sqlanon.config import job_from_dict
 
 HERE = Path(__file__).parent
@@ -35,10 +35,19 @@ def dataset(rows: int) -> Path:
     return out
 
 
+CSV_OPTIONS = {"types": {"zip": "VARCHAR", "birth_date": "VARCHAR"}}
+
+
+def load_hospital(folder: Path, url: str) -> None:
+    """(Re)load the table `hospital` from the folder's CSV (not timed): the benchmarks share PostgreSQL's
+    database, where another size's rows may be there from an earlier benchmark."""
+    load_csv(folder / "hospital.csv", "hospital", url, csv_options=CSV_OPTIONS, replace=True)
+
+
 def job(folder: Path, url: str, k: int, load: bool, base: str = "cube"):
     source = {"url": url, "table": "hospital"}
     if load:
-        source.update(csv="hospital.csv", csv_options={"types": {"zip": "VARCHAR", "birth_date": "VARCHAR"}})
+        source.update(csv="hospital.csv", csv_options=CSV_OPTIONS)
     return job_from_dict(
         {
             "source": source,

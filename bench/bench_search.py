@@ -33,7 +33,7 @@ from bench_criteria import CASES as CRITERIA_CASES
 from bench_criteria import OCC, criteria_job
 from bench_end_to_end import run_once as end_to_end
 from bench_hospital import QIS as HOSPITAL_QIS
-from bench_hospital import dataset
+from bench_hospital import dataset, load_hospital
 from bench_hospital import job as hospital_job
 from common import PG_URL, arx_here, group_by_seconds, pg_reachable, print_table, run_process, timed
 
@@ -133,7 +133,7 @@ def measure_hospital(rows: list, database: str, url: str, size: int, strategies:
     folder = dataset(size)
     if database == "duckdb":  # a file per size: a table loaded from another size's CSV is refused
         url = f"duckdb:///{HERE / 'out' / f'search_hospital_{size}.duckdb'}"
-    search(hospital_job(folder, url, 5, load=True), RunOptions(db_url=url))  # load (not timed)
+    load_hospital(folder, url)
     baseline = group_by_seconds(url, "hospital", HOSPITAL_QIS)
     hospital = hospital_job(folder, url, 5, load=False)
     measure(rows, f"hospital {size:,}", database, url, hospital, strategies, [0.0], baseline)

@@ -29,11 +29,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_criteria import criteria_job
 from bench_hospital import QIS as HOSPITAL_QIS
-from bench_hospital import dataset
+from bench_hospital import dataset, load_hospital
 from bench_hospital import job as hospital_job
 from common import PG_URL, group_by_seconds, pg_reachable, print_table
 
-from sqlanon import RunOptions, analyze, anonymize, apply, load_csv, load_job, node_metrics, search
+from sqlanon import RunOptions, analyze, anonymize, apply, load_job, node_metrics, search
 from sqlanon.criteria import criteria_from_config
 from sqlanon.model.job import Job, Output, Suppression
 
@@ -122,8 +122,7 @@ def main() -> None:
     rows: list[list[object]] = []
     for database, url in targets:
         search(dataclasses.replace(load_job(ADULT), source=dataclasses.replace(load_job(ADULT).source, url=url)))
-        csv_options = {"types": {"zip": "VARCHAR", "birth_date": "VARCHAR"}}  # loaded (again), not timed
-        load_csv(dataset(args.hospital_rows) / "hospital.csv", "hospital", url, csv_options=csv_options, replace=True)
+        load_hospital(dataset(args.hospital_rows), url)
         verbs = (args.postgres_verbs if database == "postgresql" else args.verbs).split(",")
         measure(rows, "adult 8 QIs", database, *adult_job(url), verbs, args)
         hospital_case = f"hospital {args.hospital_rows:,}"
