@@ -1,5 +1,5 @@
 """Adult, all 9 QIs, k=5 with tuple suppression at 0, 2% and 10% of the table (DuckDB):
-search seconds and nodes checked (Incognito, top-down and Samarati, same run), then the node each
+search seconds and nodes checked (the job's own strategy, top-down and Samarati, same run), then the node each
 selection rule picks and its metrics.
 
     python bench/bench_suppression.py [--limits 0,0.02,0.1] [--k 5]
@@ -51,7 +51,7 @@ def main() -> None:
         top_seconds, topdown = timed(
             lambda: search(dataclasses.replace(job, strategy="topdown"), RunOptions(db_url=url))
         )
-        assert topdown.satisfying == result.satisfying, "top-down and Incognito disagree"
+        assert topdown.satisfying == result.satisfying, "top-down and the job's strategy disagree"
         lowest = min(map(sum, result.satisfying))
         assert samarati.satisfying == [n for n in result.satisfying if sum(n) == lowest], "Samarati disagrees"
         rules = [(p, None) for p in POLICIES] + [(None, m) for m in METRIC_RULES]
@@ -91,7 +91,7 @@ def main() -> None:
         [
             "limit",
             "MaxSup",
-            "incognito s",
+            "search s",
             "checked",
             "passing",
             "minimal",
