@@ -609,7 +609,12 @@ def test_a_cancelled_call_stops_its_loopback_work_and_resumes(pg_job, stop: str)
     with engine.connect() as conn:
         plpython_or_skip(conn, meta)
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
-        # a statement_timeout well before the run's end (about 3 s on this machine)
+        # the session's first call imports sqlanon into its PL/Python interpreter (over a second on a slow
+        # machine): done here, so that the timeout falls within the run, not within the import
+        with pytest.raises(sa.exc.DBAPIError, match="no job named"):
+            conn.execute(sa.text(f'CALL "{meta}".run_job(job => CAST(:j AS text))'), {"j": "nope"})
+        conn.rollback()
+        # a statement_timeout well before the run's end (about 3 s on a fast machine, 6 s on a slow one)
         worker, outcome = _call_in_background(
             conn, meta, "adult9", "SET statement_timeout = '1s'" if stop == "statement_timeout" else None
         )
