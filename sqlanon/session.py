@@ -438,7 +438,7 @@ def prepare_source(db: Database, conn: Connection, job: Job, ownership: Ownershi
             "sqlanon never replaces a table it did not create: remove source.csv to anonymize the "
             f"table as it is, name a new source.table, or replace it on purpose with: {reload}"
         )
-    rows = db.execute(conn, f"SELECT COUNT(*) FROM {db.q(src.schema, src.table)}").scalar_one()
+    rows = db.count_rows(conn, db.q(src.schema, src.table))
     if not src.csv.is_file():
         raise DataError(f"CSV file not found: {src.csv}")
     if owned.file_sha256 != file_digest(src.csv, src.csv_options) or rows != owned.row_count:

@@ -11,7 +11,6 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from .backends import Database
@@ -216,9 +215,7 @@ def suppression_audit(
     source = TableName(db.resolved_schema(conn, src.schema), src.table)
     audited = TableName(db.resolved_schema(conn, target[0]), target[1])
     source_there = not source.same_as(audited, db) and db.table_exists(conn, src.schema, src.table)
-    source_rows = (
-        conn.execute(text(f"SELECT COUNT(*) FROM {db.q(src.schema, src.table)}")).scalar_one() if source_there else None
-    )
+    source_rows = db.count_rows(conn, db.q(src.schema, src.table)) if source_there else None
     if job.suppression.mode == "mask":
         files = read_hierarchy_files(job)
         for hierarchy in files.values():

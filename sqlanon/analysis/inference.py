@@ -723,12 +723,12 @@ class _Solver:
         """Remove the variables that halved since `earlier` (twice fewer passes ago) and are small: the way a
         probability the constraints force to 0 approaches it (like 1 / passes), while the others settle."""
         columns = ", ".join(f"x.{c}" for c in self.columns)
-        before = self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.current}").scalar_one()
+        before = self.db.count_rows(self.conn, self.current)
         self._replace(
             f"SELECT {columns}, x.x FROM {self.current} x JOIN {earlier} e ON e.person = x.person AND "
             f"e.value = x.value WHERE NOT (x.x < {SNAP_BELOW} AND x.x < {SNAP_RATIO} * e.x)"
         )
-        after = self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.current}").scalar_one()
+        after = self.db.count_rows(self.conn, self.current)
         self.statements += 2
         return int(before - after)
 
@@ -961,8 +961,8 @@ def _report(
     persons, values, unions = db.execute(
         conn, f"SELECT COUNT(DISTINCT pseudonym), COUNT(DISTINCT label), COUNT(*) FROM {result}"
     ).one()
-    variables = db.execute(conn, f"SELECT COUNT(*) FROM {x}").scalar_one() + figures["snapped"]
-    relations = db.execute(conn, f"SELECT COUNT(*) FROM {tables.counts}").scalar_one()
+    variables = db.count_rows(conn, x) + figures["snapped"]
+    relations = db.count_rows(conn, tables.counts)
     entropy = []
     for r, release in enumerate(tables.releases, start=1):
         held, alone = db.execute(

@@ -85,8 +85,8 @@ def population_star(job: Job, ctx: SearchContext) -> StarSchema | None:
             f"population table {table!r} has no column {missing[0]!r}; it needs the job's quasi-identifiers"
         )
     star = dataclasses.replace(ctx.star, source=db.q(schema, table), sensitive=[])
-    total = conn.execute(text(f"SELECT COUNT(*) FROM {star.source}")).scalar_one()
-    matched = conn.execute(text(f"SELECT COUNT(*) FROM {star.joins()}")).scalar_one()
+    total = star.db.count_rows(conn, star.source)
+    matched = star.db.count_rows(conn, star.joins())
     if matched != total:
         raise DataError(
             f"population table {table!r}: {total - matched} of its {total} rows have quasi-identifier "

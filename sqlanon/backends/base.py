@@ -187,6 +187,10 @@ class Database:
         """Run one statement built with `q()` names (values always as bound parameters)."""
         return conn.execute(sa.text(sql), params or {})
 
+    def count_rows(self, conn: Connection, source: str) -> int:
+        """The rows of `source`: a table, a parenthesized subquery with its alias, or a FROM clause with joins."""
+        return int(self.execute(conn, f"SELECT COUNT(*) FROM {source}").scalar_one())
+
     def scratch_ref(self, name: str) -> str:
         """Reference to a session-scoped scratch table (frequency sets)."""
         return f"{self.temp_schema}.{self.q(name)}"
@@ -453,7 +457,7 @@ class Database:
             raise DataError(f"CSV file not found: {path}")
         read_sql, params = read_csv_sql(path, options)
         self._load_csv(conn, read_sql, params, path, ref, temporary)
-        return int(self.execute(conn, f"SELECT COUNT(*) FROM {ref}").scalar_one())
+        return self.count_rows(conn, ref)
 
     def _load_csv(
         self, conn: Connection, read_sql: str, params: dict[str, Any], path: Path, ref: str, temporary: bool

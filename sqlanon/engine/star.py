@@ -277,7 +277,7 @@ def build_star_schema(
     src = job.source
     kinds = kinds_by_key(db, columns)
     source = db.q(src.schema, src.table)
-    rows = conn.execute(text(f"SELECT COUNT(*) FROM {source}")).scalar_one()
+    rows = db.count_rows(conn, source)
     if rows == 0:
         raise DataError(f"table {src.table!r} is empty; there is nothing to anonymize")
     if rows >= STATISTICS_ROWS:  # below, a badly planned join still takes a moment

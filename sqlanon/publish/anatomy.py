@@ -323,7 +323,7 @@ def audit_bucketized(
                 f"{differ} sensitive value(s) are published a different number of times than the "
                 "source holds them; nothing was written"
             )
-    cells = db.execute(conn, f"SELECT COUNT(*) FROM {sensitive_ref}").scalar_one()
+    cells = db.count_rows(conn, sensitive_ref)
     return {
         "buckets": int(buckets),
         "rows": int(rows or 0),

@@ -237,7 +237,7 @@ class Mondrian:
         # sensitive one), so no name of the source's, `rid` included, is ever one of Mondrian's
         originals = ", ".join(f"t.{q(c)} AS u{k}" for k, c in enumerate(self.columns))
         self._create(self.rows, f"SELECT ROW_NUMBER() OVER () AS rid, {originals} FROM {self.source} t")
-        rows = int(db.execute(self.conn, f"SELECT COUNT(*) FROM {self.rows}").scalar_one())
+        rows = db.count_rows(self.conn, self.rows)
         if rows == 0:
             raise DataError("the source table is empty; there is nothing to anonymize")
         # row and partition numbers (a partition tree has fewer than 2 x rows nodes) as narrow as they can be:

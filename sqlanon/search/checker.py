@@ -389,7 +389,7 @@ class WaveChecker:
             )
             self.statements += 1
             self.scans += self.from_table
-            rows = self.db.execute(self.conn, f"SELECT COUNT(*) FROM {self.reference}").scalar_one()
+            rows = self.db.count_rows(self.conn, self.reference)
             self._register("reference", name, rows)
         return self.reference
 
