@@ -57,6 +57,24 @@ class Backend:
         """A table name of this backend's own (the tests share DuckDB's file and Spark's catalog)."""
         return f"{name}_{self.name}"
 
+    def as_owner(self, statement: str) -> list[Any]:
+        """Run `statement` as the data's owner would, not through sqlanon (`{schema}` is the backend's schema,
+        `{using}` Spark's table format); its rows, if any."""
+        statement = statement.format(
+            schema=f"{self.schema}." if self.schema else "", using="USING parquet" if self.name == "spark" else ""
+        )
+        if self.name == "spark":
+            from sqlanon.backends.spark_dbapi import session_for
+
+            return list(session_for("local[2]").sql(statement).collect())
+        engine = sa.create_engine(self.url)
+        try:
+            with engine.begin() as conn:
+                result = conn.exec_driver_sql(statement)
+                return list(result.all()) if result.returns_rows else []
+        finally:
+            engine.dispose()
+
     def config(self, qis: Any, **extra: Any) -> dict[str, Any]:
         config = adult_config(self.url, qis, load_csv=False, **extra)
         if self.schema is not None:
@@ -252,3 +270,18 @@ def test_suppression_metrics_and_publication_equal_duckdbs(compared: Backend, du
     assert found.audit.ok
     for node, values in expected.search.metrics.items():
         assert found.search.metrics[node] == pytest.approx(values)
+
+
+def test_outputs_are_refused_or_replaced_only_when_sqlanons_own(backend: Backend) -> None:
+    """An output that exists is refused without --replace, replaced with it when sqlanon wrote it (told by its
+    own records, or on Spark by the token in its table comment), and never replaced when someone else made it."""
+    job = backend.job(["sex", "race"], output={"table": backend.table("own_output")})
+    assert anonymize(job, backend.options).audit.ok
+    with pytest.raises(DataError, match="already exists"):
+        anonymize(job, backend.options)
+    assert anonymize(job, backend.options, replace=True).audit.ok
+    foreign = backend.table("not_sqlanons")
+    backend.as_owner(f"CREATE TABLE {{schema}}{foreign} {{using}} AS SELECT 1 AS a")
+    with pytest.raises(DataError, match="not written by sqlanon"):
+        anonymize(backend.job(["sex", "race"], output={"table": foreign}), backend.options, replace=True)
+    assert [tuple(row) for row in backend.as_owner(f"SELECT a FROM {{schema}}{foreign}")] == [(1,)]

@@ -169,21 +169,6 @@ def test_spark_connect_gives_duckdbs_results(connect_url, adult_duck, tmp_path):
     assert tuple(remote["node"]) == duck.node and remote["audit"]["min_class_size"] >= 5
 
 
-def test_outputs_replace_only_sqlanons_own_tables(spark_adult):
-    """--replace overwrites sqlanon's earlier output (told by the token in its table comment), never a table
-    someone else made."""
-    from sqlanon.backends.spark_dbapi import session_for
-
-    job = adult_job(spark_adult, ["sex", "race"], k=5, load_csv=False, output={"table": "adult_replaced"})
-    anonymize(job, replace=True)
-    assert anonymize(job, replace=True).audit.ok
-    session_for("local[2]").sql("CREATE TABLE not_sqlanons USING parquet AS SELECT 1 AS a")
-    foreign = adult_job(spark_adult, ["sex", "race"], k=5, load_csv=False, output={"table": "not_sqlanons"})
-    with pytest.raises(DataError, match="not written by sqlanon"):
-        anonymize(foreign, replace=True)
-    assert session_for("local[2]").sql("SELECT * FROM not_sqlanons").collect()[0][0] == 1
-
-
 def test_parquet_files_as_the_source(spark_adult, adult_duck, tmp_path):
     """source.parquet: files read in place (a temporary view), as a warehouse's exported table would be."""
     from sqlanon.backends.spark_dbapi import session_for
