@@ -13,7 +13,7 @@ import yaml
 
 from sqlanon import anonymize, job_from_dict, partition
 from sqlanon.errors import ConfigError
-from sqlanon.publish import mondrian
+from sqlanon.engine import mondrian
 from sqlanon.publish.mondrian import MondrianReport
 
 from .conftest import user_tables

@@ -2,7 +2,8 @@
 
 `star` checks the source and builds the star schema (a dimension table per QI: its values, their integer keys and
 their generalizations), `frequency` evaluates criteria over frequency sets, `metrics` computes utility figures of
-nodes, `scratch` owns short-lived tables, `maxent` solves inference across releases (maximum entropy).
+nodes, `scratch` owns short-lived tables, `mondrian` partitions a table (Mondrian's rounds) and `maxent` solves
+inference across releases (maximum entropy).
 
 Contract: imports `model`, `backends`, `criteria` and `store` (for a run's records), never a package above it
 (search, publish, analysis, the CLI). Every statement here is dialect-neutral or asks its `Database` for the
