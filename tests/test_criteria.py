@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from sqlanon import RunOptions, anonymize, search
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
+from sqlanon.criteria.view import SqlFragment
 from sqlanon.engine import star as dimensions
 from sqlanon.errors import ConfigError, HierarchyError
-from sqlanon.model.view import SqlFragment
 from sqlanon.testing import evaluate_every_node
 
 from .conftest import CASES, QIS, adult_job, passing, reclassified
@@ -728,7 +728,7 @@ def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]], sizes_by_jo
     or `coded` (integers from 1 in the order the table's counts list them, as a small table's cube holds them)."""
     from collections import Counter
 
-    from sqlanon.model.view import FrequencySetView
+    from sqlanon.criteria.view import FrequencySetView
 
     criterion = criteria_from_config(spec, folder)[0]
     counts = Counter(s for values in classes for s in values)

@@ -12,8 +12,8 @@ import sqlalchemy as sa
 import yaml
 
 from sqlanon import anonymize, job_from_dict, partition
-from sqlanon.errors import ConfigError
 from sqlanon.engine import mondrian
+from sqlanon.errors import ConfigError
 from sqlanon.publish.mondrian import MondrianReport
 
 from .conftest import user_tables

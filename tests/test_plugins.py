@@ -16,9 +16,9 @@ from sqlanon.backends import Database, DuckDB, normalize_url
 from sqlanon.cli import main
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import CRITERIA, Criterion
+from sqlanon.criteria.view import FrequencySetView, SqlFragment
 from sqlanon.errors import ConfigError
 from sqlanon.model.job import Job
-from sqlanon.model.view import FrequencySetView, SqlFragment
 from sqlanon.publish.methods import METHODS, PublicationMethod, publishes
 from sqlanon.publish.staging import Destination, staged_table
 from sqlanon.search.strategies import STRATEGIES, Exhaustive, SearchContext, SearchStats, SearchStrategy

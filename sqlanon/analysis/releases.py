@@ -24,6 +24,7 @@ from ..analysis.attacks import (
     bayes_audit,
 )
 from ..backends import Database
+from ..criteria.view import FrequencySetView
 from ..engine.frequency import COUNT, class_column, class_labels, node_frequency_set, violating_classes_sql
 from ..engine.star import (
     StarSchema,
@@ -31,7 +32,6 @@ from ..engine.star import (
 from ..errors import ConfigError, DataError
 from ..model.job import Job
 from ..model.selection import node_label
-from ..model.view import FrequencySetView
 from ..search.strategies import SearchContext
 
 WORST_CLASSES_SHOWN = 3  # the least diverse classes a report charts

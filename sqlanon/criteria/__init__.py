@@ -5,8 +5,9 @@ values, its entropy, its distance to the table's distribution, ...) from a frequ
 violate it. The search asks which classes violate any criterion (a UNION of each criterion's violators); the audit
 reports the worst class's statistic.
 
-Contract: a criterion reads a frequency set only through `model.view.FrequencySetView`, and imports nothing of
-sqlanon's above `model` (no connection, no backend). Adding one: a `Criterion` subclass with a `name` in a module
+Contract: a criterion reads a frequency set only through `view.FrequencySetView` (its interface, in this
+package, with the SQL fragments criteria build with), and imports nothing of sqlanon's above `model` (no
+connection, no backend). Adding one: a `Criterion` subclass with a `name` in a module
 here (it registers itself in `Criterion.registry` as it is defined; import the module below), declaring its
 monotonicity and the settings that name files as class attributes, and one entry in the tests' list of criteria
 checked against the exhaustive oracle.

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from ..errors import ConfigError
 from ..model.hierarchies import Hierarchy
-from ..model.view import FrequencySetView, SqlFragment
+from .view import FrequencySetView, SqlFragment
 
 
 class Criterion(ABC):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
-from ..model.view import FrequencySetView, SqlFragment
 from .base import Criterion
+from .view import FrequencySetView, SqlFragment
 
 
 class KAnonymity(Criterion):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..errors import ConfigError
-from ..model.view import FrequencySetView, SqlFragment, count_sum, share
 from .base import EPSILON, Criterion, in_list, number, positive, spec_of, values_of
+from .view import FrequencySetView, SqlFragment, count_sum, share
 
 
 class LDiversity(Criterion):

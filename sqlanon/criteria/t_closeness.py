@@ -8,8 +8,8 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..model.hierarchies import Hierarchy, read_hierarchy_file
-from ..model.view import FrequencySetView, SqlFragment, share
 from .base import EPSILON, Criterion, number, spec_of
+from .view import FrequencySetView, SqlFragment, share
 
 
 class TCloseness(Criterion):

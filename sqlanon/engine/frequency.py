@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ..criteria import Criterion
-from ..model.view import FrequencySetView, SqlFragment, count_sum
+from ..criteria.view import FrequencySetView, SqlFragment, count_sum
 from .star import StarSchema
 
 COUNT = "cnt"

@@ -25,9 +25,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ..criteria import Criterion, KAnonymity
+from ..criteria.view import FrequencySetView
 from ..model.lattice import Levels
 from ..model.selection import level_metrics
-from ..model.view import FrequencySetView
 from .frequency import BATCH, COUNT, class_column, cube_set, node_frequency_set, violating_classes_sql
 from .star import StarSchema
 

@@ -45,10 +45,10 @@ from sqlalchemy.engine import Connection
 
 from ..backends import ColumnKind, Database
 from ..criteria import Criterion
+from ..criteria.view import FrequencySetView, count_sum
 from ..errors import DataError
 from ..model.hierarchies import PIECE_BITS, Hierarchy, PathCodes
 from ..model.progress import Progress, silent
-from ..model.view import FrequencySetView, count_sum
 from .frequency import violating_classes_sql
 from .scratch import Scratch
 

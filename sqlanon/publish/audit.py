@@ -17,9 +17,9 @@ from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..criteria import Criterion
+from ..criteria.view import FrequencySetView
 from ..engine.frequency import violating_classes_sql
 from ..errors import AuditError
-from ..model.view import FrequencySetView
 
 
 @dataclass(kw_only=True)

@@ -10,11 +10,11 @@ import json
 from sqlalchemy import text
 
 from ..backends import open_database
+from ..criteria.view import FrequencySetView
 from ..engine.frequency import COUNT, class_column, class_labels, node_frequency_set, violating_classes_sql
 from ..errors import ConfigError, DataError
 from ..model.job import Job
 from ..model.selection import node_label
-from ..model.view import FrequencySetView
 from ..search.strategies import SearchContext
 from ..store import Store
 from ..store import runs as store_runs

@@ -34,11 +34,11 @@ from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..criteria import Criterion
+from ..criteria.view import FrequencySetView, count_sum
 from ..engine.frequency import violating_classes_sql
 from ..engine.metrics import sum_c_ln_c
 from ..engine.star import STATISTICS_ROWS, StarSchema
 from ..model.names import cube_table, rows_table
-from ..model.view import FrequencySetView, count_sum
 from ..store import runs
 from ..store.records import RunRecord
 from .rollups import RollUp, nodes_of, plan, statements

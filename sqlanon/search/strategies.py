@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..criteria import Criterion
+from ..criteria.view import FrequencySetView
 from ..engine.frequency import BATCH, count_violations_batch
 from ..engine.star import StarSchema
 from ..model.lattice import (
@@ -33,7 +34,6 @@ from ..model.lattice import (
     nodes_by_height,
 )
 from ..model.progress import Progress
-from ..model.view import FrequencySetView
 from ..store.records import RunRecord
 from .checker import WaveChecker
 from .lattice import LatticeStore, Node
