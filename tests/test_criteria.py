@@ -174,7 +174,7 @@ def test_a_small_tables_cube_carries_sensitive_codes_where_no_criterion_reads_va
     """The search's cube holds each sensitive value as an integer code (faster to group and join than text)
     unless a criterion names or orders the values, or values and texts do not correspond one to one; either way
     the search finds what the exhaustive strategy finds."""
-    from sqlanon.search.checker import WaveChecker
+    from sqlanon.engine.checker import WaveChecker
 
     seen, create = [], WaveChecker.__init__
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sqlanon.search import rollups
-from sqlanon.search.rollups import RollUp, nodes_of, plan, statements
+from sqlanon.engine import rollups
+from sqlanon.engine.rollups import RollUp, nodes_of, plan, statements
 
 # the hospital's hierarchies: zip and birth date with six levels each, sex, race, marital status
 LEVEL_SIZES = [[1205, 496, 60, 45, 9, 1], [35040, 1153, 97, 20, 10, 1], [2, 1], [5, 1], [6, 2, 1]]

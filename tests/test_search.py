@@ -151,7 +151,7 @@ def test_waves_hold_more_nodes_where_the_grouped_cube_is_small(monkeypatch):
     cube (a large one's roll-ups are planned: test_rollups.py)."""
     from types import SimpleNamespace
 
-    from sqlanon.search import checker
+    from sqlanon.engine import checker
 
     monkeypatch.setattr(checker, "SMALL_CUBE", 10_000_000)
     dims = [SimpleNamespace(attr=0, height=2), SimpleNamespace(attr=1, height=1)]

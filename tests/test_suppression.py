@@ -82,7 +82,7 @@ def test_class_keys_split_over_several_columns_when_their_bits_do_not_fit(
     adult_duck: str, all_qi_violations, monkeypatch
 ):
     """With 8-bit keys the nine Adult QIs need several key columns; the answer is the same."""
-    from sqlanon.search import checker
+    from sqlanon.engine import checker
 
     monkeypatch.setattr(checker, "KEY_BITS", 8)
     layout = checker.KeyLayout.for_bits([7, 1, 2, 8, 3])
@@ -101,7 +101,7 @@ def test_nodes_grouped_by_grouping_sets_give_the_same_answer(
     """The waves' GROUPING SETS form (PostgreSQL's), here on DuckDB: with sensitive values, suppression and class
     keys over several columns, the same answers as the oracle."""
     from sqlanon.backends import DuckDB
-    from sqlanon.search import checker
+    from sqlanon.engine import checker
 
     monkeypatch.setattr(DuckDB, "grouping_sets", True)
     monkeypatch.setattr(checker, "KEY_BITS", key_bits)
@@ -122,7 +122,7 @@ def test_a_large_cube_is_read_once_per_wave_with_the_same_answer(
 ):
     """Above SMALL_CUBE rows the waves read the cube through planned roll-ups, not in clusters grouped to their
     meets, and the height walks check the next height's possible candidates with each height's."""
-    from sqlanon.search import checker
+    from sqlanon.engine import checker
 
     monkeypatch.setattr(checker, "SMALL_CUBE", 0)
     checks = []
@@ -152,7 +152,7 @@ def test_roll_ups_read_by_others_give_the_same_answer(
 ):
     """With roll-ups made free, a large cube's waves nest them deeply (each read by those under it): the same
     answers as the oracle."""
-    from sqlanon.search import checker, rollups
+    from sqlanon.engine import checker, rollups
 
     monkeypatch.setattr(checker, "SMALL_CUBE", 0)
     monkeypatch.setattr(rollups, "ROLLUP_ROWS", 0)
@@ -171,7 +171,7 @@ def test_a_large_table_keeps_its_rows_ungrouped_or_groups_them_with_the_same_ans
 ):
     """A large table whose rows are mostly distinct keeps them, with their keys, as the cube (no KL term from
     it then); otherwise they are grouped into it: the same answers as the oracle either way."""
-    from sqlanon.search import checker
+    from sqlanon.engine import checker
 
     monkeypatch.setattr(checker, "SMALL_CUBE", 0)
     monkeypatch.setattr(checker, "KEYED_ROWS", keyed_rows)
@@ -195,7 +195,7 @@ def test_a_large_cube_checks_class_sizes_first_and_reads_the_distribution_once(
     """On a large cube, k-anonymity beside criteria over sensitive values is checked first without them (the
     nodes it fails need no other check), and t-closeness binds the table's counts of each value, read before the
     search (no distribution stored for it): the same answers, with and without suppression."""
-    from sqlanon.search import checker
+    from sqlanon.engine import checker
 
     monkeypatch.setattr(checker, "SMALL_CUBE", 0)
     calls = []

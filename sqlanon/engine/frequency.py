@@ -1,6 +1,6 @@
 """Frequency sets: (class codes a<attr>..., sensitive values s<j>..., cnt) of one node, one GROUP BY each.
 
-The search reads its own packed cube (search.checker); every other verb (metrics, analysis, the report, `apply`)
+The search reads its own packed cube (engine.checker); every other verb (metrics, analysis, the report, `apply`)
 reads a node's frequency set from `node_frequency_set`: the source joined with the run's dimension tables and
 grouped at the node's levels, or, where one run reads many nodes, a stored cube (the level-0 frequency set with
 every level's code beside it, `cube_set`) grouped again on the node's columns. There are no roll-up tables and no

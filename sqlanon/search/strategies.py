@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..criteria import Criterion
 from ..criteria.view import FrequencySetView
+from ..engine.checker import WaveChecker
 from ..engine.frequency import BATCH, count_violations_batch
 from ..engine.star import StarSchema
 from ..model.lattice import (
@@ -35,7 +36,6 @@ from ..model.lattice import (
 )
 from ..model.progress import Progress
 from ..store.records import RunRecord
-from .checker import WaveChecker
 from .lattice import LatticeStore, Node
 
 if TYPE_CHECKING:

@@ -35,13 +35,13 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..criteria import Criterion
 from ..criteria.view import FrequencySetView, count_sum
-from ..engine.frequency import violating_classes_sql
-from ..engine.metrics import sum_c_ln_c
-from ..engine.star import STATISTICS_ROWS, StarSchema
 from ..model.names import cube_table, rows_table
 from ..store import runs
 from ..store.records import RunRecord
+from .frequency import violating_classes_sql
+from .metrics import sum_c_ln_c
 from .rollups import RollUp, nodes_of, plan, statements
+from .star import STATISTICS_ROWS, StarSchema
 
 KEY_BITS = 63  # a signed BIGINT's non-negative range
 ROWS_PER_STATEMENT = 4_000_000  # cube rows x wave nodes joined by one statement
