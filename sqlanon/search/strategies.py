@@ -23,9 +23,9 @@ from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..criteria import Criterion
-from ..criteria.view import FrequencySetView
 from ..engine.checker import WaveChecker
 from ..engine.frequency import BATCH, count_violations_batch
+from ..engine.labels import create_label_table, node_view
 from ..engine.star import StarSchema
 from ..model.lattice import (
     Levels,
@@ -238,13 +238,14 @@ class Exhaustive(SearchStrategy):
         stats = stats or SearchStats()
         nodes = full_lattice(ctx.star.heights)
         violating: list[dict[tuple[int, ...], int]] = [{} for _ in criteria_sets]
-        labels = self._label_table(ctx)
+        labels = create_label_table(ctx.db, ctx.conn, ctx.star, f"exhaustive_{ctx.run.run_id}")
+        ctx.conn.commit()
         stats.base_scans += 1
         try:
             batch = max(1, BATCH // len(criteria_sets))  # statements of about BATCH node-and-criteria checks
             for start in range(0, len(nodes), batch):
                 chunk = nodes[start : start + batch]
-                views = [self._node_view(ctx.star, labels, j, node) for j, node in enumerate(chunk)]
+                views = [node_view(ctx.star, labels, j, node) for j, node in enumerate(chunk)]
                 for node, (_, per_set) in zip(chunk, count_violations_batch(ctx.conn, views, criteria_sets)):
                     for found, (_, tuples) in zip(violating, per_set):
                         found[node] = tuples
@@ -256,34 +257,6 @@ class Exhaustive(SearchStrategy):
             ctx.db.drop_table(ctx.conn, labels)
             ctx.conn.commit()
         return violating
-
-    @staticmethod
-    def _node_view(star: StarSchema, labels: str, index: int, node: tuple[int, ...]) -> FrequencySetView:
-        """The node's classes: a GROUP BY of the label table on the node's label (and sensitive) columns."""
-        sensitive = star.sensitive_columns()
-        columns = [f"q{attr}_l{level}" for attr, level in enumerate(node)]
-        select = ", ".join([f"{c} AS g{i}" for i, c in enumerate(columns)] + list(sensitive.values()))
-        group = ", ".join(columns + list(sensitive.values()))
-        definition = f"SELECT {select}, COUNT(*) AS cnt FROM {labels} GROUP BY {group}"
-        return FrequencySetView(
-            table=f"node_{index}",
-            class_columns=[f"g{i}" for i in range(len(node))],
-            count_column="cnt",
-            sensitive_columns=sensitive,
-            definition=definition,
-        )
-
-    @staticmethod
-    def _label_table(ctx: SearchContext) -> str:
-        """The source joined once with every dimension: the label of every level of every QI."""
-        name = f"exhaustive_{ctx.run.run_id}"
-        columns = ", ".join(
-            [f"d{d.attr}.l{level} AS q{d.attr}_l{level}" for d in ctx.star.dimensions for level in range(d.height + 1)]
-            + ctx.star.sensitive_select("t")
-        )
-        ref = ctx.db.create_scratch(ctx.conn, name, f"SELECT {columns} FROM {ctx.star.joins()}")
-        ctx.conn.commit()
-        return ref
 
 
 class Samarati(SearchStrategy):
