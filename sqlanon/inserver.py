@@ -14,8 +14,9 @@ from typing import Any
 
 from sqlalchemy.engine import URL
 
-from .backends import first_line, quote_name
+from .backends import first_line
 from .errors import RunCancelled, SqlanonError
+from .store import postgres as routines
 
 
 def loopback_url(plpy: Any, schema: str, role: str) -> str:
@@ -31,10 +32,7 @@ def loopback_url(plpy: Any, schema: str, role: str) -> str:
     migration wrote it: `unix_socket_directories` itself is readable only by
     superusers and pg_read_all_settings, which a runner role need not be.
     """
-    where = plpy.execute(
-        "SELECT current_database() AS d, current_setting('port') AS port, i.socket_directory AS socket "
-        f"FROM {quote_name(schema)}.installation() i"
-    )[0]
+    where = routines.server_address(plpy, schema)
     if not where["socket"]:
         plpy.error(
             f"sqlanon: schema {schema!r} does not know the server's socket folder; a superuser upgrades it "
@@ -48,18 +46,6 @@ def loopback_url(plpy: Any, schema: str, role: str) -> str:
     ).render_as_string(hide_password=False)
 
 
-def _registrant(plpy: Any, schema: str, job: str) -> str:
-    """The role that registered `job`, asked of the store as the caller: its routine refuses a job that is not the
-    caller's (nor one of its roles')."""
-    plan = plpy.prepare(f"SELECT registered_by FROM {quote_name(schema)}.job_definition(p_job => $1)", ["text"])
-    return str(plpy.execute(plan, [job])[0]["registered_by"])
-
-
-def _job_of_run(plpy: Any, schema: str, run_id: int) -> str:
-    plan = plpy.prepare(f"SELECT job_name FROM {quote_name(schema)}.run_outcome(p_run => $1)", ["bigint"])
-    return str(plpy.execute(plan, [run_id])[0]["job_name"])
-
-
 def run_job(plpy: Any, schema: str, job: str, resume: bool) -> str:
     from .api import RunOptions
     from .api import run_job as run
@@ -69,7 +55,7 @@ def run_job(plpy: Any, schema: str, job: str, resume: bool) -> str:
         plpy,
         schema,
         f"run_job({job!r})",
-        lambda: _registrant(plpy, schema, job),
+        lambda: routines.job_registrant(plpy, schema, job),
         lambda url: run(job, url, options, resume=resume).to_dict(),
     )
     settle_late_cancel(plpy, job)
@@ -147,7 +133,7 @@ def publish_node(plpy: Any, schema: str, run_id: int, node: str, table: str, tar
             plpy,
             schema,
             f"publish({run_id}, {node!r})",
-            lambda: _registrant(plpy, schema, _job_of_run(plpy, schema, run_id)),
+            lambda: routines.job_registrant(plpy, schema, routines.job_of_run(plpy, schema, run_id)),
             lambda url: publish(
                 run_id, levels, table, target_schema, url, RunOptions(metadata_schema=schema)
             ).to_dict(),
@@ -164,7 +150,7 @@ def analyze_job(plpy: Any, schema: str, job: str, node: str | None) -> str:
             plpy,
             schema,
             f"analyze_job({job!r})",
-            lambda: _registrant(plpy, schema, job),
+            lambda: routines.job_registrant(plpy, schema, job),
             lambda url: analyze_registered(job, url, RunOptions(metadata_schema=schema), levels).to_dict(),
         )
     )

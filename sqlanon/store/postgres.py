@@ -28,6 +28,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -386,3 +387,27 @@ def _ddl(conn: Connection, sql: str) -> None:
 def _grantee(role: str | None) -> str:
     """An ACL's grantee in SQL (role 0, shown as NULL here, is PUBLIC)."""
     return "PUBLIC" if role is None else quote_name(role)
+
+
+# --- the store's routines called from inside the server (PL/Python's `plpy`, by sqlanon.inserver) ---------------
+def server_address(plpy: Any, schema: str) -> dict[str, Any]:
+    """This database's name (d), port and socket folder (socket: as installation() recorded it, or NULL)."""
+    return dict(
+        plpy.execute(
+            "SELECT current_database() AS d, current_setting('port') AS port, i.socket_directory AS socket "
+            f"FROM {quote_name(schema)}.installation() i"
+        )[0]
+    )
+
+
+def job_registrant(plpy: Any, schema: str, job: str) -> str:
+    """The role that registered `job`, asked of the store as the caller: its routine refuses a job that is not the
+    caller's (nor one of its roles')."""
+    plan = plpy.prepare(f"SELECT registered_by FROM {quote_name(schema)}.job_definition(p_job => $1)", ["text"])
+    return str(plpy.execute(plan, [job])[0]["registered_by"])
+
+
+def job_of_run(plpy: Any, schema: str, run_id: int) -> str:
+    """The job of run `run_id`, asked of the store as the caller (its routine refuses another role's run)."""
+    plan = plpy.prepare(f"SELECT job_name FROM {quote_name(schema)}.run_outcome(p_run => $1)", ["bigint"])
+    return str(plpy.execute(plan, [run_id])[0]["job_name"])
