@@ -30,6 +30,7 @@ from .analysis.releases import (
 )
 from .analysis.report import ReportData, check_report_path, write_report
 from .backends import duckdb_file, normalize_url, open_database
+from .engine.audit import AuditReport, audit_table
 from .engine.star import (
     needed_sensitive,
 )
@@ -37,7 +38,6 @@ from .errors import ConfigError
 from .model.hierarchies import Hierarchy
 from .model.job import Job, Output
 from .publish.anatomy import Anatomy, AnatomyReport, publish_bucketized
-from .publish.audit import AuditReport, audit_table
 from .publish.batches import published_node, refuse_violating_batch
 from .publish.generalize import Generalization
 from .publish.identifiers import Pseudonyms

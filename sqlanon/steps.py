@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection
 
 from .backends import Database
+from .engine.audit import AuditReport
 from .engine.metrics import MetricsEvaluator
 from .engine.star import (
     StarSchema,
@@ -24,7 +25,6 @@ from .model.hierarchies import GENERATED_TOP
 from .model.job import Job, Output
 from .model.lattice import minimal_nodes
 from .model.selection import METRICS, best_node, level_metrics, needs_every_passing_node, node_label, selection_metric
-from .publish.audit import AuditReport
 from .publish.generalize import Publication, publish_generalization
 from .publish.ownership import Ownership, TableName
 from .publish.staging import preview

@@ -7,9 +7,9 @@ import sqlalchemy as sa
 
 from sqlanon import anonymize
 from sqlanon.backends import open_database
+from sqlanon.engine.audit import AuditReport, CriterionAudit
 from sqlanon.errors import AuditError
 from sqlanon.publish import generalize as generalize_module
-from sqlanon.publish.audit import AuditReport, CriterionAudit
 from sqlanon.publish.ownership import Ownership, TableName
 from sqlanon.publish.staging import Destination, staged_table
 

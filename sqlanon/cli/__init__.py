@@ -48,11 +48,11 @@ from ..api import (
 )
 from ..backends import connect_hint, first_line, normalize_url, open_database, qualified_name
 from ..config import check_memory_limit, load_job
+from ..engine.audit import AuditReport
 from ..errors import SqlanonError
 from ..model.job import Job, Suppression
 from ..model.selection import METRICS, best_node, level_metrics, node_label, selection_metric
 from ..publish.anatomy import AnatomyReport
-from ..publish.audit import AuditReport
 from ..publish.mondrian import MondrianReport
 from ..registry import JobRegistry, opened_registry
 from ..store.migrate import DEFAULT_SCHEMA, current_version, downgrade, grant_runner, migrate, stored_routines

@@ -4,7 +4,8 @@ Methods (`methods.METHODS`, one module each): `generalize` (full-domain generali
 suppression), `anatomy` (the quasi identifier table and the sensitive table of l-diverse buckets) and `mondrian`
 (multidimensional partitioning). Shared: `staging` (the one path by which an output table appears: staged,
 audited, owned, granted), `identifiers` (pseudonyms of identifying columns), `ownership` (which tables sqlanon
-created and may replace), `audit` (the independent re-check of every output before it is committed).
+created and may replace). Every output is re-checked before it is committed by `engine.audit`, which groups the
+written table itself (independent of frequency sets and dimension tables).
 
 Contract: imports `engine`, `search`, `store`, `criteria`, `model` and `backends`; analysis, the API and the CLI
 sit above it.

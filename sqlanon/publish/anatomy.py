@@ -27,9 +27,9 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
+from ..engine.audit import check_published_values
 from ..errors import AuditError, ConfigError, DataError
 from ..model.job import Job, Output
-from .audit import check_published_values
 from .generalize import check_published_columns, unchanged_columns
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod

@@ -21,11 +21,11 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..criteria import Criterion
 from ..criteria.view import FrequencySetView
+from ..engine.audit import AuditReport, audit_table, check_published_values
 from ..engine.frequency import violating_classes_sql
 from ..engine.star import Dimension, StarSchema
 from ..errors import AuditError, ConfigError, DataError
 from ..model.job import Identifier, Output
-from .audit import AuditReport, audit_table, check_published_values
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod
 from .ownership import Ownership, TableName

@@ -18,8 +18,8 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..criteria import Criterion
 from ..criteria.view import FrequencySetView
-from ..engine.frequency import violating_classes_sql
 from ..errors import AuditError
+from .frequency import violating_classes_sql
 
 
 @dataclass(kw_only=True)
