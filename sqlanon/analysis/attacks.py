@@ -23,13 +23,12 @@ not released, so they are left out; their tuples are counted as suppressed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ..engine import attacks as attack_sql
 from ..errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -112,97 +111,51 @@ def analyze_frequency_set(
     `suppressed_classes`, when given, is a SELECT of the class columns of the classes left out of the release;
     `population`, a SELECT of the same class columns and cnt over the population the release was drawn from.
     """
-    classes = ", ".join(class_columns)
-    left_out = ""
-    if suppressed_classes:
-        on = " AND ".join(f"c.{col} = x.{col}" for col in class_columns)
-        left_out = f"WHERE NOT EXISTS (SELECT 1 FROM ({suppressed_classes}) x WHERE {on})"
-    background = ", ".join(
-        f"COALESCE(SUM(CASE WHEN distinct_values <= {b + 1} THEN n END), 0) AS b{b}"
-        for b in range(settings.background + 1)
+    release = attack_sql.Release(definition=definition, classes=class_columns, suppressed=suppressed_classes)
+    figures = attack_sql.release_figures(
+        conn, release, near=settings.near, risk=settings.risk_threshold, background=settings.background
     )
-    sql = (
-        f"WITH fs AS MATERIALIZED ({definition}), "
-        f"all_classes AS (SELECT {classes}, SUM(cnt) AS n, COUNT(*) AS distinct_values, MAX(cnt) AS top "
-        f"FROM fs GROUP BY {classes}), "
-        f"released AS (SELECT * FROM all_classes c {left_out}) "
-        f"SELECT COALESCE(SUM(n), 0), COUNT(*), (SELECT COALESCE(SUM(n), 0) FROM all_classes), "
-        f"COALESCE(SUM(CASE WHEN distinct_values = 1 THEN 1 END), 0), "
-        f"COALESCE(SUM(CASE WHEN distinct_values = 1 THEN n END), 0), "
-        f"COALESCE(SUM(CASE WHEN top >= :near * n THEN 1 END), 0), "
-        f"COALESCE(SUM(CASE WHEN top >= :near * n THEN n END), 0), "
-        f"COALESCE(MAX(1.0 / n), 0), COALESCE(SUM(CASE WHEN 1.0 / n > :risk THEN n END), 0), "
-        f"COALESCE(SUM(CASE WHEN n = 1 THEN 1 END), 0), {background} FROM released"
-    )
-    values = {"near": settings.near, "risk": settings.risk_threshold}
-    row = conn.execute(text(sql), values).one()
-    rows, n_classes, everything = int(row[0]), int(row[1]), int(row[2])
-    on = " AND ".join(f"fs.{col} = r.{col}" for col in class_columns)
-    revealed = (
-        conn.execute(
-            text(
-                f"WITH fs AS MATERIALIZED ({definition}), all_classes AS (SELECT {classes}, COUNT(*) AS "
-                "distinct_values "
-                f"FROM fs GROUP BY {classes}), released AS (SELECT * FROM all_classes c {left_out}) "
-                f"SELECT DISTINCT CAST(fs.{value_column} AS VARCHAR) AS v FROM fs JOIN released r ON {on} "
-                f"WHERE r.distinct_values = 1 ORDER BY v LIMIT {REVEALED_SHOWN}"
-            )
-        )
-        .scalars()
-        .all()
-    )
+    revealed = attack_sql.revealed_values(conn, release, value=value_column, limit=REVEALED_SHOWN)
+    rows, classes = int(figures["rows"]), int(figures["classes"])
     analysis = TableAnalysis(
         label=label,
         sensitive=sensitive,
         rows=rows,
-        classes=n_classes,
-        suppressed=everything - rows,
-        homogeneous_classes=int(row[3]),
-        homogeneous_tuples=int(row[4]),
-        nearly_homogeneous_classes=int(row[5]),
-        nearly_homogeneous_tuples=int(row[6]),
+        classes=classes,
+        suppressed=int(figures["every_tuple"]) - rows,
+        homogeneous_classes=int(figures["homogeneous_classes"]),
+        homogeneous_tuples=int(figures["homogeneous_tuples"]),
+        nearly_homogeneous_classes=int(figures["nearly_homogeneous_classes"]),
+        nearly_homogeneous_tuples=int(figures["nearly_homogeneous_tuples"]),
         revealed_values=["NULL" if v is None else v for v in revealed],
-        disclosed_by_background={b: int(row[10 + b]) for b in range(settings.background + 1)},
-        highest_risk=float(row[7]),
-        average_risk=n_classes / rows if rows else 0.0,
-        records_at_risk=int(row[8]),
-        unique_share=int(row[9]) / rows if rows else 0.0,
+        disclosed_by_background=figures["disclosed_by_background"],
+        highest_risk=float(figures["highest_risk"]),
+        average_risk=classes / rows if rows else 0.0,
+        records_at_risk=int(figures["records_at_risk"]),
+        unique_share=int(figures["unique"]) / rows if rows else 0.0,
     )
     if population is not None:
-        _population_risk(conn, analysis, definition, classes, left_out, population, values)
+        _population_risk(conn, analysis, release, population, settings)
     return analysis
 
 
 def _population_risk(
     conn: Connection,
     analysis: TableAnalysis,
-    definition: str,
-    classes: str,
-    left_out: str,
+    release: attack_sql.Release,
     population: str,
-    values: Mapping[str, object],
+    settings: AnalysisSettings,
 ) -> None:
     """Journalist and marketer risk: each released class matched with its size in the population."""
-    on = " AND ".join(f"r.{c} = p.{c}" for c in classes.split(", "))
-    row = conn.execute(
-        text(
-            f"WITH fs AS ({definition}), all_classes AS (SELECT {classes}, SUM(cnt) AS n FROM fs GROUP BY {classes}), "
-            f"released AS (SELECT * FROM all_classes c {left_out}), "
-            f"pop AS (SELECT {classes}, SUM(cnt) AS f FROM ({population}) q GROUP BY {classes}) "
-            f"SELECT COALESCE(MAX(1.0 / p.f), 0), COALESCE(SUM(CASE WHEN 1.0 / p.f > :risk THEN r.n END), 0), "
-            f"COALESCE(SUM(r.n / CAST(p.f AS DOUBLE PRECISION)), 0), "
-            f"COALESCE(SUM(CASE WHEN p.f IS NULL OR p.f < r.n THEN 1 END), 0) FROM released r LEFT JOIN pop p ON {on}"
-        ),
-        values,
-    ).one()
-    if int(row[3]):
+    figures = attack_sql.population_figures(conn, release, population=population, risk=settings.risk_threshold)
+    if int(figures["uncontained_classes"]):
         raise DataError(
-            f"the population table holds fewer tuples than the release in {int(row[3])} class(es) of "
-            f"{analysis.label}: a population must contain the table it is compared with"
+            f"the population table holds fewer tuples than the release in {int(figures['uncontained_classes'])} "
+            f"class(es) of {analysis.label}: a population must contain the table it is compared with"
         )
-    analysis.journalist_highest_risk = float(row[0])
-    analysis.journalist_records_at_risk = int(row[1])
-    analysis.marketer_risk = float(row[2]) / analysis.rows if analysis.rows else 0.0
+    analysis.journalist_highest_risk = float(figures["highest_risk"])
+    analysis.journalist_records_at_risk = int(figures["records_at_risk"])
+    analysis.marketer_risk = float(figures["marketer_sum"]) / analysis.rows if analysis.rows else 0.0
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -240,38 +193,14 @@ def bayes_audit(
     suppression beta(q, s) = f(s|q): the audit then shows what an adversary who knows the table learns from any
     release, the paper's argument that Bayes-optimal privacy cannot be achieved by generalization alone.
     """
-    q, g = ", ".join(exact), ", ".join(classes)
-    left_out = ""
-    if suppressed_classes:
-        on = " AND ".join(f"x.{c} = c.{c}" for c in classes)
-        left_out = f"WHERE NOT EXISTS (SELECT 1 FROM ({suppressed_classes}) x WHERE {on})"
-    by_q = " AND ".join(f"r.{c} = nq.{c}" for c in exact)
-    by_g = " AND ".join(f"r.{c} = {{t}}.{c}" for c in classes)
-    own = " AND ".join(f"o.{c} = r.{c}" for c in exact)
-    sql = (
-        f"WITH cells AS MATERIALIZED ({cells}), released AS (SELECT * FROM cells c {left_out}), "
-        f"nq AS (SELECT {q}, SUM(cnt) AS n FROM cells GROUP BY {q}), "
-        f"prior_gs AS (SELECT {g}, s, SUM(cnt) AS n FROM cells GROUP BY {g}, s), "
-        f"prior_g AS (SELECT {g}, SUM(cnt) AS n FROM cells GROUP BY {g}), "
-        f"pub AS (SELECT {g}, s, SUM(cnt) AS n FROM released GROUP BY {g}, s), "
-        f"persons AS (SELECT {q}, {g}, SUM(cnt) AS n FROM released GROUP BY {q}, {g}), "
-        f"terms AS (SELECT r.*, p.s, COALESCE(o.cnt, 0) AS own, CAST(COALESCE(o.cnt, 0) AS DOUBLE PRECISION) / nq.n "
-        f"AS alpha, p.n * (CAST(COALESCE(o.cnt, 0) AS DOUBLE PRECISION) / nq.n) / "
-        f"(CAST(pgs.n AS DOUBLE PRECISION) / pg.n) AS term "
-        f"FROM persons r JOIN nq ON {by_q} JOIN pub p ON {by_g.format(t='p')} "
-        f"JOIN prior_gs pgs ON {by_g.format(t='pgs')} AND pgs.s = p.s JOIN prior_g pg ON {by_g.format(t='pg')} "
-        f"LEFT JOIN cells o ON {own} AND o.s = p.s), "
-        f"beta AS (SELECT t.*, term / SUM(term) OVER (PARTITION BY {q}) AS beta FROM terms t), "
-        f"per_q AS (SELECT {q}, MAX(n) AS n, "
-        f"SUM(CASE WHEN own > 0 AND beta > 1 - :delta THEN own ELSE 0 END) AS positive, "
-        f"MAX(CASE WHEN beta < :epsilon AND own < n THEN 1 ELSE 0 END) AS negative, "
-        f"MAX(CASE WHEN (alpha < :rho1 AND beta > :rho2) OR (alpha > 1 - :rho1 AND beta < 1 - :rho2) THEN 1 "
-        f"ELSE 0 END) AS breach FROM beta GROUP BY {q}) "
-        f"SELECT COALESCE(SUM(positive), 0), COALESCE(SUM(negative * n), 0), COALESCE(SUM(breach * n), 0) "
-        f"FROM per_q"
+    positive, negative, breach = attack_sql.bayes_figures(
+        conn,
+        cells=cells,
+        exact=exact,
+        classes=classes,
+        thresholds=asdict(settings),
+        suppressed=suppressed_classes,
     )
-    values = {"delta": settings.delta, "epsilon": settings.epsilon, "rho1": settings.rho1, "rho2": settings.rho2}
-    positive, negative, breach = conn.execute(text(sql), values).one()
     return {
         "positive_disclosure_tuples": int(positive),
         "negative_disclosure_tuples": int(negative),

@@ -9,11 +9,9 @@ only, dropped before it returns.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ..analysis.attacks import (
@@ -24,8 +22,9 @@ from ..analysis.attacks import (
     bayes_audit,
 )
 from ..backends import Database
-from ..criteria.view import FrequencySetView
-from ..engine.frequency import COUNT, class_column, class_labels, node_frequency_set, violating_classes_sql
+from ..engine import attacks as attack_sql
+from ..engine.frequency import class_column, node_frequency_set
+from ..engine.scratch import stored_select
 from ..engine.star import (
     StarSchema,
 )
@@ -43,32 +42,16 @@ def chosen_classes(
     """The node's class-size histogram (size, classes), and its least diverse classes with their value counts."""
     star = dataclasses.replace(ctx.star, sensitive=[attribute])
     definition = node_frequency_set(star, node)
-    columns = [class_column(d.attr) for d in star.dimensions]
-    value = star.sensitive_columns()[attribute]
-    sizes = ctx.conn.execute(
-        text(
-            f"WITH fs AS ({definition}) SELECT n, COUNT(*) FROM (SELECT SUM(cnt) AS n FROM fs GROUP BY "
-            f"{', '.join(columns)}) c GROUP BY n ORDER BY n"
-        )
-    ).all()
-    labels, joins = class_labels(star, node, "w")
-    on = " AND ".join(f"fs.{c} = w.{c}" for c in columns)
-    rows = ctx.conn.execute(
-        text(
-            f"WITH fs AS MATERIALIZED ({definition}), w AS (SELECT {', '.join(columns)}, COUNT(*) AS "
-            "d, SUM(cnt) AS n "
-            f"FROM fs GROUP BY {', '.join(columns)} ORDER BY d, n, {', '.join(columns)} LIMIT {WORST_CLASSES_SHOWN}) "
-            f"SELECT {', '.join(labels)}, CAST(fs.{value} AS VARCHAR), fs.cnt, w.d, w.n FROM w {joins} JOIN fs ON {on} "
-            f"ORDER BY w.d, w.n, {', '.join(labels)}, fs.cnt DESC"
-        )
-    ).all()
-    worst: dict[str, list[tuple[str, int]]] = {}
-    for row in rows:
-        label = "(" + ", ".join(map(str, row[: len(labels)])) + ")"
-        worst.setdefault(label, []).append(
-            ("NULL" if row[len(labels)] is None else row[len(labels)], int(row[len(labels) + 1]))
-        )
-    return [(int(n), int(c)) for n, c in sizes], list(worst.items())
+    sizes = attack_sql.class_size_histogram(ctx.conn, definition, [class_column(d.attr) for d in star.dimensions])
+    worst = attack_sql.least_diverse_classes(
+        ctx.conn,
+        star=star,
+        node=node,
+        definition=definition,
+        value=star.sensitive_columns()[attribute],
+        shown=WORST_CLASSES_SHOWN,
+    )
+    return sizes, worst
 
 
 def population_star(job: Job, ctx: SearchContext) -> StarSchema | None:
@@ -120,12 +103,7 @@ def analyze_published_table(
     settings: AnalysisSettings,
 ) -> TableAnalysis:
     """The attacks and risk of a table already published, its QI columns taken as they are (no lattice)."""
-    qis = [db.q(c) for c in job.qi_names]
-    classes = [f"g{i}" for i in range(len(qis))]
-    definition = (
-        f"SELECT {', '.join(f'{q} AS {g}' for q, g in zip(qis, classes))}, {db.q(attribute)} AS s, "
-        f"COUNT(*) AS cnt FROM {db.q(schema, table)} GROUP BY {', '.join(qis + [db.q(attribute)])}"
-    )
+    definition, classes = attack_sql.published_frequency_set(db, db.q(schema, table), job.qi_names, attribute)
     return analyze_frequency_set(conn, table, attribute, definition, classes, "s", settings)
 
 
@@ -147,27 +125,13 @@ def analyze_node(
     columns = [class_column(d.attr) for d in star.dimensions]
     tag = f"{ctx.run.run_id}_{'_'.join(map(str, node))}"
     with ExitStack() as scratch:
-        definition = scratch.enter_context(scratch_table(ctx, f"analysis_{tag}", node_frequency_set(star, node)))
+        definition = scratch.enter_context(
+            stored_select(ctx.db, ctx.conn, f"analysis_{tag}", node_frequency_set(star, node))
+        )
         suppressed = None
         if ctx.max_suppressed:
-            checked = node_frequency_set(ctx.star, node)
-            view = FrequencySetView(
-                table="criteria_fs",
-                class_columns=columns,
-                count_column=COUNT,
-                sensitive_columns=ctx.star.sensitive_columns(),
-                definition=checked,
-            )
-            params: dict[str, object] = {}
-            violators = violating_classes_sql(view, ctx.criteria, "a", params)
-            suppressed = scratch.enter_context(
-                scratch_table(
-                    ctx,
-                    f"suppressed_{tag}",
-                    f"WITH criteria_fs AS ({checked}) SELECT {', '.join(columns)} FROM ({violators}) v",
-                    params,
-                )
-            )
+            violators, params = attack_sql.suppressed_classes(ctx.star, node, ctx.criteria)
+            suppressed = scratch.enter_context(stored_select(ctx.db, ctx.conn, f"suppressed_{tag}", violators, params))
         population = None
         if population_star is not None:
             population = node_frequency_set(population_star, node)
@@ -185,7 +149,7 @@ def analyze_node(
         analysis.utility = {**metrics, **arx_utility(ctx, definition, node, analysis, suppressed)}
         analysis.bayes = bayes_audit(
             ctx.conn,
-            bayes_cells(star, node, attribute),
+            attack_sql.bayes_cells(star, node, attribute),
             [f"q{d.attr}" for d in star.dimensions],
             columns,
             bayes or BayesSettings(),
@@ -194,59 +158,18 @@ def analyze_node(
     return analysis
 
 
-@contextmanager
-def scratch_table(ctx: SearchContext, name: str, sql: str, params: dict[str, object] | None = None) -> Iterator[str]:
-    """`sql` stored once as a temporary table; yields a SELECT of it for the statements that read it, then drops
-    it."""
-    ref = ctx.db.create_scratch(ctx.conn, name, sql, params)
-    try:
-        yield f"SELECT * FROM {ref}"
-    finally:
-        ctx.db.drop_table(ctx.conn, ref)
-
-
-def bayes_cells(star: StarSchema, node: tuple[int, ...], attribute: str) -> str:
-    """Per original QI values (q0..), the node's class (a0..) and value s of `attribute`: the tuples (cnt)."""
-    exact = [f"d{d.attr}.c0" for d in star.dimensions]
-    published = [f"d{d.attr}.c{node[d.attr]}" for d in star.dimensions]
-    value = f"t.{star.db.q(attribute)}"
-    select = [f"{c} AS q{d.attr}" for c, d in zip(exact, star.dimensions)] + [
-        f"{c} AS {class_column(d.attr)}" for c, d in zip(published, star.dimensions)
-    ]
-    return (
-        f"SELECT {', '.join(select)}, {value} AS s, COUNT(*) AS cnt FROM {star.joins()} "
-        f"GROUP BY {', '.join(exact + published + [value])}"
-    )
-
-
 def arx_utility(
     ctx: SearchContext, definition: str, node: tuple[int, ...], analysis: TableAnalysis, suppressed: str | None
 ) -> dict[str, float]:
     """Utility as ARX defines it: DM* (every class counts n^2, suppressed ones too), AECS with the suppressed
     tuples as one class, and the normalized certainty penalty (loss): per tuple and QI, (leaves under its
     generalized value - 1) / (leaves of the hierarchy - 1), 1 for a suppressed tuple, averaged."""
-    dims = ctx.star.dimensions
-    columns = [class_column(d.attr) for d in dims]
-    areas = " ".join(
-        f"JOIN (SELECT c{node[d.attr]} AS code, COUNT(*) AS area FROM {d.table} GROUP BY "
-        f"c{node[d.attr]}) ar{d.attr} ON ar{d.attr}.code = c.{class_column(d.attr)}"
-        for d in dims
+    dm_star, penalty = attack_sql.arx_utility_sums(
+        ctx.conn, star=ctx.star, node=node, definition=definition, suppressed=suppressed
     )
-    penalty = " + ".join(f"(ar{d.attr}.area - 1.0) / {max(len(d.hierarchy.paths) - 1, 1)}" for d in dims)
-    out = "0"
-    if suppressed:
-        on = " AND ".join(f"x.{col} = c.{col}" for col in columns)
-        out = f"CASE WHEN EXISTS (SELECT 1 FROM ({suppressed}) x WHERE {on}) THEN 1 ELSE 0 END"
-    row = ctx.conn.execute(
-        text(
-            f"WITH fs AS ({definition}), classes AS (SELECT {', '.join(columns)}, SUM(cnt) AS n FROM fs GROUP BY "
-            f"{', '.join(columns)}) SELECT SUM(CAST(c.n AS DOUBLE PRECISION) * c.n), "
-            f"SUM(CASE WHEN {out} = 1 THEN c.n * {len(dims)}.0 ELSE c.n * ({penalty}) END) FROM classes c {areas}"
-        )
-    ).one()
     rows = analysis.rows + analysis.suppressed
     return {
-        "dm_star": float(row[0] or 0),
+        "dm_star": dm_star,
         "aecs": rows / (analysis.classes + (1 if analysis.suppressed else 0)) if rows else 0.0,
-        "loss": float(row[1] or 0) / (rows * len(dims)) if rows else 0.0,
+        "loss": penalty / (rows * len(ctx.star.dimensions)) if rows else 0.0,
     }

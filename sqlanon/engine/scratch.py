@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -54,3 +56,16 @@ class Scratch:
         for ref in reversed(self.created):
             self.db.drop_table(self.conn, ref)
         self.created.clear()
+
+
+@contextmanager
+def stored_select(
+    db: Database, conn: Connection, name: str, select: str, params: dict[str, Any] | None = None
+) -> Iterator[str]:
+    """`select` stored once as the scratch table `name`; yields a SELECT of it for the statements that read it
+    (instead of each computing it again), then drops it."""
+    ref = db.create_scratch(conn, name, select, params)
+    try:
+        yield f"SELECT * FROM {ref}"
+    finally:
+        db.drop_table(conn, ref)
