@@ -27,6 +27,8 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
+from ..engine import anatomy as bucket_sql
+from ..engine.anatomy import BUCKET, COUNT_COLUMN
 from ..engine.audit import check_published_values
 from ..errors import AuditError, ConfigError, DataError
 from ..model.job import Job, Output
@@ -35,10 +37,6 @@ from .identifiers import Pseudonyms
 from .methods import PublicationMethod
 from .ownership import Ownership, TableName
 from .staging import Destination, preview, staged_table
-
-BUCKET = "bucket"  # the bucket column of both published tables
-COUNT_COLUMN = "count"  # the sensitive table's count column
-VALUE = "value"  # the sensitive value beside the bucket, in the scratch table only (its other columns are u<k>)
 
 
 @dataclass(kw_only=True)
@@ -131,10 +129,7 @@ class Anatomy(PublicationMethod):
 def check_eligible(db: Database, conn: Connection, source: str, sensitive: str, l: int) -> int:
     """The table's rows, after checking that an l-diverse bucketization exists (no NULL value, no value in
     more than floor(n / l) records)."""
-    s = db.q(sensitive)
-    rows, nulls, values = db.execute(
-        conn, f"SELECT COUNT(*), COUNT(*) - COUNT({s}), COUNT(DISTINCT {s}) FROM {source}"
-    ).one()
+    rows, nulls, values = bucket_sql.sensitive_figures(db, conn, source, sensitive)
     if rows == 0:
         raise DataError("the source table is empty; there is nothing to publish")
     if nulls:
@@ -147,16 +142,14 @@ def check_eligible(db: Database, conn: Connection, source: str, sensitive: str, 
             f"sensitive column {sensitive!r} has {values} different value(s); buckets of l = {l} "
             f"different values need at least {l}: lower output.l"
         )
-    value, largest = db.execute(
-        conn, f"SELECT {s}, COUNT(*) AS n FROM {source} GROUP BY {s} ORDER BY n DESC, {s} LIMIT 1"
-    ).one()
+    value, largest = bucket_sql.most_frequent_value(db, conn, source, sensitive)
     if largest > rows // l:
         raise DataError(
             f"value {value!r} of {sensitive!r} is in {largest} of {rows} rows, more than n / l = "
             f"{rows // l}, so no bucketization gives every bucket {l} different values; lower output.l "
             f"to {max(1, rows // largest)} or less"
         )
-    return int(rows)
+    return rows
 
 
 def publish_bucketized(
@@ -178,16 +171,7 @@ def publish_bucketized(
     l, [sensitive] = int(job.output.settings["l"]), job.sensitive
     source_ref = db.q(source.schema, source.table)
     rows = check_eligible(db, conn, source_ref, sensitive, l)
-    params: dict[str, object] = {}
-    s = db.q(sensitive)
     others = [f"t.{db.q(c)}" for c in columns if not db.same_name(c, sensitive)]
-    # within a value, a keyed pseudo-random order (as Anatomy draws records at random): sorted by the QIs, two
-    # releases of a changing table would put the same neighbours together again and again and give far more away
-    # when combined (bench/bench_releases.py); the same job and seed give the same buckets on every database
-    keyed = ["CAST(:anatomy_seed AS VARCHAR)"] + [f"CAST({c} AS VARCHAR)" for c in others]
-    shuffled = f"md5(concat_ws('|', {', '.join(keyed)}))"
-    params["anatomy_seed"] = str(job.output.settings["seed"])
-    order = ", ".join([f"t.{s}", shuffled] + others)
     scratch = f"anatomy_{run_id}"
     if conn.in_transaction():
         conn.commit()
@@ -203,18 +187,20 @@ def publish_bucketized(
                 "collide with the columns anatomy adds; rename it in the source (or drop it as "
                 "identifying)"
             )
-        assigned = db.create_scratch(
-            conn,
-            scratch,
-            f"SELECT {', '.join(select)}, t.{s} AS {VALUE}, "
-            f"MOD(ROW_NUMBER() OVER (ORDER BY {order}) - 1, {rows // l}) + 1 AS {BUCKET} "
-            f"FROM {source_ref} t",
-            params,
+        # within a value, a keyed pseudo-random order (as Anatomy draws records at random): sorted by the QIs, two
+        # releases of a changing table would put the same neighbours together again and again and give far more
+        # away when combined (bench/bench_releases.py); the same job and seed give the same buckets on every database
+        assignment, params = bucket_sql.bucket_assignment(
+            db,
+            source=source_ref,
+            select=select,
+            sensitive=sensitive,
+            others=others,
+            buckets=rows // l,
+            seed=str(job.output.settings["seed"]),
         )
-        kept = ", ".join(f"u{k} AS {db.q(c)}" for k, c in enumerate(published))
-        qi_rows = f"SELECT {kept}, {BUCKET} FROM {assigned}"
-        counted = f"{BUCKET}, {VALUE} AS {s}, COUNT(*) AS {db.q(COUNT_COLUMN)}"
-        sensitive_rows = f"SELECT {counted} FROM {assigned} GROUP BY {BUCKET}, {VALUE}"
+        assigned = db.create_scratch(conn, scratch, assignment, params)
+        qi_rows, sensitive_rows = bucket_sql.published_selects(db, assigned, published, sensitive)
         qi_table, sensitive_table = (
             Destination(name=name, source=source, replace=replace, grant_to=job.output.grant_to)
             for name in (qi_target, sensitive_target)
@@ -288,21 +274,8 @@ def audit_bucketized(
     least `l` different values, and, with the source, every value is
     published as often as the source holds it. Raises AuditError otherwise.
     """
-    s, b, n = db.q(sensitive), BUCKET, db.q(COUNT_COLUMN)
-    per_bucket = (
-        f"SELECT COALESCE(q.{b}, v.{b}) AS {b}, q.rows AS records, v.total, v.values_held, v.largest "
-        f"FROM (SELECT {b}, COUNT(*) AS rows FROM {qi_ref} GROUP BY {b}) q FULL JOIN "
-        f"(SELECT {b}, SUM({n}) AS total, COUNT(DISTINCT {s}) AS values_held, MAX({n}) AS largest "
-        f"FROM {sensitive_ref} GROUP BY {b}) v ON q.{b} = v.{b}"
-    )
-    mismatched, poor, buckets, rows, smallest, fewest, share = db.execute(
-        conn,
-        (
-            "SELECT SUM(CASE WHEN records IS NULL OR total IS NULL OR records <> total THEN 1 ELSE 0 END), "
-            f"SUM(CASE WHEN values_held < {int(l)} THEN 1 ELSE 0 END), COUNT(*), SUM(records), MIN(records), "
-            f"MIN(values_held), MAX(CAST(largest AS DOUBLE PRECISION) / records) FROM ({per_bucket}) AS buckets"
-        ),
-    ).one()
+    figures = bucket_sql.bucket_figures(db, conn, qi_ref=qi_ref, sensitive_ref=sensitive_ref, sensitive=sensitive, l=l)
+    mismatched, poor = figures["mismatched"], figures["poor"]
     if mismatched:
         raise AuditError(
             f"{mismatched} bucket(s) list a different number of values than of records; nothing was written"
@@ -310,14 +283,9 @@ def audit_bucketized(
     if poor:
         raise AuditError(f"{poor} bucket(s) hold fewer than l = {l} different values; nothing was written")
     if source_ref is not None:
-        differ = db.execute(
-            conn,
-            (
-                f"SELECT COUNT(*) FROM (SELECT {s}, COUNT(*) AS n FROM {source_ref} GROUP BY {s}) a FULL JOIN "
-                f"(SELECT {s}, SUM({n}) AS n FROM {sensitive_ref} GROUP BY {s}) p ON a.{s} = p.{s} "
-                "WHERE a.n IS NULL OR p.n IS NULL OR a.n <> p.n"
-            ),
-        ).scalar_one()
+        differ = bucket_sql.value_count_differences(
+            db, conn, source=source_ref, sensitive_ref=sensitive_ref, sensitive=sensitive
+        )
         if differ:
             raise AuditError(
                 f"{differ} sensitive value(s) are published a different number of times than the "
@@ -325,10 +293,10 @@ def audit_bucketized(
             )
     cells = db.count_rows(conn, sensitive_ref)
     return {
-        "buckets": int(buckets),
-        "rows": int(rows or 0),
-        "smallest": int(smallest or 0),
-        "fewest": int(fewest or 0),
-        "share": float(share or 0),
+        "buckets": int(figures["buckets"]),
+        "rows": int(figures["rows"] or 0),
+        "smallest": int(figures["smallest"] or 0),
+        "fewest": int(figures["fewest"] or 0),
+        "share": float(figures["share"] or 0),
         "cells": int(cells),
     }
