@@ -191,6 +191,24 @@ class Database:
         """The rows of `source`: a table, a parenthesized subquery with its alias, or a FROM clause with joins."""
         return int(self.execute(conn, f"SELECT COUNT(*) FROM {source}").scalar_one())
 
+    def first_rows(self, conn: Connection, source: str, limit: int, order: str | None = None) -> list[dict[str, Any]]:
+        """The first `limit` rows of table `source` (by `order`, a column list, where given), as dicts."""
+        by = f" ORDER BY {order}" if order else ""
+        return [dict(row) for row in self.execute(conn, f"SELECT * FROM {source}{by} LIMIT {int(limit)}").mappings()]
+
+    def column_names(self, conn: Connection, source: str) -> list[str]:
+        """The columns of table `source` as a query sees them, in order."""
+        return list(self.execute(conn, f"SELECT * FROM {source} LIMIT 0").keys())
+
+    def grant_select(self, conn: Connection, ref: str, role: str) -> None:
+        """Let `role` read table `ref` (where the database has roles)."""
+        self.execute(conn, f"GRANT SELECT ON {ref} TO {self.q(role)}")
+
+    def keyed_hmac(self, value: str, keys: str, k: int) -> str:
+        """SQL for HMAC-SHA256 of `value` keyed by row `k` of the table `keys` (k, inner_pad, outer_pad)."""
+        inner, outer = (f"(SELECT {pad} FROM {keys} WHERE k = {int(k)})" for pad in ("inner_pad", "outer_pad"))
+        return self.hmac_sha256_hex(value, inner, outer)
+
     def scratch_ref(self, name: str) -> str:
         """Reference to a session-scoped scratch table (frequency sets)."""
         return f"{self.temp_schema}.{self.q(name)}"
@@ -375,7 +393,7 @@ class Database:
         return f"(CAST(:{codes} AS BIGINT[]))[CAST({value} AS BIGINT) + ({1 - int(first)})]"
 
     def hmac_sha256_hex(self, value: str, inner_key: str, outer_key: str) -> str:
-        """SQL for HMAC-SHA256 of `value` as text, in hex, from the two padded keys (bound parameters)."""
+        """SQL for HMAC-SHA256 of `value` as text, in hex, from the two padded keys (SQL expressions)."""
         raise NotImplementedError
 
     def lower_median(self, value: str) -> str:

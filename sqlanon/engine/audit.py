@@ -207,3 +207,11 @@ def check_published_values(
             f"table {name!r} publishes {stray} row(s) whose values of {', '.join(c for c, _ in columns)} "
             "the source does not hold; nothing was written"
         )
+
+
+def check_published_columns(db: Database, conn: Connection, ref: str, name: str, published: list[str]) -> None:
+    """The written table `ref` (`name` in messages) has exactly the declared columns: no dropped identifier,
+    nothing undeclared."""
+    written = db.column_names(conn, ref)
+    if [db.name_key(c) for c in written] != [db.name_key(c) for c in published]:  # `published` lacks dropped ids
+        raise AuditError(f"table {name!r} has columns {written}, expected {published}; nothing was written")

@@ -143,3 +143,29 @@ def class_labels(star: StarSchema, node: tuple[int, ...], alias: str) -> tuple[l
         for d in star.dimensions
     )
     return labels, joins
+
+
+def violating_classes_labelled(
+    conn: Connection, star: StarSchema, node: tuple[int, ...], criteria: list[Criterion], limit: int
+) -> list[tuple[list[object], int, int]]:
+    """The node's first `limit` classes that violate `criteria` (fewest tuples first): each class's labels, its
+    tuples, and how many classes violate in all."""
+    definition = node_frequency_set(star, node)
+    view = FrequencySetView(
+        table="node_fs",
+        class_columns=[class_column(d.attr) for d in star.dimensions],
+        count_column=COUNT,
+        sensitive_columns=star.sensitive_columns(),
+        definition=definition,
+    )
+    params: dict[str, object] = {}
+    labels, joins = class_labels(star, node, "v")
+    rows = conn.execute(
+        text(
+            f"WITH node_fs AS ({definition}) SELECT {', '.join(labels)}, v.n, COUNT(*) OVER () FROM "
+            f"({violating_classes_sql(view, criteria, 'v', params)}) v {joins} ORDER BY v.n, {', '.join(labels)} "
+            f"LIMIT {int(limit)}"
+        ),
+        params,
+    ).all()
+    return [(list(row[:-2]), int(row[-2]), int(row[-1])) for row in rows]

@@ -29,10 +29,10 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..engine import anatomy as bucket_sql
 from ..engine.anatomy import BUCKET, COUNT_COLUMN
-from ..engine.audit import check_published_values
+from ..engine.audit import check_published_columns, check_published_values
 from ..errors import AuditError, ConfigError, DataError
 from ..model.job import Job, Output
-from .generalize import check_published_columns, unchanged_columns
+from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod
 from .ownership import Ownership, TableName

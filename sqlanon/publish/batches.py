@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import text
-
 from ..backends import open_database
-from ..criteria.view import FrequencySetView
-from ..engine.frequency import COUNT, class_column, class_labels, node_frequency_set, violating_classes_sql
+from ..engine.frequency import (
+    violating_classes_labelled,
+)
 from ..errors import ConfigError, DataError
 from ..model.job import Job
 from ..model.selection import node_label
@@ -64,30 +63,12 @@ def refuse_violating_batch(ctx: SearchContext, node: tuple[int, ...], batch: str
     classes (their labels), before anything is written."""
     if violating <= ctx.max_suppressed:
         return
-    star = ctx.star
-    definition = node_frequency_set(star, node)
-    view = FrequencySetView(
-        table="apply_fs",
-        class_columns=[class_column(d.attr) for d in star.dimensions],
-        count_column=COUNT,
-        sensitive_columns=star.sensitive_columns(),
-        definition=definition,
-    )
-    params: dict[str, object] = {}
-    labels, joins = class_labels(star, node, "v")
-    rows = ctx.conn.execute(
-        text(
-            f"WITH apply_fs AS ({definition}) SELECT {', '.join(labels)}, v.n, COUNT(*) OVER () FROM "
-            f"({violating_classes_sql(view, ctx.criteria, 'v', params)}) v {joins} ORDER BY v.n, {', '.join(labels)} "
-            f"LIMIT {VIOLATING_CLASSES_SHOWN}"
-        ),
-        params,
-    ).all()
-    shown = "; ".join("(" + ", ".join(map(str, r[:-2])) + f"): {r[-2]} tuple(s)" for r in rows)
+    rows = violating_classes_labelled(ctx.conn, ctx.star, node, ctx.criteria, VIOLATING_CLASSES_SHOWN)
+    shown = "; ".join("(" + ", ".join(map(str, labels)) + f"): {n} tuple(s)" for labels, n, _ in rows)
     limit = f"the job's suppression limit of {ctx.max_suppressed}" if ctx.max_suppressed else "no suppression"
     raise DataError(
         f"batch {batch!r} alone violates the criteria at node {node_label(node)}: {violating} tuple(s) "
-        f"in {rows[0][-1] if rows else '?'} class(es), with {limit}; e.g. {shown}. Nothing was written: "
+        f"in {rows[0][2] if rows else '?'} class(es), with {limit}; e.g. {shown}. Nothing was written: "
         "raise the job's suppression limit, apply a more general node (--node), or publish the batch "
         "together with more rows"
     )

@@ -20,10 +20,9 @@ from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..criteria import Criterion
-from ..criteria.view import FrequencySetView
-from ..engine.audit import AuditReport, audit_table, check_published_values
-from ..engine.frequency import violating_classes_sql
-from ..engine.star import Dimension, StarSchema
+from ..engine import generalize as generalize_sql
+from ..engine.audit import AuditReport, audit_table, check_published_columns, check_published_values
+from ..engine.star import StarSchema
 from ..errors import AuditError, ConfigError, DataError
 from ..model.job import Identifier, Output
 from .identifiers import Pseudonyms
@@ -84,23 +83,13 @@ def publish_generalization(
     """Create the generalized table for the plan's node and commit it only if the audit passes."""
     suppressing = plan.max_suppressed > 0 and any(level < d.height for d, level in zip(star.dimensions, plan.node))
     params: dict[str, object] = {}
-    with_clause, flagged = _violating_classes(db, star, plan.node, criteria, params) if suppressing else ("", "")
+    violating = generalize_sql.violating_classes(db, star, plan.node, criteria, params) if suppressing else None
     if conn.in_transaction():
         conn.commit()
     destination = Destination(name=plan.target, source=plan.source, replace=plan.replace, grant_to=plan.output.grant_to)
     with conn.begin(), plan.pseudonyms.loaded(db, conn):
         select, published = _select_list(db, star, plan, suppressing and plan.mode == "mask")
-        # the dimensions whose labels are published (a QI at level 0 is its own value), all of them when the
-        # violating classes are flagged by their codes (PostgreSQL, Adult x 33 = 1M rows, the bottom node: the
-        # table written in 0.85 s instead of 2.43 s; DuckDB's writes cost the same either way)
-        joins = (
-            star.joins(
-                "t", None if suppressing else {d.attr for d, level in zip(star.dimensions, plan.node) if level > 0}
-            )
-            + flagged
-        )
-        where = " WHERE b.n IS NULL" if suppressing and plan.mode == "remove" else ""
-        rows = f"{with_clause}SELECT {', '.join(select)} FROM {joins}{where}"
+        rows = generalize_sql.generalized_rows(star, plan.node, select, violating, plan.mode == "remove")
         with staged_table(
             db, conn, destination=destination, select=rows, params=params, ownership=ownership, run_id=run_id
         ) as staged:
@@ -146,19 +135,10 @@ def _select_list(db: Database, star: StarSchema, plan: Publication, masking: boo
         if value is None:
             continue
         if key in dims:
-            value = _generalized(db, column, *dims[key], masking)
+            value = generalize_sql.generalized_value(db, column, *dims[key], masking)
         select.append(f"{value} AS {db.q(column)}")
         published.append(column)
     return select, published
-
-
-def _generalized(db: Database, column: str, dim: Dimension, level: int, masking: bool) -> str:
-    """A QI's published value: its label at `level`, always text (VARCHAR), so the column's type is the same
-    whichever node is published (level 0 is the original value as text; NULL stays NULL)."""
-    value = f"d{dim.attr}.l{level}" if level > 0 else f"CAST(t.{db.q(column)} AS VARCHAR)"
-    if masking:
-        value = f"CASE WHEN b.n IS NULL THEN {value} ELSE d{dim.attr}.l{dim.height} END"
-    return value
 
 
 def unchanged_columns(
@@ -172,36 +152,6 @@ def unchanged_columns(
         if value is not None:
             found.append((column, value))
     return found
-
-
-def check_published_columns(db: Database, conn: Connection, ref: str, name: str, published: list[str]) -> None:
-    """The written table `ref` (`name` in messages) has exactly the declared columns: no dropped identifier,
-    nothing undeclared."""
-    written = list(db.execute(conn, f"SELECT * FROM {ref} LIMIT 0").keys())
-    if [db.name_key(c) for c in written] != [db.name_key(c) for c in published]:  # `published` lacks dropped ids
-        raise AuditError(f"table {name!r} has columns {written}, expected {published}; nothing was written")
-
-
-def _violating_classes(
-    db: Database, star: StarSchema, node: tuple[int, ...], criteria: list[Criterion], params: dict[str, object]
-) -> tuple[str, str]:
-    """A WITH clause naming the node's violating classes `bad`, and the LEFT JOIN that flags their tuples."""
-    codes = [f"d{d.attr}.c{level}" for d, level in zip(star.dimensions, node)]
-    select = [f"{code} AS a{i}" for i, code in enumerate(codes)] + star.sensitive_select("t")
-    group = codes + [f"t.{db.q(c)}" for c in star.sensitive]
-    view = FrequencySetView(
-        table="node_classes",
-        class_columns=[f"a{i}" for i in range(len(codes))],
-        count_column="cnt",
-        sensitive_columns=star.sensitive_columns(),
-    )
-    bad = violating_classes_sql(view, criteria, "pub", params)
-    with_clause = (
-        f"WITH node_classes AS (SELECT {', '.join(select)}, COUNT(*) AS cnt FROM {star.joins('t')} "
-        f"GROUP BY {', '.join(group)}), bad AS ({bad}) "
-    )
-    on = " AND ".join(f"b.a{i} = {code}" for i, code in enumerate(codes))
-    return with_clause, f" LEFT JOIN bad b ON {on}"
 
 
 def _check_audit(report: AuditReport, source_rows: int, plan: Publication) -> None:

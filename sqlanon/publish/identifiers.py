@@ -73,5 +73,4 @@ class Pseudonyms:
     def _hmac(self, db: Database, column: str, value: str) -> str:
         assert self.table is not None, "pseudonyms are computed by a connection they were loaded into"
         k = list(self.keys).index(column)
-        inner, outer = (f"(SELECT {pad} FROM {self.table} WHERE k = {k})" for pad in ("inner_pad", "outer_pad"))
-        return db.hmac_sha256_hex(value, inner, outer)
+        return db.keyed_hmac(value, self.table, k)

@@ -12,14 +12,14 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
-from ..engine.audit import AuditReport, audit_table, check_published_values
+from ..engine.audit import AuditReport, audit_table, check_published_columns, check_published_values
 from ..engine.mondrian import Mondrian, MondrianQI, MondrianResult, published_rows
 from ..engine.star import kinds_by_key, needed_sensitive
 from ..errors import AuditError, ConfigError
 from ..model.hierarchies import Hierarchy
 from ..model.job import Job, _choice
 from ..model.progress import Progress, silent
-from .generalize import check_published_columns, unchanged_columns
+from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod
 from .ownership import Ownership

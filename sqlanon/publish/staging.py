@@ -64,11 +64,9 @@ def staged_table(
             raise AssertionError(f"{destination.name} was staged but not audited; nothing is published unaudited")
     ownership.record(conn, destination.name, "output", staged.rows, run_id)
     for role in destination.grant_to:  # in the same transaction: readers see the table once it exists
-        db.execute(conn, f"GRANT SELECT ON {final} TO {db.q(role)}")
+        db.grant_select(conn, final, role)
 
 
 def preview(db: Database, conn: Connection, name: TableName, order: str | None = None) -> list[dict[str, Any]]:
     """The first PREVIEW_ROWS rows of a published table (by `order`, a column list, where given)."""
-    by = f" ORDER BY {order}" if order else ""
-    query = f"SELECT * FROM {db.q(name.schema, name.table)}{by} LIMIT {PREVIEW_ROWS}"
-    return [dict(row) for row in db.execute(conn, query).mappings().all()]
+    return db.first_rows(conn, db.q(name.schema, name.table), PREVIEW_ROWS, order)

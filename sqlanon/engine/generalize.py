@@ -1,0 +1,58 @@
+"""The SQL of full-domain generalization's publication (sqlanon.publish.generalize): the node's rows as published,
+each QI at its level, and the classes that violate the criteria (removed or masked with suppression)."""
+
+from __future__ import annotations
+
+from ..backends import Database
+from ..criteria import Criterion
+from ..criteria.view import FrequencySetView
+from .frequency import violating_classes_sql
+from .star import Dimension, StarSchema
+
+
+def violating_classes(
+    db: Database, star: StarSchema, node: tuple[int, ...], criteria: list[Criterion], params: dict[str, object]
+) -> tuple[str, str]:
+    """A WITH clause naming the node's violating classes `bad`, and the LEFT JOIN that flags their tuples (b.n is
+    NULL for a tuple of a class that satisfies the criteria)."""
+    codes = [f"d{d.attr}.c{level}" for d, level in zip(star.dimensions, node)]
+    select = [f"{code} AS a{i}" for i, code in enumerate(codes)] + star.sensitive_select("t")
+    group = codes + [f"t.{db.q(c)}" for c in star.sensitive]
+    view = FrequencySetView(
+        table="node_classes",
+        class_columns=[f"a{i}" for i in range(len(codes))],
+        count_column="cnt",
+        sensitive_columns=star.sensitive_columns(),
+    )
+    bad = violating_classes_sql(view, criteria, "pub", params)
+    with_clause = (
+        f"WITH node_classes AS (SELECT {', '.join(select)}, COUNT(*) AS cnt FROM {star.joins('t')} "
+        f"GROUP BY {', '.join(group)}), bad AS ({bad}) "
+    )
+    on = " AND ".join(f"b.a{i} = {code}" for i, code in enumerate(codes))
+    return with_clause, f" LEFT JOIN bad b ON {on}"
+
+
+def generalized_value(db: Database, column: str, dim: Dimension, level: int, masking: bool) -> str:
+    """A QI's published value: its label at `level`, always text (VARCHAR), so the column's type is the same
+    whichever node is published (level 0 is the original value as text; NULL stays NULL); with `masking`, the
+    top label for a tuple of a violating class."""
+    value = f"d{dim.attr}.l{level}" if level > 0 else f"CAST(t.{db.q(column)} AS VARCHAR)"
+    if masking:
+        value = f"CASE WHEN b.n IS NULL THEN {value} ELSE d{dim.attr}.l{dim.height} END"
+    return value
+
+
+def generalized_rows(
+    star: StarSchema, node: tuple[int, ...], select: list[str], violating: tuple[str, str] | None, remove: bool
+) -> str:
+    """The SELECT of the published table: `select` (the published columns over the source `t` and its dimensions
+    `d<attr>`) with, given `violating` (see `violating_classes`), the violating classes' tuples flagged, and left
+    out when `remove`."""
+    with_clause, flagged = violating or ("", "")
+    # the dimensions whose labels are published (a QI at level 0 is its own value), all of them when the
+    # violating classes are flagged by their codes (PostgreSQL, Adult x 33 = 1M rows, the bottom node: the
+    # table written in 0.85 s instead of 2.43 s; DuckDB's writes cost the same either way)
+    joins = star.joins("t", None if violating else {d.attr for d, level in zip(star.dimensions, node) if level > 0})
+    where = " WHERE b.n IS NULL" if violating and remove else ""
+    return f"{with_clause}SELECT {', '.join(select)} FROM {joins}{flagged}{where}"
