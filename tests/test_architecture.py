@@ -1,6 +1,7 @@
 """The package tree as the architecture states it: every package ships."""
 
 import ast
+import re
 import tomllib
 from pathlib import Path
 
@@ -134,3 +135,39 @@ def test_the_graph_sees_imports():
     assert any(t == "sqlanon.criteria" for t, _ in GRAPH["sqlanon.config"])
     assert any(t.startswith("sqlanon.model") for t, _ in GRAPH["sqlanon.engine.star"])
     assert any(t == "sqlanon.api" for t, _ in GRAPH["sqlanon.inserver"])  # imported inside functions
+
+
+# --- where SQL is written ---------------------------------------------------------------------------------------
+#: the packages that build SQL: each database's own spelling and catalog (backends), the criteria's per-class
+#: statistics (criteria), sqlanon's own tables and routines (store), every statement over the user's data (engine)
+SQL_PACKAGES = {"backends", "criteria", "store", "engine"}
+#: an f-string that composes a statement: it starts with a statement's keyword, or names a table it formats in
+STATEMENT = re.compile(
+    r"^[\s(]*(\{\}\s*)?(SELECT|WITH|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|GRANT|REVOKE|CALL|LOCK|ANALYZE|"
+    r"TRUNCATE)\b|\b(FROM|JOIN|INTO|UPDATE|TABLE) \{\}"
+)
+
+
+def _sql_f_strings(module: str) -> list[int]:
+    """Lines of the module's f-strings that compose SQL (literal text with `{}` where values are formatted)."""
+    found = []
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+            if STATEMENT.search(text):
+                found.append(node.lineno)
+    return found
+
+
+def test_sql_is_composed_in_the_sql_packages_only():
+    """A statement assembled anywhere else is a dialect or a query a newcomer will not look for; the packages
+    above call the builders of `engine` and the hooks of `backends`."""
+    stray = [
+        f"{module}:{line}" for module in MODULES if _unit(module) not in SQL_PACKAGES for line in _sql_f_strings(module)
+    ]
+    assert not stray, "SQL composed outside " + ", ".join(sorted(SQL_PACKAGES)) + ":\n" + "\n".join(stray)
+
+
+def test_the_sql_scan_sees_statements():
+    """The check above would pass vacuously if the pattern missed statements: the engine composes many."""
+    assert sum(len(_sql_f_strings(m)) for m in MODULES if _unit(m) == "engine") > 100
