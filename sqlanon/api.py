@@ -149,11 +149,11 @@ def audit(job: Job, table: str, schema: str | None = None, options: RunOptions |
             db,
             conn,
             db.q(schema, table),
-            job.qi_names,
-            needed_sensitive(job.criteria),
-            job.criteria,
-            masked_top,
-            reference,
+            qi_columns=job.qi_names,
+            sensitive=needed_sensitive(job.criteria),
+            criteria=job.criteria,
+            masked_top=masked_top,
+            reference=reference,
         )
         if source_rows is not None and report.suppressed is None:
             report.suppressed = source_rows - report.rows

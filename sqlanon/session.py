@@ -213,7 +213,14 @@ def lattice_run(
                     )
                 try:
                     star = build_star_schema(
-                        db, conn, job, files, record.work_schema, record.run_id, columns, extra_criteria
+                        db,
+                        conn,
+                        job,
+                        files=files,
+                        schema=record.work_schema,
+                        run_id=record.run_id,
+                        columns=columns,
+                        extra_criteria=extra_criteria,
                     )
                     star.record(conn, options.metadata_schema, record.run_id)
                     conn.commit()

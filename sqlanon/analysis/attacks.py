@@ -97,6 +97,7 @@ class TableAnalysis:
 
 def analyze_frequency_set(
     conn: Connection,
+    *,
     label: str,
     sensitive: str,
     definition: str,

@@ -100,14 +100,14 @@ def infer(
     report = analyze_releases(
         db,
         conn,
-        job.releases,
-        job.sensitive[0],
-        hierarchies,
-        list(hierarchies),
-        job.inference,
-        f"inference_{run_id}",
-        output,
-        progress,
+        series=job.releases,
+        sensitive=job.sensitive[0],
+        hierarchies=hierarchies,
+        qi_columns=list(hierarchies),
+        settings=job.inference,
+        prefix=f"inference_{run_id}",
+        output=output,
+        progress=progress,
     )
     if target is not None:
         report.table = str(target)

@@ -104,7 +104,15 @@ def analyze_published_table(
 ) -> TableAnalysis:
     """The attacks and risk of a table already published, its QI columns taken as they are (no lattice)."""
     definition, classes = attack_sql.published_frequency_set(db, db.q(schema, table), job.qi_names, attribute)
-    return analyze_frequency_set(conn, table, attribute, definition, classes, "s", settings)
+    return analyze_frequency_set(
+        conn,
+        label=table,
+        sensitive=attribute,
+        definition=definition,
+        class_columns=classes,
+        value_column="s",
+        settings=settings,
+    )
 
 
 def analyze_node(
@@ -137,14 +145,14 @@ def analyze_node(
             population = node_frequency_set(population_star, node)
         analysis = analyze_frequency_set(
             ctx.conn,
-            node_label(node),
-            attribute,
-            definition,
-            columns,
-            star.sensitive_columns()[attribute],
-            settings,
-            suppressed,
-            population,
+            label=node_label(node),
+            sensitive=attribute,
+            definition=definition,
+            class_columns=columns,
+            value_column=star.sensitive_columns()[attribute],
+            settings=settings,
+            suppressed_classes=suppressed,
+            population=population,
         )
         analysis.utility = {**metrics, **arx_utility(ctx, definition, node, analysis, suppressed)}
         analysis.bayes = bayes_audit(

@@ -79,6 +79,7 @@ def audit_table(
     db: Database,
     conn: Connection,
     table_ref: str,
+    *,
     qi_columns: list[str],
     sensitive: list[str],
     criteria: list[Criterion],

@@ -263,6 +263,7 @@ def build_star_schema(
     db: Database,
     conn: Connection,
     job: Job,
+    *,
     files: dict[str, Hierarchy],
     schema: str,
     run_id: int,

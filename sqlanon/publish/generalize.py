@@ -114,7 +114,16 @@ def publish_generalization(
                 else None
             )
             reference = star.source if suppressing and plan.mode == "remove" else None
-            report = audit_table(db, conn, written, qi_columns, star.sensitive, criteria, masked_top, reference)
+            report = audit_table(
+                db,
+                conn,
+                written,
+                qi_columns=qi_columns,
+                sensitive=star.sensitive,
+                criteria=criteria,
+                masked_top=masked_top,
+                reference=reference,
+            )
             _check_audit(report, star.rows, plan)
             staged.audited(report.rows)
     return report

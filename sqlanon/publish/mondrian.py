@@ -122,7 +122,9 @@ def publish_partitioned(
             unchanged_columns(db, pseudonyms, job.identifying, [c for c in published if db.name_key(c) not in qis]),
             every_row=True,
         )
-        report = audit_table(db, conn, staged.ref, job.qi_names, job.sensitive, job.criteria)
+        report = audit_table(
+            db, conn, staged.ref, qi_columns=job.qi_names, sensitive=job.sensitive, criteria=job.criteria
+        )
         if not report.ok or report.rows != rows:
             failed = ", ".join(name for name, ok in report.holds.items() if not ok) or "row count"
             raise AuditError(f"the partitioned table failed its audit ({failed}); nothing was written")

@@ -541,7 +541,7 @@ class Probe:
     #: was an UPDATE, a file and a commit per wave, about a tenth of a 0.1 s search
     PROGRESS_SECONDS = 0.5
 
-    def __init__(self, ctx: SearchContext, stats: SearchStats, waves: WaveChecker, progress_by_height: bool = True):
+    def __init__(self, ctx: SearchContext, stats: SearchStats, waves: WaveChecker, *, progress_by_height: bool = True):
         self.ctx, self.stats, self.waves = ctx, stats, waves
         self.progress_by_height = progress_by_height
         self.checked: dict[tuple[int, ...], bool] = {}
@@ -615,7 +615,7 @@ def _probing(ctx: SearchContext, stats: SearchStats, progress_by_height: bool = 
         db=ctx.db, conn=ctx.conn, star=ctx.star, run=ctx.run, from_table=not ctx.use_cube, criteria=ctx.criteria
     )
     try:
-        probe = Probe(ctx, stats, checker, progress_by_height)
+        probe = Probe(ctx, stats, checker, progress_by_height=progress_by_height)
         yield probe
         probe.write_progress(commit=False)  # the final figures, however few were written on the way
         term = checker.cells_term() if ctx.metrics_follow else None

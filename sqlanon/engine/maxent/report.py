@@ -108,6 +108,7 @@ def release_pairs(count: int) -> list[list[int]]:
 def analyze_releases(
     db: Database,
     conn: Connection,
+    *,
     series: ReleaseSeries,
     sensitive: str,
     hierarchies: dict[str, Hierarchy],
