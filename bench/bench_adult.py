@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import PG_URL, pg_reachable, print_table, timed
+from common import databases, print_table, timed
 
 from sqlanon import RunOptions, load_job, search
 from sqlanon.criteria import KAnonymity
@@ -32,10 +32,7 @@ def main() -> None:
     parser.add_argument("--exhaustive-ks", default=None, help="k values to run the exhaustive strategy for")
     args = parser.parse_args()
     ks = [int(k) for k in args.ks.split(",")]
-    (HERE / "out").mkdir(exist_ok=True)
-    targets = [("duckdb", f"duckdb:///{HERE / 'out' / 'adult.duckdb'}")]
-    if not args.no_postgres and pg_reachable():
-        targets.append(("postgresql", PG_URL))
+    targets = databases("adult.duckdb", not args.no_postgres)
     base_job = load_job(CONFIG)
     rows = []
     for name, url in targets:

@@ -1,5 +1,5 @@
-"""What building the search's SQL with sqlglot would cost: its parse and generate time beside the time the
-database takes to run the same statements, on the searches of bench_search.py that run the most statements.
+"""What building the search's SQL with sqlglot or SQLAlchemy Core would cost, beside the time the database takes
+to run the same statements, on the searches of bench_search.py that run the most statements.
 
     pip install sqlglot && python bench/bench_builder.py [--no-postgres]
 
@@ -8,7 +8,9 @@ run; each is then parsed by sqlglot (`parse_one`) and generated back (`.sql`) in
 Generating from a tree is what a builder on sqlglot would pay on every statement (a statement built with
 its expression API is a tree to begin with); parsing is what a transpiler over our strings would pay on top.
 The ratios say whether that cost matters beside running the statements; the search's figures themselves
-stay those of bench_search.py.
+stay those of bench_search.py. SQLAlchemy Core cannot read our strings, so a wave-shaped statement (clusters of 8
+nodes, each a VALUES list of masks joined with the cube grouped to its meet) is built both ways at 8, 64 and 256
+nodes: Core's build and compile time against assembling the same text.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import sqlalchemy as sa
 import sqlglot
 from bench_criteria import criteria_job
-from common import PG_URL, pg_reachable, print_table
+from common import databases, print_table
 
 from sqlanon import RunOptions, load_job, search
 from sqlanon.criteria import KAnonymity
@@ -101,14 +103,55 @@ def measure(rows: list, database: str, url: str, name: str, job: Any) -> None:
     print(f"{name}, {database}: {len(statements)} statements", file=sys.stderr, flush=True)
 
 
+def core_wave(nodes: int, dialect: Any) -> tuple[float, float, int]:
+    """A wave of `nodes` nodes shaped as the checker's (clusters of 8, each the cube grouped to its meet, joined with
+    a VALUES list of its nodes' masks and grouped by node and key, then the classes under k), built once with
+    SQLAlchemy Core and once as text: seconds to build and compile it with Core, seconds to assemble the text,
+    and the text's length."""
+    started = time.perf_counter()
+    cube = sa.table("cube", sa.column("key0", sa.BigInteger), sa.column("s0"), sa.column("cnt", sa.BigInteger))
+    parts = []
+    for first in range(0, nodes, 8):
+        meet = sa.select(
+            (cube.c.key0.op("&")(sa.cast(sa.literal(1023 - first), sa.BigInteger))).label("key0"),
+            cube.c.s0,
+            sa.cast(sa.func.sum(cube.c.cnt), sa.BigInteger).label("cnt"),
+        ).group_by(sa.text("1"), cube.c.s0)
+        grouped = meet.subquery("c")
+        masks = sa.values(sa.column("node", sa.Integer), sa.column("m0", sa.BigInteger), name="w").data(
+            [(j, 4095 - j) for j in range(first, min(first + 8, nodes))]
+        )
+        key = grouped.c.key0.op("&")(sa.cast(masks.c.m0, sa.BigInteger))
+        parts.append(
+            sa.select(masks.c.node, key.label("key0"), grouped.c.s0, sa.func.sum(grouped.c.cnt).label("cnt"))
+            .select_from(grouped.join(masks, sa.true()))
+            .group_by(masks.c.node, key, grouped.c.s0)
+        )
+    wave = sa.union_all(*parts).subquery("fs")
+    violators = sa.select(wave.c.node, sa.func.count()).group_by(wave.c.node).having(sa.func.sum(wave.c.cnt) < 5)
+    str(violators.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
+    core = time.perf_counter() - started
+    started = time.perf_counter()
+    text_parts = []
+    for first in range(0, nodes, 8):
+        values = ", ".join(f"({j}, {4095 - j})" for j in range(first, min(first + 8, nodes)))
+        grouped = (
+            f"(SELECT key0 & CAST({1023 - first} AS BIGINT) AS key0, s0, CAST(SUM(cnt) AS BIGINT) AS cnt "
+            "FROM cube GROUP BY 1, s0) c"
+        )
+        text_parts.append(
+            f"SELECT w.node, c.key0 & CAST(w.m0 AS BIGINT) AS key0, c.s0, SUM(c.cnt) AS cnt FROM {grouped} "
+            f"CROSS JOIN (VALUES {values}) AS w(node, m0) GROUP BY w.node, c.key0 & CAST(w.m0 AS BIGINT), c.s0"
+        )
+    statement = f"SELECT node, COUNT(*) FROM ({' UNION ALL '.join(text_parts)}) fs GROUP BY node HAVING SUM(cnt) < 5"
+    return core, time.perf_counter() - started, len(statement)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-postgres", action="store_true")
     args = parser.parse_args()
-    (HERE / "out").mkdir(exist_ok=True)
-    targets = [("duckdb", f"duckdb:///{HERE / 'out' / 'builder.duckdb'}")]
-    if not args.no_postgres and pg_reachable():
-        targets.append(("postgresql", PG_URL))
+    targets = databases("builder.duckdb", not args.no_postgres)
     adult = load_job(ADULT)
     rows: list = []
     for database, url in targets:
@@ -122,6 +165,18 @@ def main() -> None:
         for case in ("entropy l=3", "t hierarchical 0.2"):
             job = dataclasses.replace(criteria_job(k5, case), suppression=Suppression(0.02))
             measure(rows, database, url, f"adult 8 QIs {case}, 2%", job)
+    from sqlalchemy.dialects import postgresql
+
+    core_rows = []
+    for nodes in (8, 64, 256):
+        built = [core_wave(nodes, postgresql.dialect()) for _ in range(5)]
+        core, text, length = (sorted(b[i] for b in built)[2] for i in range(3))
+        core_rows.append([nodes, length, core * 1000, text * 1000, core / text])
+    print_table(
+        f"SQLAlchemy {sa.__version__} Core against text for a wave-shaped statement (median of 5, ms)",
+        ["nodes", "chars", "Core build + compile ms", "text ms", "ratio"],
+        core_rows,
+    )
     print_table(
         f"sqlglot {sqlglot.__version__} on the search's statements (run s: the database running them; "
         "generate s: sqlglot writing them from trees; parse s: reading them from our strings)",

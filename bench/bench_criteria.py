@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import PG_URL, pg_reachable, print_table, timed
+from common import databases, print_table, timed
 
 from sqlanon import RunOptions, load_job, search
 from sqlanon.criteria import criteria_from_config
@@ -69,10 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--postgres", action="store_true")
     args = parser.parse_args()
-    (HERE / "out").mkdir(exist_ok=True)
-    targets = [("duckdb", f"duckdb:///{HERE / 'out' / 'adult.duckdb'}")]
-    if args.postgres and pg_reachable():
-        targets.append(("postgresql", PG_URL))
+    targets = databases("adult.duckdb", args.postgres)
     job = load_job(ADULT / "adult.yaml")
     rows = []
     for name, url in targets:

@@ -18,7 +18,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import PG_URL, pg_reachable, print_table, timed
+from common import databases, print_table, timed
 
 from sqlanon import load_csv, search
 from sqlanon.config import job_from_dict
@@ -76,9 +76,7 @@ def main() -> None:
     parser.add_argument("--bases", default="cube,table", help="frequency-set bases to compare")
     args = parser.parse_args()
     folder = dataset(args.rows)
-    targets = [("duckdb", f"duckdb:///{HERE / 'out' / f'hospital_{args.rows}.duckdb'}")]
-    if not args.no_postgres and pg_reachable():
-        targets.append(("postgresql", PG_URL))
+    targets = databases(f"hospital_{args.rows}.duckdb", not args.no_postgres)
     rows = []
     for name, url in targets:
         load_hospital(folder, url)

@@ -35,7 +35,7 @@ from bench_end_to_end import run_once as end_to_end
 from bench_hospital import QIS as HOSPITAL_QIS
 from bench_hospital import dataset, load_hospital
 from bench_hospital import job as hospital_job
-from common import PG_URL, arx_here, group_by_seconds, pg_reachable, print_table, run_process, timed
+from common import arx_here, databases, group_by_seconds, print_table, run_process, timed
 
 from sqlanon import RunOptions, load_job, search
 from sqlanon.criteria import KAnonymity, criteria_from_config
@@ -201,10 +201,7 @@ def main() -> None:
     args = parser.parse_args()
     strategies = args.strategies.split(",")
     sizes = [] if args.no_hospital else [int(size) for size in args.hospital_rows.split(",")]
-    (HERE / "out").mkdir(exist_ok=True)
-    targets = [("duckdb", f"duckdb:///{HERE / 'out' / 'search.duckdb'}")]
-    if not args.no_postgres and pg_reachable():
-        targets.append(("postgresql", PG_URL))
+    targets = databases("search.duckdb", not args.no_postgres)
     rows: list = []
     adult = load_job(ADULT)
     for database, url in targets:

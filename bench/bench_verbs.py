@@ -31,7 +31,7 @@ from bench_criteria import criteria_job
 from bench_hospital import QIS as HOSPITAL_QIS
 from bench_hospital import dataset, load_hospital
 from bench_hospital import job as hospital_job
-from common import PG_URL, group_by_seconds, pg_reachable, print_table
+from common import databases, group_by_seconds, print_table
 
 from sqlanon import RunOptions, analyze, anonymize, apply, load_job, node_metrics, search
 from sqlanon.criteria import criteria_from_config
@@ -115,10 +115,7 @@ def main() -> None:
     parser.add_argument("--verbs", default="search,metrics,analyze,apply,anonymize")
     parser.add_argument("--postgres-verbs", default="search,metrics,apply,anonymize")
     args = parser.parse_args()
-    (HERE / "out").mkdir(exist_ok=True)
-    targets = [("duckdb", f"duckdb:///{HERE / 'out' / 'verbs.duckdb'}")]
-    if not args.no_postgres and pg_reachable():
-        targets.append(("postgresql", PG_URL))
+    targets = databases("verbs.duckdb", not args.no_postgres)
     rows: list[list[object]] = []
     for database, url in targets:
         search(dataclasses.replace(load_job(ADULT), source=dataclasses.replace(load_job(ADULT).source, url=url)))

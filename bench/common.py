@@ -37,6 +37,17 @@ def pg_reachable(url: str = PG_URL) -> bool:
     return unreachable_reason(url) is None
 
 
+def databases(duckdb_file: str, postgres: bool = True) -> list[tuple[str, str]]:
+    """(name, URL) of the databases a benchmark runs on: a DuckDB file under bench/out/, then PostgreSQL when
+    `postgres` is asked and the server is reachable."""
+    out = Path(__file__).parent / "out"
+    out.mkdir(exist_ok=True)
+    found = [("duckdb", f"duckdb:///{out / duckdb_file}")]
+    if postgres and pg_reachable():
+        found.append(("postgresql", PG_URL))
+    return found
+
+
 def timed(action: Callable[[], object], repeat: int = 1) -> tuple[float, object]:
     """Median wall seconds over `repeat` runs, and the last result."""
     seconds, result = [], None

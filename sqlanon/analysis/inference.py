@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
-from ..engine.maxent import InferenceReport, analyze_releases
+from ..engine.maxent import InferenceReport, ReleaseTables, analyze_releases
 from ..errors import ConfigError
 from ..model.hierarchies import Hierarchy
 from ..model.job import Job
@@ -97,18 +97,16 @@ def infer(
         if ownership.check_target(conn, target, replace, "inference.table"):
             db.drop_table(conn, db.q(target.schema, target.table))
         output = db.q(target.schema, target.table)
-    report = analyze_releases(
-        db,
-        conn,
+    tables = ReleaseTables(
+        db=db,
+        conn=conn,
         series=job.releases,
         sensitive=job.sensitive[0],
         hierarchies=hierarchies,
         qi_columns=list(hierarchies),
-        settings=job.inference,
         prefix=f"inference_{run_id}",
-        output=output,
-        progress=progress,
     )
+    report = analyze_releases(tables, settings=job.inference, output=output, progress=progress)
     if target is not None:
         report.table = str(target)
         ownership.record(conn, target, "output", report.persons, run_id)

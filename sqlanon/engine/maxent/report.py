@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection
 
 from ...backends import Database
-from ...model.hierarchies import Hierarchy
-from ...model.job import InferenceSettings, ReleaseSeries
+from ...model.job import InferenceSettings
 from ...model.progress import Progress, silent
 from .releases import ReleaseTables
 from .solve import solve
@@ -106,31 +105,17 @@ def release_pairs(count: int) -> list[list[int]]:
 
 
 def analyze_releases(
-    db: Database,
-    conn: Connection,
+    tables: ReleaseTables,
     *,
-    series: ReleaseSeries,
-    sensitive: str,
-    hierarchies: dict[str, Hierarchy],
-    qi_columns: list[str],
     settings: InferenceSettings,
-    prefix: str,
     output: str | None = None,
     progress: Progress = silent,
 ) -> InferenceReport:
-    """Solve every release together (and, with more than two, each pair, to name the pair behind each
-    disclosure), write P(s | person) to `output` (a table reference) when given, and report."""
+    """Solve every release of `tables` together (and, with more than two, each pair, to name the pair behind each
+    disclosure), write P(s | person) to `output` (a table reference) when given, and report; drops `tables`.
+    Runs in the caller's transaction: on an error its rollback takes the scratch tables with it."""
     started = time.perf_counter()
-    # in the caller's transaction: on an error its rollback takes the scratch tables with it
-    tables = ReleaseTables(
-        db=db,
-        conn=conn,
-        series=series,
-        sensitive=sensitive,
-        hierarchies=hierarchies,
-        qi_columns=qi_columns,
-        prefix=prefix,
-    )
+    db, conn = tables.db, tables.conn
     x, figures = solve(db, conn, tables, settings, progress=progress)
     count = len(tables.releases)
     pairs = release_pairs(count) if count > 2 else []
@@ -143,8 +128,8 @@ def analyze_releases(
     if output is not None:
         db.execute(
             conn,
-            f"CREATE TABLE {output} AS SELECT pseudonym AS {db.q(series.pseudonym)}, label AS "
-            f"{db.q(sensitive)}, probability, alone, positive, negative, cause FROM {result}",
+            f"CREATE TABLE {output} AS SELECT pseudonym AS {db.q(tables.series.pseudonym)}, label AS "
+            f"{db.q(tables.sensitive)}, probability, alone, positive, negative, cause FROM {result}",
         )
         report.table = output
     tables.drop_all()
