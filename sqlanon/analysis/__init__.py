@@ -2,6 +2,7 @@
 disclosure over one release), `inference` (what intersecting several releases reveals), and `report` (the HTML
 page of a job's releases).
 
-Contract: reads published tables and search results; imports `engine`, `search`, `model`, `criteria` and
-`backends`, never the API or the CLI.
+Contract: reads published tables and search results through the statements of `engine` (engine.attacks,
+engine.maxent), composing none itself; imports `engine`, `search`, `model`, `criteria` and `backends`, never the
+API or the CLI.
 """

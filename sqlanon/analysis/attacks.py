@@ -1,4 +1,5 @@
-"""Attacks and risk of a release, as SQL over its classes (never its rows in Python).
+"""Attacks and risk of a release, as SQL over its classes (never its rows in Python; the statements are
+sqlanon.engine.attacks', which returns named figures that this module turns into a TableAnalysis).
 
 Every analysis reads one frequency set: per class (the QI values as
 published) and value of one sensitive attribute, the tuples with that value.

@@ -8,7 +8,8 @@ created and may replace). Every output is re-checked before it is committed by `
 written table itself (independent of frequency sets and dimension tables).
 
 Contract: imports `engine`, `search`, `store`, `criteria`, `model` and `backends`; analysis, the API and the CLI
-sit above it.
+sit above it. A method's statements are built in `engine` (engine.generalize, engine.anatomy, engine.mondrian)
+and its writes go through `staging`; this package composes no SQL itself.
 """
 
 # each module registers its method in methods.METHODS, the default first (the order the config lists them in)
