@@ -4,8 +4,6 @@ written after their audit, the same one-line errors."""
 from __future__ import annotations
 
 import json
-import random
-import warnings
 from pathlib import Path
 
 import pytest
@@ -15,60 +13,9 @@ from sqlanon.config import job_from_dict
 from sqlanon.errors import ConfigError, DataError
 
 from .conftest import adult_config, adult_job
-from .test_criteria import RANDOM_CASES, _named
 
 pytestmark = pytest.mark.spark
 QIS = ["sex", "age", "race", "marital-status"]
-
-
-def _random_rows(seed: int) -> list[tuple]:
-    rng = random.Random(seed)
-    return [
-        (
-            rng.choice(["v0", "v1", "v2", "v3"]),
-            rng.choice(["w0", "w1", "w2"]),
-            rng.choice("abcd"),
-            rng.choice("xy"),
-            rng.randint(1, 4),
-        )
-        for _ in range(rng.randint(8, 40))
-    ]
-
-
-def _random_job(tmp: Path, url: str, table: str, rows: list[tuple], spec: dict, limit: int):
-    (tmp / "data.csv").write_text("p,q,occupation,extra,cost\n" + "\n".join(",".join(map(str, r)) for r in rows))
-    (tmp / "p.csv").write_text("v0;A;*\nv1;A;*\nv2;B;*\nv3;B;*\n")
-    (tmp / "q.csv").write_text("w0;*\nw1;*\nw2;*\n")
-    (tmp / "occ.csv").write_text("a;G1;*\nb;G1;*\nc;G2;*\nd;G2;*\n")
-    return job_from_dict(
-        {
-            "source": {"url": url, "table": table, "csv": "data.csv"},
-            "quasi_identifiers": {"p": "p.csv", "q": "q.csv"},
-            "criteria": spec,
-            "insensitive": [c for c in ("occupation", "extra", "cost") if c not in _named(spec)],
-            "suppression": {"limit": limit},
-        },
-        tmp,
-    )
-
-
-@pytest.mark.parametrize("case", range(len(RANDOM_CASES)))
-def test_random_tables_equal_duckdb(spark_url, tmp_path, case):
-    """Every criterion of the random-table cases, on a seeded random table, with and without suppression."""
-    spec, rows = RANDOM_CASES[case], _random_rows(case)
-    distinct = {"occupation": len({r[2] for r in rows}), "extra": len({r[3] for r in rows})}
-    if any(
-        p.get("l", 1) > min(distinct[a] for a in p.get("attributes", [p.get("attribute")]) if a in distinct)
-        for p in spec.values()
-        if "l" in p
-    ):
-        rows = rows + [("v0", "w0", v, e, 1) for v in "abcd" for e in "xy"]  # every value, so l is possible
-    limit = case % 3
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # don't-care values absent from a small random table
-        spark = search(_random_job(tmp_path, spark_url, f"random_{case}", rows, spec, limit))
-        duck = search(_random_job(tmp_path, f"duckdb:///{tmp_path / 'r.duckdb'}", "t", rows, spec, limit))
-    assert spark.satisfying == duck.satisfying and spark.minimal == duck.minimal
 
 
 def test_anonymize_writes_an_audited_parquet_table(spark_adult):

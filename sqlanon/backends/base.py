@@ -180,8 +180,9 @@ class Database:
     def same_name(self, a: str | None, b: str | None) -> bool:
         return a is not None and b is not None and self.name_key(a) == self.name_key(b)
 
-    def check_name(self, name: str, where: str) -> None:
-        """Refuse a name the database would change (none here; see PostgreSQL's)."""
+    def check_name(self, name: str, where: str, *, table: bool = False) -> None:
+        """Refuse a name (of a table or schema, with `table`) that the database would change or could not take
+        (none here; see PostgreSQL's and Spark's)."""
 
     def execute(self, conn: Connection, sql: str, params: dict[str, Any] | None = None) -> Any:
         """Run one statement built with `q()` names (values always as bound parameters)."""

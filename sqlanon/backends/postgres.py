@@ -87,7 +87,7 @@ class PostgreSQL(Database):
                 cursor.execute("SELECT set_config('jit', 'off', false) WHERE current_setting('jit', true) IS NOT NULL")
             dbapi_connection.commit()  # a session setting made in a transaction lasts only if it is committed
 
-    def check_name(self, name: str, where: str) -> None:
+    def check_name(self, name: str, where: str, *, table: bool = False) -> None:
         """PostgreSQL truncates names longer than 63 bytes, so two long names could be one table."""
         size = len(name.encode())
         if size > PG_MAX_NAME_BYTES:

@@ -142,6 +142,15 @@ class Spark(Database):
         """Spark resolves names ignoring case (spark.sql.caseSensitive is off by default)."""
         return name.lower()
 
+    def check_name(self, name: str, where: str, *, table: bool = False) -> None:
+        """Spark's catalog takes letters, digits and _ only in table and schema names (it says so only when the
+        output is created, after the search): refused before any work."""
+        if table and not re.fullmatch(r"[A-Za-z0-9_]+", name):
+            raise ConfigError(
+                f"{where} {name!r} is not a name Spark's catalog takes (letters, digits and _ only); "
+                "choose another name"
+            )
+
     def scratch_ref(self, name: str) -> str:
         return self.q(name)  # a temporary view: session-scoped, never qualified
 

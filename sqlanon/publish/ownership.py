@@ -65,8 +65,8 @@ class Ownership:
     def resolve(self, conn: Connection, schema: str | None, table: str, where: str) -> TableName:
         """The table's name with its schema, after refusing names the database would change."""
         resolved = self.db.resolved_schema(conn, schema)
-        self.db.check_name(resolved, f"{where} schema")
-        self.db.check_name(table, where)
+        self.db.check_name(resolved, f"{where} schema", table=True)
+        self.db.check_name(table, where, table=True)
         return TableName(resolved, table)
 
     def _key(self, name: TableName) -> dict[str, str]:
