@@ -204,12 +204,17 @@ def test_spark_statements_plans_and_ui_hold_no_key(spark_adult: str, key: bytes,
         "AS person_id, * FROM adult"
     )
     store = spark._jsparkSession.sharedState().statusStore()
-    before = store.executionsList().size()
+
+    def executions() -> list:
+        """The executions the UI keeps (the latest spark.sql.ui.retainedExecutions: counted by id, not position)."""
+        kept = store.executionsList()
+        return [kept.apply(i) for i in range(kept.size())]
+
+    before = max((e.executionId() for e in executions()), default=-1)
     try:
         job = _people_job(spark_adult, "generalize")
         anonymize(job, replace=True)
-        executions = store.executionsList()
-        shown = [executions.apply(i) for i in range(before, executions.size())]
+        shown = [e for e in executions() if e.executionId() > before]
         plans = "\n".join(f"{e.description()}\n{e.details()}\n{e.physicalPlanDescription()}" for e in shown)
         assert "people_generalize" in plans.lower()  # the publication's statements are among them
         _assert_clean(plans, key, "Spark's SQL executions (plans, descriptions)")
