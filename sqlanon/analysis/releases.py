@@ -133,6 +133,8 @@ def analyze_node(
     columns = [class_column(d.attr) for d in star.dimensions]
     tag = f"{ctx.run.run_id}_{'_'.join(map(str, node))}"
     with ExitStack() as scratch:
+        # every statement below joins the stored frequency set, its classes and the cells on all the QIs' columns
+        scratch.enter_context(ctx.db.hash_joins(ctx.conn))
         definition = scratch.enter_context(
             stored_select(ctx.db, ctx.conn, f"analysis_{tag}", node_frequency_set(star, node))
         )

@@ -241,6 +241,13 @@ class Database:
         source's planner statistics (nothing to do where the planner does not depend on them)."""
 
     @contextmanager
+    def hash_joins(self, conn: Connection) -> Iterator[None]:
+        """Within: joins are planned without nested loops, for statements that join intermediate results (common
+        table expressions, fresh scratch tables) on many columns, whose sizes the planner cannot know and may take
+        for a row or two (nothing to do where the planner does not nest loops on such guesses)."""
+        yield
+
+    @contextmanager
     def parallel_plans(self, conn: Connection) -> Iterator[None]:
         """Within: a statement that reads the whole source and writes a result about as large (the search's
         cube) is planned to run on several cores where the database would not choose it by itself."""

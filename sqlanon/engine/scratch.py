@@ -65,7 +65,7 @@ def stored_select(
     """`select` stored once as the scratch table `name`; yields a SELECT of it for the statements that read it
     (instead of each computing it again), then drops it."""
     ref = db.create_scratch(conn, name, select, params)
-    try:
-        yield f"SELECT * FROM {ref}"
-    finally:
-        db.drop_table(conn, ref)
+    yield f"SELECT * FROM {ref}"
+    # dropped when the statements succeeded; after an error the caller's rollback takes the table (a DROP
+    # there would fail in PostgreSQL's aborted transaction and hide the error that stopped them)
+    db.drop_table(conn, ref)
