@@ -16,8 +16,7 @@ from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..criteria import Criterion
-from ..criteria.view import FrequencySetView
-from .frequency import COUNT, class_column, class_labels, node_frequency_set, violating_classes_sql
+from .frequency import class_column, class_labels, node_frequency_set, node_set_view, violating_classes_sql
 from .star import StarSchema
 
 
@@ -190,18 +189,11 @@ def suppressed_classes(
 ) -> tuple[str, dict[str, Any]]:
     """A SELECT of the class columns of the node's classes that violate `criteria` (suppressed in a release with
     suppression), and its bound parameters."""
-    columns = [class_column(d.attr) for d in star.dimensions]
     checked = node_frequency_set(star, node)
-    view = FrequencySetView(
-        table="criteria_fs",
-        class_columns=columns,
-        count_column=COUNT,
-        sensitive_columns=star.sensitive_columns(),
-        definition=checked,
-    )
+    view = node_set_view(star, "criteria_fs", checked)
     params: dict[str, Any] = {}
     violators = violating_classes_sql(view, criteria, "a", params)
-    return f"WITH criteria_fs AS ({checked}) SELECT {', '.join(columns)} FROM ({violators}) v", params
+    return f"WITH criteria_fs AS ({checked}) SELECT {', '.join(view.class_columns)} FROM ({violators}) v", params
 
 
 def class_size_histogram(conn: Connection, definition: str, classes: list[str]) -> list[tuple[int, int]]:

@@ -145,19 +145,25 @@ def class_labels(star: StarSchema, node: tuple[int, ...], alias: str) -> tuple[l
     return labels, joins
 
 
+def node_set_view(star: StarSchema, table: str, definition: str | None = None) -> FrequencySetView:
+    """A node's frequency set as `node_frequency_set` makes it (class columns a<attr>, the star's sensitive
+    columns, cnt), as the criteria see it under the name `table` (a CTE of `definition`, when given)."""
+    return FrequencySetView(
+        table=table,
+        class_columns=[class_column(d.attr) for d in star.dimensions],
+        count_column=COUNT,
+        sensitive_columns=star.sensitive_columns(),
+        definition=definition,
+    )
+
+
 def violating_classes_labelled(
     conn: Connection, star: StarSchema, node: tuple[int, ...], criteria: list[Criterion], limit: int
 ) -> list[tuple[list[object], int, int]]:
     """The node's first `limit` classes that violate `criteria` (fewest tuples first): each class's labels, its
     tuples, and how many classes violate in all."""
     definition = node_frequency_set(star, node)
-    view = FrequencySetView(
-        table="node_fs",
-        class_columns=[class_column(d.attr) for d in star.dimensions],
-        count_column=COUNT,
-        sensitive_columns=star.sensitive_columns(),
-        definition=definition,
-    )
+    view = node_set_view(star, "node_fs", definition)
     params: dict[str, object] = {}
     labels, joins = class_labels(star, node, "v")
     rows = conn.execute(

@@ -28,7 +28,7 @@ from ..criteria import Criterion, KAnonymity
 from ..criteria.view import FrequencySetView
 from ..model.lattice import Levels
 from ..model.selection import level_metrics
-from .frequency import BATCH, COUNT, class_column, cube_set, node_frequency_set, violating_classes_sql
+from .frequency import BATCH, COUNT, cube_set, node_frequency_set, node_set_view, violating_classes_sql
 from .star import StarSchema
 
 
@@ -124,12 +124,7 @@ class MetricsEvaluator:
         return [by_index[j] for j in range(len(nodes))]
 
     def _view(self, j: int) -> FrequencySetView:
-        return FrequencySetView(
-            table=f"metric_fs_{j}",
-            class_columns=[class_column(d.attr) for d in self.star.dimensions],
-            count_column=COUNT,
-            sensitive_columns=self.star.sensitive_columns(),
-        )
+        return node_set_view(self.star, f"metric_fs_{j}")
 
     def _node_select(self, node: Levels, j: int, marked: str) -> str:
         """The node's sums, from its flags (flags_<j>) and its (class, value) rows with their flags (`marked`: a
