@@ -22,7 +22,7 @@ from .analysis.attacks import (
 )
 from .analysis.inference import InferenceReport, InferenceTarget, check_inference_job, infer
 from .analysis.releases import (
-    analyze_node,
+    analyze_nodes,
     analyze_published_table,
     analyzed_attribute,
     chosen_classes,
@@ -359,7 +359,7 @@ def report(
         result = run_search(job, ctx)
         chosen = select_node(job, ctx, result)
         add_metrics(job, ctx, result, result.minimal)
-        tables = [analyze_node(ctx, n, attribute, settings, result.metrics[n]) for n in result.minimal]
+        tables = analyze_nodes(ctx, result.minimal, attribute, settings, result.metrics)
         sizes, worst = chosen_classes(ctx, chosen, attribute)
         data = ReportData(
             job_name=job.name,
@@ -404,11 +404,7 @@ def analyze(
             result = run_search(job, ctx)
             nodes = result.minimal
         add_metrics(job, ctx, result, nodes)
-        population = population_star(job, ctx)
-        tables = []
-        for j, levels in enumerate(nodes):
-            ctx.progress("analysis", j, len(nodes))
-            tables.append(analyze_node(ctx, levels, attribute, settings, result.metrics[levels], population, bayes))
+        tables = analyze_nodes(ctx, nodes, attribute, settings, result.metrics, population_star(job, ctx), bayes)
         report = AnalysisReport(attribute, settings, tables)
         run.finish(report.summary())
     return report

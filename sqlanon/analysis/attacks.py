@@ -88,7 +88,7 @@ class TableAnalysis:
     journalist_highest_risk: float | None = None
     journalist_records_at_risk: int | None = None
     marketer_risk: float | None = None  # the expected share of records re-identified: sum of n / N, over rows
-    bayes: dict[str, int] = field(default_factory=dict)  # the Bayes-optimal audit (nodes only; see bayes_audit)
+    bayes: dict[str, int] = field(default_factory=dict)  # the Bayes-optimal audit (nodes only: engine.node_releases)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -105,59 +105,79 @@ def analyze_frequency_set(
     class_columns: list[str],
     value_column: str,
     settings: AnalysisSettings,
-    suppressed_classes: str | None = None,
-    population: str | None = None,
 ) -> TableAnalysis:
-    """The figures of one release from `definition`: a SELECT of `class_columns`, `value_column` and cnt.
+    """The figures of one release from `definition`: a SELECT of `class_columns`, `value_column` and cnt."""
+    release = attack_sql.Release(definition=definition, classes=class_columns)
+    [analysis] = analyze_frequency_sets(
+        conn, release, labels={(): label}, sensitive=sensitive, value_column=value_column, settings=settings
+    ).values()
+    return analysis
 
-    `suppressed_classes`, when given, is a SELECT of the class columns of the classes left out of the release;
-    `population`, a SELECT of the same class columns and cnt over the population the release was drawn from.
-    """
-    release = attack_sql.Release(definition=definition, classes=class_columns, suppressed=suppressed_classes)
+
+def analyze_frequency_sets(
+    conn: Connection,
+    release: attack_sql.Release,
+    *,
+    labels: dict[tuple[Any, ...], str],
+    sensitive: str,
+    value_column: str,
+    settings: AnalysisSettings,
+    population: str | None = None,
+) -> dict[tuple[Any, ...], TableAnalysis]:
+    """The figures of each release of `release` (by its `by` values, each with its label in `labels`), in two
+    statements whatever their number (three with `population`: a SELECT of the same class columns and cnt over
+    the population the releases were drawn from)."""
     figures = attack_sql.release_figures(
         conn, release, near=settings.near, risk=settings.risk_threshold, background=settings.background
     )
     revealed = attack_sql.revealed_values(conn, release, value=value_column, limit=REVEALED_SHOWN)
-    rows, classes = int(figures["rows"]), int(figures["classes"])
-    analysis = TableAnalysis(
-        label=label,
-        sensitive=sensitive,
-        rows=rows,
-        classes=classes,
-        suppressed=int(figures["every_tuple"]) - rows,
-        homogeneous_classes=int(figures["homogeneous_classes"]),
-        homogeneous_tuples=int(figures["homogeneous_tuples"]),
-        nearly_homogeneous_classes=int(figures["nearly_homogeneous_classes"]),
-        nearly_homogeneous_tuples=int(figures["nearly_homogeneous_tuples"]),
-        revealed_values=["NULL" if v is None else v for v in revealed],
-        disclosed_by_background=figures["disclosed_by_background"],
-        highest_risk=float(figures["highest_risk"]),
-        average_risk=classes / rows if rows else 0.0,
-        records_at_risk=int(figures["records_at_risk"]),
-        unique_share=int(figures["unique"]) / rows if rows else 0.0,
-    )
+    none: dict[str, Any] = dict.fromkeys(attack_sql.RELEASE_FIGURES, 0)
+    none["disclosed_by_background"] = dict.fromkeys(range(settings.background + 1), 0)
+    analyses = {}
+    for key, label in labels.items():
+        found = figures.get(key, none)
+        rows, classes = int(found["rows"]), int(found["classes"])
+        analyses[key] = TableAnalysis(
+            label=label,
+            sensitive=sensitive,
+            rows=rows,
+            classes=classes,
+            suppressed=int(found["every_tuple"]) - rows,
+            homogeneous_classes=int(found["homogeneous_classes"]),
+            homogeneous_tuples=int(found["homogeneous_tuples"]),
+            nearly_homogeneous_classes=int(found["nearly_homogeneous_classes"]),
+            nearly_homogeneous_tuples=int(found["nearly_homogeneous_tuples"]),
+            revealed_values=["NULL" if v is None else v for v in revealed.get(key, [])],
+            disclosed_by_background=found["disclosed_by_background"],
+            highest_risk=float(found["highest_risk"]),
+            average_risk=classes / rows if rows else 0.0,
+            records_at_risk=int(found["records_at_risk"]),
+            unique_share=int(found["unique"]) / rows if rows else 0.0,
+        )
     if population is not None:
-        _population_risk(conn, analysis, release, population, settings)
-    return analysis
+        _population_risk(conn, analyses, release, population, settings)
+    return analyses
 
 
 def _population_risk(
     conn: Connection,
-    analysis: TableAnalysis,
+    analyses: dict[tuple[Any, ...], TableAnalysis],
     release: attack_sql.Release,
     population: str,
     settings: AnalysisSettings,
 ) -> None:
     """Journalist and marketer risk: each released class matched with its size in the population."""
-    figures = attack_sql.population_figures(conn, release, population=population, risk=settings.risk_threshold)
-    if int(figures["uncontained_classes"]):
-        raise DataError(
-            f"the population table holds fewer tuples than the release in {int(figures['uncontained_classes'])} "
-            f"class(es) of {analysis.label}: a population must contain the table it is compared with"
-        )
-    analysis.journalist_highest_risk = float(figures["highest_risk"])
-    analysis.journalist_records_at_risk = int(figures["records_at_risk"])
-    analysis.marketer_risk = float(figures["marketer_sum"]) / analysis.rows if analysis.rows else 0.0
+    by_release = attack_sql.population_figures(conn, release, population=population, risk=settings.risk_threshold)
+    for key, analysis in analyses.items():
+        figures = by_release.get(key, {"highest_risk": 0, "records_at_risk": 0, "marketer_sum": 0})
+        if int(figures.get("uncontained_classes", 0)):
+            raise DataError(
+                f"the population table holds fewer tuples than the release in {int(figures['uncontained_classes'])} "
+                f"class(es) of {analysis.label}: a population must contain the table it is compared with"
+            )
+        analysis.journalist_highest_risk = float(figures["highest_risk"])
+        analysis.journalist_records_at_risk = int(figures["records_at_risk"])
+        analysis.marketer_risk = float(figures["marketer_sum"]) / analysis.rows if analysis.rows else 0.0
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -175,39 +195,6 @@ class BayesSettings:
                 raise ConfigError(f"Bayes audit {name} {getattr(self, name)} must be between 0 and 1 (exclusive)")
         if self.rho1 >= self.rho2:
             raise ConfigError(f"Bayes audit rho1 ({self.rho1}) must be below rho2 ({self.rho2})")
-
-
-def bayes_audit(
-    conn: Connection,
-    cells: str,
-    exact: list[str],
-    classes: list[str],
-    settings: BayesSettings,
-    suppressed_classes: str | None = None,
-) -> dict[str, int]:
-    """Tuples with positive disclosure, negative disclosure and (rho1, rho2) breaches, for an adversary whose
-    prior is the table itself: f(s | q) from the original QI values q.
-
-    `cells` SELECTs, per original QI values (`exact` columns), published class (`classes`, a function of them)
-    and sensitive value s: cnt. The posterior of value s for a person with QI q published in class q* is
-    beta(q, s) = n(q*, s) f(s|q) / f(s|q*), normalized over the values s of q* (the paper's Theorem 3.1), with
-    n(q*, s) counted in the release (suppressed classes left out) and f from the whole table. Without
-    suppression beta(q, s) = f(s|q): the audit then shows what an adversary who knows the table learns from any
-    release, the paper's argument that Bayes-optimal privacy cannot be achieved by generalization alone.
-    """
-    positive, negative, breach = attack_sql.bayes_figures(
-        conn,
-        cells=cells,
-        exact=exact,
-        classes=classes,
-        thresholds=asdict(settings),
-        suppressed=suppressed_classes,
-    )
-    return {
-        "positive_disclosure_tuples": int(positive),
-        "negative_disclosure_tuples": int(negative),
-        "rho_breach_tuples": int(breach),
-    }
 
 
 @dataclass

@@ -19,15 +19,15 @@ from ..analysis.attacks import (
     BayesSettings,
     TableAnalysis,
     analyze_frequency_set,
-    bayes_audit,
+    analyze_frequency_sets,
 )
 from ..backends import Database
+from ..criteria import Criterion
 from ..engine import attacks as attack_sql
+from ..engine.checker import WaveChecker
 from ..engine.frequency import class_column, node_frequency_set
-from ..engine.scratch import stored_select
-from ..engine.star import (
-    StarSchema,
-)
+from ..engine.node_releases import NodeBatch, NodeReleases, population_sets
+from ..engine.star import StarSchema
 from ..errors import ConfigError, DataError
 from ..model.job import Job
 from ..model.selection import node_label
@@ -115,71 +115,110 @@ def analyze_published_table(
     )
 
 
-def analyze_node(
+def analyze_nodes(
     ctx: SearchContext,
-    node: tuple[int, ...],
+    nodes: list[tuple[int, ...]],
     attribute: str,
     settings: AnalysisSettings,
-    metrics: dict[str, Any],
+    metrics: dict[tuple[int, ...], dict[str, Any]],
     population_star: StarSchema | None = None,
     bayes: BayesSettings | None = None,
-) -> TableAnalysis:
-    """One node's release: its frequency set over `attribute`, minus the classes the criteria suppress
-    (and, with `population_star`, the same node over the population for the journalist and marketer risks).
+) -> list[TableAnalysis]:
+    """Each node's release: its frequency set over `attribute`, minus the classes the criteria suppress (and,
+    with `population_star`, the same node over the population for the journalist and marketer risks), with
+    its `metrics` and ARX's utility figures.
 
-    The frequency set and the suppressed classes are stored once, as temporary tables, for the four statements
-    that read them (figures, revealed values, utility, Bayes audit), instead of scanning the table for each."""
-    star = dataclasses.replace(ctx.star, sensitive=[attribute])
-    columns = [class_column(d.attr) for d in star.dimensions]
-    tag = f"{ctx.run.run_id}_{'_'.join(map(str, node))}"
-    with ExitStack() as scratch:
-        # every statement below joins the stored frequency set, its classes and the cells on all the QIs' columns
-        scratch.enter_context(ctx.db.hash_joins(ctx.conn))
-        definition = scratch.enter_context(
-            stored_select(ctx.db, ctx.conn, f"analysis_{tag}", node_frequency_set(star, node))
-        )
-        suppressed = None
-        if ctx.max_suppressed:
-            violators, params = attack_sql.suppressed_classes(ctx.star, node, ctx.criteria)
-            suppressed = scratch.enter_context(stored_select(ctx.db, ctx.conn, f"suppressed_{tag}", violators, params))
-        population = None
-        if population_star is not None:
-            population = node_frequency_set(population_star, node)
-        analysis = analyze_frequency_set(
-            ctx.conn,
-            label=node_label(node),
-            sensitive=attribute,
-            definition=definition,
-            class_columns=columns,
-            value_column=star.sensitive_columns()[attribute],
-            settings=settings,
-            suppressed_classes=suppressed,
-            population=population,
-        )
-        analysis.utility = {**metrics, **arx_utility(ctx, definition, node, analysis, suppressed)}
-        analysis.bayes = bayes_audit(
-            ctx.conn,
-            attack_sql.bayes_cells(star, node, attribute),
-            [f"q{d.attr}" for d in star.dimensions],
-            columns,
-            bayes or BayesSettings(),
-            suppressed,
-        )
-    return analysis
+    The table is grouped once into a packed cube (engine.checker), and the nodes are analyzed in batches from
+    it (engine.node_releases): a few statements per batch, however many nodes it holds."""
+    if not nodes:
+        return []
+    criteria = ctx.criteria if ctx.max_suppressed else []
+    read = [attribute] + [a for c in criteria for a in c.sensitive_attributes()]
+    star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(read)))
+    analyses: dict[tuple[int, ...], TableAnalysis] = {}
+    # the scratch tables are dropped when the statements succeeded; after an error the caller's rollback takes
+    # them (a DROP there would fail in an aborted transaction and hide the error)
+    cleanup = ExitStack()
+    with ctx.db.hash_joins(ctx.conn):
+        checker = _cube(cleanup, ctx, star, criteria, frozenset([attribute]), 0)
+        population = _cube(cleanup, ctx, population_star, [], frozenset(), 1) if population_star else None
+        releases = NodeReleases(checker, attribute, criteria, suppress=bool(ctx.max_suppressed))
+        cleanup.callback(releases.close)
+        done = 0
+        for number, batch_nodes in enumerate(releases.batches(nodes)):
+            ctx.progress("analysis", done, len(nodes))
+            with releases.batch(batch_nodes, f"{ctx.run.run_id}_{number}") as batch:
+                analyses.update(_analyze_batch(ctx, releases, batch, settings, metrics, population, bayes))
+            done += len(batch_nodes)
+        ctx.progress("analysis", done, len(nodes))
+        cleanup.close()
+    return [analyses[node] for node in nodes]
 
 
-def arx_utility(
-    ctx: SearchContext, definition: str, node: tuple[int, ...], analysis: TableAnalysis, suppressed: str | None
-) -> dict[str, float]:
+def _cube(
+    stack: ExitStack,
+    ctx: SearchContext,
+    star: StarSchema,
+    criteria: list[Criterion],
+    values: frozenset[str],
+    part: int,
+) -> WaveChecker:
+    """A packed cube of `star` for the analysis (`part`: its number among the run's cubes), closed with `stack`."""
+    checker = WaveChecker(
+        db=ctx.db,
+        conn=ctx.conn,
+        star=star,
+        run=ctx.run,
+        from_table=not ctx.use_cube,
+        criteria=criteria,
+        values=values,
+        part=part,
+    )
+    stack.callback(checker.close)
+    return checker
+
+
+def _analyze_batch(
+    ctx: SearchContext,
+    releases: NodeReleases,
+    batch: NodeBatch,
+    settings: AnalysisSettings,
+    metrics: dict[tuple[int, ...], dict[str, Any]],
+    population: WaveChecker | None,
+    bayes: BayesSettings | None,
+) -> dict[tuple[int, ...], TableAnalysis]:
+    release = batch.release()
+    analyses = analyze_frequency_sets(
+        ctx.conn,
+        release,
+        labels={(j,): node_label(node) for j, node in enumerate(batch.nodes)},
+        sensitive=releases.attribute,
+        value_column=batch.value,
+        settings=settings,
+        population=population_sets(population, releases, batch.nodes) if population else None,
+    )
+    sums = releases.utility_sums(batch)
+    audits = releases.bayes_sums(batch, dataclasses.asdict(bayes or BayesSettings()))
+    found = {}
+    for (j,), analysis in analyses.items():
+        node = batch.nodes[j]
+        analysis.utility = {**metrics[node], **arx_utility(analysis, *sums.get(j, (0.0, 0.0)), len(node))}
+        analysis.bayes = dict(zip(DISCLOSURES, audits.get(j, (0, 0, 0))))
+        found[node] = analysis
+    return found
+
+
+DISCLOSURES = ("positive_disclosure_tuples", "negative_disclosure_tuples", "rho_breach_tuples")
+
+
+def arx_utility(analysis: TableAnalysis, dm_star: float, penalty: float, qis: int) -> dict[str, float]:
     """Utility as ARX defines it: DM* (every class counts n^2, suppressed ones too), AECS with the suppressed
     tuples as one class, and the normalized certainty penalty (loss): per tuple and QI, (leaves under its
-    generalized value - 1) / (leaves of the hierarchy - 1), 1 for a suppressed tuple, averaged."""
-    dm_star, penalty = attack_sql.arx_utility_sums(
-        ctx.conn, star=ctx.star, node=node, definition=definition, suppressed=suppressed
-    )
+    generalized value - 1) / (leaves of the hierarchy - 1), 1 for a suppressed tuple, averaged; from the sums
+    of engine.node_releases."""
     rows = analysis.rows + analysis.suppressed
     return {
         "dm_star": dm_star,
         "aecs": rows / (analysis.classes + (1 if analysis.suppressed else 0)) if rows else 0.0,
-        "loss": penalty / (rows * len(ctx.star.dimensions)) if rows else 0.0,
+        "loss": penalty / (rows * qis) if rows else 0.0,
     }

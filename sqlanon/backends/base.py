@@ -219,6 +219,16 @@ class Database:
         self.execute(conn, f"CREATE TEMP TABLE {self.q(name)} AS {select}", params)
         return self.scratch_ref(name)
 
+    def create_scratch_from_rows(
+        self, conn: Connection, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]
+    ) -> str:
+        """A session-scoped scratch table `name` of (name, type) `columns` holding `rows` (a lookup computed in
+        Python from the hierarchies); returns its reference."""
+        self.execute(conn, f"CREATE TEMP TABLE {self.q(name)} ({', '.join(f'{self.q(n)} {t}' for n, t in columns)})")
+        ref = self.scratch_ref(name)
+        self.insert_rows(conn, ref, [n for n, _ in columns], rows)
+        return ref
+
     def create_run_scratch(
         self, conn: Connection, schema: str, name: str, select: str, params: dict[str, Any] | None = None
     ) -> tuple[str, int | None]:

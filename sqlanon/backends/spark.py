@@ -255,6 +255,14 @@ class Spark(Database):
         frame = self.session(conn).createDataFrame([tuple(r) for r in rows], schema)
         self._store_frame(conn, ref, frame, cache=False)
 
+    def create_scratch_from_rows(
+        self, conn: Connection, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]
+    ) -> str:
+        """A temporary view of the rows, as the dimension tables are (create_table_from_rows)."""
+        ref = self.scratch_ref(name)
+        self.create_table_from_rows(conn, ref, columns, rows)
+        return ref
+
     def _insert(
         self, conn: Connection, ref: str, names: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
     ) -> None:
@@ -333,9 +341,14 @@ def _csv_options(params: dict[str, Any], read_sql: str) -> dict[str, Any]:
 
 def spark_type(sql_type: str) -> str:
     """sqlanon's column types (DuckDB's names) in Spark's DDL."""
-    return {"VARCHAR": "STRING", "INTEGER": "INT", "BIGINT": "BIGINT", "DOUBLE": "DOUBLE", "BOOLEAN": "BOOLEAN"}.get(
-        sql_type.upper(), sql_type
-    )
+    return {
+        "VARCHAR": "STRING",
+        "INTEGER": "INT",
+        "BIGINT": "BIGINT",
+        "DOUBLE": "DOUBLE",
+        "DOUBLE PRECISION": "DOUBLE",
+        "BOOLEAN": "BOOLEAN",
+    }.get(sql_type.upper(), sql_type)
 
 
 def _backquote(name: str) -> str:

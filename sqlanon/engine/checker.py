@@ -106,10 +106,13 @@ class WaveChecker:
         run: RunRecord,
         from_table: bool = False,
         criteria: list[Criterion] | None = None,
+        values: frozenset[str] = frozenset(),
+        part: int = 0,
     ):
         """`from_table`: no stored cube; every wave scans the source joined with the dimensions (for
         comparison: the cube is one scan for the whole search). `criteria`: the job's (every wave checks them or
-        a part of them): the sensitive values they name or order are carried as values, the others may be codes."""
+        a part of them): the sensitive values they name or order are carried as values, as are those of
+        `values`; the others may be codes. `part`: the cube's number among the run's (0: the search's)."""
         self.db, self.conn, self.star, self.from_table = db, conn, star, from_table
         self.criteria = criteria or []
         self.run, self.run_id = run, run.run_id
@@ -131,14 +134,14 @@ class WaveChecker:
             for f, c, key, offset in zip(self.fields, codes, self.layout.key_of, self.layout.offset)
         ]
         self.tops = [d.height + 1 for d in star.dimensions]  # a meet's level for an attribute no node keeps
-        self.name = cube_table(run.run_id)
+        self.name, self.part = cube_table(run.run_id, part), part
         self.grouped = True  # one row per level-0 cell (and sensitive values), or one per row of the table
         self.statements = self.scans = 0
         self.rollups = 0  # roll-ups of the cube grouped for waves (each once per statement that reads it)
         self.sensitive_values = 1  # combinations of sensitive values a class may hold (at most)
         self.reference: str | None = None  # the sensitive values' counts over the table, once stored
         # the sensitive columns the cube carries as codes, each value's code (StarSchema.sensitive_codes)
-        read_by_value = {attribute for c in self.criteria for attribute in c.reads_values()}
+        read_by_value = {attribute for c in self.criteria for attribute in c.reads_values()} | values
         self.codes = {} if from_table else star.sensitive_codes(read_by_value)
         self.registered: list[tuple[object, ...]] = []  # registry rows of the scratch tables (see `_register`)
         if from_table:
@@ -163,6 +166,14 @@ class WaveChecker:
         masks = [0] * self.layout.keys
         for attr, key, by_level in self.field_masks:
             masks[key] |= by_level[node[attr] + 1]
+        return masks
+
+    def attribute_masks(self, attr: int, level: int) -> list[int]:
+        """Per key column: the bits of attribute `attr` that name its value at `level`."""
+        masks = [0] * self.layout.keys
+        for field_attr, key, by_level in self.field_masks:
+            if field_attr == attr:
+                masks[key] |= by_level[level + 1]
         return masks
 
     def _create(self) -> int:
@@ -219,7 +230,7 @@ class WaveChecker:
         estimate = db.approximate_distinct(grouping)
         if estimate is None or star.rows <= SMALL_CUBE:
             return False, None
-        name = rows_table(self.run_id)
+        name = rows_table(self.run_id, self.part)
         keyed, _ = self._store(name, f"SELECT {', '.join(columns)}, CAST(1 AS BIGINT) AS cnt FROM {source}", params)
         rows, distinct = db.execute(self.conn, f"SELECT COUNT(*), {estimate} FROM {keyed}").one()
         self.statements += 2
@@ -345,19 +356,7 @@ class WaveChecker:
     ) -> dict[int, tuple[int, int]]:
         """(violating classes, tuples in them) of each node of `forest` with any (by its index in `nodes`)."""
         ctes, definition = self._frequency_sets(nodes, forest, sensitive)
-        counts = self._table_counts(criteria) if sensitive else None
-        view = FrequencySetView(
-            table="wave",
-            class_columns=["node"] + self.key_names,
-            count_column="cnt",
-            sensitive_columns=self._sensitive(sensitive),
-            definition=definition,
-            reference=self._reference(criteria),
-            grouped=True,
-            table_counts=counts,
-            sizes_by_join=self.db.class_sizes_by_join,
-            codes=self.codes if sensitive else None,
-        )
+        view = self.criteria_view("wave", definition, criteria, sensitive)
         params: dict[str, object] = {}
         violators = violating_classes_sql(view, criteria, "w", params)
         with_clause = "".join(f"{name} AS MATERIALIZED ({select}), " for name, select in ctes)
@@ -369,6 +368,24 @@ class WaveChecker:
         ).all()
         self.statements += 1
         return {int(node): (int(classes), int(tuples)) for node, classes, tuples in rows}
+
+    def criteria_view(
+        self, table: str, definition: str, criteria: list[Criterion], sensitive: bool = True
+    ) -> FrequencySetView:
+        """How `criteria` see `table`, the name of a CTE whose SELECT is `definition`: frequency sets of node, key
+        columns (the classes), the cube's sensitive columns (`sensitive`) and cnt, one row per class and values."""
+        return FrequencySetView(
+            table=table,
+            class_columns=["node"] + self.key_names,
+            count_column="cnt",
+            sensitive_columns=self._sensitive(sensitive),
+            definition=definition,
+            reference=self._reference(criteria),
+            grouped=True,
+            table_counts=self._table_counts(criteria) if sensitive else None,
+            sizes_by_join=self.db.class_sizes_by_join,
+            codes=self.codes if sensitive else None,
+        )
 
     def _reference(self, criteria: list[Criterion]) -> str:
         """What t-closeness compares a class with: the table's counts of each sensitive value, from the cube, or,

@@ -11,18 +11,19 @@ def dimension_table(run_id: int, attr: int) -> str:
     return f"dim_{run_id}_{attr}"
 
 
-def cube_table(run_id: int) -> str:
-    """The search's packed cube: the table grouped once at level 0, its codes packed into class keys."""
-    return f"packed_cube_{run_id}"
+def cube_table(run_id: int, part: int = 0) -> str:
+    """The search's packed cube: the table grouped once at level 0, its codes packed into class keys (`part`: a
+    second cube of the run's, e.g. over a population table)."""
+    return f"packed_cube_{run_id}" + (f"_{part}" if part else "")
 
 
-def rows_table(run_id: int) -> str:
+def rows_table(run_id: int, part: int = 0) -> str:
     """The source's rows with their packed keys, when the waves read the table rather than a cube."""
-    return f"packed_rows_{run_id}"
+    return f"packed_rows_{run_id}" + (f"_{part}" if part else "")
 
 
 # parents_<run>: the parent-code arrays that earlier sqlanon versions made per run (a killed one may have left them)
-_RUN_TABLE = re.compile(r"dim_(\d+)_\d+|parents_(\d+)|packed_(?:cube|rows)_(\d+)")
+_RUN_TABLE = re.compile(r"dim_(\d+)_\d+|parents_(\d+)|packed_(?:cube|rows)_(\d+)(?:_\d+)?")
 
 
 def run_of_table(name: str) -> int | None:
