@@ -2,16 +2,18 @@
 their ratio to that GROUP BY, on DuckDB and PostgreSQL (if reachable).
 
     python bench/bench_verbs.py [--hospital-rows 200000] [--no-postgres] [--repeat 3] [--metrics-nodes 64]
-                                [--verbs search,metrics,analyze,apply,anonymize] [--postgres-verbs ...]
+                                [--verbs search,metrics,analyze,analyze-all,report,apply,anonymize]
+                                [--postgres-verbs ...]
 
 Cases: Adult with the 8 QIs other than occupation, occupation sensitive, k=5 and entropy l=2, 2% suppression;
 hospital (../shared/tools/gen_hospital.py, QIs zip, birth_date, sex, race, marital_status; diagnosis
 sensitive), k=5, 2% suppression. Verbs, each a whole API call (its run record, star schema and cleanup
-included): the search; the metrics of --metrics-nodes passing nodes (one run for all of them: the level-0
-frequency set once, every node grouped from it; a selection by a metric reads every passing node);
-`analyze` of the first minimal node; `apply` of that node to the source table as a batch (metrics, the refusal
-check, publication and its audit); `anonymize` (search, selection, publication, audit). Each figure is the
-median of --repeat calls.
+included): the search; the metrics of --metrics-nodes passing nodes (one run for all of them: the table
+grouped once into a packed cube, the nodes in batches from it; a selection by a metric reads every passing
+node); `analyze` of the first minimal node, and of every minimal node (one run, the same cube and batches);
+`report` (search, metrics, analysis, the HTML page); `apply` of the first minimal node to the source table as
+a batch (metrics, the refusal check, publication and its audit); `anonymize` (search, selection, publication,
+audit). Each figure is the median of --repeat calls.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import argparse
 import dataclasses
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from importlib import resources
@@ -32,7 +35,7 @@ from bench_hospital import dataset, load_hospital
 from bench_hospital import job as hospital_job
 from common import databases, group_by_seconds, print_table
 
-from sqlanon import RunOptions, analyze, anonymize, apply, load_job, node_metrics, search
+from sqlanon import RunOptions, analyze, anonymize, apply, load_job, node_metrics, report, search
 from sqlanon.criteria import criteria_from_config
 from sqlanon.model.job import Job, Output, Suppression
 
@@ -81,6 +84,7 @@ def measure(
 ) -> None:
     options = RunOptions(db_url=job.source.url)
     table = job.source.table
+    out = Path(tempfile.gettempdir()) / f"bench_verbs_{case.split()[0]}_{database}.html"
     group_by = group_by_seconds(job.source.url, table, qis)
     result = search(job, options)
     node = result.minimal[0]
@@ -92,6 +96,11 @@ def measure(
             lambda: node_metrics(job, passing, options),
         ),
         "analyze": ("analyze 1 node", lambda: analyze(job, options, node=node)),
+        "analyze-all": (
+            f"analyze {len(result.minimal)} minimal releases",
+            lambda: analyze(job, options),
+        ),
+        "report": (f"report ({len(result.minimal)} releases)", lambda: report(job, out, options, replace=True)),
         "apply": (
             "apply",
             lambda: apply(job, table, node=node, output=f"{table}_bench_applied", options=options, replace=True),
@@ -111,8 +120,9 @@ def main() -> None:
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--metrics-nodes", type=int, default=64)
-    parser.add_argument("--verbs", default="search,metrics,analyze,apply,anonymize")
-    parser.add_argument("--postgres-verbs", default="search,metrics,analyze,apply,anonymize")
+    verbs = "search,metrics,analyze,analyze-all,report,apply,anonymize"
+    parser.add_argument("--verbs", default=verbs)
+    parser.add_argument("--postgres-verbs", default=verbs)
     args = parser.parse_args()
     targets = databases("verbs.duckdb", not args.no_postgres)
     rows: list[list[object]] = []

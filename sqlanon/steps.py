@@ -200,6 +200,7 @@ def metrics_evaluator(ctx: SearchContext, sensitive: list[str], nodes: int) -> M
         conn=ctx.conn,
         star=star,
         criteria=ctx.criteria,
+        run=ctx.run,
         cube=ctx.use_cube and nodes > 1,
         cells_term=ctx.cells_terms.get(frozenset(star.sensitive)),
     )
@@ -281,11 +282,11 @@ def select_node(job: Job, ctx: SearchContext, result: SearchResult) -> tuple[int
 def add_metrics(job: Job, ctx: SearchContext, result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
     todo = [n for n in nodes if n not in result.metrics]
     evaluator = metrics_evaluator(ctx, job.sensitive, len(todo))
-    try:
-        result.metrics.update(evaluator.evaluate(todo, lambda done, total: ctx.progress("metrics", done, total)))
-    finally:
-        evaluator.close()
-        ctx.conn.commit()
+    # dropped when the statements succeeded; after an error the caller's rollback takes the tables (a DROP there
+    # would fail in an aborted transaction and hide the error that stopped them)
+    result.metrics.update(evaluator.evaluate(todo, lambda done, total: ctx.progress("metrics", done, total)))
+    evaluator.close()
+    ctx.conn.commit()
 
 
 def record_metrics(ctx: SearchContext, result: SearchResult, selected: tuple[int, ...] | None) -> None:

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from sqlanon import RunOptions, anonymize, audit, search
+from sqlanon import RunOptions, analyze, anonymize, audit, job_from_dict, search
 from sqlanon.cli import main
 from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import DataError
@@ -21,10 +21,12 @@ from .conftest import (
     ADULT_QIS,
     CASES,
     QIS,
+    adult_config,
     adult_job,
     passing,
     reclassified,
     user_tables,
+    with_rest_insensitive,
 )
 
 pytestmark = pytest.mark.postgres
@@ -343,3 +345,76 @@ def test_bulk_inserts_store_the_values_they_are_given(request, backend: str, row
     assert stored[1][2] is None if backend == "duckdb" else math.isnan(stored[1][2])
     assert [r[:2] + r[3:] for r in stored] == [v[:2] + v[3:] for v in values]
     assert [r[2] for r in stored if r[0] != 1] == [v[2] for v in values if v[0] != 1]
+
+
+BIG_INPUT = 2_000  # rows on each side of a nested loop that makes it quadratic
+
+
+def _nested_loops(plan: dict, actual: bool) -> list[str]:
+    """The nested loops of `plan` (EXPLAIN's JSON) that pair two inputs of BIG_INPUT rows or more (actual rows
+    per loop with ANALYZE, else the planner's estimates), outside index lookups."""
+    found = []
+    children = plan.get("Plans", [])
+    if plan["Node Type"] == "Nested Loop" and len(children) == 2:
+        outer, inner = children
+        rows = "Actual Rows" if actual else "Plan Rows"
+        lookup = inner["Node Type"] in ("Index Scan", "Index Only Scan", "Bitmap Heap Scan", "Memoize")
+        if not lookup and min(outer[rows], inner[rows]) >= BIG_INPUT:
+            found.append(f"{outer['Node Type']} ({outer[rows]} rows) x {inner['Node Type']} ({inner[rows]} rows)")
+    for child in children:
+        found += _nested_loops(child, actual)
+    return found
+
+
+def test_no_verb_plans_a_nested_loop_over_large_inputs(pg_adult):
+    """Every statement a search, the metrics of every minimal node, their analysis and a publication run on a hard
+    shape (a QI with NULLs mapped by its hierarchy, many classes, suppression, an entropy criterion) is
+    EXPLAINed as it runs, SELECTs with ANALYZE (their real rows): none pairs two inputs of thousands of rows in a
+    nested loop, the plan PostgreSQL falls back to on IS NOT DISTINCT FROM or on guessed sizes."""
+    url, schema = pg_adult
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f'CREATE TABLE "{schema}".holes AS SELECT * FROM "{schema}".adult; '
+            f"""UPDATE "{schema}".holes SET age = NULL WHERE race = 'Other'; ANALYZE "{schema}".holes"""
+        )
+    engine.dispose()
+    qis = ["age", "education", "marital-status", "native-country", "workclass"]
+    config = adult_config(
+        url,
+        qis,
+        load_csv=False,
+        schema=schema,
+        table="holes",
+        sensitive=["occupation"],
+        criteria={"k_anonymity": {"k": 5}, "entropy_l_diversity": {"attribute": "occupation", "l": 2}},
+        suppression={"limit": 0.02},
+        output={"table": "holes_anon"},
+    )
+    config["quasi_identifiers"]["age"] = {"generate": "intervals", "widths": [5, 10, 20], "null": "unknown"}
+    job = job_from_dict(with_rest_insensitive(config), ADULT_DIR)
+    quadratic: list[tuple[str, list[str]]] = []
+    explained = 0
+
+    def explain(conn, cursor, statement, parameters, context, executemany) -> None:
+        nonlocal explained
+        words = statement.lstrip().split(None, 4)
+        select = words[0].upper() in ("SELECT", "WITH")
+        created = words[0].upper() == "CREATE" and " AS " in statement.upper() and "TABLE" in statement.upper()[:40]
+        if executemany or not (select or created) or conn.dialect.name != "postgresql":
+            return
+        options = "ANALYZE, FORMAT JSON" if select else "FORMAT JSON"
+        cursor.execute(f"EXPLAIN ({options}) {statement}", parameters)
+        [plan] = cursor.fetchone()[0]
+        explained += 1
+        if found := _nested_loops(plan["Plan"], select):
+            quadratic.append((statement[:200], found))
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", explain)
+    try:
+        report = analyze(job, _options(schema))
+        anonymize(job, _options(schema))
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", explain)
+    assert len(report.tables) > 1 and explained > 20
+    assert not quadratic, quadratic

@@ -26,7 +26,7 @@ from ..criteria import Criterion
 from ..engine import attacks as attack_sql
 from ..engine.checker import WaveChecker
 from ..engine.frequency import class_column, node_frequency_set
-from ..engine.node_releases import NodeBatch, NodeReleases, population_sets
+from ..engine.node_releases import ClassSums, NodeBatch, NodeReleases, population_sets
 from ..engine.star import StarSchema
 from ..errors import ConfigError, DataError
 from ..model.job import Job
@@ -34,6 +34,7 @@ from ..model.selection import node_label
 from ..search.strategies import SearchContext
 
 WORST_CLASSES_SHOWN = 3  # the least diverse classes a report charts
+ANALYSIS_CUBE, POPULATION_CUBE = 1, 2  # the analysis' cubes among the run's (engine.checker's `part`)
 
 
 def chosen_classes(
@@ -140,9 +141,9 @@ def analyze_nodes(
     # them (a DROP there would fail in an aborted transaction and hide the error)
     cleanup = ExitStack()
     with ctx.db.hash_joins(ctx.conn):
-        checker = _cube(cleanup, ctx, star, criteria, frozenset([attribute]), 0)
-        population = _cube(cleanup, ctx, population_star, [], frozenset(), 1) if population_star else None
-        releases = NodeReleases(checker, attribute, criteria, suppress=bool(ctx.max_suppressed))
+        checker = _cube(cleanup, ctx, star, criteria, frozenset([attribute]), ANALYSIS_CUBE)
+        population = _cube(cleanup, ctx, population_star, [], frozenset(), POPULATION_CUBE) if population_star else None
+        releases = NodeReleases(checker, criteria, suppress=bool(ctx.max_suppressed), attribute=attribute)
         cleanup.callback(releases.close)
         done = 0
         for number, batch_nodes in enumerate(releases.batches(nodes)):
@@ -187,22 +188,22 @@ def _analyze_batch(
     population: WaveChecker | None,
     bayes: BayesSettings | None,
 ) -> dict[tuple[int, ...], TableAnalysis]:
-    release = batch.release()
+    release, attribute = batch.release(), str(releases.attribute)
     analyses = analyze_frequency_sets(
         ctx.conn,
         release,
         labels={(j,): node_label(node) for j, node in enumerate(batch.nodes)},
-        sensitive=releases.attribute,
-        value_column=batch.value,
+        sensitive=attribute,
+        value_column=release.value,
         settings=settings,
         population=population_sets(population, releases, batch.nodes) if population else None,
     )
-    sums = releases.utility_sums(batch)
+    sums = releases.class_sums(batch)
     audits = releases.bayes_sums(batch, dataclasses.asdict(bayes or BayesSettings()))
     found = {}
     for (j,), analysis in analyses.items():
         node = batch.nodes[j]
-        analysis.utility = {**metrics[node], **arx_utility(analysis, *sums.get(j, (0.0, 0.0)), len(node))}
+        analysis.utility = {**metrics[node], **arx_utility(analysis, sums.get(j, ClassSums()), len(node))}
         analysis.bayes = dict(zip(DISCLOSURES, audits.get(j, (0, 0, 0))))
         found[node] = analysis
     return found
@@ -211,14 +212,14 @@ def _analyze_batch(
 DISCLOSURES = ("positive_disclosure_tuples", "negative_disclosure_tuples", "rho_breach_tuples")
 
 
-def arx_utility(analysis: TableAnalysis, dm_star: float, penalty: float, qis: int) -> dict[str, float]:
+def arx_utility(analysis: TableAnalysis, sums: ClassSums, qis: int) -> dict[str, float]:
     """Utility as ARX defines it: DM* (every class counts n^2, suppressed ones too), AECS with the suppressed
     tuples as one class, and the normalized certainty penalty (loss): per tuple and QI, (leaves under its
     generalized value - 1) / (leaves of the hierarchy - 1), 1 for a suppressed tuple, averaged; from the sums
     of engine.node_releases."""
     rows = analysis.rows + analysis.suppressed
     return {
-        "dm_star": dm_star,
+        "dm_star": sums.all_squares,
         "aecs": rows / (analysis.classes + (1 if analysis.suppressed else 0)) if rows else 0.0,
-        "loss": penalty / (rows * qis) if rows else 0.0,
+        "loss": sums.penalty / (rows * qis) if rows else 0.0,
     }

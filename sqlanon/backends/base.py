@@ -83,9 +83,6 @@ class Database:
     temp_schema = "temp"
     #: DDL inside transactions: several tables written (and audited) as one, or none
     transactions = True
-    #: WITH x AS MATERIALIZED computes x once however often the statement reads it (Spark inlines every
-    #: reference instead, so a set read several times is stored first)
-    materialized_ctes = True
     #: how a wave's frequency sets are named in its statement (see WaveChecker._wave)
     wave_cte = "AS MATERIALIZED"
     #: a roll-up's nodes grouped by GROUPING SETS over one read of it, instead of a join with their masks (see

@@ -85,7 +85,6 @@ class Spark(Database):
     name_rule = "Spark compares them, ignoring case"
     temp_schema = ""
     transactions = False
-    materialized_ctes = False
 
     def __init__(self, engine: sa.engine.Engine, url: str, metadata: Database):
         super().__init__(engine=engine, url=url)

@@ -23,6 +23,11 @@ def share(part: str, whole: str) -> str:
     return f"CAST({part} AS DOUBLE PRECISION) / {whole}"
 
 
+def sum_c_ln_c(count: str) -> str:
+    """SQL: the sum of c ln c over a column of counts (0 for no rows), the entropy term KL divergence needs."""
+    return f"COALESCE(SUM({count} * LN(CAST({count} AS DOUBLE PRECISION))), 0)"
+
+
 @dataclass(kw_only=True, frozen=True)
 class FrequencySetView:
     """What a criterion needs to know about a frequency set (names already quoted).

@@ -6,7 +6,9 @@
 - `checker`: a whole wave of the search's nodes in a few statements over the packed cube, its roll-ups planned
   by `rollups`;
 - `labels`: the exhaustive oracle's own path to frequency sets (labels, not codes);
+- `node_releases`: many nodes' releases in batches over the packed cube, for the metrics and the analyses;
 - `metrics`: utility figures of nodes;
+- `attacks`: the attack analyses' SQL over the frequency sets of one release or many;
 - `audit`: the independent re-check of a published table, grouping the table itself;
 - `mondrian`: Mondrian's partitioning rounds;
 - `maxent`: inference across releases (maximum entropy: propagation and IPF);

@@ -22,7 +22,7 @@ from .star import StarSchema
 @dataclass(frozen=True, kw_only=True)
 class Release:
     """The frequency sets of one release or of several: `definition` SELECTs the class columns `classes`, a
-    sensitive value column and cnt; `by`, the first class columns, name the release a class belongs to (none:
+    sensitive value column (`value`) and cnt; `by`, the first class columns, name the release a class belongs to (none:
     a single release); `suppressed` SELECTs the class columns of the classes left out (None: every class is
     released)."""
 
@@ -30,6 +30,7 @@ class Release:
     classes: list[str]
     suppressed: str | None = None
     by: tuple[str, ...] = ()
+    value: str = "s"  # the sensitive value column of the definition
 
     def flagged_classes(self) -> str:
         """CTEs `all_classes` (per class: n, distinct_values, top: the count of its most frequent value) and

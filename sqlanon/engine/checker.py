@@ -34,12 +34,11 @@ from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..criteria import Criterion
-from ..criteria.view import FrequencySetView, count_sum
+from ..criteria.view import FrequencySetView, count_sum, sum_c_ln_c
 from ..model.names import cube_table, rows_table
 from ..store import runs
 from ..store.records import RunRecord
 from .frequency import violating_classes_sql
-from .metrics import sum_c_ln_c
 from .rollups import RollUp, nodes_of, plan, statements
 from .star import STATISTICS_ROWS, StarSchema
 
@@ -211,13 +210,14 @@ class WaveChecker:
         self._register("packed_cube", self.name, rows)
         return int(rows)
 
-    def cells_term(self) -> float | None:
-        """The level-0 cells' sum of c ln c, which KL divergence needs, from the cube (None where its rows were
-        not grouped: the metrics then group the table for it); read when the run computes metrics, not by every
-        search."""
+    def cells_term(self) -> float:
+        """The level-0 cells' sum of c ln c, which KL divergence needs, from the cube (grouped first where its rows
+        are the table's); read when the run computes metrics, not by every search."""
+        cells = self.ref
         if not self.grouped:
-            return None
-        return float(self.db.execute(self.conn, f"SELECT {sum_c_ln_c('cnt')} FROM {self.ref}").scalar_one())
+            group = ", ".join(self.key_names + list(self.star.sensitive_columns().values()))
+            cells = f"(SELECT {count_sum('cnt')} AS cnt FROM {self.ref} c GROUP BY {group}) g"
+        return float(self.db.execute(self.conn, f"SELECT {sum_c_ln_c('cnt')} FROM {cells}").scalar_one())
 
     def _keyed_rows(self, columns: list[str], source: str, params: dict[str, object]) -> tuple[bool, int | None]:
         """On a large table, where the database estimates distinct values cheaply: store the table's rows with their
@@ -291,6 +291,19 @@ class WaveChecker:
             forest = plan([tuple(self._meet([nodes[j]])) for j in wave], rows_at, self.rows, ROWS_PER_STATEMENT)
             for trees in statements(forest, rows_at, ROWS_PER_STATEMENT):
                 yield wave, trees
+
+    def node_sets(self, nodes: list[tuple[int, ...]]) -> str:
+        """One SELECT of node (its index in `nodes`), key(s), the sensitive columns and cnt: every node's frequency
+        set, read from the cube as a wave reads it (in clusters grouped to their meets, or through roll-ups
+        planned for them), its roll-ups read by several as CTEs."""
+        if self.large:
+            rows_at = partial(self._rows_at_many, sensitive=True)
+            forest = plan([tuple(self._meet([node])) for node in nodes], rows_at, self.rows, ROWS_PER_STATEMENT)
+        else:
+            forest = self._clusters(nodes)
+        ctes, definition = self._frequency_sets(nodes, forest, True)
+        with_clause = "".join(f"{name} AS MATERIALIZED ({select}), " for name, select in ctes)
+        return f"WITH {with_clause}sets AS ({definition}) SELECT * FROM sets"
 
     def _waves(self, order: list[int], nodes: list[tuple[int, ...]], sensitive: bool) -> list[list[int]]:
         """`order` cut into waves: a node joins the current wave while the wave's base (the cube grouped to the

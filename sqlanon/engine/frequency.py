@@ -1,10 +1,9 @@
 """Frequency sets: (class codes a<attr>..., sensitive values s<j>..., cnt) of one node, one GROUP BY each.
 
-The search reads its own packed cube (engine.checker); every other verb (metrics, analysis, the report, `apply`)
-reads a node's frequency set from `node_frequency_set`: the source joined with the run's dimension tables and
-grouped at the node's levels, or, where one run reads many nodes, a stored cube (the level-0 frequency set with
-every level's code beside it, `cube_set`) grouped again on the node's columns. There are no roll-up tables and no
-parent-code lookups: a node's set is one GROUP BY of the table or of the cube.
+Where a run reads many nodes (the search, metrics, analysis) it reads them from a packed cube (engine.checker,
+engine.node_releases); a verb that reads one node (publication, `apply`, the report's chosen release) reads its
+frequency set from `node_frequency_set`: the source joined with the run's dimension tables and grouped at the
+node's levels. There are no roll-up tables and no parent-code lookups: a node's set is one GROUP BY.
 
 Contract: reads the star schema (engine.star) and the criteria's SQL; writes nothing (callers store a set where
 several statements read it).
@@ -18,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ..criteria import Criterion
-from ..criteria.view import FrequencySetView, SqlFragment, count_sum
+from ..criteria.view import FrequencySetView, SqlFragment
 from .star import StarSchema
 
 COUNT = "cnt"
@@ -29,35 +28,13 @@ def class_column(attr: int) -> str:
     return f"a{attr}"
 
 
-def level_column(attr: int, level: int) -> str:
-    """A cube's column: the attribute's code at the level."""
-    return f"a{attr}_{level}"
-
-
-def cube_set(star: StarSchema) -> str:
-    """SELECT the level-0 frequency set of `star` with every level's code of each attribute beside it
-    (a<attr>_<level>), for `node_frequency_set` to group any node from without a join."""
-    codes = [
-        (f"d{d.attr}.c{level}", level_column(d.attr, level)) for d in star.dimensions for level in range(d.height + 1)
-    ]
-    return _grouped(star, codes)
-
-
-def node_frequency_set(star: StarSchema, node: Sequence[int], cube: str | None = None) -> str:
+def node_frequency_set(star: StarSchema, node: Sequence[int]) -> str:
     """SELECT the classes of `node` (levels in QI order): a<attr> (codes), s<j> (the sensitive columns `star`
-    carries) and cnt, grouped once.
-
-    Without `cube`, a GROUP BY of the source joined with the dimension tables on its QI values (a scan of the
-    table). With `cube`, a stored `cube_set` of the same star: a GROUP BY of its rows on the node's levels'
-    columns, with no join (a join per attribute cost PostgreSQL its planning for every node of a statement).
-    """
-    if cube is None:
-        return _grouped(
-            star, [(f"d{d.attr}.c{int(level)}", class_column(d.attr)) for d, level in zip(star.dimensions, node)]
-        )
-    codes = [(f"t.{level_column(d.attr, int(level))}", class_column(d.attr)) for d, level in zip(star.dimensions, node)]
-    sensitive = [(f"t.{s}", s) for s in star.sensitive_columns().values()]
-    return _grouped(star, codes, source=f"{cube} t", sensitive=sensitive, count=count_sum(f"t.{COUNT}"))
+    carries) and cnt: a GROUP BY of the source joined with the dimension tables on its QI values (a scan of the
+    table), for a verb that reads one node."""
+    return _grouped(
+        star, [(f"d{d.attr}.c{int(level)}", class_column(d.attr)) for d, level in zip(star.dimensions, node)]
+    )
 
 
 def _grouped(

@@ -2,12 +2,13 @@
 sqlanon.analysis: a batch of nodes costs a few statements, whatever its size, where a node alone cost several
 scans of the table joined with its dimensions.
 
-A batch is a VALUES list of its nodes: each node's number, its class masks (a node's class key is the cube's
-level-0 key ANDed with them), and per attribute its level and the mask of that attribute's bits there. From
-the cube, one statement stores the batch's frequency sets: per node, class key (key0..) and value of the
-analyzed attribute, the tuples; with suppression, one more the classes the criteria suppress. Everything else
-reads them: the attacks of engine.attacks (whose `by` is the node column), ARX's utility sums and the
-Bayes-optimal audit below. Classes are integer keys joined by equality, so every join hashes.
+A batch is a list of nodes, numbered in it. From the cube, one statement stores the batch's frequency sets as a
+wave of the search reads them (WaveChecker.node_sets: per node, class key key0.., the cube's sensitive values,
+the tuples); with suppression, one more the classes the criteria suppress (the criteria's SQL over the same
+view as the waves'). Everything else reads them: the metrics' and ARX's sums per node, the attacks of
+engine.attacks (whose `by` is the node column) and the Bayes-optimal audit. Where a statement needs a node's
+masks (its class key is the cube's level-0 key ANDed with them) or its levels, it joins a VALUES list of the
+batch's nodes. Classes are integer keys joined by equality, so every join hashes.
 
 Class keys name a class by the path codes of its values; ARX's loss needs each class's area per attribute (the
 hierarchy leaves under its value), which a small lookup table gives per (attribute, level, masked key bits),
@@ -17,6 +18,7 @@ computed from the hierarchies in Python. The audit's figures are a person's what
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..criteria import Criterion
-from ..criteria.view import count_sum, share
+from ..criteria.view import count_sum, share, sum_c_ln_c
 from .attacks import Release
 from .checker import ROWS_PER_STATEMENT, WaveChecker
 from .frequency import violating_classes_sql
@@ -34,34 +36,59 @@ NODE = "node"
 
 @dataclass(frozen=True)
 class NodeBatch:
-    """A batch's stored tables: `frequency_sets` (node, key.., the attribute's column, cnt) and `suppressed`
-    (node, key.. of the classes left out; None: none)."""
+    """A batch's stored tables: `frequency_sets` (node, key.., the cube's sensitive columns `sensitive`, cnt) and
+    `suppressed` (node, key.. of the classes left out; None: none); `value`, the analyzed attribute's column."""
 
     nodes: list[tuple[int, ...]]
     frequency_sets: str
     suppressed: str | None
     keys: list[str]
-    value: str  # the analyzed attribute's column
+    sensitive: list[str]
+    value: str | None
 
     def release(self) -> Release:
-        """The batch's releases, by node, as engine.attacks reads them."""
+        """The batch's releases over the analyzed attribute, by node, as engine.attacks reads them."""
+        definition = f"SELECT * FROM {self.frequency_sets}"
+        if self.sensitive != [self.value]:  # one row per class and value of the attribute
+            group = ", ".join([NODE, *self.keys, str(self.value)])
+            definition = f"SELECT {group}, {count_sum('cnt')} AS cnt FROM {self.frequency_sets} GROUP BY {group}"
         return Release(
-            definition=f"SELECT * FROM {self.frequency_sets}",
+            definition=definition,
             classes=[NODE, *self.keys],
             suppressed=f"SELECT * FROM {self.suppressed}" if self.suppressed else None,
             by=(NODE,),
+            value=str(self.value),
         )
 
 
-class NodeReleases:
-    """Batches of nodes over `checker`'s cube, the attribute `attribute` analyzed (the cube must carry it as
-    values); with `criteria` and `suppress`, the classes that violate them are left out of each release."""
+@dataclass(frozen=True)
+class ClassSums:
+    """A node's sums over its classes: released classes, suppressed tuples, n^2 over the released classes and
+    over all (DM*), ARX's certainty penalty (suppressed tuples: 1 per QI), and for KL divergence the sum over the
+    released (class, values) cells of c ln c - c ln(area of the class), and over the suppressed tuples grouped
+    by their values, c ln c."""
 
-    def __init__(self, checker: WaveChecker, attribute: str, criteria: list[Criterion], suppress: bool):
+    classes: int = 0
+    suppressed: int = 0
+    squares: float = 0.0
+    all_squares: float = 0.0
+    penalty: float = 0.0
+    kl_released: float = 0.0
+    kl_suppressed: float = 0.0
+
+
+class NodeReleases:
+    """Batches of nodes over `checker`'s cube; with `suppress`, the classes that violate `criteria` are left out
+    of each release. `attribute`: the attribute the attacks analyze (the cube must carry it as values)."""
+
+    def __init__(
+        self, checker: WaveChecker, criteria: list[Criterion], *, suppress: bool, attribute: str | None = None
+    ):
         self.checker, self.attribute, self.criteria, self.suppress = checker, attribute, criteria, suppress
         self.db, self.conn = checker.db, checker.conn
         self.keys = checker.key_names
-        self.value = checker.star.sensitive_columns()[attribute]
+        self.sensitive = list(checker.star.sensitive_columns().values())
+        self.value = checker.star.sensitive_columns()[attribute] if attribute else None
         self.statements = 0
         self._areas: str | None = None
         self._persons: str | None = None
@@ -93,44 +120,26 @@ class NodeReleases:
     def batch(self, nodes: list[tuple[int, ...]], tag: str) -> Iterator[NodeBatch]:
         """The batch's tables, stored for the statements that read them, dropped at the end (after an error, with
         the caller's transaction)."""
-        db, conn, keys, value = self.db, self.conn, self.keys, self.value
-        classes = [f"c.{key} & CAST(w.m{j} AS BIGINT)" for j, key in enumerate(keys)]
-        columns = ", ".join(f"{c} AS {k}" for c, k in zip(classes, keys))
-        sets = db.create_scratch(
-            conn,
-            f"sets_{tag}",
-            f"SELECT w.{NODE}, {columns}, c.{value}, {count_sum('c.cnt')} AS cnt FROM {self.checker.ref} c "
-            f"CROSS JOIN {self.values(nodes)} GROUP BY {', '.join([f'w.{NODE}', *classes, f'c.{value}'])}",
-        )
+        db, conn, keys = self.db, self.conn, self.keys
+        sets = db.create_scratch(conn, f"sets_{tag}", self.checker.node_sets(nodes))
         db.analyze(conn, sets)
         self.statements += 1
-        suppressed = self._suppressed(nodes, sets, tag) if self.suppress else None
-        yield NodeBatch(nodes, sets, suppressed, keys, value)
+        suppressed = self._suppressed(sets, tag) if self.suppress else None
+        yield NodeBatch(nodes, sets, suppressed, keys, self.sensitive, self.value)
         for ref in (suppressed, sets):
             if ref:
                 db.drop_table(conn, ref)
 
-    def _suppressed(self, nodes: list[tuple[int, ...]], sets: str, tag: str) -> str:
+    def _suppressed(self, sets: str, tag: str) -> str:
         """The batch's classes that violate the criteria (node, key..), stored."""
-        checker, keys = self.checker, self.keys
-        sensitive = list(checker.star.sensitive_columns().values())
-        if sensitive == [self.value]:  # the batch's frequency sets are the criteria's
-            definition = f"SELECT * FROM {sets}"
-        else:
-            masked = [f"c.{key} & CAST(w.m{j} AS BIGINT)" for j, key in enumerate(keys)]
-            read = [f"c.{s}" for s in sensitive]
-            columns = [f"{m} AS {k}" for m, k in zip(masked, keys)] + read
-            definition = (
-                f"SELECT w.{NODE}, {', '.join(columns)}, {count_sum('c.cnt')} AS cnt FROM {checker.ref} c "
-                f"CROSS JOIN {self.values(nodes)} GROUP BY {', '.join([f'w.{NODE}', *masked, *read])}"
-            )
-        view = checker.criteria_view("criteria_fs", definition, self.criteria)
+        definition = f"SELECT * FROM {sets}"
+        view = self.checker.criteria_view("criteria_fs", definition, self.criteria)
         params: dict[str, object] = {}
         violators = violating_classes_sql(view, self.criteria, "a", params)
         ref = self.db.create_scratch(
             self.conn,
             f"suppressed_{tag}",
-            f"WITH criteria_fs AS ({definition}) SELECT DISTINCT {', '.join([NODE, *keys])} FROM ({violators}) v",
+            f"WITH criteria_fs AS ({definition}) SELECT DISTINCT {', '.join([NODE, *self.keys])} FROM ({violators}) v",
             params,
         )
         self.db.analyze(self.conn, ref)
@@ -138,42 +147,47 @@ class NodeReleases:
         return ref
 
     def areas(self) -> str:
-        """The lookup of ARX's certainty penalty, stored once: per attribute, level and masked key bits (m..) of a
-        value at that level, (leaves under it - 1) / (leaves of the hierarchy - 1)."""
+        """The lookup of the areas of values, stored once: per attribute, level and masked key bits (m..) of a
+        value at that level, ARX's certainty penalty (leaves under it - 1) / (leaves of the hierarchy - 1) as
+        `weight`, and the log of the leaves under it as `ln_area` (KL divergence)."""
         if self._areas is None:
-            checker = self.checker
-            keys = range(checker.layout.keys)
-            rows: list[tuple[Any, ...]] = []
-            for d in checker.star.dimensions:
-                codes = d.hierarchy.path_codes
-                fields = [
-                    (f.piece, key, offset)
-                    for f, key, offset in zip(checker.fields, checker.layout.key_of, checker.layout.offset)
-                    if f.attr == d.attr
-                ]
-                placed = []  # per leaf: its code's pieces in place in the key columns
-                for leaf in codes.code:
-                    key_bits = [0] * len(keys)
-                    pieces = codes.piece_codes(leaf)
-                    for piece, key, offset in fields:
-                        key_bits[key] |= pieces[piece] << offset
-                    placed.append(key_bits)
-                leaves = max(len(d.hierarchy.paths) - 1, 1)
-                for level in range(d.height + 1):
-                    masks = checker.attribute_masks(d.attr, level)
-                    areas = Counter(tuple(bits[k] & masks[k] for k in keys) for bits in placed)
-                    rows += [(d.attr, level, *bits, (area - 1) / leaves) for bits, area in areas.items()]
-            columns = [("attr", "INTEGER"), ("level", "INTEGER")] + [(f"m{k}", "BIGINT") for k in keys]
+            keys = [(f"m{k}", "BIGINT") for k in range(self.checker.layout.keys)]
+            columns = [("attr", "INTEGER"), ("level", "INTEGER"), *keys]
+            columns += [("weight", "DOUBLE PRECISION"), ("ln_area", "DOUBLE PRECISION")]
+            rows = [row for d in self.checker.star.dimensions for row in self._area_rows(d.attr)]
             ref = self.db.create_scratch_from_rows(
-                self.conn, f"areas_{checker.run_id}", [*columns, ("weight", "DOUBLE PRECISION")], rows
+                self.conn, f"areas_{self.checker.run_id}_{self.checker.part}", columns, rows
             )
             self.db.analyze(self.conn, ref)
             self._areas = ref
         return self._areas
 
-    def utility_sums(self, batch: NodeBatch) -> dict[int, tuple[float, float]]:
-        """Per node of the batch: the sums of ARX's utility, n^2 over its classes (DM*, suppressed classes too),
-        and the certainty penalty over its tuples and QIs (a suppressed tuple: 1 per QI)."""
+    def _area_rows(self, attr: int) -> Iterator[tuple[Any, ...]]:
+        """The lookup's rows of one attribute: its leaves' path codes placed in the key columns, masked at each
+        level; the leaves sharing masked bits are the area of the value they name."""
+        checker = self.checker
+        dimension = checker.star.dimensions[attr]
+        codes, keys = dimension.hierarchy.path_codes, range(checker.layout.keys)
+        fields = [
+            (f.piece, key, offset)
+            for f, key, offset in zip(checker.fields, checker.layout.key_of, checker.layout.offset)
+            if f.attr == attr
+        ]
+        placed = []
+        for leaf in codes.code:
+            bits, pieces = [0] * len(keys), codes.piece_codes(leaf)
+            for piece, key, offset in fields:
+                bits[key] |= pieces[piece] << offset
+            placed.append(bits)
+        leaves = max(len(dimension.hierarchy.paths) - 1, 1)
+        for level in range(dimension.height + 1):
+            masks = checker.attribute_masks(attr, level)
+            areas = Counter(tuple(bits[k] & masks[k] for k in keys) for bits in placed)
+            for masked, area in areas.items():
+                yield (attr, level, *masked, (area - 1) / leaves, math.log(area))
+
+    def class_sums(self, batch: NodeBatch) -> dict[int, ClassSums]:
+        """Per node of the batch, its ClassSums: one statement, and one more for the suppressed tuples."""
         checker, keys, dims = self.checker, self.keys, self.checker.star.dimensions
         areas = self.areas()
         kept, joined = self._kept(batch)
@@ -185,17 +199,48 @@ class NodeReleases:
                 f"JOIN {areas} a{d.attr} ON a{d.attr}.attr = {d.attr} AND a{d.attr}.level = w.l{d.attr} AND {bits}"
             )
         penalty = " + ".join(f"a{d.attr}.weight" for d in dims)
+        ln_area = " + ".join(f"a{d.attr}.ln_area" for d in dims)
         group = ", ".join([NODE, *keys])
+        square = "CAST(c.n AS DOUBLE PRECISION) * c.n"
         rows = self.db.execute(
             self.conn,
-            f"WITH classes AS (SELECT {group}, SUM(cnt) AS n FROM {batch.frequency_sets} GROUP BY {group}) "
-            f"SELECT c.{NODE}, SUM(CAST(c.n AS DOUBLE PRECISION) * c.n), SUM(CASE WHEN {kept} = 0 "
-            f"THEN c.n * {len(dims)}.0 ELSE c.n * ({penalty}) END) FROM classes c "
-            f"JOIN {self.values(batch.nodes, columns=True)} ON w.{NODE} = c.{NODE} {joined}{' '.join(lookups)} "
+            f"WITH classes AS (SELECT {group}, {count_sum('cnt')} AS n, {sum_c_ln_c('cnt')} AS c_ln_c "
+            f"FROM {batch.frequency_sets} GROUP BY {group}), flagged AS (SELECT c.*, {kept} AS kept FROM classes c "
+            f"{joined}) SELECT c.{NODE}, SUM(c.kept), SUM(c.n * (1 - c.kept)), SUM({square} * c.kept), "
+            f"SUM({square}), "
+            f"SUM(CASE WHEN c.kept = 0 THEN c.n * {len(dims)}.0 ELSE c.n * ({penalty}) END), "
+            f"SUM(CASE WHEN c.kept = 1 THEN c.c_ln_c - c.n * ({ln_area}) ELSE 0 END) FROM flagged c "
+            f"JOIN {self.values(batch.nodes, columns=True)} ON w.{NODE} = c.{NODE} {' '.join(lookups)} "
             f"GROUP BY c.{NODE}",
         ).all()
         self.statements += 1
-        return {int(node): (float(dm or 0), float(loss or 0)) for node, dm, loss in rows}
+        suppressed = self._suppressed_sums(batch)
+        return {
+            int(node): ClassSums(
+                int(classes or 0),
+                int(out or 0),
+                float(squares or 0),
+                float(every or 0),
+                float(penalty_sum or 0),
+                float(kl or 0),
+                suppressed.get(int(node), 0.0),
+            )
+            for node, classes, out, squares, every, penalty_sum, kl in rows
+        }
+
+    def _suppressed_sums(self, batch: NodeBatch) -> dict[int, float]:
+        """Per node: over its suppressed tuples grouped by their sensitive values, the sum of c ln c."""
+        if not batch.suppressed:
+            return {}
+        on = " AND ".join(f"s.{column} = x.{column}" for column in [NODE, *self.keys])
+        group = ", ".join([f"s.{NODE}", *(f"s.{column}" for column in self.sensitive)])
+        rows = self.db.execute(
+            self.conn,
+            f"SELECT {NODE}, {sum_c_ln_c('c')} FROM (SELECT {group}, SUM(s.cnt) AS c FROM "
+            f"{batch.frequency_sets} s JOIN {batch.suppressed} x ON {on} GROUP BY {group}) g GROUP BY {NODE}",
+        ).all()
+        self.statements += 1
+        return {int(node): float(total) for node, total in rows}
 
     def person_figures(self, thresholds: dict[str, float]) -> str:
         """The Bayes-optimal audit's figures of each original cell q (a level-0 key), stored once: its tuples n,
@@ -223,7 +268,9 @@ class NodeReleases:
                 f"{' AND '.join(f'c.{k} = q.{k}' for k in self.keys)} "
                 f"GROUP BY {', '.join(f'q.{k}' for k in self.keys)}, q.n, q.distinct_values"
             )
-            self._persons = self.db.create_scratch(self.conn, f"persons_{self.checker.run_id}", select, thresholds)
+            self._persons = self.db.create_scratch(
+                self.conn, f"persons_{self.checker.run_id}_{self.checker.part}", select, thresholds
+            )
             self.db.analyze(self.conn, self._persons)
             self.statements += 1
         return self._persons
@@ -233,12 +280,13 @@ class NodeReleases:
         breach, over its released persons (see `person_figures`)."""
         persons = self.person_figures(thresholds)
         group = ", ".join([NODE, *self.keys])
+        release = batch.release()
         kept, joined = self._kept(batch)
         masked = ", ".join(f"q.{k} & CAST(w.m{j} AS BIGINT) AS {k}" for j, k in enumerate(self.keys))
         on = " AND ".join(f"c.{column} = q.{column}" for column in [NODE, *self.keys])
         rows = self.db.execute(
             self.conn,
-            f"WITH classes AS (SELECT {group}, COUNT(*) AS distinct_values FROM {batch.frequency_sets} "
+            f"WITH fs AS ({release.definition}), classes AS (SELECT {group}, COUNT(*) AS distinct_values FROM fs "
             f"GROUP BY {group}), flagged AS (SELECT c.*, {kept} AS kept FROM classes c {joined}), "
             f"released AS (SELECT w.{NODE}, {masked}, q.n, q.distinct_values, q.positive, q.negative, q.breach "
             f"FROM {persons} q CROSS JOIN {self.values(batch.nodes)}) "
@@ -248,6 +296,10 @@ class NodeReleases:
         ).all()
         self.statements += 1
         return {int(node): (int(p), int(n), int(b)) for node, p, n, b in rows}
+
+    def _name(self, table: str) -> str:
+        """A lookup's scratch table name, unique among the run's cubes."""
+        return f"{table}_{self.checker.run_id}_{self.checker.part}"
 
     def _kept(self, batch: NodeBatch) -> tuple[str, str]:
         """SQL for a class's `kept` flag (1: released, 0: suppressed), and the join it reads (alias c: the class)."""

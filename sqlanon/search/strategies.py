@@ -618,9 +618,8 @@ def _probing(ctx: SearchContext, stats: SearchStats, progress_by_height: bool = 
         probe = Probe(ctx, stats, checker, progress_by_height=progress_by_height)
         yield probe
         probe.write_progress(commit=False)  # the final figures, however few were written on the way
-        term = checker.cells_term() if ctx.metrics_follow else None
-        if term is not None:
-            ctx.cells_terms[frozenset(ctx.star.sensitive)] = term
+        if ctx.metrics_follow and checker.grouped:  # a cube of the table's rows would be grouped for it
+            ctx.cells_terms[frozenset(ctx.star.sensitive)] = checker.cells_term()
     finally:  # one commit: the lattice, the figures and the registry
         checker.close()
         ctx.conn.commit()
