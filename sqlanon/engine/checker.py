@@ -292,6 +292,14 @@ class WaveChecker:
             for trees in statements(forest, rows_at, ROWS_PER_STATEMENT):
                 yield wave, trees
 
+    def clusters(self, nodes: list[tuple[int, ...]]) -> list[tuple[list[int], list[int]]]:
+        """`nodes` in clusters of CLUSTER neighbours: per cluster, the masks of its meet (every attribute at the
+        lowest level of any of its nodes) and its nodes' indexes."""
+        return [
+            (self.masks(tuple(-1 if level >= top else level for level, top in zip(r.meet, self.tops))), r.nodes)
+            for r in self._clusters(nodes)
+        ]
+
     def node_sets(self, nodes: list[tuple[int, ...]]) -> str:
         """One SELECT of node (its index in `nodes`), key(s), the sensitive columns and cnt: every node's frequency
         set, read from the cube as a wave reads it (in clusters grouped to their meets, or through roll-ups

@@ -98,9 +98,9 @@ class NodeReleases:
         size = max(1, ROWS_PER_STATEMENT // max(self.checker.rows, 1))
         return [nodes[start : start + size] for start in range(0, len(nodes), size)]
 
-    def values(self, nodes: list[tuple[int, ...]], columns: bool = False) -> str:
-        """The batch's VALUES list: node number, class masks m.., and with `columns` per attribute its level l..
-        and its bits' masks a<attr>_<key>, with its alias."""
+    def values(self, nodes: list[tuple[int, ...]], columns: bool = False, only: list[int] | None = None) -> str:
+        """The batch's VALUES list (of its nodes numbered `only`, or all): node number, class masks m.., and with
+        `columns` per attribute its level l.. and its bits' masks a<attr>_<key>, with its alias."""
         checker = self.checker
         keys = range(checker.layout.keys)
         names = [NODE] + [f"m{key}" for key in keys]
@@ -108,7 +108,8 @@ class NodeReleases:
             names += [f"l{d.attr}" for d in checker.star.dimensions]
             names += [f"a{d.attr}_{key}" for d in checker.star.dimensions for key in keys]
         rows = []
-        for j, node in enumerate(nodes):
+        for j in range(len(nodes)) if only is None else only:
+            node = nodes[j]
             row = [j, *checker.masks(node)]
             if columns:
                 row += list(node)
@@ -282,20 +283,39 @@ class NodeReleases:
         group = ", ".join([NODE, *self.keys])
         release = batch.release()
         kept, joined = self._kept(batch)
-        masked = ", ".join(f"q.{k} & CAST(w.m{j} AS BIGINT) AS {k}" for j, k in enumerate(self.keys))
         on = " AND ".join(f"c.{column} = q.{column}" for column in [NODE, *self.keys])
         rows = self.db.execute(
             self.conn,
             f"WITH fs AS ({release.definition}), classes AS (SELECT {group}, COUNT(*) AS distinct_values FROM fs "
             f"GROUP BY {group}), flagged AS (SELECT c.*, {kept} AS kept FROM classes c {joined}), "
-            f"released AS (SELECT w.{NODE}, {masked}, q.n, q.distinct_values, q.positive, q.negative, q.breach "
-            f"FROM {persons} q CROSS JOIN {self.values(batch.nodes)}) "
+            f"released AS ({self._persons_by_class(persons, batch.nodes)}) "
             f"SELECT c.{NODE}, COALESCE(SUM(q.positive * c.kept), 0), COALESCE(SUM(CASE WHEN c.kept = 1 AND "
             "(q.negative = 1 OR c.distinct_values > q.distinct_values) THEN q.n ELSE 0 END), 0), "
-            f"COALESCE(SUM(q.breach * q.n * c.kept), 0) FROM released q JOIN flagged c ON {on} GROUP BY c.{NODE}",
+            f"COALESCE(SUM(q.breached * c.kept), 0) FROM released q JOIN flagged c ON {on} GROUP BY c.{NODE}",
         ).all()
         self.statements += 1
         return {int(node): (int(p), int(n), int(b)) for node, p, n, b in rows}
+
+    def _persons_by_class(self, persons: str, nodes: list[tuple[int, ...]]) -> str:
+        """A SELECT of node, class key.., and per kind of person (their distinct values, whether negative) their
+        tuples n, positive tuples and breached tuples: the persons grouped to each cluster's meet of neighbouring
+        nodes first (WaveChecker.clusters), then joined with the cluster's masks, instead of every person joined
+        with every node."""
+        keys, parts = self.keys, []
+        for meet, numbers in self.checker.clusters(nodes):
+            grouped = [f"{k} & CAST({mask} AS BIGINT)" for k, mask in zip(keys, meet)]
+            kinds = "distinct_values, negative"
+            meet_set = (
+                f"SELECT {', '.join(f'{g} AS {k}' for g, k in zip(grouped, keys))}, {kinds}, SUM(n) AS n, "
+                f"SUM(positive) AS positive, SUM(breach * n) AS breached FROM {persons} GROUP BY "
+                f"{', '.join(grouped)}, {kinds}"
+            )
+            masked = ", ".join(f"g.{k} & CAST(w.m{j} AS BIGINT) AS {k}" for j, k in enumerate(keys))
+            parts.append(
+                f"SELECT w.{NODE}, {masked}, g.distinct_values, g.negative, g.n, g.positive, g.breached "
+                f"FROM ({meet_set}) g CROSS JOIN {self.values(nodes, only=numbers)}"
+            )
+        return " UNION ALL ".join(parts)
 
     def _name(self, table: str) -> str:
         """A lookup's scratch table name, unique among the run's cubes."""
