@@ -92,9 +92,12 @@ class NodeReleases:
         self.statements = 0
         self._areas: str | None = None
         self._persons: str | None = None
+        self._levels: set[tuple[int, int]] = set()  # (attribute, level) above 0 of the nodes to look areas up for
 
     def batches(self, nodes: list[tuple[int, ...]]) -> list[list[tuple[int, ...]]]:
-        """`nodes` cut into batches whose cells (cube rows x nodes) stay within ROWS_PER_STATEMENT."""
+        """`nodes` cut into batches whose cells (cube rows x nodes) stay within ROWS_PER_STATEMENT. (The areas'
+        lookup, made at its first use, covers the levels of the nodes given here.)"""
+        self._levels |= {(attr, level) for node in nodes for attr, level in enumerate(node) if level > 0}
         size = max(1, ROWS_PER_STATEMENT // max(self.checker.rows, 1))
         return [nodes[start : start + size] for start in range(0, len(nodes), size)]
 
@@ -150,7 +153,8 @@ class NodeReleases:
     def areas(self) -> str:
         """The lookup of the areas of values, stored once: per attribute, level and masked key bits (m..) of a
         value at that level, ARX's certainty penalty (leaves under it - 1) / (leaves of the hierarchy - 1) as
-        `weight`, and the log of the leaves under it as `ln_area` (KL divergence)."""
+        `weight`, and the log of the leaves under it as `ln_area` (KL divergence). Only the levels of the nodes
+        batched, above 0 (a value at level 0 is one leaf: weight 0, ln_area 0, what a missing row reads as)."""
         if self._areas is None:
             keys = [(f"m{k}", "BIGINT") for k in range(self.checker.layout.keys)]
             columns = [("attr", "INTEGER"), ("level", "INTEGER"), *keys]
@@ -166,7 +170,9 @@ class NodeReleases:
     def _area_rows(self, attr: int) -> Iterator[tuple[Any, ...]]:
         """The lookup's rows of one attribute: its leaves' path codes placed in the key columns, masked at each
         level; the leaves sharing masked bits are the area of the value they name."""
-        checker = self.checker
+        checker, levels = self.checker, sorted(level for a, level in self._levels if a == attr)
+        if not levels:
+            return
         dimension = checker.star.dimensions[attr]
         codes, keys = dimension.hierarchy.path_codes, range(checker.layout.keys)
         fields = [
@@ -181,7 +187,7 @@ class NodeReleases:
                 bits[key] |= pieces[piece] << offset
             placed.append(bits)
         leaves = max(len(dimension.hierarchy.paths) - 1, 1)
-        for level in range(dimension.height + 1):
+        for level in levels:
             masks = checker.attribute_masks(attr, level)
             areas = Counter(tuple(bits[k] & masks[k] for k in keys) for bits in placed)
             for masked, area in areas.items():
@@ -197,10 +203,10 @@ class NodeReleases:
             touched = sorted({key for f, key in zip(checker.fields, checker.layout.key_of) if f.attr == d.attr})
             bits = " AND ".join(f"a{d.attr}.m{k} = (c.key{k} & CAST(w.a{d.attr}_{k} AS BIGINT))" for k in touched)
             lookups.append(
-                f"JOIN {areas} a{d.attr} ON a{d.attr}.attr = {d.attr} AND a{d.attr}.level = w.l{d.attr} AND {bits}"
+                f"LEFT JOIN {areas} a{d.attr} ON a{d.attr}.attr = {d.attr} AND a{d.attr}.level = w.l{d.attr} AND {bits}"
             )
-        penalty = " + ".join(f"a{d.attr}.weight" for d in dims)
-        ln_area = " + ".join(f"a{d.attr}.ln_area" for d in dims)
+        penalty = " + ".join(f"COALESCE(a{d.attr}.weight, 0)" for d in dims)
+        ln_area = " + ".join(f"COALESCE(a{d.attr}.ln_area, 0)" for d in dims)
         group = ", ".join([NODE, *keys])
         square = "CAST(c.n AS DOUBLE PRECISION) * c.n"
         rows = self.db.execute(
