@@ -160,9 +160,7 @@ class NodeReleases:
             columns = [("attr", "INTEGER"), ("level", "INTEGER"), *keys]
             columns += [("weight", "DOUBLE PRECISION"), ("ln_area", "DOUBLE PRECISION")]
             rows = [row for d in self.checker.star.dimensions for row in self._area_rows(d.attr)]
-            ref = self.db.create_scratch_from_rows(
-                self.conn, f"areas_{self.checker.run_id}_{self.checker.part}", columns, rows
-            )
+            ref = self.db.create_scratch_from_rows(self.conn, self._name("areas"), columns, rows)
             self.db.analyze(self.conn, ref)
             self._areas = ref
         return self._areas
@@ -275,9 +273,7 @@ class NodeReleases:
                 f"{' AND '.join(f'c.{k} = q.{k}' for k in self.keys)} "
                 f"GROUP BY {', '.join(f'q.{k}' for k in self.keys)}, q.n, q.distinct_values"
             )
-            self._persons = self.db.create_scratch(
-                self.conn, f"persons_{self.checker.run_id}_{self.checker.part}", select, thresholds
-            )
+            self._persons = self.db.create_scratch(self.conn, self._name("persons"), select, thresholds)
             self.db.analyze(self.conn, self._persons)
             self.statements += 1
         return self._persons
