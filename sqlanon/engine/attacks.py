@@ -19,6 +19,18 @@ from .frequency import class_column, class_labels
 from .star import StarSchema
 
 
+def kept_flag(classes: list[str], suppressed: str | None) -> tuple[str, str]:
+    """SQL for a class's `kept` flag (1: released, 0: one of the classes `suppressed` SELECTs), and the join it
+    reads, for a FROM item aliased c with the columns `classes`."""
+    if not suppressed:
+        return "1", ""
+    on = " AND ".join(f"x.{column} = c.{column}" for column in classes)
+    return (
+        "1 - COALESCE(x.out, 0)",
+        f"LEFT JOIN (SELECT {', '.join(classes)}, 1 AS out FROM ({suppressed}) x0) x ON {on}",
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class Release:
     """The frequency sets of one release or of several: `definition` SELECTs the class columns `classes`, a
@@ -36,15 +48,10 @@ class Release:
         """CTEs `all_classes` (per class: n, distinct_values, top: the count of its most frequent value) and
         `flagged` (each with `kept`: 1 if released, 0 if suppressed), over a CTE `fs` of the definition."""
         group = ", ".join(self.classes)
-        kept = "1"
-        joined = ""
-        if self.suppressed:
-            on = " AND ".join(f"x.{column} = c.{column}" for column in self.classes)
-            kept = "1 - COALESCE(x.out, 0)"
-            joined = f" LEFT JOIN (SELECT {group}, 1 AS out FROM ({self.suppressed}) x0) x ON {on}"
+        kept, joined = kept_flag(self.classes, self.suppressed)
         return (
             f"all_classes AS (SELECT {group}, SUM(cnt) AS n, COUNT(*) AS distinct_values, MAX(cnt) AS top "
-            f"FROM fs GROUP BY {group}), flagged AS (SELECT c.*, {kept} AS kept FROM all_classes c{joined})"
+            f"FROM fs GROUP BY {group}), flagged AS (SELECT c.*, {kept} AS kept FROM all_classes c {joined})"
         )
 
     def grouped(self, alias: str = "") -> tuple[str, str]:

@@ -288,30 +288,27 @@ class WaveChecker:
         rows_at = partial(self._rows_at_many, sensitive=sensitive)
         for start in range(0, len(order), MAX_WAVE):
             wave = order[start : start + MAX_WAVE]
-            forest = plan([tuple(self._meet([nodes[j]])) for j in wave], rows_at, self.rows, ROWS_PER_STATEMENT)
+            forest = self._planned([nodes[j] for j in wave], sensitive)
             for trees in statements(forest, rows_at, ROWS_PER_STATEMENT):
                 yield wave, trees
+
+    def _planned(self, nodes: list[tuple[int, ...]], sensitive: bool) -> list[RollUp]:
+        """The roll-ups planned for `nodes` on a large cube (rollups.plan), naming them by their index."""
+        rows_at = partial(self._rows_at_many, sensitive=sensitive)
+        return plan([tuple(self._meet([node])) for node in nodes], rows_at, self.rows, ROWS_PER_STATEMENT)
 
     def clusters(self, nodes: list[tuple[int, ...]]) -> list[tuple[list[int], list[int]]]:
         """`nodes` in clusters of CLUSTER neighbours: per cluster, the masks of its meet (every attribute at the
         lowest level of any of its nodes) and its nodes' indexes."""
-        return [
-            (self.masks(tuple(-1 if level >= top else level for level, top in zip(r.meet, self.tops))), r.nodes)
-            for r in self._clusters(nodes)
-        ]
+        return [(self._meet_masks(r.meet), r.nodes) for r in self._clusters(nodes)]
 
     def node_sets(self, nodes: list[tuple[int, ...]]) -> str:
         """One SELECT of node (its index in `nodes`), key(s), the sensitive columns and cnt: every node's frequency
         set, read from the cube as a wave reads it (in clusters grouped to their meets, or through roll-ups
         planned for them), its roll-ups read by several as CTEs."""
-        if self.large:
-            rows_at = partial(self._rows_at_many, sensitive=True)
-            forest = plan([tuple(self._meet([node])) for node in nodes], rows_at, self.rows, ROWS_PER_STATEMENT)
-        else:
-            forest = self._clusters(nodes)
+        forest = self._planned(nodes, True) if self.large else self._clusters(nodes)
         ctes, definition = self._frequency_sets(nodes, forest, True)
-        with_clause = "".join(f"{name} AS MATERIALIZED ({select}), " for name, select in ctes)
-        return f"WITH {with_clause}sets AS ({definition}) SELECT * FROM sets"
+        return f"WITH {_with_clause(ctes)}sets AS ({definition}) SELECT * FROM sets"
 
     def _waves(self, order: list[int], nodes: list[tuple[int, ...]], sensitive: bool) -> list[list[int]]:
         """`order` cut into waves: a node joins the current wave while the wave's base (the cube grouped to the
@@ -380,10 +377,9 @@ class WaveChecker:
         view = self.criteria_view("wave", definition, criteria, sensitive)
         params: dict[str, object] = {}
         violators = violating_classes_sql(view, criteria, "w", params)
-        with_clause = "".join(f"{name} AS MATERIALIZED ({select}), " for name, select in ctes)
         rows = self.db.execute(
             self.conn,
-            f"WITH {with_clause}wave {self.db.wave_cte} ({definition}) SELECT node, "
+            f"WITH {_with_clause(ctes)}wave {self.db.wave_cte} ({definition}) SELECT node, "
             f"COUNT(*), SUM(n) FROM ({violators}) AS violators GROUP BY node",
             params,
         ).all()
@@ -517,11 +513,13 @@ class WaveChecker:
             return False
         return not self.large or self._rows_at(list(roll_up.meet), sensitive) <= GROUP_FIRST * parent_rows
 
+    def _meet_masks(self, meet: tuple[int, ...]) -> list[int]:
+        """The masks of a meet (each attribute's level; above its top, an attribute no node keeps: no bits)."""
+        return self.masks(tuple(-1 if level >= top else level for level, top in zip(meet, self.tops)))
+
     def _grouped(self, source: str, meet: tuple[int, ...], sensitive_too: bool) -> str:
         """`source` grouped up to `meet` (each attribute's level; above its top: left out)."""
-        # an attribute no node keeps: no bits at all
-        masks = self.masks(tuple(-1 if level >= top else level for level, top in zip(meet, self.tops)))
-        keys = [f"key{key} & CAST({mask} AS BIGINT)" for key, mask in enumerate(masks)]
+        keys = [f"key{key} & CAST({mask} AS BIGINT)" for key, mask in enumerate(self._meet_masks(meet))]
         sensitive = list(self._sensitive(sensitive_too).values())
         return (
             f"(SELECT {', '.join([f'{k} AS key{j}' for j, k in enumerate(keys)] + sensitive)}, "
@@ -537,3 +535,8 @@ class WaveChecker:
             self.run.store.insert(
                 self.db.metadata_connection(self.conn), runs.FREQUENCY_SETS, self.run_id, self.registered
             )
+
+
+def _with_clause(ctes: list[tuple[str, str]]) -> str:
+    """The (name, SELECT) roll-ups several parts of a statement read, as the start of its WITH clause."""
+    return "".join(f"{name} AS MATERIALIZED ({select}), " for name, select in ctes)

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..criteria import Criterion
 from ..criteria.view import count_sum, share, sum_c_ln_c
-from .attacks import Release
+from .attacks import Release, kept_flag
 from .checker import ROWS_PER_STATEMENT, WaveChecker
 from .frequency import violating_classes_sql
 
@@ -325,12 +325,7 @@ class NodeReleases:
 
     def _kept(self, batch: NodeBatch) -> tuple[str, str]:
         """SQL for a class's `kept` flag (1: released, 0: suppressed), and the join it reads (alias c: the class)."""
-        if not batch.suppressed:
-            return "1", ""
-        on = " AND ".join(f"x.{column} = c.{column}" for column in [NODE, *self.keys])
-        return "1 - COALESCE(x.out, 0)", (
-            f"LEFT JOIN (SELECT {NODE}, {', '.join(self.keys)}, 1 AS out FROM {batch.suppressed}) x ON {on} "
-        )
+        return kept_flag([NODE, *self.keys], f"SELECT * FROM {batch.suppressed}" if batch.suppressed else None)
 
     def close(self) -> None:
         for ref in (self._areas, self._persons):
