@@ -37,6 +37,7 @@ from .engine.star import (
 from .errors import ConfigError
 from .model.hierarchies import Hierarchy
 from .model.job import Job, Output
+from .model.progress import Phases
 from .publish.anatomy import Anatomy, AnatomyReport, publish_bucketized
 from .publish.batches import published_node, refuse_violating_batch
 from .publish.generalize import Generalization
@@ -144,6 +145,7 @@ def audit(job: Job, table: str, schema: str | None = None, options: RunOptions |
     needed = job.qi_names + needed_sensitive(job.criteria)
     purpose = "audit a table with the job's quasi-identifiers and sensitive attributes"
     with table_reader(job, options, schema, table, needed, purpose) as (db, conn):
+        options.progress("audit: one grouping of the table", 0, 1)
         masked_top, reference, source_rows = suppression_audit(db, conn, job, (schema, table))
         report = audit_table(
             db,
@@ -185,6 +187,7 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
             run_id=run.id,
             ownership=run.ownership,
             replace=replace,
+            progress=options.progress,
         )
         run.finish(report.to_dict())
     return report
@@ -356,10 +359,15 @@ def report(
     check_report_path(out, replace, protected)  # before any work
     with lattice_run(job, options, "report") as run:
         ctx = run.ctx
+        phases = Phases(options.progress, "report", 5)
+        phases.step("searching")
         result = run_search(job, ctx)
         chosen = select_node(job, ctx, result)
+        phases.step("metrics of the minimal releases")
         add_metrics(job, ctx, result, result.minimal)
+        phases.step("attacks and risk")
         tables = analyze_nodes(ctx, result.minimal, attribute, settings, result.metrics)
+        phases.step("the chosen release's classes")
         sizes, worst = chosen_classes(ctx, chosen, attribute)
         data = ReportData(
             job_name=job.name,
@@ -375,6 +383,7 @@ def report(
             class_sizes=sizes,
             worst_classes=worst,
         )
+        phases.step("writing the page")
         path = write_report(data, out)
         run.finish({"report": str(path), "node": list(chosen)})
     return path
@@ -436,6 +445,7 @@ def analyze_table(
     attribute = analyzed_attribute(job, sensitive)
     purpose = "analyze a table with the job's quasi-identifiers and the sensitive attribute"
     with table_reader(job, options, schema, table, job.qi_names + [attribute], purpose) as (db, conn):
+        options.progress("analysis: attacks and risk of the table", 0, 1)
         return AnalysisReport(
             attribute, settings, [analyze_published_table(db, conn, job, schema, table, attribute, settings)]
         )

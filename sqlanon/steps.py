@@ -141,7 +141,7 @@ def publish_node_of_run(
     job: Job, ctx: SearchContext, target: Target, result: SearchResult, node: tuple[int, ...], selection: str
 ) -> AnonymizeResult:
     """Write `node` (its metrics already in `result`) as the audited output, suppressing as the job says."""
-    ctx.progress("publish", 0, 1)  # the last point where a cancel stops the run before anything is written
+    ctx.progress("publish: starting", 0, 4)  # the last point where a cancel stops the run before anything is written
     plan = Publication(
         node=node,
         output=target.output,
@@ -155,7 +155,7 @@ def publish_node_of_run(
         pseudonyms=target.pseudonyms,
     )
     report = publish_generalization(
-        ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id, Ownership(ctx.db, ctx.schema)
+        ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id, Ownership(ctx.db, ctx.schema), ctx.progress
     )
     return AnonymizeResult(
         search=result,

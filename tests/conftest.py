@@ -105,6 +105,16 @@ def with_cropped_hierarchies(job: Job, folder: Path, dropped: dict[str, tuple[st
     return dataclasses.replace(job, quasi_identifiers=qis)
 
 
+class Recorded(list[str]):
+    """A progress callback that keeps the phases it was given, for the steps of one verb (`steps`)."""
+
+    def __call__(self, phase: str, done: int, total: int | None) -> None:
+        self.append(phase)
+
+    def steps(self, verb: str) -> list[str]:
+        return [phase.split(": ", 1)[1] for phase in dict.fromkeys(self) if phase.startswith(f"{verb}: ")]
+
+
 @pytest.fixture
 def duck_url(tmp_path: Path) -> str:
     return f"duckdb:///{tmp_path / 'test.duckdb'}"

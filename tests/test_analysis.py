@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from sqlanon import analyze, analyze_table, anonymize
+from sqlanon import RunOptions, analyze, analyze_table, anonymize
 from sqlanon.analysis.attacks import AnalysisSettings
 from sqlanon.config import job_from_dict
 from sqlanon.errors import ConfigError, DataError
 from sqlanon.model.hierarchies import Hierarchy
 
-from .conftest import adult_job, reclassified
+from .conftest import Recorded, adult_job, reclassified
 from .test_cli import run, write_config
 
 OTHERS = ["marital-status", "education", "native-country", "workclass", "salary-class"]  # neither QI nor sensitive
@@ -57,7 +57,9 @@ def _patients(tmp_path: Path):
 
 
 def test_hand_worked_table(tmp_path: Path):
-    report = analyze_table(_patients(tmp_path), "patients", settings=AnalysisSettings(near=0.8, risk_threshold=0.3))
+    settings, recorded = AnalysisSettings(near=0.8, risk_threshold=0.3), Recorded()
+    report = analyze_table(_patients(tmp_path), "patients", options=RunOptions(progress=recorded), settings=settings)
+    assert recorded.steps("analysis") == ["attacks and risk of the table"]
     [t] = report.tables
     assert (t.rows, t.classes, t.suppressed) == (12, 3, 0)
     assert (t.homogeneous_classes, t.homogeneous_tuples) == (1, 3) and t.revealed_values == ["flu"]

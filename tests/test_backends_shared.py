@@ -24,7 +24,7 @@ from sqlanon.criteria import KAnonymity, criteria_from_config
 from sqlanon.errors import ConfigError, DataError, HierarchyError, SqlanonError
 from sqlanon.model.job import Job, Selection, Suppression
 
-from .conftest import ADULT_DIR, adult_config, adult_job, reclassified, with_cropped_hierarchies
+from .conftest import ADULT_DIR, Recorded, adult_config, adult_job, reclassified, with_cropped_hierarchies
 from .test_criteria import RANDOM_CASES, _named
 
 QIS = ["sex", "race", "marital-status"]
@@ -175,16 +175,24 @@ def test_incognito_finds_duckdbs_nodes(compared: Backend, duckdb: Backend) -> No
     assert (found.satisfying, found.minimal) == (expected.satisfying, expected.minimal)
 
 
+PUBLICATION_STEPS = ["writing the table", "checking its columns and values", "auditing"]
+
+
 def test_anonymize_publishes_duckdbs_node_audited(backend: Backend, duckdb: Backend) -> None:
-    output = {"table": f"shared_anon_{backend.name}"}
-    published = anonymize(backend.job(output=output), backend.options, replace=True)
+    output, recorded = {"table": f"shared_anon_{backend.name}"}, Recorded()
+    options = dataclasses.replace(backend.options, progress=recorded)
+    published = anonymize(backend.job(output=output), options, replace=True)
     expected = anonymize(duckdb.job(output={"table": "shared_anon_reference"}), replace=True)
     assert published.node == expected.node and published.audit.ok
     assert published.audit.rows == expected.audit.rows and published.audit.classes == expected.audit.classes
+    assert recorded.steps("publish") == ["starting", *PUBLICATION_STEPS, "committing"]
 
 
 def test_audit_of_the_source_agrees(backend: Backend, duckdb: Backend) -> None:
-    found = audit(backend.job(k=2), "adult", backend.schema, backend.options)
+    recorded = Recorded()
+    options = dataclasses.replace(backend.options, progress=recorded)
+    found = audit(backend.job(k=2), "adult", backend.schema, options)
+    assert recorded.steps("audit") == ["one grouping of the table"]
     expected = audit(duckdb.job(k=2), "adult")
     assert (found.rows, found.classes, found.min_class_size, found.ok) == (
         expected.rows,
@@ -198,8 +206,10 @@ def test_mondrian_partitions_or_says_why_not(backend: Backend) -> None:
     config = backend.config(["sex"], output={"table": f"shared_mondrian_{backend.name}", "method": "mondrian"})
     config["quasi_identifiers"]["age"] = None  # cut at its median, as a number
     config["insensitive"] = [c for c in config["insensitive"] if c != "age"]
-    report = _published_or_refused(backend, job_from_dict(config, ADULT_DIR), "Mondrian partitioning")
+    recorded = Recorded()
+    report = _published_or_refused(backend, job_from_dict(config, ADULT_DIR), "Mondrian partitioning", recorded)
     assert report is None or (report.audit.ok and report.rows == 30162)
+    assert report is None or ("Mondrian: rounds" in recorded and recorded.steps("publish") == PUBLICATION_STEPS)
 
 
 def test_anatomy_bucketizes_or_says_why_not(backend: Backend) -> None:
@@ -209,15 +219,19 @@ def test_anatomy_bucketizes_or_says_why_not(backend: Backend) -> None:
     config["quasi_identifiers"] = ["age", "sex"]
     config["insensitive"] = [c for c in config["insensitive"] if c not in ("age", "sex", "occupation")]
     del config["criteria"]
-    report = _published_or_refused(backend, job_from_dict(config, ADULT_DIR), "an anatomy publication")
+    recorded = Recorded()
+    report = _published_or_refused(backend, job_from_dict(config, ADULT_DIR), "an anatomy publication", recorded)
     assert report is None or (report.rows == 30162 and report.l == 2 and report.fewest_values >= 2)
+    steps = ["checking the sensitive values", "drawing the buckets", "writing the tables", "auditing"]
+    assert report is None or recorded.steps("anatomy") == steps
 
 
-def _published_or_refused(backend: Backend, job: Job, what: str) -> Any:
+def _published_or_refused(backend: Backend, job: Job, what: str, progress: Recorded | None = None) -> Any:
     """What the job's method published, on a backend with transactions; elsewhere None, after the one-line
     refusal naming `what` that the method must give there."""
     if backend.transactions:
-        return anonymize(job, backend.options, replace=True)
+        recorded = Recorded() if progress is None else progress
+        return anonymize(job, dataclasses.replace(backend.options, progress=recorded), replace=True)
     with pytest.raises(ConfigError, match=f"{what} is not available on"):
         anonymize(job, backend.options, replace=True)
     return None

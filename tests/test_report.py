@@ -7,9 +7,12 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
+from rich.progress import Progress, TaskID
 
+import sqlanon.cli as cli
 from sqlanon.analysis.report import SECTIONS
 
 from .test_cli import run, write_config
@@ -31,14 +34,34 @@ def _browser() -> str:
     return found
 
 
+class RecordingBar(Progress):
+    """The CLI's progress bar, keeping every description it showed."""
+
+    shown: ClassVar[list[str]] = []
+
+    def update(self, task_id: TaskID, **changes: Any) -> None:
+        if changes.get("description"):
+            self.shown.append(changes["description"])
+        super().update(task_id, **changes)
+
+
 @pytest.fixture(scope="module")
 def report_page(tmp_path_factory) -> Path:
     pytest.importorskip("plotly", reason="sqlanon report needs Plotly: pip install 'sqlanon[report]'")
     tmp_path = tmp_path_factory.mktemp("report")
     out = tmp_path / "report.html"
-    result = run("report", str(_config(tmp_path)), "--out", str(out))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cli, "Progress", RecordingBar)
+        result = run("report", str(_config(tmp_path)), "--out", str(out))
     assert result.exit_code == 0, result.output
     return out
+
+
+def test_the_report_shows_its_steps_on_its_bar(report_page: Path):
+    steps = [shown for shown in dict.fromkeys(RecordingBar.shown) if shown.startswith("report: ")]
+    expected = ["searching", "metrics of the minimal releases", "attacks and risk", "the chosen release's classes"]
+    assert steps == [f"report: {step}" for step in [*expected, "writing the page"]]
+    assert {"metrics", "analysis"} <= set(RecordingBar.shown)  # the inner phases have lines of their own
 
 
 def test_the_page_is_self_contained(report_page: Path):

@@ -438,12 +438,13 @@ def analyze_command(
         near, risk_threshold, default_background(job, sensitive) if background is None else background
     )
     bayes = BayesSettings(delta=delta, epsilon=epsilon, rho1=rho[0], rho2=rho[1])
-    if table is not None:
-        report = analyze_table(job, table, schema, RunOptions(db_url=db_url), sensitive, settings)
-    else:
-        node = _parse_node(node_text) if node_text is not None else None
-        with _progress(fmt) as progress:
-            report = analyze(job, RunOptions(db_url=db_url, progress=progress), node, sensitive, settings, bayes)
+    with _progress(fmt) as progress:
+        options = RunOptions(db_url=db_url, progress=progress)
+        if table is not None:
+            report = analyze_table(job, table, schema, options, sensitive, settings)
+        else:
+            node = _parse_node(node_text) if node_text is not None else None
+            report = analyze(job, options, node, sensitive, settings, bayes)
     if fmt == "json":
         print(json.dumps(report.to_dict()))
     else:
@@ -675,7 +676,8 @@ def audit_command(config: Path, table: str, schema: str | None, db_url: str | No
     classes and tuples that violate it. Exit code 0 when every criterion
     holds, 1 when one does not.
     """
-    report = audit(load_job(config), table, schema, RunOptions(db_url=db_url))
+    with _progress(fmt) as progress:
+        report = audit(load_job(config), table, schema, RunOptions(db_url=db_url, progress=progress))
     if fmt == "json":
         print(json.dumps(report.to_dict()))
     elif fmt == "csv":
@@ -1231,7 +1233,8 @@ def _show_bucketized(report: AnatomyReport, fmt: str) -> None:
 
 @contextmanager
 def _progress(fmt: str) -> Iterator[Callable[[str, int, int | None], None]]:
-    """A progress bar on stderr per search phase (only for the table format)."""
+    """Progress bars on stderr (only for the table format): one line per phase, where a verb's named steps
+    ("publish: auditing", model.progress.Phases) share their verb's line and show the step it is in."""
     if fmt != "table":
         yield lambda phase, done, total: None
         return
@@ -1240,9 +1243,10 @@ def _progress(fmt: str) -> Iterator[Callable[[str, int, int | None], None]]:
         tasks: dict[str, Any] = {}
 
         def update(phase: str, done: int, total: int | None) -> None:
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(phase, total=total)
-            bar.update(tasks[phase], completed=done, total=total)
+            line = phase.split(": ", 1)[0]
+            if line not in tasks:
+                tasks[line] = bar.add_task(phase, total=total)
+            bar.update(tasks[line], description=phase, completed=done, total=total)
 
         yield update
 

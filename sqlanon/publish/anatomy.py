@@ -32,6 +32,7 @@ from ..engine.anatomy import BUCKET, COUNT_COLUMN
 from ..engine.audit import check_published_columns, check_published_values
 from ..errors import AuditError, ConfigError, DataError
 from ..model.job import Job, Output
+from ..model.progress import Phases, Progress, silent
 from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod
@@ -165,9 +166,12 @@ def publish_bucketized(
     run_id: int,
     ownership: Ownership,
     replace: bool,
+    progress: Progress = silent,
 ) -> AnatomyReport:
     """Write both tables in one transaction, audit them, and commit only if the audit passes."""
     assert job.output is not None and job.output.method == Anatomy.name
+    phases = Phases(progress, "anatomy", 4)
+    phases.step("checking the sensitive values")
     l, [sensitive] = int(job.output.settings["l"]), job.sensitive
     source_ref = db.q(source.schema, source.table)
     rows = check_eligible(db, conn, source_ref, sensitive, l)
@@ -190,6 +194,7 @@ def publish_bucketized(
         # within a value, a keyed pseudo-random order (as Anatomy draws records at random): sorted by the QIs, two
         # releases of a changing table would put the same neighbours together again and again and give far more
         # away when combined (bench/bench_releases.py); the same job and seed give the same buckets on every database
+        phases.step("drawing the buckets")
         assignment, params = bucket_sql.bucket_assignment(
             db,
             source=source_ref,
@@ -200,6 +205,7 @@ def publish_bucketized(
             seed=str(job.output.settings["seed"]),
         )
         assigned = db.create_scratch(conn, scratch, assignment, params)
+        phases.step("writing the tables")
         qi_rows, sensitive_rows = bucket_sql.published_selects(db, assigned, published, sensitive)
         qi_table, sensitive_table = (
             Destination(name=name, source=source, replace=replace, grant_to=job.output.grant_to)
@@ -211,6 +217,7 @@ def publish_bucketized(
                 db, conn, destination=sensitive_table, select=sensitive_rows, ownership=ownership, run_id=run_id
             ) as sa,
         ):
+            phases.step("auditing")
             report = audit_bucketized(db, conn, qi.ref, sa.ref, sensitive, l, source_ref)
             if report["rows"] != rows:
                 raise AuditError(f"the QI table has {report['rows']} rows, the source {rows}; nothing was written")

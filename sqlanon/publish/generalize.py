@@ -25,6 +25,7 @@ from ..engine.audit import AuditReport, audit_table, check_published_columns, ch
 from ..engine.star import StarSchema
 from ..errors import AuditError, ConfigError, DataError
 from ..model.job import Identifier, Output
+from ..model.progress import Phases, Progress, silent
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod
 from .ownership import Ownership, TableName
@@ -79,8 +80,10 @@ def publish_generalization(
     criteria: list[Criterion],
     run_id: int,
     ownership: Ownership,
+    progress: Progress = silent,
 ) -> AuditReport:
     """Create the generalized table for the plan's node and commit it only if the audit passes."""
+    phases = Phases(progress, "publish", 4)
     suppressing = plan.max_suppressed > 0 and any(level < d.height for d, level in zip(star.dimensions, plan.node))
     params: dict[str, object] = {}
     violating = generalize_sql.violating_classes(db, star, plan.node, criteria, params) if suppressing else None
@@ -88,12 +91,14 @@ def publish_generalization(
         conn.commit()
     destination = Destination(name=plan.target, source=plan.source, replace=plan.replace, grant_to=plan.output.grant_to)
     with conn.begin(), plan.pseudonyms.loaded(db, conn):
+        phases.step("writing the table")
         select, published = _select_list(db, star, plan, suppressing and plan.mode == "mask")
         rows = generalize_sql.generalized_rows(star, plan.node, select, violating, plan.mode == "remove")
         with staged_table(
             db, conn, destination=destination, select=rows, params=params, ownership=ownership, run_id=run_id
         ) as staged:
             written = staged.ref
+            phases.step("checking its columns and values")
             check_published_columns(db, conn, written, str(plan.target), published)
             qis = {db.name_key(d.column) for d in star.dimensions}
             check_published_values(
@@ -114,6 +119,7 @@ def publish_generalization(
                 else None
             )
             reference = star.source if suppressing and plan.mode == "remove" else None
+            phases.step("auditing")
             report = audit_table(
                 db,
                 conn,
@@ -126,6 +132,7 @@ def publish_generalization(
             )
             _check_audit(report, star.rows, plan)
             staged.audited(report.rows)
+            phases.step("committing")  # the last report: after the commit, a cancel (inserver) must not be raised
     return report
 
 

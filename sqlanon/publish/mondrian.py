@@ -18,7 +18,7 @@ from ..engine.star import kinds_by_key, needed_sensitive
 from ..errors import AuditError, ConfigError
 from ..model.hierarchies import Hierarchy
 from ..model.job import Job, _choice
-from ..model.progress import Progress, silent
+from ..model.progress import Phases, Progress, silent
 from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod
@@ -99,10 +99,13 @@ def publish_partitioned(
     ownership: Ownership,
     run_id: int,
     rows: int,
+    progress: Progress = silent,
 ) -> tuple[AuditReport, list[dict[str, Any]]]:
     """Write the partitioned table of a finished `work` through the staged, audited path (in the caller's
     transaction), drop the work tables; the audit's report and the first published rows."""
     assert job.output is not None
+    phases = Phases(progress, "publish", 3)
+    phases.step("writing the table")
     select, published = published_rows(
         db,
         work,
@@ -111,6 +114,7 @@ def publish_partitioned(
     )
     src = destination.source
     with staged_table(db, conn, destination=destination, select=select, ownership=ownership, run_id=run_id) as staged:
+        phases.step("checking its columns and values")
         check_published_columns(db, conn, staged.ref, str(destination.name), published)
         qis = {db.name_key(q) for q in job.qi_names}
         check_published_values(
@@ -122,6 +126,7 @@ def publish_partitioned(
             unchanged_columns(db, pseudonyms, job.identifying, [c for c in published if db.name_key(c) not in qis]),
             every_row=True,
         )
+        phases.step("auditing")
         report = audit_table(
             db, conn, staged.ref, qi_columns=job.qi_names, sensitive=job.sensitive, criteria=job.criteria
         )
@@ -184,6 +189,7 @@ def partition_and_publish(
         ownership=ownership,
         run_id=run_id,
         rows=rows,
+        progress=progress,
     )
     return MondrianReport(
         output=str(destination.name),
