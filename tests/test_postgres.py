@@ -5,12 +5,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from sqlanon import RunOptions, analyze, anonymize, audit, job_from_dict, search
+from sqlanon import RunOptions, analyze, analyze_table, anonymize, apply, audit, inference, job_from_dict, search
 from sqlanon.cli import main
 from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import DataError
@@ -366,38 +370,20 @@ def _nested_loops(plan: dict, actual: bool) -> list[str]:
     return found
 
 
-def test_no_verb_plans_a_nested_loop_over_large_inputs(pg_adult):
-    """Every statement a search, the metrics of every minimal node, their analysis and a publication run on a hard
-    shape (a QI with NULLs mapped by its hierarchy, many classes, suppression, an entropy criterion) is
-    EXPLAINed as it runs, SELECTs with ANALYZE (their real rows): none pairs two inputs of thousands of rows in a
-    nested loop, the plan PostgreSQL falls back to on IS NOT DISTINCT FROM or on guessed sizes."""
-    url, schema = pg_adult
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(
-            f'CREATE TABLE "{schema}".holes AS SELECT * FROM "{schema}".adult; '
-            f"""UPDATE "{schema}".holes SET age = NULL WHERE race = 'Other'; ANALYZE "{schema}".holes"""
-        )
-    engine.dispose()
-    qis = ["age", "education", "marital-status", "native-country", "workclass"]
-    config = adult_config(
-        url,
-        qis,
-        load_csv=False,
-        schema=schema,
-        table="holes",
-        sensitive=["occupation"],
-        criteria={"k_anonymity": {"k": 5}, "entropy_l_diversity": {"attribute": "occupation", "l": 2}},
-        suppression={"limit": 0.02},
-        output={"table": "holes_anon"},
-    )
-    config["quasi_identifiers"]["age"] = {"generate": "intervals", "widths": [5, 10, 20], "null": "unknown"}
-    job = job_from_dict(with_rest_insensitive(config), ADULT_DIR)
-    quadratic: list[tuple[str, list[str]]] = []
-    explained = 0
+@dataclasses.dataclass
+class Plans:
+    """What `explained` saw: how many statements it EXPLAINed, and the quadratic ones (statement, loops)."""
+
+    explained: int = 0
+    quadratic: list[tuple[str, list[str]]] = dataclasses.field(default_factory=list)
+
+
+@contextmanager
+def explained() -> Iterator[Plans]:
+    """EXPLAIN every SELECT (with ANALYZE: its real rows) and CREATE TABLE AS that runs on PostgreSQL meanwhile."""
+    plans = Plans()
 
     def explain(conn, cursor, statement, parameters, context, executemany) -> None:
-        nonlocal explained
         words = statement.lstrip().split(None, 4)
         select = words[0].upper() in ("SELECT", "WITH")
         created = words[0].upper() == "CREATE" and " AS " in statement.upper() and "TABLE" in statement.upper()[:40]
@@ -406,15 +392,102 @@ def test_no_verb_plans_a_nested_loop_over_large_inputs(pg_adult):
         options = "ANALYZE, FORMAT JSON" if select else "FORMAT JSON"
         cursor.execute(f"EXPLAIN ({options}) {statement}", parameters)
         [plan] = cursor.fetchone()[0]
-        explained += 1
+        plans.explained += 1
         if found := _nested_loops(plan["Plan"], select):
-            quadratic.append((statement[:200], found))
+            plans.quadratic.append((statement[:200], found))
 
     sa.event.listen(sa.engine.Engine, "before_cursor_execute", explain)
     try:
-        report = analyze(job, _options(schema))
-        anonymize(job, _options(schema))
+        yield plans
     finally:
         sa.event.remove(sa.engine.Engine, "before_cursor_execute", explain)
-    assert len(report.tables) > 1 and explained > 20
-    assert not quadratic, quadratic
+
+
+def _holes(url: str, schema: str, table: str = "holes", where: str = "TRUE") -> None:
+    """Adult's rows (those `where` keeps) with NULL ages for one race and a person key `pid`, analyzed."""
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f'CREATE TABLE "{schema}".{table} AS SELECT ROW_NUMBER() OVER () AS pid, * FROM "{schema}".adult; '
+            f"""UPDATE "{schema}".{table} SET age = NULL WHERE race = 'Other'; """
+            f'DELETE FROM "{schema}".{table} WHERE NOT ({where}); ANALYZE "{schema}".{table}'
+        )
+    engine.dispose()
+
+
+def _holes_config(url: str, schema: str, table: str = "holes", **extra: Any) -> dict[str, Any]:
+    """A hard shape: a QI with NULLs mapped by its hierarchy, many classes, suppression, an entropy criterion."""
+    qis = ["age", "education", "marital-status", "native-country", "workclass"]
+    config = adult_config(
+        url,
+        qis,
+        load_csv=False,
+        schema=schema,
+        table=table,
+        sensitive=["occupation"],
+        criteria={"k_anonymity": {"k": 5}, "entropy_l_diversity": {"attribute": "occupation", "l": 2}},
+        suppression={"limit": 0.02},
+        output={"table": f"{table}_anon"},
+        identifying=["pid"],
+        **extra,
+    )
+    config["quasi_identifiers"]["age"] = {"generate": "intervals", "widths": [5, 10, 20], "null": "unknown"}
+    return with_rest_insensitive(config)
+
+
+def test_no_verb_plans_a_nested_loop_over_large_inputs(pg_adult):
+    """Every statement a search, the metrics of every minimal node, their analysis and a publication run on a hard
+    shape (`_holes_config`) is EXPLAINed as it runs, SELECTs with ANALYZE (their real rows): none pairs two inputs
+    of thousands of rows in a nested loop, the plan PostgreSQL falls back to on IS NOT DISTINCT FROM or on guessed
+    sizes."""
+    url, schema = pg_adult
+    _holes(url, schema)
+    job = job_from_dict(_holes_config(url, schema), ADULT_DIR)
+    with explained() as plans:
+        report = analyze(job, _options(schema))
+        anonymize(job, _options(schema))
+    assert len(report.tables) > 1 and plans.explained > 20
+    assert not plans.quadratic, plans.quadratic
+
+
+def test_no_publication_or_analysis_of_a_table_plans_a_nested_loop(pg_adult, tmp_path: Path):
+    """The verbs around the search on the same hard shape, EXPLAINed alike: `apply` of a node to a batch, `audit`
+    and `analyze --table` of the published table, Mondrian, anatomy of two overlapping versions of the table
+    (pseudonymized persons), and the inference across those two releases."""
+    url, schema = pg_adult
+    _holes(url, schema)
+    _holes(url, schema, "holes_v2", "MOD(pid, 3) <> 0")
+    config = _holes_config(url, schema)
+    job = job_from_dict(config, ADULT_DIR)
+    key = tmp_path / "key"
+    key.write_text("0123456789abcdef0123456789abcdef")
+    anatomy = {**config, "identifying": {"pid": {"pseudonym": {"key_file": str(key)}}}}
+    del anatomy["criteria"], anatomy["suppression"]
+    anatomy["quasi_identifiers"] = list(config["quasi_identifiers"])  # published exact
+    with explained() as plans:
+        published = anonymize(job, _options(schema))
+        apply(job, "holes", node=published.node, output="holes_applied", options=_options(schema))
+        assert audit(job, "holes_anon", schema, _options(schema)).ok
+        analyze_table(job, "holes_anon", schema, _options(schema))
+        # Mondrian refuses NULL QIs: it partitions Adult itself
+        mondrian = {
+            **_holes_config(url, schema, "adult"),
+            "identifying": [],
+            "output": {"table": "adult_mondrian", "method": "mondrian"},
+            "suppression": {"limit": 0},
+        }
+        anonymize(job_from_dict(mondrian, ADULT_DIR), _options(schema))
+        for table in ("holes", "holes_v2"):
+            output = {"table": f"{table}_qi", "method": "anatomy", "l": 2}
+            anonymize(
+                job_from_dict({**anatomy, "source": {**config["source"], "table": table}, "output": output}, ADULT_DIR),
+                _options(schema),
+            )
+        series = [
+            {"name": name, "table": f"{name}_qi", "sensitive_table": f"{name}_qi_sensitive", "schema": schema}
+            for name in ("holes", "holes_v2")
+        ]
+        releases = {**anatomy, "releases": {"pseudonym": "pid", "series": series}, "inference": {"table": "inferred"}}
+        inference(job_from_dict(releases, ADULT_DIR), _options(schema))
+    assert plans.explained > 20
+    assert not plans.quadratic, plans.quadratic
