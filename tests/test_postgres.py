@@ -380,13 +380,15 @@ class Plans:
 
 @contextmanager
 def explained() -> Iterator[Plans]:
-    """EXPLAIN every SELECT (with ANALYZE: its real rows) and CREATE TABLE AS that runs on PostgreSQL meanwhile."""
+    """EXPLAIN every SELECT (with ANALYZE: its real rows), CREATE TABLE AS and INSERT ... SELECT (planned only) that
+    runs on PostgreSQL meanwhile."""
     plans = Plans()
 
     def explain(conn, cursor, statement, parameters, context, executemany) -> None:
         words = statement.lstrip().split(None, 4)
         select = words[0].upper() in ("SELECT", "WITH")
         created = words[0].upper() == "CREATE" and " AS " in statement.upper() and "TABLE" in statement.upper()[:40]
+        created = created or (words[0].upper() == "INSERT" and "SELECT" in statement.upper())
         if executemany or not (select or created) or conn.dialect.name != "postgresql":
             return
         options = "ANALYZE, FORMAT JSON" if select else "FORMAT JSON"
