@@ -2,18 +2,20 @@
 their ratio to that GROUP BY, on DuckDB and PostgreSQL (if reachable).
 
     python bench/bench_verbs.py [--hospital-rows 200000] [--no-postgres] [--repeat 3] [--metrics-nodes 64]
-                                [--verbs search,metrics,analyze,analyze-all,report,apply,anonymize]
-                                [--postgres-verbs ...]
+                                [--verbs search,metrics,...] [--postgres-verbs ...]
 
-Cases: Adult with the 8 QIs other than occupation, occupation sensitive, k=5 and entropy l=2, 2% suppression;
-hospital (../shared/tools/gen_hospital.py, QIs zip, birth_date, sex, race, marital_status; diagnosis
-sensitive), k=5, 2% suppression. Verbs, each a whole API call (its run record, star schema and cleanup
-included): the search; the metrics of --metrics-nodes passing nodes (one run for all of them: the table
+Cases: a survey-shaped table (20,190 of Adult's rows, 7 QIs, age in generated intervals with NULLs mapped,
+occupation sensitive, k=5 and entropy l=2, 2% suppression); Adult with the 8 QIs other than occupation, the
+same criteria; hospital (../shared/tools/gen_hospital.py, QIs zip, birth_date, sex, race, marital_status;
+diagnosis sensitive), k=5, 2% suppression. Verbs, each a whole API call (its run record, star schema and
+cleanup included): the search; the metrics of --metrics-nodes passing nodes (one run for all of them: the table
 grouped once into a packed cube, the nodes in batches from it; a selection by a metric reads every passing
 node); `analyze` of the first minimal node, and of every minimal node (one run, the same cube and batches);
 `report` (search, metrics, analysis, the HTML page); `apply` of the first minimal node to the source table as
 a batch (metrics, the refusal check, publication and its audit); `anonymize` (search, selection, publication,
-audit). Each figure is the median of --repeat calls.
+audit); `audit` and `analyze --table` of that output; Mondrian (no suppression; it refuses NULL QIs, and the
+table says so); anatomy (the QIs exact, l=2). The inference across releases is benchmarked at scale by
+bench_releases.py. Each figure is the median of --repeat calls.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+import sqlalchemy as sa
+
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_criteria import criteria_job
 from bench_hospital import QIS as HOSPITAL_QIS
@@ -35,9 +39,24 @@ from bench_hospital import dataset, load_hospital
 from bench_hospital import job as hospital_job
 from common import databases, group_by_seconds, print_table
 
-from sqlanon import RunOptions, analyze, anonymize, apply, load_job, node_metrics, report, search
+from sqlanon import (
+    RunOptions,
+    analyze,
+    analyze_table,
+    anonymize,
+    apply,
+    audit,
+    job_from_dict,
+    load_job,
+    node_metrics,
+    report,
+    search,
+)
 from sqlanon.criteria import criteria_from_config
-from sqlanon.model.job import Job, Output, Suppression
+from sqlanon.errors import SqlanonError
+from sqlanon.model.job import Job, Output, QuasiIdentifier, Suppression
+from sqlanon.publish.anatomy import Anatomy
+from sqlanon.publish.mondrian import MondrianMethod
 
 HERE = Path(__file__).parent
 ADULT = Path(str(resources.files("sqlanon.data").joinpath("adult", "adult.yaml")))
@@ -53,6 +72,31 @@ def adult_job(url: str) -> tuple[Job, list[str]]:
 def hospital(url: str, rows: int) -> tuple[Job, list[str]]:
     job = hospital_job(dataset(rows), url, 5, load=False)
     return on(dataclasses.replace(job, sensitive=["diagnosis"], insensitive=["cost"]), url, "hospital"), HOSPITAL_QIS
+
+
+SURVEY_ROWS = 20_190
+
+
+def survey(url: str) -> tuple[Job, list[str]]:
+    """A survey-shaped table: 20,190 of Adult's rows, 7 QIs, age in generated intervals with NULLs (one race's
+    ages removed) mapped by its hierarchy, occupation sensitive, k=5 and entropy l=2, 2% suppression."""
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE IF EXISTS survey")
+        conn.exec_driver_sql(f"CREATE TABLE survey AS SELECT * FROM adult LIMIT {SURVEY_ROWS}")
+        conn.exec_driver_sql("UPDATE survey SET age = NULL WHERE race = 'Other'")
+    engine.dispose()
+    qis = ["age", "education", "marital-status", "native-country", "workclass", "sex", "race"]
+    hierarchies = {q: {"hierarchy": f"hierarchies/{q}.csv"} for q in qis}
+    hierarchies["age"] = {"generate": "intervals", "widths": [5, 10, 20], "null": "unknown"}
+    config = {
+        "source": {"url": url, "table": "survey"},
+        "quasi_identifiers": hierarchies,
+        "sensitive": ["occupation"],
+        "insensitive": ["salary-class"],
+        "criteria": {"k_anonymity": {"k": 5}, "entropy_l_diversity": {"attribute": "occupation", "l": 2}},
+    }
+    return on(job_from_dict(config, ADULT.parent), url, "survey"), qis
 
 
 def on(job: Job, url: str, table: str) -> Job:
@@ -106,12 +150,45 @@ def measure(
             lambda: apply(job, table, node=node, output=f"{table}_bench_applied", options=options, replace=True),
         ),
         "anonymize": ("anonymize", lambda: anonymize(job, options, replace=True)),
+        "audit": ("audit of the output", lambda: audit(job, output, options=options)),
+        "analyze-table": ("analyze --table of the output", lambda: analyze_table(job, output, options=options)),
+        "mondrian": ("Mondrian", lambda: anonymize(mondrian(job), options, replace=True)),
+        "anatomy": ("anatomy, l=2", lambda: anonymize(anatomy(job), options, replace=True)),
     }
+    output = job.output.table if job.output else ""
+    if {"audit", "analyze-table"} & set(verbs):
+        anonymize(job, options, replace=True)  # the table they read
     for verb in verbs:
         label, action = actions[verb]
-        seconds = median_seconds(action, args.repeat)
+        try:
+            seconds = median_seconds(action, args.repeat)
+        except SqlanonError as refused:  # a method that cannot publish this shape says why, in one line
+            rows.append([case, database, label, f"refused: {str(refused)[:60]}...", "-"])
+            continue
         rows.append([case, database, label, seconds, seconds / group_by])
     rows.append([case, database, "one GROUP BY", group_by, 1.0])
+
+
+def mondrian(job: Job) -> Job:
+    """The job published by Mondrian (which suppresses nothing)."""
+    assert job.output is not None
+    method = Output(table=f"{job.output.table}_mondrian", method="mondrian", settings=MondrianMethod.parse({}))
+    return dataclasses.replace(job, output=method, suppression=Suppression(0))
+
+
+def anatomy(job: Job) -> Job:
+    """The job published by anatomy: the QIs exact, the first sensitive attribute bucketized, l = 2."""
+    assert job.output is not None
+    first, *others = job.sensitive
+    return dataclasses.replace(
+        job,
+        quasi_identifiers=[QuasiIdentifier(column=qi.column) for qi in job.quasi_identifiers],
+        criteria=[],
+        sensitive=[first],
+        insensitive=job.insensitive + others,
+        suppression=Suppression(0),
+        output=Output(table=f"{job.output.table}_anatomy", method="anatomy", settings=Anatomy.parse({"l": 2})),
+    )
 
 
 def main() -> None:
@@ -120,7 +197,7 @@ def main() -> None:
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--metrics-nodes", type=int, default=64)
-    verbs = "search,metrics,analyze,analyze-all,report,apply,anonymize"
+    verbs = "search,metrics,analyze,analyze-all,report,apply,anonymize,audit,analyze-table,mondrian,anatomy"
     parser.add_argument("--verbs", default=verbs)
     parser.add_argument("--postgres-verbs", default=verbs)
     args = parser.parse_args()
@@ -130,6 +207,7 @@ def main() -> None:
         search(dataclasses.replace(load_job(ADULT), source=dataclasses.replace(load_job(ADULT).source, url=url)))
         load_hospital(dataset(args.hospital_rows), url)
         verbs = (args.postgres_verbs if database == "postgresql" else args.verbs).split(",")
+        measure(rows, f"survey {SURVEY_ROWS:,}, NULLs", database, *survey(url), verbs, args)
         measure(rows, "adult 8 QIs", database, *adult_job(url), verbs, args)
         hospital_case = f"hospital {args.hospital_rows:,}"
         measure(rows, hospital_case, database, *hospital(url, args.hospital_rows), verbs, args)
