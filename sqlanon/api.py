@@ -362,9 +362,11 @@ def report(
         phases = Phases(options.progress, "report", 5)
         phases.step("searching")
         result = run_search(job, ctx)
-        chosen = select_node(job, ctx, result)
         phases.step("metrics of the minimal releases")
+        # before the selection, which reads them: the chosen node's figures come with the others' (one grouping
+        # of the table for all; the other way round, the chosen node alone cost a join of the table first)
         add_metrics(job, ctx, result, result.minimal)
+        chosen = select_node(job, ctx, result)
         phases.step("attacks and risk")
         tables = analyze_nodes(ctx, result.minimal, attribute, settings, result.metrics)
         phases.step("the chosen release's classes")
