@@ -210,16 +210,9 @@ class Mondrian:
         """Scratch tables of QI j's hierarchy: (value, code) of every value, and (level, node, label, leaves) of
         every node; returns the first."""
         values, nodes = self.scratch.ref(f"h{j}"), self._nodes_ref(j)
-        for ref, names in (
-            (values, [("value", "VARCHAR"), ("code", "BIGINT")]),
-            (nodes, [("level", "INTEGER"), ("node", "BIGINT"), ("label", "VARCHAR"), ("leaves", "BIGINT")]),
-        ):
-            self.scratch.create(
-                ref, "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {self.db.q(n)}" for n, t in names) + " LIMIT 0"
-            )
-        self.db.insert_rows(self.conn, values, ["value", "code"], list(codes.code.items()))
-        self.db.insert_rows(self.conn, nodes, ["level", "node", "label", "leaves"], codes.nodes())
-        self.scratch.statements += 2
+        self.scratch.create_from_rows(values, [("value", "VARCHAR"), ("code", "BIGINT")], list(codes.code.items()))
+        node_columns = [("level", "INTEGER"), ("node", "BIGINT"), ("label", "VARCHAR"), ("leaves", "BIGINT")]
+        self.scratch.create_from_rows(nodes, node_columns, codes.nodes())
         return values
 
     def _check_values(self, j: int, qi: MondrianQI) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -33,6 +33,12 @@ class Scratch:
         self.register(self.db.create_scratch(self.conn, self.names[ref], select, params))
         self.db.analyze(self.conn, ref)
         self.statements += 1
+
+    def create_from_rows(self, ref: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]) -> None:
+        """`ref` of (name, type) `columns` holding `rows` (computed in Python), analyzed once they are in."""
+        self.register(self.db.create_scratch_from_rows(self.conn, self.names[ref], columns, rows))
+        self.db.analyze(self.conn, ref)
+        self.statements += 2
 
     def replace(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
         """`ref` made anew from `select`, which may read `ref` itself."""
