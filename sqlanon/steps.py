@@ -141,7 +141,6 @@ def publish_node_of_run(
     job: Job, ctx: SearchContext, target: Target, result: SearchResult, node: tuple[int, ...], selection: str
 ) -> AnonymizeResult:
     """Write `node` (its metrics already in `result`) as the audited output, suppressing as the job says."""
-    ctx.progress("publish: starting", 0, 4)  # the last point where a cancel stops the run before anything is written
     plan = Publication(
         node=node,
         output=target.output,

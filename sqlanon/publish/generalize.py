@@ -83,7 +83,8 @@ def publish_generalization(
     progress: Progress = silent,
 ) -> AuditReport:
     """Create the generalized table for the plan's node and commit it only if the audit passes."""
-    phases = Phases(progress, "publish", 4)
+    phases = Phases(progress, "publish", 5)
+    phases.step("starting")  # the last point where a cancel stops the run before anything is written
     suppressing = plan.max_suppressed > 0 and any(level < d.height for d, level in zip(star.dimensions, plan.node))
     params: dict[str, object] = {}
     violating = generalize_sql.violating_classes(db, star, plan.node, criteria, params) if suppressing else None
