@@ -359,16 +359,13 @@ def report(
     check_report_path(out, replace, protected)  # before any work
     with lattice_run(job, options, "report") as run:
         ctx = run.ctx
-        phases = Phases(options.progress, "report", 5)
+        phases = Phases(options.progress, "report", 4)
         phases.step("searching")
         result = run_search(job, ctx)
-        phases.step("metrics of the minimal releases")
-        # before the selection, which reads them: the chosen node's figures come with the others' (one grouping
-        # of the table for all; the other way round, the chosen node alone cost a join of the table first)
-        add_metrics(job, ctx, result, result.minimal)
+        phases.step("attacks, risk and metrics")
+        # before the selection, which reads the metrics: the analysis computes them from its own class sums
+        tables = analyze_nodes(ctx, result.minimal, attribute, settings, result.metrics, job.sensitive)
         chosen = select_node(job, ctx, result)
-        phases.step("attacks and risk")
-        tables = analyze_nodes(ctx, result.minimal, attribute, settings, result.metrics)
         phases.step("the chosen release's classes")
         sizes, worst = chosen_classes(ctx, chosen, attribute)
         data = ReportData(
@@ -414,8 +411,10 @@ def analyze(
         else:
             result = run_search(job, ctx)
             nodes = result.minimal
-        add_metrics(job, ctx, result, nodes)
-        tables = analyze_nodes(ctx, nodes, attribute, settings, result.metrics, population_star(job, ctx), bayes)
+        if node is not None and not ctx.max_suppressed:  # a node given may fail the criteria (analyze_nodes)
+            add_metrics(job, ctx, result, nodes)
+        population = population_star(job, ctx)
+        tables = analyze_nodes(ctx, nodes, attribute, settings, result.metrics, job.sensitive, population, bayes)
         report = AnalysisReport(attribute, settings, tables)
         run.finish(report.summary())
     return report

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from sqlanon import RunOptions, analyze, analyze_table, anonymize
+from sqlanon import RunOptions, analyze, analyze_table, anonymize, node_metrics
 from sqlanon.analysis.attacks import AnalysisSettings
 from sqlanon.config import job_from_dict
 from sqlanon.errors import ConfigError, DataError
@@ -315,6 +315,11 @@ def test_every_minimal_release_agrees_with_pandas(adult_duck: str):
             "negative_disclosure_tuples": negative,
             "rho_breach_tuples": 0,
         }
+    # the metrics, computed from the analysis' own class sums, against the metrics' own batches (node_metrics)
+    nodes = [tuple(int(level) for level in table.label.split(",")) for table in report.tables]
+    separate = node_metrics(job, nodes)
+    for table, node in zip(report.tables, nodes):
+        assert {name: table.utility[name] for name in separate[node]} == pytest.approx(separate[node]), node
 
 
 def _leaves(hierarchy: Hierarchy, level: int) -> pd.Series:

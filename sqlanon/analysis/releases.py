@@ -26,6 +26,7 @@ from ..criteria import Criterion
 from ..engine import attacks as attack_sql
 from ..engine.checker import WaveChecker
 from ..engine.frequency import class_column, node_frequency_set
+from ..engine.metrics import MetricsEvaluator
 from ..engine.node_releases import ClassSums, NodeBatch, NodeReleases, population_sets
 from ..engine.star import StarSchema
 from ..errors import ConfigError, DataError
@@ -122,12 +123,17 @@ def analyze_nodes(
     attribute: str,
     settings: AnalysisSettings,
     metrics: dict[tuple[int, ...], dict[str, Any]],
+    job_sensitive: list[str],
     population_star: StarSchema | None = None,
     bayes: BayesSettings | None = None,
 ) -> list[TableAnalysis]:
     """Each node's release: its frequency set over `attribute`, minus the classes the criteria suppress (and,
     with `population_star`, the same node over the population for the journalist and marketer risks), with
-    its `metrics` and ARX's utility figures.
+    its metrics and ARX's utility figures. The metrics of nodes not yet in `metrics` are added to it, from the
+    same class sums (the frequency sets carry every sensitive attribute of the job, `job_sensitive`, which KL
+    divergence reads): a run that analyzes nodes does not group them a second time for their metrics. Without
+    a suppression limit, those nodes must satisfy the criteria, as minimal nodes do (metrics suppress the
+    classes that violate them, a release without a limit does not: steps.add_metrics gives any other node's).
 
     The table is grouped once into a packed cube (engine.checker), and the nodes are analyzed in batches from
     it (engine.node_releases): a few statements per batch, however many nodes it holds."""
@@ -135,7 +141,7 @@ def analyze_nodes(
         return []
     criteria = ctx.criteria if ctx.max_suppressed else []
     read = [attribute] + [a for c in criteria for a in c.sensitive_attributes()]
-    star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(read)))
+    star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + job_sensitive + read)))
     analyses: dict[tuple[int, ...], TableAnalysis] = {}
     # the scratch tables are dropped when the statements succeeded; after an error the caller's rollback takes
     # them (a DROP there would fail in an aborted transaction and hide the error)
@@ -145,15 +151,32 @@ def analyze_nodes(
         population = _cube(cleanup, ctx, population_star, [], frozenset(), POPULATION_CUBE) if population_star else None
         releases = NodeReleases(checker, criteria, suppress=bool(ctx.max_suppressed), attribute=attribute)
         cleanup.callback(releases.close)
+        evaluator = _metrics(ctx, star, checker, need=[node for node in nodes if node not in metrics])
         done = 0
         for number, batch_nodes in enumerate(releases.batches(nodes)):
             ctx.progress("analysis", done, len(nodes))
             with releases.batch(batch_nodes, f"{ctx.run.run_id}_{number}") as batch:
-                analyses.update(_analyze_batch(ctx, releases, batch, settings, metrics, population, bayes))
+                analyses.update(_analyze_batch(ctx, releases, batch, settings, metrics, evaluator, population, bayes))
             done += len(batch_nodes)
         ctx.progress("analysis", done, len(nodes))
         cleanup.close()
     return [analyses[node] for node in nodes]
+
+
+def _metrics(
+    ctx: SearchContext, star: StarSchema, checker: WaveChecker, need: list[tuple[int, ...]]
+) -> MetricsEvaluator | None:
+    """The metrics of the analyzed nodes, from the analysis' class sums (None: every node has its metrics)."""
+    if not need:
+        return None
+    cells = ctx.cells_terms.get(frozenset(star.sensitive))
+    return MetricsEvaluator(
+        conn=ctx.conn,
+        star=star,
+        criteria=ctx.criteria,
+        run=ctx.run,
+        cells_term=checker.cells_term() if cells is None else cells,
+    )
 
 
 def _cube(
@@ -185,6 +208,7 @@ def _analyze_batch(
     batch: NodeBatch,
     settings: AnalysisSettings,
     metrics: dict[tuple[int, ...], dict[str, Any]],
+    evaluator: MetricsEvaluator | None,
     population: WaveChecker | None,
     bayes: BayesSettings | None,
 ) -> dict[tuple[int, ...], TableAnalysis]:
@@ -202,8 +226,11 @@ def _analyze_batch(
     audits = releases.bayes_sums(batch, dataclasses.asdict(bayes or BayesSettings()))
     found = {}
     for (j,), analysis in analyses.items():
-        node = batch.nodes[j]
-        analysis.utility = {**metrics[node], **arx_utility(analysis, sums.get(j, ClassSums()), len(node))}
+        node, node_sums = batch.nodes[j], sums.get(j, ClassSums())
+        if node not in metrics:
+            assert evaluator is not None, "the nodes without metrics have an evaluator"
+            metrics[node] = evaluator.figures(node, node_sums)
+        analysis.utility = {**metrics[node], **arx_utility(analysis, node_sums, len(node))}
         analysis.bayes = dict(zip(DISCLOSURES, audits.get(j, (0, 0, 0))))
         found[node] = analysis
     return found

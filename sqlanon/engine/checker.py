@@ -160,6 +160,15 @@ class WaveChecker:
             parts[key].append(f"CAST({code} AS BIGINT) * {1 << offset}")
         return [" + ".join(p) for p in parts]
 
+    def attribute_keys(self, attr: int) -> list[str]:
+        """Per key column: the fields of attribute `attr` only, read from its dimension (d<attr>), shifted into
+        place (0 where the column holds none of them)."""
+        parts: list[list[str]] = [[] for _ in range(self.layout.keys)]
+        for f, key, offset in zip(self.fields, self.layout.key_of, self.layout.offset):
+            if f.attr == attr:
+                parts[key].append(f"CAST(d{f.attr}.p{f.piece} AS BIGINT) * {1 << offset}")
+        return [" + ".join(p) or "0" for p in parts]
+
     def masks(self, node: tuple[int, ...]) -> list[int]:
         """Per key column: the bits that name the node's classes (-1 in `node`: the attribute left out)."""
         masks = [0] * self.layout.keys

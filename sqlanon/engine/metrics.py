@@ -93,7 +93,7 @@ class MetricsEvaluator:
             for number, batch_nodes in enumerate(releases.batches(nodes)):
                 with releases.batch(batch_nodes, f"m{self.run.run_id}_{number}") as batch:
                     for j, sums in releases.class_sums(batch).items():
-                        found[batch_nodes[j]] = self._figures(batch_nodes[j], sums)
+                        found[batch_nodes[j]] = self.figures(batch_nodes[j], sums)
                 progress(len(found), len(nodes))
         return found
 
@@ -104,7 +104,9 @@ class MetricsEvaluator:
             self._cells_term = self._batches().checker.cells_term()
         return self._cells_term
 
-    def _figures(self, node: Levels, sums: ClassSums) -> dict[str, Any]:
+    def figures(self, node: Levels, sums: ClassSums) -> dict[str, Any]:
+        """The node's metrics from its class sums (over frequency sets carrying every sensitive attribute of the
+        star, the classes that violate the criteria suppressed), computed here or by another batch of the run."""
         n, classes, suppressed = self.rows, sums.classes, sums.suppressed
         released = n - suppressed
         average = released / classes if classes else None

@@ -12,18 +12,15 @@ batch's nodes. Classes are integer keys joined by equality, so every join hashes
 
 Class keys name a class by the path codes of its values; ARX's loss needs each class's area per attribute (the
 hierarchy leaves under its value), which a small lookup table gives per (attribute, level, masked key bits),
-computed from the hierarchies in Python. The audit's figures are a person's whatever the node (see
+computed from the dimension tables once. The audit's figures are a person's whatever the node (see
 `person_figures`): stored once per level-0 cell, summed per node over the cells it releases.
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from ..criteria import Criterion
 from ..criteria.view import count_sum, share, sum_c_ln_c
@@ -154,42 +151,33 @@ class NodeReleases:
         """The lookup of the areas of values, stored once: per attribute, level and masked key bits (m..) of a
         value at that level, ARX's certainty penalty (leaves under it - 1) / (leaves of the hierarchy - 1) as
         `weight`, and the log of the leaves under it as `ln_area` (KL divergence). Only the levels of the nodes
-        batched, above 0 (a value at level 0 is one leaf: weight 0, ln_area 0, what a missing row reads as)."""
+        batched, above 0 (a value at level 0 is one leaf: weight 0, ln_area 0, what a missing row reads as).
+        One statement over the dimension tables (a row per leaf): each leaf's path code placed in the key
+        columns as the cube places it, masked at each level; the leaves sharing masked bits are the area of the
+        value they name."""
         if self._areas is None:
-            keys = [(f"m{k}", "BIGINT") for k in range(self.checker.layout.keys)]
-            columns = [("attr", "INTEGER"), ("level", "INTEGER"), *keys]
-            columns += [("weight", "DOUBLE PRECISION"), ("ln_area", "DOUBLE PRECISION")]
-            rows = [row for d in self.checker.star.dimensions for row in self._area_rows(d.attr)]
-            ref = self.db.create_scratch_from_rows(self.conn, self._name("areas"), columns, rows)
-            self.db.analyze(self.conn, ref)
-            self._areas = ref
+            parts = [self._area_select(attr, level) for attr, level in sorted(self._levels)]
+            if not parts:  # every node at level 0: an empty lookup of the same columns
+                parts = [self._area_select(0, 0) + " LIMIT 0"]
+            self._areas = self.db.create_scratch(self.conn, self._name("areas"), " UNION ALL ".join(parts))
+            self.db.analyze(self.conn, self._areas)
+            self.statements += 1
         return self._areas
 
-    def _area_rows(self, attr: int) -> Iterator[tuple[Any, ...]]:
-        """The lookup's rows of one attribute: its leaves' path codes placed in the key columns, masked at each
-        level; the leaves sharing masked bits are the area of the value they name."""
-        checker, levels = self.checker, sorted(level for a, level in self._levels if a == attr)
-        if not levels:
-            return
-        dimension = checker.star.dimensions[attr]
-        codes, keys = dimension.hierarchy.path_codes, range(checker.layout.keys)
-        fields = [
-            (f.piece, key, offset)
-            for f, key, offset in zip(checker.fields, checker.layout.key_of, checker.layout.offset)
-            if f.attr == attr
+    def _area_select(self, attr: int, level: int) -> str:
+        """The lookup's rows of one attribute at one level, from its dimension table."""
+        dimension, masks = self.checker.star.dimensions[attr], self.checker.attribute_masks(attr, level)
+        masked = [
+            f"CAST(({key}) & CAST({mask} AS BIGINT) AS BIGINT)"
+            for key, mask in zip(self.checker.attribute_keys(attr), masks)
         ]
-        placed = []
-        for leaf in codes.code:
-            bits, pieces = [0] * len(keys), codes.piece_codes(leaf)
-            for piece, key, offset in fields:
-                bits[key] |= pieces[piece] << offset
-            placed.append(bits)
         leaves = max(len(dimension.hierarchy.paths) - 1, 1)
-        for level in levels:
-            masks = checker.attribute_masks(attr, level)
-            areas = Counter(tuple(bits[k] & masks[k] for k in keys) for bits in placed)
-            for masked, area in areas.items():
-                yield (attr, level, *masked, (area - 1) / leaves, math.log(area))
+        area = "CAST(COUNT(*) AS DOUBLE PRECISION)"
+        columns = ", ".join(f"{m} AS m{k}" for k, m in enumerate(masked))
+        return (
+            f"SELECT * FROM (SELECT {attr} AS attr, {level} AS level, {columns}, ({area} - 1) / {leaves} AS weight, "
+            f"LN({area}) AS ln_area FROM {dimension.table} d{attr} GROUP BY {', '.join(masked)}) a{attr}_{level}"
+        )
 
     def class_sums(self, batch: NodeBatch) -> dict[int, ClassSums]:
         """Per node of the batch, its ClassSums: one statement, and one more for the suppressed tuples."""
