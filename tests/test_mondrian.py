@@ -64,20 +64,21 @@ def _config(url: str, tmp_path: Path, criteria: dict, **output) -> dict:
 
 
 def oracle(
-    rows: list[tuple[int, int, str, str]], k: int, l: int = 1, relaxed: bool = False
+    rows: list[tuple[int, int, str, str]], k: int, l: int = 1, relaxed: bool = False, cities: dict[str, str] = CITIES
 ) -> dict[int, tuple[str, str]]:
     """Strict (or relaxed) Mondrian in memory, recursively: per partition, the widest QI whose cut leaves every
-    part with >= k rows (and >= l diseases); age at its lower median, city down its hierarchy."""
+    part with >= k rows (and >= l diseases); age at its lower median, city down its hierarchy (`cities`: each
+    city's region)."""
     leaves = {
-        "*": len(CITIES),
-        **{r: sum(1 for v in CITIES.values() if v == r) for r in set(CITIES.values())},
-        **dict.fromkeys(CITIES, 1),
+        "*": len(cities),
+        **{r: sum(1 for v in cities.values() if v == r) for r in set(cities.values())},
+        **dict.fromkeys(cities, 1),
     }
     span = max(r[1] for r in rows) - min(r[1] for r in rows)
     out: dict[int, tuple[str, str]] = {}
 
     def city_at(city: str, level: int) -> str:
-        return [city, CITIES[city], "*"][level]
+        return [city, cities[city], "*"][level]
 
     def ok(part: list) -> bool:
         return len(part) >= k and len({r[3] for r in part}) >= l
@@ -100,7 +101,7 @@ def oracle(
             for r in part:
                 children.setdefault(city_at(r[2], level - 1), []).append(r)
             if len(children) > 1:
-                found.append((leaves[city_at(part[0][2], level)] / len(CITIES), 1, list(children.values())))
+                found.append((leaves[city_at(part[0][2], level)] / len(cities), 1, list(children.values())))
         return found
 
     def split(part: list, level: int) -> None:
@@ -181,6 +182,37 @@ def test_every_criterion_holds_on_the_output(duck_url: str, tmp_path: Path) -> N
     # anonymize publishes by the job's method: here the same partitioning again
     again = anonymize(job_from_dict(_config(duck_url, tmp_path, criteria)), replace=True)
     assert isinstance(again, MondrianReport) and again.rows == report.rows and again.audit.ok
+
+
+def test_null_values_a_hierarchy_maps_are_partitioned_like_any_other(duck_url: str, tmp_path: Path) -> None:
+    """NULL cities, mapped by the hierarchy's empty line (in region North), against the in-memory Mondrian with
+    the empty city as one more leaf: a partition of NULLs only publishes NULL, as a generalization's level 0
+    does. Unmapped, or in a QI cut as a number, NULLs are refused with the fix."""
+    rng = random.Random(11)
+    cities = {**CITIES, "": "North"}
+    rows = [(i, rng.randint(20, 60), rng.choice(list(cities)), rng.choice(DISEASES)) for i in range(120)]
+    _store_people(duck_url, "people", [(p, a, c or None, d) for p, a, c, d in rows])  # type: ignore[misc]
+    config = _config(duck_url, tmp_path, {"k_anonymity": {"k": 3}})
+    _cli_error(tmp_path, config, "map NULL in its hierarchy", duck_url)
+    hierarchy = Path(config["quasi_identifiers"]["city"])
+    hierarchy.write_text(hierarchy.read_text() + ";North;*\n")
+    report = partition(job_from_dict(config))
+    expected = oracle(rows, 3, cities=cities)
+    engine = sa.create_engine(duck_url)
+    with engine.connect() as conn:
+        published = sorted(conn.exec_driver_sql("SELECT age, COALESCE(city, '(NULL)'), disease FROM people_mondrian"))
+    engine.dispose()
+    shown = {"": "(NULL)"}
+    assert [tuple(r) for r in published] == sorted(
+        (expected[r[0]][0], shown.get(expected[r[0]][1], expected[r[0]][1]), r[3]) for r in rows
+    )
+    assert ("(NULL)" in {r[1] for r in published}) and report.audit.ok
+    engine = sa.create_engine(duck_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE people SET age = NULL WHERE pid = 3")
+    engine.dispose()
+    config["output"]["table"] = "people_mondrian_again"
+    _cli_error(tmp_path, config, "give it a hierarchy that maps NULL", duck_url)
 
 
 def test_means_instead_of_ranges(duck_url: str, tmp_path: Path) -> None:

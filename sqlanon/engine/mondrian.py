@@ -125,6 +125,7 @@ class Mondrian:
         self.categorical = [j for j, qi in enumerate(qis) if not qi.numeric]  # those cut along their hierarchy
         self.spans: dict[int, float] = {}
         self.codes: dict[int, PathCodes] = {}  # categorical QIs' path codes
+        self.with_nulls: set[int] = set()  # categorical QIs with NULLs, which their hierarchies map
         self.cuttable: list[int] = []  # the QIs some open partition can cut (this round)
         self.open_parts = self.sorted_parts = 1  # partitions after the last round; when the rows were last sorted
         self.ids = "BIGINT"  # the SQL type of row and partition numbers (narrower once the rows are counted)
@@ -146,8 +147,9 @@ class Mondrian:
         self.scratch.drop_all()
 
     def prepare(self) -> int:
-        """The work table (checked: numeric QIs are numbers, categorical values are in their hierarchies, no
-        NULL QI), every hierarchy node's code, label and leaves, and one partition holding every row."""
+        """The work table (checked: numeric QIs are numbers, categorical values are in their hierarchies, NULLs
+        only where a hierarchy maps them), every hierarchy node's code, label and leaves, and one partition
+        holding every row."""
         db, q = self.db, self.db.q
         labels, joins = [], []
         for j, qi in enumerate(self.qis):
@@ -163,7 +165,9 @@ class Mondrian:
                     f"codes ({self.codes[j].bits} bits); give it fewer values per node"
                 )
             mapping = self._code_tables(j, self.codes[j])
-            joins.append(f"JOIN {mapping} h{j} ON h{j}.value = CAST({value} AS VARCHAR)")
+            text = f"CAST({value} AS VARCHAR)"
+            key = f"COALESCE({text}, '')" if qi.tree.maps_null else text  # a NULL is the hierarchy's empty line
+            joins.append(f"JOIN {mapping} h{j} ON h{j}.value = {key}")
             labels.append(f"CAST(h{j}.code AS {_integer(self.codes[j].bits)}) AS c{j}")
         # the rows as they are, numbered, apart: each round rewrites only the narrow work table (rid, partition,
         # QI codes, the sensitive columns the criteria read; 1M hospital rows: 0.8 s of 2 s a round otherwise).
@@ -217,12 +221,26 @@ class Mondrian:
 
     def _check_values(self, j: int, qi: MondrianQI) -> None:
         db, column = self.db, self.db.q(qi.column)
-        nulls = db.execute(self.conn, f"SELECT COUNT(*) FROM {self.source} WHERE {column} IS NULL").scalar_one()
-        if nulls:
+        nulls, empty = db.execute(
+            self.conn,
+            f"SELECT COUNT(*) - COUNT({column}), COUNT(CASE WHEN CAST({column} AS VARCHAR) = '' THEN 1 END) "
+            f"FROM {self.source}",
+        ).one()
+        if nulls and (qi.numeric or not qi.tree.maps_null):
+            how = "give it a hierarchy that maps NULL" if qi.numeric else "map NULL in its hierarchy"
             raise DataError(
-                f"quasi-identifier {qi.column!r} is NULL in {nulls} row(s); Mondrian places every "
-                "row in a partition by its values: fill them in or remove those rows first"
+                f"quasi-identifier {qi.column!r} is NULL in {nulls} row(s); Mondrian places every row in a "
+                f"partition by its values: {how} (a line whose value is empty, or `null: LABEL` for a generated "
+                "one), fill them in, or remove those rows first"
             )
+        if nulls and empty:
+            raise DataError(
+                f"quasi-identifier {qi.column!r} holds both NULL ({nulls} rows) and empty strings ({empty} rows), "
+                "and its hierarchy's empty line maps both: make them one value in the table (e.g. NULL), or give "
+                "empty strings a non-empty value"
+            )
+        if nulls:
+            self.with_nulls.add(j)
         if qi.numeric:
             bad = db.execute(
                 self.conn,
@@ -546,7 +564,9 @@ class Mondrian:
         ]  # (PostgreSQL's AVG of integers is a NUMERIC, printed with 16 decimals)
         figures += [f"MIN(e.c{j}) AS low{j}" for j in self.categorical]  # any row's code has the partition's node
         grouped = f"SELECT e.part, {', '.join(figures)} FROM {self.done} e GROUP BY e.part"
-        published = [self.published_qi(j, qi, mean) + f" AS q{j}" for j, qi in enumerate(self.qis)]
+        published = [
+            self.published_qi(j, qi, mean, j in self.with_nulls) + f" AS q{j}" for j, qi in enumerate(self.qis)
+        ]
         nodes = " ".join(
             f"JOIN {self._nodes_ref(j)} n{j} ON n{j}.level = p.lev{j} AND n{j}.node = "
             f"{self._node(j, f'g.low{j}', f'p.lev{j}')}"
@@ -557,10 +577,14 @@ class Mondrian:
         )
 
     @staticmethod
-    def published_qi(j: int, qi: MondrianQI, mean: bool) -> str:
-        """The published text of QI j from its partition's figures (`g`: low, high, mean, node)."""
+    def published_qi(j: int, qi: MondrianQI, mean: bool, nulls: bool = False) -> str:
+        """The published text of QI j from its partition's figures (`g`: low, high, mean, node). A partition of
+        NULLs only, at level 0 of a hierarchy that maps them (`nulls`: the column has some, so no empty string),
+        publishes NULL, as a generalization's level 0 does."""
         if not qi.numeric:
-            return f"n{j}.label"
+            return (
+                f"CASE WHEN p.lev{j} = 0 AND n{j}.label = '' THEN NULL ELSE n{j}.label END" if nulls else f"n{j}.label"
+            )
         if mean:
             return f"CAST(g.mean{j} AS VARCHAR)"
         low, high = _number_text(f"g.low{j}"), _number_text(f"g.high{j}")
