@@ -1,31 +1,41 @@
 """The verbs around the search, each beside one GROUP BY of the table's QIs measured in the same run: seconds and
-their ratio to that GROUP BY, on DuckDB and PostgreSQL (if reachable).
+their ratio to that GROUP BY, on DuckDB, PostgreSQL (if reachable) and, with --spark, Spark local.
 
     python bench/bench_verbs.py [--hospital-rows 200000] [--no-postgres] [--repeat 3] [--metrics-nodes 64]
-                                [--verbs search,metrics,...] [--postgres-verbs ...]
+                                [--verbs search,metrics,...] [--postgres-verbs ...] [--spark [--spark-verbs ...]]
+                                [--cases survey,adult,hospital]
 
-Cases: a survey-shaped table (20,190 of Adult's rows, 7 QIs, age in generated intervals with NULLs mapped,
-occupation sensitive, k=5 and entropy l=2, 2% suppression); Adult with the 8 QIs other than occupation, the
-same criteria; hospital (../shared/tools/gen_hospital.py, QIs zip, birth_date, sex, race, marital_status;
-diagnosis sensitive), k=5, 2% suppression. Verbs, each a whole API call (its run record, star schema and
-cleanup included): the search; the metrics of --metrics-nodes passing nodes (one run for all of them: the table
-grouped once into a packed cube, the nodes in batches from it; a selection by a metric reads every passing
-node); `analyze` of the first minimal node, and of every minimal node (one run, the same cube and batches);
-`report` (search, metrics, analysis, the HTML page); `apply` of the first minimal node to the source table as
-a batch (metrics, the refusal check, publication and its audit); `anonymize` (search, selection, publication,
-audit); `audit` and `analyze --table` of that output; Mondrian (no suppression; it refuses NULL QIs, and the
-table says so); anatomy (the QIs exact, l=2). The inference across releases is benchmarked at scale by
-bench_releases.py. Each figure is the median of --repeat calls.
+An empty list of verbs leaves that engine out (--verbs '' measures PostgreSQL alone).
+
+Cases: a survey-shaped table (the first 20,190 of Adult's rows by every column, 7 QIs, age in generated
+intervals with NULLs mapped, occupation sensitive, k=5 and entropy l=2, 2% suppression); Adult with the 8 QIs
+other than occupation, the same criteria; hospital (../shared/tools/gen_hospital.py, QIs zip, birth_date, sex,
+race, marital_status; diagnosis sensitive), k=5, 2% suppression. Verbs, each a whole API call (its run record,
+star schema and cleanup included): the search; the metrics of --metrics-nodes passing nodes (one run for all of
+them: the table grouped once into a packed cube, the nodes in batches from it; a selection by a metric reads
+every passing node); `analyze` of the first minimal node, and of every minimal node (one run, the same cube and
+batches); `report` (search, metrics, analysis, the HTML page); `apply` of the first minimal node to the source
+table as a batch (metrics, the refusal check, publication and its audit); `anonymize` (search, selection,
+publication, audit); `audit` and `analyze --table` of that output; Mondrian (no suppression; it refuses NULL
+QIs, and the table says so); anatomy (the QIs exact, l=2). The inference across releases is benchmarked at scale
+by bench_releases.py. Each figure is the median of --repeat calls.
+
+A second table checks that the engines agree on the same job: the minimal releases, every figure of the
+analysis of each (attacks, risk, metrics, the Bayes-optimal audit; floats to 9 digits), and the rows `anonymize`
+and `apply` published (QIs and the first sensitive attribute, grouped in the database and compared as
+multisets of texts).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -52,6 +62,7 @@ from sqlanon import (
     report,
     search,
 )
+from sqlanon.analysis.attacks import AnalysisReport
 from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import SqlanonError
 from sqlanon.model.job import Job, Output, QuasiIdentifier, Suppression
@@ -61,6 +72,7 @@ from sqlanon.publish.mondrian import MondrianMethod
 HERE = Path(__file__).parent
 ADULT = Path(str(resources.files("sqlanon.data").joinpath("adult", "adult.yaml")))
 LIMIT = 0.02
+Figures = dict[str, object]  # what every engine must agree on, by name
 
 
 def adult_job(url: str) -> tuple[Job, list[str]]:
@@ -81,10 +93,17 @@ def survey(url: str) -> tuple[Job, list[str]]:
     """A survey-shaped table: 20,190 of Adult's rows, 7 QIs, age in generated intervals with NULLs (one race's
     ages removed) mapped by its hierarchy, occupation sensitive, k=5 and entropy l=2, 2% suppression."""
     engine = sa.create_engine(url)
-    with engine.begin() as conn:
+    with engine.begin() as conn:  # no UPDATE: Spark's tables have none
+        columns = list(conn.exec_driver_sql("SELECT * FROM adult LIMIT 0").keys())
+        quoted = [f'"{c}"' for c in columns]
+        ages = [
+            "CASE WHEN race = 'Other' THEN NULL ELSE age END AS age" if c == "age" else q
+            for c, q in zip(columns, quoted)
+        ]
+        # the same rows on every engine: the first ones in the order of every column
+        first = f"SELECT * FROM adult ORDER BY {', '.join(quoted)} LIMIT {SURVEY_ROWS}"
         conn.exec_driver_sql("DROP TABLE IF EXISTS survey")
-        conn.exec_driver_sql(f"CREATE TABLE survey AS SELECT * FROM adult LIMIT {SURVEY_ROWS}")
-        conn.exec_driver_sql("UPDATE survey SET age = NULL WHERE race = 'Other'")
+        conn.exec_driver_sql(f"CREATE TABLE survey AS SELECT {', '.join(ages)} FROM ({first}) a")
     engine.dispose()
     qis = ["age", "education", "marital-status", "native-country", "workclass", "sex", "race"]
     hierarchies = {q: {"hierarchy": f"hierarchies/{q}.csv"} for q in qis}
@@ -108,13 +127,53 @@ def on(job: Job, url: str, table: str) -> Job:
     )
 
 
-def median_seconds(action: Callable[[], object], repeat: int) -> float:
-    seconds = []
+def median_seconds(action: Callable[[], object], repeat: int) -> tuple[float, object]:
+    """The median seconds of `repeat` calls, and the last call's result."""
+    seconds, result = [], None
     for _ in range(repeat):
         started = time.perf_counter()
-        action()
+        result = action()
         seconds.append(time.perf_counter() - started)
-    return statistics.median(seconds)
+    return statistics.median(seconds), result
+
+
+def rounded(value: object) -> object:
+    """A figure as engines agree on it: floats to 9 significant digits (sums of logs differ in the last bits)."""
+    if isinstance(value, float):
+        return float(f"{value:.9g}")
+    if isinstance(value, dict):
+        return {key: rounded(v) for key, v in sorted(value.items())}
+    if isinstance(value, list | tuple):
+        return [rounded(v) for v in value]
+    return value
+
+
+def published_rows(url: str, table: str, columns: list[str]) -> Counter[tuple[str, ...]]:
+    """The table's rows over `columns` as a multiset of texts: grouped in the database (a row per distinct
+    row), the groups fetched to compare engines."""
+    engine = sa.create_engine(url)
+    quoted = ", ".join(f'"{c}"' for c in columns)
+    with engine.connect() as conn:
+        groups = conn.exec_driver_sql(f"SELECT {quoted}, COUNT(*) FROM {table} GROUP BY {quoted}").all()
+    engine.dispose()
+    return Counter({tuple("" if v is None else str(v) for v in row[:-1]): int(row[-1]) for row in groups})
+
+
+def fingerprints(job: Job, qis: list[str], minimal: list[tuple[int, ...]], results: dict[str, object]) -> Figures:
+    """What every engine must agree on for the same job: the minimal releases, the analysis' figures and
+    metrics of each, and the rows `anonymize` and `apply` published (QIs and sensitive values)."""
+    found: Figures = {"minimal releases": sorted(minimal)}
+    analysis = results.get("analyze-all")
+    if isinstance(analysis, AnalysisReport):
+        found["analysis of every minimal release"] = [rounded(t.to_dict()) for t in analysis.tables]
+    columns = qis + job.sensitive[:1]
+    for verb, table in (
+        ("anonymize", job.output.table if job.output else ""),
+        ("apply", f"{job.source.table}_bench_applied"),
+    ):
+        if verb in results:
+            found[f"rows {verb} published"] = published_rows(job.source.url, table, columns)
+    return found
 
 
 def measure(
@@ -125,7 +184,8 @@ def measure(
     qis: list[str],
     verbs: list[str],
     args: argparse.Namespace,
-) -> None:
+) -> Figures:
+    """The verbs' rows of the table, and what the engines must agree on (`fingerprints`)."""
     options = RunOptions(db_url=job.source.url)
     table = job.source.table
     out = Path(tempfile.gettempdir()) / f"bench_verbs_{case.split()[0]}_{database}.html"
@@ -158,15 +218,35 @@ def measure(
     output = job.output.table if job.output else ""
     if {"audit", "analyze-table"} & set(verbs):
         anonymize(job, options, replace=True)  # the table they read
+    results: dict[str, object] = {}
     for verb in verbs:
         label, action = actions[verb]
         try:
-            seconds = median_seconds(action, args.repeat)
+            seconds, results[verb] = median_seconds(action, args.repeat)
         except SqlanonError as refused:  # a method that cannot publish this shape says why, in one line
             rows.append([case, database, label, f"refused: {str(refused)[:60]}...", "-"])
             continue
         rows.append([case, database, label, seconds, seconds / group_by])
+        if verb == "anonymize":  # its publication: the selection, the write and the independent audit
+            published = seconds - results[verb].search.stats.seconds  # type: ignore[attr-defined]
+            label = "  after its search (selection, write, audit)"
+            rows.append([case, database, label, published, published / group_by])
     rows.append([case, database, "one GROUP BY", group_by, 1.0])
+    return fingerprints(job, qis, result.minimal, results)
+
+
+def agreement(found: dict[str, dict[str, Figures]]) -> list[list[object]]:
+    """Per case and figure: the engines that agree with the first one, and those that differ."""
+    rows: list[list[object]] = []
+    for case, by_engine in found.items():
+        (first, reference), *others = by_engine.items()
+        for name, value in reference.items():
+            compared = [engine for engine, figures in others if name in figures]
+            differ = [engine for engine in compared if by_engine[engine][name] != value]
+            same = [engine for engine in compared if engine not in differ]
+            verdict = "DIFFERS on " + ", ".join(differ) if differ else ("same" if same else "one engine")
+            rows.append([case, name, ", ".join([first, *same]), verdict])
+    return rows
 
 
 def mondrian(job: Job) -> Job:
@@ -200,22 +280,39 @@ def main() -> None:
     verbs = "search,metrics,analyze,analyze-all,report,apply,anonymize,audit,analyze-table,mondrian,anatomy"
     parser.add_argument("--verbs", default=verbs)
     parser.add_argument("--postgres-verbs", default=verbs)
+    parser.add_argument("--spark", action="store_true", help="Spark local too (needs pyspark and a Java runtime)")
+    parser.add_argument("--spark-verbs", default=verbs)
+    parser.add_argument("--spark-cores", type=int, default=2)
+    parser.add_argument("--cases", default="survey,adult,hospital")
     args = parser.parse_args()
     targets = databases("verbs.duckdb", not args.no_postgres)
+    if args.spark:
+        warehouse = HERE / "out" / "warehouse_verbs"
+        shutil.rmtree(warehouse, ignore_errors=True)
+        targets.append(("spark", f"spark://local[{args.spark_cores}]?warehouse={warehouse}"))
     rows: list[list[object]] = []
+    found: dict[str, dict[str, Figures]] = {}
     for database, url in targets:
+        verbs = {"postgresql": args.postgres_verbs, "spark": args.spark_verbs}.get(database, args.verbs)
+        if not verbs:  # --verbs '': this engine left out
+            continue
         search(dataclasses.replace(load_job(ADULT), source=dataclasses.replace(load_job(ADULT).source, url=url)))
         load_hospital(dataset(args.hospital_rows), url)
-        verbs = (args.postgres_verbs if database == "postgresql" else args.verbs).split(",")
-        measure(rows, f"survey {SURVEY_ROWS:,}, NULLs", database, *survey(url), verbs, args)
-        measure(rows, "adult 8 QIs", database, *adult_job(url), verbs, args)
-        hospital_case = f"hospital {args.hospital_rows:,}"
-        measure(rows, hospital_case, database, *hospital(url, args.hospital_rows), verbs, args)
+        cases = {
+            "survey": (f"survey {SURVEY_ROWS:,}, NULLs", lambda: survey(url)),
+            "adult": ("adult 8 QIs", lambda: adult_job(url)),
+            "hospital": (f"hospital {args.hospital_rows:,}", lambda: hospital(url, args.hospital_rows)),
+        }
+        for name in args.cases.split(","):
+            case, make = cases[name]
+            job, qis = make()
+            found.setdefault(case, {})[database] = measure(rows, case, database, job, qis, verbs.split(","), args)
     print_table(
         f"Verbs, median of {args.repeat} (seconds, and ratio to one GROUP BY of the QIs)",
         ["case", "database", "verb", "seconds", "x GROUP BY"],
         rows,
     )
+    print_table("The same job on every engine", ["case", "figures", "engines", "verdict"], agreement(found))
 
 
 if __name__ == "__main__":

@@ -281,7 +281,9 @@ def build_star_schema(
     rows = db.count_rows(conn, source)
     if rows == 0:
         raise DataError(f"table {src.table!r} is empty; there is nothing to anonymize")
-    if rows >= STATISTICS_ROWS:  # below, a badly planned join still takes a moment
+    # below, the search's badly planned joins still take a moment; the verbs that join a whole source with its
+    # dimensions at any size (publication, inference) plan them with hash joins themselves (Database.hash_joins)
+    if rows >= STATISTICS_ROWS:
         db.plan_source_joins(conn, src.schema, src.table)
     criteria = list(job.criteria) + list(extra_criteria)
     for criterion in criteria:
