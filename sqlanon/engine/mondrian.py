@@ -165,6 +165,7 @@ class Mondrian:
                     f"codes ({self.codes[j].bits} bits); give it fewer values per node"
                 )
             mapping = self._code_tables(j, self.codes[j])
+            self._check_in_hierarchy(qi, mapping)
             text = f"CAST({value} AS VARCHAR)"
             key = f"COALESCE({text}, '')" if qi.tree.maps_null else text  # a NULL is the hierarchy's empty line
             joins.append(f"JOIN {mapping} h{j} ON h{j}.value = {key}")
@@ -252,16 +253,16 @@ class Mondrian:
                     f"median as a number, but it holds {bad[0]!r}; give it a hierarchy (a categorical "
                     "QI is split along it) or fix the value"
                 )
-            return
-        values = sorted(qi.tree.values)
-        names = {f"hv{j}_{i}": v for i, v in enumerate(values)}
-        stray = db.execute(
+
+    def _check_in_hierarchy(self, qi: MondrianQI, mapping: str) -> None:
+        """Every value of a categorical QI is a leaf of its hierarchy: an anti-join with the stored (value, code)
+        table `mapping`, which hashes (a NOT IN list of the leaves bound as parameters took 3.1 s of Mondrian's
+        4.6 on 200k hospital rows, whose birth dates' hierarchy has 34,400 leaves)."""
+        text = f"CAST(t.{self.db.q(qi.column)} AS VARCHAR)"
+        stray = self.db.execute(
             self.conn,
-            (
-                f"SELECT CAST({column} AS VARCHAR) FROM {self.source} WHERE CAST({column} AS VARCHAR) NOT IN "
-                f"({', '.join(':' + n for n in names)}) LIMIT 1"
-            ),
-            names,
+            f"SELECT {text} FROM {self.source} t LEFT JOIN {mapping} h ON h.value = {text} "
+            f"WHERE {text} IS NOT NULL AND h.value IS NULL LIMIT 1",
         ).first()
         if stray is not None:
             raise DataError(
