@@ -80,3 +80,35 @@ def test_an_output_nobody_audited_is_not_published(duck_url: str):
     finally:
         db.dispose()
     assert {t for _, t in user_tables(duck_url)} == {"adult", "adult_anon"}
+
+
+@pytest.mark.parametrize(
+    "written, stray",
+    [
+        ([(1, "x"), (None, "y")], 0),  # a part of the source, NULL as the source holds it
+        ([(1, "x"), (1, "x")], 0),  # as often as the source
+        ([(1, "x"), (1, "x"), (1, "x")], 1),  # once more than the source
+        ([(2, "x"), (None, None), (None, "y"), (None, "y")], 3),  # unknown rows, a NULL row, a row twice
+    ],
+)
+def test_published_values_come_from_the_source(duck_url: str, written: list, stray: int):
+    """A written table holding part of the source (suppressed rows removed) publishes no row more often than the
+    source holds it; a stray row fails the audit and names how many."""
+    from sqlanon.engine.audit import check_published_values
+
+    source = [(1, "x"), (1, "x"), (None, "y"), (3, "z")]
+    db = open_database(duck_url)
+    with db.engine.begin() as conn:
+        for table, rows in (("src", source), ("written", written)):
+            conn.exec_driver_sql(f"CREATE TABLE {table} (a INTEGER, b VARCHAR)")
+            for row in rows:
+                conn.exec_driver_sql(f"INSERT INTO {table} VALUES (?, ?)", row)
+        check = lambda: check_published_values(  # noqa: E731
+            db, conn, "written", "written", "src", [("a", "t.a"), ("b", "t.b")], every_row=False
+        )
+        if stray:
+            with pytest.raises(AuditError, match=f"publishes {stray} row"):
+                check()
+        else:
+            check()
+    db.engine.dispose()

@@ -186,7 +186,10 @@ def check_published_values(
 
     When the table holds `every_row` of the source (nothing removed), the two multisets are compared by their
     counts and exact sums of a 64-bit hash of each row: an aggregate over each table (1M hospital rows, two
-    columns, on DuckDB: 4 ms instead of 0.25 s). Otherwise by a multiset difference (EXCEPT ALL), one statement."""
+    columns, on DuckDB: 4 ms instead of 0.25 s). Otherwise by a multiset difference in one grouping of both
+    tables: per distinct row, how many more times the written table holds it than the source (what EXCEPT ALL
+    counts; NULLs group together as EXCEPT compares them), summed. DuckDB's EXCEPT ALL took 0.52 s on 1M
+    hospital rows with 2% suppressed, the grouping 0.04 s."""
     if not columns:
         return
     published = [db.q(column) for column, _ in columns]
@@ -198,10 +201,13 @@ def check_published_values(
         )
         stray = 0 if tuple(mine) == tuple(theirs) else max(1, abs(mine[0] - theirs[0]))
     else:
+        names = [f"c{i}" for i in range(len(columns))]
+        mine = ", ".join(f"{value} AS {name}" for value, name in zip(published, names))
         stray = db.execute(
             conn,
-            f"SELECT COUNT(*) FROM (SELECT {', '.join(published)} FROM {written} EXCEPT ALL "
-            f"SELECT {', '.join(expected)} FROM {source} t) x",
+            f"SELECT COALESCE(SUM(more), 0) FROM (SELECT SUM(side) AS more FROM (SELECT {mine}, 1 AS side FROM "
+            f"{written} UNION ALL SELECT {', '.join(expected)}, -1 FROM {source} t) u GROUP BY {', '.join(names)} "
+            "HAVING SUM(side) > 0) x",
         ).scalar_one()
     if stray:
         raise AuditError(
