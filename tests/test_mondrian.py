@@ -193,7 +193,7 @@ def test_null_values_a_hierarchy_maps_are_partitioned_like_any_other(duck_url: s
     rows = [(i, rng.randint(20, 60), rng.choice(list(cities)), rng.choice(DISEASES)) for i in range(120)]
     _store_people(duck_url, "people", [(p, a, c or None, d) for p, a, c, d in rows])  # type: ignore[misc]
     config = _config(duck_url, tmp_path, {"k_anonymity": {"k": 3}})
-    _cli_error(tmp_path, config, "map NULL in its hierarchy", duck_url)
+    _cli_error(tmp_path, config, "map them in its hierarchy file with a line whose value is empty", duck_url)
     hierarchy = Path(config["quasi_identifiers"]["city"])
     hierarchy.write_text(hierarchy.read_text() + ";North;*\n")
     report = partition(job_from_dict(config))

@@ -70,8 +70,13 @@ class Dimension:
 
     def key(self, db: Database, alias: str) -> str:
         """The source column as text, the join key into `v` (NULL -> '' where the hierarchy maps NULL)."""
-        expr = f"CAST({alias}.{db.q(self.column)} AS VARCHAR)"
-        return f"COALESCE({expr}, '')" if self.hierarchy.maps_null else expr
+        return hierarchy_key(f"CAST({alias}.{db.q(self.column)} AS VARCHAR)", self.hierarchy)
+
+
+def hierarchy_key(text: str, hierarchy: Hierarchy) -> str:
+    """A column's value as text (`text`) as a key into the hierarchy's leaves: a NULL is its empty line, where it
+    has one."""
+    return f"COALESCE({text}, '')" if hierarchy.maps_null else text
 
 
 @dataclass(kw_only=True)
@@ -483,7 +488,7 @@ def _check_one_row_per_tuple(db: Database, conn: Connection, star: StarSchema) -
         )
     ).one()
     for dim, nulls, empty in zip(dims, counts[::2], counts[1::2]):
-        _check_nulls(dim, nulls, empty)
+        check_null_mapping(dim.column, dim.hierarchy, nulls, empty)
     missing = _first_values_per_dimension(conn, [_missing_keys(db, star.source, dim) for dim in dims])
     for dim, values in zip(dims, missing):
         _check_covered(dim, values)
@@ -502,18 +507,20 @@ def _first_values_per_dimension(conn: Connection, queries: list[str]) -> list[li
     return found
 
 
-def _check_nulls(dim: Dimension, nulls: int, empty: int) -> None:
-    if nulls and not dim.hierarchy.maps_null:
+def check_null_mapping(column: str, hierarchy: Hierarchy, nulls: int, empty: int) -> None:
+    """A column with `nulls` NULLs and `empty` empty strings can be read through its hierarchy: its NULLs mapped
+    by the hierarchy's empty line, and no empty string beside them (that line maps both)."""
+    if nulls and not hierarchy.maps_null:
         how = (
             "add `null: LABEL` to its generate options (e.g. null: unknown): NULLs then show LABEL up to the top level"
-            if dim.hierarchy.origin.startswith("generated")
+            if hierarchy.origin.startswith("generated")
             else "map them in its hierarchy file with a line whose value is empty (;level1;...;top)"
         )
-        raise DataError(f"column {dim.column!r} has {nulls} NULL value(s); {how}, or remove them from the table")
+        raise DataError(f"column {column!r} has {nulls} NULL value(s); {how}, or remove them from the table")
     if nulls and empty:
         raise DataError(
-            f"column {dim.column!r} holds both NULL ({nulls} rows) and empty strings ({empty} rows), and "
-            "its hierarchy's empty line maps both, so the search would see one class where the output "
+            f"column {column!r} holds both NULL ({nulls} rows) and empty strings ({empty} rows), and "
+            "its hierarchy's empty line maps both, so sqlanon would see one value where the output "
             "shows two: make them one value in the table (e.g. NULL), or give empty strings a "
             "non-empty value"
         )
