@@ -124,7 +124,8 @@ def test_the_papers_example_against_plain_iterative_scaling(example_url: str) ->
 
 
 def _table_with_versions(url: str, seed: int, persons: int = 36, shared: int = 24) -> tuple[dict, dict]:
-    """Two versions of a random table (pid, age, zip, disease) sharing `shared` persons, as v1 and v2."""
+    """Two versions of a random table (pid, age, zip, disease) sharing `shared` persons, as v1 and v2; each
+    person's zip is their own, so that a published row leads back to its person."""
     rng = random.Random(seed)
     diseases = ["flu", "hiv", "cancer", "asthma", "ulcer"]
     first = {pid: rng.choice(diseases) for pid in range(persons)}
@@ -137,7 +138,7 @@ def _table_with_versions(url: str, seed: int, persons: int = 36, shared: int = 2
             for pid, disease in version.items():
                 conn.execute(
                     sa.text(f"INSERT INTO {name} VALUES (:p, :a, :z, :d)"),
-                    {"p": pid, "a": rng.randint(20, 80), "z": f"1{rng.randint(0, 99):04d}", "d": disease},
+                    {"p": pid, "a": rng.randint(20, 80), "z": f"1{pid:04d}", "d": disease},
                 )
     engine.dispose()
     return first, second
@@ -167,13 +168,14 @@ def _published_buckets(
     return [([str(p) for p in members], _release(values, [members])[0][1]) for members in buckets.values()]
 
 
-@pytest.mark.parametrize("seed, l", [(1, 2), (2, 3)])
+@pytest.mark.parametrize("seed, l, persons", [(1, 2, 36), (2, 3, 36), (3, 3, 600)])
 def test_anatomy_releases_of_a_changing_table_against_plain_iterative_scaling(
-    duck_url: str, tmp_path: Path, seed: int, l: int
+    duck_url: str, tmp_path: Path, seed: int, l: int, persons: int
 ) -> None:
     """Two versions bucketized by sqlanon (keyed pseudonyms: the same person, the same pseudonym), then the
-    inference, compared with the numpy oracle over the same buckets."""
-    first, second = _table_with_versions(duck_url, seed)
+    inference, compared with the numpy oracle over the same buckets. With 600 persons the iteration's parts
+    reach the tolerance after different numbers of passes, so parts are set aside while others go on."""
+    first, second = _table_with_versions(duck_url, seed, persons, persons * 5 // 6)
     key = tmp_path / "key"
     key.write_text("0123456789abcdef0123456789abcdef")
     for table in ("v1", "v2"):
@@ -194,7 +196,8 @@ def test_anatomy_releases_of_a_changing_table_against_plain_iterative_scaling(
         )
     engine.dispose()
     expected = maxent_oracle(
-        [_published_buckets(duck_url, "v1", first, pseudonyms), _published_buckets(duck_url, "v2", second, pseudonyms)]
+        [_published_buckets(duck_url, "v1", first, pseudonyms), _published_buckets(duck_url, "v2", second, pseudonyms)],
+        passes=80000 if persons > 36 else 20000,  # the larger case has more chains of forced zeros
     )
     config = {
         "source": {"url": duck_url, "table": "v2"},

@@ -22,7 +22,9 @@ two steps, both in the database:
 2. Iterative proportional fitting on the pairs left: start uniform over each
    person's possible values, then repeatedly scale every (group, value) of
    each release to its count and every person to one, several passes per
-   statement as nested window functions.
+   statement. The persons fall into connected parts (linked by the groups they
+   share); a part within the tolerance is set aside, since scaling the others
+   never moves it, so the late passes read only the parts still converging.
 Propagation matters: IPF approaches a probability the releases force to 0
 only like 1 / passes (chains of them slower still), and two independently
 bucketized releases force most of them; on Adult (7,200 records, l = 5) plain
@@ -36,7 +38,8 @@ and the largest constraint violation left.
 
 Modules: `releases` reads the releases into integer-keyed scratch tables
 (and checks them), `propagation` removes the pairs no solution allows,
-`ipf` iterates, `solve` sequences one solve, `report` solves every release
+`parts` labels a graph's connected parts (for propagation and IPF), `ipf`
+iterates, `solve` sequences one solve, `report` solves every release
 together (and each pair) and writes the figures and the probability table.
 Every statement is dialect-neutral (DuckDB and PostgreSQL); the verb around
 it (the job's checks, its output table, ownership) is analysis.inference.
