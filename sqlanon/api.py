@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +108,10 @@ def generalize(job: Job, options: RunOptions | None = None, replace: bool = Fals
     target = Target(output=output, replace=replace)
     with lattice_run(job, options, "anonymize", target) as run:
         result = run_search(job, run.ctx)
+        searched = time.perf_counter()
         node = select_node(job, run.ctx, result)
         anonymized = publish_node_of_run(job, run.ctx, target, result, node, job.select.describe())
+        anonymized.publishing_seconds = time.perf_counter() - searched
         run.finish(anonymized.to_dict())
     return anonymized
 

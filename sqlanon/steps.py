@@ -112,6 +112,7 @@ class AnonymizeResult:
     selection: str = ""  # the rule that chose the node
     suppressed: int = 0  # tuples removed or masked in the output
     preview: list[dict[str, Any]] = field(default_factory=list)  # the first rows of the published table
+    publishing_seconds: float = 0.0  # after the search: the selection, the write and the independent audit
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -122,6 +123,7 @@ class AnonymizeResult:
             "selection": self.selection,
             "suppressed": self.suppressed,
             "audit": self.audit.to_dict(),
+            "publishing_seconds": round(self.publishing_seconds, 3),
             "preview": [{k: _plain(v) for k, v in row.items()} for row in self.preview],
         }
 
