@@ -43,16 +43,25 @@ class Release:
     suppressed: str | None = None
     by: tuple[str, ...] = ()
     value: str = "s"  # the sensitive value column of the definition
+    flagged: str | None = None  # a stored table of `flagged_select`'s columns (None: computed by each statement)
 
-    def flagged_classes(self) -> str:
-        """CTEs `all_classes` (per class: n, distinct_values, top: the count of its most frequent value) and
-        `flagged` (each with `kept`: 1 if released, 0 if suppressed), over a CTE `fs` of the definition."""
+    def flagged_select(self, fs: str = "fs") -> str:
+        """SELECT per class of the frequency set `fs`: its columns, n, distinct_values, top (the count of its most
+        frequent value) and `kept` (1 if released, 0 if suppressed)."""
         group = ", ".join(self.classes)
         kept, joined = kept_flag(self.classes, self.suppressed)
         return (
-            f"all_classes AS (SELECT {group}, SUM(cnt) AS n, COUNT(*) AS distinct_values, MAX(cnt) AS top "
-            f"FROM fs GROUP BY {group}), flagged AS (SELECT c.*, {kept} AS kept FROM all_classes c {joined})"
+            f"SELECT c.*, {kept} AS kept FROM (SELECT {group}, SUM(cnt) AS n, COUNT(*) AS distinct_values, "
+            f"MAX(cnt) AS top FROM {fs} GROUP BY {group}) c {joined}"
         )
+
+    def with_classes(self, *, values: bool) -> str:
+        """A WITH clause defining `flagged` (see `flagged_select`) and, where a statement reads the values too
+        (`values`), `fs`, the frequency set materialized."""
+        fs = f"fs AS MATERIALIZED ({self.definition})"
+        if self.flagged:
+            return f"WITH {fs + ', ' if values else ''}flagged AS (SELECT * FROM {self.flagged})"
+        return f"WITH {fs}, flagged AS ({self.flagged_select()})"
 
     def grouped(self, alias: str = "") -> tuple[str, str]:
         """The release columns to SELECT first (with a comma), and the GROUP BY clause, of a per-release result."""
@@ -88,8 +97,8 @@ def release_figures(
     disclosed = ", ".join(released(f"distinct_values <= {b + 1}", "n") for b in range(background + 1))
     rows = conn.execute(
         text(
-            f"WITH fs AS MATERIALIZED ({release.definition}), {release.flagged_classes()} "
-            f"SELECT {select}COALESCE(SUM(n * kept), 0), COALESCE(SUM(kept), 0), COALESCE(SUM(n), 0), "
+            f"{release.with_classes(values=False)} SELECT {select}COALESCE(SUM(n * kept), 0), "
+            "COALESCE(SUM(kept), 0), COALESCE(SUM(n), 0), "
             f"{released('distinct_values = 1', '1')}, {released('distinct_values = 1', 'n')}, "
             f"{released('top >= :near * n', '1')}, {released('top >= :near * n', 'n')}, "
             f"COALESCE(MAX(CASE WHEN kept = 1 THEN 1.0 / n END), 0), {released('1.0 / n > :risk', 'n')}, "
@@ -115,8 +124,8 @@ def revealed_values(
     distinct = release.grouped("fs.")[0]
     rows = conn.execute(
         text(
-            f"WITH fs AS MATERIALIZED ({release.definition}), {release.flagged_classes()} "
-            f"SELECT {select}v FROM (SELECT {select}v, ROW_NUMBER() OVER ({partition}ORDER BY v) AS r FROM "
+            f"{release.with_classes(values=True)} SELECT {select}v FROM (SELECT {select}v, "
+            f"ROW_NUMBER() OVER ({partition}ORDER BY v) AS r FROM "
             f"(SELECT DISTINCT {distinct}CAST(fs.{value} AS VARCHAR) AS v FROM fs JOIN flagged r ON {on} "
             f"WHERE r.kept = 1 AND r.distinct_values = 1) d) ranked WHERE r <= {int(limit)} ORDER BY {select}r"
         )
@@ -139,7 +148,7 @@ def population_figures(
     on = " AND ".join(f"r.{column} = p.{column}" for column in release.classes)
     rows = conn.execute(
         text(
-            f"WITH fs AS ({release.definition}), {release.flagged_classes()}, "
+            f"{release.with_classes(values=False)}, "
             f"pop AS (SELECT {classes}, SUM(cnt) AS f FROM ({population}) q GROUP BY {classes}) "
             f"SELECT {select}COALESCE(MAX(1.0 / p.f), 0), "
             "COALESCE(SUM(CASE WHEN 1.0 / p.f > :risk THEN r.n END), 0), "

@@ -42,6 +42,7 @@ class NodeBatch:
     keys: list[str]
     sensitive: list[str]
     value: str | None
+    classes: str  # per class (node, key..): n, distinct_values, top, c_ln_c, kept (see NodeReleases.batch)
 
     def release(self) -> Release:
         """The batch's releases over the analyzed attribute, by node, as engine.attacks reads them."""
@@ -55,6 +56,7 @@ class NodeBatch:
             suppressed=f"SELECT * FROM {self.suppressed}" if self.suppressed else None,
             by=(NODE,),
             value=str(self.value),
+            flagged=self.classes,
         )
 
 
@@ -126,10 +128,35 @@ class NodeReleases:
         db.analyze(conn, sets)
         self.statements += 1
         suppressed = self._suppressed(sets, tag) if self.suppress else None
-        yield NodeBatch(nodes, sets, suppressed, keys, self.sensitive, self.value)
-        for ref in (suppressed, sets):
+        classes = self._classes(sets, suppressed, tag)
+        yield NodeBatch(nodes, sets, suppressed, keys, self.sensitive, self.value, classes)
+        for ref in (classes, suppressed, sets):
             if ref:
                 db.drop_table(conn, ref)
+
+    def _classes(self, sets: str, suppressed: str | None, tag: str) -> str:
+        """The batch's classes, stored once for every statement that reads them (the attacks, the sums, the
+        audit; each grouped the frequency sets anew before): per class (node, key..), its tuples n, the
+        analyzed attribute's distinct values and the count of its most frequent one (top), the sum of c ln c over
+        its cells of every sensitive column (KL divergence), and `kept` (0: suppressed)."""
+        group = ", ".join([NODE, *self.keys])
+        if self.value is None or self.sensitive == [self.value]:  # a row per cell already
+            cells = f"SELECT {group}, cnt, cnt * LN(CAST(cnt AS DOUBLE PRECISION)) AS c_ln_c FROM {sets}"
+        else:  # the analyzed attribute's values, each with its cells' c ln c
+            cells = (
+                f"SELECT {group}, {count_sum('cnt')} AS cnt, {sum_c_ln_c('cnt')} AS c_ln_c FROM {sets} "
+                f"GROUP BY {group}, {self.value}"
+            )
+        kept, joined = kept_flag([NODE, *self.keys], f"SELECT * FROM {suppressed}" if suppressed else None)
+        ref = self.db.create_scratch(
+            self.conn,
+            f"classes_{tag}",
+            f"SELECT c.*, {kept} AS kept FROM (SELECT {group}, {count_sum('cnt')} AS n, COUNT(*) AS distinct_values, "
+            f"MAX(cnt) AS top, SUM(c_ln_c) AS c_ln_c FROM ({cells}) v GROUP BY {group}) c {joined}",
+        )
+        self.db.analyze(self.conn, ref)
+        self.statements += 1
+        return ref
 
     def _suppressed(self, sets: str, tag: str) -> str:
         """The batch's classes that violate the criteria (node, key..), stored."""
@@ -181,9 +208,8 @@ class NodeReleases:
 
     def class_sums(self, batch: NodeBatch) -> dict[int, ClassSums]:
         """Per node of the batch, its ClassSums: one statement, and one more for the suppressed tuples."""
-        checker, keys, dims = self.checker, self.keys, self.checker.star.dimensions
+        checker, dims = self.checker, self.checker.star.dimensions
         areas = self.areas()
-        kept, joined = self._kept(batch)
         lookups = []
         for d in dims:
             touched = sorted({key for f, key in zip(checker.fields, checker.layout.key_of) if f.attr == d.attr})
@@ -193,16 +219,13 @@ class NodeReleases:
             )
         penalty = " + ".join(f"COALESCE(a{d.attr}.weight, 0)" for d in dims)
         ln_area = " + ".join(f"COALESCE(a{d.attr}.ln_area, 0)" for d in dims)
-        group = ", ".join([NODE, *keys])
         square = "CAST(c.n AS DOUBLE PRECISION) * c.n"
         rows = self.db.execute(
             self.conn,
-            f"WITH classes AS (SELECT {group}, {count_sum('cnt')} AS n, {sum_c_ln_c('cnt')} AS c_ln_c "
-            f"FROM {batch.frequency_sets} GROUP BY {group}), flagged AS (SELECT c.*, {kept} AS kept FROM classes c "
-            f"{joined}) SELECT c.{NODE}, SUM(c.kept), SUM(c.n * (1 - c.kept)), SUM({square} * c.kept), "
+            f"SELECT c.{NODE}, SUM(c.kept), SUM(c.n * (1 - c.kept)), SUM({square} * c.kept), "
             f"SUM({square}), "
             f"SUM(CASE WHEN c.kept = 0 THEN c.n * {len(dims)}.0 ELSE c.n * ({penalty}) END), "
-            f"SUM(CASE WHEN c.kept = 1 THEN c.c_ln_c - c.n * ({ln_area}) ELSE 0 END) FROM flagged c "
+            f"SUM(CASE WHEN c.kept = 1 THEN c.c_ln_c - c.n * ({ln_area}) ELSE 0 END) FROM {batch.classes} c "
             f"JOIN {self.values(batch.nodes, columns=True)} ON w.{NODE} = c.{NODE} {' '.join(lookups)} "
             f"GROUP BY c.{NODE}",
         ).all()
@@ -270,18 +293,13 @@ class NodeReleases:
         """Per node of the batch: tuples with positive disclosure, with negative disclosure and with a (rho1, rho2)
         breach, over its released persons (see `person_figures`)."""
         persons = self.person_figures(thresholds)
-        group = ", ".join([NODE, *self.keys])
-        release = batch.release()
-        kept, joined = self._kept(batch)
         on = " AND ".join(f"c.{column} = q.{column}" for column in [NODE, *self.keys])
         rows = self.db.execute(
             self.conn,
-            f"WITH fs AS ({release.definition}), classes AS (SELECT {group}, COUNT(*) AS distinct_values FROM fs "
-            f"GROUP BY {group}), flagged AS (SELECT c.*, {kept} AS kept FROM classes c {joined}), "
-            f"released AS ({self._persons_by_class(persons, batch.nodes)}) "
+            f"WITH released AS ({self._persons_by_class(persons, batch.nodes)}) "
             f"SELECT c.{NODE}, COALESCE(SUM(q.positive * c.kept), 0), COALESCE(SUM(CASE WHEN c.kept = 1 AND "
             "(q.negative = 1 OR c.distinct_values > q.distinct_values) THEN q.n ELSE 0 END), 0), "
-            f"COALESCE(SUM(q.breached * c.kept), 0) FROM released q JOIN flagged c ON {on} GROUP BY c.{NODE}",
+            f"COALESCE(SUM(q.breached * c.kept), 0) FROM released q JOIN {batch.classes} c ON {on} GROUP BY c.{NODE}",
         ).all()
         self.statements += 1
         return {int(node): (int(p), int(n), int(b)) for node, p, n, b in rows}
@@ -310,10 +328,6 @@ class NodeReleases:
     def _name(self, table: str) -> str:
         """A lookup's scratch table name, unique among the run's cubes."""
         return f"{table}_{self.checker.run_id}_{self.checker.part}"
-
-    def _kept(self, batch: NodeBatch) -> tuple[str, str]:
-        """SQL for a class's `kept` flag (1: released, 0: suppressed), and the join it reads (alias c: the class)."""
-        return kept_flag([NODE, *self.keys], f"SELECT * FROM {batch.suppressed}" if batch.suppressed else None)
 
     def close(self) -> None:
         for ref in (self._areas, self._persons):
