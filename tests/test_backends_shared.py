@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from sqlanon import RunOptions, analyze, anonymize, audit, job_from_dict, search
+from sqlanon import RunOptions, analyze, anonymize, apply, audit, job_from_dict, search
 from sqlanon.cli import main
 from sqlanon.criteria import KAnonymity, criteria_from_config
 from sqlanon.errors import ConfigError, DataError, HierarchyError, SqlanonError
@@ -186,6 +186,48 @@ def test_anonymize_publishes_duckdbs_node_audited(backend: Backend, duckdb: Back
     assert published.node == expected.node and published.audit.ok
     assert published.audit.rows == expected.audit.rows and published.audit.classes == expected.audit.classes
     assert recorded.steps("publish") == ["starting", *PUBLICATION_STEPS, "committing"]
+
+
+def _cut_batches(backend: Backend) -> tuple[str, str]:
+    """Two batches of Adult's rows in `backend`: one that the first minimal node keeps k-anonymous, one too odd."""
+    usual, odd = backend.table("batch"), backend.table("odd_batch")
+    for name, rows in ((usual, "age BETWEEN 20 AND 60"), (odd, "age > 85 OR race = 'Other'")):
+        backend.as_owner(f"DROP TABLE IF EXISTS {{schema}}{name}")
+        backend.as_owner(f"CREATE TABLE {{schema}}{name} {{using}} AS SELECT * FROM {{schema}}adult WHERE {rows}")
+    return usual, odd
+
+
+def _grouped_rows(backend: Backend, table: str) -> list[tuple[str, ...]]:
+    columns = ", ".join(backend.quote(c) for c in QIS)
+    found = backend.as_owner(f"SELECT {columns}, COUNT(*) FROM {{schema}}{table} GROUP BY {columns}")
+    return sorted(tuple(str(v) for v in row) for row in found)
+
+
+def test_apply_publishes_duckdbs_rows_and_refuses_a_violating_batch_alike(backend: Backend, duckdb: Backend) -> None:
+    """`apply` of a node to a new batch: the rows DuckDB publishes, audited; a batch that breaks k at that node is
+    refused with the same one-line error, nothing written."""
+    node = search(duckdb.job(k=5)).minimal[0]
+    found, expected = {}, {}
+    for side, into in ((backend, found), (duckdb, expected)):
+        usual, odd = _cut_batches(side)
+        output = side.table("batch_applied")
+        applied = apply(
+            side.job(k=5), usual, node=node, output=output, batch_schema=side.schema, options=side.options, replace=True
+        )
+        assert applied.audit.ok and applied.node == node
+        into["rows"] = _grouped_rows(side, output)
+        with pytest.raises(DataError) as refused:
+            apply(
+                side.job(k=5),
+                odd,
+                node=node,
+                output=side.table("odd_applied"),
+                batch_schema=side.schema,
+                options=side.options,
+            )
+        into["error"] = str(refused.value).replace(odd, "ODD")
+        assert "Nothing was written" in into["error"]
+    assert found == expected
 
 
 def test_audit_of_the_source_agrees(backend: Backend, duckdb: Backend) -> None:
