@@ -43,7 +43,7 @@ class Release:
     suppressed: str | None = None
     by: tuple[str, ...] = ()
     value: str = "s"  # the sensitive value column of the definition
-    flagged: str | None = None  # a stored table of `flagged_select`'s columns (None: computed by each statement)
+    flagged: str | None = None  # a FROM item (a table) of `flagged_select`'s columns (None: grouped by each statement)
 
     def flagged_select(self, fs: str = "fs") -> str:
         """SELECT per class of the frequency set `fs`: its columns, n, distinct_values, top (the count of its most
@@ -60,7 +60,7 @@ class Release:
         (`values`), `fs`, the frequency set materialized."""
         fs = f"fs AS MATERIALIZED ({self.definition})"
         if self.flagged:
-            return f"WITH {fs + ', ' if values else ''}flagged AS (SELECT * FROM {self.flagged})"
+            return f"WITH {fs + ', ' if values else ''}flagged AS (SELECT * FROM {self.flagged} f0)"
         return f"WITH {fs}, flagged AS ({self.flagged_select()})"
 
     def grouped(self, alias: str = "") -> tuple[str, str]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from ..criteria import Criterion
 from ..criteria.view import count_sum, share, sum_c_ln_c
@@ -120,22 +121,29 @@ class NodeReleases:
         return f"(VALUES {', '.join(rows)}) AS w({', '.join(names)})"
 
     @contextmanager
-    def batch(self, nodes: list[tuple[int, ...]], tag: str) -> Iterator[NodeBatch]:
+    def batch(self, nodes: list[tuple[int, ...]], tag: str, *, store_classes: bool = True) -> Iterator[NodeBatch]:
         """The batch's tables, stored for the statements that read them, dropped at the end (after an error, with
-        the caller's transaction)."""
+        the caller's transaction). Without `store_classes` (a caller reading the classes once: the metrics), they
+        are a subquery of each statement instead of one more table (a statement costs Spark a job)."""
         db, conn, keys = self.db, self.conn, self.keys
-        sets = db.create_scratch(conn, f"sets_{tag}", self.checker.node_sets(nodes))
-        db.analyze(conn, sets)
-        self.statements += 1
+        sets = self._store(f"sets_{tag}", self.checker.node_sets(nodes))
         suppressed = self._suppressed(sets, tag) if self.suppress else None
-        classes = self._classes(sets, suppressed, tag)
+        select = self._classes(sets, suppressed)
+        classes = self._store(f"classes_{tag}", select) if store_classes else f"({select})"
         yield NodeBatch(nodes, sets, suppressed, keys, self.sensitive, self.value, classes)
-        for ref in (classes, suppressed, sets):
+        for ref in (classes if store_classes else None, suppressed, sets):
             if ref:
                 db.drop_table(conn, ref)
 
-    def _classes(self, sets: str, suppressed: str | None, tag: str) -> str:
-        """The batch's classes, stored once for every statement that reads them (the attacks, the sums, the
+    def _store(self, name: str, select: str, params: dict[str, Any] | None = None) -> str:
+        """A scratch table made from `select`, analyzed (its joins are planned on its real size)."""
+        ref = self.db.create_scratch(self.conn, name, select, params)
+        self.db.analyze(self.conn, ref)
+        self.statements += 1
+        return ref
+
+    def _classes(self, sets: str, suppressed: str | None) -> str:
+        """SELECT the batch's classes, stored once for every statement that reads them (the attacks, the sums, the
         audit; each grouped the frequency sets anew before): per class (node, key..), its tuples n, the
         analyzed attribute's distinct values and the count of its most frequent one (top), the sum of c ln c over
         its cells of every sensitive column (KL divergence), and `kept` (0: suppressed)."""
@@ -148,31 +156,22 @@ class NodeReleases:
                 f"GROUP BY {group}, {self.value}"
             )
         kept, joined = kept_flag([NODE, *self.keys], f"SELECT * FROM {suppressed}" if suppressed else None)
-        ref = self.db.create_scratch(
-            self.conn,
-            f"classes_{tag}",
+        return (
             f"SELECT c.*, {kept} AS kept FROM (SELECT {group}, {count_sum('cnt')} AS n, COUNT(*) AS distinct_values, "
-            f"MAX(cnt) AS top, SUM(c_ln_c) AS c_ln_c FROM ({cells}) v GROUP BY {group}) c {joined}",
+            f"MAX(cnt) AS top, SUM(c_ln_c) AS c_ln_c FROM ({cells}) v GROUP BY {group}) c {joined}"
         )
-        self.db.analyze(self.conn, ref)
-        self.statements += 1
-        return ref
 
     def _suppressed(self, sets: str, tag: str) -> str:
         """The batch's classes that violate the criteria (node, key..), stored."""
         definition = f"SELECT * FROM {sets}"
         view = self.checker.criteria_view("criteria_fs", definition, self.criteria)
-        params: dict[str, object] = {}
+        params: dict[str, Any] = {}
         violators = violating_classes_sql(view, self.criteria, "a", params)
-        ref = self.db.create_scratch(
-            self.conn,
+        return self._store(
             f"suppressed_{tag}",
             f"WITH criteria_fs AS ({definition}) SELECT DISTINCT {', '.join([NODE, *self.keys])} FROM ({violators}) v",
             params,
         )
-        self.db.analyze(self.conn, ref)
-        self.statements += 1
-        return ref
 
     def areas(self) -> str:
         """The lookup of the areas of values, stored once: per attribute, level and masked key bits (m..) of a
@@ -186,9 +185,7 @@ class NodeReleases:
             parts = [self._area_select(attr, level) for attr, level in sorted(self._levels)]
             if not parts:  # every node at level 0: an empty lookup of the same columns
                 parts = [self._area_select(0, 0) + " LIMIT 0"]
-            self._areas = self.db.create_scratch(self.conn, self._name("areas"), " UNION ALL ".join(parts))
-            self.db.analyze(self.conn, self._areas)
-            self.statements += 1
+            self._areas = self._store(self._name("areas"), " UNION ALL ".join(parts))
         return self._areas
 
     def _area_select(self, attr: int, level: int) -> str:
@@ -284,9 +281,7 @@ class NodeReleases:
                 f"{' AND '.join(f'c.{k} = q.{k}' for k in self.keys)} "
                 f"GROUP BY {', '.join(f'q.{k}' for k in self.keys)}, q.n, q.distinct_values"
             )
-            self._persons = self.db.create_scratch(self.conn, self._name("persons"), select, thresholds)
-            self.db.analyze(self.conn, self._persons)
-            self.statements += 1
+            self._persons = self._store(self._name("persons"), select, thresholds)
         return self._persons
 
     def bayes_sums(self, batch: NodeBatch, thresholds: dict[str, float]) -> dict[int, tuple[int, int, int]]:
