@@ -91,7 +91,7 @@ class MetricsEvaluator:
         releases = self._batches()
         with self.db.hash_joins(self.conn):
             for number, batch_nodes in enumerate(releases.batches(nodes)):
-                with releases.batch(batch_nodes, f"m{self.run.run_id}_{number}", store_classes=False) as batch:
+                with releases.batch(batch_nodes, f"m{self.run.run_id}_{number}", read_once=True) as batch:
                     for j, sums in releases.class_sums(batch).items():
                         found[batch_nodes[j]] = self.figures(batch_nodes[j], sums)
                 progress(len(found), len(nodes))

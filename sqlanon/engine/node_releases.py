@@ -34,8 +34,10 @@ NODE = "node"
 
 @dataclass(frozen=True)
 class NodeBatch:
-    """A batch's stored tables: `frequency_sets` (node, key.., the cube's sensitive columns `sensitive`, cnt) and
-    `suppressed` (node, key.. of the classes left out; None: none); `value`, the analyzed attribute's column."""
+    """A batch's tables, each a FROM item (a stored table, or for a caller reading it once a subquery; see
+    NodeReleases.batch): `frequency_sets` (node, key.., the cube's sensitive columns `sensitive`, cnt),
+    `suppressed` (node, key.. of the classes left out; None: none) and `classes`; `value`, the analyzed attribute's
+    column."""
 
     nodes: list[tuple[int, ...]]
     frequency_sets: str
@@ -121,19 +123,28 @@ class NodeReleases:
         return f"(VALUES {', '.join(rows)}) AS w({', '.join(names)})"
 
     @contextmanager
-    def batch(self, nodes: list[tuple[int, ...]], tag: str, *, store_classes: bool = True) -> Iterator[NodeBatch]:
+    def batch(self, nodes: list[tuple[int, ...]], tag: str, *, read_once: bool = False) -> Iterator[NodeBatch]:
         """The batch's tables, stored for the statements that read them, dropped at the end (after an error, with
-        the caller's transaction). Without `store_classes` (a caller reading the classes once: the metrics), they
-        are a subquery of each statement instead of one more table (a statement costs Spark a job)."""
-        db, conn, keys = self.db, self.conn, self.keys
-        sets = self._store(f"sets_{tag}", self.checker.node_sets(nodes))
+        the caller's transaction). With `read_once` (a caller reading the classes in one statement: the metrics),
+        what only that statement reads is a subquery of it instead of a stored table: the classes, and without
+        suppression the frequency sets too, so that a batch costs one statement (on Spark, one job)."""
+        node_sets, stored = self.checker.node_sets(nodes), []
+        if read_once and not self.suppress:
+            sets = f"({node_sets}) fs_{tag}"
+        else:
+            sets = self._store(f"sets_{tag}", node_sets)
+            stored.append(sets)
         suppressed = self._suppressed(sets, tag) if self.suppress else None
-        select = self._classes(sets, suppressed)
-        classes = self._store(f"classes_{tag}", select) if store_classes else f"({select})"
-        yield NodeBatch(nodes, sets, suppressed, keys, self.sensitive, self.value, classes)
-        for ref in (classes if store_classes else None, suppressed, sets):
-            if ref:
-                db.drop_table(conn, ref)
+        stored += [suppressed] if suppressed else []
+        classes = self._classes(sets, suppressed)
+        if read_once:
+            classes = f"({classes})"
+        else:
+            classes = self._store(f"classes_{tag}", classes)
+            stored.append(classes)
+        yield NodeBatch(nodes, sets, suppressed, self.keys, self.sensitive, self.value, classes)
+        for ref in reversed(stored):
+            self.db.drop_table(self.conn, ref)
 
     def _store(self, name: str, select: str, params: dict[str, Any] | None = None) -> str:
         """A scratch table made from `select`, analyzed (its joins are planned on its real size)."""
