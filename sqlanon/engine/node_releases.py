@@ -279,18 +279,24 @@ class NodeReleases:
         disclosure). So the figures are a person's, computed once, and a node sums them over its released cells."""
         if self._persons is None:
             keys = ", ".join(self.keys)
-            alpha = share("c.cnt", "q.n")
+            alpha = share("cnt", "n")
+            cells = f"SELECT {keys}, cnt FROM {self.checker.ref} r"
+            if not (self.checker.grouped and self.sensitive == [self.value]):  # the cube's rows are not the cells
+                cells = (
+                    f"SELECT {keys}, {count_sum('cnt')} AS cnt FROM {self.checker.ref} r GROUP BY {keys}, {self.value}"
+                )
+            # each cell's n and distinct values as window sums over its values: on PostgreSQL one sort, where a
+            # grouping joined back estimated at 200 rows spilled every step (hospital 1M: 1.45 -> 0.73 s; DuckDB
+            # the same either way, 0.12 s)
             select = (
-                f"WITH cells AS (SELECT {keys}, {self.value} AS s, {count_sum('cnt')} AS cnt FROM {self.checker.ref} "
-                f"GROUP BY {keys}, {self.value}), q AS (SELECT {keys}, {count_sum('cnt')} AS n, COUNT(*) AS "
-                f"distinct_values FROM cells GROUP BY {keys}) "
-                f"SELECT {', '.join(f'q.{k}' for k in self.keys)}, q.n, q.distinct_values, "
-                f"SUM(CASE WHEN {alpha} > 1 - :delta THEN c.cnt ELSE 0 END) AS positive, "
-                f"MAX(CASE WHEN {alpha} < :epsilon AND c.cnt < q.n THEN 1 ELSE 0 END) AS negative, "
+                f"SELECT {keys}, n, distinct_values, "
+                f"SUM(CASE WHEN {alpha} > 1 - :delta THEN cnt ELSE 0 END) AS positive, "
+                f"MAX(CASE WHEN {alpha} < :epsilon AND cnt < n THEN 1 ELSE 0 END) AS negative, "
                 f"MAX(CASE WHEN ({alpha} < :rho1 AND {alpha} > :rho2) OR ({alpha} > 1 - :rho1 AND {alpha} < "
-                f"1 - :rho2) THEN 1 ELSE 0 END) AS breach FROM cells c JOIN q ON "
-                f"{' AND '.join(f'c.{k} = q.{k}' for k in self.keys)} "
-                f"GROUP BY {', '.join(f'q.{k}' for k in self.keys)}, q.n, q.distinct_values"
+                f"1 - :rho2) THEN 1 ELSE 0 END) AS breach FROM (SELECT {keys}, cnt, "
+                f"CAST(SUM(cnt) OVER (PARTITION BY {keys}) AS BIGINT) AS n, "
+                f"COUNT(*) OVER (PARTITION BY {keys}) AS distinct_values "
+                f"FROM ({cells}) c) w GROUP BY {keys}, n, distinct_values"
             )
             self._persons = self._store(self._name("persons"), select, thresholds)
         return self._persons
