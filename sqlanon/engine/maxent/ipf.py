@@ -48,20 +48,22 @@ class _Solver:
         """Set aside the parts within `tolerance` after the last run: IPF on one part does not move another's
         probabilities, so they are final (on two releases of 100,000 hospital records, most parts settle in a
         few dozen passes while a few take hundreds)."""
-        done = f"(SELECT part FROM {self.offs} WHERE off <= {tolerance!r})"
+        done, within = f"(SELECT part FROM {self.offs} WHERE off <= :tolerance)", {"tolerance": tolerance}
         columns = ", ".join(self.columns)
         self.db.execute(
-            self.conn, f"INSERT INTO {self.settled} SELECT {columns}, x FROM {self.current} WHERE part IN {done}"
+            self.conn,
+            f"INSERT INTO {self.settled} SELECT {columns}, x FROM {self.current} WHERE part IN {done}",
+            within,
         )
-        self._replace(f"SELECT {columns}, x FROM {self.current} WHERE part NOT IN {done}")
+        self._replace(f"SELECT {columns}, x FROM {self.current} WHERE part NOT IN {done}", within)
         self.statements += 1
 
     def drop_violations(self) -> None:
         self.drop(self.offs)
 
-    def _replace(self, query: str) -> None:
+    def _replace(self, query: str, params: dict[str, Any] | None = None) -> None:
         following = self._new_name()
-        self.tables.create(following, query)
+        self.tables.create(following, query, params)
         self.drop(self.current)
         self.current = following
 

@@ -18,7 +18,6 @@ def connected_parts(tables: Scratch, edges: str, name: str) -> str:
     parts' sizes, not with their diameter (plain label spreading took 73
     statements over the edges of two million-record releases, a part's longest
     chain of links)."""
-    db, conn = tables.db, tables.conn
     links, parts = tables.ref(f"{name}_links"), tables.ref(f"{name}_parts")
     tables.create(links, f"SELECT u, v FROM ({edges}) e0 UNION SELECT v, u FROM ({edges}) e1")
     tables.create(parts, f"SELECT u AS node, LEAST(u, MIN(v)) AS part FROM {links} l GROUP BY u")
@@ -31,17 +30,13 @@ def connected_parts(tables: Scratch, edges: str, name: str) -> str:
         )
         hooked = tables.ref(f"{name}_hooks")
         tables.create(hooked, hooks)
-        count = db.execute(conn, f"SELECT COUNT(*) FROM {hooked}").scalar_one()
-        tables.statements += 1
-        if count:
-            tables.replace(
-                parts,
-                f"SELECT p.node, COALESCE(h.target, p.part) AS part FROM {parts} p "
-                f"LEFT JOIN {hooked} h ON h.root = p.node",
-            )
-        tables.drop(hooked)
-        if not count:
+        tables.statements += 1  # its count
+        if not tables.db.count_rows(tables.conn, hooked):
+            tables.drop(hooked)
             break
+        hooked_parts = f"SELECT p.node, COALESCE(h.target, p.part) AS part FROM {parts} p LEFT JOIN {hooked} h "
+        tables.replace(parts, hooked_parts + "ON h.root = p.node")
+        tables.drop(hooked)
     tables.drop(links)
     return parts
 
