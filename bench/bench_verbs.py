@@ -16,9 +16,10 @@ them: the table grouped once into a packed cube, the nodes in batches from it; a
 every passing node); `analyze` of the first minimal node, and of every minimal node (one run, the same cube and
 batches); `report` (search, metrics, analysis, the HTML page); `apply` of the first minimal node to the source
 table as a batch (metrics, the refusal check, publication and its audit); `anonymize` (search, selection,
-publication, audit); `audit` and `analyze --table` of that output; Mondrian (no suppression; a method an
-engine lacks says so in the table); anatomy (the QIs exact, l=2). The inference across releases is benchmarked at scale
-by bench_releases.py. Each figure is the median of --repeat calls.
+publication, audit; two more rows split what follows its search into the publication and the run's setup);
+`audit` and `analyze --table` of that output; Mondrian (no suppression; a method an engine lacks says so in the
+table); anatomy (the QIs exact, l=2). The inference across releases is benchmarked at scale by
+bench_releases.py. Each figure is the median of --repeat calls (and a figure's parts, that call's).
 
 A second table checks that the engines agree on the same job: the minimal releases, every figure of the
 analysis of each (attacks, risk, metrics, the Bayes-optimal audit; floats to 9 digits), and the rows `anonymize`
