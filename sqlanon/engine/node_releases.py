@@ -154,8 +154,8 @@ class NodeReleases:
         return ref
 
     def _classes(self, sets: str, suppressed: str | None) -> str:
-        """SELECT the batch's classes, stored once for every statement that reads them (the attacks, the sums, the
-        audit; each grouped the frequency sets anew before): per class (node, key..), its tuples n, the
+        """SELECT the batch's classes (stored once where several statements read them: the attacks, the sums, the
+        audit, which each grouped the frequency sets anew before): per class (node, key..), its tuples n, the
         analyzed attribute's distinct values and the count of its most frequent one (top), the sum of c ln c over
         its cells of every sensitive column (KL divergence), and `kept` (0: suppressed)."""
         group = ", ".join([NODE, *self.keys])
