@@ -33,12 +33,15 @@ class _Solver:
         tables.drop(x)
         self.settled = self._new_name()
         tables.create(self.settled, f"SELECT {every} FROM {self.current} WHERE 1 = 0")
+        self.offs: str | None = None  # each part's violation after the last run
 
     def run(self, passes: int) -> float:
         """Run `passes` passes in one statement; returns the largest constraint violation after them."""
         query = _passes(self.current, passes, self.columns, self.rs)
         self.passes += passes
         self._replace(query)
+        if self.offs:
+            self.drop(self.offs)
         self.offs = self._new_name()
         self.tables.create(self.offs, _part_violations(self.current, self.rs))
         self.statements += 1  # the largest violation (the tables count what they create)
@@ -57,9 +60,6 @@ class _Solver:
         )
         self._replace(f"SELECT {columns}, x FROM {self.current} WHERE part NOT IN {done}", within)
         self.statements += 1
-
-    def drop_violations(self) -> None:
-        self.drop(self.offs)
 
     def _replace(self, query: str, params: dict[str, Any] | None = None) -> None:
         following = self._new_name()
@@ -140,7 +140,6 @@ def iterate(
             trial = None
         if trial is None and violation > settings.tolerance:
             solver.settle(settings.tolerance)
-        solver.drop_violations()
         if solver.passes < SNAP_FROM or solver.passes & (solver.passes - 1) or violation <= settings.tolerance:
             continue  # look again at the next power of two
         at_doubling[solver.passes] = violation
@@ -159,7 +158,7 @@ def iterate(
         if checkpoint is not None:
             solver.drop(checkpoint)
         checkpoint = solver.copy()
-    for leftover in [checkpoint] + ([trial[0]] if trial else []):
+    for leftover in [checkpoint, solver.offs] + ([trial[0]] if trial else []):
         if leftover:
             solver.drop(leftover)
     tables.create(

@@ -19,7 +19,7 @@ def connected_parts(tables: Scratch, edges: str, name: str) -> str:
     statements over the edges of two million-record releases, a part's longest
     chain of links)."""
     links, parts = tables.ref(f"{name}_links"), tables.ref(f"{name}_parts")
-    tables.create(links, f"SELECT u, v FROM ({edges}) e0 UNION SELECT v, u FROM ({edges}) e1")
+    tables.create(links, f"WITH e AS MATERIALIZED ({edges}) SELECT u, v FROM e UNION SELECT v, u FROM e")
     tables.create(parts, f"SELECT u AS node, LEAST(u, MIN(v)) AS part FROM {links} l GROUP BY u")
     while True:
         while _jump(tables, parts):

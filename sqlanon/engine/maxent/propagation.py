@@ -64,7 +64,7 @@ def propagate(
                 f"DELETE FROM {possible} USING {gone} g WHERE {possible}.person = g.person "
                 f"AND {possible}.value = g.value",
             )
-            changed = f"SELECT DISTINCT m.r, m.grp FROM {members} m WHERE m.person IN (SELECT person FROM {gone})"
+            changed = _groups_of(members, f"SELECT person FROM {gone}")
             if level:
                 db.execute(conn, f"DELETE FROM {unmatched}")
             db.execute(conn, f"DELETE FROM {dirty}")
@@ -122,22 +122,22 @@ class _Components:
             edges, f"SELECT DISTINCT na AS u, nb AS v FROM {placed} p WHERE na IS NOT NULL AND nb IS NOT NULL"
         )
         every_node = f"SELECT u, v FROM {edges} e UNION ALL SELECT node, node FROM {nodes} n"
-        labels = connected_parts(tables, every_node, self.name)
+        parts = connected_parts(tables, every_node, self.name)
         alone = (
             f"(SELECT p.person, p.value, COALESCE(p.na, p.nb) AS node, p.nb IS NULL AS first FROM {placed} p "
             "WHERE p.na IS NULL OR p.nb IS NULL)"
         )
         balance = (
             f"(SELECT l.part, SUM(CASE WHEN n.r = {a} THEN n.cnt ELSE -n.cnt END) AS d FROM {nodes} n "
-            f"JOIN {labels} l ON l.node = n.node GROUP BY l.part)"
+            f"JOIN {parts} l ON l.node = n.node GROUP BY l.part)"
         )
         sides = (
             f"(SELECT l.part, SUM(CASE WHEN o.first THEN 1 ELSE 0 END) AS n1, SUM(CASE WHEN o.first THEN 0 "
-            f"ELSE 1 END) AS n2 FROM {alone} o JOIN {labels} l ON l.node = o.node GROUP BY l.part)"
+            f"ELSE 1 END) AS n2 FROM {alone} o JOIN {parts} l ON l.node = o.node GROUP BY l.part)"
         )
         # d = n1: the lone persons of release a all hold the value, those of release b none; d = -n2: the mirror
         verdict = (
-            f"(SELECT o.person, o.value, o.first = (pt.d = s.n1) AS holds FROM {alone} o JOIN {labels} l "
+            f"(SELECT o.person, o.value, o.first = (pt.d = s.n1) AS holds FROM {alone} o JOIN {parts} l "
             f"ON l.node = o.node JOIN {balance} pt ON pt.part = l.part JOIN {sides} s ON s.part = l.part "
             "WHERE pt.d = s.n1 OR pt.d = -s.n2)"
         )
@@ -146,7 +146,7 @@ class _Components:
             f"INSERT INTO {gone} SELECT v.person, q.value FROM {verdict} v JOIN {possible} q "
             "ON q.person = v.person AND (q.value <> v.value) = v.holds",
         )
-        for ref in (nodes, edges, labels):
+        for ref in (nodes, edges, parts):
             tables.drop(ref)
         tables.statements += 3
 
@@ -230,9 +230,8 @@ def _propagation_round(
     for k in range(1, rounds + 1):
         if k > 1:
             steps.append(
-                f"t{k} AS MATERIALIZED (SELECT m.* FROM {members} m JOIN (SELECT DISTINCT m0.r, m0.grp FROM "
-                f"{members} m0 JOIN (SELECT DISTINCT person FROM gone{k - 1}) g ON g.person = m0.person) d "
-                "ON d.r = m.r AND d.grp = m.grp)"
+                f"t{k} AS MATERIALIZED (SELECT m.* FROM {members} m JOIN "
+                f"({_groups_of(members, f'SELECT person FROM gone{k - 1}')}) d ON d.r = m.r AND d.grp = m.grp)"
             )
         # the pairs of the round's persons still possible: every earlier round's removals taken out
         earlier = " UNION ALL ".join(f"SELECT person, value FROM gone{j}" for j in range(1, k))
@@ -253,6 +252,11 @@ def _propagation_round(
         "AND ok.person = q.person AND ok.value = q.value WHERE ok.person IS NULL"
     )
     return f"WITH {', '.join(steps)} {removed} UNION {lost}"
+
+
+def _groups_of(members: str, persons: str) -> str:
+    """SELECT r, grp: the groups, in every release, of the persons `persons` SELECTs."""
+    return f"SELECT DISTINCT m.r, m.grp FROM {members} m WHERE m.person IN ({persons})"
 
 
 def _counting_rules(tables: ReleaseTables, k: int, touched: str) -> list[str]:
