@@ -15,6 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
+from ..criteria.view import count_sum
 from .frequency import class_column, class_labels
 from .star import StarSchema
 
@@ -28,6 +29,18 @@ def kept_flag(classes: list[str], suppressed: str | None) -> tuple[str, str]:
     return (
         "1 - COALESCE(x.out, 0)",
         f"LEFT JOIN (SELECT {', '.join(classes)}, 1 AS out FROM ({suppressed}) x0) x ON {on}",
+    )
+
+
+def flagged_classes(fs: str, classes: list[str], suppressed: str | None, extra: str = "") -> str:
+    """SELECT per class (its columns `classes`) of the frequency set `fs` (a FROM item of the class columns, a
+    value column and cnt): n, distinct_values, top (the count of its most frequent value), the `extra` aggregates,
+    and `kept` (1 if released, 0 if one of the classes `suppressed` SELECTs)."""
+    group = ", ".join(classes)
+    kept, joined = kept_flag(classes, suppressed)
+    return (
+        f"SELECT c.*, {kept} AS kept FROM (SELECT {group}, {count_sum('cnt')} AS n, COUNT(*) AS distinct_values, "
+        f"MAX(cnt) AS top{extra} FROM {fs} GROUP BY {group}) c {joined}"
     )
 
 
@@ -45,15 +58,9 @@ class Release:
     value: str = "s"  # the sensitive value column of the definition
     flagged: str | None = None  # a FROM item (a table) of `flagged_select`'s columns (None: grouped by each statement)
 
-    def flagged_select(self, fs: str = "fs") -> str:
-        """SELECT per class of the frequency set `fs`: its columns, n, distinct_values, top (the count of its most
-        frequent value) and `kept` (1 if released, 0 if suppressed)."""
-        group = ", ".join(self.classes)
-        kept, joined = kept_flag(self.classes, self.suppressed)
-        return (
-            f"SELECT c.*, {kept} AS kept FROM (SELECT {group}, SUM(cnt) AS n, COUNT(*) AS distinct_values, "
-            f"MAX(cnt) AS top FROM {fs} GROUP BY {group}) c {joined}"
-        )
+    def flagged_select(self) -> str:
+        """SELECT per class of the frequency set `fs` (see `flagged_classes`)."""
+        return flagged_classes("fs", self.classes, self.suppressed)
 
     def with_classes(self, *, values: bool) -> str:
         """A WITH clause defining `flagged` (see `flagged_select`) and, where a statement reads the values too

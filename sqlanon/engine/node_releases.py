@@ -25,7 +25,7 @@ from typing import Any
 
 from ..criteria import Criterion
 from ..criteria.view import count_sum, share, sum_c_ln_c
-from .attacks import Release, kept_flag
+from .attacks import Release, flagged_classes
 from .checker import ROWS_PER_STATEMENT, WaveChecker
 from .frequency import violating_classes_sql
 
@@ -166,11 +166,8 @@ class NodeReleases:
                 f"SELECT {group}, {count_sum('cnt')} AS cnt, {sum_c_ln_c('cnt')} AS c_ln_c FROM {sets} "
                 f"GROUP BY {group}, {self.value}"
             )
-        kept, joined = kept_flag([NODE, *self.keys], f"SELECT * FROM {suppressed}" if suppressed else None)
-        return (
-            f"SELECT c.*, {kept} AS kept FROM (SELECT {group}, {count_sum('cnt')} AS n, COUNT(*) AS distinct_values, "
-            f"MAX(cnt) AS top, SUM(c_ln_c) AS c_ln_c FROM ({cells}) v GROUP BY {group}) c {joined}"
-        )
+        suppressed_classes = f"SELECT * FROM {suppressed}" if suppressed else None
+        return flagged_classes(f"({cells}) v", [NODE, *self.keys], suppressed_classes, ", SUM(c_ln_c) AS c_ln_c")
 
     def _suppressed(self, sets: str, tag: str) -> str:
         """The batch's classes that violate the criteria (node, key..), stored."""
