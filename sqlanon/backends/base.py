@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -56,6 +57,32 @@ class ColumnKind(Enum):
         return self is not ColumnKind.OTHER
 
 
+@dataclass(frozen=True)
+class StoreSpelling:
+    """The fragments in which the store's operations (`store.ops`) differ between databases, by placeholder.
+
+    A database with roles and concurrent sessions says who the caller is, whether a role is the caller's, and which
+    session a run works in (so a run whose session died can be told from a live one); a database one process owns
+    at a time answers as its only user, every run still marked running being dead when another process opens it.
+    """
+
+    caller: str  # {caller}: the role that owns what an operation writes
+    mine: str  # {mine:EXPR}: whether the role in {role} is the caller or one of its roles ({s}: the store's schema)
+    session_pid: str  # {session_pid}: this session's process, recorded with a run
+    session_start: str  # {session_start}: when that process started (a process id is reused)
+    session_gone: str  # {session_gone:ALIAS}: whether the session of the run {run} (a row of runs) has ended
+
+
+#: a database without roles or concurrent sessions (DuckDB, Spark)
+SOLE_USER = StoreSpelling(
+    caller="CAST(NULL AS VARCHAR)",
+    mine="TRUE",
+    session_pid="CAST(NULL AS INTEGER)",
+    session_start="CAST(NULL AS VARCHAR)",
+    session_gone="TRUE",
+)
+
+
 class Database:
     """A database reached through one SQLAlchemy engine: what every kind shares."""
 
@@ -102,6 +129,8 @@ class Database:
     class_sizes_by_join = True
     #: the type of a column of bytes (pseudonym pads)
     bytes_type = "BLOB"
+    #: how the store's operations say what databases spell differently (see store.ops.render)
+    store_spelling: ClassVar[StoreSpelling] = SOLE_USER
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 
 from ..errors import ConfigError, DataError
-from .base import ColumnKind, Database, csv_errors, driver_connection
+from .base import ColumnKind, Database, StoreSpelling, csv_errors, driver_connection
 
 #: PostgreSQL truncates longer identifiers (NAMEDATALEN - 1), so two long names could be one table
 PG_MAX_NAME_BYTES = 63
@@ -58,6 +58,19 @@ class PostgreSQL(Database):
     roles = True
     concurrent_sessions = True
     stored_routines = True
+    #: the caller is the role that logged in (a session that switched roles with SET ROLE could switch back);
+    #: a run's session is its backend, told by its process id and start (another role's start may be hidden: then
+    #: the process id alone keeps the run alive)
+    store_spelling = StoreSpelling(
+        caller="session_user",
+        mine="{s}.is_mine({role})",
+        session_pid="pg_backend_pid()",
+        session_start="(SELECT CAST(backend_start AS TEXT) FROM pg_stat_activity WHERE pid = pg_backend_pid())",
+        session_gone=(
+            "NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = {run}.backend_pid AND (a.backend_start IS "
+            "NULL OR CAST(a.backend_start AS TEXT) = {run}.backend_start))"
+        ),
+    )
     bytes_type = "BYTEA"
     #: PostgreSQL's own rule: a wave read once (k-anonymity, l-diversity, t-closeness with its class sizes from a
     #: window) is inlined, so its classes are not written to a tuplestore first; one read several times is

@@ -7,10 +7,12 @@ a routine of the store's schema (SECURITY DEFINER, search_path pinned to pg_cata
 declared type. Roles that run sqlanon then hold no privilege on the tables themselves, only EXECUTE on the
 routines, and each routine acts on the caller's own rows (a run, a job: `guard`) or lists only those.
 
-Placeholders in an op's SQL: `{s}` the store's schema; `{caller}` the role that owns what the op writes
-(PostgreSQL: session_user, the role that logged in; DuckDB: NULL); `{mine:EXPR}` whether the role in EXPR is the
-caller or one of its roles (DuckDB: TRUE); `{run_ids}` the run-number sequence as a literal; a statement that is
-just `{analyze}` refreshes the lattice tables' planner statistics (PostgreSQL only). Parameters are `:name`.
+Placeholders in an op's SQL: `{s}` the store's schema; `{run_ids}` the run-number sequence as a literal; a
+statement that is just `{analyze}` refreshes the lattice tables' planner statistics (PostgreSQL only); and what each
+database spells its own way (`backends.StoreSpelling`, one per kind of database): `{caller}` the role that owns
+what the op writes, `{mine:EXPR}` whether the role in EXPR is the caller or one of its roles, `{session_pid}` and
+`{session_start}` the session a run works in, `{session_gone:ALIAS}` whether the session of the run ALIAS has
+ended. Parameters are `:name`.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, Result
 from sqlalchemy.exc import DBAPIError
 
-from ..backends import Database, quote_name
+from ..backends import Database, StoreSpelling, quote_name
 from ..errors import DataError
 
 #: a parameter in an op's SQL, as `text()` finds them (not a `::` cast)
 PARAMETER = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
 MINE = re.compile(r"\{mine:([^{}]+)\}")
+GONE = re.compile(r"\{session_gone:(\w+)\}")
 ANALYZE = "{analyze}"
 #: the tables a `{analyze}` statement refreshes: Incognito rewrites them at every iteration
 LATTICE_TABLES = ("lattice_nodes", "lattice_node_levels", "lattice_edges")
@@ -43,9 +46,7 @@ class Op:
     last one returns ((column, PostgreSQL type), ...; empty: nothing).
 
     `guard` names the parameter that must designate the caller's own run (`run`) or job (`job`), or a job name
-    that is free or the caller's (`job_free`); `postgres` replaces the statements on PostgreSQL where the two
-    databases need different SQL (empty statements: nothing to do on DuckDB); `owner_only` keeps the routine
-    from the runner role.
+    that is free or the caller's (`job_free`); `owner_only` keeps the routine from the runner role.
     """
 
     name: str
@@ -53,11 +54,7 @@ class Op:
     sql: tuple[str, ...]
     returns: tuple[tuple[str, str], ...] = ()
     guard: str | None = None
-    postgres: tuple[str, ...] | None = None
     owner_only: bool = False
-
-    def statements(self, postgres: bool) -> tuple[str, ...]:
-        return self.postgres if postgres and self.postgres is not None else self.sql
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -77,13 +74,16 @@ class Insert:
         object.__setattr__(self, "params", (("run", "bigint"),) + tuple((c, f"{t}[]") for c, t in self.columns))
 
 
-def render(sql: str, schema: str, postgres: bool) -> str:
-    """An op's statement with its placeholders filled in for one database."""
+def render(sql: str, schema: str, spelling: StoreSpelling) -> str:
+    """An op's statement with its placeholders filled in for one kind of database."""
     s = quote_name(schema)
-    sql = MINE.sub(lambda m: f"{s}.is_mine({m[1]})" if postgres else "TRUE", sql)
+    sql = MINE.sub(lambda m: spelling.mine.replace("{s}", s).replace("{role}", m[1]), sql)
+    sql = GONE.sub(lambda m: spelling.session_gone.replace("{run}", m[1]), sql)
     return (
         sql.replace("{s}", s)
-        .replace("{caller}", "session_user" if postgres else "CAST(NULL AS VARCHAR)")
+        .replace("{caller}", spelling.caller)
+        .replace("{session_pid}", spelling.session_pid)
+        .replace("{session_start}", spelling.session_start)
         .replace("{run_ids}", "'" + f"{s}.run_ids".replace("'", "''") + "'")
     )
 
@@ -111,8 +111,8 @@ class Store:
         if self.routines:
             return [self._routine(conn, op, values)]
         return [
-            self.db.execute(conn, render(statement, self.schema, False), values)
-            for statement in op.statements(False)
+            self.db.execute(conn, render(statement, self.schema, self.db.store_spelling), values)
+            for statement in op.sql
             if statement != ANALYZE
         ]
 

@@ -33,7 +33,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ..backends import PG_MAX_NAME_BYTES, driver_connection, quote_literal, quote_name
+from ..backends import PG_MAX_NAME_BYTES, PostgreSQL, driver_connection, quote_literal, quote_name
 from ..errors import ConfigError
 from .ops import ANALYZE, LATTICE_TABLES, PARAMETER, REFUSED, Insert, Op, render
 
@@ -93,7 +93,7 @@ def op_routine(op: Op | Insert, schema: str) -> str:
 
 
 def _statements_body(op: Op, schema: str) -> str:
-    statements = op.statements(True)
+    statements = op.sql
     return "\n".join(
         _execute(statement, op, schema, i == len(statements) - 1) for i, statement in enumerate(statements)
     )
@@ -110,7 +110,7 @@ def _execute(statement: str, op: Op, schema: str, last: bool) -> str:
             names.append(match[1])
         return f"${names.index(match[1]) + 1}"
 
-    sql = PARAMETER.sub(number, render(statement, schema, True))
+    sql = PARAMETER.sub(number, render(statement, schema, PostgreSQL.store_spelling))
     using = f" USING {', '.join(f'p_{n}' for n in names)}" if names else ""
     quoted = f"$sql${sql}$sql$"
     if not (last and op.returns):

@@ -21,33 +21,22 @@ START = Op(
         ("started_at", "timestamp"),
     ),
     sql=(
-        "INSERT INTO {s}.runs (run_id, job_name, command, strategy, config, status, started_at, owner_role) VALUES "
-        "(nextval({run_ids}), :job_name, :command, :strategy, :config, 'running', :started_at, {caller}) "
-        "RETURNING run_id",
-    ),
-    returns=(("run_id", "bigint"),),
-    postgres=(
         "INSERT INTO {s}.runs (run_id, job_name, command, strategy, config, status, started_at, owner_role, "
         "backend_pid, backend_start) VALUES (nextval({run_ids}), :job_name, :command, :strategy, :config, "
-        "'running', :started_at, {caller}, pg_backend_pid(), (SELECT CAST(backend_start AS TEXT) FROM "
-        "pg_stat_activity WHERE pid = pg_backend_pid())) RETURNING run_id",
+        "'running', :started_at, {caller}, {session_pid}, {session_start}) RETURNING run_id",
     ),
+    returns=(("run_id", "bigint"),),
 )
 
 REOPEN = Op(
     name="run_reopen",
     params=RUN,
     sql=(
-        "UPDATE {s}.runs SET status = 'running', finished_at = NULL, error = NULL WHERE run_id = :run",
+        "UPDATE {s}.runs SET status = 'running', finished_at = NULL, error = NULL, backend_pid = {session_pid}, "
+        "backend_start = {session_start} WHERE run_id = :run",
         "DELETE FROM {s}.run_attributes WHERE run_id = :run",
     ),
     guard="run",
-    postgres=(
-        "UPDATE {s}.runs SET status = 'running', finished_at = NULL, error = NULL, backend_pid = "
-        "pg_backend_pid(), backend_start = (SELECT CAST(backend_start AS TEXT) FROM pg_stat_activity WHERE pid "
-        "= pg_backend_pid()) WHERE run_id = :run",
-        "DELETE FROM {s}.run_attributes WHERE run_id = :run",
-    ),
 )
 
 PROGRESS = Op(
@@ -67,31 +56,22 @@ CLOSE = Op(
     guard="run",
 )
 
-#: PostgreSQL: runs whose session is gone (another role's backend_start may be hidden: then its pid alone keeps the
-#: run alive). DuckDB: every run still marked running; the caller keeps those its own process runs.
-DEAD_SESSION = (
-    "NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend_pid AND (a.backend_start IS "
-    "NULL OR CAST(a.backend_start AS TEXT) = r.backend_start))"
-)
+#: runs still marked running whose session is gone (where one process owns the database: every one of them; the
+#: caller keeps those its own process runs)
 DEAD = Op(
     name="runs_dead",
     params=(),
-    sql=("SELECT r.run_id FROM {s}.runs r WHERE r.status = 'running' ORDER BY r.run_id",),
+    sql=("SELECT r.run_id FROM {s}.runs r WHERE r.status = 'running' AND {session_gone:r} ORDER BY r.run_id",),
     returns=(("run_id", "bigint"),),
-    postgres=(f"SELECT r.run_id FROM {{s}}.runs r WHERE r.status = 'running' AND {DEAD_SESSION} ORDER BY r.run_id",),
 )
 
-#: closes runs found dead, whoever started them (on PostgreSQL only those still without a live session)
+#: closes runs found dead, whoever started them (only those still without a live session)
 INTERRUPT = Op(
     name="runs_interrupt",
     params=IDS + (("finished_at", "timestamp"), ("error", "text")),
     sql=(
-        "UPDATE {s}.runs SET status = 'interrupted', finished_at = :finished_at, error = :error "
-        "WHERE status = 'running' AND run_id IN (SELECT unnest(:ids))",
-    ),
-    postgres=(
         "UPDATE {s}.runs r SET status = 'interrupted', finished_at = :finished_at, error = :error "
-        f"WHERE r.status = 'running' AND r.run_id IN (SELECT unnest(:ids)) AND {DEAD_SESSION}",
+        "WHERE r.status = 'running' AND r.run_id IN (SELECT unnest(:ids)) AND {session_gone:r}",
     ),
 )
 
