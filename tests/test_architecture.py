@@ -138,9 +138,10 @@ def test_the_graph_sees_imports():
 
 
 # --- where SQL is written ---------------------------------------------------------------------------------------
-#: the packages that build SQL: each database's own spelling and catalog (backends), the criteria's per-class
-#: statistics (criteria), sqlanon's own tables and routines (store), every statement over the user's data (engine)
-SQL_PACKAGES = {"backends", "criteria", "store", "engine"}
+#: the packages that build SQL: each database's own spelling, catalog and routines (backends), the criteria's
+#: per-class statistics (criteria), every statement over the user's data (engine). The store's operations are
+#: literal statements over its own tables, their dialect filled in by the backends (`StoreSpelling`)
+SQL_PACKAGES = {"backends", "criteria", "engine"}
 #: an f-string that composes a statement: it starts with a statement's keyword, or names a table it formats in
 STATEMENT = re.compile(
     r"^[\s(]*(\{\}\s*)?(SELECT|WITH|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|GRANT|REVOKE|CALL|LOCK|ANALYZE|"

@@ -230,6 +230,23 @@ def test_apply_publishes_duckdbs_rows_and_refuses_a_violating_batch_alike(backen
     assert found == expected
 
 
+def test_apply_by_run_id_publishes_at_the_node_the_run_published(backend: Backend) -> None:
+    """`apply --run ID`: the node is read back from the run's record, in the backend's own metadata store."""
+    published = anonymize(backend.job(k=5, output={"table": backend.table("run_anon")}), backend.options, replace=True)
+    usual, _ = _cut_batches(backend)
+    applied = apply(
+        backend.job(k=5),
+        usual,
+        run_id=published.search.run_id,
+        output=backend.table("run_applied"),
+        batch_schema=backend.schema,
+        options=backend.options,
+        replace=True,
+    )
+    assert applied.node == published.node and applied.audit.ok
+    assert applied.audit.rows == backend.as_owner(f"SELECT COUNT(*) FROM {{schema}}{usual}")[0][0]
+
+
 def test_audit_of_the_source_agrees(backend: Backend, duckdb: Backend) -> None:
     recorded = Recorded()
     options = dataclasses.replace(backend.options, progress=recorded)

@@ -208,31 +208,6 @@ def test_load_into_a_schema_with_a_hostile_table_name(pg_server, pg_schema):
     assert {t for s, t in user_tables(pg_server) if s == pg_schema} == {hostile}
 
 
-def test_apply_a_published_node_to_a_new_batch(pg_adult):
-    """`apply` on PostgreSQL: the run's node on a batch table, audited; a violating batch writes nothing."""
-    from sqlanon import apply
-
-    url, schema = pg_adult
-    job = adult_job(url, SUBSET, k=5, load_csv=False, schema=schema, output={"table": "adult_anon"})
-    first = anonymize(job, _options(schema), replace=True)
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(
-            f'CREATE TABLE "{schema}".batch AS SELECT * FROM "{schema}".adult '
-            "WHERE age BETWEEN 20 AND 60 ORDER BY age, education LIMIT 5000"
-        )
-        conn.exec_driver_sql(
-            f'CREATE TABLE "{schema}".odd AS SELECT * FROM "{schema}".adult ORDER BY age DESC, education LIMIT 40'
-        )  # the oldest: small classes
-    engine.dispose()
-    applied = apply(job, "batch", run_id=first.search.run_id, options=_options(schema))
-    assert applied.node == first.node and applied.audit.ok and applied.audit.rows == 5000
-    before = user_tables(url)
-    with pytest.raises(DataError, match="batch 'odd' alone violates the criteria"):
-        apply(job, "odd", run_id=first.search.run_id, options=_options(schema))
-    assert user_tables(url) == before
-
-
 def test_parallel_plans_come_back_to_the_session_s_own_costs(pg_server: str):
     """The cube is planned with cheaper parallel costs; the caller's session settings (a job run inside the
     server runs in its caller's session) are the same afterwards, and a failed statement leaves them too."""

@@ -71,6 +71,9 @@ class StoreSpelling:
     session_pid: str  # {session_pid}: this session's process, recorded with a run
     session_start: str  # {session_start}: when that process started (a process id is reused)
     session_gone: str  # {session_gone:ALIAS}: whether the session of the run {run} (a row of runs) has ended
+    #: {carries_token:ALIAS}: whether the table an owned_tables row {o} records still carries its token in its
+    #: comment (checked by the store's routines; None where operations are not routines)
+    carries_token: str | None = None
 
 
 #: a database without roles or concurrent sessions (DuckDB, Spark)
@@ -369,6 +372,19 @@ class Database:
     def routine_names(self, conn: Connection, schema: str) -> set[str]:
         """The functions and procedures of `schema` (none where the database has no stored routines)."""
         return set()
+
+    def routine_call(
+        self, schema: str, name: str, args: Sequence[tuple[str, str, str]], rows: bool, procedure: bool = False
+    ) -> str:
+        """A SELECT (a CALL: `procedure`) of the stored routine schema.name, its arguments named, each (argument,
+        bound parameter, type) cast to its declared type; `rows`: a set-returning function's rows (stored routines
+        only)."""
+        raise NotImplementedError
+
+    def work_schema_of_caller(self, conn: Connection, schema: str) -> tuple[str | None, str | None, str | None]:
+        """(the work schema the store `schema` gives the session's role, that schema's owner, the role) (stored
+        routines only)."""
+        raise NotImplementedError
 
     def resolved_schema(self, conn: Connection, schema: str | None) -> str:
         """The schema a name without one lands in (the current schema), or the given one."""

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 
 from ..errors import ConfigError, DataError
+from . import postgres_routines
 from .base import ColumnKind, Database, StoreSpelling, csv_errors, driver_connection
 
 #: PostgreSQL truncates longer identifiers (NAMEDATALEN - 1), so two long names could be one table
@@ -69,6 +70,10 @@ class PostgreSQL(Database):
         session_gone=(
             "NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = {run}.backend_pid AND (a.backend_start IS "
             "NULL OR CAST(a.backend_start AS TEXT) = {run}.backend_start))"
+        ),
+        carries_token=(
+            "strpos(COALESCE(obj_description(to_regclass(quote_ident({o}.schema_name) || '.' || "
+            "quote_ident({o}.table_name)), 'pg_class'), ''), {o}.token) > 0"
         ),
     )
     bytes_type = "BYTEA"
@@ -208,7 +213,7 @@ class PostgreSQL(Database):
         return str(conn.execute(sa.text("SELECT current_user")).scalar_one())
 
     def is_superuser(self, conn: Connection) -> bool:
-        return bool(conn.execute(sa.text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")).scalar_one())
+        return postgres_routines.is_superuser(conn)
 
     def try_session_lock(self, conn: Connection, space: str, name: str) -> bool:
         """A session-level advisory lock: it vanishes with a killed client, which is how a dead run is told."""
@@ -239,6 +244,20 @@ class PostgreSQL(Database):
             {"s": schema},
         ).scalar()
         return bool(member)
+
+    def routine_call(
+        self, schema: str, name: str, args: Sequence[tuple[str, str, str]], rows: bool, procedure: bool = False
+    ) -> str:
+        return postgres_routines.call(schema, name, args, rows, procedure)
+
+    def work_schema_of_caller(self, conn: Connection, schema: str) -> tuple[str | None, str | None, str | None]:
+        name, owner, user = conn.execute(
+            sa.text(
+                f"SELECT w.name, pg_get_userbyid(n.nspowner), session_user FROM (SELECT {self.q(schema)}."
+                "work_schema() AS name) w LEFT JOIN pg_namespace n ON n.nspname = w.name"
+            )
+        ).one()
+        return name, owner, user
 
     def routine_names(self, conn: Connection, schema: str) -> set[str]:
         names = conn.execute(

@@ -63,11 +63,11 @@ RESUME = Op(
     name="lattice_resume",
     params=RUN,
     sql=(
-        f"DELETE FROM {{s}}.lattice_node_levels WHERE run_id = :run AND node_id IN (SELECT node_id FROM "
-        f"{{s}}.lattice_nodes WHERE run_id = :run AND iteration > {COMPLETED})",
-        f"DELETE FROM {{s}}.lattice_edges WHERE run_id = :run AND iteration > {COMPLETED}",
-        f"DELETE FROM {{s}}.lattice_nodes WHERE run_id = :run AND iteration > {COMPLETED}",
-        f"SELECT {COMPLETED}",
+        "DELETE FROM {s}.lattice_node_levels WHERE run_id = :run AND node_id IN (SELECT node_id FROM "
+        "{s}.lattice_nodes WHERE run_id = :run AND iteration > " + COMPLETED + ")",
+        "DELETE FROM {s}.lattice_edges WHERE run_id = :run AND iteration > " + COMPLETED,
+        "DELETE FROM {s}.lattice_nodes WHERE run_id = :run AND iteration > " + COMPLETED,
+        "SELECT " + COMPLETED,
     ),
     returns=(("completed", "integer"),),
     guard="run",

@@ -15,6 +15,7 @@ from dataclasses import replace
 from importlib import resources
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
@@ -141,17 +142,15 @@ def grant_runner(db: Database, schema: str, role: str, revoke: bool = False) -> 
         )
     migrate(db, schema)
     db = db.metadata
-    s = db.q(schema)
     with db.begin() as conn:
         try:
-            conn.execute(
-                text(f"CALL {s}.{'revoke_runner' if revoke else 'grant_runner'}(runner => CAST(:r AS name))"),
-                {"r": role},
-            )
+            procedure = "revoke_runner" if revoke else "grant_runner"
+            conn.execute(text(db.routine_call(schema, procedure, [("runner", "r", "name")], False, True)), {"r": role})
         except DBAPIError as exc:
             detail = getattr(exc.orig, "diag", None)
             raise DataError(str(getattr(detail, "message_primary", None) or exc.orig).strip().splitlines()[0]) from None
-        work = conn.execute(text(f"SELECT {s}.work_schema_of(CAST(:r AS name))"), {"r": role}).scalar()
+        work_schema_of = db.routine_call(schema, "work_schema_of", [("role", "r", "name")], rows=False)
+        work = conn.execute(text(work_schema_of), {"r": role}).scalar()
         found = routines.installed(conn, schema)
     return {"runner_role": found[2].runner_role if found else None, "work_schema": work}
 
@@ -213,7 +212,8 @@ def current_version(db: Database, schema: str = DEFAULT_SCHEMA) -> str | None:
                 return found[0]
         if not db.table_exists(conn, schema, "alembic_version"):
             return None
-        return conn.execute(text(f"SELECT version_num FROM {db.q(schema)}.alembic_version")).scalar()
+        version = sa.table("alembic_version", sa.column("version_num"), schema=schema)
+        return conn.execute(sa.select(version.c.version_num)).scalar()
 
 
 def stored_routines(db: Database, schema: str = DEFAULT_SCHEMA) -> set[str]:

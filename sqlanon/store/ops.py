@@ -12,7 +12,8 @@ statement that is just `{analyze}` refreshes the lattice tables' planner statist
 database spells its own way (`backends.StoreSpelling`, one per kind of database): `{caller}` the role that owns
 what the op writes, `{mine:EXPR}` whether the role in EXPR is the caller or one of its roles, `{session_pid}` and
 `{session_start}` the session a run works in, `{session_gone:ALIAS}` whether the session of the run ALIAS has
-ended. Parameters are `:name`.
+ended, `{carries_token:ALIAS}` whether the table an owned_tables row records still carries its token (in the
+routines' guards). Parameters are `:name`.
 """
 
 from __future__ import annotations
@@ -22,17 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import text
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Result
 from sqlalchemy.exc import DBAPIError
 
 from ..backends import Database, StoreSpelling, quote_name
 from ..errors import DataError
 
-#: a parameter in an op's SQL, as `text()` finds them (not a `::` cast)
-PARAMETER = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
 MINE = re.compile(r"\{mine:([^{}]+)\}")
 GONE = re.compile(r"\{session_gone:(\w+)\}")
+CARRIES = re.compile(r"\{carries_token:(\w+)\}")
 ANALYZE = "{analyze}"
 #: the tables a `{analyze}` statement refreshes: Incognito rewrites them at every iteration
 LATTICE_TABLES = ("lattice_nodes", "lattice_node_levels", "lattice_edges")
@@ -79,6 +79,8 @@ def render(sql: str, schema: str, spelling: StoreSpelling) -> str:
     s = quote_name(schema)
     sql = MINE.sub(lambda m: spelling.mine.replace("{s}", s).replace("{role}", m[1]), sql)
     sql = GONE.sub(lambda m: spelling.session_gone.replace("{run}", m[1]), sql)
+    if spelling.carries_token is not None:
+        sql = CARRIES.sub(lambda m: str(spelling.carries_token).replace("{o}", m[1]), sql)
     return (
         sql.replace("{s}", s)
         .replace("{caller}", spelling.caller)
@@ -122,9 +124,10 @@ class Store:
             arrays = {c: [row[i] for row in rows] for i, (c, _) in enumerate(op.columns)}
             self._routine(conn, op, {"run": run, **arrays})
             return
-        table = f"{quote_name(self.schema)}.{op.table}"
         if op.replace:
-            self.db.execute(conn, f"DELETE FROM {table} WHERE run_id = :r", {"r": run})
+            records = sa.table(op.table, sa.column("run_id"), schema=self.schema)
+            conn.execute(sa.delete(records).where(records.c.run_id == run))
+        table = f"{quote_name(self.schema)}.{op.table}"
         if rows:
             self.db.insert_rows(conn, table, ["run_id", *(c for c, _ in op.columns)], [(run, *row) for row in rows])
 
@@ -138,13 +141,7 @@ class Store:
             return self.db.work_schemas[self.schema]
         try:
             with conn.begin_nested():
-                name, owner, user = conn.execute(
-                    text(
-                        f"SELECT w.name, pg_get_userbyid(n.nspowner), session_user FROM (SELECT "
-                        f"{quote_name(self.schema)}.work_schema() AS name) w LEFT JOIN pg_namespace n ON n.nspname = "
-                        "w.name"
-                    )
-                ).one()
+                name, owner, user = self.db.work_schema_of_caller(conn, self.schema)
         except DBAPIError:  # not granted the runner role: no EXECUTE on work_schema()
             name, owner, user = None, None, self.db.session_role(conn)
         if name == self.schema:
@@ -161,15 +158,14 @@ class Store:
                 f"schema {name!r}, where role {user!r} keeps its runs' scratch tables, belongs to role "
                 f"{owner!r}; drop or rename it, and {setup}"
             )
-        self.db.work_schemas[self.schema] = name
+        self.db.work_schemas[self.schema] = str(name)
         return str(name)
 
     def _routine(self, conn: Connection, op: Op | Insert, values: dict[str, Any]) -> Result[*tuple[Any, ...]]:
         """The op's routine, named with its schema, every argument cast to its declared type (so no routine of
         another schema or signature can be the one called)."""
-        args = ", ".join(f"p_{name} => CAST(:{name} AS {kind})" for name, kind in op.params)
-        routine = f"{quote_name(self.schema)}.{op.name}({args})"
-        select = f"SELECT * FROM {routine}" if getattr(op, "returns", ()) else f"SELECT {routine}"
+        args = [(f"p_{name}", name, kind) for name, kind in op.params]
+        select = self.db.routine_call(self.schema, op.name, args, rows=bool(getattr(op, "returns", ())))
         try:
             result: Result[*tuple[Any, ...]] = self.db.execute(conn, select, {n: values[n] for n, _ in op.params})
             return result

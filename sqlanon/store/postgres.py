@@ -15,6 +15,9 @@ folders the server's Python imports sqlanon from and the server's socket folder.
 installing superuser) can replace a routine, so no caller, however its transaction goes, changes what the server
 imports; no table holds these settings for a grant to expose.
 
+How a routine, a grant or a call is spelled in PostgreSQL is `backends.postgres_routines`'; this module says which
+routines there are, what each checks and does, and installs them.
+
 The routines are installed again whenever their definitions change (a digest of them is part of `installation()`):
 DDL travels with the code, not with a migration revision. EXECUTE on every one of them is revoked from PUBLIC and
 granted to the runner role only where a runner needs it (`RUNNER_ROUTINES`); the store's tables and sequence carry
@@ -30,41 +33,41 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from sqlalchemy import text
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..backends import PG_MAX_NAME_BYTES, PostgreSQL, driver_connection, quote_literal, quote_name
+from ..backends import PG_MAX_NAME_BYTES, PostgreSQL, quote_literal, quote_name
+from ..backends import postgres_routines as pg
 from ..errors import ConfigError
-from .ops import ANALYZE, LATTICE_TABLES, PARAMETER, REFUSED, Insert, Op, render
+from .ops import ANALYZE, LATTICE_TABLES, REFUSED, Insert, Op, render
 
 #: the comment that marks a routine as sqlanon's (reinstalling drops exactly these)
 MARKER = "sqlanon routine"
-SETTINGS = "LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp"
 
-#: what a guard checks before an operation runs (see Op.guard); the refusal names nothing of another role's
+#: what a guard checks before an operation runs (see Op.guard): (when it refuses, the message, its arguments); the
+#: refusal names nothing of another role's
 GUARDS = {
     "run": (
-        "IF NOT EXISTS (SELECT 1 FROM {s}.runs r WHERE r.run_id = p_run AND {s}.is_mine(r.owner_role)) THEN "
-        "RAISE EXCEPTION USING ERRCODE = '{refused}', MESSAGE = format('there is no run %s in schema %L', p_run, "
-        "{schema}); END IF;"
+        "NOT EXISTS (SELECT 1 FROM {s}.runs r WHERE r.run_id = p_run AND {mine:r.owner_role})",
+        "there is no run %s in schema %L",
+        ("p_run", "{schema}"),
     ),
     "job": (
-        "IF NOT EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.name = p_job AND {s}.is_mine(j.registered_by)) THEN "
-        "RAISE EXCEPTION USING ERRCODE = '{refused}', MESSAGE = format('no job named %L is registered in schema "
-        "%L; register it with: sqlanon job register %s FILE --db URL', p_job, {schema}, p_job); END IF;"
+        "NOT EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.name = p_job AND {mine:j.registered_by})",
+        "no job named %L is registered in schema %L; register it with: sqlanon job register %s FILE --db URL",
+        ("p_job", "{schema}", "p_job"),
     ),
     "job_free": (
-        "IF EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.name = p_job AND NOT {s}.is_mine(j.registered_by)) "
-        "THEN RAISE EXCEPTION USING ERRCODE = '{refused}', MESSAGE = format('a job named %L is registered "
-        "by another role in schema %L; choose another name', p_job, {schema}); END IF;"
+        "EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.name = p_job AND NOT {mine:j.registered_by})",
+        "a job named %L is registered by another role in schema %L; choose another name",
+        ("p_job", "{schema}"),
     ),
     # a record of another role's stays while its table still carries the record's token (see Ownership)
     "table_free": (
-        "IF EXISTS (SELECT 1 FROM {s}.owned_tables o WHERE o.schema_name = p_schema_name AND "
-        "o.table_name = p_table_name AND NOT {s}.is_mine(o.owner_role) AND strpos(COALESCE(obj_description("
-        "to_regclass(quote_ident(o.schema_name) || '.' || quote_ident(o.table_name)), 'pg_class'), ''), "
-        "o.token) > 0) THEN RAISE EXCEPTION USING ERRCODE = '{refused}', MESSAGE = format('table %I.%I "
-        "is recorded as written by sqlanon for another role', p_schema_name, p_table_name); END IF;"
+        "EXISTS (SELECT 1 FROM {s}.owned_tables o WHERE o.schema_name = p_schema_name AND o.table_name = "
+        "p_table_name AND NOT {mine:o.owner_role} AND {carries_token:o})",
+        "table %I.%I is recorded as written by sqlanon for another role",
+        ("p_schema_name", "p_table_name"),
     ),
 }
 
@@ -81,59 +84,34 @@ class Installation:
 def op_routine(op: Op | Insert, schema: str) -> str:
     """CREATE FUNCTION for one operation (see the module docstring)."""
     s = quote_name(schema)
-    args = ", ".join(f"p_{name} {kind}" for name, kind in op.params)
     returns = getattr(op, "returns", ())
-    result = f"TABLE ({', '.join(f'{quote_name(c)} {kind}' for c, kind in returns)})" if returns else "void"
-    guard = GUARDS[op.guard].format(s=s, schema=quote_literal(schema), refused=REFUSED) if op.guard else ""
-    body = _insert_body(op, s) if isinstance(op, Insert) else _statements_body(op, schema)
-    return (
-        f"CREATE FUNCTION {s}.{op.name}({args}) RETURNS {result} {SETTINGS} AS $routine$\n"
-        f"#variable_conflict use_column\nBEGIN\n{guard}\n{body}\nEND\n$routine$"
-    )
+    if isinstance(op, Insert):
+        body = pg.insert_body(f"{s}.{op.table}", op.columns, op.replace)
+    else:
+        last = len(op.sql) - 1
+        body = "\n".join(
+            pg.analyze([f"{s}.{t}" for t in LATTICE_TABLES])
+            if sql == ANALYZE
+            else pg.execute(_render(sql, schema), returns if i == last else ())
+            for i, sql in enumerate(op.sql)
+        )
+    return pg.function(schema, op.name, op.params, returns, _guard(op.guard, schema), body)
 
 
-def _statements_body(op: Op, schema: str) -> str:
-    statements = op.sql
-    return "\n".join(
-        _execute(statement, op, schema, i == len(statements) - 1) for i, statement in enumerate(statements)
-    )
+def _render(sql: str, schema: str) -> str:
+    return render(sql, schema, PostgreSQL.store_spelling)
 
 
-def _execute(statement: str, op: Op, schema: str, last: bool) -> str:
-    """One statement as EXECUTE ... USING: its `:name` parameters become $1, $2, ... in order of appearance."""
-    if statement == ANALYZE:
-        return f"ANALYZE {', '.join(f'{quote_name(schema)}.{t}' for t in LATTICE_TABLES)};"
-    names: list[str] = []
-
-    def number(match: re.Match[str]) -> str:
-        if match[1] not in names:
-            names.append(match[1])
-        return f"${names.index(match[1]) + 1}"
-
-    sql = PARAMETER.sub(number, render(statement, schema, PostgreSQL.store_spelling))
-    using = f" USING {', '.join(f'p_{n}' for n in names)}" if names else ""
-    quoted = f"$sql${sql}$sql$"
-    if not (last and op.returns):
-        return f"EXECUTE {quoted}{using};"
-    if sql.lstrip().upper().startswith(("SELECT", "WITH")):
-        return f"RETURN QUERY EXECUTE {quoted}{using};"
-    return f"EXECUTE {quoted}{using} INTO {', '.join(quote_name(c) for c, _ in op.returns)};\nRETURN NEXT;"
-
-
-def _insert_body(op: Insert, s: str) -> str:
-    table = f"{s}.{op.table}"
-    columns = ", ".join(["run_id"] + [quote_name(c) for c, _ in op.columns])
-    arrays = ", ".join(f"${i + 2}" for i in range(len(op.columns)))
-    using = ", ".join(["p_run"] + [f"p_{c}" for c, _ in op.columns])
-    delete = f"EXECUTE 'DELETE FROM {table} WHERE run_id = $1' USING p_run;\n" if op.replace else ""
-    return (
-        f"{delete}EXECUTE $sql$INSERT INTO {table} ({columns}) SELECT $1, u.* FROM unnest({arrays}) AS u$sql$ "
-        f"USING {using};"
-    )
+def _guard(kind: str | None, schema: str) -> pg.Guard | None:
+    if kind is None:
+        return None
+    failing, message, args = GUARDS[kind]
+    literal = quote_literal(schema)
+    return pg.Guard(_render(failing, schema), message, tuple(a.replace("{schema}", literal) for a in args), REFUSED)
 
 
 def _signature(op: Op | Insert, schema: str) -> str:
-    return f"FUNCTION {quote_name(schema)}.{op.name}({', '.join(kind for _, kind in op.params)})"
+    return pg.signature(schema, op.name, [kind for _, kind in op.params])
 
 
 #: routines from the files under sql/: (signature with {s}, whether the runner role may execute it)
@@ -198,7 +176,7 @@ def file_sql(name: str, schema: str, settings: Installation) -> str:
         "{s}": s,  # in SQL
         "{schema_literal_sql}": quote_literal(schema),
         "{schema_literal}": repr(schema),  # in Python bodies
-        "{load_sql}": repr(f"SELECT {s}.load_sqlanon()"),
+        "{load_sql}": repr(pg.call(schema, "load_sqlanon", (), rows=False)),
         "{python_folders}": repr(folders),
     }
     for placeholder, value in replacements.items():
@@ -206,18 +184,19 @@ def file_sql(name: str, schema: str, settings: Installation) -> str:
     return body
 
 
-def installation_routine(schema: str, version: str, settings: Installation) -> str:
-    def literal(value: str | None) -> str:
-        return "CAST(NULL AS text)" if value is None else quote_literal(value)
+#: what installation() returns: the version, the routines' digest, then the settings (Installation's fields)
+INSTALLATION_COLUMNS = (
+    ("version", "text"),
+    ("routines", "text"),
+    ("runner_role", "text"),
+    ("python_path", "text"),
+    ("socket_directory", "text"),
+)
 
-    values = ", ".join(
-        literal(v) for v in (version, digest(), settings.runner_role, settings.python_path, settings.socket_directory)
-    )
-    return (
-        f"CREATE FUNCTION {quote_name(schema)}.installation() RETURNS TABLE (version text, routines text, "
-        "runner_role text, python_path text, socket_directory text) LANGUAGE sql IMMUTABLE "
-        f"SET search_path = pg_catalog, pg_temp AS $installation$ SELECT {values} $installation$"
-    )
+
+def installation_routine(schema: str, version: str, settings: Installation) -> str:
+    values = (version, digest(), settings.runner_role, settings.python_path, settings.socket_directory)
+    return pg.constant_function(schema, "installation", INSTALLATION_COLUMNS, values)
 
 
 def check_python_path(path: str) -> None:
@@ -234,45 +213,25 @@ def check_python_path(path: str) -> None:
 def installed(conn: Connection, schema: str, known: bool | None = None) -> tuple[str, str, Installation] | None:
     """The store's (version, routines digest, settings) as its installation() routine returns them; None without
     one (`known`: whether it exists, when the caller already asked). Any role with USAGE on the schema may ask."""
-    if known is None:
-        known = conn.execute(
-            text("SELECT to_regprocedure(:f) IS NOT NULL"), {"f": f"{quote_name(schema)}.installation()"}
-        ).scalar_one()
-    if not known:
+    row = None if known is False else pg.rows_of(conn, schema, "installation")
+    if row is None:
         return None
-    row = conn.execute(text(f"SELECT * FROM {quote_name(schema)}.installation()")).one()
     return row[0], row[1], Installation(row[2], row[3] or "", row[4])
 
 
 def legacy_settings(conn: Connection, schema: str) -> Installation:
     """The settings a store kept in its server_settings table before they moved into installation()."""
-    if not conn.execute(
-        text("SELECT to_regclass(:t) IS NOT NULL"), {"t": f"{quote_name(schema)}.server_settings"}
-    ).scalar_one():
+    if not pg.relation_exists(conn, schema, "server_settings"):
         return Installation()
-    values: dict[str, str] = dict(
-        conn.execute(text(f"SELECT name, value FROM {quote_name(schema)}.server_settings")).tuples().all()
-    )
+    table = sa.table("server_settings", sa.column("name"), sa.column("value"), schema=schema)
+    values: dict[str, str] = dict(conn.execute(sa.select(table.c.name, table.c.value)).tuples().all())
     return Installation(None, values.get("python_path") or "", values.get("socket_directory"))
-
-
-def plpython_usable(conn: Connection) -> bool:
-    """Functions in PL/Python, an untrusted language, can only be created by a superuser."""
-    installed_, available, superuser = conn.execute(
-        text(
-            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'plpython3u'), "
-            "EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'plpython3u'), "
-            "(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)"
-        )
-    ).one()
-    return bool(superuser and (installed_ or available))
 
 
 def default_runner_role(conn: Connection) -> str | None:
     """`sqlanon_runner_<database>`: a role per database, so a runner of one database is a runner of no other
     (None when the database's name does not make a plain role name: give one with --runner-role)."""
-    database = conn.execute(text("SELECT current_database()")).scalar_one()
-    name = f"sqlanon_runner_{database}"
+    name = f"sqlanon_runner_{pg.database_name(conn)}"
     return name if re.fullmatch(r"[a-z_][a-z0-9_]*", name) and len(name) <= PG_MAX_NAME_BYTES else None
 
 
@@ -287,127 +246,51 @@ def install(conn: Connection, schema: str, version: str, settings: Installation)
     s = quote_name(schema)
     uninstall(conn, schema)
     runner = settings.runner_role or default_runner_role(conn)
-    if runner is not None and not _ensure_role(conn, runner):
+    if runner is not None and not pg.ensure_role(conn, runner):
         runner = None
-    superuser = conn.execute(text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")).scalar_one()
     socket = settings.socket_directory
-    if superuser:  # unix_socket_directories is readable by superusers only; runners read it from installation()
-        socket = conn.execute(
-            text("SELECT trim(split_part(current_setting('unix_socket_directories'), ',', 1))")
-        ).scalar_one()
+    if pg.is_superuser(conn):
+        socket = pg.socket_directory(conn)  # readable by superusers only; runners read it from installation()
     settings = Installation(runner, settings.python_path, socket)
-    plpython = plpython_usable(conn)
+    plpython = pg.plpython_usable(conn)
     files = {**FILE_ROUTINES, **(PLPYTHON_ROUTINES if plpython else {})}
     if plpython:
-        _ddl(conn, "CREATE EXTENSION IF NOT EXISTS plpython3u")
+        pg.enable_plpython(conn)
     for name in files:
-        _ddl(conn, file_sql(name, schema, settings))
-    _ddl(conn, installation_routine(schema, version, settings))
+        pg.ddl(conn, file_sql(name, schema, settings))
+    pg.ddl(conn, installation_routine(schema, version, settings))
     for op in OPERATIONS:
-        _ddl(conn, op_routine(op, schema))
+        pg.ddl(conn, op_routine(op, schema))
     signatures = (
         [INSTALLATION.format(s=s)]
         + [_signature(op, schema) for op in OPERATIONS]
         + [sig.format(s=s) for routines in files.values() for sig, _ in routines]
     )
     for signature in signatures:
-        kind, routine = signature.split(" ", 1)
-        _ddl(conn, f"COMMENT ON {kind} {routine} IS {quote_literal(MARKER)}")
-        _ddl(conn, f"REVOKE ALL ON {kind} {routine} FROM PUBLIC")
+        pg.mark(conn, signature, MARKER)
     if runner is not None:
-        _ddl(conn, f"GRANT USAGE ON SCHEMA {s} TO {quote_name(runner)}")
-        for signature in runner_routines(schema, plpython):
-            kind, routine = signature.split(" ", 1)
-            _ddl(conn, f"GRANT EXECUTE ON {kind} {routine} TO {quote_name(runner)}")
-    _lock_tables(conn, schema, runner)
+        pg.grant_execute(conn, runner_routines(schema, plpython), schema, runner)
+    pg.keep_to_owner(conn, schema, runner)
     return settings
 
 
 def uninstall(conn: Connection, schema: str) -> None:
     """Drop every routine of the store (those marked as sqlanon's; nothing else of the schema)."""
-    for routine, kind in conn.execute(
-        text(
-            "SELECT CAST(CAST(p.oid AS regprocedure) AS text), p.prokind FROM pg_proc p JOIN pg_namespace n ON "
-            "n.oid = p.pronamespace WHERE n.nspname = :s AND obj_description(p.oid, 'pg_proc') = :m"
-        ),
-        {"s": schema, "m": MARKER},
-    ).all():
-        _ddl(conn, f"DROP {'PROCEDURE' if kind == 'p' else 'FUNCTION'} {routine}")
-
-
-def _ensure_role(conn: Connection, role: str) -> bool:
-    """Whether the runner role exists, after creating it (NOLOGIN) where the installing role may."""
-    exists, may_create = conn.execute(
-        text(
-            "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :r), (SELECT rolsuper OR "
-            "rolcreaterole FROM pg_roles "
-            "WHERE rolname = current_user)"
-        ),
-        {"r": role},
-    ).one()
-    if not exists and may_create:
-        _ddl(conn, f"CREATE ROLE {quote_name(role)} NOLOGIN")
-    return bool(exists or may_create)
-
-
-def _lock_tables(conn: Connection, schema: str, runner: str | None) -> None:
-    """No role but the owner holds a privilege on the store's tables or sequence, or CREATE on its schema; only
-    the runner role holds USAGE on it (grants made by hand before, such as older instructions gave, are revoked)."""
-    s = quote_name(schema)
-    for kind, name, grantee in conn.execute(
-        text(
-            "SELECT DISTINCT c.relkind, c.relname, r.rolname FROM pg_class c JOIN pg_namespace n ON n.oid = "
-            "c.relnamespace, aclexplode(c.relacl) a LEFT JOIN pg_roles r ON r.oid = a.grantee WHERE n.nspname = :s "
-            "AND a.grantee <> c.relowner"
-        ),
-        {"s": schema},
-    ).all():
-        what = "SEQUENCE" if kind == "S" else "TABLE"
-        _ddl(conn, f"REVOKE ALL ON {what} {s}.{quote_name(name)} FROM {_grantee(grantee)}")
-    for grantee in conn.execute(
-        text(
-            "SELECT DISTINCT r.rolname FROM pg_namespace n, aclexplode(n.nspacl) a LEFT JOIN pg_roles r ON r.oid = "
-            "a.grantee WHERE n.nspname = :s AND a.grantee <> n.nspowner AND (r.rolname IS DISTINCT FROM :runner OR "
-            "a.privilege_type <> 'USAGE')"
-        ),
-        {"s": schema, "runner": runner},
-    ).scalars():
-        _ddl(conn, f"REVOKE ALL ON SCHEMA {s} FROM {_grantee(grantee)}")
-        if grantee is not None and grantee == runner:
-            _ddl(conn, f"GRANT USAGE ON SCHEMA {s} TO {quote_name(grantee)}")
-
-
-def _ddl(conn: Connection, sql: str) -> None:
-    """One statement as it is, on the driver's cursor: no parameters, so nothing in routine bodies (colons,
-    percent signs) is read as a placeholder."""
-    with driver_connection(conn).cursor() as cursor:
-        cursor.execute(sql)
-
-
-def _grantee(role: str | None) -> str:
-    """An ACL's grantee in SQL (role 0, shown as NULL here, is PUBLIC)."""
-    return "PUBLIC" if role is None else quote_name(role)
+    pg.drop_marked(conn, schema, MARKER)
 
 
 # --- the store's routines called from inside the server (PL/Python's `plpy`, by sqlanon.inserver) ---------------
 def server_address(plpy: Any, schema: str) -> dict[str, Any]:
     """This database's name (d), port and socket folder (socket: as installation() recorded it, or NULL)."""
-    return dict(
-        plpy.execute(
-            "SELECT current_database() AS d, current_setting('port') AS port, i.socket_directory AS socket "
-            f"FROM {quote_name(schema)}.installation() i"
-        )[0]
-    )
+    return pg.server_address(plpy, schema, "installation")
 
 
 def job_registrant(plpy: Any, schema: str, job: str) -> str:
     """The role that registered `job`, asked of the store as the caller: its routine refuses a job that is not the
     caller's (nor one of its roles')."""
-    plan = plpy.prepare(f"SELECT registered_by FROM {quote_name(schema)}.job_definition(p_job => $1)", ["text"])
-    return str(plpy.execute(plan, [job])[0]["registered_by"])
+    return str(pg.call_in_server(plpy, schema, "job_definition", ("p_job", "text"), job)["registered_by"])
 
 
 def job_of_run(plpy: Any, schema: str, run_id: int) -> str:
     """The job of run `run_id`, asked of the store as the caller (its routine refuses another role's run)."""
-    plan = plpy.prepare(f"SELECT job_name FROM {quote_name(schema)}.run_outcome(p_run => $1)", ["bigint"])
-    return str(plpy.execute(plan, [run_id])[0]["job_name"])
+    return str(pg.call_in_server(plpy, schema, "run_outcome", ("p_run", "bigint"), run_id)["job_name"])
