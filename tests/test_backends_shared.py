@@ -18,13 +18,34 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from sqlanon import RunOptions, analyze, anonymize, apply, audit, job_from_dict, search
+from sqlanon import (
+    RunOptions,
+    analyze,
+    analyze_table,
+    anonymize,
+    apply,
+    audit,
+    inference,
+    job_from_dict,
+    report,
+    search,
+)
 from sqlanon.cli import main
 from sqlanon.criteria import KAnonymity, criteria_from_config
 from sqlanon.errors import ConfigError, DataError, HierarchyError, SqlanonError
 from sqlanon.model.job import Job, Selection, Suppression
+from sqlanon.model.selection import node_label
 
-from .conftest import ADULT_DIR, Recorded, adult_config, adult_job, reclassified, with_cropped_hierarchies
+from .conftest import (
+    ADULT_DIR,
+    Recorded,
+    adult_config,
+    adult_job,
+    reclassified,
+    user_tables,
+    with_cropped_hierarchies,
+)
+from .republishing_example import example_config, write_example
 from .test_criteria import RANDOM_CASES, _named
 
 QIS = ["sex", "race", "marital-status"]
@@ -186,6 +207,22 @@ def test_anonymize_publishes_duckdbs_node_audited(backend: Backend, duckdb: Back
     assert published.node == expected.node and published.audit.ok
     assert published.audit.rows == expected.audit.rows and published.audit.classes == expected.audit.classes
     assert recorded.steps("publish") == ["starting", *PUBLICATION_STEPS, "committing"]
+
+
+def test_anonymize_leaves_nothing_but_its_output(backend: Backend) -> None:
+    """Every table of every schema after a publication is one from before or the output: the run's dimension
+    tables, cube and staging are gone (on Spark, its temporary views too)."""
+    output = backend.table("tidy_anon")
+    backend.as_owner(f"DROP TABLE IF EXISTS {{schema}}{output}")
+    before = _every_table(backend)
+    anonymize(backend.job(k=5, output={"table": output}), backend.options)
+    assert {name for _, name in _every_table(backend) - before} == {output}
+
+
+def _every_table(backend: Backend) -> set[tuple[str, str]]:
+    if backend.name == "spark":
+        return {(str(row[0]), str(row[1])) for row in backend.as_owner("SHOW TABLES")}
+    return user_tables(backend.url, exclude_schema="\x00")  # every schema, sqlanon's own included
 
 
 def _cut_batches(backend: Backend) -> tuple[str, str]:
@@ -366,6 +403,50 @@ def test_analysis_with_suppression_equals_duckdbs(compared: Backend, duckdb: Bac
     assert found_figures.keys() == expected_figures.keys()
     for key, value in expected_figures.items():
         assert found_figures[key] == (pytest.approx(value) if isinstance(value, float) else value), key
+
+
+def test_analysis_of_a_published_table_equals_duckdbs(compared: Backend, duckdb: Backend) -> None:
+    """`analyze --table`: the attacks and risk of a table already published, read as it is: DuckDB's figures."""
+    figures = []
+    for side in (compared, duckdb):
+        job = reclassified(side.job(k=5, output={"table": side.table("analyzed_anon")}), sensitive=["occupation"])
+        anonymize(job, side.options, replace=True)
+        report = analyze_table(job, side.table("analyzed_anon"), side.schema, side.options)
+        figures.append(_flat(report.tables[0].to_dict()))
+    found, expected = figures
+    assert found.keys() == expected.keys() and expected["rows"] == 30162
+    for key, value in expected.items():
+        if key != "label":
+            assert found[key] == (pytest.approx(value) if isinstance(value, float) else value), key
+
+
+def test_report_lists_duckdbs_releases(backend: Backend, duckdb: Backend, tmp_path: Path) -> None:
+    """`report`: one page naming every minimal release the search finds on DuckDB."""
+    job = reclassified(backend.job(k=5), sensitive=["occupation"])
+    page = report(job, tmp_path / f"{backend.name}.html", backend.options).read_text()
+    minimal = search(reclassified(duckdb.job(k=5), sensitive=["occupation"])).minimal
+    assert minimal and all(node_label(node) in page for node in minimal)
+
+
+def test_inference_across_releases_or_says_why_not(backend: Backend) -> None:
+    """Inference across two bucketized releases of the republishing example: the paper's positive disclosures;
+    where tables cannot be written in one transaction, the one-line refusal."""
+    config = example_config(backend.url, ["d1", "d2"], backend.schema, table=backend.table("inferred"))
+    job = job_from_dict(config)
+    if not backend.transactions:
+        with pytest.raises(ConfigError, match="inference across releases is not available on"):
+            inference(job, backend.options)
+        return
+    write_example(backend.url, backend.schema)
+    found = inference(job, backend.options, replace=True)
+    assert {(d["pseudonym"], d["value"]) for d in found.positive} == {
+        ("10", "Lung Cancer"),
+        ("7", "Diabetes"),
+        ("13", "Diabetes"),
+    }
+    rows = backend.as_owner(f"SELECT pid, disease, probability FROM {{schema}}{backend.table('inferred')}")
+    p = {(str(pid), disease): float(value) for pid, disease, value in rows}
+    assert p[("14", "Flu")] == pytest.approx(0, abs=1e-6) and p[("11", "Pneumonia")] == pytest.approx(0.5)
 
 
 def _flat(figures: dict[str, Any], prefix: str = "") -> dict[str, Any]:

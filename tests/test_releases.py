@@ -372,27 +372,6 @@ def test_a_generalized_release_counts_as_its_classes(example_url: str, tmp_path:
     _one_line_error(tmp_path, {**config, "inference": {}}, "is not a label of its hierarchy", example_url)
 
 
-def test_inference_and_anatomy_on_postgresql(pg_server: str, pg_schema: str) -> None:
-    write_example(pg_server, pg_schema)
-    report = inference(job_from_dict(example_config(pg_server, ["d1", "d2"], pg_schema, table="inferred")))
-    assert {(d["pseudonym"], d["value"]) for d in report.positive} == {
-        ("10", "Lung Cancer"),
-        ("7", "Diabetes"),
-        ("13", "Diabetes"),
-    }
-    p = probabilities(f'"{pg_schema}".inferred', pg_server)
-    assert p[("14", "Flu")] == pytest.approx(0, abs=1e-6) and p[("11", "Pneumonia")] == pytest.approx(0.5)
-    config = {
-        "source": {"url": pg_server, "table": "patients", "schema": pg_schema},
-        "quasi_identifiers": ["gender", "zip"],
-        "sensitive": ["disease"],
-        "identifying": ["pid"],
-        "output": {"table": "patients_qi", "method": "anatomy", "l": 2},
-    }
-    published = bucketize(job_from_dict(config))
-    assert published.rows == 12 and published.fewest_values >= 2
-
-
 def test_three_releases_name_the_pair_behind_each_disclosure(example_url: str) -> None:
     config = example_config(example_url, ["d1", "d2"], table="three")
     config["releases"]["series"].append({"name": "again", "table": "d2_qi", "sensitive_table": "d2_sa"})

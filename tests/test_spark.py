@@ -1,5 +1,6 @@
-"""The same jobs on Apache Spark SQL (one local session for the whole run): DuckDB's results, Parquet outputs
-written after their audit, the same one-line errors."""
+"""What only Spark has (one local session for the whole run): its outputs as Parquet tables written after their
+audit, Parquet files as a source, a Spark Connect server as the session, and the error without Java or pyspark.
+The verbs every backend supports, Spark's gaps among them, are in test_backends_shared."""
 
 from __future__ import annotations
 
