@@ -42,9 +42,9 @@ class Guard:
         )
 
 
-def signature(schema: str, name: str, kinds: Sequence[str], procedure: bool = False) -> str:
-    """'FUNCTION s.name(type, ...)': how GRANT, COMMENT and DROP name a routine."""
-    return f"{'PROCEDURE' if procedure else 'FUNCTION'} {quote_name(schema)}.{name}({', '.join(kinds)})"
+def signature(schema: str, name: str, kinds: Sequence[str]) -> str:
+    """'FUNCTION s.name(type, ...)': how GRANT, COMMENT and DROP name a function."""
+    return f"FUNCTION {quote_name(schema)}.{name}({', '.join(kinds)})"
 
 
 def function(schema: str, name: str, params: Columns, returns: Columns, guard: Guard | None, body: str) -> str:
@@ -111,13 +111,13 @@ def call(schema: str, name: str, args: Sequence[tuple[str, str, str]], rows: boo
     return f"CALL {routine}" if procedure else f"SELECT * FROM {routine}" if rows else f"SELECT {routine}"
 
 
-def rows_of(conn: Connection, schema: str, name: str) -> Any:
-    """The one row of the function s.name() (no arguments), or None when there is no such function."""
-    if not conn.execute(
-        sa.text("SELECT to_regprocedure(:f) IS NOT NULL"), {"f": f"{quote_name(schema)}.{name}()"}
-    ).scalar_one():
-        return None
-    return conn.execute(sa.text(call(schema, name, (), rows=True))).one()
+def rows_of(conn: Connection, schema: str, name: str, known: bool | None = None) -> Any:
+    """The one row of the function s.name() (no arguments), or None when there is no such function (`known`:
+    whether there is, when the caller already asked)."""
+    if known is None:
+        found = conn.execute(sa.text("SELECT to_regprocedure(:f) IS NOT NULL"), {"f": f"{quote_name(schema)}.{name}()"})
+        known = bool(found.scalar_one())
+    return conn.execute(sa.text(call(schema, name, (), rows=True))).one() if known else None
 
 
 # --- installing ----------------------------------------------------------------------------------------------------

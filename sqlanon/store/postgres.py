@@ -213,7 +213,7 @@ def check_python_path(path: str) -> None:
 def installed(conn: Connection, schema: str, known: bool | None = None) -> tuple[str, str, Installation] | None:
     """The store's (version, routines digest, settings) as its installation() routine returns them; None without
     one (`known`: whether it exists, when the caller already asked). Any role with USAGE on the schema may ask."""
-    row = None if known is False else pg.rows_of(conn, schema, "installation")
+    row = pg.rows_of(conn, schema, "installation", known)
     if row is None:
         return None
     return row[0], row[1], Installation(row[2], row[3] or "", row[4])
