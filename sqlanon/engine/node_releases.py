@@ -282,21 +282,35 @@ class NodeReleases:
                 cells = (
                     f"SELECT {keys}, {count_sum('cnt')} AS cnt FROM {self.checker.ref} r GROUP BY {keys}, {self.value}"
                 )
-            # each cell's n and distinct values as window sums over its values: on PostgreSQL one sort, where a
-            # grouping joined back estimated at 200 rows spilled every step (hospital 1M: 1.45 -> 0.73 s; DuckDB
-            # the same either way, 0.12 s)
             select = (
                 f"SELECT {keys}, n, distinct_values, "
                 f"SUM(CASE WHEN {alpha} > 1 - :delta THEN cnt ELSE 0 END) AS positive, "
                 f"MAX(CASE WHEN {alpha} < :epsilon AND cnt < n THEN 1 ELSE 0 END) AS negative, "
                 f"MAX(CASE WHEN ({alpha} < :rho1 AND {alpha} > :rho2) OR ({alpha} > 1 - :rho1 AND {alpha} < "
-                f"1 - :rho2) THEN 1 ELSE 0 END) AS breach FROM (SELECT {keys}, cnt, "
-                f"CAST(SUM(cnt) OVER (PARTITION BY {keys}) AS BIGINT) AS n, "
-                f"COUNT(*) OVER (PARTITION BY {keys}) AS distinct_values "
-                f"FROM ({cells}) c) w GROUP BY {keys}, n, distinct_values"
+                f"1 - :rho2) THEN 1 ELSE 0 END) AS breach FROM {self._cells_with_totals(cells)} "
+                f"GROUP BY {keys}, n, distinct_values"
             )
             self._persons = self._store(self._name("persons"), select, thresholds)
         return self._persons
+
+    def _cells_with_totals(self, cells: str) -> str:
+        """`cells` (key.., cnt) each with its original cell's tuples n and distinct values, as a FROM item: joined
+        with the cells grouped by key, or as window sums where the database sorts better than it joins
+        (Database.class_sizes_by_join). On PostgreSQL the grouping joined back, estimated at 200 rows, spilled
+        every step (hospital 1M: 1.45 s against 0.73 s in a window); on DuckDB the join takes 0.25 s where the
+        window takes 0.30 (1M nearly unique keys)."""
+        keys = ", ".join(self.keys)
+        if not self.db.class_sizes_by_join:
+            return (
+                f"(SELECT {keys}, cnt, CAST(SUM(cnt) OVER (PARTITION BY {keys}) AS BIGINT) AS n, "
+                f"COUNT(*) OVER (PARTITION BY {keys}) AS distinct_values FROM ({cells}) c) w"
+            )
+        on = " AND ".join(f"t.{k} = c.{k}" for k in self.keys)
+        totals = f"SELECT {keys}, {count_sum('cnt')} AS n, COUNT(*) AS distinct_values FROM c GROUP BY {keys}"
+        return (
+            f"(WITH c {self.db.wave_cte} ({cells}) SELECT {', '.join(f'c.{k}' for k in self.keys)}, c.cnt, t.n, "
+            f"t.distinct_values FROM c JOIN ({totals}) t ON {on}) w"
+        )
 
     def bayes_sums(self, batch: NodeBatch, thresholds: dict[str, float]) -> dict[int, tuple[int, int, int]]:
         """Per node of the batch: tuples with positive disclosure, with negative disclosure and with a (rho1, rho2)
