@@ -145,7 +145,8 @@ def grant_runner(db: Database, schema: str, role: str, revoke: bool = False) -> 
     with db.begin() as conn:
         try:
             procedure = "revoke_runner" if revoke else "grant_runner"
-            conn.execute(text(db.routine_call(schema, procedure, [("runner", "r", "name")], False, True)), {"r": role})
+            call = db.routine_call(schema, procedure, [("runner", "r", "name")], rows=False, procedure=True)
+            conn.execute(text(call), {"r": role})
         except DBAPIError as exc:
             detail = getattr(exc.orig, "diag", None)
             raise DataError(str(getattr(detail, "message_primary", None) or exc.orig).strip().splitlines()[0]) from None
