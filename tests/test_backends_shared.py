@@ -25,6 +25,7 @@ from sqlanon import (
     anonymize,
     apply,
     audit,
+    bucketize,
     inference,
     job_from_dict,
     report,
@@ -217,6 +218,11 @@ def test_anonymize_leaves_nothing_but_its_output(backend: Backend) -> None:
     before = _every_table(backend)
     anonymize(backend.job(k=5, output={"table": output}), backend.options)
     assert {name for _, name in _every_table(backend) - before} == {output}
+    columns = ", ".join(backend.quote(c) for c in QIS)  # k read off the output itself, not from sqlanon's audit
+    [(smallest, rows)] = backend.as_owner(
+        f"SELECT MIN(n), SUM(n) FROM (SELECT COUNT(*) AS n FROM {{schema}}{output} GROUP BY {columns}) c"
+    )
+    assert smallest >= 5 and rows == 30162
 
 
 def _every_table(backend: Backend) -> set[tuple[str, str]]:
@@ -270,7 +276,7 @@ def test_apply_publishes_duckdbs_rows_and_refuses_a_violating_batch_alike(backen
 def test_apply_by_run_id_publishes_at_the_node_the_run_published(backend: Backend) -> None:
     """`apply --run ID`: the node is read back from the run's record, in the backend's own metadata store."""
     published = anonymize(backend.job(k=5, output={"table": backend.table("run_anon")}), backend.options, replace=True)
-    usual, _ = _cut_batches(backend)
+    usual, odd = _cut_batches(backend)
     applied = apply(
         backend.job(k=5),
         usual,
@@ -282,6 +288,12 @@ def test_apply_by_run_id_publishes_at_the_node_the_run_published(backend: Backen
     )
     assert applied.node == published.node and applied.audit.ok
     assert applied.audit.rows == backend.as_owner(f"SELECT COUNT(*) FROM {{schema}}{usual}")[0][0]
+    before = _every_table(backend)
+    with pytest.raises(DataError, match="alone violates the criteria"):
+        apply(
+            backend.job(k=5), odd, run_id=published.search.run_id, batch_schema=backend.schema, options=backend.options
+        )
+    assert _every_table(backend) == before
 
 
 def test_audit_of_the_source_agrees(backend: Backend, duckdb: Backend) -> None:
@@ -447,6 +459,10 @@ def test_inference_across_releases_or_says_why_not(backend: Backend) -> None:
     rows = backend.as_owner(f"SELECT pid, disease, probability FROM {{schema}}{backend.table('inferred')}")
     p = {(str(pid), disease): float(value) for pid, disease, value in rows}
     assert p[("14", "Flu")] == pytest.approx(0, abs=1e-6) and p[("11", "Pneumonia")] == pytest.approx(0.5)
+    anatomy = {key: config[key] for key in ("source", "quasi_identifiers", "sensitive", "identifying")}
+    anatomy["output"] = {"table": backend.table("patients_qi"), "method": "anatomy", "l": 2}
+    published = bucketize(job_from_dict(anatomy), backend.options, replace=True)
+    assert published.rows == 12 and published.fewest_values >= 2
 
 
 def _flat(figures: dict[str, Any], prefix: str = "") -> dict[str, Any]:
