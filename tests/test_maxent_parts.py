@@ -9,6 +9,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import select
 
 from sqlanon.backends import open_database
 from sqlanon.engine.maxent.parts import connected_parts
@@ -38,8 +39,9 @@ def _parts_in_sql(url: str, nodes: list[int], edges: list[tuple[int, int]]) -> t
             graph = tables.ref("graph")
             links = edges + [(n, n) for n in nodes]
             tables.create_from_rows(graph, [("u", "BIGINT"), ("v", "BIGINT")], links)
-            found = connected_parts(tables, f"SELECT u, v FROM {graph} g", "t")
-            parts = dict(db.execute(conn, f"SELECT node, part FROM {found}").all())
+            edge_list = db.scratch_table(tables.names[graph], ["u", "v"])
+            found = connected_parts(tables, select(edge_list.c.u, edge_list.c.v), "t")
+            parts = dict(db.execute(conn, select(found.c.node, found.c.part)).all())
             statements = tables.statements
             tables.drop_all()
         return parts, statements

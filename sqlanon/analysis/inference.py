@@ -96,7 +96,7 @@ def infer(
     if target is not None:
         if ownership.check_target(conn, target, replace, "inference.table"):
             db.drop_table(conn, db.q(target.schema, target.table))
-        output = db.q(target.schema, target.table)
+        output = (target.schema, target.table)
     tables = ReleaseTables(
         db=db,
         conn=conn,

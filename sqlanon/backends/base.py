@@ -13,6 +13,9 @@ from typing import Any, ClassVar, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.sql import Executable
+from sqlalchemy.sql.ddl import CreateTableAs
+from sqlalchemy.sql.selectable import SelectBase
 
 from ..errors import ConfigError, DataError, SqlanonError
 
@@ -213,9 +216,10 @@ class Database:
         """Refuse a name (of a table or schema, with `table`) that the database would change or could not take
         (none here; see PostgreSQL's and Spark's)."""
 
-    def execute(self, conn: Connection, sql: str, params: dict[str, Any] | None = None) -> Any:
-        """Run one statement built with `q()` names (values always as bound parameters)."""
-        return conn.execute(sa.text(sql), params or {})
+    def execute(self, conn: Connection, sql: str | Executable, params: dict[str, Any] | None = None) -> Any:
+        """Run one statement: text built with `q()` names, or a SQLAlchemy Core statement (values always as bound
+        parameters)."""
+        return conn.execute(sa.text(sql) if isinstance(sql, str) else sql, params or {})
 
     def count_rows(self, conn: Connection, source: str) -> int:
         """The rows of `source`: a table, a parenthesized subquery with its alias, or a FROM clause with joins."""
@@ -243,10 +247,20 @@ class Database:
         """Reference to a session-scoped scratch table (frequency sets)."""
         return f"{self.temp_schema}.{self.q(name)}"
 
-    def create_scratch(self, conn: Connection, name: str, select: str, params: dict[str, Any] | None = None) -> str:
-        """A session-scoped scratch table `name` made from `select`; returns its reference."""
-        self.execute(conn, f"CREATE TEMP TABLE {self.q(name)} AS {select}", params)
+    def create_scratch(
+        self, conn: Connection, name: str, select: str | SelectBase, params: dict[str, Any] | None = None
+    ) -> str:
+        """A session-scoped scratch table `name` made from `select` (text, or a SQLAlchemy Core query); returns its
+        reference."""
+        if isinstance(select, str):
+            self.execute(conn, f"CREATE TEMP TABLE {self.q(name)} AS {select}", params)
+        else:
+            self.execute(conn, CreateTableAs(select, name, temporary=True), params)
         return self.scratch_ref(name)
+
+    def scratch_table(self, name: str, columns: Sequence[str]) -> sa.TableClause:
+        """The session-scoped scratch table `name` with `columns`, for statements built with SQLAlchemy Core."""
+        return sa.table(name, *(sa.column(c) for c in columns), schema=self.temp_schema or None)
 
     def create_scratch_from_rows(
         self, conn: Connection, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
+from sqlalchemy.sql.selectable import SelectBase
 
 from ..errors import ConfigError, DataError, SqlanonError
 from .base import ColumnKind, Database, driver_connection, first_line, normalize_url, open_database
@@ -153,11 +154,15 @@ class Spark(Database):
     def scratch_ref(self, name: str) -> str:
         return self.q(name)  # a temporary view: session-scoped, never qualified
 
-    def create_scratch(self, conn: Connection, name: str, select: str, params: dict[str, Any] | None = None) -> str:
+    def create_scratch(
+        self, conn: Connection, name: str, select: str | SelectBase, params: dict[str, Any] | None = None
+    ) -> str:
         """A temporary view over the rows of `select`, computed now and kept by the executors (a local checkpoint:
         memory, then local disk), as a temporary table is on the other databases. The checkpoint cuts the rows
         off from what they were computed from, so dropping that later leaves this one intact (a cached view
-        defined by SQL would be re-resolved, and break)."""
+        defined by SQL would be re-resolved, and break). A Core query is compiled in Spark's dialect."""
+        if not isinstance(select, str):
+            select = str(select.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
         try:
             _, frame = run_sql(self.session(conn), select, params, lambda f: f.localCheckpoint(eager=True))
         except ProgrammingError as exc:  # as SQLAlchemy reports the cursor's errors

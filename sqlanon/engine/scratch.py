@@ -1,4 +1,8 @@
-"""Scratch tables of one session: made from a SELECT, replaced in place, all dropped at the end."""
+"""Scratch tables of one session: made from a SELECT, replaced in place, all dropped at the end.
+
+A table is named by its reference (text, for statements composed as text) or, made from a SQLAlchemy Core query
+with `make`, is that query's result as a Core table, its columns the query's.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.selectable import SelectBase
 
 from ..backends import Database
+
+#: the prefix of a common table expression computed once, however often its statement reads it
+MATERIALIZED = "MATERIALIZED"
 
 
 class Scratch:
@@ -26,7 +35,45 @@ class Scratch:
         self.names[ref] = table
         return ref
 
-    def create(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
+    def make(self, name: str, select: SelectBase) -> sa.TableClause:
+        """A new scratch table made from the Core query `select`, as a Core table of the query's columns."""
+        ref = self.ref(name)
+        self.create(ref, select)
+        return self.table(ref, select)
+
+    def remake(self, table: sa.TableClause, select: SelectBase) -> sa.TableClause:
+        """`table` made anew from `select`, which may read `table` itself."""
+        ref = self.ref_of(table)
+        self.replace(ref, select)
+        return self.table(ref, select)
+
+    def table(self, ref: str, select: SelectBase) -> sa.TableClause:
+        """Scratch table `ref` as a Core table with the columns of `select` (each one named or labeled)."""
+        columns = [c.key for c in select.selected_columns]
+        unnamed = [str(c) for c, key in zip(select.selected_columns, columns, strict=True) if key is None]
+        assert not unnamed, f"label the scratch table's columns {unnamed}"
+        return self.db.scratch_table(self.names[ref], [str(key) for key in columns])
+
+    def scalar(self, query: sa.Select[Any]) -> Any:
+        """The one value of `query`."""
+        return self.db.execute(self.conn, query).scalar_one()
+
+    def count(self, table: sa.TableClause) -> int:
+        """The rows of `table`."""
+        return int(self.scalar(sa.select(sa.func.count()).select_from(table)))
+
+    def make_from_rows(
+        self, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]
+    ) -> sa.TableClause:
+        """A new scratch table of (name, type) `columns` holding `rows`, as a Core table."""
+        ref = self.ref(name)
+        self.create_from_rows(ref, columns, rows)
+        return self.db.scratch_table(self.names[ref], [c for c, _ in columns])
+
+    def ref_of(self, table: sa.TableClause) -> str:
+        return self.db.scratch_ref(table.name)
+
+    def create(self, ref: str, select: str | SelectBase, params: dict[str, Any] | None = None) -> None:
         """`ref` (one of this scratch's refs) made from `select`, and analyzed: the statements that join it are
         planned on its real size (PostgreSQL took a fresh 50k-row table of release members for 546 rows and
         joined the wrong way round)."""
@@ -40,7 +87,7 @@ class Scratch:
         self.db.analyze(self.conn, ref)
         self.statements += 2
 
-    def replace(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
+    def replace(self, ref: str, select: str | SelectBase, params: dict[str, Any] | None = None) -> None:
         """`ref` made anew from `select`, which may read `ref` itself."""
         following = self.ref("next")
         self.create(following, select, params)
@@ -56,7 +103,8 @@ class Scratch:
         if ref not in self.created:
             self.created.append(ref)
 
-    def drop(self, ref: str) -> None:
+    def drop(self, table: str | sa.TableClause) -> None:
+        ref = table if isinstance(table, str) else self.ref_of(table)
         self.db.drop_table(self.conn, ref)
         if ref in self.created:
             self.created.remove(ref)

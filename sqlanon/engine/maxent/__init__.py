@@ -41,8 +41,9 @@ Modules: `releases` reads the releases into integer-keyed scratch tables
 `parts` labels a graph's connected parts (for propagation and IPF), `ipf`
 iterates, `solve` sequences one solve, `report` solves every release
 together (and each pair) and writes the figures and the probability table.
-Every statement is dialect-neutral (DuckDB and PostgreSQL); the verb around
-it (the job's checks, its output table, ownership) is analysis.inference.
+Every statement is SQLAlchemy Core over scratch tables that `Scratch.make`
+returns as Core tables (dialect-neutral: DuckDB and PostgreSQL); the verb
+around it (the job's checks, its output table, ownership) is analysis.inference.
 """
 
 from .releases import ReleaseTables

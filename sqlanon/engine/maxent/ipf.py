@@ -5,12 +5,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import sqlalchemy as sa
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.engine import Connection
 
 from ...backends import Database
 from ...errors import DataError
 from ...model.job import InferenceSettings
 from ...model.progress import Progress, silent
+from ..scratch import MATERIALIZED
 from .parts import connected_parts
 from .releases import ReleaseTables, progress_label
 
@@ -20,80 +23,80 @@ PASSES_PER_STATEMENT = 16  # IPF passes in one statement (the violation is check
 class _Solver:
     """IPF passes over a variables table, replaced by a new table after each statement of passes."""
 
-    def __init__(self, *, db: Database, conn: Connection, tables: ReleaseTables, x: str, rs: list[int], name: str):
+    def __init__(
+        self, *, db: Database, conn: Connection, tables: ReleaseTables, x: sa.TableClause, rs: list[int], name: str
+    ):
         self.db, self.conn, self.tables, self.rs = db, conn, tables, rs
         self.columns = ["person", "value", "part"] + [f"b{r}" for r in rs] + [f"c{r}" for r in rs]
         self.name, self.passes, self.statements = name, 0, 0
         self.snapped = self.tables_made = 0
-        self.current = self._new_name()
         parts = connected_parts(tables, _links(x, rs), f"{name}_ipf")
-        every = ", ".join(self.columns) + ", x"
-        tables.create(self.current, f"SELECT {every} FROM {x} t JOIN {parts} p ON p.node = t.person")
+        every = [parts.c.part if c == "part" else x.c[c] for c in self.columns] + [x.c.x]
+        self.current = self._new(select(*every).join_from(x, parts, parts.c.node == x.c.person))
         tables.drop(parts)
         tables.drop(x)
-        self.settled = self._new_name()
-        tables.create(self.settled, f"SELECT {every} FROM {self.current} WHERE 1 = 0")
-        self.offs: str | None = None  # each part's violation after the last run
+        self.settled = self._new(select(self.current).where(sa.false()))
+        self.offs: sa.TableClause | None = None  # each part's violation after the last run
 
     def run(self, passes: int) -> float:
         """Run `passes` passes in one statement; returns the largest constraint violation after them."""
         query = _passes(self.current, passes, self.columns, self.rs)
         self.passes += passes
         self._replace(query)
-        if self.offs:
+        if self.offs is not None:
             self.drop(self.offs)
-        self.offs = self._new_name()
-        self.tables.create(self.offs, _part_violations(self.current, self.rs))
+        self.offs = offs = self._new(_part_violations(self.current, self.rs))
         self.statements += 1  # the largest violation (the tables count what they create)
-        return float(self.db.execute(self.conn, f"SELECT COALESCE(MAX(off), 0) FROM {self.offs}").scalar_one())
+        largest = select(func.coalesce(func.max(offs.c.off), 0))
+        return float(self.db.execute(self.conn, largest).scalar_one())
 
     def settle(self, tolerance: float) -> None:
         """Set aside the parts within `tolerance` after the last run: IPF on one part does not move another's
         probabilities, so they are final (on two releases of 100,000 hospital records, most parts settle in a
         few dozen passes while a few take hundreds)."""
-        done, within = f"(SELECT part FROM {self.offs} WHERE off <= :tolerance)", {"tolerance": tolerance}
-        columns = ", ".join(self.columns)
-        self.db.execute(
-            self.conn,
-            f"INSERT INTO {self.settled} SELECT {columns}, x FROM {self.current} WHERE part IN {done}",
-            within,
+        assert self.offs is not None
+        current, offs = self.current, self.offs
+        done = select(offs.c.part).where(offs.c.off <= tolerance)
+        every = [current.c[c] for c in self.columns] + [current.c.x]
+        insert = sa.insert(self.settled).from_select(
+            self.columns + ["x"], select(*every).where(current.c.part.in_(done))
         )
-        self._replace(f"SELECT {columns}, x FROM {self.current} WHERE part NOT IN {done}", within)
+        self.db.execute(self.conn, insert)
+        self._replace(select(*every).where(current.c.part.not_in(done)))
         self.statements += 1
 
-    def _replace(self, query: str, params: dict[str, Any] | None = None) -> None:
-        following = self._new_name()
-        self.tables.create(following, query, params)
+    def _replace(self, query: sa.SelectBase) -> None:
+        following = self._new(query)
         self.drop(self.current)
         self.current = following
 
-    def copy(self) -> str:
-        saved = self._new_name()
-        self.tables.create(saved, f"SELECT * FROM {self.current}")
-        return saved
+    def copy(self) -> sa.TableClause:
+        return self._new(select(self.current))
 
-    def _new_name(self) -> str:
+    def _new(self, query: sa.SelectBase) -> sa.TableClause:
         self.tables_made += 1
-        return self.tables.ref(f"{self.name}_x{self.tables_made}")
+        return self.tables.make(f"{self.name}_x{self.tables_made}", query)
 
-    def drop(self, ref: str) -> None:
-        self.tables.drop(ref)
+    def drop(self, table: sa.TableClause) -> None:
+        self.tables.drop(table)
 
-    def restore(self, saved: str) -> None:
-        self._replace(f"SELECT * FROM {saved}")
+    def restore(self, saved: sa.TableClause) -> None:
+        self._replace(select(saved))
 
-    def snap(self, earlier: str) -> int:
+    def snap(self, earlier: sa.TableClause) -> int:
         """Remove the variables that halved since `earlier` (twice fewer passes ago) and are small: the way a
         probability the constraints force to 0 approaches it (like 1 / passes), while the others settle."""
-        columns = ", ".join(f"x.{c}" for c in self.columns)
-        before = self.db.count_rows(self.conn, self.current)
+        x, e = self.current.alias("x"), earlier.alias("e")
+        before = self.tables.count(self.current)
+        halved = and_(x.c.x < SNAP_BELOW, x.c.x < SNAP_RATIO * e.c.x)
         self._replace(
-            f"SELECT {columns}, x.x FROM {self.current} x JOIN {earlier} e ON e.person = x.person AND "
-            f"e.value = x.value WHERE NOT (x.x < {SNAP_BELOW} AND x.x < {SNAP_RATIO} * e.x)"
+            select(*(x.c[c] for c in self.columns), x.c.x)
+            .join_from(x, e, and_(e.c.person == x.c.person, e.c.value == x.c.value))
+            .where(sa.not_(halved))
         )
-        after = self.db.count_rows(self.conn, self.current)
+        after = self.tables.count(self.current)
         self.statements += 2
-        return int(before - after)
+        return before - after
 
 
 SNAP_FROM = 32  # passes before the first look for probabilities forced to 0
@@ -104,13 +107,14 @@ def iterate(
     db: Database,
     conn: Connection,
     tables: ReleaseTables,
-    x: str,
+    x: sa.TableClause,
     rs: list[int],
     settings: InferenceSettings,
     name: str,
     progress: Progress = silent,
-) -> dict[str, Any]:
-    """IPF passes until the largest relation-constraint violation is within the tolerance.
+) -> tuple[sa.TableClause, dict[str, Any]]:
+    """IPF passes until the largest relation-constraint violation is within the tolerance; returns the table
+    `(person, value, p)` of the solution (in place of `x`) and the figures.
 
     Plain IPF approaches a probability forced to 0 (or 1) only like
     1 / passes. At every doubling of the passes, the variables that halved
@@ -159,10 +163,15 @@ def iterate(
             solver.drop(checkpoint)
         checkpoint = solver.copy()
     for leftover in [checkpoint, solver.offs] + ([trial[0]] if trial else []):
-        if leftover:
+        if leftover is not None:
             solver.drop(leftover)
-    tables.create(
-        x, f"SELECT person, value, x AS p FROM {solver.current} UNION ALL SELECT person, value, x FROM {solver.settled}"
+    current, settled = solver.current, solver.settled
+    x = tables.make(
+        f"{name}_x",
+        sa.union_all(
+            select(current.c.person, current.c.value, current.c.x.label("p")),
+            select(settled.c.person, settled.c.value, settled.c.x),
+        ),
     )
     solver.drop(solver.current)
     solver.drop(solver.settled)
@@ -173,7 +182,7 @@ def iterate(
             f"{violation:.3g} and no longer improves; check that the releases describe the same persons "
             "and values"
         )
-    return {
+    return x, {
         "iterations": solver.passes,
         "max_violation": violation,
         "converged": violation <= settings.tolerance,
@@ -186,61 +195,92 @@ def iterate(
 STALLED = 0.95  # a violation at least this share of the one at half the passes has stopped falling
 
 
-def _passes(table: str, passes: int, columns: list[str], rs: list[int]) -> str:
+def _passes(table: sa.TableClause, passes: int, columns: list[str], rs: list[int]) -> sa.Select[Any]:
     """`passes` IPF passes over `table`, as one statement: in each, every release's (group, value) sums are
     scaled to their counts, then every person's probabilities to one. Each step is a GROUP BY joined back
     (materialized common table expressions: on DuckDB about twice as fast as window functions); a person
     outside a release (b NULL) is left alone by its scaling."""
-    keep = ", ".join(f"t.{c}" for c in columns)
-    steps, k = [f"s0 AS MATERIALIZED (SELECT {', '.join(columns)}, x FROM {table})"], 0
+    step = select(*(table.c[c] for c in columns), table.c.x).cte("s0").prefix_with(MATERIALIZED)
+    k = 0
     for _ in range(passes):
         for r in rs:
             k += 1
-            steps += [
-                f"g{k} AS MATERIALIZED (SELECT b{r} AS b, value, SUM(x) AS total FROM s{k - 1} "
-                f"WHERE b{r} IS NOT NULL GROUP BY b{r}, value)",
-                f"s{k} AS MATERIALIZED (SELECT {keep}, CASE WHEN t.b{r} IS NULL THEN t.x ELSE t.x * t.c{r} / "
-                f"g.total END AS x FROM s{k - 1} t LEFT JOIN g{k} g ON g.b = t.b{r} AND g.value = t.value)",
-            ]
+            group, count = step.c[f"b{r}"], step.c[f"c{r}"]
+            sums = (
+                select(group.label("b"), step.c.value, func.sum(step.c.x).label("total"))
+                .where(group.is_not(None))
+                .group_by(group, step.c.value)
+                .cte(f"g{k}")
+                .prefix_with(MATERIALIZED)
+            )
+            scaled = case((group.is_(None), step.c.x), else_=step.c.x * count / sums.c.total)
+            joined = step.outerjoin(sums, and_(sums.c.b == group, sums.c.value == step.c.value))
+            step = _next_step(step, columns, scaled, joined, k)
         k += 1
-        steps += [
-            f"g{k} AS MATERIALIZED (SELECT person, SUM(x) AS total FROM s{k - 1} GROUP BY person)",
-            f"s{k} AS MATERIALIZED (SELECT {keep}, t.x / g.total AS x FROM s{k - 1} t JOIN g{k} g "
-            "ON g.person = t.person)",
-        ]
-    return f"WITH {', '.join(steps)} SELECT * FROM s{k}"
+        sums = (
+            select(step.c.person, func.sum(step.c.x).label("total"))
+            .group_by(step.c.person)
+            .cte(f"g{k}")
+            .prefix_with(MATERIALIZED)
+        )
+        joined = step.join(sums, sums.c.person == step.c.person)
+        step = _next_step(step, columns, step.c.x / sums.c.total, joined, k)
+    return select(step)
 
 
-def _part_violations(x: str, rs: list[int]) -> str:
+def _next_step(step: sa.CTE, columns: list[str], x: Any, joined: sa.Join, k: int) -> sa.CTE:
+    """The variables after step k: `step`'s columns with `x` from `joined`."""
+    return (
+        select(*(step.c[c] for c in columns), x.label("x")).select_from(joined).cte(f"s{k}").prefix_with(MATERIALIZED)
+    )
+
+
+def _part_violations(x: sa.TableClause, rs: list[int]) -> sa.Select[Any]:
     """SELECT part, off: each part's largest |sum over a group's persons of P(s | i) - count of s in the group|
     (persons sum to one after every pass)."""
     offs = [
-        f"SELECT part, ABS(SUM(x) - MAX(c{r})) AS off FROM {x} WHERE b{r} IS NOT NULL GROUP BY part, b{r}, value"
+        select(x.c.part, func.abs(func.sum(x.c.x) - func.max(x.c[f"c{r}"])).label("off"))
+        .where(x.c[f"b{r}"].is_not(None))
+        .group_by(x.c.part, x.c[f"b{r}"], x.c.value)
         for r in rs
     ]
-    return f"SELECT part, MAX(off) AS off FROM ({' UNION ALL '.join(offs)}) v GROUP BY part"
+    v = sa.union_all(*offs).subquery("v")
+    return select(v.c.part, func.max(v.c.off).label("off")).group_by(v.c.part)
 
 
-def _links(x: str, rs: list[int]) -> str:
+def _links(x: sa.TableClause, rs: list[int]) -> sa.CompoundSelect[Any]:
     """SELECT u, v: the persons of `x` linked through the groups of every release (each to its group's first
     person) and to themselves."""
     groups = [
-        f"SELECT person AS u, MIN(person) OVER (PARTITION BY b{r}, value) AS v FROM {x} WHERE b{r} IS NOT NULL"
+        select(
+            x.c.person.label("u"), func.min(x.c.person).over(partition_by=[x.c[f"b{r}"], x.c.value]).label("v")
+        ).where(x.c[f"b{r}"].is_not(None))
         for r in rs
     ]
-    return " UNION ALL ".join(groups + [f"SELECT person, person FROM {x}"])
+    return sa.union_all(*groups, select(x.c.person.label("u"), x.c.person.label("v")))
 
 
-def _worst_constraint(db: Database, conn: Connection, tables: ReleaseTables, p: str, rs: list[int]) -> str:
-    parts = [
-        f"SELECT {r} AS r, m.grp, p.value, ABS(SUM(p.p) - MAX(c.cnt)) AS off FROM {p} p JOIN {tables.members} m "
-        f"ON m.person = p.person AND m.r = {r} JOIN {tables.counts} c ON c.r = {r} AND c.grp = m.grp "
-        "AND c.value = p.value GROUP BY m.grp, p.value"
-        for r in rs
-    ]
+def _worst_constraint(db: Database, conn: Connection, tables: ReleaseTables, p: sa.TableClause, rs: list[int]) -> str:
+    parts = []
+    for r in rs:
+        m, c = tables.members.alias("m"), tables.counts.alias("c")
+        parts.append(
+            select(
+                sa.literal(r, literal_execute=True).label("r"),
+                m.c.grp,
+                p.c.value,
+                func.abs(func.sum(p.c.p) - func.max(c.c.cnt)).label("off"),
+            )
+            .select_from(
+                p.join(m, and_(m.c.person == p.c.person, m.c.r == r)).join(
+                    c, and_(c.c.r == r, c.c.grp == m.c.grp, c.c.value == p.c.value)
+                )
+            )
+            .group_by(m.c.grp, p.c.value)
+        )
+    w, v = sa.union_all(*parts).subquery("w"), tables.vals
     row = db.execute(
         conn,
-        f"SELECT w.r, w.grp, v.label FROM ({' UNION ALL '.join(parts)}) w JOIN {tables.vals} v "
-        "ON v.value = w.value ORDER BY w.off DESC LIMIT 1",
+        select(w.c.r, w.c.grp, v.c.label).join_from(w, v, v.c.value == w.c.value).order_by(w.c.off.desc()).limit(1),
     ).first()
     return f"release {tables.releases[row[0] - 1].name!r}, bucket {row[1]}, value {row[2]!r}"

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from ..scratch import Scratch
+import sqlalchemy as sa
+from sqlalchemy import func, select
+from sqlalchemy.sql.selectable import SelectBase
+
+from ..scratch import MATERIALIZED, Scratch
 
 
-def connected_parts(tables: Scratch, edges: str, name: str) -> str:
-    """A scratch table `(node, part)`: every node of the undirected graph that `edges` (SELECT u, v of integer
-    nodes; a lone node as an edge to itself) gives, and its part's smallest node.
+def connected_parts(tables: Scratch, edges: SelectBase, name: str) -> sa.TableClause:
+    """A scratch table `(node, part)`: every node of the undirected graph whose edges `edges` selects (`u, v` of
+    integer nodes; a lone node as an edge to itself), and its part's smallest node.
 
     Min-hooking of roots with pointer jumping (Shiloach and Vishkin): every
     node points to a smaller node of its part or to itself (a root). A round
@@ -18,39 +22,44 @@ def connected_parts(tables: Scratch, edges: str, name: str) -> str:
     parts' sizes, not with their diameter (plain label spreading took 73
     statements over the edges of two million-record releases, a part's longest
     chain of links)."""
-    links, parts = tables.ref(f"{name}_links"), tables.ref(f"{name}_parts")
-    tables.create(links, f"WITH e AS MATERIALIZED ({edges}) SELECT u, v FROM e UNION SELECT v, u FROM e")
-    tables.create(parts, f"SELECT u AS node, LEAST(u, MIN(v)) AS part FROM {links} l GROUP BY u")
+    e = edges.cte("e").prefix_with(MATERIALIZED)
+    links = tables.make(f"{name}_links", sa.union(select(e.c.u, e.c.v), select(e.c.v, e.c.u)))
+    parts = tables.make(
+        f"{name}_parts",
+        select(links.c.u.label("node"), func.least(links.c.u, func.min(links.c.v)).label("part")).group_by(links.c.u),
+    )
     while True:
         while _jump(tables, parts):
             pass
+        a, b = parts.alias("a"), parts.alias("b")
         hooks = (
-            f"SELECT a.part AS root, MIN(b.part) AS target FROM {links} l JOIN {parts} a ON a.node = l.u "
-            f"JOIN {parts} b ON b.node = l.v WHERE b.part < a.part GROUP BY a.part"
+            select(a.c.part.label("root"), func.min(b.c.part).label("target"))
+            .select_from(links.join(a, a.c.node == links.c.u).join(b, b.c.node == links.c.v))
+            .where(b.c.part < a.c.part)
+            .group_by(a.c.part)
         )
-        hooked = tables.ref(f"{name}_hooks")
-        tables.create(hooked, hooks)
+        hooked = tables.make(f"{name}_hooks", hooks)
         tables.statements += 1  # its count
-        if not tables.db.count_rows(tables.conn, hooked):
+        if not tables.count(hooked):
             tables.drop(hooked)
             break
-        hooked_parts = f"SELECT p.node, COALESCE(h.target, p.part) AS part FROM {parts} p LEFT JOIN {hooked} h "
-        tables.replace(parts, hooked_parts + "ON h.root = p.node")
+        tables.remake(
+            parts,
+            select(parts.c.node, func.coalesce(hooked.c.target, parts.c.part).label("part")).select_from(
+                parts.outerjoin(hooked, hooked.c.root == parts.c.node)
+            ),
+        )
         tables.drop(hooked)
     tables.drop(links)
     return parts
 
 
-def _jump(tables: Scratch, parts: str) -> bool:
+def _jump(tables: Scratch, parts: sa.TableClause) -> bool:
     """Point every node to its pointer's pointer's pointer; whether any pointer was not yet a root's."""
-    deeper = tables.db.execute(
-        tables.conn,
-        f"SELECT COUNT(*) FROM {parts} p JOIN {parts} q ON q.node = p.part WHERE q.part <> p.part",
-    ).scalar_one()
+    p, q, r = parts.alias("p"), parts.alias("q"), parts.alias("r")
+    pointed = p.join(q, q.c.node == p.c.part)
+    deeper = tables.scalar(select(func.count()).select_from(pointed).where(q.c.part != p.c.part))
     tables.statements += 1
     if deeper:
-        tables.replace(
-            parts,
-            f"SELECT p.node, r.part FROM {parts} p JOIN {parts} q ON q.node = p.part JOIN {parts} r ON r.node = q.part",
-        )
+        tables.remake(parts, select(p.c.node, r.c.part).select_from(pointed.join(r, r.c.node == q.c.part)))
     return bool(deeper)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
+import sqlalchemy as sa
+from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import FromClause
 
 from ...backends import Database
 from ...errors import DataError
 from ...model.progress import Progress, silent
+from ..scratch import MATERIALIZED
 from .parts import connected_parts
 from .releases import ReleaseTables, progress_label
 
@@ -21,12 +26,12 @@ def propagate(
     db: Database,
     conn: Connection,
     tables: ReleaseTables,
-    possible: str,
-    members: str,
+    possible: sa.TableClause,
+    members: sa.Subquery,
     rs: list[int],
     name: str,
     progress: Progress = silent,
-) -> tuple[str, int, int]:
+) -> tuple[sa.TableClause, int, int]:
     """Remove the (person, value) pairs that no assignment of values to persons allows, until none is left.
 
     Each group of a release is a global cardinality constraint: its persons
@@ -44,33 +49,35 @@ def propagate(
     statement per round; returns the table left, the pairs removed and the
     rounds."""
     groups = _MatchedGroups(tables, members, name)
-    every_group = f"SELECT DISTINCT r, grp FROM {members} m"
-    dirty, unmatched = tables.ref(f"{name}_dirty"), tables.ref(f"{name}_unmatched")
-    tables.create(dirty, every_group)  # groups that may lose pairs by the counting rules
-    tables.create(unmatched, every_group)  # groups changed since their last matching pass
+    m = members.alias("m")
+    every_group = select(m.c.r, m.c.grp).distinct()
+    dirty = tables.make(f"{name}_dirty", every_group)  # groups that may lose pairs by the counting rules
+    unmatched = tables.make(f"{name}_unmatched", every_group)  # groups changed since their last matching pass
     removed, rounds, level = 0, 0, 0  # level: 0 counting rules, 1 and matching, 2 and components
     while rounds < MAX_PROPAGATION_ROUNDS:
         rounds += 1
-        gone = tables.ref(f"{name}_gone")
         # matching and components cost more: each only once the cheaper rules alone remove nothing more
-        tables.create(gone, _propagation_round(tables, possible, members, dirty, groups if level else None, unmatched))
+        gone = tables.make(
+            f"{name}_gone",
+            _propagation_round(tables, possible, members, dirty, groups if level else None, unmatched),
+        )
         if level == 2:
             _Components(tables=tables, possible=possible, members=members, rs=rs, name=name).add_removals(gone)
-        count = db.execute(conn, f"SELECT COUNT(*) FROM (SELECT DISTINCT person, value FROM {gone}) g").scalar_one()
+        count = tables.scalar(select(func.count()).select_from(select(gone).distinct().subquery("g")))
         tables.statements += 2
         if count:
             db.execute(
-                conn,
-                f"DELETE FROM {possible} USING {gone} g WHERE {possible}.person = g.person "
-                f"AND {possible}.value = g.value",
+                conn, sa.delete(possible).where(possible.c.person == gone.c.person, possible.c.value == gone.c.value)
             )
-            changed = _groups_of(members, f"SELECT person FROM {gone}")
             if level:
-                db.execute(conn, f"DELETE FROM {unmatched}")
-            db.execute(conn, f"DELETE FROM {dirty}")
-            db.execute(conn, f"INSERT INTO {dirty} {changed}")
+                db.execute(conn, sa.delete(unmatched))
+            db.execute(conn, sa.delete(dirty))
+            db.execute(conn, sa.insert(dirty).from_select(["r", "grp"], _groups_of(members, select(gone.c.person))))
             db.execute(
-                conn, f"INSERT INTO {unmatched} SELECT r, grp FROM {dirty} EXCEPT SELECT r, grp FROM {unmatched}"
+                conn,
+                sa.insert(unmatched).from_select(
+                    ["r", "grp"], sa.except_(select(dirty.c.r, dirty.c.grp), select(unmatched.c.r, unmatched.c.grp))
+                ),
             )
             tables.statements += 5
         tables.drop(gone)
@@ -79,8 +86,8 @@ def propagate(
         level = 0 if count else level + 1
         if level > (2 if len(rs) > 1 else 1):
             break
-    for ref in (dirty, unmatched):
-        tables.drop(ref)
+    for table in (dirty, unmatched):
+        tables.drop(table)
     groups.drop()
     _check_counts(db, conn, tables, possible, members, rs)
     return possible, removed, rounds
@@ -93,211 +100,327 @@ class _Components:
     minus what the persons in the second only hold; when that difference is as large (or as small) as it
     can be, those persons hold the value, or do not (the paper's argument that Patient 14 cannot have Flu)."""
 
-    def __init__(self, *, tables: ReleaseTables, possible: str, members: str, rs: list[int], name: str):
+    def __init__(
+        self, *, tables: ReleaseTables, possible: sa.TableClause, members: sa.Subquery, rs: list[int], name: str
+    ):
         self.tables, self.possible, self.members, self.rs, self.name = tables, possible, members, rs, name
 
-    def add_removals(self, gone: str) -> None:
+    def add_removals(self, gone: sa.TableClause) -> None:
         for a, b in itertools.combinations(self.rs, 2):
             self._pair(a, b, gone)
 
-    def _pair(self, a: int, b: int, gone: str) -> None:
-        tables, db, conn = self.tables, self.tables.db, self.tables.conn
-        possible, members = self.possible, self.members
-        nodes, edges = tables.ref(f"{self.name}_nodes"), tables.ref(f"{self.name}_edges")
-        tables.create(
-            nodes,
-            f"SELECT r, grp, value, cnt, ROW_NUMBER() OVER (ORDER BY r, grp, value) AS node "
-            f"FROM {tables.counts} WHERE r IN ({a}, {b})",
+    def _pair(self, a: int, b: int, gone: sa.TableClause) -> None:
+        tables, counts = self.tables, self.tables.counts
+        node_order = [counts.c.r, counts.c.grp, counts.c.value]
+        nodes = tables.make(
+            f"{self.name}_nodes",
+            select(counts, func.row_number().over(order_by=node_order).label("node")).where(counts.c.r.in_([a, b])),
         )
-        # each possible pair with its group (graph node) in release a and in release b, when it is in them
-        placed = (
-            f"(SELECT q.person, q.value, na.node AS na, nb.node AS nb FROM {possible} q "
-            f"LEFT JOIN {members} ma ON ma.person = q.person AND ma.r = {a} "
-            f"LEFT JOIN {members} mb ON mb.person = q.person AND mb.r = {b} "
-            f"LEFT JOIN {nodes} na ON na.r = {a} AND na.grp = ma.grp AND na.value = q.value "
-            f"LEFT JOIN {nodes} nb ON nb.r = {b} AND nb.grp = mb.grp AND nb.value = q.value "
-            "WHERE ma.grp IS NOT NULL OR mb.grp IS NOT NULL)"
+        placed = self._placed(nodes, a, b)
+        p = placed.alias("p")
+        edges = tables.make(
+            f"{self.name}_edges",
+            select(p.c.na.label("u"), p.c.nb.label("v")).distinct().where(p.c.na.is_not(None), p.c.nb.is_not(None)),
         )
-        tables.create(
-            edges, f"SELECT DISTINCT na AS u, nb AS v FROM {placed} p WHERE na IS NOT NULL AND nb IS NOT NULL"
+        every_node = sa.union_all(
+            select(edges.c.u, edges.c.v), select(nodes.c.node.label("u"), nodes.c.node.label("v"))
         )
-        every_node = f"SELECT u, v FROM {edges} e UNION ALL SELECT node, node FROM {nodes} n"
         parts = connected_parts(tables, every_node, self.name)
-        alone = (
-            f"(SELECT p.person, p.value, COALESCE(p.na, p.nb) AS node, p.nb IS NULL AS first FROM {placed} p "
-            "WHERE p.na IS NULL OR p.nb IS NULL)"
-        )
+        p = placed.alias("p_alone")
+        alone = select(
+            p.c.person, p.c.value, func.coalesce(p.c.na, p.c.nb).label("node"), p.c.nb.is_(None).label("first")
+        ).where(or_(p.c.na.is_(None), p.c.nb.is_(None)))
+        n, ln = nodes.alias("n"), parts.alias("ln")
         balance = (
-            f"(SELECT l.part, SUM(CASE WHEN n.r = {a} THEN n.cnt ELSE -n.cnt END) AS d FROM {nodes} n "
-            f"JOIN {parts} l ON l.node = n.node GROUP BY l.part)"
+            select(ln.c.part, func.sum(case((n.c.r == a, n.c.cnt), else_=-n.c.cnt)).label("d"))
+            .join_from(n, ln, ln.c.node == n.c.node)
+            .group_by(ln.c.part)
+            .subquery("pt")
         )
+        o, lo = alone.subquery("o_sides"), parts.alias("lo")
         sides = (
-            f"(SELECT l.part, SUM(CASE WHEN o.first THEN 1 ELSE 0 END) AS n1, SUM(CASE WHEN o.first THEN 0 "
-            f"ELSE 1 END) AS n2 FROM {alone} o JOIN {parts} l ON l.node = o.node GROUP BY l.part)"
+            select(
+                lo.c.part,
+                func.sum(case((o.c.first, 1), else_=0)).label("n1"),
+                func.sum(case((o.c.first, 0), else_=1)).label("n2"),
+            )
+            .join_from(o, lo, lo.c.node == o.c.node)
+            .group_by(lo.c.part)
+            .subquery("s")
         )
         # d = n1: the lone persons of release a all hold the value, those of release b none; d = -n2: the mirror
+        o, lv = alone.subquery("o"), parts.alias("l")
         verdict = (
-            f"(SELECT o.person, o.value, o.first = (pt.d = s.n1) AS holds FROM {alone} o JOIN {parts} l "
-            f"ON l.node = o.node JOIN {balance} pt ON pt.part = l.part JOIN {sides} s ON s.part = l.part "
-            "WHERE pt.d = s.n1 OR pt.d = -s.n2)"
+            select(o.c.person, o.c.value, (o.c.first == (balance.c.d == sides.c.n1)).label("holds"))
+            .select_from(
+                o.join(lv, lv.c.node == o.c.node)
+                .join(balance, balance.c.part == lv.c.part)
+                .join(sides, sides.c.part == lv.c.part)
+            )
+            .where(or_(balance.c.d == sides.c.n1, balance.c.d == -sides.c.n2))
+            .subquery("v")
         )
-        db.execute(
-            conn,
-            f"INSERT INTO {gone} SELECT v.person, q.value FROM {verdict} v JOIN {possible} q "
-            "ON q.person = v.person AND (q.value <> v.value) = v.holds",
+        q = self.possible.alias("q")
+        held = select(verdict.c.person, q.c.value).join_from(
+            verdict, q, and_(q.c.person == verdict.c.person, (q.c.value != verdict.c.value) == verdict.c.holds)
         )
-        for ref in (nodes, edges, parts):
-            tables.drop(ref)
+        tables.db.execute(tables.conn, sa.insert(gone).from_select(["person", "value"], held))
+        for table in (nodes, edges, parts):
+            tables.drop(table)
         tables.statements += 3
+
+    def _placed(self, nodes: sa.TableClause, a: int, b: int) -> sa.Subquery:
+        """Each possible pair with its group (graph node) in release a and in release b, when it is in them."""
+        q, ma, mb = self.possible.alias("q"), self.members.alias("ma"), self.members.alias("mb")
+        na, nb = nodes.alias("na"), nodes.alias("nb")
+        return (
+            select(q.c.person, q.c.value, na.c.node.label("na"), nb.c.node.label("nb"))
+            .select_from(
+                q.outerjoin(ma, and_(ma.c.person == q.c.person, ma.c.r == a))
+                .outerjoin(mb, and_(mb.c.person == q.c.person, mb.c.r == b))
+                .outerjoin(na, and_(na.c.r == a, na.c.grp == ma.c.grp, na.c.value == q.c.value))
+                .outerjoin(nb, and_(nb.c.r == b, nb.c.grp == mb.c.grp, nb.c.value == q.c.value))
+            )
+            .where(or_(ma.c.grp.is_not(None), mb.c.grp.is_not(None)))
+            .subquery("placed")
+        )
 
 
 class _MatchedGroups:
     """The small groups, their persons in order (`steps`) and their values as digits of a mixed-radix state
     (`slots`: a value with count c takes a digit 0..c), so a partial assignment is one integer."""
 
-    def __init__(self, tables: ReleaseTables, members: str, name: str):
+    def __init__(self, tables: ReleaseTables, members: sa.Subquery, name: str):
         self.tables = tables
-        self.sizes, self.steps, self.slots = (tables.ref(f"{name}_{t}") for t in ("groups", "steps", "slots"))
         counts = tables.counts
-        tables.create(
-            self.sizes,
-            (
-                f"SELECT g.r, g.grp, g.persons, g.full_state FROM (SELECT c.r, c.grp, SUM(c.cnt) AS persons, "
-                "EXP(SUM(LN(c.cnt + 1))) AS states, CAST(ROUND(SUM(c.cnt * c.radix)) AS BIGINT) AS full_state FROM "
-                f"(SELECT r, grp, cnt, COALESCE(EXP(SUM(LN(cnt + 1)) OVER (PARTITION BY r, grp ORDER BY value ROWS "
-                f"BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)), 1) AS radix FROM {counts}) c GROUP BY c.r, c.grp) g "
-                f"JOIN (SELECT DISTINCT r, grp FROM {members} ms) m ON m.r = g.r AND m.grp = g.grp "
-                f"WHERE g.persons <= {MATCHED_GROUP} AND g.states <= {MATCHED_STATES}"
-            ),
+        c = select(counts.c.r, counts.c.grp, counts.c.cnt, _radix(counts).label("radix")).subquery("c")
+        g = (
+            select(
+                c.c.r,
+                c.c.grp,
+                func.sum(c.c.cnt).label("persons"),
+                func.exp(func.sum(func.ln(c.c.cnt + 1))).label("states"),
+                sa.cast(func.round(func.sum(c.c.cnt * c.c.radix)), sa.BigInteger).label("full_state"),
+            )
+            .group_by(c.c.r, c.c.grp)
+            .subquery("g")
         )
-        tables.create(
-            self.slots,
-            (
-                "SELECT c.r, c.grp, c.value, c.cnt, CAST(ROUND(COALESCE(EXP(SUM(LN(c.cnt + 1)) OVER (PARTITION BY "
-                "c.r, c.grp ORDER BY c.value ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)), 1)) AS BIGINT) "
-                "AS radix "
-                f"FROM {counts} c JOIN {self.sizes} g ON g.r = c.r AND g.grp = c.grp"
-            ),
+        ms = members.alias("ms")
+        m = select(ms.c.r, ms.c.grp).distinct().subquery("m")
+        self.sizes = tables.make(
+            f"{name}_groups",
+            select(g.c.r, g.c.grp, g.c.persons, g.c.full_state)
+            .join_from(g, m, and_(m.c.r == g.c.r, m.c.grp == g.c.grp))
+            .where(g.c.persons <= MATCHED_GROUP, g.c.states <= MATCHED_STATES),
         )
-        tables.create(
-            self.steps,
-            (
-                "SELECT m.r, m.grp, m.person, ROW_NUMBER() OVER (PARTITION BY m.r, m.grp ORDER BY m.person) AS t "
-                f"FROM {members} m JOIN {self.sizes} g ON g.r = m.r AND g.grp = m.grp"
+        sizes, cs = self.sizes, counts.alias("c")
+        self.slots = tables.make(
+            f"{name}_slots",
+            select(
+                cs.c.r, cs.c.grp, cs.c.value, cs.c.cnt, sa.cast(func.round(_radix(cs)), sa.BigInteger).label("radix")
+            ).join_from(cs, sizes, and_(sizes.c.r == cs.c.r, sizes.c.grp == cs.c.grp)),
+        )
+        mp = members.alias("m")
+        in_order = func.row_number().over(partition_by=[mp.c.r, mp.c.grp], order_by=mp.c.person)
+        self.steps = tables.make(
+            f"{name}_steps",
+            select(mp.c.r, mp.c.grp, mp.c.person, in_order.label("t")).join_from(
+                mp, sizes, and_(sizes.c.r == mp.c.r, sizes.c.grp == mp.c.grp)
             ),
         )
 
-    def feasible(self, possible: str, dirty: str) -> str:
+    def feasible(self, possible: sa.TableClause, dirty: sa.TableClause) -> sa.Select[Any]:
         """SELECT r, grp, person, value: the pairs some complete assignment of their (small, dirty) group uses."""
-        steps, slots = self.steps, self.slots
-        sizes = f"(SELECT g.* FROM {self.sizes} g JOIN {dirty} d ON d.r = g.r AND d.grp = g.grp)"
-        free = "MOD(CAST(FLOOR({st} / CAST(s.radix AS DOUBLE PRECISION)) AS BIGINT), s.cnt + 1)"
-        moves = (
-            f"JOIN {steps} p ON p.r = {{a}}.r AND p.grp = {{a}}.grp AND p.t = {{t}} JOIN {possible} q "
-            f"ON q.person = p.person JOIN {slots} s ON s.r = {{a}}.r AND s.grp = {{a}}.grp AND s.value = q.value"
+        sizes = self.sizes
+        dirty_sizes = select(sizes).join_from(sizes, dirty, and_(dirty.c.r == sizes.c.r, dirty.c.grp == sizes.c.grp))
+        g0, g1 = dirty_sizes.subquery("g0"), dirty_sizes.subquery("g1")
+        start = sa.cast(sa.literal(0), sa.BigInteger)
+        fwd = select(g0.c.r, g0.c.grp, sa.literal(0).label("t"), start.label("st")).cte(
+            "fwd", recursive=True, nesting=True
         )
+        f = fwd.alias("f")
+        moved, p, q, s = self._moves(possible, f, f.c.t + 1)
+        fwd = fwd.union(
+            select(f.c.r, f.c.grp, f.c.t + 1, f.c.st + s.c.radix).select_from(moved).where(_free(f.c.st, s) < s.c.cnt)
+        )
+        bwd = select(g1.c.r, g1.c.grp, g1.c.persons.label("t"), g1.c.full_state.label("st")).cte(
+            "bwd", recursive=True, nesting=True
+        )
+        b = bwd.alias("b")
+        moved, p, q, s = self._moves(possible, b, b.c.t)
+        bwd = bwd.union(
+            select(b.c.r, b.c.grp, b.c.t - 1, b.c.st - s.c.radix)
+            .select_from(moved)
+            .where(b.c.t > 0, _free(b.c.st, s) > 0)
+        )
+        f, b = fwd.alias("f"), bwd.alias("b")
+        moved, p, q, s = self._moves(possible, f, f.c.t + 1)
+        met = and_(b.c.r == f.c.r, b.c.grp == f.c.grp, b.c.t == f.c.t + 1, b.c.st == f.c.st + s.c.radix)
         return (
-            "WITH RECURSIVE fwd(r, grp, t, st) AS ("
-            f"SELECT r, grp, 0, CAST(0 AS BIGINT) FROM {sizes} g0 UNION SELECT f.r, f.grp, f.t + 1, f.st + s.radix "
-            f"FROM fwd f {moves.format(a='f', t='f.t + 1')} WHERE {free.format(st='f.st')} < s.cnt), "
-            "bwd(r, grp, t, st) AS ("
-            f"SELECT r, grp, persons, full_state FROM {sizes} g1 UNION SELECT b.r, b.grp, b.t - 1, b.st - s.radix "
-            f"FROM bwd b {moves.format(a='b', t='b.t')} WHERE b.t > 0 AND {free.format(st='b.st')} > 0) "
-            f"SELECT DISTINCT f.r, f.grp, p.person, q.value FROM fwd f {moves.format(a='f', t='f.t + 1')} "
-            f"JOIN bwd b ON b.r = f.r AND b.grp = f.grp AND b.t = f.t + 1 AND b.st = f.st + s.radix "
-            f"WHERE {free.format(st='f.st')} < s.cnt"
+            select(f.c.r, f.c.grp, p.c.person, q.c.value)
+            .distinct()
+            .select_from(moved.join(b, met))
+            .where(_free(f.c.st, s) < s.c.cnt)
         )
+
+    def _moves(self, possible: sa.TableClause, at: FromClause, step: Any) -> tuple[sa.Join, Any, Any, Any]:
+        """The moves from partial assignment `at`: the group's person number `step` (p) takes one of their
+        possible values (q), a digit of the state (s)."""
+        p, q, s = self.steps.alias("p"), possible.alias("q"), self.slots.alias("s")
+        moved = (
+            at.join(p, and_(p.c.r == at.c.r, p.c.grp == at.c.grp, p.c.t == step))
+            .join(q, q.c.person == p.c.person)
+            .join(s, and_(s.c.r == at.c.r, s.c.grp == at.c.grp, s.c.value == q.c.value))
+        )
+        return moved, p, q, s
 
     def drop(self) -> None:
-        for ref in (self.steps, self.slots, self.sizes):
-            self.tables.drop(ref)
+        for table in (self.steps, self.slots, self.sizes):
+            self.tables.drop(table)
+
+
+def _radix(counts: FromClause) -> Any:
+    """Each value's place in its group's mixed-radix state: the product of (count + 1) over the values before it."""
+    before = func.sum(func.ln(counts.c.cnt + 1)).over(
+        partition_by=[counts.c.r, counts.c.grp], order_by=counts.c.value, rows=(None, -1)
+    )
+    return func.coalesce(func.exp(before), 1)
+
+
+def _free(state: Any, s: FromClause) -> Any:
+    """How many of the slot's value `state` has used: its digit."""
+    return func.mod(sa.cast(func.floor(state / sa.cast(s.c.radix, sa.Double)), sa.BigInteger), s.c.cnt + 1)
 
 
 COUNTING_ROUNDS = 4  # rounds of the counting rules chained in one statement
 
 
 def _propagation_round(
-    tables: ReleaseTables, possible: str, members: str, dirty: str, groups: _MatchedGroups | None, unmatched: str
-) -> str:
+    tables: ReleaseTables,
+    possible: sa.TableClause,
+    members: sa.Subquery,
+    dirty: sa.TableClause,
+    groups: _MatchedGroups | None,
+    unmatched: sa.TableClause,
+) -> sa.SelectBase:
     """SELECT person, value: the pairs to remove this statement. Without `groups`, COUNTING_ROUNDS rounds of
     the counting rules, the first over the `dirty` groups and each next one over the groups of the persons the
     previous round removed pairs of (no other group's rules can remove more); with `groups`, one round of the
     counting rules and of matching over the small groups in `unmatched`. A round reads only its groups' persons
     and what the statement removed so far, not the whole table of pairs: on two million-record releases,
     most rounds touch a few thousand of 2.8 million pairs."""
-    steps = [f"t1 AS MATERIALIZED (SELECT m.* FROM {members} m JOIN {dirty} d ON d.r = m.r AND d.grp = m.grp)"]
-    rounds = 1 if groups is not None else COUNTING_ROUNDS
-    for k in range(1, rounds + 1):
+    touched_groups: FromClause = dirty
+    removed: list[Any] = []  # gone1, gone2, ...: the rounds' removals
+    for k in range(1, (1 if groups is not None else COUNTING_ROUNDS) + 1):
         if k > 1:
-            steps.append(
-                f"t{k} AS MATERIALIZED (SELECT m.* FROM {members} m JOIN "
-                f"({_groups_of(members, f'SELECT person FROM gone{k - 1}')}) d ON d.r = m.r AND d.grp = m.grp)"
-            )
-        # the pairs of the round's persons still possible: every earlier round's removals taken out
-        earlier = " UNION ALL ".join(f"SELECT person, value FROM gone{j}" for j in range(1, k))
-        steps.append(
-            f"p{k} AS MATERIALIZED (SELECT q.person, q.value FROM {possible} q "
-            f"WHERE q.person IN (SELECT person FROM t{k})"
-            + (f" EXCEPT SELECT person, value FROM ({earlier}) e{k})" if earlier else ")")
+            touched_groups = _groups_of(members, select(removed[-1].c.person)).subquery(f"d{k}")
+        m, d = members.alias("m"), touched_groups
+        touched = (
+            select(m).join_from(m, d, and_(d.c.r == m.c.r, d.c.grp == m.c.grp)).cte(f"t{k}").prefix_with(MATERIALIZED)
         )
-        steps += _counting_rules(tables, k, f"t{k}")
-    removed = " UNION ".join(f"SELECT person, value FROM gone{k}" for k in range(1, rounds + 1))
+        # the pairs of the round's persons still possible: every earlier round's removals taken out
+        q = possible.alias("q")
+        pairs: sa.SelectBase = select(q.c.person, q.c.value).where(q.c.person.in_(select(touched.c.person)))
+        if removed:
+            earlier = sa.union_all(*(select(g.c.person, g.c.value) for g in removed)).subquery(f"e{k}")
+            pairs = sa.except_(pairs, select(earlier.c.person, earlier.c.value))
+        removed.append(_counting_rules(tables, k, touched, pairs.cte(f"p{k}").prefix_with(MATERIALIZED)))
+    rounds = [select(g.c.person, g.c.value) for g in removed]
     if groups is None:
-        return f"WITH {', '.join(steps)} {removed}"
+        return sa.union(*rounds) if len(rounds) > 1 else rounds[0]
     # (c) in a small group, the pairs no complete assignment of the group uses
+    q, p, d = possible.alias("q"), groups.steps.alias("p"), unmatched.alias("d")
+    ok = groups.feasible(possible, unmatched).subquery("ok")
     lost = (
-        f"SELECT q.person, q.value FROM {possible} q JOIN {groups.steps} p ON p.person = q.person "
-        f"JOIN {unmatched} d ON d.r = p.r AND d.grp = p.grp "
-        f"LEFT JOIN ({groups.feasible(possible, unmatched)}) ok ON ok.r = p.r AND ok.grp = p.grp "
-        "AND ok.person = q.person AND ok.value = q.value WHERE ok.person IS NULL"
+        select(q.c.person, q.c.value)
+        .select_from(
+            q.join(p, p.c.person == q.c.person)
+            .join(d, and_(d.c.r == p.c.r, d.c.grp == p.c.grp))
+            .outerjoin(
+                ok, and_(ok.c.r == p.c.r, ok.c.grp == p.c.grp, ok.c.person == q.c.person, ok.c.value == q.c.value)
+            )
+        )
+        .where(ok.c.person.is_(None))
     )
-    return f"WITH {', '.join(steps)} {removed} UNION {lost}"
+    return sa.union(*rounds, lost)
 
 
-def _groups_of(members: str, persons: str) -> str:
-    """SELECT r, grp: the groups, in every release, of the persons `persons` SELECTs."""
-    return f"SELECT DISTINCT m.r, m.grp FROM {members} m WHERE m.person IN ({persons})"
+def _groups_of(members: sa.Subquery, persons: sa.Select[Any]) -> sa.Select[Any]:
+    """SELECT r, grp: the groups, in every release, of the persons `persons` selects."""
+    m = members.alias("m")
+    return select(m.c.r, m.c.grp).distinct().where(m.c.person.in_(persons))
 
 
-def _counting_rules(tables: ReleaseTables, k: int, touched: str) -> list[str]:
-    """CTEs of round `k`, ending with gone{k}: the pairs the counting rules remove, looking at the members of
-    the groups in `touched`, whose persons' possible pairs are p{k}."""
-    p = f"p{k}"
-    return [
-        f"n{k} AS MATERIALIZED (SELECT person, COUNT(*) AS n FROM {p} GROUP BY person)",
-        f"u{k} AS MATERIALIZED (SELECT t.r, t.grp, t.value, t.fixed, t.open, c.cnt FROM (SELECT m.r, m.grp, "
-        "q.value, SUM(CASE WHEN s.n = 1 THEN 1 ELSE 0 END) AS fixed, SUM(CASE WHEN s.n > 1 THEN 1 ELSE 0 END) "
-        f"AS open FROM {touched} m JOIN {p} q ON q.person = m.person JOIN n{k} s ON s.person = m.person "
-        f"GROUP BY m.r, m.grp, q.value) t JOIN {tables.counts} c ON c.r = t.r AND c.grp = t.grp "
-        "AND c.value = t.value WHERE t.fixed = c.cnt OR (t.open > 0 AND t.fixed + t.open = c.cnt))",
-        # the group's open persons who may hold the value: (a) it is taken by persons fixed to it, so they
-        # cannot; (b) they number just what is left of its count, so they must, and their other values go
-        f"gone{k} AS MATERIALIZED (SELECT m.person, ru.value FROM u{k} ru JOIN {touched} m ON m.r = ru.r "
-        f"AND m.grp = ru.grp JOIN n{k} s ON s.person = m.person JOIN {p} q ON q.person = m.person "
-        "AND q.value = ru.value WHERE ru.fixed = ru.cnt AND s.n > 1 "
-        f"UNION SELECT m.person, o.value FROM u{k} ru JOIN {touched} m ON m.r = ru.r AND m.grp = ru.grp "
-        f"JOIN n{k} s ON s.person = m.person JOIN {p} q ON q.person = m.person AND q.value = ru.value "
-        f"JOIN {p} o ON o.person = m.person AND o.value <> ru.value "
-        "WHERE ru.fixed < ru.cnt AND ru.open > 0 AND ru.fixed + ru.open = ru.cnt AND s.n > 1)",
-    ]
+def _counting_rules(tables: ReleaseTables, k: int, touched: sa.CTE, pairs: sa.CTE) -> sa.CTE:
+    """Round `k`'s removals (gone{k}): the pairs the counting rules remove, looking at the members of the groups
+    in `touched`, whose persons' possible pairs are `pairs`."""
+    per_person = select(pairs.c.person, func.count().label("n")).group_by(pairs.c.person)
+    held = per_person.cte(f"n{k}").prefix_with(MATERIALIZED)
+    m, q, s = touched.alias(f"m{k}"), pairs.alias(f"q{k}"), held.alias(f"s{k}")
+    t = (
+        select(
+            m.c.r,
+            m.c.grp,
+            q.c.value,
+            func.sum(case((s.c.n == 1, 1), else_=0)).label("fixed"),
+            func.sum(case((s.c.n > 1, 1), else_=0)).label("open"),
+        )
+        .select_from(m.join(q, q.c.person == m.c.person).join(s, s.c.person == m.c.person))
+        .group_by(m.c.r, m.c.grp, q.c.value)
+        .subquery("t")
+    )
+    c = tables.counts.alias("c")
+    decided = (
+        select(t.c.r, t.c.grp, t.c.value, t.c.fixed, t.c.open, c.c.cnt)
+        .join_from(t, c, and_(c.c.r == t.c.r, c.c.grp == t.c.grp, c.c.value == t.c.value))
+        .where(or_(t.c.fixed == c.c.cnt, and_(t.c.open > 0, t.c.fixed + t.c.open == c.c.cnt)))
+        .cte(f"u{k}")
+        .prefix_with(MATERIALIZED)
+    )
+    # the group's open persons who may hold the value: (a) it is taken by persons fixed to it, so they
+    # cannot; (b) they number just what is left of its count, so they must, and their other values go
+    ru, o = decided.alias(f"ru{k}"), pairs.alias(f"o{k}")
+    open_holders = (
+        ru.join(m, and_(m.c.r == ru.c.r, m.c.grp == ru.c.grp))
+        .join(s, s.c.person == m.c.person)
+        .join(q, and_(q.c.person == m.c.person, q.c.value == ru.c.value))
+    )
+    taken = select(m.c.person, ru.c.value).select_from(open_holders).where(ru.c.fixed == ru.c.cnt, s.c.n > 1)
+    theirs = (
+        select(m.c.person, o.c.value)
+        .select_from(open_holders.join(o, and_(o.c.person == m.c.person, o.c.value != ru.c.value)))
+        .where(ru.c.fixed < ru.c.cnt, ru.c.open > 0, ru.c.fixed + ru.c.open == ru.c.cnt, s.c.n > 1)
+    )
+    return sa.union(taken, theirs).cte(f"gone{k}").prefix_with(MATERIALIZED)
 
 
 def _check_counts(
-    db: Database, conn: Connection, tables: ReleaseTables, possible: str, members: str, rs: list[int]
+    db: Database,
+    conn: Connection,
+    tables: ReleaseTables,
+    possible: sa.TableClause,
+    members: sa.Subquery,
+    rs: list[int],
 ) -> None:
     """A group value held by more fixed persons than its count, or possible for fewer persons than its count,
     has no solution: name it."""
+    c, v, m, p = tables.counts.alias("c"), tables.vals.alias("v"), members.alias("m"), possible.alias("p")
+    held = select(possible.c.person, func.count().label("n")).group_by(possible.c.person).subquery("s")
+    could, must = func.count(p.c.person), func.sum(case((held.c.n == 1, 1), else_=0))
     row = db.execute(
         conn,
-        (
-            f"SELECT c.r, c.grp, v.label, c.cnt, COUNT(p.person) AS could, SUM(CASE WHEN s.n = 1 THEN 1 ELSE 0 END) "
-            f"FROM {tables.counts} c JOIN {tables.vals} v ON v.value = c.value JOIN {members} m ON m.r = c.r "
-            f"AND m.grp = c.grp LEFT JOIN {possible} p ON p.person = m.person AND p.value = c.value LEFT JOIN "
-            f"(SELECT person, COUNT(*) AS n FROM {possible} GROUP BY person) s ON s.person = p.person "
-            f"WHERE c.r IN ({', '.join(map(str, rs))}) GROUP BY c.r, c.grp, v.label, c.cnt "
-            "HAVING COUNT(p.person) < c.cnt OR SUM(CASE WHEN s.n = 1 THEN 1 ELSE 0 END) > c.cnt "
-            "ORDER BY c.r, c.grp LIMIT 1"
-        ),
+        select(c.c.r, c.c.grp, v.c.label, c.c.cnt, could, must)
+        .select_from(
+            c.join(v, v.c.value == c.c.value)
+            .join(m, and_(m.c.r == c.c.r, m.c.grp == c.c.grp))
+            .outerjoin(p, and_(p.c.person == m.c.person, p.c.value == c.c.value))
+            .outerjoin(held, held.c.person == p.c.person)
+        )
+        .where(c.c.r.in_(rs))
+        .group_by(c.c.r, c.c.grp, v.c.label, c.c.cnt)
+        .having(or_(could < c.c.cnt, must > c.c.cnt))
+        .order_by(c.c.r, c.c.grp)
+        .limit(1),
     ).first()
     if row:
         release = tables.releases[row[0] - 1].name

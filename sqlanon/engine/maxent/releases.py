@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from ...backends import Database
@@ -43,60 +47,56 @@ class ReleaseTables(Scratch):
             member, count = self._release_sql(r, release, hierarchies, qi_columns)
             raw_members.append(member)
             raw_counts.append(count)
-        self.members, self.counts = self.ref("members"), self.ref("counts")
-        self.persons, self.vals = self.ref("persons"), self.ref("vals")
-        raw_m, raw_c = self.ref("raw_members"), self.ref("raw_counts")
-        self.create(raw_m, " UNION ALL ".join(raw_members))
-        self.create(raw_c, " UNION ALL ".join(raw_counts))
+        raw_m = self.make("raw_members", sa.union_all(*raw_members))
+        raw_c = self.make("raw_counts", sa.union_all(*raw_counts))
         self._check_raw(raw_m, raw_c)
-        self.create(
-            self.persons,
-            f"SELECT ROW_NUMBER() OVER (ORDER BY pseudonym) AS person, pseudonym FROM "
-            f"(SELECT DISTINCT pseudonym FROM {raw_m}) AS p",
+        p = select(raw_m.c.pseudonym).distinct().subquery("p")
+        self.persons = self.make(
+            "persons", select(func.row_number().over(order_by=p.c.pseudonym).label("person"), p.c.pseudonym)
         )
-        self.create(
-            self.vals,
-            f"SELECT ROW_NUMBER() OVER (ORDER BY label) AS value, label FROM (SELECT DISTINCT label FROM {raw_c}) AS v",
+        v = select(raw_c.c.label).distinct().subquery("v")
+        self.vals = self.make("vals", select(func.row_number().over(order_by=v.c.label).label("value"), v.c.label))
+        m, pe = raw_m.alias("m"), self.persons.alias("p")
+        self.members = self.make(
+            "members", select(m.c.r, pe.c.person, m.c.grp).join_from(m, pe, pe.c.pseudonym == m.c.pseudonym)
         )
-        self.create(
-            self.members,
-            f"SELECT m.r, p.person, m.grp FROM {raw_m} m JOIN {self.persons} p ON p.pseudonym = m.pseudonym",
-        )
-        self.create(
-            self.counts,
-            f"SELECT c.r, c.grp, v.value, c.cnt FROM {raw_c} c JOIN {self.vals} v ON v.label = c.label WHERE c.cnt > 0",
+        c, va = raw_c.alias("c"), self.vals.alias("v")
+        self.counts = self.make(
+            "counts",
+            select(c.c.r, c.c.grp, va.c.value, c.c.cnt).join_from(c, va, va.c.label == c.c.label).where(c.c.cnt > 0),
         )
 
     def _release_sql(
         self, r: int, release: Release, hierarchies: dict[str, Hierarchy], qi_columns: list[str]
-    ) -> tuple[str, str]:
+    ) -> tuple[sa.Select[Any], sa.Select[Any]]:
         """SELECT r, pseudonym, grp and SELECT r, grp, label, cnt for one release, after checking its columns."""
-        q = self.db.q
-        pseudonym, sensitive = self.series.pseudonym, self.sensitive
-        table = q(release.schema, release.table)
-        self._require(
-            release,
-            release.table,
-            [pseudonym] + ([self.series.bucket] if release.bucketized else qi_columns + [sensitive]),
-        )
-        person = f"CAST({q(pseudonym)} AS VARCHAR)"
+        pseudonym, sensitive, bucket = self.series.pseudonym, self.sensitive, self.series.bucket
+        columns = [pseudonym] + ([bucket] if release.bucketized else qi_columns + [sensitive])
+        self._require(release, release.table, columns)
+        table = sa.table(release.table, *map(sa.column, dict.fromkeys(columns)), schema=release.schema)
         if release.bucketized:
             assert release.sensitive_table is not None
-            self._require(release, release.sensitive_table, [self.series.bucket, sensitive, "count"])
-            bucket = q(self.series.bucket)
+            held = [bucket, sensitive, "count"]
+            self._require(release, release.sensitive_table, held)
+            values = sa.table(release.sensitive_table, *map(sa.column, held), schema=release.schema)
             return (
-                f"SELECT {r} AS r, {person} AS pseudonym, CAST({bucket} AS BIGINT) AS grp FROM {table}",
-                f"SELECT {r} AS r, CAST({bucket} AS BIGINT) AS grp, CAST({q(sensitive)} AS VARCHAR) AS label, "
-                f"SUM({q('count')}) AS cnt FROM {q(release.schema, release.sensitive_table)} "
-                f"GROUP BY {bucket}, {q(sensitive)}",
+                select(_release(r), _pseudonym(table.c[pseudonym]), _group(table.c[bucket])),
+                select(
+                    _release(r),
+                    _group(values.c[bucket]),
+                    _label(values.c[sensitive]),
+                    func.sum(values.c["count"]).label("cnt"),
+                ).group_by(values.c[bucket], values.c[sensitive]),
             )
         self._check_labels(release, table, hierarchies, qi_columns)
-        classes = ", ".join(q(c) for c in qi_columns)
-        grouped = f"(SELECT *, DENSE_RANK() OVER (ORDER BY {classes}) AS sqlanon_grp__ FROM {table}) AS g"
+        g = select(
+            table, func.dense_rank().over(order_by=[table.c[c] for c in qi_columns]).label("sqlanon_grp__")
+        ).subquery("g")
         return (
-            f"SELECT {r} AS r, {person} AS pseudonym, CAST(sqlanon_grp__ AS BIGINT) AS grp FROM {grouped}",
-            f"SELECT {r} AS r, CAST(sqlanon_grp__ AS BIGINT) AS grp, CAST({q(sensitive)} AS VARCHAR) AS label, "
-            f"COUNT(*) AS cnt FROM {grouped} GROUP BY sqlanon_grp__, {q(sensitive)}",
+            select(_release(r), _pseudonym(g.c[pseudonym]), _group(g.c.sqlanon_grp__)),
+            select(_release(r), _group(g.c.sqlanon_grp__), _label(g.c[sensitive]), func.count().label("cnt")).group_by(
+                g.c.sqlanon_grp__, g.c[sensitive]
+            ),
         )
 
     def _require(self, release: Release, table: str, columns: list[str]) -> None:
@@ -113,20 +113,15 @@ class ReleaseTables(Scratch):
             )
 
     def _check_labels(
-        self, release: Release, table: str, hierarchies: dict[str, Hierarchy], qi_columns: list[str]
+        self, release: Release, table: sa.TableClause, hierarchies: dict[str, Hierarchy], qi_columns: list[str]
     ) -> None:
         """Every generalized QI value of the release is a label of its hierarchy (at some level)."""
         for column in qi_columns:
             labels = sorted({label for path in hierarchies[column].paths for label in path})
             self.statements += 1
-            names = {f"lab{j}": label for j, label in enumerate(labels)}
+            value = sa.cast(table.c[column], sa.String)
             stray = self.db.execute(
-                self.conn,
-                (
-                    f"SELECT CAST({self.db.q(column)} AS VARCHAR) FROM {table} WHERE {self.db.q(column)} IS NOT NULL "
-                    f"AND CAST({self.db.q(column)} AS VARCHAR) NOT IN ({', '.join(':' + n for n in names)}) LIMIT 1"
-                ),
-                names,
+                self.conn, select(value).where(table.c[column].is_not(None), value.not_in(labels)).limit(1)
             ).first()
             if stray is not None:
                 raise DataError(
@@ -135,30 +130,37 @@ class ReleaseTables(Scratch):
                     "release as bucketized, with its sensitive_table)"
                 )
 
-    def _check_raw(self, raw_m: str, raw_c: str) -> None:
+    def _check_raw(self, raw_m: sa.TableClause, raw_c: sa.TableClause) -> None:
         """Pseudonyms present and unique per release; each group lists one value per person."""
         name = {r: rel.name for r, rel in enumerate(self.releases, start=1)}
-        row = self.db.execute(self.conn, f"SELECT r FROM {raw_m} WHERE pseudonym IS NULL LIMIT 1").first()
+        db, conn = self.db, self.conn
+        row = db.execute(conn, select(raw_m.c.r).where(raw_m.c.pseudonym.is_(None)).limit(1)).first()
         if row:
             raise DataError(
                 f"release {name[row[0]]!r}: the pseudonym column {self.series.pseudonym!r} is NULL in "
                 "some rows; every published record needs its pseudonym"
             )
-        row = self.db.execute(
-            self.conn, f"SELECT r, pseudonym FROM {raw_m} GROUP BY r, pseudonym HAVING COUNT(*) > 1 LIMIT 1"
+        row = db.execute(
+            conn,
+            select(raw_m.c.r, raw_m.c.pseudonym)
+            .group_by(raw_m.c.r, raw_m.c.pseudonym)
+            .having(func.count() > 1)
+            .limit(1),
         ).first()
         if row:
             raise DataError(
                 f"release {name[row[0]]!r}: pseudonym {row[1]!r} appears more than once; a person is "
                 "published once per release"
             )
-        row = self.db.execute(
-            self.conn,
-            (
-                f"SELECT COALESCE(m.r, c.r), COALESCE(m.grp, c.grp), m.n, c.n FROM (SELECT r, grp, COUNT(*) AS n FROM "
-                f"{raw_m} GROUP BY r, grp) m FULL JOIN (SELECT r, grp, SUM(cnt) AS n FROM {raw_c} GROUP BY r, grp) c "
-                "ON c.r = m.r AND c.grp = m.grp WHERE m.n IS NULL OR c.n IS NULL OR m.n <> c.n LIMIT 1"
-            ),
+        m = select(raw_m.c.r, raw_m.c.grp, func.count().label("n")).group_by(raw_m.c.r, raw_m.c.grp).subquery("m")
+        listed = select(raw_c.c.r, raw_c.c.grp, func.sum(raw_c.c.cnt).label("n")).group_by(raw_c.c.r, raw_c.c.grp)
+        c = listed.subquery("c")
+        row = db.execute(
+            conn,
+            select(func.coalesce(m.c.r, c.c.r), func.coalesce(m.c.grp, c.c.grp), m.c.n, c.c.n)
+            .select_from(m.join(c, sa.and_(c.c.r == m.c.r, c.c.grp == m.c.grp), full=True))
+            .where(sa.or_(m.c.n.is_(None), c.c.n.is_(None), m.c.n != c.c.n))
+            .limit(1),
         ).first()
         if row:
             raise DataError(
@@ -166,3 +168,19 @@ class ReleaseTables(Scratch):
                 f"{row[3] or 0} sensitive value(s); the release is inconsistent"
             )
         self.statements += 3
+
+
+def _release(r: int) -> sa.Label[Any]:
+    return sa.literal(r).label("r")
+
+
+def _pseudonym(column: sa.ColumnElement[Any]) -> sa.Label[Any]:
+    return sa.cast(column, sa.String).label("pseudonym")
+
+
+def _group(column: sa.ColumnElement[Any]) -> sa.Label[Any]:
+    return sa.cast(column, sa.BigInteger).label("grp")
+
+
+def _label(column: sa.ColumnElement[Any]) -> sa.Label[Any]:
+    return sa.cast(column, sa.String).label("label")

@@ -7,7 +7,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy as sa
+from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.ddl import CreateTableAs
 
 from ...backends import Database
 from ...model.job import InferenceSettings
@@ -108,11 +111,11 @@ def analyze_releases(
     tables: ReleaseTables,
     *,
     settings: InferenceSettings,
-    output: str | None = None,
+    output: tuple[str | None, str] | None = None,
     progress: Progress = silent,
 ) -> InferenceReport:
     """Solve every release of `tables` together (and, with more than two, each pair, to name the pair behind each
-    disclosure), write P(s | person) to `output` (a table reference) when given, and report; drops `tables`.
+    disclosure), write P(s | person) to the table `output` (schema, name) when given, and report; drops `tables`.
     Runs in the caller's transaction: on an error its rollback takes the scratch tables with it."""
     started = time.perf_counter()
     db, conn = tables.db, tables.conn
@@ -125,95 +128,116 @@ def analyze_releases(
         count = len(tables.releases)
         pairs = release_pairs(count) if count > 2 else []
         pair_tables = [solve(db, conn, tables, settings, pair, f"pair{j}", progress)[0] for j, pair in enumerate(pairs)]
-        result = tables.ref("result")
-        tables.create(result, *_result_sql(tables, x, settings, pairs, pair_tables))
-    report = _report(db, conn, tables, result, x, figures, settings)
+        causes = _causes(tables, pairs)
+        result = tables.make("result", _result(tables, x, settings, pair_tables))
+    report = _report(db, conn, tables, _with_causes(result, causes), x, figures)
     report.seconds = time.perf_counter() - started
     report.statements += tables.statements
     if output is not None:
-        db.execute(
-            conn,
-            f"CREATE TABLE {output} AS SELECT pseudonym AS {db.q(tables.series.pseudonym)}, label AS "
-            f"{db.q(tables.sensitive)}, probability, alone, positive, negative, cause FROM {result}",
+        schema, name = output
+        written = _with_causes(result, causes).subquery("r")
+        probabilities = select(
+            written.c.pseudonym.label(tables.series.pseudonym),
+            written.c.label.label(tables.sensitive),
+            *(written.c[c] for c in ("probability", "alone", "positive", "negative", "cause")),
         )
-        report.table = output
+        db.execute(conn, CreateTableAs(probabilities, name, schema=schema))
+        report.table = name
     tables.drop_all()
     return report
 
 
-def _result_sql(
-    tables: ReleaseTables, x: str, settings: InferenceSettings, pairs: list[list[int]], pair_tables: list[str]
-) -> tuple[str, dict[str, Any]]:
-    """Every (person, value) some release allows: the probability from all releases, the highest from any one
-    release alone (count / group size), the disclosure flags and the releases that cause them."""
+#: the codes of the releases behind a disclosure in the result table: one release alone, every release together,
+#: or pair j (j + 1 for j = 0, 1, ...); their names are in a small table of causes, joined when they are read
+ALONE, TOGETHER = -1, 0
+
+
+def _causes(tables: ReleaseTables, pairs: list[list[int]]) -> sa.TableClause:
+    """The causes' codes and names (the releases' names are data: bound, never formatted into a statement)."""
     names = [r.name for r in tables.releases]
+    rows = [(ALONE, "one release alone"), (TOGETHER, f"{names[0]} + {names[1]}" if len(names) == 2 else "all releases")]
+    rows += [(j + 1, f"{names[a - 1]} + {names[b - 1]}") for j, (a, b) in enumerate(pairs)]
+    return tables.make_from_rows("causes", [("code", "INTEGER"), ("cause", "VARCHAR")], rows)
+
+
+def _result(
+    tables: ReleaseTables, x: sa.TableClause, settings: InferenceSettings, pair_tables: list[sa.TableClause]
+) -> sa.Select[Any]:
+    """Every (person, value) some release allows: the probability from all releases, the highest from any one
+    release alone (count / group size), the disclosure flags and the code of the releases that cause them."""
     # flags need the threshold passed by more than the tolerance the probabilities are solved to
-    params: dict[str, Any] = {
-        "high": settings.max_probability + settings.tolerance,
-        "low": settings.min_probability - settings.tolerance,
-        "alone_cause": "one release alone",
-        "together": f"{names[0]} + {names[1]}" if len(names) == 2 else "all releases",
-    }
-    flagged = "(COALESCE({p}, 0) > :high OR (COALESCE({p}, 0) < :low AND a.alone >= :low))"
-    causes = ["WHEN a.alone > :high THEN :alone_cause"]
-    for j, (a, b) in enumerate(pairs):
-        params[f"pair{j}"] = f"{names[a - 1]} + {names[b - 1]}"
-        causes.append(f"WHEN {flagged.format(p=f'y{j}.p')} THEN :pair{j}")
-    pair_joins = " ".join(
-        f"LEFT JOIN {t} y{j} ON y{j}.person = a.person AND y{j}.value = a.value" for j, t in enumerate(pair_tables)
-    )
-    sizes = f"(SELECT r, grp, SUM(cnt) AS size FROM {tables.counts} GROUP BY r, grp)"
+    high = settings.max_probability + settings.tolerance
+    low = settings.min_probability - settings.tolerance
+    counts, members = tables.counts, tables.members
+    sizes = select(counts.c.r, counts.c.grp, func.sum(counts.c.cnt).label("size")).group_by(counts.c.r, counts.c.grp)
+    m, c, s = members.alias("m"), counts.alias("c"), sizes.subquery("s")
     alone = (
-        f"(SELECT m.person, c.value, MAX(CAST(c.cnt AS DOUBLE PRECISION) / s.size) AS alone "
-        f"FROM {tables.members} m JOIN {tables.counts} c ON c.r = m.r AND c.grp = m.grp "
-        f"JOIN {sizes} s ON s.r = m.r AND s.grp = m.grp GROUP BY m.person, c.value)"
+        select(m.c.person, c.c.value, func.max(sa.cast(c.c.cnt, sa.Double) / s.c.size).label("alone"))
+        .select_from(
+            m.join(c, and_(c.c.r == m.c.r, c.c.grp == m.c.grp)).join(s, and_(s.c.r == m.c.r, s.c.grp == m.c.grp))
+        )
+        .group_by(m.c.person, c.c.value)
+        .subquery("a")
     )
-    p = "COALESCE(x.p, 0)"
-    return (
-        f"SELECT pe.pseudonym, v.label, {p} AS probability, a.alone, {p} > :high AS positive, "
-        f"({p} < :low AND a.alone >= :low) AS negative, "
-        f"CASE WHEN NOT {flagged.format(p='x.p')} THEN NULL {' '.join(causes)} ELSE :together END AS cause "
-        f"FROM {alone} a JOIN {tables.persons} pe ON pe.person = a.person JOIN {tables.vals} v "
-        f"ON v.value = a.value LEFT JOIN {x} x ON x.person = a.person AND x.value = a.value {pair_joins}"
-    ), params
+
+    def flagged(p: Any) -> Any:
+        return or_(func.coalesce(p, 0) > high, and_(func.coalesce(p, 0) < low, alone.c.alone >= low))
+
+    persons, vals, xa = tables.persons.alias("pe"), tables.vals.alias("v"), x.alias("x")
+    joined = (
+        alone.join(persons, persons.c.person == alone.c.person)
+        .join(vals, vals.c.value == alone.c.value)
+        .outerjoin(xa, and_(xa.c.person == alone.c.person, xa.c.value == alone.c.value))
+    )
+    causes = [(alone.c.alone > high, ALONE)]
+    for j, table in enumerate(pair_tables):
+        y = table.alias(f"y{j}")
+        joined = joined.outerjoin(y, and_(y.c.person == alone.c.person, y.c.value == alone.c.value))
+        causes.append((flagged(y.c.p), j + 1))
+    p = func.coalesce(xa.c.p, 0)
+    cause = case((sa.not_(flagged(xa.c.p)), sa.null()), *causes, else_=TOGETHER)
+    return select(
+        persons.c.pseudonym,
+        vals.c.label,
+        p.label("probability"),
+        alone.c.alone,
+        (p > high).label("positive"),
+        and_(p < low, alone.c.alone >= low).label("negative"),
+        cause.label("cause_code"),
+    ).select_from(joined)
+
+
+def _with_causes(result: sa.TableClause, causes: sa.TableClause) -> sa.Select[Any]:
+    """The result with each disclosure's cause named."""
+    every = [result.c[c] for c in ("pseudonym", "label", "probability", "alone", "positive", "negative")]
+    return select(*every, causes.c.cause).join_from(result, causes, causes.c.code == result.c.cause_code, isouter=True)
 
 
 def _report(
     db: Database,
     conn: Connection,
     tables: ReleaseTables,
-    result: str,
-    x: str,
+    named: sa.Select[Any],
+    x: sa.TableClause,
     figures: dict[str, Any],
-    settings: InferenceSettings,
 ) -> InferenceReport:
     """The figures of a solve: sizes, constraints, entropies per release, the first disclosures of each kind."""
+    result = named.subquery("r")
     persons, values, unions = db.execute(
-        conn, f"SELECT COUNT(DISTINCT pseudonym), COUNT(DISTINCT label), COUNT(*) FROM {result}"
+        conn,
+        select(func.count(result.c.pseudonym.distinct()), func.count(result.c.label.distinct()), func.count()),
     ).one()
-    variables = db.count_rows(conn, x) + figures["snapped"]
-    relations = db.count_rows(conn, tables.counts)
+    variables = tables.count(x) + figures["snapped"]
+    relations = tables.count(tables.counts)
     entropy = []
     for r, release in enumerate(tables.releases, start=1):
-        held, alone = db.execute(
-            conn,
-            (
-                "SELECT SUM(size), SUM(h) FROM (SELECT SUM(cnt) AS size, "
-                "SUM(-cnt * LN(CAST(cnt AS DOUBLE PRECISION) / total)) AS h FROM (SELECT grp, cnt, "
-                f"SUM(cnt) OVER (PARTITION BY grp) AS total FROM {tables.counts} WHERE r = {r}) c GROUP BY grp) g"
-            ),
-        ).one()
-        together = db.execute(
-            conn,
-            (
-                f"SELECT COALESCE(SUM(-p * LN(p)), 0) FROM {x} WHERE p > 0 AND person IN "
-                f"(SELECT person FROM {tables.members} WHERE r = {r})"
-            ),
-        ).scalar_one()
+        held, alone = db.execute(conn, _entropy_alone(tables.counts, r)).one()
+        in_release = select(tables.members.c.person).where(tables.members.c.r == r)
+        together = db.execute(conn, _entropy(x, x.c.person.in_(in_release))).scalar_one()
         entropy.append(
             ReleaseEntropy(name=release.name, persons=int(held or 0), alone=float(alone or 0), together=float(together))
         )
-    total = db.execute(conn, f"SELECT COALESCE(SUM(-p * LN(p)), 0) FROM {x} WHERE p > 0").scalar_one()
+    total = db.execute(conn, _entropy(x, sa.true())).scalar_one()
     report = InferenceReport(
         persons=int(persons),
         values=int(values),
@@ -230,18 +254,36 @@ def _report(
         total_together=float(total),
         forced_zero=figures["snapped"],
     )
+    listed_columns = [result.c[c] for c in ("pseudonym", "label", "probability", "alone", "cause")]
     for kind in ("positive", "negative"):
-        order = "probability DESC" if kind == "positive" else "alone DESC, probability"
+        order = [result.c.probability.desc()] if kind == "positive" else [result.c.alone.desc(), result.c.probability]
+        flagged = result.c[kind].is_(True)
         rows = db.execute(
             conn,
-            f"SELECT pseudonym, label, probability, alone, cause FROM {result} WHERE {kind} "
-            f"ORDER BY {order}, pseudonym, label LIMIT {LISTED}",
+            select(*listed_columns).where(flagged).order_by(*order, result.c.pseudonym, result.c.label).limit(LISTED),
         ).all()
         listed = [
             {"pseudonym": p, "value": v, "probability": float(pr), "alone": float(a), "releases": c}
             for p, v, pr, a, c in rows
         ]
-        count = db.execute(conn, f"SELECT COUNT(*) FROM {result} WHERE {kind}").scalar_one()
+        count = db.execute(conn, select(func.count()).select_from(result).where(flagged)).scalar_one()
         setattr(report, kind, listed)
         setattr(report, f"{kind}_count", int(count))
     return report
+
+
+def _entropy_alone(counts: sa.TableClause, r: int) -> sa.Select[Any]:
+    """The persons of release r and their H(S | I) from release r alone: each group's value distribution."""
+    c = (
+        select(counts.c.grp, counts.c.cnt, func.sum(counts.c.cnt).over(partition_by=counts.c.grp).label("total"))
+        .where(counts.c.r == r)
+        .subquery("c")
+    )
+    h = -c.c.cnt * func.ln(sa.cast(c.c.cnt, sa.Double) / c.c.total)
+    g = select(func.sum(c.c.cnt).label("size"), func.sum(h).label("h")).group_by(c.c.grp).subquery("g")
+    return select(func.sum(g.c.size), func.sum(g.c.h))
+
+
+def _entropy(x: sa.TableClause, persons: Any) -> sa.Select[Any]:
+    """H(S | I) of the solution `x` over the persons `persons` admits."""
+    return select(func.coalesce(func.sum(-x.c.p * func.ln(x.c.p)), 0)).where(x.c.p > 0, persons)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.engine import Connection
 
 from ...backends import Database
@@ -23,73 +25,78 @@ def solve(
     subset: list[int] | None = None,
     name: str = "p",
     progress: Progress = silent,
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[sa.TableClause, dict[str, Any]]:
     """The maximum-entropy P(s | i) from the releases numbered in `subset` (default: all), as a scratch table
-    `(person, value, p)`; returns its name and the solve's figures. Raises DataError when the releases admit
-    no solution, naming the constraint."""
+    `(person, value, p)`; returns it and the solve's figures. Raises DataError when the releases admit no
+    solution, naming the constraint."""
     rs = subset or list(range(1, len(tables.releases) + 1))
     members, counts = tables.members, tables.counts
-    in_subset = f"r IN ({', '.join(map(str, rs))})"
-    possible, x = tables.ref(f"{name}_possible"), tables.ref(f"{name}_x")
+    sub_members = select(members).where(members.c.r.in_(rs)).subquery("sub_members")
     # (person, value) kept when the value is in the person's group of every release of the subset holding them
-    sub_members = f"(SELECT * FROM {members} WHERE {in_subset})"
-    tables.create(
-        possible,
-        (
-            f"SELECT m.person, c.value FROM {sub_members} m JOIN {counts} c ON c.r = m.r AND c.grp = m.grp "
-            f"JOIN (SELECT person, COUNT(*) AS held FROM {sub_members} h0 GROUP BY person) h ON h.person = m.person "
-            "GROUP BY m.person, c.value, h.held HAVING COUNT(*) = h.held"
-        ),
+    m, c, h = sub_members.alias("m"), counts.alias("c"), sub_members.alias("h0")
+    releases_of = select(h.c.person, func.count().label("held")).group_by(h.c.person).subquery("h")
+    possible = tables.make(
+        f"{name}_possible",
+        select(m.c.person, c.c.value)
+        .select_from(
+            m.join(c, and_(c.c.r == m.c.r, c.c.grp == m.c.grp)).join(releases_of, releases_of.c.person == m.c.person)
+        )
+        .group_by(m.c.person, c.c.value, releases_of.c.held)
+        .having(func.count() == releases_of.c.held),
     )
     possible, propagated, rounds = propagate(db, conn, tables, possible, sub_members, rs, name, progress)
     _check_solvable(db, conn, tables, possible, rs)
     # persons left with one value hold it: they leave the iteration, and their groups' counts shrink by them
-    undecided = f"(SELECT person FROM {possible} GROUP BY person HAVING COUNT(*) > 1)"
-    held = tables.ref(f"{name}_held")
-    tables.create(
-        held,
-        f"SELECT m.r, m.grp, p.value, COUNT(*) AS n FROM {sub_members} m JOIN {possible} p "
-        f"ON p.person = m.person WHERE m.person NOT IN {undecided} GROUP BY m.r, m.grp, p.value",
+    undecided = select(possible.c.person).group_by(possible.c.person).having(func.count() > 1)
+    m, p = sub_members.alias("m"), possible.alias("p")
+    held = tables.make(
+        f"{name}_held",
+        select(m.c.r, m.c.grp, p.c.value, func.count().label("n"))
+        .join_from(m, p, p.c.person == m.c.person)
+        .where(m.c.person.not_in(undecided))
+        .group_by(m.c.r, m.c.grp, p.c.value),
     )
-    pivot = ", ".join(f"MAX(CASE WHEN r = {r} THEN grp END) AS b{r}" for r in rs)
-    joins = " ".join(
-        f"LEFT JOIN {counts} c{r} ON c{r}.r = {r} AND c{r}.grp = g.b{r} AND c{r}.value = v.value "
-        f"LEFT JOIN {held} h{r} ON h{r}.r = {r} AND h{r}.grp = g.b{r} AND h{r}.value = v.value"
-        for r in rs
+    group_in = [func.max(case((members.c.r == r, members.c.grp))).label(f"b{r}") for r in rs]
+    g = select(members.c.person, *group_in).where(members.c.r.in_(rs)).group_by(members.c.person).subquery("g")
+    v = possible.alias("v")
+    joined, left = v.join(g, g.c.person == v.c.person), []
+    for r in rs:  # each value's count in the person's group of release r, less what decided persons hold
+        cr, hr = counts.alias(f"c{r}"), held.alias(f"h{r}")
+        group = g.c[f"b{r}"]
+        joined = joined.outerjoin(cr, and_(cr.c.r == r, cr.c.grp == group, cr.c.value == v.c.value))
+        joined = joined.outerjoin(hr, and_(hr.c.r == r, hr.c.grp == group, hr.c.value == v.c.value))
+        left.append(sa.cast(cr.c.cnt - func.coalesce(hr.c.n, 0), sa.Double).label(f"c{r}"))
+    uniform = sa.cast(1, sa.Double) / func.count().over(partition_by=v.c.person)
+    x = tables.make(
+        f"{name}_x",
+        select(v.c.person, v.c.value, *(g.c[f"b{r}"] for r in rs), *left, uniform.label("x"))
+        .select_from(joined)
+        .where(v.c.person.in_(undecided)),
     )
-    tables.create(
-        x,
-        (
-            f"SELECT v.person, v.value, {', '.join(f'g.b{r}' for r in rs)}, "
-            f"{', '.join(f'CAST(c{r}.cnt - COALESCE(h{r}.n, 0) AS DOUBLE PRECISION) AS c{r}' for r in rs)}, "
-            "CAST(1 AS DOUBLE PRECISION) / COUNT(*) OVER (PARTITION BY v.person) AS x "
-            f"FROM {possible} v JOIN (SELECT person, {pivot} FROM {members} WHERE {in_subset} GROUP BY person) g "
-            f"ON g.person = v.person {joins} WHERE v.person IN {undecided}"
-        ),
-    )
-    figures = iterate(db, conn, tables, x, rs, settings, name, progress)
-    db.execute(
-        conn,
-        f"INSERT INTO {x} (person, value, p) SELECT person, value, 1 FROM {possible} WHERE person NOT IN {undecided}",
-    )
+    x, figures = iterate(db, conn, tables, x, rs, settings, name, progress)
+    decided = select(possible.c.person, possible.c.value, sa.literal(1.0)).where(possible.c.person.not_in(undecided))
+    db.execute(conn, sa.insert(x).from_select(["person", "value", "p"], decided))
     tables.drop(held)
     figures["snapped"] += propagated
     figures["propagation_rounds"] = rounds
     return x, figures
 
 
-def _check_solvable(db: Database, conn: Connection, tables: ReleaseTables, possible: str, rs: list[int]) -> None:
+def _check_solvable(
+    db: Database, conn: Connection, tables: ReleaseTables, possible: sa.TableClause, rs: list[int]
+) -> None:
     """Name the first person left without a possible value (a group value no person may hold is named by
     `_check_counts`, which propagation runs first)."""
     release = {r: tables.releases[r - 1].name for r in rs}
-    in_subset = f"r IN ({', '.join(map(str, rs))})"
+    members, persons = tables.members, tables.persons
+    m = select(members.c.person).distinct().where(members.c.r.in_(rs)).subquery("m")
     row = db.execute(
         conn,
-        (
-            f"SELECT p.pseudonym FROM (SELECT DISTINCT person FROM {tables.members} WHERE {in_subset}) m "
-            f"JOIN {tables.persons} p ON p.person = m.person WHERE m.person NOT IN (SELECT person FROM {possible}) "
-            "ORDER BY p.pseudonym LIMIT 1"
-        ),
+        select(persons.c.pseudonym)
+        .join_from(m, persons, persons.c.person == m.c.person)
+        .where(m.c.person.not_in(select(possible.c.person)))
+        .order_by(persons.c.pseudonym)
+        .limit(1),
     ).first()
     if row:
         raise DataError(
