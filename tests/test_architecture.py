@@ -170,5 +170,19 @@ def test_sql_is_composed_in_the_sql_packages_only():
 
 
 def test_the_sql_scan_sees_statements():
-    """The check above would pass vacuously if the pattern missed statements: the engine composes many."""
-    assert sum(len(_sql_f_strings(m)) for m in MODULES if _unit(m) == "engine") > 100
+    """The check above would pass vacuously if the pattern missed statements: the engine composes many (the
+    search's waves, the criteria's statements, the analyses)."""
+    assert sum(len(_sql_f_strings(m)) for m in MODULES if _unit(m) == "engine") > 50
+
+
+#: the statements composed as f-strings when the structure was first laid out (314, counted as the scan above
+#: counts them: 294) halved: the rest of the statements are built with SQLAlchemy Core. Only fewer from here
+MAX_SQL_F_STRINGS = 157
+
+
+def test_sql_f_strings_stay_halved():
+    """A new statement over sqlanon's own tables is built with SQLAlchemy Core, as the solver's, Mondrian's and
+    Anatomy's are; text stays for the search's waves and the criteria (measured: Core's compiler costs more
+    than a wave) and for each database's own spelling."""
+    found = sum(len(_sql_f_strings(m)) for m in MODULES)
+    assert found <= MAX_SQL_F_STRINGS, f"{found} SQL f-strings in sqlanon/; build new statements with Core"

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import Executable, quoted_name
 from sqlalchemy.sql.ddl import CreateTableAs
 from sqlalchemy.sql.selectable import SelectBase
 
@@ -258,6 +258,19 @@ class Database:
             self.execute(conn, CreateTableAs(select, name, temporary=True), params)
         return self.scratch_ref(name)
 
+    def as_text(self, conn: Connection, query: SelectBase) -> str:
+        """A Core query as text for `execute` and `create_scratch`, its values written in (sqlanon's own numbers
+        and names, never a user's text): the dialect's doubled `%` undone and `:` escaped, as `text()` expects."""
+        compiled = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+        if conn.dialect.paramstyle in ("format", "pyformat"):
+            compiled = compiled.replace("%%", "%")
+        return compiled.replace(":", "\\:")
+
+    def ref_table(self, ref: str, columns: Sequence[str]) -> sa.TableClause:
+        """A table named by a `q()` reference (a source, a staged output) as a Core table of `columns`: the
+        reference written as it is."""
+        return sa.table(quoted_name(self.for_driver(ref), quote=False), *(sa.column(c) for c in columns))
+
     def scratch_table(self, name: str, columns: Sequence[str]) -> sa.TableClause:
         """The session-scoped scratch table `name` with `columns`, for statements built with SQLAlchemy Core."""
         return sa.table(name, *(sa.column(c) for c in columns), schema=self.temp_schema or None)
@@ -470,10 +483,10 @@ class Database:
         """SQL for HMAC-SHA256 of `value` as text, in hex, from the two padded keys (SQL expressions)."""
         raise NotImplementedError
 
-    def lower_median(self, value: str) -> str:
+    def lower_median(self, value: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
         """The aggregate giving the ceil(n/2)-th smallest of `value` in a group (the lower median): the SQL
         standard's ordered-set aggregate, which PostgreSQL and Spark have."""
-        return f"percentile_disc(0.5) WITHIN GROUP (ORDER BY {value})"
+        return sa.func.percentile_disc(0.5).within_group(value)
 
     def hash_sum(self, values: list[str]) -> str:
         """An aggregate summing a 64-bit hash of each row's `values` exactly (no overflow): two multisets of rows

@@ -140,8 +140,8 @@ class DuckDB(Database):
         inner = f"unhex(sha256(CAST({inner_key} AS BLOB) || encode(CAST({value} AS VARCHAR))))"
         return f"sha256(CAST({outer_key} AS BLOB) || {inner})"
 
-    def lower_median(self, value: str) -> str:
-        return f"quantile_disc({value}, 0.5)"
+    def lower_median(self, value: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        return sa.func.quantile_disc(value, 0.5)
 
     def hash_sum(self, values: list[str]) -> str:
         return f"SUM(CAST(hash({', '.join(values)}) AS HUGEINT))"

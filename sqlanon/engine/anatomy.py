@@ -1,10 +1,14 @@
 """The SQL of Anatomy's bucketized publication (sqlanon.publish.anatomy): the source's sensitive values, the bucket
-of every record, the two published tables' SELECTs, and their audit from the two tables alone."""
+of every record, the two published tables' SELECTs, and their audit from the two tables alone. The statements are
+SQLAlchemy Core over the tables' references (`Database.ref_table`), but the bucket assignment's, which binds the
+job's seed as a parameter (a CREATE TABLE AS from Core writes its values into the text)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
+from sqlalchemy import case, func, select
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
@@ -16,19 +20,18 @@ VALUE = "value"  # the sensitive value beside the bucket, in the scratch table o
 
 def sensitive_figures(db: Database, conn: Connection, source: str, sensitive: str) -> tuple[int, int, int]:
     """The source's rows, its rows with a NULL `sensitive` value, and its different values."""
-    s = db.q(sensitive)
-    rows, nulls, values = db.execute(
-        conn, f"SELECT COUNT(*), COUNT(*) - COUNT({s}), COUNT(DISTINCT {s}) FROM {source}"
-    ).one()
+    s = db.ref_table(source, [sensitive]).c[sensitive]
+    figures = select(func.count(), func.count() - func.count(s), func.count(s.distinct()))
+    rows, nulls, values = db.execute(conn, figures).one()
     return int(rows), int(nulls), int(values)
 
 
 def most_frequent_value(db: Database, conn: Connection, source: str, sensitive: str) -> tuple[Any, int]:
     """The source's most frequent `sensitive` value (the first in order among equals) and its records."""
-    s = db.q(sensitive)
-    value, largest = db.execute(
-        conn, f"SELECT {s}, COUNT(*) AS n FROM {source} GROUP BY {s} ORDER BY n DESC, {s} LIMIT 1"
-    ).one()
+    s = db.ref_table(source, [sensitive]).c[sensitive]
+    n = func.count().label("n")  # the value is labeled too, so that no source column's name collides with n
+    most = select(s.label("value"), n).group_by(s).order_by(n.desc(), s).limit(1)
+    value, largest = db.execute(conn, most).one()
     return value, int(largest)
 
 
@@ -48,14 +51,17 @@ def bucket_assignment(
     ), {"anatomy_seed": seed}
 
 
-def published_selects(db: Database, assigned: str, published: list[str], sensitive: str) -> tuple[str, str]:
+def published_selects(
+    db: Database, conn: Connection, assigned: str, published: list[str], sensitive: str
+) -> tuple[str, str]:
     """The SELECTs of the QI table (the `published` columns and the bucket) and of the sensitive table (bucket,
     value, count) from the scratch table `assigned` that `bucket_assignment` made."""
-    kept = ", ".join(f"u{k} AS {db.q(c)}" for k, c in enumerate(published))
-    counted = f"{BUCKET}, {VALUE} AS {db.q(sensitive)}, COUNT(*) AS {db.q(COUNT_COLUMN)}"
+    t = db.ref_table(assigned, [f"u{k}" for k in range(len(published))] + [VALUE, BUCKET])
+    kept = [t.c[f"u{k}"].label(c) for k, c in enumerate(published)]
+    counted = [t.c[BUCKET], t.c[VALUE].label(sensitive), func.count().label(COUNT_COLUMN)]
     return (
-        f"SELECT {kept}, {BUCKET} FROM {assigned}",
-        f"SELECT {counted} FROM {assigned} GROUP BY {BUCKET}, {VALUE}",
+        db.as_text(conn, select(*kept, t.c[BUCKET])),
+        db.as_text(conn, select(*counted).group_by(t.c[BUCKET], t.c[VALUE])),
     )
 
 
@@ -65,19 +71,34 @@ def bucket_figures(
     """From the two tables alone: buckets whose records and value counts differ (mismatched), buckets of fewer
     than `l` values (poor), buckets, records, the smallest bucket, the fewest values of a bucket and the largest
     share of one value in a bucket."""
-    s, b, n = db.q(sensitive), BUCKET, db.q(COUNT_COLUMN)
-    per_bucket = (
-        f"SELECT COALESCE(q.{b}, v.{b}) AS {b}, q.rows AS records, v.total, v.values_held, v.largest "
-        f"FROM (SELECT {b}, COUNT(*) AS rows FROM {qi_ref} GROUP BY {b}) q FULL JOIN "
-        f"(SELECT {b}, SUM({n}) AS total, COUNT(DISTINCT {s}) AS values_held, MAX({n}) AS largest "
-        f"FROM {sensitive_ref} GROUP BY {b}) v ON q.{b} = v.{b}"
+    qi, values = db.ref_table(qi_ref, [BUCKET]), db.ref_table(sensitive_ref, [BUCKET, sensitive, COUNT_COLUMN])
+    q = select(qi.c[BUCKET], func.count().label("records")).group_by(qi.c[BUCKET]).subquery("q")
+    v = (
+        select(
+            values.c[BUCKET],
+            func.sum(values.c[COUNT_COLUMN]).label("total"),
+            func.count(values.c[sensitive].distinct()).label("values_held"),
+            func.max(values.c[COUNT_COLUMN]).label("largest"),
+        )
+        .group_by(values.c[BUCKET])
+        .subquery("v")
     )
+    b = (
+        select(q.c.records, v.c.total, v.c.values_held, v.c.largest)
+        .select_from(q.join(v, q.c[BUCKET] == v.c[BUCKET], full=True))
+        .subquery("buckets")
+    )
+    mismatched = sa.or_(b.c.records.is_(None), b.c.total.is_(None), b.c.records != b.c.total)
     row = db.execute(
         conn,
-        (
-            "SELECT SUM(CASE WHEN records IS NULL OR total IS NULL OR records <> total THEN 1 ELSE 0 END), "
-            f"SUM(CASE WHEN values_held < {int(l)} THEN 1 ELSE 0 END), COUNT(*), SUM(records), MIN(records), "
-            f"MIN(values_held), MAX(CAST(largest AS DOUBLE PRECISION) / records) FROM ({per_bucket}) AS buckets"
+        select(
+            func.sum(case((mismatched, 1), else_=0)),
+            func.sum(case((b.c.values_held < l, 1), else_=0)),
+            func.count(),
+            func.sum(b.c.records),
+            func.min(b.c.records),
+            func.min(b.c.values_held),
+            func.max(sa.cast(b.c.largest, sa.Double) / b.c.records),
         ),
     ).one()
     names = ("mismatched", "poor", "buckets", "rows", "smallest", "fewest", "share")
@@ -86,14 +107,17 @@ def bucket_figures(
 
 def value_count_differences(db: Database, conn: Connection, *, source: str, sensitive_ref: str, sensitive: str) -> int:
     """Sensitive values the sensitive table publishes a different number of times than `source` holds them."""
-    s, n = db.q(sensitive), db.q(COUNT_COLUMN)
-    return int(
-        db.execute(
-            conn,
-            (
-                f"SELECT COUNT(*) FROM (SELECT {s}, COUNT(*) AS n FROM {source} GROUP BY {s}) a FULL JOIN "
-                f"(SELECT {s}, SUM({n}) AS n FROM {sensitive_ref} GROUP BY {s}) p ON a.{s} = p.{s} "
-                "WHERE a.n IS NULL OR p.n IS NULL OR a.n <> p.n"
-            ),
-        ).scalar_one()
+    held, published = db.ref_table(source, [sensitive]), db.ref_table(sensitive_ref, [sensitive, COUNT_COLUMN])
+    # the values labeled too, so that no source column's name collides with n
+    a = select(held.c[sensitive].label("value"), func.count().label("n")).group_by(held.c[sensitive]).subquery("a")
+    p = (
+        select(published.c[sensitive].label("value"), func.sum(published.c[COUNT_COLUMN]).label("n"))
+        .group_by(published.c[sensitive])
+        .subquery("p")
     )
+    differ = (
+        select(func.count())
+        .select_from(a.join(p, a.c.value == p.c.value, full=True))
+        .where(sa.or_(a.c.n.is_(None), p.c.n.is_(None), a.c.n != p.c.n))
+    )
+    return int(db.execute(conn, differ).scalar_one())

@@ -31,8 +31,10 @@ parts that satisfy them satisfies them: k-anonymity, the l-diversity family,
 t-closeness against the whole table) plug in unchanged.
 
 This module is the partitioning's SQL (scratch tables of the connection's
-session) and the SELECT of the partitioned table; publication (staging, the
-audit, ownership) is sqlanon.publish.mondrian.
+session, its statements in SQLAlchemy Core; the criteria's, which read the
+candidate parts as a frequency-set view, are text) and the SELECT of the
+partitioned table; publication (staging, the audit, ownership) is
+sqlanon.publish.mondrian.
 """
 
 from __future__ import annotations
@@ -41,17 +43,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import sqlalchemy as sa
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.selectable import SelectBase
 
 from ..backends import ColumnKind, Database
 from ..criteria import Criterion
-from ..criteria.view import FrequencySetView, count_sum
+from ..criteria.view import FrequencySetView
 from ..errors import DataError
 from ..model.hierarchies import PIECE_BITS, Hierarchy, PathCodes
 from ..model.progress import Progress, silent
 from .frequency import violating_classes_sql
-from .scratch import Scratch
-from .star import check_null_mapping, hierarchy_key
+from .scratch import MATERIALIZED, Scratch
+from .star import check_null_mapping
 
 MAX_ROUNDS = 200
 # a round groups the open rows by partition two or three times; over rows stored in partition order that runs 2-3x
@@ -61,6 +66,8 @@ MAX_ROUNDS = 200
 SORT_GROWTH = 256
 WIDE_CUTS = 3  # from this many QIs to cut in a round, its parts are counted in one join (Mondrian._counted_parts)
 
+Column = sa.ColumnElement[Any]
+
 
 @dataclass
 class MondrianQI:
@@ -69,11 +76,11 @@ class MondrianQI:
     kind: ColumnKind = ColumnKind.OTHER  # what a numeric QI's source column holds
 
     @property
-    def sql_type(self) -> str:
+    def sql_type(self) -> type[sa.types.TypeEngine[Any]]:
         """What a numeric QI's values are cast to in the work table."""
         # a source column a 4-byte integer holds travels through the rounds as INTEGER, not DOUBLE PRECISION (1M
         # hospital rows, zip and birth date: rewriting the rows and their medians 4.5 -> 4.0 s)
-        return "INTEGER" if self.kind is ColumnKind.SMALL_INTEGER else "DOUBLE PRECISION"
+        return sa.Integer if self.kind is ColumnKind.SMALL_INTEGER else sa.Double
 
     @property
     def tree(self) -> Hierarchy:
@@ -107,7 +114,7 @@ class Mondrian:
         *,
         db: Database,
         conn: Connection,
-        source: str,
+        source: tuple[str | None, str],
         columns: list[str],
         qis: list[MondrianQI],
         sensitive: list[str],
@@ -116,29 +123,38 @@ class Mondrian:
         relaxed: bool = False,
         progress: Progress = silent,
     ):
-        self.db, self.conn, self.source, self.columns, self.qis = db, conn, source, columns, qis
+        """`source`: the table's schema and name; `columns`: its columns, as the database names them."""
+        self.db, self.conn, self.columns, self.qis = db, conn, columns, qis
+        self.source = sa.table(source[1], *map(sa.column, columns), schema=source[0])
+        self.source_ref = db.q(*source)
         self.sensitive, self.criteria, self.relaxed = sensitive, criteria, relaxed
         self.progress, self.scratch = progress, Scratch(db, conn, prefix)
-        self.work, self.parts, self.rows, self.done, self.whole = (
-            self.scratch.ref(t) for t in ("work", "parts", "rows", "done", "whole")
-        )
         self.numeric = [j for j, qi in enumerate(qis) if qi.numeric]  # the QIs cut at the median, by index
         self.categorical = [j for j, qi in enumerate(qis) if not qi.numeric]  # those cut along their hierarchy
         self.spans: dict[int, float] = {}
         self.codes: dict[int, PathCodes] = {}  # categorical QIs' path codes
+        self.nodes: dict[int, sa.TableClause] = {}  # categorical QIs' (level, node, label, leaves)
         self.with_nulls: set[int] = set()  # categorical QIs with NULLs, which their hierarchies map
         self.cuttable: list[int] = []  # the QIs some open partition can cut (this round)
         self.open_parts = self.sorted_parts = 1  # partitions after the last round; when the rows were last sorted
-        self.ids = "BIGINT"  # the SQL type of row and partition numbers (narrower once the rows are counted)
+        self.ids: type[sa.Integer] = sa.BigInteger  # row and partition numbers (narrower once the rows are counted)
+        # the scratch tables, made by `prepare` and the rounds: the source's rows, the open ones (work), those of
+        # final partitions (done), the partitions' levels, the candidate cuts and the chosen ones, their parts
+        self.rows = self.work = self.done = self.parts = self.whole = self.candidates = _none()
+        self.choice = self.pieces = _none()
 
     # --- setup ----------------------------------------------------------
-    def _create(self, ref: str, select: str, params: dict[str, Any] | None = None) -> None:
-        """Create (or replace) the scratch table `ref` from `select`, which may read the table it replaces.
+    def _create(self, name: str, query: SelectBase, text: str | None = None, **params: Any) -> sa.TableClause:
+        """The scratch table `name` made (or made anew) from `query`, which may read the table it replaces; a
+        Core table of the query's columns. With `text` (and its `params`), made from that text, whose columns
+        are `query`'s.
 
         Analyzed, as every scratch table: PostgreSQL plans the next round's joins with these tables' statistics
         (1M hospital rows 52.7 s -> 46.1 s, of which 2.6 s of ANALYZE; analyzing only the work and candidate
         tables left the move at 15.8 s instead of 8.0 s)."""
-        self.scratch.replace(ref, select, params)
+        ref = self.scratch.ref(name)
+        self.scratch.replace(ref, query if text is None else text, params)
+        return self.scratch.table(ref, query)
 
     @property
     def statements(self) -> int:
@@ -151,81 +167,85 @@ class Mondrian:
         """The work table (checked: numeric QIs are numbers, categorical values are in their hierarchies, NULLs
         only where a hierarchy maps them), every hierarchy node's code, label and leaves, and one partition
         holding every row."""
-        db, q = self.db, self.db.q
-        labels, joins = [], []
-        for j, qi in enumerate(self.qis):
-            self._check_values(j, qi)
-            value = self._row(qi.column)
-            if qi.numeric:
-                labels.append(f"CAST({value} AS {qi.sql_type}) AS v{j}")
-                continue
-            self.codes[j] = qi.tree.path_codes
-            if self.codes[j].bits > PIECE_BITS:  # a code travels through the rounds as one integer
-                raise DataError(
-                    f"the hierarchy of {qi.column!r} is too wide for Mondrian's {PIECE_BITS}-bit path "
-                    f"codes ({self.codes[j].bits} bits); give it fewer values per node"
-                )
-            mapping = self._code_tables(j, self.codes[j])
-            self._check_in_hierarchy(qi, mapping)
-            joins.append(f"JOIN {mapping} h{j} ON h{j}.value = {hierarchy_key(f'CAST({value} AS VARCHAR)', qi.tree)}")
-            labels.append(f"CAST(h{j}.code AS {_integer(self.codes[j].bits)}) AS c{j}")
         # the rows as they are, numbered, apart: each round rewrites only the narrow work table (rid, partition,
         # QI codes, the sensitive columns the criteria read; 1M hospital rows: 0.8 s of 2 s a round otherwise).
         # Every table of Mondrian's names its columns itself (u<k>: the source's k-th column, s<i>: the i-th
         # sensitive one), so no name of the source's, `rid` included, is ever one of Mondrian's
-        originals = ", ".join(f"t.{q(c)} AS u{k}" for k, c in enumerate(self.columns))
-        self._create(self.rows, f"SELECT ROW_NUMBER() OVER () AS rid, {originals} FROM {self.source} t")
-        rows = db.count_rows(self.conn, self.rows)
-        if rows == 0:
+        for j, qi in enumerate(self.qis):
+            self._check_values(j, qi)
+        originals = [self.source.c[c].label(f"u{k}") for k, c in enumerate(self.columns)]
+        self.rows = rows = self._create("rows", select(func.row_number().over().label("rid"), *originals))
+        count = self.scratch.count(rows)
+        if count == 0:
             raise DataError("the source table is empty; there is nothing to anonymize")
         # row and partition numbers (a partition tree has fewer than 2 x rows nodes) as narrow as they can be:
         # 4-byte integers made the rounds' rewrites cheaper (5M hospital rows: 37.3 s -> 31.4 s)
-        self.ids = _integer(rows.bit_length() + 1)
-        sensitive = "".join(f", {self._row(c)} AS s{i}" for i, c in enumerate(self.sensitive))
-        self._create(
-            self.work,
-            f"SELECT CAST(t.rid AS {self.ids}) AS rid, CAST(1 AS {self.ids}) AS part, "
-            f"{', '.join(labels)}{sensitive} FROM {self.rows} t {' '.join(joins)}",
+        self.ids = _integer(count.bit_length() + 1)
+        values: list[Column] = []
+        joined: sa.FromClause = rows
+        for j, qi in enumerate(self.qis):
+            value = self._row(qi.column)
+            if qi.numeric:
+                values.append(sa.cast(value, qi.sql_type).label(f"v{j}"))
+                continue
+            codes = self.codes[j] = qi.tree.path_codes
+            if codes.bits > PIECE_BITS:  # a code travels through the rounds as one integer
+                raise DataError(
+                    f"the hierarchy of {qi.column!r} is too wide for Mondrian's {PIECE_BITS}-bit path "
+                    f"codes ({codes.bits} bits); give it fewer values per node"
+                )
+            mapping = self._code_tables(j, codes)
+            self._check_in_hierarchy(qi, mapping)
+            h = mapping.alias(f"h{j}")
+            joined = joined.join(h, h.c.value == _leaf_key(sa.cast(value, sa.String), qi.tree))
+            values.append(sa.cast(h.c.code, _integer(codes.bits)).label(f"c{j}"))
+        sensitive = [self._row(c).label(f"s{i}") for i, c in enumerate(self.sensitive)]
+        first = sa.cast(sa.literal(1), self.ids)
+        self.work = work = self._create(
+            "work",
+            select(sa.cast(rows.c.rid, self.ids).label("rid"), first.label("part"), *values, *sensitive).select_from(
+                joined
+            ),
         )
-        levels = ", ".join(f"{qi.height} AS lev{j}" for j, qi in enumerate(self.qis))
-        self._create(self.parts, f"SELECT CAST(1 AS {self.ids}) AS part, {levels}")
+        levels = [sa.literal(qi.height).label(f"lev{j}") for j, qi in enumerate(self.qis)]
+        self.parts = self._create("parts", select(first.label("part"), *levels))
         # rows of closed partitions leave the work table for `done`: later rounds read only open partitions
-        self._create(self.done, f"SELECT * FROM {self.work} w WHERE 1 = 0")
+        self.done = self._create("done", select(work).where(sa.false()))
         if self.numeric:  # each numeric QI's range over the whole table, what widths are normalized by
-            spans = db.execute(
-                self.conn, "SELECT " + ", ".join(f"MAX(v{j}) - MIN(v{j})" for j in self.numeric) + f" FROM {self.work}"
-            ).one()
+            ranges = [func.max(work.c[f"v{j}"]) - func.min(work.c[f"v{j}"]) for j in self.numeric]
+            spans = self.db.execute(self.conn, select(*ranges)).one()
             self.spans = {j: float(span or 0) for j, span in zip(self.numeric, spans)}
         if self.sensitive:  # the whole table's distribution of the sensitive values (t-closeness)
-            columns = ", ".join(f"s{i}" for i in range(len(self.sensitive)))
-            self._create(self.whole, f"SELECT {columns}, COUNT(*) AS cnt FROM {self.work} GROUP BY {columns}")
+            columns = self._sensitive_columns(work)
+            self.whole = self._create("whole", select(*columns, func.count().label("cnt")).group_by(*columns))
         self._check_whole_table()
-        return rows
+        return count
 
-    def _row(self, column: str) -> str:
-        """Source column `column` in the rows table (alias t)."""
+    def _row(self, column: str) -> Column:
+        """Source column `column` in the rows table."""
         keys = [self.db.name_key(c) for c in self.columns]
-        return f"t.u{keys.index(self.db.name_key(column))}"
+        return self.rows.c[f"u{keys.index(self.db.name_key(column))}"]
 
-    def _nodes_ref(self, j: int) -> str:
-        return self.scratch.ref(f"nodes{j}")
-
-    def _code_tables(self, j: int, codes: PathCodes) -> str:
+    def _code_tables(self, j: int, codes: PathCodes) -> sa.TableClause:
         """Scratch tables of QI j's hierarchy: (value, code) of every value, and (level, node, label, leaves) of
-        every node; returns the first."""
-        values, nodes = self.scratch.ref(f"h{j}"), self._nodes_ref(j)
-        self.scratch.create_from_rows(values, [("value", "VARCHAR"), ("code", "BIGINT")], list(codes.code.items()))
+        every node (`nodes`); returns the first."""
+        values = self.scratch.make_from_rows(
+            f"h{j}", [("value", "VARCHAR"), ("code", "BIGINT")], list(codes.code.items())
+        )
         node_columns = [("level", "INTEGER"), ("node", "BIGINT"), ("label", "VARCHAR"), ("leaves", "BIGINT")]
-        self.scratch.create_from_rows(nodes, node_columns, codes.nodes())
+        self.nodes[j] = self.scratch.make_from_rows(f"nodes{j}", node_columns, codes.nodes())
         return values
 
+    def _source_column(self, name: str) -> Column:
+        """The source's column `name` (as the job spells it)."""
+        by_key = {self.db.name_key(c): c for c in self.columns}
+        return self.source.c[by_key[self.db.name_key(name)]]
+
     def _check_values(self, j: int, qi: MondrianQI) -> None:
-        db, column = self.db, self.db.q(qi.column)
-        nulls, empty = db.execute(
-            self.conn,
-            f"SELECT COUNT(*) - COUNT({column}), COUNT(CASE WHEN CAST({column} AS VARCHAR) = '' THEN 1 END) "
-            f"FROM {self.source}",
-        ).one()
+        db, column = self.db, self._source_column(qi.column)
+        text = sa.cast(column, sa.String)
+        counts = select(func.count() - func.count(column), func.count(case((text == "", 1))))
+        nulls, empty = db.execute(self.conn, counts).one()
         if nulls and qi.numeric:
             raise DataError(
                 f"quasi-identifier {qi.column!r} is NULL in {nulls} row(s); Mondrian places every row in a "
@@ -237,9 +257,10 @@ class Mondrian:
         if nulls:
             self.with_nulls.add(j)
         if qi.numeric:
+            quoted = db.q(qi.column)  # the backend's test is text
             bad = db.execute(
                 self.conn,
-                f"SELECT CAST({column} AS VARCHAR) FROM {self.source} WHERE {db.not_a_number(column)} LIMIT 1",
+                f"SELECT CAST({quoted} AS VARCHAR) FROM {self.source_ref} WHERE {db.not_a_number(quoted)} LIMIT 1",
             ).first()
             if bad is not None:
                 raise DataError(
@@ -248,15 +269,17 @@ class Mondrian:
                     "QI is split along it) or fix the value"
                 )
 
-    def _check_in_hierarchy(self, qi: MondrianQI, mapping: str) -> None:
+    def _check_in_hierarchy(self, qi: MondrianQI, mapping: sa.TableClause) -> None:
         """Every value of a categorical QI is a leaf of its hierarchy: an anti-join with the stored (value, code)
         table `mapping`, which hashes (a NOT IN list of the leaves bound as parameters took 3.1 s of Mondrian's
         4.6 on 200k hospital rows, whose birth dates' hierarchy has 34,400 leaves)."""
-        text = f"CAST(t.{self.db.q(qi.column)} AS VARCHAR)"
+        text = sa.cast(self._source_column(qi.column), sa.String)
         stray = self.db.execute(
             self.conn,
-            f"SELECT {text} FROM {self.source} t LEFT JOIN {mapping} h ON h.value = {text} "
-            f"WHERE {text} IS NOT NULL AND h.value IS NULL LIMIT 1",
+            select(text)
+            .select_from(self.source.outerjoin(mapping, mapping.c.value == text))
+            .where(text.is_not(None), mapping.c.value.is_(None))
+            .limit(1),
         ).first()
         if stray is not None:
             raise DataError(
@@ -265,23 +288,25 @@ class Mondrian:
             )
 
     def _check_whole_table(self) -> None:
-        view = self._view(
-            "SELECT part, 0 AS child, 0 AS dim, " + self._sensitive("w") + f"COUNT(*) AS cnt "
-            f"FROM {self.work} w GROUP BY part{self._sensitive_group('w')}"
-        )
-        params: dict[str, object] = {}
-        bad = self.db.execute(
-            self.conn,
-            f"WITH fs AS ({view.definition}) SELECT COUNT(*) FROM "
-            f"({violating_classes_sql(view, self.criteria, 'all', params)}) v",
-            params,
-        ).scalar_one()
+        work = self.work
+        zero = sa.literal(0)
+        sensitive = self._sensitive_columns(work)
+        whole = select(work.c.part, zero.label("child"), zero.label("dim"), *sensitive, func.count().label("cnt"))
+        violating = self._violating(whole.group_by(work.c.part, *sensitive), "all")
         self.scratch.statements += 1
-        if bad:
+        if self.db.execute(self.conn, violating).scalar_one():
             raise DataError(
                 "the criteria do not hold even for the whole table as one class, so no partitioning "
                 "can satisfy them; relax the criteria (a smaller k or l, a larger t)"
             )
+
+    def _violating(self, parts: sa.Select[Any], suffix: str) -> sa.TextClause:
+        """How many classes of the frequency set `parts` (part, child, dim, sensitive values, cnt) violate the
+        criteria (the criteria's statement, text over the view `fs`)."""
+        view = self._view(self.db.as_text(self.conn, parts))
+        params: dict[str, Any] = {}
+        violating = violating_classes_sql(view, self.criteria, suffix, params)
+        return sa.text(f"WITH fs AS ({view.definition}) SELECT COUNT(*) FROM ({violating}) v").bindparams(**params)
 
     # --- rounds -----------------------------------------------------------
     def run(self) -> MondrianResult:
@@ -291,15 +316,16 @@ class Mondrian:
             split = self._choose()
             self.progress("Mondrian: rounds", rounds, None)
             if split < open_parts:  # some partition is final (none is, in the early rounds: no pass for nothing)
-                self._close(f"WHERE NOT EXISTS (SELECT 1 FROM {self.choice} c WHERE c.part = w.part)")
+                self._close(~sa.exists().where(self.choice.c.part == self.work.c.part))
             if not split:
                 break
             self._apply()
         else:  # out of rounds: the partitions made so far are final (each satisfies the criteria)
-            self._close("")
+            self._close(sa.true())
+        done = self.done
+        sizes = select(func.count().label("n")).select_from(done).group_by(done.c.part).subquery("s")
         partitions, smallest, largest = self.db.execute(
-            self.conn,
-            (f"SELECT COUNT(*), MIN(n), MAX(n) FROM (SELECT COUNT(*) AS n FROM {self.done} e GROUP BY part) s"),
+            self.conn, select(func.count(), func.min(sizes.c.n), func.max(sizes.c.n))
         ).one()
         return MondrianResult(
             partitions=int(partitions),
@@ -309,14 +335,11 @@ class Mondrian:
             largest=int(largest),
         )
 
-    def _sensitive(self, alias: str) -> str:
-        return "".join(f"{alias}.s{i}, " for i in range(len(self.sensitive)))
-
-    def _sensitive_group(self, alias: str) -> str:
-        return "".join(f", {alias}.s{i}" for i in range(len(self.sensitive)))
+    def _sensitive_columns(self, table: sa.FromClause) -> list[Column]:
+        return [table.c[f"s{i}"] for i in range(len(self.sensitive))]
 
     def _view(self, definition: str) -> FrequencySetView:
-        reference = f"{self.whole} AS whole_table" if self.sensitive else None
+        reference = f"{self.scratch.ref_of(self.whole)} AS whole_table" if self.sensitive else None
         return FrequencySetView(
             table="fs",
             class_columns=["part", "dim", "child"],
@@ -326,88 +349,87 @@ class Mondrian:
             reference=reference,
         )
 
-    def _shift(self, j: int, level: str) -> str:
-        """How far to shift QI j's path codes right to reach their node at `level` (SQL, a level)."""
-        shifts = " ".join(f"WHEN {lv} THEN {shift}" for lv, shift in enumerate(self.codes[j].shifts))
-        return f"CASE {level} {shifts} END"
+    def _shift(self, j: int, level: Column) -> Column:
+        """How far to shift QI j's path codes right to reach their node at `level` (a level)."""
+        return case(dict(enumerate(self.codes[j].shifts)), value=level)
 
-    def _node(self, j: int, code: str, level: str) -> str:
-        """The code of the node at `level` (SQL, a level of QI j's hierarchy) above the value of path `code`."""
-        return f"({code} >> {self._shift(j, level)})"
+    def _node(self, j: int, code: Column, level: Column) -> Column:
+        """The code of the node at `level` (a level of QI j's hierarchy) above the value of path `code`."""
+        return code.op(">>")(self._shift(j, level))
 
-    def _child(self, j: int, qi: MondrianQI, suffix: str = "") -> str:
+    def _child(self, j: int, w: sa.FromClause, c: sa.FromClause, suffix: str = "") -> Column:
         """The part of row `w` under a cut of QI j (an integer), the cut's columns in `c`: cut (the median), n (the
         partition's rows) and shift (a categorical QI's: to its children's level), each named with `suffix`
         (c.cut{suffix}) except n."""
-        if qi.numeric:
+        if self.qis[j].numeric:
             if self.relaxed:  # one cut per partition and row: ranked within the partition
-                return (
-                    f"CASE WHEN 2 * ROW_NUMBER() OVER (PARTITION BY w.part ORDER BY w.v{j}, w.rid) <= c.n + 1 "
-                    "THEN 0 ELSE 1 END"
-                )
-            return f"CASE WHEN w.v{j} <= c.cut{suffix} THEN 0 ELSE 1 END"
-        return f"(w.c{j} >> c.shift{suffix})"
+                rank = func.row_number().over(partition_by=w.c.part, order_by=[w.c[f"v{j}"], w.c.rid])
+                return case((2 * rank <= c.c.n + 1, 0), else_=1)
+            return case((w.c[f"v{j}"] <= c.c[f"cut{suffix}"], 0), else_=1)
+        return w.c[f"c{j}"].op(">>")(c.c[f"shift{suffix}"])
 
-    def _piece(self, dims: list[int]) -> str:
-        """The part of the row under the cut of candidate `c` on whichever QI of `dims` it cuts."""
-        cases = " ".join(f"WHEN {j} THEN {self._child(j, self.qis[j])}" for j in dims)
-        return f"CASE c.dim {cases} END"
+    def _piece(self, dims: list[int], w: sa.FromClause, c: sa.FromClause) -> Column:
+        """The part of row `w` under the cut of candidate `c` on whichever QI of `dims` it cuts."""
+        return case({j: self._child(j, w, c) for j in dims}, value=c.c.dim)
 
     def _candidates(self) -> None:
         """(part, dim, width, cut, n, shift): the cut each open partition would make on each QI that can be cut,
         from one grouping of the open rows by partition. Path codes in code order have their ancestors in order
         too, so a partition's rows fall under two children or more exactly when its smallest and largest codes do:
         no distinct count, and no level per row."""
-        figures = []
+        w, figures = self.work, []
         for j, qi in enumerate(self.qis):
-            # relaxed cuts split the sorted rows by rank: no median (an ordered aggregate, most of this statement)
-            median = self.db.lower_median(f"w.v{j}") if not self.relaxed else "CAST(NULL AS DOUBLE PRECISION)"
-            median = f", {median} AS cut{j}" if qi.numeric else ""
-            figures.append(f"MIN(w.{self._qi_column(j)}) AS low{j}, MAX(w.{self._qi_column(j)}) AS high{j}{median}")
-        figures_ref = self.scratch.ref("figures")
-        self._create(
-            figures_ref, f"SELECT w.part, COUNT(*) AS n, {', '.join(figures)} FROM {self.work} w GROUP BY w.part"
-        )
-        parts = []
-        for j, qi in enumerate(self.qis):
+            column = w.c[self._qi_column(j)]
+            figures += [func.min(column).label(f"low{j}"), func.max(column).label(f"high{j}")]
             if qi.numeric:
-                span = repr(self.spans[j])
-                parts.append(
-                    f"SELECT part, {j} AS dim, CASE WHEN {span} > 0 THEN (high{j} - low{j}) / {span} ELSE 0 END "
-                    f"AS width, cut{j} AS cut, n, 0 AS shift FROM {figures_ref} WHERE high{j} > low{j}"
-                    # strict: the cut must leave rows above it (the lower median can be the largest value)
-                    + ("" if self.relaxed else f" AND high{j} > cut{j}")
-                )
-                continue
-            level, kids = f"p.lev{j}", f"p.lev{j} - 1"
-            parts.append(
-                f"SELECT g.part, {j} AS dim, CAST(nd.leaves AS DOUBLE PRECISION) / {len(qi.tree.values)} "
-                f"AS width, CAST(NULL AS DOUBLE PRECISION) AS cut, g.n, {self._shift(j, kids)} AS shift "
-                f"FROM {figures_ref} g JOIN {self.parts} p ON p.part = g.part JOIN {self._nodes_ref(j)} nd "
-                f"ON nd.level = {level} AND nd.node = {self._node(j, f'g.low{j}', level)} WHERE {level} > 0 AND "
-                f"{self._node(j, f'g.low{j}', kids)} < {self._node(j, f'g.high{j}', kids)}"
-            )
-        self._create(self.candidates, " UNION ALL ".join(parts))
+                # relaxed cuts split the sorted rows by rank: no median (an ordered aggregate, most of this statement)
+                median = sa.cast(sa.null(), sa.Double) if self.relaxed else self.db.lower_median(column)
+                figures.append(median.label(f"cut{j}"))
+        f = self._create("figures", select(w.c.part, func.count().label("n"), *figures).group_by(w.c.part))
+        parts = [
+            self._numeric_cuts(f, j) if qi.numeric else self._categorical_cuts(f, j) for j, qi in enumerate(self.qis)
+        ]
+        self.candidates = cand = self._create("cand", sa.union_all(*parts) if len(parts) > 1 else parts[0])
         # the QIs some partition can still cut (late rounds: the numeric ones alone): the only ones a round counts
-        cut = self.db.execute(self.conn, f"SELECT DISTINCT dim FROM {self.candidates}").scalars().all()
+        cut = self.db.execute(self.conn, select(cand.c.dim).distinct()).scalars().all()
         self.cuttable = sorted(int(j) for j in cut) or [0]  # none: any one (its join is empty)
         self.scratch.statements += 1
-        self.scratch.drop(figures_ref)
+        self.scratch.drop(f)
+
+    def _numeric_cuts(self, f: sa.TableClause, j: int) -> sa.Select[Any]:
+        """Each partition's cut of numeric QI j at its median, its width its range over the table's."""
+        low, high, cut, span = f.c[f"low{j}"], f.c[f"high{j}"], f.c[f"cut{j}"], self.spans[j]
+        width = (high - low) / span if span > 0 else sa.literal(0.0)
+        cuts = select(f.c.part, sa.literal(j).label("dim"), width.label("width"), cut.label("cut"), f.c.n)
+        cuts = cuts.add_columns(sa.literal(0).label("shift")).where(high > low)
+        # strict: the cut must leave rows above it (the lower median can be the largest value)
+        return cuts if self.relaxed else cuts.where(high > cut)
+
+    def _categorical_cuts(self, f: sa.TableClause, j: int) -> sa.Select[Any]:
+        """Each partition's cut of categorical QI j into the children of its node (when its rows fall under two
+        or more), its width the node's leaves over all leaves."""
+        p, nd = self.parts.alias("p"), self.nodes[j].alias("nd")
+        level, low, high = p.c[f"lev{j}"], f.c[f"low{j}"], f.c[f"high{j}"]
+        width = sa.cast(nd.c.leaves, sa.Double) / len(self.qis[j].tree.values)
+        return (
+            select(
+                f.c.part,
+                sa.literal(j).label("dim"),
+                width.label("width"),
+                sa.cast(sa.null(), sa.Double).label("cut"),
+                f.c.n,
+                self._shift(j, level - 1).label("shift"),
+            )
+            .select_from(
+                f.join(p, p.c.part == f.c.part).join(
+                    nd, and_(nd.c.level == level, nd.c.node == self._node(j, low, level))
+                )
+            )
+            .where(level > 0, self._node(j, low, level - 1) < self._node(j, high, level - 1))
+        )
 
     def _qi_column(self, j: int) -> str:
         return f"v{j}" if self.qis[j].numeric else f"c{j}"
-
-    @property
-    def candidates(self) -> str:
-        return self.scratch.ref("cand")
-
-    @property
-    def choice(self) -> str:
-        return self.scratch.ref("choice")
-
-    @property
-    def pieces(self) -> str:
-        return self.scratch.ref("pieces")
 
     def _choose(self) -> int:
         """Each open partition's cut: the widest QI whose parts all satisfy the criteria, and the new partitions
@@ -416,43 +438,48 @@ class Mondrian:
         view = self._view(definition)
         params: dict[str, object] = {}
         bad = violating_classes_sql(view, self.criteria, "cut", params)
+        # the statement's body reads the criteria's common table expressions by name
+        fs, refused = (
+            sa.table("fs", *map(sa.column, ("part", "dim", "child"))),
+            sa.table("bad", *map(sa.column, ("part", "dim"))),
+        )
+        c = self.candidates.alias("c")
         allowed = (
-            f"SELECT c.part, c.dim, c.width FROM {self.candidates} c WHERE NOT EXISTS (SELECT 1 FROM bad b "
-            "WHERE b.part = c.part AND b.dim = c.dim)"
+            select(c.c.part, c.c.dim, c.c.width)
+            .where(~sa.exists().where(refused.c.part == c.c.part, refused.c.dim == c.c.dim))
+            .subquery("a")
         )
-        best = (
-            "SELECT part, dim FROM (SELECT part, dim, ROW_NUMBER() OVER (PARTITION BY part ORDER BY width DESC, "
-            f"dim) AS rank FROM ({allowed}) a) ranked WHERE rank = 1"
-        )
+        place = func.row_number().over(partition_by=allowed.c.part, order_by=[allowed.c.width.desc(), allowed.c.dim])
+        ranked = select(allowed.c.part, allowed.c.dim, place.label("place")).subquery("ranked")
+        best = select(ranked.c.part, ranked.c.dim).where(ranked.c.place == 1).subquery("x")
+        f = fs.alias("f")
         chosen = (
-            f"SELECT DISTINCT f.part, f.dim, f.child FROM fs f JOIN ({best}) x ON x.part = f.part AND x.dim = f.dim"
+            select(f.c.part, f.c.dim, f.c.child)
+            .distinct()
+            .join_from(f, best, and_(best.c.part == f.c.part, best.c.dim == f.c.dim))
+            .subquery("g")
         )
-        numbered = (
-            f"CAST((SELECT MAX(part) FROM {self.parts}) + ROW_NUMBER() OVER (ORDER BY g.part, g.child) "
-            f"AS {self.ids}) AS new_part"
+        last = select(func.max(self.parts.c.part)).scalar_subquery()
+        numbered = sa.cast(last + func.row_number().over(order_by=[chosen.c.part, chosen.c.child]), self.ids)
+        cand = self.candidates.alias("cc")
+        pieces = select(
+            chosen.c.part, chosen.c.dim, chosen.c.child, cand.c.cut, cand.c.n, cand.c.shift, numbered.label("new_part")
+        ).join_from(chosen, cand, and_(cand.c.part == chosen.c.part, cand.c.dim == chosen.c.dim))
+        body = self.db.as_text(self.conn, pieces)
+        text = f"WITH {cells}fs AS {MATERIALIZED} ({definition}), bad AS ({bad}) {body}"
+        self.pieces = p = self._create("pieces", pieces, text, **params)
+        cut = [p.c.part, p.c.dim, p.c.cut, p.c.n, p.c.shift]
+        self.choice = choice = self._create(
+            "choice", select(*cut, func.min(p.c.new_part).label("first")).group_by(*cut)
         )
-        self._create(
-            self.pieces,
-            f"WITH {cells}fs AS MATERIALIZED ({view.definition}), bad AS ({bad}) "
-            "SELECT g.part, g.dim, "
-            f"g.child, c.cut, c.n, c.shift, {numbered} FROM ({chosen}) g "
-            f"JOIN {self.candidates} c ON c.part = g.part AND c.dim = g.dim",
-            params,
-        )
-        self._create(
-            self.choice,
-            f"SELECT part, dim, cut, n, shift, MIN(new_part) AS first FROM {self.pieces} "
-            "GROUP BY part, dim, cut, n, shift",
-        )
-        split, self.open_parts = self.db.execute(
-            self.conn, f"SELECT (SELECT COUNT(*) FROM {self.choice}), (SELECT COUNT(*) FROM {self.pieces})"
-        ).one()
+        counts = [select(func.count()).select_from(t).scalar_subquery() for t in (choice, p)]
+        split, self.open_parts = self.db.execute(self.conn, select(*counts)).one()
         self.scratch.statements += 1
         return int(split)
 
     def _counted_parts(self) -> tuple[str, str]:
         """The rows of every part of every candidate cut (part, dim, child, sensitive values, cnt): the SELECT, and
-        the CTE it reads, if any ("name AS (...), ").
+        the common table expression it reads, if any ("name AS (...), "), as text for the criteria's statement.
 
         With few QIs to cut (late rounds: the numeric ones), one join of the rows with the candidates per QI.
         With WIDE_CUTS or more, one join of the rows with all their partition's cuts counts the rows by the part
@@ -460,81 +487,99 @@ class Mondrian:
         DuckDB, 200k on PostgreSQL): the one join took the early rounds 40 -> 29 ms but the late ones, with two
         QIs to cut, 55 -> 85 ms on DuckDB, and 3.1 -> 1.8 s of all rounds on PostgreSQL; both ways as here: DuckDB
         as before within noise, PostgreSQL 1.7 s (the whole partitioning 10.3 -> 9.3 s)."""
-        sensitive = "".join(f", s{i}" for i in range(len(self.sensitive)))
         if len(self.cuttable) >= WIDE_CUTS:
-            return f"cells AS MATERIALIZED ({self._cells()}), ", " UNION ALL ".join(
-                f"SELECT part, {j} AS dim, k{j} AS child{sensitive}, {count_sum('cnt')} AS cnt FROM cells "
-                f"WHERE k{j} IS NOT NULL GROUP BY part, k{j}{sensitive}"
+            cells_query = self._cells()
+            cells = sa.table("cells", *(sa.column(c.key) for c in cells_query.selected_columns if c.key))
+            sensitive = self._sensitive_columns(cells)
+            per_qi = [
+                select(cells.c.part, sa.literal(j).label("dim"), cells.c[f"k{j}"].label("child"), *sensitive)
+                .add_columns(_count_sum(cells.c.cnt).label("cnt"))
+                .where(cells.c[f"k{j}"].is_not(None))
+                .group_by(cells.c.part, cells.c[f"k{j}"], *sensitive)
                 for j in self.cuttable
+            ]
+            counted = sa.union_all(*per_qi) if len(per_qi) > 1 else per_qi[0]
+            cte = f"cells AS {MATERIALIZED} ({self.db.as_text(self.conn, cells_query)}), "
+            return cte, self.db.as_text(self.conn, counted)
+        branches = []
+        for j in self.cuttable:
+            w, c = self.work.alias("w"), self.candidates.alias("c")
+            branches.append(
+                select(
+                    w.c.part, c.c.dim, self._child(j, w, c).label("child"), *self._sensitive_columns(w), w.c.rid
+                ).join_from(w, c, and_(c.c.part == w.c.part, c.c.dim == j))
             )
-        rows = " UNION ALL ".join(
-            f"SELECT w.part, c.dim, {self._child(j, self.qis[j])} AS child, {self._sensitive('w')}w.rid "
-            f"FROM {self.work} w JOIN {self.candidates} c ON c.part = w.part AND c.dim = {j}"
-            for j in self.cuttable
-        )
-        return "", (
-            f"SELECT part, dim, child{sensitive}, COUNT(*) AS cnt FROM ({rows}) r GROUP BY part, dim, child{sensitive}"
-        )
+        r = (sa.union_all(*branches) if len(branches) > 1 else branches[0]).subquery("r")
+        keys = [r.c.part, r.c.dim, r.c.child, *self._sensitive_columns(r)]
+        return "", self.db.as_text(self.conn, select(*keys, func.count().label("cnt")).group_by(*keys))
 
-    def _cells(self) -> str:
+    def _cells(self) -> sa.Select[Any]:
         """The open rows counted by partition, the part every candidate cut would put them in (k<j>: NULL where the
         partition has no cut of QI j) and the sensitive values."""
-        pivot = ", ".join(
-            f"MAX(CASE WHEN dim = {j} THEN {value} END) AS {name}{j}"
+        cand = self.candidates
+        pivot = [
+            func.max(case((cand.c.dim == j, value))).label(f"{name}{j}")
             for j in self.cuttable
-            for name, value in (("has", "1"), ("cut", "cut"), ("shift", "shift"))
-        )
-        cuts = f"SELECT part, MAX(n) AS n, {pivot} FROM {self.candidates} GROUP BY part"
-        children = ", ".join(
-            f"CASE WHEN c.has{j} = 1 THEN {self._child(j, self.qis[j], str(j))} END AS k{j}" for j in self.cuttable
-        )
-        keys = ", ".join([f"k{j}" for j in self.cuttable] + [f"s{i}" for i in range(len(self.sensitive))])
-        return (
-            f"SELECT part, {keys}, COUNT(*) AS cnt FROM (SELECT {self._sensitive('w')}w.part, {children} "
-            f"FROM {self.work} w JOIN ({cuts}) c ON c.part = w.part) r GROUP BY part, {keys}"
-        )
+            for name, value in (("has", sa.literal(1)), ("cut", cand.c.cut), ("shift", cand.c.shift))
+        ]
+        c = select(cand.c.part, func.max(cand.c.n).label("n"), *pivot).group_by(cand.c.part).subquery("c")
+        w = self.work.alias("w")
+        children = [case((c.c[f"has{j}"] == 1, self._child(j, w, c, str(j)))).label(f"k{j}") for j in self.cuttable]
+        r = select(*self._sensitive_columns(w), w.c.part, *children).join_from(w, c, c.c.part == w.c.part).subquery("r")
+        keys = [r.c[f"k{j}"] for j in self.cuttable] + self._sensitive_columns(r)
+        return select(r.c.part, *keys, func.count().label("cnt")).group_by(r.c.part, *keys)
 
-    def _close(self, where: str) -> None:
-        """Rows of the work table (`where` says which) to the done table: their partitions are final."""
-        columns = ", ".join(self._work_columns())
-        self.db.execute(self.conn, f"INSERT INTO {self.done} ({columns}) SELECT {columns} FROM {self.work} w {where}")
+    def _close(self, which: Column) -> None:
+        """Rows of the work table (`which` says which) to the done table: their partitions are final."""
+        columns = self._work_columns()
+        rows = select(*(self.work.c[c] for c in columns)).where(which)
+        self.db.execute(self.conn, sa.insert(self.done).from_select(columns, rows))
         self.scratch.statements += 1
 
     def _apply(self) -> None:
         """The rows of split partitions to their new partitions, which replace the split ones."""
 
-        def moved(part: str) -> str:
-            return ", ".join(f"{part} AS part" if c == "part" else f"w.{c}" for c in self._work_columns())
-
-        def cut_by(dims: list[int]) -> str:  # each row's piece (a window for relaxed cuts, so computed first)
+        def cut_by(dims: list[int]) -> sa.Subquery:  # each row's piece (a window for relaxed cuts, so computed first)
+            work, choice = self.work, self.choice
+            piece = self._piece(dims, work, choice).label("child")
             return (
-                f"(SELECT w.*, {self._piece(dims)} AS child, c.first FROM {self.work} w JOIN {self.choice} c "
-                f"ON c.part = w.part AND c.dim IN ({', '.join(map(str, dims))})) w"
+                select(work, piece, choice.c.first)
+                .join_from(work, choice, and_(choice.c.part == work.c.part, choice.c.dim.in_(dims)))
+                .subquery("w")
             )
+
+        def moved(w: sa.Subquery, part: Column) -> list[Column]:
+            return [part.label("part") if c == "part" else w.c[c] for c in self._work_columns()]
 
         # a numeric cut's two parts were numbered in a row (left, right), so its rows need no look-up of their
         # new partition; a categorical cut's parts are its children present (1M rows on PostgreSQL: a join less
         # in every round that cuts numbers alone)
-        branches = [f"SELECT {moved('w.first + w.child')} FROM {cut_by(self.numeric)}"] if self.numeric else []
+        branches = []
+        if self.numeric:
+            w = cut_by(self.numeric)
+            branches.append(select(*moved(w, w.c.first + w.c.child)))
         if self.categorical:
+            w, n = cut_by(self.categorical), self.pieces.alias("n")
             branches.append(
-                f"SELECT {moved('n.new_part')} FROM {cut_by(self.categorical)} JOIN {self.pieces} n "
-                "ON n.part = w.part AND n.child = w.child"
+                select(*moved(w, n.c.new_part)).join_from(w, n, and_(n.c.part == w.c.part, n.c.child == w.c.child))
             )
-        order = ""
+        moving: sa.Select[Any] | sa.CompoundSelect[Any] = sa.union_all(*branches) if len(branches) > 1 else branches[0]
         if self.open_parts >= SORT_GROWTH * self.sorted_parts:
-            order, self.sorted_parts = " ORDER BY part", self.open_parts
-        self._create(self.work, " UNION ALL ".join(branches) + order)
-        levels = ", ".join(
-            f"p.lev{j} - CASE WHEN n.dim = {j} THEN {0 if qi.numeric else 1} ELSE 0 END AS lev{j}"
+            moving, self.sorted_parts = moving.order_by(moving.selected_columns.part), self.open_parts
+        self.work = self._create("work", moving)
+        parts, n = self.parts, self.pieces.alias("n")
+        p = parts.alias("p")
+        levels = [
+            p.c[f"lev{j}"] if qi.numeric else (p.c[f"lev{j}"] - case((n.c.dim == j, 1), else_=0)).label(f"lev{j}")
             for j, qi in enumerate(self.qis)
-        )
-        same = ", ".join(f"lev{j}" for j in range(len(self.qis)))
-        self._create(
-            self.parts,
-            f"SELECT part, {same} FROM {self.parts} WHERE part NOT IN (SELECT part FROM "
-            f"{self.choice}) UNION ALL SELECT n.new_part, {levels} FROM {self.pieces} n "
-            f"JOIN {self.parts} p ON p.part = n.part",
+        ]
+        same = [parts.c[f"lev{j}"] for j in range(len(self.qis))]
+        self.parts = self._create(
+            "parts",
+            sa.union_all(
+                select(parts.c.part, *same).where(parts.c.part.not_in(select(self.choice.c.part))),
+                select(n.c.new_part, *levels).join_from(n, p, p.c.part == n.c.part),
+            ),
         )
 
     def _work_columns(self) -> list[str]:
@@ -548,54 +593,72 @@ class Mondrian:
         per partition: inside the publication's SELECT, DuckDB's join planner lifted these expressions above the
         joins and built them once per row (5M hospital rows: the publication's SELECT 2.3-3.9 s, 1.9-3.1 s with
         the labels stored first, 0.42-0.49 s of it to store them)."""
-        labels = self.scratch.ref("labels")
-        self._create(labels, self._labels(mean))
-        return labels
+        return self.scratch.ref_of(self._create("labels", self._labels(mean)))
 
-    def _labels(self, mean: bool) -> str:
-        figures = [
-            f"MIN(e.v{j}) AS low{j}, MAX(e.v{j}) AS high{j}, AVG(CAST(e.v{j} AS DOUBLE PRECISION)) AS mean{j}"
-            for j in self.numeric
-        ]  # (PostgreSQL's AVG of integers is a NUMERIC, printed with 16 decimals)
-        figures += [f"MIN(e.c{j}) AS low{j}" for j in self.categorical]  # any row's code has the partition's node
-        grouped = f"SELECT e.part, {', '.join(figures)} FROM {self.done} e GROUP BY e.part"
+    def _labels(self, mean: bool) -> sa.Select[Any]:
+        e = self.done.alias("e")
+        figures = []
+        for j in self.numeric:
+            v = e.c[f"v{j}"]  # (PostgreSQL's AVG of integers is a NUMERIC, printed with 16 decimals)
+            figures += [func.min(v).label(f"low{j}"), func.max(v).label(f"high{j}")]
+            figures.append(func.avg(sa.cast(v, sa.Double)).label(f"mean{j}"))
+        # any row's code has the partition's node
+        figures += [func.min(e.c[f"c{j}"]).label(f"low{j}") for j in self.categorical]
+        g = select(e.c.part, *figures).group_by(e.c.part).subquery("g")
+        p = self.parts.alias("p")
+        joined = g.join(p, p.c.part == g.c.part)
+        nodes = {}
+        for j in self.categorical:
+            nodes[j] = n = self.nodes[j].alias(f"n{j}")
+            level = p.c[f"lev{j}"]
+            joined = joined.join(n, and_(n.c.level == level, n.c.node == self._node(j, g.c[f"low{j}"], level)))
         published = [
-            self.published_qi(j, qi, mean, j in self.with_nulls) + f" AS q{j}" for j, qi in enumerate(self.qis)
+            self._published_qi(j, qi, mean, g, p, nodes.get(j)).label(f"q{j}") for j, qi in enumerate(self.qis)
         ]
-        nodes = " ".join(
-            f"JOIN {self._nodes_ref(j)} n{j} ON n{j}.level = p.lev{j} AND n{j}.node = "
-            f"{self._node(j, f'g.low{j}', f'p.lev{j}')}"
-            for j in self.categorical
-        )
-        return (
-            f"SELECT g.part, {', '.join(published)} FROM ({grouped}) g JOIN {self.parts} p ON p.part = g.part {nodes}"
-        )
+        return select(g.c.part, *published).select_from(joined)
 
-    @staticmethod
-    def published_qi(j: int, qi: MondrianQI, mean: bool, nulls: bool = False) -> str:
-        """The published text of QI j from its partition's figures (`g`: low, high, mean, node). A partition of
-        NULLs only, at level 0 of a hierarchy that maps them (`nulls`: the column has some, so no empty string),
-        publishes NULL, as a generalization's level 0 does."""
-        if not qi.numeric:
-            return (
-                f"CASE WHEN p.lev{j} = 0 AND n{j}.label = '' THEN NULL ELSE n{j}.label END" if nulls else f"n{j}.label"
-            )
+    def _published_qi(
+        self, j: int, qi: MondrianQI, mean: bool, g: sa.Subquery, p: sa.FromClause, n: sa.FromClause | None
+    ) -> Column:
+        """The published text of QI j from its partition's figures (`g`: low, high, mean; `n`: its node). A
+        partition of NULLs only, at level 0 of a hierarchy that maps them (the column has some, so no empty
+        string), publishes NULL, as a generalization's level 0 does."""
+        if n is not None:
+            if j in self.with_nulls:
+                return case((and_(p.c[f"lev{j}"] == 0, n.c.label == ""), sa.null()), else_=n.c.label)
+            return n.c.label
         if mean:
-            return f"CAST(g.mean{j} AS VARCHAR)"
-        low, high = _number_text(f"g.low{j}"), _number_text(f"g.high{j}")
-        return f"CASE WHEN g.low{j} = g.high{j} THEN {low} ELSE '[' || {low} || '-' || {high} || ']' END"
+            return sa.cast(g.c[f"mean{j}"], sa.String)
+        low, high = g.c[f"low{j}"], g.c[f"high{j}"]
+        bracket = sa.literal("[") + _number_text(low) + sa.literal("-") + _number_text(high) + sa.literal("]")
+        return case((low == high, _number_text(low)), else_=bracket)
 
 
-def _integer(bits: int) -> str:
+def _none() -> sa.TableClause:
+    """A table not made yet."""
+    return sa.table("")
+
+
+def _integer(bits: int) -> type[sa.Integer]:
     """The narrowest SQL integer type that holds non-negative numbers of `bits` bits."""
-    return "INTEGER" if bits <= 31 else "BIGINT"
+    return sa.Integer if bits <= 31 else sa.BigInteger
 
 
-def _number_text(value: str) -> str:
+def _leaf_key(text: Column, hierarchy: Hierarchy) -> Column:
+    """A column's value as text as a key into the hierarchy's leaves: a NULL is its empty line, where it has one
+    (as `star.hierarchy_key` writes it for the search)."""
+    return func.coalesce(text, "") if hierarchy.maps_null else text
+
+
+def _count_sum(column: Column) -> Column:
+    """The SUM of a column of counts, kept BIGINT (as `criteria.view.count_sum` writes it for the criteria)."""
+    return sa.cast(func.sum(column), sa.BigInteger)
+
+
+def _number_text(value: Column) -> Column:
     """A number as text, whole numbers without a decimal point (so an integer column reads [30-39])."""
-    return (
-        f"CASE WHEN {value} = FLOOR({value}) THEN CAST(CAST({value} AS BIGINT) AS VARCHAR) "
-        f"ELSE CAST({value} AS VARCHAR) END"
+    return case(
+        (value == func.floor(value), sa.cast(sa.cast(value, sa.BigInteger), sa.String)), else_=sa.cast(value, sa.String)
     )
 
 
@@ -606,16 +669,17 @@ def published_rows(
     or hierarchy node, the others as `select_other(column, its value in SQL)` says, None: not published) and the
     published names. Stores the partitions' labels first (`Mondrian.store_labels`), which the SELECT reads."""
     by_column = {db.name_key(qi.column): j for j, qi in enumerate(mondrian.qis)}
-    select, published = [], []
+    select_list, published = [], []
     for k, column in enumerate(mondrian.columns):
         value: str | None = f"g.q{by_column[db.name_key(column)]}" if db.name_key(column) in by_column else None
         if value is None:
             value = select_other(column, f"t.u{k}")
             if value is None:
                 continue
-        select.append(f"{value} AS {db.q(column)}")
+        select_list.append(f"{value} AS {db.q(column)}")
         published.append(column)
+    rows, done = mondrian.scratch.ref_of(mondrian.rows), mondrian.scratch.ref_of(mondrian.done)
     return (
-        f"SELECT {', '.join(select)} FROM {mondrian.rows} t JOIN {mondrian.done} w ON w.rid = t.rid "
+        f"SELECT {', '.join(select_list)} FROM {rows} t JOIN {done} w ON w.rid = t.rid "
         f"JOIN {mondrian.store_labels(mean)} g ON g.part = w.part"
     ), published

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, text
+import sqlalchemy as sa
+from sqlalchemy import case, func, select, text
 from sqlalchemy.engine import Connection
 
 from ..backends import ColumnKind, Database
@@ -350,18 +351,15 @@ def _check_sensitive_domains(
     serves the checks (StarSchema.domain_counts)."""
     found = {}
     for column in sensitive:
-        col = db.q(column)
         counts = _domain_counts(db, conn, source, column)
         if counts is not None:
             found[column] = counts
             distinct, values = len(counts), sum(n for value, n in counts.items() if value is not None)
         else:
-            distinct, values = conn.execute(
-                text(
-                    f"SELECT COUNT(DISTINCT {col}) + MAX(CASE WHEN {col} IS NULL THEN 1 ELSE 0 END), COUNT({col}) "
-                    f"FROM {source}"
-                )
-            ).one()  # NULL is one more value: the criteria group and count it like any other
+            col = db.ref_table(source, [column]).c[column]
+            # NULL is one more value: the criteria group and count it like any other
+            with_null = func.count(col.distinct()) + func.max(case((col.is_(None), 1), else_=0))
+            distinct, values = conn.execute(select(with_null, func.count(col))).one()
         if values == 0:
             raise DataError(
                 f"sensitive column {column!r} holds only NULLs, so no criterion can protect anything "
@@ -379,9 +377,8 @@ def _check_sensitive_domains(
 
 def _domain_counts(db: Database, conn: Connection, source: str, column: str) -> dict[str | None, int] | None:
     """The table's count of each value of `column` (as text; NULL: None), or None beyond DOMAIN_VALUES values."""
-    rows = conn.execute(
-        text(f"SELECT CAST({db.q(column)} AS VARCHAR), COUNT(*) FROM {source} GROUP BY 1 LIMIT {DOMAIN_VALUES + 1}")
-    ).all()
+    value = _text_of(db, source, column)
+    rows = conn.execute(select(value, func.count()).group_by(value).limit(DOMAIN_VALUES + 1)).all()
     return {value: int(count) for value, count in rows} if len(rows) <= DOMAIN_VALUES else None
 
 
@@ -393,7 +390,7 @@ def _check_sensitive_hierarchy(
     values = (
         counts.keys()
         if counts is not None
-        else conn.execute(text(f"SELECT DISTINCT CAST({db.q(column)} AS VARCHAR) FROM {source}")).scalars().all()
+        else conn.execute(select(_text_of(db, source, column)).distinct()).scalars().all()
     )
     missing = sorted(v if v is not None else "NULL" for v in set(values) - hierarchy.values)
     if missing:
@@ -415,11 +412,8 @@ def _warn_absent_values(
     if counts is not None:
         present = set(counts)
     else:
-        query = text(
-            f"SELECT DISTINCT CAST({db.q(column)} AS VARCHAR) FROM {source} WHERE CAST({db.q(column)} AS "
-            "VARCHAR) IN :values"
-        ).bindparams(bindparam("values", expanding=True))
-        present = set(conn.execute(query, {"values": named}).scalars())
+        value = _text_of(db, source, column)
+        present = set(conn.execute(select(value).distinct().where(value.in_(named))).scalars())
     absent = [v for v in named if v not in present]
     if absent:
         warnings.warn(
@@ -430,17 +424,15 @@ def _warn_absent_values(
         )
 
 
+def _text_of(db: Database, source: str, column: str) -> sa.ColumnElement[Any]:
+    """Column `column` of the table `source` (a reference) as text, as hierarchies hold values."""
+    return sa.cast(db.ref_table(source, [column]).c[column], sa.String)
+
+
 def generated_hierarchy(db: Database, conn: Connection, source: str, qi: QuasiIdentifier) -> Hierarchy:
     """The hierarchy a generator builds for the distinct values of the QI's column in `source`."""
-    values = (
-        conn.execute(
-            text(
-                f"SELECT DISTINCT CAST({db.q(qi.column)} AS VARCHAR) FROM {source} WHERE {db.q(qi.column)} IS NOT NULL"
-            )
-        )
-        .scalars()
-        .all()
-    )
+    value = _text_of(db, source, qi.column)
+    values = conn.execute(select(value).distinct().where(value.is_not(None))).scalars().all()
     assert qi.generate is not None, "a QI without a hierarchy file names a generator"
     return generate_hierarchy(qi.column, qi.generate, qi.options, values)
 

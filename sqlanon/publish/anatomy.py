@@ -206,7 +206,7 @@ def publish_bucketized(
         )
         assigned = db.create_scratch(conn, scratch, assignment, params)
         phases.step("writing the tables")
-        qi_rows, sensitive_rows = bucket_sql.published_selects(db, assigned, published, sensitive)
+        qi_rows, sensitive_rows = bucket_sql.published_selects(db, conn, assigned, published, sensitive)
         qi_table, sensitive_table = (
             Destination(name=name, source=source, replace=replace, grant_to=job.output.grant_to)
             for name in (qi_target, sensitive_target)

@@ -166,7 +166,7 @@ def partition_and_publish(
     work = Mondrian(
         db=db,
         conn=conn,
-        source=db.q(source.schema, source.table),
+        source=(source.schema, source.table),
         columns=list(columns),
         qis=qis,
         sensitive=needed_sensitive(job.criteria),

@@ -21,7 +21,8 @@ PASSES_PER_STATEMENT = 16  # IPF passes in one statement (the violation is check
 
 
 class _Solver:
-    """IPF passes over a variables table, replaced by a new table after each statement of passes."""
+    """IPF passes over a variables table (`current`, one name throughout), made anew after each statement of
+    passes. The statements of passes and of the parts' violations are built once and run again and again."""
 
     def __init__(
         self, *, db: Database, conn: Connection, tables: ReleaseTables, x: sa.TableClause, rs: list[int], name: str
@@ -32,20 +33,23 @@ class _Solver:
         self.snapped = self.tables_made = 0
         parts = connected_parts(tables, _links(x, rs), f"{name}_ipf")
         every = [parts.c.part if c == "part" else x.c[c] for c in self.columns] + [x.c.x]
-        self.current = self._new(select(*every).join_from(x, parts, parts.c.node == x.c.person))
+        self.current = tables.make(f"{name}_vars", select(*every).join_from(x, parts, parts.c.node == x.c.person))
         tables.drop(parts)
         tables.drop(x)
         self.settled = self._new(select(self.current).where(sa.false()))
         self.offs: sa.TableClause | None = None  # each part's violation after the last run
+        self._runs: dict[int, sa.Select[Any]] = {}  # the statement of so many passes
+        self._violations = _part_violations(self.current, rs)
 
     def run(self, passes: int) -> float:
         """Run `passes` passes in one statement; returns the largest constraint violation after them."""
-        query = _passes(self.current, passes, self.columns, self.rs)
+        if passes not in self._runs:
+            self._runs[passes] = _passes(self.current, passes, self.columns, self.rs)
         self.passes += passes
-        self._replace(query)
+        self.tables.remake(self.current, self._runs[passes], repeated=True)
         if self.offs is not None:
             self.drop(self.offs)
-        self.offs = offs = self._new(_part_violations(self.current, self.rs))
+        self.offs = offs = self.tables.make(f"{self.name}_offs", self._violations, repeated=True)
         self.statements += 1  # the largest violation (the tables count what they create)
         largest = select(func.coalesce(func.max(offs.c.off), 0))
         return float(self.db.execute(self.conn, largest).scalar_one())
@@ -66,9 +70,7 @@ class _Solver:
         self.statements += 1
 
     def _replace(self, query: sa.SelectBase) -> None:
-        following = self._new(query)
-        self.drop(self.current)
-        self.current = following
+        self.tables.remake(self.current, query)
 
     def copy(self) -> sa.TableClause:
         return self._new(select(self.current))

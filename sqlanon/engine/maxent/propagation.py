@@ -54,13 +54,15 @@ def propagate(
     dirty = tables.make(f"{name}_dirty", every_group)  # groups that may lose pairs by the counting rules
     unmatched = tables.make(f"{name}_unmatched", every_group)  # groups changed since their last matching pass
     removed, rounds, level = 0, 0, 0  # level: 0 counting rules, 1 and matching, 2 and components
+    statements: dict[bool, sa.SelectBase] = {}  # a round's statement, without and with matching
     while rounds < MAX_PROPAGATION_ROUNDS:
         rounds += 1
         # matching and components cost more: each only once the cheaper rules alone remove nothing more
-        gone = tables.make(
-            f"{name}_gone",
-            _propagation_round(tables, possible, members, dirty, groups if level else None, unmatched),
-        )
+        matching = bool(level)
+        if matching not in statements:
+            matched = groups if matching else None
+            statements[matching] = _propagation_round(tables, possible, members, dirty, matched, unmatched)
+        gone = tables.make(f"{name}_gone", statements[matching], repeated=True)
         if level == 2:
             _Components(tables=tables, possible=possible, members=members, rs=rs, name=name).add_removals(gone)
         count = tables.scalar(select(func.count()).select_from(select(gone).distinct().subquery("g")))
