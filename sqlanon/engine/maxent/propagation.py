@@ -91,7 +91,7 @@ def propagate(
     for table in (dirty, unmatched):
         tables.drop(table)
     groups.drop()
-    _check_counts(db, conn, tables, possible, members, rs)
+    _check_counts(tables, possible, members, rs)
     return possible, removed, rounds
 
 
@@ -396,21 +396,14 @@ def _counting_rules(tables: ReleaseTables, k: int, touched: sa.CTE, pairs: sa.CT
     return sa.union(taken, theirs).cte(f"gone{k}").prefix_with(MATERIALIZED)
 
 
-def _check_counts(
-    db: Database,
-    conn: Connection,
-    tables: ReleaseTables,
-    possible: sa.TableClause,
-    members: sa.Subquery,
-    rs: list[int],
-) -> None:
+def _check_counts(tables: ReleaseTables, possible: sa.TableClause, members: sa.Subquery, rs: list[int]) -> None:
     """A group value held by more fixed persons than its count, or possible for fewer persons than its count,
     has no solution: name it."""
     c, v, m, p = tables.counts.alias("c"), tables.vals.alias("v"), members.alias("m"), possible.alias("p")
     held = select(possible.c.person, func.count().label("n")).group_by(possible.c.person).subquery("s")
     could, must = func.count(p.c.person), func.sum(case((held.c.n == 1, 1), else_=0))
-    row = db.execute(
-        conn,
+    row = tables.db.execute(
+        tables.conn,
         select(c.c.r, c.c.grp, v.c.label, c.c.cnt, could, must)
         .select_from(
             c.join(v, v.c.value == c.c.value)
