@@ -142,8 +142,6 @@ class Mondrian:
         # final partitions (done), the partitions' levels, the candidate cuts and the chosen ones, their parts
         self.rows = self.work = self.done = self.parts = self.whole = self.candidates = _none()
         self.choice = self.pieces = _none()
-        self._statements: dict[Hashable, tuple[Any, str]] = {}  # the rounds' statements, built and compiled once
-        self._counted: dict[tuple[int, ...], tuple[str, str]] = {}  # `_counted_parts` by the QIs cut
 
     # --- setup ----------------------------------------------------------
     def _create(self, name: str, query: SelectBase, text: str | None = None, **params: Any) -> sa.TableClause:
@@ -159,13 +157,9 @@ class Mondrian:
         return self.scratch.table(ref, query)
 
     def _once(self, key: Hashable, build: Callable[[], Any]) -> tuple[Any, str]:
-        """The statement `build` makes, and its text, built and compiled once per `key`: every round runs the
-        same statements over tables of the same names, and building and compiling them anew each round took
-        0.8 s of the 4.2 s partitioning of 1M hospital rows (DuckDB's dialect caches no compiled statement)."""
-        if key not in self._statements:
-            statement = build()
-            self._statements[key] = (statement, self.db.as_text(self.conn, statement))
-        return self._statements[key]
+        """A round's statement and its text, built and compiled once per run (`Scratch.once`): every round runs
+        the same statements over tables of the same names."""
+        return self.scratch.once(key, build)
 
     def _create_once(self, name: str, build: Callable[[], SelectBase]) -> sa.TableClause:
         """The scratch table `name` made anew from the round's statement `build` makes (`_once`)."""
@@ -423,7 +417,7 @@ class Mondrian:
         parts = [
             self._numeric_cuts(f, j) if qi.numeric else self._categorical_cuts(f, j) for j, qi in enumerate(self.qis)
         ]
-        return sa.union_all(*parts) if len(parts) > 1 else parts[0]
+        return sa.union_all(*parts)
 
     def _numeric_cuts(self, f: sa.TableClause, j: int) -> sa.Select[Any]:
         """Each partition's cut of numeric QI j at its median, its width its range over the table's."""
@@ -463,10 +457,7 @@ class Mondrian:
     def _choose(self) -> int:
         """Each open partition's cut: the widest QI whose parts all satisfy the criteria, and the new partitions
         its parts become (numbered after every partition so far); returns how many partitions split."""
-        cuttable = tuple(self.cuttable)
-        if cuttable not in self._counted:
-            self._counted[cuttable] = self._counted_parts()
-        cells, definition = self._counted[cuttable]
+        cells, definition = self._counted_parts()
         view = self._view(definition)
         params: dict[str, object] = {}
         bad = violating_classes_sql(view, self.criteria, "cut", params)
@@ -526,20 +517,30 @@ class Mondrian:
         DuckDB, 200k on PostgreSQL): the one join took the early rounds 40 -> 29 ms but the late ones, with two
         QIs to cut, 55 -> 85 ms on DuckDB, and 3.1 -> 1.8 s of all rounds on PostgreSQL; both ways as here: DuckDB
         as before within noise, PostgreSQL 1.7 s (the whole partitioning 10.3 -> 9.3 s)."""
-        if len(self.cuttable) >= WIDE_CUTS:
-            cells_query = self._cells()
-            cells = sa.table("cells", *(sa.column(c.key) for c in cells_query.selected_columns if c.key))
-            sensitive = self._sensitive_columns(cells)
-            per_qi = [
+        cuttable = tuple(self.cuttable)
+        if len(cuttable) >= WIDE_CUTS:
+            _, cells = self._once(("cells", cuttable), self._cells)
+            _, counted = self._once(("counted", cuttable), self._summed_cells)
+            return f"cells AS {MATERIALIZED} ({cells}), ", counted
+        return "", self._once(("counted", cuttable), self._joined_cuts)[1]
+
+    def _summed_cells(self) -> sa.Select[Any] | sa.CompoundSelect[Any]:
+        """Each QI's parts as sums of the common table expression `cells` (`_cells`)."""
+        cells_query = self._cells()
+        cells = sa.table("cells", *(sa.column(c.key) for c in cells_query.selected_columns if c.key))
+        sensitive = self._sensitive_columns(cells)
+        return sa.union_all(
+            *(
                 select(cells.c.part, sa.literal(j).label("dim"), cells.c[f"k{j}"].label("child"), *sensitive)
                 .add_columns(_count_sum(cells.c.cnt).label("cnt"))
                 .where(cells.c[f"k{j}"].is_not(None))
                 .group_by(cells.c.part, cells.c[f"k{j}"], *sensitive)
                 for j in self.cuttable
-            ]
-            counted = sa.union_all(*per_qi) if len(per_qi) > 1 else per_qi[0]
-            cte = f"cells AS {MATERIALIZED} ({self.db.as_text(self.conn, cells_query)}), "
-            return cte, self.db.as_text(self.conn, counted)
+            )
+        )
+
+    def _joined_cuts(self) -> sa.Select[Any]:
+        """Each QI's parts from a join of the open rows with the partitions' candidate cuts of that QI."""
         branches = []
         for j in self.cuttable:
             w, c = self.work.alias("w"), self.candidates.alias("c")
@@ -548,9 +549,9 @@ class Mondrian:
                     w.c.part, c.c.dim, self._child(j, w, c).label("child"), *self._sensitive_columns(w), w.c.rid
                 ).join_from(w, c, and_(c.c.part == w.c.part, c.c.dim == j))
             )
-        r = (sa.union_all(*branches) if len(branches) > 1 else branches[0]).subquery("r")
+        r = sa.union_all(*branches).subquery("r")
         keys = [r.c.part, r.c.dim, r.c.child, *self._sensitive_columns(r)]
-        return "", self.db.as_text(self.conn, select(*keys, func.count().label("cnt")).group_by(*keys))
+        return select(*keys, func.count().label("cnt")).group_by(*keys)
 
     def _cells(self) -> sa.Select[Any]:
         """The open rows counted by partition, the part every candidate cut would put them in (k<j>: NULL where the
@@ -616,7 +617,7 @@ class Mondrian:
             branches.append(
                 select(*moved(w, n.c.new_part)).join_from(w, n, and_(n.c.part == w.c.part, n.c.child == w.c.child))
             )
-        moving: sa.Select[Any] | sa.CompoundSelect[Any] = sa.union_all(*branches) if len(branches) > 1 else branches[0]
+        moving = sa.union_all(*branches)
         return moving.order_by(moving.selected_columns.part) if sorted_rows else moving
 
     def _levels(self) -> SelectBase:

@@ -22,7 +22,7 @@ PASSES_PER_STATEMENT = 16  # IPF passes in one statement (the violation is check
 
 class _Solver:
     """IPF passes over a variables table (`current`, one name throughout), made anew after each statement of
-    passes. The statements of passes and of the parts' violations are built once and run again and again."""
+    passes. The statements of passes and of the parts' violations are built and compiled once (`Scratch.once`)."""
 
     def __init__(
         self, *, db: Database, conn: Connection, tables: ReleaseTables, x: sa.TableClause, rs: list[int], name: str
@@ -38,18 +38,19 @@ class _Solver:
         tables.drop(x)
         self.settled = self._new(select(self.current).where(sa.false()))
         self.offs: sa.TableClause | None = None  # each part's violation after the last run
-        self._runs: dict[int, sa.Select[Any]] = {}  # the statement of so many passes
-        self._violations = _part_violations(self.current, rs)
 
     def run(self, passes: int) -> float:
         """Run `passes` passes in one statement; returns the largest constraint violation after them."""
-        if passes not in self._runs:
-            self._runs[passes] = _passes(self.current, passes, self.columns, self.rs)
+        tables, current = self.tables, self.current
+        query, text = tables.once(
+            (self.name, "passes", passes), lambda: _passes(current, passes, self.columns, self.rs)
+        )
         self.passes += passes
-        self.tables.remake(self.current, self._runs[passes], repeated=True)
+        tables.remake(current, query, text)
         if self.offs is not None:
             self.drop(self.offs)
-        self.offs = offs = self.tables.make(f"{self.name}_offs", self._violations, repeated=True)
+        query, text = tables.once((self.name, "violations"), lambda: _part_violations(current, self.rs))
+        self.offs = offs = tables.make(f"{self.name}_offs", query, text)
         self.statements += 1  # the largest violation (the tables count what they create)
         largest = select(func.coalesce(func.max(offs.c.off), 0))
         return float(self.db.execute(self.conn, largest).scalar_one())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
@@ -54,15 +55,15 @@ def propagate(
     dirty = tables.make(f"{name}_dirty", every_group)  # groups that may lose pairs by the counting rules
     unmatched = tables.make(f"{name}_unmatched", every_group)  # groups changed since their last matching pass
     removed, rounds, level = 0, 0, 0  # level: 0 counting rules, 1 and matching, 2 and components
-    statements: dict[bool, sa.SelectBase] = {}  # a round's statement, without and with matching
     while rounds < MAX_PROPAGATION_ROUNDS:
         rounds += 1
         # matching and components cost more: each only once the cheaper rules alone remove nothing more
-        matching = bool(level)
-        if matching not in statements:
-            matched = groups if matching else None
-            statements[matching] = _propagation_round(tables, possible, members, dirty, matched, unmatched)
-        gone = tables.make(f"{name}_gone", statements[matching], repeated=True)
+        matched = groups if level else None
+        query, text = tables.once(
+            (name, "round", bool(level)),
+            partial(_propagation_round, tables, possible, members, dirty, matched, unmatched),
+        )
+        gone = tables.make(f"{name}_gone", query, text)
         if level == 2:
             _Components(tables=tables, possible=possible, members=members, rs=rs, name=name).add_removals(gone)
         count = tables.scalar(select(func.count()).select_from(select(gone).distinct().subquery("g")))
@@ -329,7 +330,7 @@ def _propagation_round(
         removed.append(_counting_rules(tables, k, touched, pairs.cte(f"p{k}").prefix_with(MATERIALIZED)))
     rounds = [select(g.c.person, g.c.value) for g in removed]
     if groups is None:
-        return sa.union(*rounds) if len(rounds) > 1 else rounds[0]
+        return sa.union(*rounds)
     # (c) in a small group, the pairs no complete assignment of the group uses
     q, p, d = possible.alias("q"), groups.steps.alias("p"), unmatched.alias("d")
     ok = groups.feasible(possible, unmatched).subquery("ok")
