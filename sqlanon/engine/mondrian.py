@@ -156,19 +156,16 @@ class Mondrian:
         self.scratch.replace(ref, query if text is None else text, params)
         return self.scratch.table(ref, query)
 
-    def _once(self, key: Hashable, build: Callable[[], Any]) -> tuple[Any, str]:
-        """A round's statement and its text, built and compiled once per run (`Scratch.once`): every round runs
-        the same statements over tables of the same names."""
-        return self.scratch.once(key, build)
-
+    # every round runs the same statements over tables of the same names: each is built and compiled once per
+    # run (`Scratch.once`)
     def _create_once(self, name: str, build: Callable[[], SelectBase]) -> sa.TableClause:
-        """The scratch table `name` made anew from the round's statement `build` makes (`_once`)."""
-        query, text = self._once(name, build)
+        """The scratch table `name` made anew from the round's statement `build` makes."""
+        query, text = self.scratch.once(name, build)
         return self._create(name, query, text)
 
     def _run_once(self, key: Hashable, build: Callable[[], Any]) -> Any:
-        """Run the round's statement `build` makes (`_once`)."""
-        return self.db.execute(self.conn, self._once(key, build)[1])
+        """Run the round's statement `build` makes."""
+        return self.db.execute(self.conn, self.scratch.once(key, build)[1])
 
     @property
     def statements(self) -> int:
@@ -461,7 +458,7 @@ class Mondrian:
         view = self._view(definition)
         params: dict[str, object] = {}
         bad = violating_classes_sql(view, self.criteria, "cut", params)
-        pieces, body = self._once("pieces", self._pieces)
+        pieces, body = self.scratch.once("pieces", self._pieces)
         text = f"WITH {cells}fs AS {MATERIALIZED} ({definition}), bad AS ({bad}) {body}"
         self.pieces = p = self._create("pieces", pieces, text, **params)
         cut = [p.c.part, p.c.dim, p.c.cut, p.c.n, p.c.shift]
@@ -519,10 +516,10 @@ class Mondrian:
         as before within noise, PostgreSQL 1.7 s (the whole partitioning 10.3 -> 9.3 s)."""
         cuttable = tuple(self.cuttable)
         if len(cuttable) >= WIDE_CUTS:
-            _, cells = self._once(("cells", cuttable), self._cells)
-            _, counted = self._once(("counted", cuttable), self._summed_cells)
+            _, cells = self.scratch.once(("cells", cuttable), self._cells)
+            _, counted = self.scratch.once(("counted", cuttable), self._summed_cells)
             return f"cells AS {MATERIALIZED} ({cells}), ", counted
-        return "", self._once(("counted", cuttable), self._joined_cuts)[1]
+        return "", self.scratch.once(("counted", cuttable), self._joined_cuts)[1]
 
     def _summed_cells(self) -> sa.Select[Any] | sa.CompoundSelect[Any]:
         """Each QI's parts as sums of the common table expression `cells` (`_cells`)."""
@@ -586,7 +583,7 @@ class Mondrian:
         sorted_rows = self.open_parts >= SORT_GROWTH * self.sorted_parts
         if sorted_rows:
             self.sorted_parts = self.open_parts
-        query, text = self._once(("move", sorted_rows), lambda: self._moved_rows(sorted_rows))
+        query, text = self.scratch.once(("move", sorted_rows), lambda: self._moved_rows(sorted_rows))
         self.work = self._create("work", query, text)
         self.parts = self._create_once("parts", self._levels)
 

@@ -128,18 +128,16 @@ def analyze_releases(
         count = len(tables.releases)
         pairs = release_pairs(count) if count > 2 else []
         pair_tables = [solve(db, conn, tables, settings, pair, f"pair{j}", progress)[0] for j, pair in enumerate(pairs)]
-        causes = _causes(tables, pairs)
-        result = tables.make("result", _result(tables, x, settings, pair_tables))
-    report = _report(db, conn, tables, _with_causes(result, causes), x, figures)
+        result = tables.make("result", _result(tables, x, settings, pair_tables, _causes(tables, pairs)))
+    report = _report(db, conn, tables, result, x, figures)
     report.seconds = time.perf_counter() - started
     report.statements += tables.statements
     if output is not None:
         schema, name = output
-        written = _with_causes(result, causes).subquery("r")
         probabilities = select(
-            written.c.pseudonym.label(tables.series.pseudonym),
-            written.c.label.label(tables.sensitive),
-            *(written.c[c] for c in ("probability", "alone", "positive", "negative", "cause")),
+            result.c.pseudonym.label(tables.series.pseudonym),
+            result.c.label.label(tables.sensitive),
+            *(result.c[c] for c in ("probability", "alone", "positive", "negative", "cause")),
         )
         db.execute(conn, CreateTableAs(probabilities, name, schema=schema))
         report.table = name
@@ -147,8 +145,8 @@ def analyze_releases(
     return report
 
 
-#: the codes of the releases behind a disclosure in the result table: one release alone, every release together,
-#: or pair j (j + 1 for j = 0, 1, ...); their names are in a small table of causes, joined when they are read
+#: the codes of the releases behind a disclosure: one release alone, every release together, or pair j (j + 1 for
+#: j = 0, 1, ...); their names are in a small table of causes, joined when the result is made
 ALONE, TOGETHER = -1, 0
 
 
@@ -161,10 +159,14 @@ def _causes(tables: ReleaseTables, pairs: list[list[int]]) -> sa.TableClause:
 
 
 def _result(
-    tables: ReleaseTables, x: sa.TableClause, settings: InferenceSettings, pair_tables: list[sa.TableClause]
+    tables: ReleaseTables,
+    x: sa.TableClause,
+    settings: InferenceSettings,
+    pair_tables: list[sa.TableClause],
+    causes: sa.TableClause,
 ) -> sa.Select[Any]:
     """Every (person, value) some release allows: the probability from all releases, the highest from any one
-    release alone (count / group size), the disclosure flags and the code of the releases that cause them."""
+    release alone (count / group size), the disclosure flags and the releases that cause them (`causes`)."""
     # flags need the threshold passed by more than the tolerance the probabilities are solved to
     high = settings.max_probability + settings.tolerance
     low = settings.min_probability - settings.tolerance
@@ -189,40 +191,39 @@ def _result(
         .join(vals, vals.c.value == alone.c.value)
         .outerjoin(xa, and_(xa.c.person == alone.c.person, xa.c.value == alone.c.value))
     )
-    causes = [(alone.c.alone > high, ALONE)]
+    whens = [(alone.c.alone > high, ALONE)]
     for j, table in enumerate(pair_tables):
         y = table.alias(f"y{j}")
         joined = joined.outerjoin(y, and_(y.c.person == alone.c.person, y.c.value == alone.c.value))
-        causes.append((flagged(y.c.p), j + 1))
+        whens.append((flagged(y.c.p), j + 1))
     p = func.coalesce(xa.c.p, 0)
-    cause = case((sa.not_(flagged(xa.c.p)), sa.null()), *causes, else_=TOGETHER)
-    return select(
-        persons.c.pseudonym,
-        vals.c.label,
-        p.label("probability"),
-        alone.c.alone,
-        (p > high).label("positive"),
-        and_(p < low, alone.c.alone >= low).label("negative"),
-        cause.label("cause_code"),
-    ).select_from(joined)
-
-
-def _with_causes(result: sa.TableClause, causes: sa.TableClause) -> sa.Select[Any]:
-    """The result with each disclosure's cause named."""
-    every = [result.c[c] for c in ("pseudonym", "label", "probability", "alone", "positive", "negative")]
-    return select(*every, causes.c.cause).join_from(result, causes, causes.c.code == result.c.cause_code, isouter=True)
+    cause = case((sa.not_(flagged(xa.c.p)), sa.null()), *whens, else_=TOGETHER)
+    coded = (
+        select(
+            persons.c.pseudonym,
+            vals.c.label,
+            p.label("probability"),
+            alone.c.alone,
+            (p > high).label("positive"),
+            and_(p < low, alone.c.alone >= low).label("negative"),
+            cause.label("cause_code"),
+        )
+        .select_from(joined)
+        .subquery("coded")
+    )
+    every = [coded.c[c] for c in ("pseudonym", "label", "probability", "alone", "positive", "negative")]
+    return select(*every, causes.c.cause).join_from(coded, causes, causes.c.code == coded.c.cause_code, isouter=True)
 
 
 def _report(
     db: Database,
     conn: Connection,
     tables: ReleaseTables,
-    named: sa.Select[Any],
+    result: sa.TableClause,
     x: sa.TableClause,
     figures: dict[str, Any],
 ) -> InferenceReport:
     """The figures of a solve: sizes, constraints, entropies per release, the first disclosures of each kind."""
-    result = named.subquery("r")
     persons, values, unions = db.execute(
         conn,
         select(func.count(result.c.pseudonym.distinct()), func.count(result.c.label.distinct()), func.count()),
