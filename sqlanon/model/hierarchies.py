@@ -176,16 +176,16 @@ class PathCodes:
         pieces = self.pieces()
         if len(pieces) == 1:  # the usual case: the whole code fits a piece
             return [codes]
-        shifts = self.shifts
-        return [[(c >> shifts[piece[0]]) & ((1 << self.piece_bits(piece)) - 1) for c in codes] for piece in pieces]
+        return [[(c >> shift) & mask for c in codes] for shift, mask in map(self._cut, pieces)]
 
     def piece_codes(self, value: str, pieces: list[tuple[int, int]] | None = None) -> list[int]:
         """The value's code cut into `pieces` (by default, its pieces)."""
-        shifts = self.shifts
-        return [
-            (self.code[value] >> shifts[piece[0]]) & ((1 << self.piece_bits(piece)) - 1)
-            for piece in (self.pieces() if pieces is None else pieces)
-        ]
+        code = self.code[value]
+        return [(code >> shift) & mask for shift, mask in map(self._cut, self.pieces() if pieces is None else pieces)]
+
+    def _cut(self, piece: tuple[int, int]) -> tuple[int, int]:
+        """How a path code is cut to `piece`: shifted right by this, then masked with this."""
+        return self.shifts[piece[0]], (1 << self.piece_bits(piece)) - 1
 
     def piece_mask(self, piece: tuple[int, int], level: int) -> int:
         """The bits of a piece that name the node at `level` (-1: none, the attribute left out)."""
