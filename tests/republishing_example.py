@@ -45,15 +45,22 @@ D1 = [[1, 2, 3, 4], [5, 6, 7], [8, 9, 10], [11, 12, 13]]  # D1' buckets
 D2 = [[1, 2, 14], [3, 4, 15], [5, 8, 11], [6, 9, 12]]  # D2' buckets
 
 
-def write_release(conn: sa.Connection, name: str, buckets: list[list[int]], schema: str | None = None) -> None:
-    """The bucketized pair `<name>_qi` (pid, gender, zip, bucket) and `<name>_sa` (bucket, disease, count)."""
+def write_release(
+    conn: sa.Connection,
+    name: str,
+    buckets: list[list[int]],
+    schema: str | None = None,
+    patients: dict[int, tuple[str, str, str]] = PATIENTS,
+) -> None:
+    """The bucketized pair `<name>_qi` (pid, gender, zip, bucket) and `<name>_sa` (bucket, disease, count) of
+    `patients` (pid: gender, zip, disease)."""
     prefix = f'"{schema}".' if schema else ""
     conn.exec_driver_sql(f"CREATE TABLE {prefix}{name}_qi (pid INTEGER, gender VARCHAR, zip VARCHAR, bucket INTEGER)")
     conn.exec_driver_sql(f'CREATE TABLE {prefix}{name}_sa (bucket INTEGER, disease VARCHAR, "count" INTEGER)')
     for number, bucket in enumerate(buckets, start=1):
         counts: dict[str, int] = {}
         for pid in bucket:
-            gender, zip_code, disease = PATIENTS[pid]
+            gender, zip_code, disease = patients[pid]
             conn.execute(
                 sa.text(f"INSERT INTO {prefix}{name}_qi VALUES (:p, :g, :z, :b)"),
                 {"p": pid, "g": gender, "z": zip_code, "b": number},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import itertools
 import json
 import math
 import random
@@ -16,7 +18,7 @@ from sqlanon import bucketize, inference, job_from_dict
 from sqlanon.errors import ConfigError, DataError
 
 from .conftest import user_tables
-from .republishing_example import D1, D2, PATIENTS, example_config, write_example
+from .republishing_example import D1, D2, PATIENTS, example_config, write_example, write_release
 from .test_cli import run as invoke
 
 
@@ -219,6 +221,78 @@ def test_anatomy_releases_of_a_changing_table_against_plain_iterative_scaling(
     for pair, value in expected.items():
         assert by_person[pair] == pytest.approx(value, abs=2e-3), pair
     assert report.converged
+
+
+def _distinct_buckets(persons: list[int], values: dict[int, str], rng: random.Random) -> list[list[int]]:
+    """`persons` in buckets of 1 to 4 persons with distinct values (mostly 4: with 5 values, seeds 0 and 4 give
+    buckets of four where the counting rules alone leave a pair no assignment uses)."""
+    buckets: list[list[int]] = []
+    rest = persons[:]
+    rng.shuffle(rest)
+    while rest:
+        size, bucket = rng.choice([3, 4, 4]), [rest.pop()]
+        for pid in list(rest):
+            if len(bucket) < size and values[pid] not in {values[p] for p in bucket}:
+                bucket.append(pid)
+                rest.remove(pid)
+        buckets.append(bucket)
+    return buckets
+
+
+def _assignable(bucket: list[int], possible: set[tuple[int, str]], counts: dict[str, int]) -> set[tuple[int, str]]:
+    """The pairs of `bucket`'s persons that some assignment of the bucket's values (`counts`) uses, each person
+    taking one value of `possible`."""
+    values = [v for v, c in counts.items() for _ in range(c)]
+    used: set[tuple[int, str]] = set()
+    for order in set(itertools.permutations(values)):
+        pairs = set(zip(bucket, order))
+        if pairs <= possible:
+            used |= pairs
+    return used
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_small_buckets_of_distinct_values_need_no_matching(
+    duck_url: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two releases of 3- and 4-person buckets of distinct values: propagation leaves the same
+    pairs when the counting rules alone treat the buckets of at most three (propagation.COUNTED_GROUP) as when
+    every small bucket is matched, and each pair it leaves lies on an assignment of each of its buckets."""
+    from sqlanon.engine.maxent import propagation
+
+    solve = importlib.import_module("sqlanon.engine.maxent.solve")  # the package exports its function `solve`
+    rng = random.Random(seed)
+    diseases = ["flu", "hiv", "cancer", "asthma", "ulcer"]
+    patients = {pid: ("x", f"{pid:05d}", rng.choice(diseases)) for pid in range(60)}
+    values = {pid: disease for pid, (_, _, disease) in patients.items()}
+    releases = [_distinct_buckets(list(range(0, 48)), values, rng), _distinct_buckets(list(range(12, 60)), values, rng)]
+    engine = sa.create_engine(duck_url)
+    with engine.begin() as conn:
+        for name, buckets in zip(("d1", "d2"), releases):
+            write_release(conn, name, buckets, patients=patients)
+        conn.exec_driver_sql("CREATE TABLE patients (pid INTEGER, gender VARCHAR, zip VARCHAR, disease VARCHAR)")
+    engine.dispose()
+    left: dict[int, set[tuple[int, str]]] = {}
+
+    def propagate_and_keep(db, conn, tables, *args, **kwargs):  # type: ignore[no-untyped-def]
+        possible, removed, rounds = propagation.propagate(db, conn, tables, *args, **kwargs)
+        p, persons, vals = possible, tables.persons, tables.vals
+        pairs = sa.select(persons.c.pseudonym, vals.c.label).select_from(
+            p.join(persons, persons.c.person == p.c.person).join(vals, vals.c.value == p.c.value)
+        )
+        left[propagation.COUNTED_GROUP] = {(int(pid), label) for pid, label in db.execute(conn, pairs).all()}
+        return possible, removed, rounds
+
+    monkeypatch.setattr(solve, "propagate", propagate_and_keep)
+    counted_alone = propagation.COUNTED_GROUP
+    for counted in (counted_alone, 0):
+        monkeypatch.setattr(propagation, "COUNTED_GROUP", counted)
+        inference(job_from_dict(example_config(duck_url, ["d1", "d2"])))
+    assert left[0] == left[counted_alone]
+    for buckets in releases:
+        for bucket in buckets:
+            mine = {pair for pair in left[0] if pair[0] in bucket}
+            assert mine == _assignable(bucket, mine, _release(values, [bucket])[0][1]), bucket
 
 
 def test_anatomy_publishes_l_diverse_buckets_of_exact_qis(duck_url: str) -> None:

@@ -17,12 +17,16 @@ two steps, both in the database:
    groups of up to MATCHED_GROUP persons, the pairs no complete assignment of
    the group's values uses (each group is a global cardinality constraint;
    a forward and a backward pass over its partial assignments, in one
-   recursive statement for all groups), repeated until nothing changes,
-   since what one release rules out can rule out more in another.
+   recursive statement for all groups; groups of up to COUNTED_GROUP persons
+   with distinct values need none: the counting rules leave nothing more),
+   repeated until nothing changes, since what one release rules out can rule
+   out more in another. Each costlier rule runs alone, and only once the
+   cheaper ones remove nothing more.
 2. Iterative proportional fitting on the pairs left: start uniform over each
    person's possible values, then repeatedly scale every (group, value) of
    each release to its count and every person to one, several passes per
-   statement. The persons fall into connected parts (linked by the groups they
+   statement (fewer in the first statements, after which most parts have
+   settled). The persons fall into connected parts (linked by the groups they
    share); a part within the tolerance is set aside, since scaling the others
    never moves it, so the late passes read only the parts still converging.
 Propagation matters: IPF approaches a probability the releases force to 0

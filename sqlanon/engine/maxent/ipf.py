@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -18,6 +19,15 @@ from .parts import connected_parts
 from .releases import ReleaseTables, progress_label
 
 PASSES_PER_STATEMENT = 16  # IPF passes in one statement (the violation is checked after each statement)
+FIRST_PASSES = (4, 4, 8)  # ... but fewer in the first ones: most parts settle within a few passes
+
+
+def _passes_next(done: int) -> int:
+    """The passes of the next statement after `done`."""
+    for first in itertools.accumulate(FIRST_PASSES):
+        if done < first:
+            return first - done
+    return PASSES_PER_STATEMENT
 
 
 class _Solver:
@@ -136,7 +146,7 @@ def iterate(
     violation, checkpoint, trial, snapping, stalled = float("inf"), None, None, True, False
     at_doubling: dict[int, float] = {}
     while solver.passes < settings.max_iterations and violation > settings.tolerance:
-        violation = solver.run(min(PASSES_PER_STATEMENT, settings.max_iterations - solver.passes))
+        violation = solver.run(min(_passes_next(solver.passes), settings.max_iterations - solver.passes))
         progress(f"iterating, {progress_label(name)}: passes", solver.passes, settings.max_iterations)
         if trial is not None and solver.passes >= trial[1]:  # judge the last removal
             saved, _, before = trial

@@ -21,6 +21,14 @@ from .releases import ReleaseTables, progress_label
 MAX_PROPAGATION_ROUNDS = 100_000
 MATCHED_GROUP = 12  # groups of at most this many persons get the exact (matching) propagation
 MATCHED_STATES = 100_000  # ... when their value counts allow at most this many partial assignments
+# ... but not groups of at most this many persons with distinct values (Anatomy's buckets for l <= 3): there the
+# counting rules alone leave only pairs some assignment uses. Once they remove nothing more, a value has either
+# one fixed holder and no other, or at least two open ones, and an open person at least two values not held by a
+# fixed one; on m <= 3 open persons and their m values, every such pair lies on a perfect matching (m = 2: the
+# complete 2 x 2 graph; m = 3: the other two persons each keep one of the other two values, and both values are
+# kept by one of them, so they match). Matching them cost 7 s of two million-record releases' inference, for
+# no pair.
+COUNTED_GROUP = 3
 
 
 def propagate(
@@ -54,14 +62,14 @@ def propagate(
     every_group = select(m.c.r, m.c.grp).distinct()
     dirty = tables.make(f"{name}_dirty", every_group)  # groups that may lose pairs by the counting rules
     unmatched = tables.make(f"{name}_unmatched", every_group)  # groups changed since their last matching pass
-    removed, rounds, level = 0, 0, 0  # level: 0 counting rules, 1 and matching, 2 and components
+    removed, rounds, level = 0, 0, 0  # level: 0 counting rules, 1 matching, 2 components
     while rounds < MAX_PROPAGATION_ROUNDS:
         rounds += 1
-        # matching and components cost more: each only once the cheaper rules alone remove nothing more
-        matched = groups if level else None
+        # matching and components cost more: each only once the rules before it remove nothing more (and
+        # then only it runs: the cheaper rules, over the same pairs, would find nothing again)
         query, text = tables.once(
-            (name, "round", bool(level)),
-            partial(_propagation_round, tables, possible, members, dirty, matched, unmatched),
+            (name, "round", level),
+            partial(_propagation_round, tables, possible, members, dirty, groups, unmatched, level),
         )
         gone = tables.make(f"{name}_gone", query, text)
         if level == 2:
@@ -203,6 +211,7 @@ class _MatchedGroups:
                 c.c.grp,
                 func.sum(c.c.cnt).label("persons"),
                 func.exp(func.sum(func.ln(c.c.cnt + 1))).label("states"),
+                func.max(c.c.cnt).label("largest"),
                 sa.cast(func.round(func.sum(c.c.cnt * c.c.radix)), sa.BigInteger).label("full_state"),
             )
             .group_by(c.c.r, c.c.grp)
@@ -214,7 +223,11 @@ class _MatchedGroups:
             f"{name}_groups",
             select(g.c.r, g.c.grp, g.c.persons, g.c.full_state)
             .join_from(g, m, and_(m.c.r == g.c.r, m.c.grp == g.c.grp))
-            .where(g.c.persons <= MATCHED_GROUP, g.c.states <= MATCHED_STATES),
+            .where(
+                g.c.persons <= MATCHED_GROUP,
+                g.c.states <= MATCHED_STATES,
+                sa.not_(and_(g.c.persons <= COUNTED_GROUP, g.c.largest == 1)),
+            ),
         )
         sizes, cs = self.sizes, counts.alias("c")
         self.slots = tables.make(
@@ -303,18 +316,23 @@ def _propagation_round(
     possible: sa.TableClause,
     members: sa.Subquery,
     dirty: sa.TableClause,
-    groups: _MatchedGroups | None,
+    groups: _MatchedGroups,
     unmatched: sa.TableClause,
+    level: int,
 ) -> sa.SelectBase:
-    """SELECT person, value: the pairs to remove this statement. Without `groups`, COUNTING_ROUNDS rounds of
-    the counting rules, the first over the `dirty` groups and each next one over the groups of the persons the
-    previous round removed pairs of (no other group's rules can remove more); with `groups`, one round of the
-    counting rules and of matching over the small groups in `unmatched`. A round reads only its groups' persons
-    and what the statement removed so far, not the whole table of pairs: on two million-record releases,
-    most rounds touch a few thousand of 2.8 million pairs."""
+    """SELECT person, value: the pairs to remove this statement. At level 0, COUNTING_ROUNDS rounds of the
+    counting rules, the first over the `dirty` groups and each next one over the groups of the persons the
+    previous round removed pairs of (no other group's rules can remove more); at level 1, matching over the
+    small groups in `unmatched`; at level 2, none (the components add theirs). A round reads only its groups'
+    persons and what the statement removed so far, not the whole table of pairs: on two million-record
+    releases, most rounds touch a few thousand of 2.8 million pairs."""
+    if level == 1:
+        return _unmatched_pairs(possible, groups, unmatched)
+    if level == 2:
+        return select(possible.c.person, possible.c.value).where(sa.false())
     touched_groups: FromClause = dirty
     removed: list[Any] = []  # gone1, gone2, ...: the rounds' removals
-    for k in range(1, (1 if groups is not None else COUNTING_ROUNDS) + 1):
+    for k in range(1, COUNTING_ROUNDS + 1):
         if k > 1:
             touched_groups = _groups_of(members, select(removed[-1].c.person)).subquery(f"d{k}")
         m, d = members.alias("m"), touched_groups
@@ -328,13 +346,15 @@ def _propagation_round(
             earlier = sa.union_all(*(select(g.c.person, g.c.value) for g in removed)).subquery(f"e{k}")
             pairs = sa.except_(pairs, select(earlier.c.person, earlier.c.value))
         removed.append(_counting_rules(tables, k, touched, pairs.cte(f"p{k}").prefix_with(MATERIALIZED)))
-    rounds = [select(g.c.person, g.c.value) for g in removed]
-    if groups is None:
-        return sa.union(*rounds)
-    # (c) in a small group, the pairs no complete assignment of the group uses
+    return sa.union(*(select(g.c.person, g.c.value) for g in removed))
+
+
+def _unmatched_pairs(possible: sa.TableClause, groups: _MatchedGroups, unmatched: sa.TableClause) -> sa.Select[Any]:
+    """SELECT person, value: in the small groups of `unmatched`, the pairs no complete assignment of the group
+    uses."""
     q, p, d = possible.alias("q"), groups.steps.alias("p"), unmatched.alias("d")
     ok = groups.feasible(possible, unmatched).subquery("ok")
-    lost = (
+    return (
         select(q.c.person, q.c.value)
         .select_from(
             q.join(p, p.c.person == q.c.person)
@@ -344,8 +364,8 @@ def _propagation_round(
             )
         )
         .where(ok.c.person.is_(None))
+        .distinct()
     )
-    return sa.union(*rounds, lost)
 
 
 def _groups_of(members: sa.Subquery, persons: sa.Select[Any]) -> sa.Select[Any]:
