@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from pathlib import Path
 
 import pandas as pd
@@ -217,6 +218,53 @@ def test_bayes_positive_disclosure_agrees_with_pandas(adult_duck: str):
     counts = frame.groupby(qis)["salary-class"].value_counts()
     assert t.bayes["positive_disclosure_tuples"] == int(counts[share > 0.95].sum())
     assert t.bayes["rho_breach_tuples"] == 0  # the posterior equals the prior for every released person
+
+
+def test_bayes_figures_of_one_valued_and_mixed_cells_agree_with_pandas(tmp_path: Path):
+    """Most original cells hold one tuple (so one value, the audit's short way); a few hold several values, some
+    of them NULL: every figure at the bottom node against pandas, over every original cell."""
+    from sqlanon.analysis.attacks import BayesSettings
+
+    rng = random.Random(5)
+    rows = [
+        (f"{rng.randrange(60):03d}", str(rng.randrange(8)), rng.choice(["flu", "cold", "gout", None]))
+        for _ in range(300)
+    ]
+    rows += [("999", "1", d) for d in ["flu", "flu", "flu", "cold", None]] + [("998", "2", None)] * 3
+    url = f"duckdb:///{tmp_path / 'cells.duckdb'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE visits (zip VARCHAR, age VARCHAR, disease VARCHAR)")
+        conn.execute(sa.text("INSERT INTO visits VALUES (:z, :a, :d)"), [{"z": z, "a": a, "d": d} for z, a, d in rows])
+    engine.dispose()
+    job = job_from_dict(
+        {
+            "source": {"url": url, "table": "visits"},
+            "quasi_identifiers": {"zip": {"generate": "mask"}, "age": {"generate": "suppress"}},
+            "sensitive": ["disease"],
+            "criteria": {"k_anonymity": {"k": 1}},
+        },
+        tmp_path,
+    )
+    settings = BayesSettings(delta=0.4, epsilon=0.3, rho1=0.3, rho2=0.5)
+    [t] = analyze(job, node=(0, 0), bayes=settings).tables
+    frame = pd.DataFrame(rows, columns=["zip", "age", "disease"])
+    c = frame.groupby(["zip", "age"])["disease"].value_counts(dropna=False).rename("c").reset_index()
+    c["n"] = c.groupby(["zip", "age"])["c"].transform("sum")
+    alpha = c["c"] / c["n"]
+    c["negative"] = (alpha < settings.epsilon) & (c["c"] < c["n"])
+    low, high = (
+        (alpha < settings.rho1) & (alpha > settings.rho2),
+        (alpha > 1 - settings.rho1) & (alpha < 1 - settings.rho2),
+    )
+    c["breach"] = low | high
+    cells = c.groupby(["zip", "age"]).agg(n=("n", "first"), negative=("negative", "any"), breach=("breach", "any"))
+    assert (cells["n"] == 1).sum() > 100 and (c.groupby(["zip", "age"]).size() > 1).any()  # both ways are taken
+    assert t.bayes == {
+        "positive_disclosure_tuples": int(c.loc[alpha > 1 - settings.delta, "c"].sum()),
+        "negative_disclosure_tuples": int(cells.loc[cells["negative"], "n"].sum()),
+        "rho_breach_tuples": int(cells.loc[cells["breach"], "n"].sum()),
+    }
 
 
 def test_the_report_as_a_data_frame_and_bayes_options(tmp_path: Path):
