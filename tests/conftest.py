@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import sysconfig
 import uuid
@@ -10,13 +11,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from sqlanon import RunOptions, search
+from sqlanon import RunOptions, hierarchies, search
 from sqlanon.backends import open_database, unreachable_reason
 from sqlanon.config import job_from_dict
-from sqlanon.criteria import KAnonymity, criteria_from_config
+from sqlanon.criteria import criteria_from_config
 from sqlanon.model.job import Job
 from sqlanon.store.migrate import migrate
 from sqlanon.testing import every_node_violations
@@ -307,8 +309,40 @@ def all_qi_violations(adult_duck: str) -> dict[int, dict[tuple, int]]:
     """The expensive oracle, computed once: every node's violating tuples over all 9 QIs for every k in
     KS (so it answers any suppression limit too)."""
     job = adult_job(adult_duck, ADULT_QIS, load_csv=False)
-    found, _ = every_node_violations(job, [[KAnonymity(k)] for k in KS])
-    return dict(zip(KS, found))
+    return dict(zip(KS, k_violations_rolled_up(job, KS)))
+
+
+def k_violations_rolled_up(job: Job, ks: list[int]) -> list[dict[tuple[int, ...], int]]:
+    """Brute force in numpy, for k-anonymity: every node's violating tuples for each k, each node rolled up from
+    the table's level-0 frequency set (read once, a few thousand rows) by its hierarchies' paths. Independent of
+    the search's SQL, like sqlanon.testing.every_node_violations (a GROUP BY of the table per node), which took
+    133 s over Adult's 9-QI lattice where this takes seconds."""
+    qis = [q.column for q in job.quasi_identifiers]
+    found = hierarchies(job)
+    engine = sa.create_engine(job.source.url)
+    columns = ", ".join(f'CAST("{c}" AS VARCHAR)' for c in qis)
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(f'SELECT {columns}, COUNT(*) FROM "{job.source.table}" GROUP BY ALL').all()
+    engine.dispose()
+    counts = np.array([row[-1] for row in rows], dtype=np.int64)
+    codes = []  # per QI, per level: each level-0 cell's ancestor there, as an integer (its path up to the top)
+    for j, column in enumerate(qis):
+        path_of = {path[0]: path for path in found[column].paths}
+        codes.append(
+            [
+                np.unique([path_of[row[j]][level:] for row in rows], axis=0, return_inverse=True)[1].ravel()
+                for level in range(found[column].height + 1)
+            ]
+        )
+    violations: list[dict[tuple[int, ...], int]] = [{} for _ in ks]
+    for node in itertools.product(*(range(found[c].height + 1) for c in qis)):
+        key = np.zeros(len(rows), dtype=np.int64)
+        for j, level in enumerate(node):
+            key = key * (int(codes[j][level].max()) + 1) + codes[j][level]
+        sizes = np.bincount(np.unique(key, return_inverse=True)[1].ravel(), weights=counts)
+        for found_k, k in zip(violations, ks):
+            found_k[node] = int(sizes[sizes < k].sum())
+    return violations
 
 
 @pytest.fixture(scope="session")
