@@ -280,7 +280,10 @@ class NodeReleases:
             # size (c = n), and only the cells holding several values are grouped by value (hospital 1M: three
             # groupings of a million rows took 0.45 s, one and a few thousand cells' 0.2 s)
             keys, s, cube = self.keys, self.value, self.checker.ref
-            mixed = f"MIN({s}) < MAX({s}) OR (COUNT({s}) < COUNT(*) AND MIN({s}) IS NOT NULL)"
+            # compared as text: PostgreSQL has no MIN or MAX of a boolean (equal texts are equal values; equal
+            # values of unequal texts, as -0.0 and 0.0, only take the longer way)
+            text = f"CAST({s} AS VARCHAR)"
+            mixed = f"MIN({text}) < MAX({text}) OR (COUNT({s}) < COUNT(*) AND COUNT({s}) > 0)"
             sizes = self._store(
                 self._name("cell_sizes"),
                 f"SELECT {', '.join(keys)}, {count_sum('cnt')} AS n, CASE WHEN {mixed} THEN 1 ELSE 0 END AS mixed "
