@@ -12,8 +12,9 @@ import pytest
 import sqlalchemy as sa
 
 from sqlanon import RunOptions, analyze, analyze_table, anonymize, node_metrics
-from sqlanon.analysis.attacks import AnalysisSettings
+from sqlanon.analysis.attacks import REVEALED_SHOWN, AnalysisSettings
 from sqlanon.config import job_from_dict
+from sqlanon.engine.star import read_hierarchy_files
 from sqlanon.errors import ConfigError, DataError
 from sqlanon.model.hierarchies import Hierarchy
 
@@ -101,6 +102,22 @@ def test_nodes_agree_with_pandas_on_their_published_table(adult_duck: str):
     assert utility["dm_star"] == pytest.approx(float((sizes**2).sum())) == utility["discernibility"]
     assert utility["aecs"] == pytest.approx(len(frame) / len(sizes))
     assert 0 < utility["loss"] < 1
+
+
+def test_revealed_values_agree_with_pandas(adult_duck: str):
+    """The values homogeneous classes reveal, read back from the cube's codes of the attribute (on DuckDB): the
+    first of them in order, as pandas finds them on the table."""
+    qis = ["sex", "age", "race", "marital-status"]
+    job = reclassified(adult_job(adult_duck, qis, k=5, load_csv=False), sensitive=["occupation"])
+    [table] = analyze(job, node=(0, 0, 0, 0)).tables
+    engine = sa.create_engine(adult_duck)
+    with engine.connect() as conn:  # 30k rows, pulled only to check the SQL independently
+        frame = pd.read_sql_query(sa.text('SELECT sex, age, race, "marital-status", occupation FROM adult'), conn)
+    engine.dispose()
+    classes = frame.astype(str).groupby(qis)["occupation"]
+    homogeneous = set(classes.first()[classes.nunique() == 1])
+    assert len(homogeneous) > REVEALED_SHOWN  # some left out, and not the last ones
+    assert table.revealed_values == sorted(homogeneous)[:REVEALED_SHOWN]
 
 
 def test_suppressed_classes_are_left_out(adult_duck: str):
@@ -302,7 +319,6 @@ def test_every_minimal_release_agrees_with_pandas(adult_duck: str):
     the classes under k suppressed."""
     from sqlanon import Suppression
     from sqlanon.analysis.attacks import BayesSettings
-    from sqlanon.engine.star import read_hierarchy_files
 
     qis, k, limit = ["sex", "age", "race", "marital-status"], 25, 0.03
     job = reclassified(
@@ -332,6 +348,8 @@ def test_every_minimal_release_agrees_with_pandas(adult_duck: str):
         assert table.suppressed == int(sizes[~kept].sum()) <= limit * len(frame)
         assert (table.rows, table.classes) == (int(sizes[kept].sum()), int(kept.sum()))
         assert table.homogeneous_tuples == int(sizes[kept & (distinct == 1)].sum())
+        revealed = sorted(set(groups.first()[kept & (distinct == 1)]))[:REVEALED_SHOWN]
+        assert table.revealed_values == revealed  # read back from the cube's codes (on DuckDB)
         assert table.highest_risk == pytest.approx(1 / sizes[kept].min())
         assert table.utility["dm_star"] == pytest.approx(float((sizes**2).sum()))
         penalty = sum(

@@ -142,13 +142,15 @@ def analyze_nodes(
     criteria = ctx.criteria if ctx.max_suppressed else []
     read = [attribute] + [a for c in criteria for a in c.sensitive_attributes()]
     star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + job_sensitive + read)))
+    # the analyzed attribute as codes where it can be: every grouping of the batches carries it
+    star = star.with_domain(ctx.conn, attribute)
     analyses: dict[tuple[int, ...], TableAnalysis] = {}
     # the scratch tables are dropped when the statements succeeded; after an error the caller's rollback takes
     # them (a DROP there would fail in an aborted transaction and hide the error)
     cleanup = ExitStack()
     with ctx.db.hash_joins(ctx.conn):
-        checker = _cube(cleanup, ctx, star, criteria, frozenset([attribute]), ANALYSIS_CUBE)
-        population = _cube(cleanup, ctx, population_star, [], frozenset(), POPULATION_CUBE) if population_star else None
+        checker = _cube(cleanup, ctx, star, criteria, ANALYSIS_CUBE)
+        population = _cube(cleanup, ctx, population_star, [], POPULATION_CUBE) if population_star else None
         releases = NodeReleases(checker, criteria, suppress=bool(ctx.max_suppressed), attribute=attribute)
         cleanup.callback(releases.close)
         evaluator = _metrics(ctx, star, checker, need=[node for node in nodes if node not in metrics])
@@ -184,7 +186,6 @@ def _cube(
     ctx: SearchContext,
     star: StarSchema,
     criteria: list[Criterion],
-    values: frozenset[str],
     part: int,
 ) -> WaveChecker:
     """A packed cube of `star` for the analysis (`part`: its number among the run's cubes), closed with `stack`."""
@@ -195,7 +196,6 @@ def _cube(
         run=ctx.run,
         from_table=not ctx.use_cube,
         criteria=criteria,
-        values=values,
         part=part,
     )
     stack.callback(checker.close)

@@ -474,6 +474,11 @@ class Database:
         and `values` (integers), where `value_lookups` says that beats a join with a small table."""
         raise NotImplementedError
 
+    def text_at(self, code: str, texts: str) -> str:
+        """SQL for the entry of the bound text list `texts` at integer `code` (1: the first), the way back from a
+        `lookup`'s code to its text, where `value_lookups`."""
+        raise NotImplementedError
+
     def index_lookup(self, value: str, first: int, codes: str) -> str:
         """SQL for the entry of the bound integer array `codes` at integer `value`, its first entry being the
         value `first`, where `index_lookups` says the database has them (1-based arrays on both)."""

@@ -102,6 +102,9 @@ class DuckDB(Database):
         # list functions rather than a MAP: map_extract_value is newer than DuckDB 1.1, and no faster here
         return f"list_extract(:{values}, list_position(:{keys}, {key}))"
 
+    def text_at(self, code: str, texts: str) -> str:
+        return f"list_extract(:{texts}, {code})"
+
     def _limit_memory(self, memory_limit: str, temp_directory: Path | None) -> None:
         """Every connection sets DuckDB's memory limit (and spill folder), so a large table spills to disk
         instead of taking the machine's memory (DuckDB's own default is 80% of it)."""

@@ -56,6 +56,9 @@ class Release:
     suppressed: str | None = None
     by: tuple[str, ...] = ()
     value: str = "s"  # the sensitive value column of the definition
+    #: where the value column holds codes (StarSchema.sensitive_codes): SQL of the text of `fs`'s value, and the
+    #: parameters it binds (None: the values are the column's own, read as text)
+    decoded: tuple[str, dict[str, Any]] | None = None
     flagged: str | None = None  # a FROM item (a table) of `flagged_select`'s columns (None: grouped by each statement)
 
     def flagged_select(self) -> str:
@@ -129,13 +132,15 @@ def revealed_values(
     partition = f"PARTITION BY {', '.join(release.by)} " if release.by else ""
     on = " AND ".join(f"fs.{column} = r.{column}" for column in release.classes)
     distinct = release.grouped("fs.")[0]
+    value_text, params = release.decoded or (f"CAST(fs.{value} AS VARCHAR)", {})
     rows = conn.execute(
         text(
             f"{release.with_classes(values=True)} SELECT {select}v FROM (SELECT {select}v, "
             f"ROW_NUMBER() OVER ({partition}ORDER BY v) AS r FROM "
-            f"(SELECT DISTINCT {distinct}CAST(fs.{value} AS VARCHAR) AS v FROM fs JOIN flagged r ON {on} "
+            f"(SELECT DISTINCT {distinct}{value_text} AS v FROM fs JOIN flagged r ON {on} "
             f"WHERE r.kept = 1 AND r.distinct_values = 1) d) ranked WHERE r <= {int(limit)} ORDER BY {select}r"
-        )
+        ),
+        params,
     ).all()
     revealed: dict[tuple[Any, ...], list[str | None]] = {}
     width = len(release.by)

@@ -105,13 +105,12 @@ class WaveChecker:
         run: RunRecord,
         from_table: bool = False,
         criteria: list[Criterion] | None = None,
-        values: frozenset[str] = frozenset(),
         part: int = 0,
     ):
         """`from_table`: no stored cube; every wave scans the source joined with the dimensions (for
         comparison: the cube is one scan for the whole search). `criteria`: the job's (every wave checks them or
-        a part of them): the sensitive values they name or order are carried as values, as are those of
-        `values`; the others may be codes. `part`: the cube's number among the run's (0: the search's)."""
+        a part of them): the sensitive values they name or order are carried as values; the others may be codes.
+        `part`: the cube's number among the run's (0: the search's)."""
         self.db, self.conn, self.star, self.from_table = db, conn, star, from_table
         self.criteria = criteria or []
         self.run, self.run_id = run, run.run_id
@@ -140,7 +139,7 @@ class WaveChecker:
         self.sensitive_values = 1  # combinations of sensitive values a class may hold (at most)
         self.reference: str | None = None  # the sensitive values' counts over the table, once stored
         # the sensitive columns the cube carries as codes, each value's code (StarSchema.sensitive_codes)
-        read_by_value = {attribute for c in self.criteria for attribute in c.reads_values()} | values
+        read_by_value = {attribute for c in self.criteria for attribute in c.reads_values()}
         self.codes = {} if from_table else star.sensitive_codes(read_by_value)
         self.registered: list[tuple[object, ...]] = []  # registry rows of the scratch tables (see `_register`)
         if from_table:

@@ -46,6 +46,7 @@ class NodeBatch:
     sensitive: list[str]
     value: str | None
     classes: str  # per class (node, key..): n, distinct_values, top, c_ln_c, kept (see NodeReleases.batch)
+    decoded: tuple[str, dict[str, Any]] | None = None  # where `value` holds codes: SQL of fs's value as text
 
     def release(self) -> Release:
         """The batch's releases over the analyzed attribute, by node, as engine.attacks reads them."""
@@ -60,6 +61,7 @@ class NodeBatch:
             by=(NODE,),
             value=str(self.value),
             flagged=self.classes,
+            decoded=self.decoded,
         )
 
 
@@ -81,7 +83,8 @@ class ClassSums:
 
 class NodeReleases:
     """Batches of nodes over `checker`'s cube; with `suppress`, the classes that violate `criteria` are left out
-    of each release. `attribute`: the attribute the attacks analyze (the cube must carry it as values)."""
+    of each release. `attribute`: the attribute the attacks analyze (the cube carries it as values, or as codes that
+    its releases read back as texts)."""
 
     def __init__(
         self, checker: WaveChecker, criteria: list[Criterion], *, suppress: bool, attribute: str | None = None
@@ -91,6 +94,10 @@ class NodeReleases:
         self.keys = checker.key_names
         self.sensitive = list(checker.star.sensitive_columns().values())
         self.value = checker.star.sensitive_columns()[attribute] if attribute else None
+        self.decoded = None  # the attribute's codes read back as texts, where the cube carries codes
+        if attribute in checker.codes:
+            texts = list(checker.codes[attribute])  # by code: 1, 2, ...
+            self.decoded = (self.db.text_at(f"fs.{self.value}", "value_texts"), {"value_texts": texts})
         self.statements = 0
         self._areas: str | None = None
         self._persons: str | None = None
@@ -142,7 +149,7 @@ class NodeReleases:
         else:
             classes = self._store(f"classes_{tag}", classes)
             stored.append(classes)
-        yield NodeBatch(nodes, sets, suppressed, self.keys, self.sensitive, self.value, classes)
+        yield NodeBatch(nodes, sets, suppressed, self.keys, self.sensitive, self.value, classes, self.decoded)
         for ref in reversed(stored):
             self.db.drop_table(self.conn, ref)
 
@@ -280,9 +287,9 @@ class NodeReleases:
             # size (c = n), and only the cells holding several values are grouped by value (hospital 1M: three
             # groupings of a million rows took 0.45 s, one and a few thousand cells' 0.2 s)
             keys, s, cube = self.keys, self.value, self.checker.ref
-            # compared as text: PostgreSQL has no MIN or MAX of a boolean (equal texts are equal values; equal
-            # values of unequal texts, as -0.0 and 0.0, only take the longer way)
-            text = f"CAST({s} AS VARCHAR)"
+            # codes compared as they are, values as text: PostgreSQL has no MIN or MAX of a boolean (equal texts
+            # are equal values; equal values of unequal texts, as -0.0 and 0.0, only take the longer way)
+            text = s if self.decoded else f"CAST({s} AS VARCHAR)"
             mixed = f"MIN({text}) < MAX({text}) OR (COUNT({s}) < COUNT(*) AND COUNT({s}) > 0)"
             sizes = self._store(
                 self._name("cell_sizes"),

@@ -9,6 +9,7 @@ unless mapped, no value missing.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -90,7 +91,7 @@ class StarSchema:
     sensitive: list[str] = field(default_factory=list)  # sensitive columns the criteria read
     #: per sensitive column of at most DOMAIN_VALUES values: the table's count of each value, as text (NULL: None)
     domain_counts: dict[str, dict[str | None, int]] = field(default_factory=dict)
-    #: the sensitive columns whose values are equal exactly when their texts are (not floating point)
+    #: the source columns whose values are equal exactly when their texts are (not floating point)
     exact_text: set[str] = field(default_factory=set)
 
     def sensitive_select(
@@ -123,6 +124,16 @@ class StarSchema:
             for col, counts in self.domain_counts.items()
             if col in self.exact_text and col not in read_by_value and len(counts) <= LOOKUP_VALUES
         }
+
+    def with_domain(self, conn: Connection, column: str) -> StarSchema:
+        """This star with the value counts of `column` (see `domain_counts`) where it could code it and lacks them:
+        one grouping of the table by the column, which codes then repay in every grouping that carries it."""
+        if column in self.domain_counts or not self.db.value_lookups or column not in self.exact_text:
+            return self
+        counts = _domain_counts(self.db, conn, self.source, column)
+        if counts is None or len(counts) > LOOKUP_VALUES:
+            return self
+        return dataclasses.replace(self, domain_counts={**self.domain_counts, column: counts})
 
     def sensitive_columns(self) -> dict[str, str]:
         return {col: f"s{j}" for j, col in enumerate(self.sensitive)}
@@ -306,7 +317,7 @@ def build_star_schema(
         dimensions=[],
         sensitive=sensitive,
         domain_counts=counts,
-        exact_text={c for c in sensitive if kinds[db.name_key(c)] is not ColumnKind.FLOAT},
+        exact_text={c for c in columns if kinds[db.name_key(c)] is not ColumnKind.FLOAT},
     )
     try:
         for attr, qi in enumerate(job.quasi_identifiers):
