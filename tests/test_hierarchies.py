@@ -70,6 +70,23 @@ def test_file_with_crlf_and_bom(tmp_path: Path):
     assert h.paths == (("a", "x", "*"), ("b", "x", "*"))
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a;x;*\n\n b ; x;*\nc;y;*\n",  # split as it is
+        "a;x;*\r\n\r\n b ; x;*\r\nc;y;*",  # CRLF, no last line end
+        'a;x;*\n\n"b";x;*\nc;"y";*\n',  # quoted: read by the csv module
+        'a;x;*\n"";"";""\n"b";x;*\nc;"y";*\n',  # a quoted blank line
+    ],
+)
+def test_every_way_of_writing_a_file_reads_alike(tmp_path: Path, text: str):
+    """Paths, stripped, and each path's line number, whether the file is split as it is or by the csv module."""
+    f = tmp_path / "h.csv"
+    f.write_bytes(text.encode())
+    h = read_hierarchy_file("c", f)
+    assert h.paths == (("a", "x", "*"), ("b", "x", "*"), ("c", "y", "*")) and h.lines == (1, 3, 4)
+
+
 def test_file_with_ragged_rows(tmp_path: Path):
     f = tmp_path / "h.csv"
     f.write_text("a;x;*\nb;*\n")

@@ -14,6 +14,7 @@ import io
 import itertools
 import math
 import operator
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -144,13 +145,11 @@ class PathCodes:
         index: list[dict[str, int]] = []  # per level: label -> its index among its siblings (labels sorted)
         for level, labels in enumerate(columns):
             # siblings share the label above (the top level: all of its labels); each label has one parent
-            parents = columns[level + 1] if level < top else ("",) * len(labels)
-            siblings: dict[str, list[str]] = {}
-            for parent, label in set(zip(parents, labels)):
-                siblings.setdefault(parent, []).append(label)
-            numbered: dict[str, int] = {}
-            for group in siblings.values():
-                numbered.update(zip(sorted(group), range(len(group))))
+            parent_of = dict(zip(labels, columns[level + 1] if level < top else itertools.repeat("")))
+            numbered, siblings = dict[str, int](), dict[str, int]()  # siblings: per parent, the last index given
+            for label in sorted(parent_of):  # one pass in order (grouping by parent, then sorting, took 2.5x)
+                parent = parent_of[label]
+                numbered[label] = siblings[parent] = siblings.get(parent, -1) + 1
             index.append(numbered)
         bits = tuple(max(numbered.values()).bit_length() for numbered in index)
         code = [0] * len(columns[0])
@@ -199,13 +198,15 @@ class PathCodes:
         return sum(self.level_bits[piece[0] : piece[1] + 1])
 
     def nodes(self) -> list[tuple[int, int, str, int]]:
-        """(level, node code, label, leaves under it) of every node of the hierarchy."""
-        shifts, leaves = self.shifts, dict[tuple[int, int], list[Any]]()
-        for path in self.labels:
-            for level in range(len(shifts)):
-                entry = leaves.setdefault((level, self.code[path[0]] >> shifts[level]), [path[level], 0])
-                entry[1] += 1
-        return [(lv, node, label, n) for (lv, node), (label, n) in sorted(leaves.items())]
+        """(level, node code, label, leaves under it) of every node of the hierarchy: a level at a time, its
+        leaves counted by Counter, in C (a path and level at a time in Python took 0.3 s for 35k dates)."""
+        codes = [self.code[path[0]] for path in self.labels]
+        found: list[tuple[int, int, str, int]] = []
+        for level, shift in enumerate(self.shifts):
+            nodes = [code >> shift for code in codes]
+            labels = dict(zip(nodes, map(operator.itemgetter(level), self.labels)))  # a node has one label
+            found += [(level, node, labels[node], n) for node, n in Counter(nodes).items()]
+        return sorted(found)
 
 
 def _validate_paths(
@@ -217,7 +218,7 @@ def _validate_paths(
     if not paths:
         raise HierarchyError(f"hierarchy for {column!r} ({origin}) is empty")
     width = len(paths[0])
-    if all(len(path) == width for path in paths):
+    if len(set(map(len, paths))) == 1:
         columns = tuple(tuple(map(operator.itemgetter(level), paths)) for level in range(width))
         if len(set(columns[0])) == len(paths) and all(
             len(set(zip(labels, above))) == len(set(labels)) for labels, above in itertools.pairwise(columns[1:])
@@ -287,15 +288,20 @@ def _file_text(column: str, path: Path) -> str:
         raise HierarchyError(f"hierarchy file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
+def _rows(text: str) -> Iterable[tuple[int, list[str]]]:
+    """Each row's fields, with the file's line number where the row ends (quoted fields may span lines). A text
+    without quotes, NUL or a carriage return but in CRLF is split as it is: the csv module reads it alike, at
+    1.4x the time (35k dates: 0.13 against 0.09 s)."""
+    if '"' not in text and "\0" not in text and text.count("\r") == text.count("\r\n"):
+        return enumerate((line.split(";") for line in text.split("\n")), start=1)
+    reader = csv.reader(io.StringIO(text), delimiter=";")
+    return ((reader.line_num, row) for row in reader)
+
+
 def read_hierarchy_file(column: str, path: Path) -> Hierarchy:
     """Read `value;level1;...;top` lines (ARX format, any line ending, optional BOM)."""
     text = _file_text(column, path)
-    reader = csv.reader(io.StringIO(text), delimiter=";")
-    numbered: list[tuple[int, tuple[str, ...]]] = []
-    for row in reader:  # reader.line_num: the file's line where the row ends (quoted fields may span lines)
-        cells = tuple(map(str.strip, row))
-        if any(cells):
-            numbered.append((reader.line_num, cells))
+    numbered = [(number, cells) for number, row in _rows(text) if any(cells := tuple(map(str.strip, row)))]
     if not numbered:
         raise HierarchyError(f"hierarchy file {path} is empty")
     first_line, first = numbered[0]
