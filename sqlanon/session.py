@@ -203,6 +203,7 @@ def lattice_run(
         cleanup_dead_runs(db, options.metadata_schema)  # tables of runs killed earlier
         star: StarSchema | None = None
         record: RunRecord | None = None
+        ctx: SearchContext | None = None
         try:
             with db.connect() as conn:
                 if options.resume_run is not None:
@@ -237,6 +238,7 @@ def lattice_run(
                         assume_monotone=job.assume_monotone,
                         resuming=options.resume_run is not None,
                         metrics_follow=command != "search" or options.metrics,
+                        metrics_sensitive=job.sensitive,
                     )
                     yield Run(job=job, options=options, db=db, conn=conn, record=record, columns=columns, search=ctx)
                 finally:
@@ -244,6 +246,8 @@ def lattice_run(
                         conn.rollback()
                     if star is not None and not options.keep and not conn.invalidated:  # else: the next cleanup
                         with conn.begin():
+                            if ctx is not None:
+                                ctx.keep_cube(None)  # a search's cube the metrics did not take
                             star.drop(conn)
         except BaseException as exc:
             original = record_end(record, exc)

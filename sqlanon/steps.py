@@ -193,11 +193,18 @@ def empty_result(job: Job, ctx: SearchContext, nodes: list[tuple[int, ...]]) -> 
 
 
 def metrics_evaluator(ctx: SearchContext, sensitive: list[str], nodes: int) -> MetricsEvaluator:
-    """Frequency sets carrying every sensitive attribute of the job (KL reads them all), for `nodes` nodes: a
-    packed cube stored for several; for one, its statements read the table joined with the dimensions instead
-    (storing the level-0 set first, then grouping it again, took 0.5 s more on 5M hospital rows, where level 0 is
-    nearly unique)."""
+    """Frequency sets carrying every sensitive attribute of the job (KL reads them all), for `nodes` nodes: the
+    search's cube of the table's rows where it carries them (the evaluator takes it, and drops it); else a packed
+    cube stored for several; for one, its statements read the table joined with the dimensions instead (storing
+    the level-0 set first, then grouping it again, took 0.5 s more on 5M hospital rows, where level 0 is nearly
+    unique)."""
     star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + list(sensitive))))
+    cube = ctx.search_cube
+    if cube is not None and cube.carrying() == star:
+        cube.serve(star)
+        ctx.search_cube = None  # the evaluator's now
+    else:
+        cube = None
     return MetricsEvaluator(
         conn=ctx.conn,
         star=star,
@@ -205,6 +212,7 @@ def metrics_evaluator(ctx: SearchContext, sensitive: list[str], nodes: int) -> M
         run=ctx.run,
         cube=ctx.use_cube and nodes > 1,
         cells_term=ctx.cells_terms.get(frozenset(star.sensitive)),
+        checker=cube,
     )
 
 

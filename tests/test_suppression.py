@@ -194,6 +194,31 @@ def test_a_large_table_keeps_its_rows_ungrouped_or_groups_them_with_the_same_ans
     assert cubes[0][2] == pytest.approx(term)  # the level-0 cells' sum of c ln c, either way
 
 
+@pytest.mark.parametrize("spec", [{"k_anonymity": {"k": 5}}, CASES["k=5 and distinct l=4"]])
+def test_metrics_read_the_search_cube_of_the_table_rows_alike(adult_duck: str, monkeypatch, spec: dict):
+    """A search's cube of the table's rows carries the job's sensitive columns that the criteria do not read,
+    and the metrics that follow read it instead of storing a cube of their own: every minimal node's figures
+    (KL over both sensitive columns, with the classes the criteria suppress) as from a cube of their own."""
+    from sqlanon import RunOptions
+    from sqlanon.engine import checker
+
+    monkeypatch.setattr(checker, "SMALL_CUBE", 0)
+    monkeypatch.setattr(checker, "KEYED_ROWS", 0.0)
+    served = []
+    serve = checker.WaveChecker.serve
+    monkeypatch.setattr(
+        checker.WaveChecker, "serve", lambda self, star: served.append(star.sensitive) or serve(self, star)
+    )
+    job = reclassified(_adult(adult_duck, spec, 0.02, strategy="topdown"), sensitive=["occupation", "salary-class"])
+    found = search(job, RunOptions(metrics=True)).metrics
+    assert served == [["occupation", "salary-class"]]
+    monkeypatch.setattr(checker.WaveChecker, "carrying", lambda self: None)
+    expected = search(job, RunOptions(metrics=True)).metrics
+    assert len(served) == 1 and found.keys() == expected.keys() and len(found) > 1
+    for node, figures in expected.items():
+        assert found[node] == pytest.approx(figures), node
+
+
 @pytest.mark.parametrize("strategy, limit", [("topdown", 0), ("topdown", "2%"), ("border", "300 tuples")])
 @pytest.mark.parametrize("case", ["k=5 and distinct l=4", "t equal 0.2", "t hierarchical 0.15"])
 def test_a_large_cube_checks_class_sizes_first_and_reads_the_distribution_once(

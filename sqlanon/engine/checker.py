@@ -24,8 +24,9 @@ bounded by the rows its join produces.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
 
@@ -106,11 +107,14 @@ class WaveChecker:
         from_table: bool = False,
         criteria: list[Criterion] | None = None,
         part: int = 0,
+        carry: Sequence[str] = (),
     ):
         """`from_table`: no stored cube; every wave scans the source joined with the dimensions (for
         comparison: the cube is one scan for the whole search). `criteria`: the job's (every wave checks them or
         a part of them): the sensitive values they name or order are carried as values; the others may be codes.
-        `part`: the cube's number among the run's (0: the search's)."""
+        `part`: the cube's number among the run's (0: the search's). `carry`: sensitive columns beyond the star's
+        that a cube of the table's rows carries too (see `carrying`), for the metrics that follow a search; a
+        grouped cube leaves them out, as they would multiply its rows."""
         self.db, self.conn, self.star, self.from_table = db, conn, star, from_table
         self.criteria = criteria or []
         self.run, self.run_id = run, run.run_id
@@ -142,6 +146,7 @@ class WaveChecker:
         read_by_value = {attribute for c in self.criteria for attribute in c.reads_values()}
         self.codes = {} if from_table else star.sensitive_codes(read_by_value)
         self.registered: list[tuple[object, ...]] = []  # registry rows of the scratch tables (see `_register`)
+        self.carry, self.carried = list(carry), list[str]()  # the columns asked to carry, and those carried
         if from_table:
             self.grouped = False  # a row per row of the table
             keys = [f"{k} AS key{j}" for j, k in enumerate(self._packed_keys())]
@@ -218,6 +223,19 @@ class WaveChecker:
         self._register("packed_cube", self.name, rows)
         return int(rows)
 
+    def carrying(self) -> StarSchema | None:
+        """The star whose frequency sets this cube serves beside its own: its sensitive columns and those it
+        carries (s0.. in that order), where it is a cube of the table's rows (None: a grouped cube, or none
+        stored)."""
+        if self.grouped or self.from_table:
+            return None
+        return dataclasses.replace(self.star, sensitive=self.star.sensitive + self.carried)
+
+    def serve(self, star: StarSchema) -> None:
+        """From now on, read as the cube of `star` (`carrying`'s): node sets carry every column it carries."""
+        assert star == self.carrying(), "a cube serves the star it carries"
+        self.star, self.carried = star, []
+
     def cells_term(self) -> float:
         """The level-0 cells' sum of c ln c, which KL divergence needs, from the cube (grouped first where its rows
         are the table's); read when the run computes metrics, not by every search."""
@@ -239,11 +257,13 @@ class WaveChecker:
         if estimate is None or star.rows <= SMALL_CUBE:
             return False, None
         name = rows_table(self.run_id, self.part)
-        keyed, _ = self._store(name, f"SELECT {', '.join(columns)}, CAST(1 AS BIGINT) AS cnt FROM {source}", params)
+        carried = dataclasses.replace(star, sensitive=star.sensitive + self.carry).sensitive_select("t")
+        selected = ", ".join(columns + carried[len(star.sensitive) :])
+        keyed, _ = self._store(name, f"SELECT {selected}, CAST(1 AS BIGINT) AS cnt FROM {source}", params)
         rows, distinct = db.execute(self.conn, f"SELECT COUNT(*), {estimate} FROM {keyed}").one()
         self.statements += 2
         if distinct > KEYED_ROWS * rows:
-            self.name, self.ref, self.grouped = name, keyed, False
+            self.name, self.ref, self.grouped, self.carried = name, keyed, False, self.carry
             return True, int(rows)
         self.ref, grouped_rows = self._store(
             self.name,

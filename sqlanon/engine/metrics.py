@@ -48,14 +48,18 @@ class MetricsEvaluator:
         run: RunRecord,
         cube: bool = True,
         cells_term: float | None = None,
+        checker: WaveChecker | None = None,
     ):
         """`cube`: store the table grouped at level 0 once and group every node from it (worth it for several
         nodes; for one, each statement that reads it scans the table). `cells_term`: the level-0 cells' sum of c
-        ln c, when known (a search's cube computes it)."""
+        ln c, when known (a search's cube computes it). `checker`: a cube of `star` already stored (a search's,
+        see WaveChecker.carrying), which the evaluator reads instead, and drops."""
         self.conn, self.star, self.criteria, self.run = conn, star, criteria, run
         self.db, self.heights, self.rows = star.db, star.heights, star.rows
         self.use_cube = cube
         self._releases: NodeReleases | None = None
+        if checker is not None:
+            self._releases = NodeReleases(checker, criteria, suppress=bool(criteria))
         ks = [c.k for c in criteria if isinstance(c, KAnonymity)]
         self.k = max(ks) if ks else None
         self._cells_term = cells_term

@@ -68,6 +68,16 @@ class SearchContext:
     # search's cube found it; KL divergence needs it, and it would otherwise cost a scan of the table
     cells_terms: dict[frozenset[str], float] = field(default_factory=dict)
     metrics_follow: bool = True  # the run computes utility metrics after the search (see WaveChecker.cells_term)
+    metrics_sensitive: list[str] = field(default_factory=list)  # the sensitive columns the metrics read (KL)
+    # the search's cube of the table's rows, carrying the columns the metrics read, kept for them: grouping it
+    # again costs less than joining the table with its dimensions once more (see steps.metrics_evaluator)
+    search_cube: WaveChecker | None = None
+
+    def keep_cube(self, checker: WaveChecker | None) -> None:
+        """Keep `checker` as the search's cube for the metrics (closing one kept before), or close the one kept."""
+        if self.search_cube is not None:
+            self.search_cube.close()
+        self.search_cube = checker
 
     def accepts(self, violating_tuples: int) -> bool:
         return violating_tuples <= self.max_suppressed
@@ -610,18 +620,31 @@ class Probe:
 
 @contextmanager
 def _probing(ctx: SearchContext, stats: SearchStats, progress_by_height: bool = True) -> Iterator[Probe]:
-    """A Probe over a cube built for the search, dropped at the end."""
+    """A Probe over a cube built for the search, dropped at the end, or kept for the metrics that follow where it
+    holds the table's rows (SearchContext.search_cube)."""
+    carry = [c for c in ctx.metrics_sensitive if c not in ctx.star.sensitive] if ctx.metrics_follow else []
     checker = WaveChecker(
-        db=ctx.db, conn=ctx.conn, star=ctx.star, run=ctx.run, from_table=not ctx.use_cube, criteria=ctx.criteria
+        db=ctx.db,
+        conn=ctx.conn,
+        star=ctx.star,
+        run=ctx.run,
+        from_table=not ctx.use_cube,
+        criteria=ctx.criteria,
+        carry=carry,
     )
+    kept = False
     try:
         probe = Probe(ctx, stats, checker, progress_by_height=progress_by_height)
         yield probe
         probe.write_progress(commit=False)  # the final figures, however few were written on the way
         if ctx.metrics_follow and checker.grouped:  # a cube of the table's rows would be grouped for it
             ctx.cells_terms[frozenset(ctx.star.sensitive)] = checker.cells_term()
+        kept = ctx.metrics_follow and checker.carrying() is not None
     finally:  # one commit: the lattice, the figures and the registry
-        checker.close()
+        if kept:
+            ctx.keep_cube(checker)
+        else:
+            checker.close()
         ctx.conn.commit()
         stats.statements += checker.statements
         stats.base_scans += checker.scans
