@@ -414,11 +414,13 @@ def analyze(
         else:
             result = run_search(job, ctx)
             nodes = result.minimal
+        searched = time.perf_counter()
         if node is not None and not ctx.max_suppressed:  # a node given may fail the criteria (analyze_nodes)
             add_metrics(job, ctx, result, nodes)
         population = population_star(job, ctx)
         tables = analyze_nodes(ctx, nodes, attribute, settings, result.metrics, job.sensitive, population, bayes)
-        report = AnalysisReport(attribute, settings, tables)
+        report = AnalysisReport(attribute, settings, tables, result.stats.seconds if node is None else 0.0)
+        report.analysis_seconds = time.perf_counter() - searched
         run.finish(report.summary())
     return report
 

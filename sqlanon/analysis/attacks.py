@@ -204,6 +204,8 @@ class AnalysisReport:
     sensitive: str
     settings: AnalysisSettings
     tables: list[TableAnalysis]
+    search_seconds: float = 0.0  # finding the minimal releases (0: the releases were given)
+    analysis_seconds: float = 0.0  # what followed: the releases analyzed
 
     @property
     def affected_tables(self) -> int:

@@ -271,9 +271,10 @@ class NodeReleases:
         return {int(node): float(total) for node, total in rows}
 
     def person_figures(self, thresholds: dict[str, float]) -> str:
-        """The Bayes-optimal audit's figures of each original cell q (a level-0 key), stored once: its tuples n,
-        its distinct values, the tuples of its values whose posterior is above 1 - delta (positive), and
-        whether some posterior of its values is below epsilon (negative) or breaches (rho1, rho2).
+        """The Bayes-optimal audit's figures of each original cell q (a level-0 key) holding several values,
+        stored once: its tuples n, its distinct values, the tuples of its values whose posterior is above
+        1 - delta (positive), and whether some posterior of its values is below epsilon (negative) or breaches
+        (rho1, rho2). A cell of one value is not stored: its figures follow from its size (see `bayes_sums`).
 
         The audit's adversary knows the table: the posterior of value s for a person with QI values q released in
         class q* is n(q*, s) f(s|q) / f(s|q*), normalized over the values of q* (the l-diversity paper's Theorem
@@ -283,9 +284,8 @@ class NodeReleases:
         disclosure). So the figures are a person's, computed once, and a node sums them over its released cells."""
         if self._persons is None:
             assert self.value is not None, "the Bayes audit reads the analyzed attribute's values"
-            # most original cells of a large table hold one person, so one value: their figures follow from their
-            # size (c = n), and only the cells holding several values are grouped by value (hospital 1M: three
-            # groupings of a million rows took 0.45 s, one and a few thousand cells' 0.2 s)
+            # most original cells of a large table hold one person, so one value: only the cells holding several
+            # values are grouped by value (hospital 1M: a few thousand of a million)
             keys, s, cube = self.keys, self.value, self.checker.ref
             # codes compared as they are, values as text: PostgreSQL has no MIN or MAX of a boolean (equal texts
             # are equal values; equal values of unequal texts, as -0.0 and 0.0, only take the longer way)
@@ -293,22 +293,19 @@ class NodeReleases:
             mixed = f"MIN({text}) < MAX({text}) OR (COUNT({s}) < COUNT(*) AND COUNT({s}) > 0)"
             sizes = self._store(
                 self._name("cell_sizes"),
-                f"SELECT {', '.join(keys)}, {count_sum('cnt')} AS n, CASE WHEN {mixed} THEN 1 ELSE 0 END AS mixed "
-                f"FROM {cube} GROUP BY {', '.join(keys)}",
+                f"SELECT {', '.join(keys)}, {count_sum('cnt')} AS n FROM {cube} GROUP BY {', '.join(keys)} "
+                f"HAVING {mixed}",
             )
             on = " AND ".join(f"z.{k} = v.{k}" for k in keys)
             cells = ", ".join(f"v.{k}" for k in keys)
             counts = (
                 f"SELECT {cells}, v.{s} AS s, {count_sum('v.cnt')} AS c, z.n FROM {cube} v JOIN {sizes} z ON {on} "
-                f"WHERE z.mixed = 1 GROUP BY {cells}, v.{s}, z.n"
+                f"GROUP BY {cells}, v.{s}, z.n"
             )
             positive, negative, breach = _disclosures(share("c", "n"), "c", "n")
-            alone = _disclosures(share("n", "n"), "n", "n")
             select = (
-                f"SELECT {', '.join(keys)}, n, 1 AS distinct_values, {alone[0]} AS positive, {alone[1]} AS negative, "
-                f"{alone[2]} AS breach FROM {sizes} WHERE mixed = 0 UNION ALL "
-                f"SELECT {', '.join(keys)}, n, COUNT(*), SUM({positive}), MAX({negative}), MAX({breach}) "
-                f"FROM ({counts}) w GROUP BY {', '.join(keys)}, n"
+                f"SELECT {', '.join(keys)}, n, COUNT(*) AS distinct_values, SUM({positive}) AS positive, "
+                f"MAX({negative}) AS negative, MAX({breach}) AS breach FROM ({counts}) w GROUP BY {', '.join(keys)}, n"
             )
             self._persons = self._store(self._name("persons"), select, thresholds)
             self.db.drop_table(self.conn, sizes)
@@ -316,15 +313,25 @@ class NodeReleases:
 
     def bayes_sums(self, batch: NodeBatch, thresholds: dict[str, float]) -> dict[int, tuple[int, int, int]]:
         """Per node of the batch: tuples with positive disclosure, with negative disclosure and with a (rho1, rho2)
-        breach, over its released persons (see `person_figures`)."""
+        breach, over its released persons (see `person_figures`).
+
+        Every released tuple is first counted as if its cell held one value: posterior 1, so positive (delta > 0),
+        negative only where its class shows other values, never a breach (rho2 < 1); each class's tuples are
+        read from the batch's classes. The cells holding several values then add the difference between their
+        figures and that, grouped to the nodes' classes: a few thousand cells, where every cell grouped to every
+        node cost more than the frequency sets."""
         persons = self.person_figures(thresholds)
         on = " AND ".join(f"c.{column} = q.{column}" for column in [NODE, *self.keys])
         rows = self.db.execute(
             self.conn,
             f"WITH released AS ({self._persons_by_class(persons, batch.nodes)}) "
-            f"SELECT c.{NODE}, COALESCE(SUM(q.positive * c.kept), 0), COALESCE(SUM(CASE WHEN c.kept = 1 AND "
-            "(q.negative = 1 OR c.distinct_values > q.distinct_values) THEN q.n ELSE 0 END), 0), "
-            f"COALESCE(SUM(q.breached * c.kept), 0) FROM released q JOIN {batch.classes} c ON {on} GROUP BY c.{NODE}",
+            f"SELECT {NODE}, COALESCE(SUM(positive), 0), COALESCE(SUM(negative), 0), COALESCE(SUM(breached), 0) "
+            f"FROM (SELECT c.{NODE}, c.n * c.kept AS positive, "
+            "CASE WHEN c.kept = 1 AND c.distinct_values > 1 THEN c.n ELSE 0 END AS negative, 0 AS breached "
+            f"FROM {batch.classes} c UNION ALL "
+            f"SELECT c.{NODE}, (q.positive - q.n) * c.kept, CASE WHEN c.kept = 1 AND q.negative = 0 "
+            "AND c.distinct_values <= q.distinct_values THEN -q.n ELSE 0 END, q.breached * c.kept "
+            f"FROM released q JOIN {batch.classes} c ON {on}) t GROUP BY {NODE}",
         ).all()
         self.statements += 1
         return {int(node): (int(p), int(n), int(b)) for node, p, n, b in rows}
