@@ -294,7 +294,8 @@ def _quasi_identifiers(raw: Any, base_dir: Path) -> list[QuasiIdentifier]:
             raise ConfigError(
                 f"quasi_identifiers.{column} needs exactly one of hierarchy: FILE or generate: {'|'.join(GENERATORS)}"
             )
-        options = {k: v for k, v in spec.items() if k not in ("hierarchy", "generate")}
+        # YAML reads the bare key of `null: unknown` as a null, not as the word: it can only mean the option
+        options = {"null" if k is None else k: v for k, v in spec.items() if k not in ("hierarchy", "generate")}
         if hierarchy is not None:
             if options:
                 raise ConfigError(f"quasi_identifiers.{column}: unknown key(s) {sorted(options)} next to hierarchy")

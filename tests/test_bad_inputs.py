@@ -367,6 +367,7 @@ CASES: dict[str, Case] = {
         _then(_sql("CREATE TABLE r1 AS SELECT * FROM people"), _release_series("r1", table="R1")),
     ),
     "sqlite-url": Case("config file", "is not supported", _set("source.url", "sqlite:///x.db")),
+    "duckdb-url-two-slashes": Case("config file", "three slashes", _set("source.url", "duckdb://db.duckdb")),
     # criteria and generator parameters
     "k-zero": Case("parameters", "k must be >= 1", _criteria(k_anonymity={"k": 0})),
     "k-negative": Case("parameters", "k must be >= 1", _criteria(k_anonymity={"k": -3})),
@@ -663,6 +664,11 @@ CASES: dict[str, Case] = {
         "data",
         "quasi-identifier column 'sex' is not in table 'fromcsv'",
         _then(_csv_source, lambda env: (env.folder / "people.csv").write_text("a;b\n1;2\n")),
+    ),
+    "csv-wrong-delimiter": Case(
+        "data",
+        "its delimiter is probably ';'",
+        _then(_csv_source, _set("source.csv_options", {"delimiter": ","})),
     ),
     # tables sqlanon must not touch
     "output-is-source": Case("tables", "is the source table", _set("output.table", "people")),

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from sqlanon import load_job
 from sqlanon.backends import normalize_url
 from sqlanon.errors import ConfigError, HierarchyError
 from sqlanon.model.hierarchies import generate_hierarchy
@@ -113,6 +114,23 @@ def test_generated_hierarchies_map_nulls_with_a_label(tmp_path: Path):
     assert ("unknown" in ages) if level in (1, 2) else (None in ages if level == 0 else ages == {"*"})
 
 
+def test_the_null_option_written_bare_in_yaml_is_the_option(tmp_path: Path):
+    """YAML reads `null: unknown` as a key that is null, not the word; the job reads it as the option."""
+    (tmp_path / "job.yaml").write_text(
+        textwrap.dedent(
+            """\
+            source: {url: "duckdb:///db.duckdb", table: people}
+            quasi_identifiers:
+              age: {generate: intervals, widths: [10], null: unknown}
+            criteria: {k_anonymity: {k: 2}}
+            """
+        )
+    )
+    [qi] = load_job(tmp_path / "job.yaml").quasi_identifiers
+    assert qi.options == {"widths": [10], "null": "unknown"}
+    assert ("", "unknown", "*") in generate_hierarchy("age", qi.generate or "", qi.options, ["5", "15"]).paths
+
+
 def test_generator_null_label_and_mask_width_are_checked():
     paths = generate_hierarchy("zip", "mask", {"width": 5, "null": "unknown"}, ["2134", "13053"]).paths
     assert ("2134", "0213*", "021**", "02***", "0****", "*") in paths  # leading zero restored
@@ -173,6 +191,16 @@ def test_postgres_urls_are_accepted_and_other_schemes_named(tmp_path: Path):
     assert normalize_url("postgresql+psycopg://u@h/db", tmp_path) == "postgresql+psycopg://u@h/db"
     with pytest.raises(ConfigError, match=r"'mysql' is not supported; use one of duckdb:///file.duckdb"):
         normalize_url("mysql://u@h/db", tmp_path)
+
+
+def test_a_duckdb_url_with_two_slashes_says_how_to_write_it(tmp_path: Path):
+    """duckdb://file.duckdb reads the file as a host: one line naming the three-slash form, exit 2."""
+    with pytest.raises(ConfigError, match=r"three slashes, duckdb:///adult.duckdb"):
+        normalize_url("duckdb://adult.duckdb", tmp_path)
+    config = write_config(tmp_path)
+    result = run("search", str(config), "--db", "duckdb://adult.duckdb")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "duckdb:///adult.duckdb" in result.output and len(result.output.strip().splitlines()) == 1
 
 
 def test_a_duckdb_file_held_by_another_process_names_it_and_its_progress(tmp_path: Path):

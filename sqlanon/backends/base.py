@@ -566,12 +566,22 @@ class Database:
         if not path.is_file():
             raise DataError(f"CSV file not found: {path}")
         read_sql, params = read_csv_sql(path, options)
-        self._load_csv(conn, read_sql, params, path, ref, temporary)
+        columns = described_csv(read_sql, params, path)
+        _check_delimiter(path, columns)
+        self._load_csv(conn, read_sql, params, path, ref, temporary, columns)
         return self.count_rows(conn, ref)
 
     def _load_csv(
-        self, conn: Connection, read_sql: str, params: dict[str, Any], path: Path, ref: str, temporary: bool
+        self,
+        conn: Connection,
+        read_sql: str,
+        params: dict[str, Any],
+        path: Path,
+        ref: str,
+        temporary: bool,
+        columns: list[tuple[str, str]],
     ) -> None:
+        """Create `ref` from the file; `columns`: (name, DuckDB type) as DuckDB reads it (`described_csv`)."""
         raise NotImplementedError
 
     def read_parquet(self, conn: Connection, path: Path, name: str) -> None:
@@ -622,6 +632,44 @@ def read_csv_sql(path: Path, options: dict[str, Any]) -> tuple[str, dict[str, An
         args.append(f"{CSV_OPTIONS[key]} = :csv_opt{i}")
         params[f"csv_opt{i}"] = value
     return f"SELECT * FROM read_csv({', '.join(args)})", params
+
+
+def duckdb_query(read_sql: str, params: dict[str, Any]) -> tuple[str, list[Any]]:
+    """`read_sql` (SQLAlchemy's :name parameters) for DuckDB's own driver: ? placeholders and their values."""
+    names = sorted(params, key=read_sql.index)
+    query = read_sql
+    for name in names:
+        query = query.replace(f":{name}", "?", 1)
+    return query, [params[name] for name in names]
+
+
+def described_csv(read_sql: str, params: dict[str, Any], path: Path) -> list[tuple[str, str]]:
+    """(name, type) of each column of the CSV file as DuckDB reads it with the job's options (a sample of the
+    file, in an in-memory DuckDB: whatever database the rows go to, the file is checked before anything is made)."""
+    import duckdb
+
+    reader = duckdb.connect()
+    try:
+        query, values = duckdb_query(read_sql, params)
+        described = csv_errors(lambda: reader.execute(f"DESCRIBE {query}", values).fetchall(), path)
+        return [(str(name), str(kind)) for name, kind, *_ in described]
+    finally:
+        reader.close()
+
+
+def _check_delimiter(path: Path, columns: list[tuple[str, str]]) -> None:
+    """A file read as one column whose name holds another delimiter was read with the wrong one: every row
+    would load as one text, and the job would find none of its columns."""
+    if len(columns) != 1:
+        return
+    name = columns[0][0]
+    for delimiter, shown in ((";", ";"), (",", ","), ("\t", "\\t"), ("|", "|")):
+        if delimiter in name:
+            raise DataError(
+                f"CSV file {path} reads as one column, {name[:60]!r}, whose name holds {shown!r}: its delimiter is "
+                f"probably {shown!r}; set it in source.csv_options (delimiter: {shown!r}), or --option "
+                f"delimiter={shown} of sqlanon load, or leave the delimiter out to let it be detected"
+            )
 
 
 def csv_errors(action: Callable[[], _T], path: Path) -> _T:

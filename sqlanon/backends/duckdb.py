@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.sql import Executable
 
+from ..errors import ConfigError
 from .base import TEXT_PARAMETER, ColumnKind, Database, csv_errors, driver_connection, quote_literal
 
 UNNEST_ROWS = 200  # up to this many rows, an insert binds one list per column (see DuckDB._insert)
@@ -40,6 +41,12 @@ class DuckDB(Database):
 
     @classmethod
     def canonical_url(cls, url: str, parsed: URL, base_dir: Path) -> str:
+        if parsed.host:  # duckdb://file.duckdb: the file read as a server's name, the database left empty
+            path = "/".join(part for part in (parsed.host, parsed.database) if part)
+            raise ConfigError(
+                f"database URL {url!r} names a host ({parsed.host!r}), and DuckDB has none: a DuckDB file takes "
+                f"three slashes, duckdb:///{path} (relative to the job file) or duckdb:////absolute/path"
+            )
         db = parsed.database or ":memory:"
         if db != ":memory:" and not Path(db).is_absolute():
             parsed = parsed.set(database=str((base_dir / db).resolve()))
@@ -189,7 +196,14 @@ class DuckDB(Database):
         )
 
     def _load_csv(
-        self, conn: Connection, read_sql: str, params: dict[str, Any], path: Path, ref: str, temporary: bool
+        self,
+        conn: Connection,
+        read_sql: str,
+        params: dict[str, Any],
+        path: Path,
+        ref: str,
+        temporary: bool,
+        columns: list[tuple[str, str]],
     ) -> None:
         create = "CREATE TEMP TABLE" if temporary else "CREATE TABLE"
         with self._any_row_order(conn):

@@ -15,7 +15,7 @@ from sqlalchemy.engine import URL, Connection
 
 from ..errors import ConfigError, DataError
 from . import postgres_routines
-from .base import ColumnKind, Database, StoreSpelling, csv_errors, driver_connection
+from .base import ColumnKind, Database, StoreSpelling, csv_errors, driver_connection, duckdb_query
 
 #: PostgreSQL truncates longer identifiers (NAMEDATALEN - 1), so two long names could be one table
 PG_MAX_NAME_BYTES = 63
@@ -326,19 +326,22 @@ class PostgreSQL(Database):
         self._insert(conn, ref, ", ".join(self.q(c) for c in columns), columns, rows)
 
     def _load_csv(
-        self, conn: Connection, read_sql: str, params: dict[str, Any], path: Path, ref: str, temporary: bool
+        self,
+        conn: Connection,
+        read_sql: str,
+        params: dict[str, Any],
+        path: Path,
+        ref: str,
+        temporary: bool,
+        columns: list[tuple[str, str]],
     ) -> None:
         """COPY from a normalized copy of the file that DuckDB writes (DuckDB reads it, as on DuckDB)."""
         import duckdb
 
         reader = duckdb.connect()
         try:
-            duck_params = [params[k] for k in sorted(params, key=read_sql.index)]
-            query = read_sql
-            for k in sorted(params, key=read_sql.index):
-                query = query.replace(f":{k}", "?", 1)
-            described = csv_errors(lambda: reader.execute(f"DESCRIBE {query}", duck_params).fetchall(), path)
-            cols = ", ".join(f"{self.q(name)} {PG_TYPES.get(str(typ), 'text')}" for name, typ, *_ in described)
+            query, duck_params = duckdb_query(read_sql, params)
+            cols = ", ".join(f"{self.q(name)} {PG_TYPES.get(typ, 'text')}" for name, typ in columns)
             with tempfile.TemporaryDirectory() as tmpdir:
                 normalized = os.path.join(tmpdir, "data.csv")
                 csv_errors(

@@ -301,7 +301,14 @@ class Spark(Database):
         _PARQUET_VIEWS.add(name.lower())
 
     def _load_csv(
-        self, conn: Connection, read_sql: str, params: dict[str, Any], path: Path, ref: str, temporary: bool
+        self,
+        conn: Connection,
+        read_sql: str,
+        params: dict[str, Any],
+        path: Path,
+        ref: str,
+        temporary: bool,
+        columns: list[tuple[str, str]],
     ) -> None:
         """Spark reads the file itself (in parallel, on a cluster from shared storage); a source loaded for good
         is a Parquet table, one loaded for a run a cached temporary view."""
