@@ -442,7 +442,11 @@ def prepare_source(db: Database, conn: Connection, job: Job, ownership: Ownershi
         load_table(db, conn, ownership, src.csv, src.csv_options, source)  # in the caller's transaction
         return source
     owned = ownership.owned(conn, source)
-    reload = f"sqlanon load {src.csv} --table {src.table}{' --schema ' + src.schema if src.schema else ''} --replace"
+    delimiter = src.csv_options.get("delimiter", src.csv_options.get("delim", src.csv_options.get("sep")))
+    reload = (
+        f"sqlanon load {src.csv} --table {src.table}{' --schema ' + src.schema if src.schema else ''}"
+        f"{f' --delimiter {delimiter!r}' if delimiter else ''} --db URL --replace"  # the URL may hold a password
+    )
     if owned is None or owned.kind != "source":
         raise DataError(
             f"table {str(source)!r} already exists and sqlanon did not load it from {src.csv.name}; "

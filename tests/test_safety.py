@@ -221,8 +221,10 @@ def test_a_csv_source_is_loaded_once_and_never_over_a_users_table(tmp_path: Path
     assert _rows(url, "SELECT COUNT(*) FROM adult WHERE age = 39 AND race <> 'Other'") == [(0,)]
     with engine.begin() as conn:  # 10 rows more: no longer the loaded table
         conn.exec_driver_sql("INSERT INTO adult SELECT * FROM adult LIMIT 10")
-    with pytest.raises(DataError, match="changed since; reload it with: sqlanon load"):
+    with pytest.raises(DataError, match="changed since; reload it with: sqlanon load") as changed:
         search(job)
+    assert "--table adult --delimiter ';' --db URL --replace" in str(changed.value)  # the file read as the job reads it
+    assert url not in str(changed.value)
     with engine.begin() as conn:  # the user's own table of that name
         conn.exec_driver_sql("DROP TABLE adult")
         conn.exec_driver_sql("CREATE TABLE adult AS SELECT 1 AS mine")

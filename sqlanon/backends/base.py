@@ -667,8 +667,8 @@ def _check_delimiter(path: Path, columns: list[tuple[str, str]]) -> None:
         if delimiter in name:
             raise DataError(
                 f"CSV file {path} reads as one column, {name[:60]!r}, whose name holds {shown!r}: its delimiter is "
-                f"probably {shown!r}; set it in source.csv_options (delimiter: {shown!r}), or --option "
-                f"delimiter={shown} of sqlanon load, or leave the delimiter out to let it be detected"
+                f"probably {shown!r}; set it in source.csv_options (delimiter: {shown!r}) or with sqlanon load "
+                f"--delimiter, or leave the delimiter out to let it be detected"
             )
 
 
