@@ -98,7 +98,7 @@ class JobRegistry:
         _refuse_file_access(config)
         files = _rewrite_files(config, read)
         with stored_files(_stored_files(files)):
-            self._check_outputs(job_from_dict(config, STORED_ROOT, default_name=name))
+            self._check_outputs(job_from_dict(_on_database(config, self.data.url), STORED_ROOT, default_name=name))
         with self.db.begin() as conn:
             self.store.call(
                 conn,
@@ -154,7 +154,7 @@ class JobRegistry:
         _refuse_file_access(config)  # stored rows are data: checked again, whoever wrote them
         _check_file_references(name, config, files)
         with stored_files(_stored_files(files)):
-            job = job_from_dict(config, STORED_ROOT, default_name=name)
+            job = job_from_dict(_on_database(config, db_url), STORED_ROOT, default_name=name)
             yield replace(job, name=name).with_url(db_url)  # runs are recorded under the registered name
 
     def _check_registrant(self, conn: Connection, name: str, registrant: str | None) -> None:
@@ -296,6 +296,15 @@ def opened_registry(db_url: str, schema: str) -> Iterator[JobRegistry]:
         yield JobRegistry(db.metadata, schema, db)  # sqlanon's own tables: in the metadata store
     finally:
         db.dispose()
+
+
+def _on_database(config: dict[str, Any], url: str) -> dict[str, Any]:
+    """The config as it reads on the database it is registered in: a registered job runs there whatever its
+    source.url says, so the URL may be left out (the stored config keeps what was given)."""
+    source = config.get("source")
+    if isinstance(source, dict) and source.get("url") is None:
+        return {**config, "source": {**source, "url": url}}
+    return config
 
 
 def _refuse_file_access(config: dict[str, Any]) -> None:
