@@ -19,6 +19,7 @@ from sqlanon.backends import normalize_url
 from sqlanon.errors import ConfigError, HierarchyError
 from sqlanon.model.hierarchies import generate_hierarchy
 
+from .conftest import ADULT_QIS
 from .test_cli import _expect_error, run, with_holes, write_config
 
 
@@ -90,6 +91,23 @@ def test_csv_output_is_safe_to_open_in_a_spreadsheet(tmp_path: Path):
         7,
         "",
     ]  # numbers stay numbers
+
+
+def test_figures_read_alike_in_every_table_and_stay_raw_in_csv(tmp_path: Path):
+    """Whole numbers with thousands separators (an integral float too), others to 3 significant digits, never in
+    exponent form from 1,000 up; CSV keeps the numbers as they are."""
+    from sqlanon.cli import _shown_number
+
+    shown = [_shown_number(v) for v in (55645460, 30162.0, 1005.4, 201.1, 10.49, 0.1938, 0, None, float("nan"))]
+    assert shown == ["55,645,460", "30,162", "1,005", "201", "10.5", "0.194", "0", "-", "nan"]
+    config = write_config(tmp_path)
+    table = run("anonymize", str(config), "--replace").stdout
+    assert "30,162 rows" in table and "e+0" not in table
+    rest = [c for c in ADULT_QIS if c not in ("sex", "age", "race", "occupation")]
+    config = write_config(tmp_path, sensitive=["occupation"], insensitive=rest)
+    analysis = run("analyze", str(config), "--format", "csv").stdout
+    rows = list(csv.DictReader(io.StringIO(analysis)))
+    assert rows and all("," not in row["rows"] and float(row["rows"]) > 0 for row in rows)
 
 
 def test_generated_hierarchies_map_nulls_with_a_label(tmp_path: Path):

@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -510,10 +510,7 @@ def inference_command(
 
 
 def _print_inference(report: InferenceReport, job: Job, fmt: str) -> None:
-    entropy = [
-        [e.name, str(e.persons), _shown_number(e.alone), _shown_number(e.together), f"{e.drop:.1%}"]
-        for e in report.entropy
-    ]
+    entropy = [[e.name, e.persons, e.alone, e.together, f"{e.drop:.1%}"] for e in report.entropy]
     _print_rows(
         "H(S | I) in nats, each release alone and all releases together (the same persons)",
         ["release", "persons", "alone", "together", "lower by"],
@@ -544,10 +541,7 @@ def _print_inference(report: InferenceReport, job: Job, fmt: str) -> None:
         _print_rows(
             f"{count} {kind} disclosure(s) ({rule}){more}",
             ["person", "value", "P", "alone", "releases"],
-            [
-                [d["pseudonym"], d["value"], _shown_number(d["probability"]), _shown_number(d["alone"]), d["releases"]]
-                for d in listed
-            ],
+            [[d["pseudonym"], d["value"], d["probability"], d["alone"], d["releases"]] for d in listed],
             fmt,
         )
     if report.table:
@@ -577,18 +571,16 @@ def _print_analysis(report: AnalysisReport, fmt: str) -> None:
         [getattr(t, name) for name in ANALYSIS_COLUMNS] + [t.disclosed_by_background[b] for b in backgrounds]
         for t in report.tables
     ]
-    if fmt == "csv":
-        _write_csv(header, raw)
-        return
-    rows = [[value if isinstance(value, str) else _shown_number(value) for value in row] for row in raw]
     settings = report.settings
     _print_rows(
         f"attacks on {report.sensitive} and re-identification risk (near-homogeneous: top value >= "
         f"{settings.near:.0%} of a class; at risk: risk above {settings.risk_threshold})",
         header,
-        rows,
+        raw,
         fmt,
     )
+    if fmt == "csv":
+        return
     summary = report.summary()
     out.print(
         f"{summary['affected_tables']} of {summary['tables']} release(s) have homogeneous classes; on "
@@ -602,12 +594,7 @@ def _print_analysis(report: AnalysisReport, fmt: str) -> None:
             "marketer: expected share of records re-identified)",
             ["release", "journalist max risk", "journalist at risk", "marketer risk"],
             [
-                [
-                    t.label,
-                    _shown_number(t.journalist_highest_risk),
-                    _shown_number(t.journalist_records_at_risk),
-                    _shown_number(t.marketer_risk),
-                ]
+                [t.label, t.journalist_highest_risk, t.journalist_records_at_risk, t.marketer_risk]
                 for t in report.tables
             ],
             fmt,
@@ -616,7 +603,7 @@ def _print_analysis(report: AnalysisReport, fmt: str) -> None:
         _print_rows(
             "Bayes-optimal audit, the table itself as the prior (tuples)",
             ["release", "positive disclosure", "negative disclosure", "(rho1, rho2) breach"],
-            [[t.label, *(str(v) for v in t.bayes.values())] for t in report.tables],
+            [[t.label, *t.bayes.values()] for t in report.tables],
             fmt,
         )
     for t in report.tables:
@@ -627,7 +614,7 @@ def _print_analysis(report: AnalysisReport, fmt: str) -> None:
         _print_rows(
             "utility (DM*, AECS and loss as ARX defines them)",
             ["release"] + names,
-            [[t.label] + [_shown_number(t.utility.get(n)) for n in names] for t in report.tables],
+            [[t.label] + [t.utility.get(n) for n in names] for t in report.tables],
             fmt,
         )
 
@@ -1111,7 +1098,7 @@ def _node_rows(result: SearchResult, nodes: list[tuple[int, ...]]) -> tuple[list
     return [*result.qi, "height", *metrics], rows
 
 
-def _write_csv(header: list[str], rows: list[list[Any]]) -> None:
+def _write_csv(header: list[str], rows: Sequence[Sequence[Any]]) -> None:
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow([_cell(name) for name in header])
     writer.writerows([_cell(value) for value in row] for row in rows)
@@ -1138,17 +1125,18 @@ def _plain_number(text: str) -> bool:
         return False
 
 
-def _print_rows(title: str, header: list[str], rows: list[list[str]], fmt: str) -> None:
-    """Rows as a table, or as CSV."""
+def _print_rows(title: str, header: list[str], rows: Sequence[Sequence[Any]], fmt: str) -> None:
+    """Rows as a table (numbers as `_shown_number` writes them, right-aligned), or as CSV (numbers as they are)."""
     if fmt == "csv":
         _write_csv(header, rows)
         return
     out.print(title, highlight=False, soft_wrap=True)  # a line of its own: a title wider than the table wraps
     table = Table()
-    for column in header:
-        table.add_column(column)
+    numeric = [all(not isinstance(row[i], str) for row in rows) for i in range(len(header))] if rows else []
+    for column, right in zip(header, numeric or [False] * len(header)):
+        table.add_column(column, justify="right" if right else "left")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(value if isinstance(value, str) else _shown_number(value) for value in row))
     out.print(table)
 
 
@@ -1271,8 +1259,8 @@ def _print_search(result: SearchResult) -> None:
     s = result.stats
     suppression = f", at most {result.max_suppressed} tuples suppressed" if result.max_suppressed else ""
     out.print(
-        f"run {result.run_id} ({result.strategy}): {s.nodes_checked} nodes checked, {s.rollups} roll-ups, "
-        f"{s.base_scans} base scan(s), {s.seconds:.2f} s over {result.rows} rows{suppression}"
+        f"run {result.run_id} ({result.strategy}): {s.nodes_checked:,} nodes checked, {s.rollups:,} roll-ups, "
+        f"{s.base_scans} base scan(s), {s.seconds:.2f} s over {result.rows:,} rows{suppression}"
     )
 
 
@@ -1323,9 +1311,17 @@ METRIC_HEADERS = {
 
 
 def _shown_number(value: Any) -> str:
+    """A figure as the tables show it: whole numbers with thousands separators (a float that is one too), others to
+    3 significant digits, from 1,000 up without a fraction (never in exponent form there); None as -."""
     if value is None:
         return "-"
-    return str(value) if isinstance(value, int) else f"{value:.3g}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, int) or (value.is_integer() and abs(value) < 1e15):
+        return f"{int(value):,}"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
 AUDIT_COLUMNS = ["criterion", "parameters", "figure", "value", "holds", "violating_classes", "violating_tuples"]
@@ -1349,7 +1345,7 @@ def _audit_rows(report: AuditReport) -> list[list[Any]]:
 
 def _print_audit(table_name: str, report: AuditReport) -> None:
     table = Table(
-        title=f"{table_name}: {report.rows} rows in {report.classes} classes, smallest {report.min_class_size}"
+        title=f"{table_name}: {report.rows:,} rows in {report.classes:,} classes, smallest {report.min_class_size:,}"
     )
     for column in ("criterion", "parameters", "worst class", "holds", "violating classes", "violating tuples"):
         table.add_column(column)
@@ -1361,8 +1357,8 @@ def _print_audit(table_name: str, report: AuditReport) -> None:
             params,
             figure,
             "yes" if c.holds else "[bold red]NO[/]",
-            str(c.violating_classes),
-            str(c.violating_tuples),
+            _shown_number(c.violating_classes),
+            _shown_number(c.violating_tuples),
         )
     out.print(table)
     if report.suppressed is not None:
@@ -1380,8 +1376,8 @@ def _print_anonymized(result: AnonymizeResult) -> None:
     _print_metrics(result.search, [result.node])
     suppressed = f", {result.suppressed} tuples suppressed" if result.search.max_suppressed else ""
     out.print(
-        f"wrote [bold]{result.output}[/]: node ({node}) chosen by {result.selection}, {audit_report.rows} rows "
-        f"in {audit_report.classes} classes, smallest class {audit_report.min_class_size}{suppressed}; "
+        f"wrote [bold]{result.output}[/]: node ({node}) chosen by {result.selection}, {audit_report.rows:,} rows "
+        f"in {audit_report.classes:,} classes, smallest class {audit_report.min_class_size:,}{suppressed}; "
         f"audit: {checks}"
     )
     if result.preview:
