@@ -220,6 +220,7 @@ def test_means_instead_of_ranges(duck_url: str, tmp_path: Path) -> None:
     partition(job_from_dict(_config(duck_url, tmp_path, {"k_anonymity": {"k": 4}}, numeric="mean")))
     ages = {r[0] for r in _published(duck_url)}
     assert all("[" not in a and float(a) >= 20 for a in ages)
+    assert all(len(a.split(".")[1]) == 1 for a in ages)  # an integer column's mean: one decimal
 
 
 def _cli_error(tmp_path: Path, config: dict, expected: str, url: str) -> None:

@@ -64,6 +64,7 @@ MAX_ROUNDS = 200
 # partitions have multiplied by SORT_GROWTH since the last sort (a sort costs about one round's figures). Between
 # sorts a partition's rows stay within its ancestor's range: a join keeps the order in which it reads the rows
 SORT_GROWTH = 256
+MEAN_DECIMALS_OF_INTEGERS, MEAN_DECIMALS = 1, 4  # a published mean (numeric: mean), rounded
 WIDE_CUTS = 3  # from this many QIs to cut in a round, its parts are counted in one join (Mondrian._counted_parts)
 
 Column = sa.ColumnElement[Any]
@@ -677,8 +678,9 @@ class Mondrian:
             if j in self.with_nulls:
                 return case((and_(p.c[f"lev{j}"] == 0, n.c.label == ""), sa.null()), else_=n.c.label)
             return n.c.label
-        if mean:
-            return sa.cast(g.c[f"mean{j}"], sa.String)
+        if mean:  # one digit finer than whole numbers; other numbers to 4 decimals (same text on every database)
+            places = MEAN_DECIMALS_OF_INTEGERS if qi.kind.integer else MEAN_DECIMALS
+            return sa.cast(func.round(sa.cast(g.c[f"mean{j}"], sa.Numeric(38, 10)), places), sa.String)
         low, high = g.c[f"low{j}"], g.c[f"high{j}"]
         bracket = sa.literal("[") + _number_text(low) + sa.literal("-") + _number_text(high) + sa.literal("]")
         return case((low == high, _number_text(low)), else_=bracket)
