@@ -110,6 +110,22 @@ def test_figures_read_alike_in_every_table_and_stay_raw_in_csv(tmp_path: Path):
     assert rows and all("," not in row["rows"] and float(row["rows"]) > 0 for row in rows)
 
 
+def test_analyze_explains_each_figure_and_fits_120_columns(tmp_path: Path):
+    """Every figure of `analyze` has a meaning under its table and in --help, and no line is wider than a
+    120-column terminal (the widest release label of the Adult job with 9 QIs)."""
+    rest = [c for c in ADULT_QIS if c not in ("sex", "age", "race", "education", "occupation")]
+    qis = {q: {"hierarchy": f"hierarchies/{q}.csv"} for q in ("sex", "age", "race", "education")}
+    config = write_config(tmp_path, quasi_identifiers=qis, sensitive=["occupation"], insensitive=rest)
+    result = run("analyze", str(config))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 120
+    for meaning in ("homogeneity attack", "re-identification risk is 1 / its class's size", "no flaw of the release"):
+        assert meaning in " ".join(line.strip() for line in lines)
+    help_text = run("analyze", "--help").output
+    assert "negative: tuples of persons" in help_text and "loss: normalized certainty penalty" in help_text
+
+
 def test_generated_hierarchies_map_nulls_with_a_label(tmp_path: Path):
     with_holes(tmp_path, "age", "race = 'Other'")
     source = {"url": "duckdb:///adult.duckdb", "table": "holes"}

@@ -10,6 +10,7 @@ import math
 import os
 import shutil
 import sys
+import textwrap
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -355,7 +356,97 @@ def _parse_node(text: str) -> tuple[int, ...]:
         raise SqlanonError(f"--node {text!r}: give one whole-number level per quasi-identifier, e.g. 0,1,2") from None
 
 
-@main.command("analyze")
+#: each figure of `analyze`, one line (shown under its table and in `analyze --help`): {s} the attribute, {near},
+#: {risk}, {delta}, {epsilon}, {rho1}, {rho2} the settings
+FIGURES = {
+    "attacks": {
+        "classes": "equivalence classes released",
+        "homog. classes, tuples": "classes whose tuples all show one {s} value, and their tuples: knowing that "
+        "a person is in one tells their value (homogeneity attack)",
+        "near classes, tuples": "classes where one {s} value holds at least {near} of the tuples, and their tuples",
+        "disclosed b=N": "tuples whose value an adversary learns after ruling out N other values of their class "
+        "(background knowledge attack)",
+    },
+    "risk": {
+        "rows, supp": "tuples released, and tuples suppressed (left out, or masked)",
+        "max risk, avg risk": "a record's re-identification risk is 1 / its class's size (an adversary who knows "
+        "the person is in the table): the highest, and the average over records",
+        "at risk": "records whose risk is above {risk}",
+        "unique": "share of records alone in their class",
+    },
+    "bayes": {
+        "positive": "tuples whose true value has a posterior above 1 - {delta}",
+        "negative": "tuples of persons for whom some value their class shows has a posterior below {epsilon}: "
+        "this adversary knows the whole table, so everyone whose cell of the original table holds one value learns "
+        "that the other values of their class are not theirs; high wherever classes hold several values, and no "
+        "flaw of the release by itself",
+        "breach": "tuples whose value's prior is below {rho1} and posterior above {rho2}, or the mirror",
+    },
+    "utility": {
+        "precision": "Sweeney's Prec: 1 - the average share of each QI's hierarchy height used (1: none generalized)",
+        "classes": "equivalence classes released",
+        "discernibility, dm_star": "sum of the squared class sizes plus the table's rows for each suppressed tuple; "
+        "DM* (ARX): every class counts its squared size, suppressed ones too",
+        "aecs": "average class size, the suppressed tuples as one class (ARX)",
+        "kl_divergence": "KL divergence of the (QI, sensitive) distribution a reader estimates from the release "
+        "(spread evenly under each generalized value) from the table's (0: the same)",
+        "loss": "normalized certainty penalty (ARX): per tuple and QI, (leaves under its value - 1) / (leaves of "
+        "the hierarchy - 1), 1 when suppressed, averaged",
+    },
+}
+
+
+def _figure_lines(kind: str, **settings: Any) -> list[str]:
+    """The one-line meanings of a table's figures."""
+    return [f"{name}: {meaning.format(**settings)}" for name, meaning in FIGURES[kind].items()]
+
+
+def _analysis_settings(report: AnalysisReport, bayes: BayesSettings) -> dict[str, Any]:
+    settings = report.settings
+    return {
+        "s": report.sensitive,
+        "near": f"{settings.near:.0%}",
+        "risk": settings.risk_threshold,
+        "delta": bayes.delta,
+        "epsilon": bayes.epsilon,
+        "rho1": bayes.rho1,
+        "rho2": bayes.rho2,
+    }
+
+
+LEGEND_WIDTH = 118  # within a 120-column terminal
+
+
+def _legend(kind: str, settings: dict[str, Any]) -> None:
+    """A table's figures, one meaning each, wrapped to LEGEND_WIDTH."""
+    for line in _figure_lines(kind, **settings):
+        wrapped = textwrap.fill(line, LEGEND_WIDTH, initial_indent="  ", subsequent_indent="    ")
+        out.print(wrapped, style="dim", highlight=False, soft_wrap=True)
+
+
+def _analysis_epilog() -> str:
+    """`analyze --help`'s list of what each figure means, by table (click keeps a paragraph after \\b as written)."""
+    generic = {
+        "s": "sensitive",
+        "near": "--near",
+        "risk": "--risk-threshold",
+        "delta": "--delta",
+        "epsilon": "--epsilon",
+        "rho1": "rho1",
+        "rho2": "rho2",
+    }
+    titles = {"attacks": "Attacks", "risk": "Risk", "bayes": "Bayes-optimal audit", "utility": "Utility"}
+    paragraphs = []
+    for kind, title in titles.items():
+        lines = [
+            textwrap.fill(line, 76, initial_indent="  ", subsequent_indent="    ")
+            for line in _figure_lines(kind, **generic)
+        ]
+        paragraphs.append("\b\n" + f"{title}:\n" + "\n".join(lines))
+    return "What each figure means (also under each table):\n\n" + "\n\n".join(paragraphs)
+
+
+@main.command("analyze", epilog=_analysis_epilog())
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--node", "node_text", metavar="0,1,...", help="Analyze this node (default: every minimal node).")
 @click.option("--table", default=None, help="Analyze this published table instead of the lattice.")
@@ -448,7 +539,7 @@ def analyze_command(
     if fmt == "json":
         print(json.dumps(report.to_dict()))
     else:
-        _print_analysis(report, fmt)
+        _print_analysis(report, bayes, fmt)
     over = report.exceeds(max_risk, max_homogeneous)
     if over and fmt == "table":
         err.print("[bold red]over the limits:[/] " + "; ".join(over), highlight=False, soft_wrap=True)
@@ -564,23 +655,30 @@ ANALYSIS_COLUMNS = {
 }
 
 
-def _print_analysis(report: AnalysisReport, fmt: str) -> None:
+def _print_analysis(report: AnalysisReport, bayes: BayesSettings, fmt: str) -> None:
     backgrounds = sorted(report.tables[0].disclosed_by_background) if report.tables else []
-    header = list(ANALYSIS_COLUMNS.values()) + [f"disclosed b={b}" for b in backgrounds]
-    raw = [
-        [getattr(t, name) for name in ANALYSIS_COLUMNS] + [t.disclosed_by_background[b] for b in backgrounds]
-        for t in report.tables
-    ]
-    settings = report.settings
+    if fmt == "csv":  # one row per release with every figure (the table's names, as before)
+        header = list(ANALYSIS_COLUMNS.values()) + [f"disclosed b={b}" for b in backgrounds]
+        raw = [
+            [getattr(t, name) for name in ANALYSIS_COLUMNS] + [t.disclosed_by_background[b] for b in backgrounds]
+            for t in report.tables
+        ]
+        _write_csv(header, raw)
+        return
+    settings = _analysis_settings(report, bayes)
     _print_rows(
-        f"attacks on {report.sensitive} and re-identification risk (near-homogeneous: top value >= "
-        f"{settings.near:.0%} of a class; at risk: risk above {settings.risk_threshold})",
-        header,
-        raw,
+        f"attacks on {report.sensitive}",
+        ["release", "classes", "homog.\nclasses", "homog.\ntuples", "near\nclasses", "near\ntuples"]
+        + [f"disclosed\nb={b}" for b in backgrounds],
+        [
+            [t.label, t.classes, t.homogeneous_classes, t.homogeneous_tuples]
+            + [t.nearly_homogeneous_classes, t.nearly_homogeneous_tuples]
+            + [t.disclosed_by_background[b] for b in backgrounds]
+            for t in report.tables
+        ],
         fmt,
     )
-    if fmt == "csv":
-        return
+    _legend("attacks", settings)
     summary = report.summary()
     out.print(
         f"{summary['affected_tables']} of {summary['tables']} release(s) have homogeneous classes; on "
@@ -588,6 +686,19 @@ def _print_analysis(report: AnalysisReport, fmt: str) -> None:
         f"{summary['average_homogeneous_tuples']:.3g} tuples per release",
         highlight=False,
     )
+    for t in report.tables:
+        if t.revealed_values:
+            out.print(f"{t.label}: homogeneous classes reveal {', '.join(t.revealed_values)}", highlight=False)
+    _print_rows(
+        "re-identification risk",
+        ["release", "rows", "supp", "max risk", "avg risk", "at risk", "unique"],
+        [
+            [t.label, t.rows, t.suppressed, t.highest_risk, t.average_risk, t.records_at_risk, t.unique_share]
+            for t in report.tables
+        ],
+        fmt,
+    )
+    _legend("risk", settings)
     if any(t.marketer_risk is not None for t in report.tables):
         _print_rows(
             "against the population table (journalist: risk 1 / the class's size in the population; "
@@ -601,22 +712,21 @@ def _print_analysis(report: AnalysisReport, fmt: str) -> None:
         )
     if any(t.bayes for t in report.tables):
         _print_rows(
-            "Bayes-optimal audit, the table itself as the prior (tuples)",
-            ["release", "positive disclosure", "negative disclosure", "(rho1, rho2) breach"],
+            "Bayes-optimal audit, the table itself as the adversary's knowledge (tuples)",
+            ["release", "positive", "negative", "breach"],
             [[t.label, *t.bayes.values()] for t in report.tables],
             fmt,
         )
-    for t in report.tables:
-        if t.revealed_values:
-            out.print(f"{t.label}: homogeneous classes reveal {', '.join(t.revealed_values)}", highlight=False)
+        _legend("bayes", settings)
     if any(t.utility for t in report.tables):
         names = ["precision", "classes", "discernibility", "dm_star", "aecs", "kl_divergence", "loss"]
         _print_rows(
             "utility (DM*, AECS and loss as ARX defines them)",
-            ["release"] + names,
+            ["release"] + [name.replace("_", "\n", 1) if len(name) > 9 else name for name in names],
             [[t.label] + [t.utility.get(n) for n in names] for t in report.tables],
             fmt,
         )
+        _legend("utility", settings)
 
 
 @main.command("report")
