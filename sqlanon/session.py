@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,7 +33,7 @@ from .engine.star import (
     generated_hierarchy,
     read_hierarchy_files,
 )
-from .errors import ConfigError, DataError, RunCancelled, SqlanonError
+from .errors import ConfigError, DataError, RunCancelled, SqlanonError, interrupted
 from .model.hierarchies import Hierarchy
 from .model.job import Job, Output, require_lattice
 from .model.progress import Progress
@@ -304,12 +304,16 @@ def record_end(run: RunRecord | None, exc: BaseException) -> BaseException:
     original = original_error(exc)
     if run is None:
         return original
-    if isinstance(original, RunCancelled):
+    if interrupted(original):
+        run.cancel("interrupted by the user (Ctrl-C)")
+    elif isinstance(original, RunCancelled):
         run.cancel(str(original))
     elif isinstance(original, SqlanonError):
         run.fail(str(original))
     else:
         run.fail(error_record(original))
+    with suppress(sa_exc.SQLAlchemyError):  # its scratch tables now (else the next run's start drops them)
+        cleanup_dead_runs(run.data_db, run.schema)
     return original
 
 

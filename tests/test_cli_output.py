@@ -19,7 +19,7 @@ from sqlanon.backends import normalize_url
 from sqlanon.errors import ConfigError, HierarchyError
 from sqlanon.model.hierarchies import generate_hierarchy
 
-from .conftest import ADULT_QIS
+from .conftest import ADULT_DIR, ADULT_QIS, metadata_tables
 from .test_cli import _expect_error, run, with_holes, write_config
 
 
@@ -124,6 +124,45 @@ def test_analyze_explains_each_figure_and_fits_120_columns(tmp_path: Path):
         assert meaning in " ".join(line.strip() for line in lines)
     help_text = run("analyze", "--help").output
     assert "negative: tuples of persons" in help_text and "loss: normalized certainty penalty" in help_text
+
+
+def test_ctrl_c_prints_one_line_records_the_run_cancelled_and_leaves_nothing(tmp_path: Path):
+    """SIGINT during a search (a real process, interrupted once its run is recorded as running): exit 130, one
+    line on stderr, the run cancelled, no scratch table left, no output table."""
+    import signal
+    import time
+
+    assert run("search", str(write_config(tmp_path))).exit_code == 0  # loads the table
+    qis = {q: {"hierarchy": str(ADULT_DIR / "hierarchies" / f"{q}.csv")} for q in ADULT_QIS}  # a search of seconds
+    strategy = {"strategy": "exhaustive"}
+    config = write_config(tmp_path, quasi_identifiers=qis, insensitive=[], suppression={"limit": 0.1}, search=strategy)
+    before = metadata_tables(f"duckdb:///{tmp_path / 'adult.duckdb'}")
+    side = tmp_path / "adult.duckdb.sqlanon-run.json"
+    side.unlink(missing_ok=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sqlanon", "anonymize", str(config)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (side.exists() and '"running"' in side.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert len(stderr.strip().splitlines()) == 1 and "interrupted" in stderr and "Traceback" not in stderr
+    url = f"duckdb:///{tmp_path / 'adult.duckdb'}"
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        status, error = conn.exec_driver_sql(
+            "SELECT status, error FROM sqlanon.runs ORDER BY run_id DESC LIMIT 1"
+        ).one()
+        tables = {r[0] for r in conn.exec_driver_sql("SELECT table_name FROM information_schema.tables")}
+    engine.dispose()
+    assert (status, error) == ("cancelled", "interrupted by the user (Ctrl-C)")
+    assert "adult_anon" not in tables and metadata_tables(url) == before
 
 
 def test_generated_hierarchies_map_nulls_with_a_label(tmp_path: Path):

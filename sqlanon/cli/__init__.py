@@ -9,6 +9,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import sys
 import textwrap
 import warnings
@@ -50,7 +51,7 @@ from ..api import (
 from ..backends import connect_hint, first_line, normalize_url, open_database, qualified_name
 from ..config import check_memory_limit, load_job
 from ..engine.audit import AuditReport
-from ..errors import SqlanonError
+from ..errors import USER_INTERRUPT, SqlanonError, interrupted
 from ..model.job import Job, Suppression
 from ..model.selection import METRICS, best_node, level_metrics, node_label, selection_metric
 from ..publish.anatomy import AnatomyReport
@@ -133,6 +134,13 @@ SCHEMA_OPTION = click.option(
 MINIMAL_SHOWN = 30  # minimal nodes a result prints as a table (the lowest first)
 HIERARCHY_ROWS = 25  # values `sqlanon hierarchy` prints as a table without --all
 EXIT_OK, EXIT_CRITERION_FAILS, EXIT_ERROR = 0, 1, 2  # as docs/commands.md's "Exit codes" says
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
+
+
+def _on_interrupt(signum: int, frame: Any) -> None:
+    """Ctrl-C: remembered (a driver may turn the interrupt into an error of its own), then raised as Python does."""
+    USER_INTERRUPT.set()
+    raise KeyboardInterrupt
 
 
 class FiniteNumber(click.ParamType):  # type: ignore[type-arg]  # generic in click's stubs only
@@ -172,6 +180,25 @@ class Command(click.Group):
         return super().main(args, *rest, **kwargs)
 
     def invoke(self, ctx: click.Context) -> Any:
+        USER_INTERRUPT.clear()
+        before = signal.signal(signal.SIGINT, _on_interrupt)
+        try:
+            return self._invoke(ctx)
+        except BaseException as exc:
+            if not interrupted(exc) or Command.debug or isinstance(exc, SystemExit):
+                raise
+            err.print(
+                "[bold red]interrupted:[/] nothing was published or left behind; a run it started is recorded as "
+                "cancelled",
+                highlight=False,
+                soft_wrap=True,
+            )
+            sys.exit(EXIT_INTERRUPTED)
+        finally:
+            signal.signal(signal.SIGINT, before)
+            USER_INTERRUPT.clear()
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except BrokenPipeError:  # the reader went away (e.g. `| head`): stop quietly, as other tools do
