@@ -565,23 +565,14 @@ class Database:
         """
         if not path.is_file():
             raise DataError(f"CSV file not found: {path}")
-        read_sql, params = read_csv_sql(path, options)
-        columns = described_csv(read_sql, params, path)
-        _check_delimiter(path, columns)
-        self._load_csv(conn, read_sql, params, path, ref, temporary, columns)
+        sql, params = read_csv_sql(path, options)
+        csv = CsvRead(path, sql, params, described_csv(sql, params, path))
+        _check_delimiter(path, csv.columns)
+        self._load_csv(conn, csv, ref, temporary)
         return self.count_rows(conn, ref)
 
-    def _load_csv(
-        self,
-        conn: Connection,
-        read_sql: str,
-        params: dict[str, Any],
-        path: Path,
-        ref: str,
-        temporary: bool,
-        columns: list[tuple[str, str]],
-    ) -> None:
-        """Create `ref` from the file; `columns`: (name, DuckDB type) as DuckDB reads it (`described_csv`)."""
+    def _load_csv(self, conn: Connection, csv: CsvRead, ref: str, temporary: bool) -> None:
+        """Create `ref` from the file."""
         raise NotImplementedError
 
     def read_parquet(self, conn: Connection, path: Path, name: str) -> None:
@@ -632,6 +623,17 @@ def read_csv_sql(path: Path, options: dict[str, Any]) -> tuple[str, dict[str, An
         args.append(f"{CSV_OPTIONS[key]} = :csv_opt{i}")
         params[f"csv_opt{i}"] = value
     return f"SELECT * FROM read_csv({', '.join(args)})", params
+
+
+@dataclass(frozen=True)
+class CsvRead:
+    """A CSV file as a job reads it: DuckDB's read_csv SELECT (`sql`, SQLAlchemy's :name parameters `params`), and
+    the columns it gives, (name, DuckDB type) (`described_csv`)."""
+
+    path: Path
+    sql: str
+    params: dict[str, Any]
+    columns: list[tuple[str, str]]
 
 
 def duckdb_query(read_sql: str, params: dict[str, Any]) -> tuple[str, list[Any]]:

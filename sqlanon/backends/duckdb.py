@@ -20,7 +20,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.sql import Executable
 
 from ..errors import ConfigError
-from .base import TEXT_PARAMETER, ColumnKind, Database, csv_errors, driver_connection, quote_literal
+from .base import TEXT_PARAMETER, ColumnKind, CsvRead, Database, csv_errors, driver_connection, quote_literal
 
 UNNEST_ROWS = 200  # up to this many rows, an insert binds one list per column (see DuckDB._insert)
 
@@ -195,19 +195,10 @@ class DuckDB(Database):
             conn, ref, ", ".join(self.q(c) for c in columns), columns, [list(column) for column in zip(*rows)]
         )
 
-    def _load_csv(
-        self,
-        conn: Connection,
-        read_sql: str,
-        params: dict[str, Any],
-        path: Path,
-        ref: str,
-        temporary: bool,
-        columns: list[tuple[str, str]],
-    ) -> None:
+    def _load_csv(self, conn: Connection, csv: CsvRead, ref: str, temporary: bool) -> None:
         create = "CREATE TEMP TABLE" if temporary else "CREATE TABLE"
         with self._any_row_order(conn):
-            csv_errors(lambda: conn.execute(sa.text(f"{create} {ref} AS {read_sql}"), params), path)
+            csv_errors(lambda: conn.execute(sa.text(f"{create} {ref} AS {csv.sql}"), csv.params), csv.path)
 
     @contextmanager
     def _any_row_order(self, conn: Connection) -> Iterator[None]:

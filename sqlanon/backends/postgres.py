@@ -15,7 +15,7 @@ from sqlalchemy.engine import URL, Connection
 
 from ..errors import ConfigError, DataError
 from . import postgres_routines
-from .base import ColumnKind, Database, StoreSpelling, csv_errors, driver_connection, duckdb_query
+from .base import ColumnKind, CsvRead, Database, StoreSpelling, csv_errors, driver_connection, duckdb_query
 
 #: PostgreSQL truncates longer identifiers (NAMEDATALEN - 1), so two long names could be one table
 PG_MAX_NAME_BYTES = 63
@@ -325,28 +325,19 @@ class PostgreSQL(Database):
         """COPY FROM STDIN: the server logs the COPY statement, never the rows it receives."""
         self._insert(conn, ref, ", ".join(self.q(c) for c in columns), columns, rows)
 
-    def _load_csv(
-        self,
-        conn: Connection,
-        read_sql: str,
-        params: dict[str, Any],
-        path: Path,
-        ref: str,
-        temporary: bool,
-        columns: list[tuple[str, str]],
-    ) -> None:
+    def _load_csv(self, conn: Connection, csv: CsvRead, ref: str, temporary: bool) -> None:
         """COPY from a normalized copy of the file that DuckDB writes (DuckDB reads it, as on DuckDB)."""
         import duckdb
 
         reader = duckdb.connect()
         try:
-            query, duck_params = duckdb_query(read_sql, params)
-            cols = ", ".join(f"{self.q(name)} {PG_TYPES.get(typ, 'text')}" for name, typ in columns)
+            query, duck_params = duckdb_query(csv.sql, csv.params)
+            cols = ", ".join(f"{self.q(name)} {PG_TYPES.get(typ, 'text')}" for name, typ in csv.columns)
             with tempfile.TemporaryDirectory() as tmpdir:
                 normalized = os.path.join(tmpdir, "data.csv")
                 csv_errors(
                     lambda: reader.execute(f"COPY ({query}) TO '{normalized}' (HEADER, DELIMITER ',')", duck_params),
-                    path,
+                    csv.path,
                 )
                 self.execute(conn, f"CREATE TABLE {ref} ({cols})")  # pg_temp.name when `temporary`
                 with driver_connection(conn).cursor() as cur, open(normalized, "rb") as fh:

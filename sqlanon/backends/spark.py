@@ -26,7 +26,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.sql.selectable import SelectBase
 
 from ..errors import ConfigError, DataError, SqlanonError
-from .base import ColumnKind, Database, driver_connection, first_line, normalize_url, open_database
+from .base import ColumnKind, CsvRead, Database, driver_connection, first_line, normalize_url, open_database
 from .spark_dbapi import (
     DEFAULT_WAREHOUSE,
     ProgrammingError,
@@ -300,30 +300,21 @@ class Spark(Database):
         frame.createOrReplaceTempView(name)
         _PARQUET_VIEWS.add(name.lower())
 
-    def _load_csv(
-        self,
-        conn: Connection,
-        read_sql: str,
-        params: dict[str, Any],
-        path: Path,
-        ref: str,
-        temporary: bool,
-        columns: list[tuple[str, str]],
-    ) -> None:
+    def _load_csv(self, conn: Connection, csv: CsvRead, ref: str, temporary: bool) -> None:
         """Spark reads the file itself (in parallel, on a cluster from shared storage); a source loaded for good
         is a Parquet table, one loaded for a run a cached temporary view."""
-        options = {"header": True, "inferSchema": True, **_csv_options(params, read_sql)}
+        options = {"header": True, "inferSchema": True, **_csv_options(csv.params, csv.sql)}
         reader = self.session(conn).read
         for key, value in options.items():
             reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))
         try:
-            frame = reader.csv(str(path))
+            frame = reader.csv(str(csv.path))
         except Exception as exc:  # unreadable file, malformed options
-            raise DataError(f"cannot read CSV file {path}: {first_line(exc)}") from None
+            raise DataError(f"cannot read CSV file {csv.path}: {first_line(exc)}") from None
         try:
             self._store_frame(conn, ref, frame)  # `temporary`: a scratch reference, so a temporary view
         except sa.exc.DBAPIError as exc:  # malformed rows are found when Spark reads them
-            raise DataError(f"cannot read CSV file {path}: {first_line(exc.orig)}") from None
+            raise DataError(f"cannot read CSV file {csv.path}: {first_line(exc.orig)}") from None
 
 
 def _follow(action: str) -> Callable[[Connection], None]:
