@@ -12,6 +12,7 @@ import shutil
 import signal
 import sys
 import textwrap
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -168,7 +169,7 @@ FINITE = FiniteNumber()
 
 class Command(click.Group):
     """Turns user and database errors into one line and exit code 2 (tracebacks only with --debug, which is
-    accepted anywhere on the command line)."""
+    accepted anywhere on the command line), and Ctrl-C into one line and exit code 130."""
 
     debug = False
 
@@ -181,7 +182,8 @@ class Command(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         USER_INTERRUPT.clear()
-        before = signal.signal(signal.SIGINT, _on_interrupt)
+        main_thread = threading.current_thread() is threading.main_thread()  # where Python allows a handler
+        before = signal.signal(signal.SIGINT, _on_interrupt) if main_thread else None
         try:
             return self._invoke(ctx)
         except BaseException as exc:
@@ -195,7 +197,8 @@ class Command(click.Group):
             )
             sys.exit(EXIT_INTERRUPTED)
         finally:
-            signal.signal(signal.SIGINT, before)
+            if main_thread:
+                signal.signal(signal.SIGINT, before)
             USER_INTERRUPT.clear()
 
     def _invoke(self, ctx: click.Context) -> Any:
