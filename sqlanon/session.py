@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 
-from .backends import Database, duckdb_file, first_line, normalize_url, open_database, progress_file
+from .backends import CSV_OPTIONS, Database, duckdb_file, first_line, normalize_url, open_database, progress_file
 from .criteria import Criterion
 from .engine.star import (
     StarSchema,
@@ -446,7 +446,7 @@ def prepare_source(db: Database, conn: Connection, job: Job, ownership: Ownershi
         load_table(db, conn, ownership, src.csv, src.csv_options, source)  # in the caller's transaction
         return source
     owned = ownership.owned(conn, source)
-    delimiter = src.csv_options.get("delimiter", src.csv_options.get("delim", src.csv_options.get("sep")))
+    delimiter = next((v for k, v in src.csv_options.items() if CSV_OPTIONS.get(k) == "delim"), None)  # any alias
     reload = (
         f"sqlanon load {src.csv} --table {src.table}{' --schema ' + src.schema if src.schema else ''}"
         f"{f' --delimiter {delimiter!r}' if delimiter else ''} --db URL --replace"  # the URL may hold a password

@@ -146,7 +146,7 @@ class WaveChecker:
         read_by_value = {attribute for c in self.criteria for attribute in c.reads_values()}
         self.codes = {} if from_table else star.sensitive_codes(read_by_value)
         self.registered: list[tuple[object, ...]] = []  # registry rows of the scratch tables (see `_register`)
-        self.carry, self.carried = list(carry), list[str]()  # the columns asked to carry, and those carried
+        self.carry = list(carry)  # the columns a cube of the table's rows carries beyond the star's
         if from_table:
             self.grouped = False  # a row per row of the table
             keys = [f"{k} AS key{j}" for j, k in enumerate(self._packed_keys())]
@@ -229,12 +229,12 @@ class WaveChecker:
         stored)."""
         if self.grouped or self.from_table:
             return None
-        return dataclasses.replace(self.star, sensitive=self.star.sensitive + self.carried)
+        return dataclasses.replace(self.star, sensitive=list(dict.fromkeys(self.star.sensitive + self.carry)))
 
     def serve(self, star: StarSchema) -> None:
         """From now on, read as the cube of `star` (`carrying`'s): node sets carry every column it carries."""
         assert star == self.carrying(), "a cube serves the star it carries"
-        self.star, self.carried = star, []
+        self.star = star
 
     def cells_term(self) -> float:
         """The level-0 cells' sum of c ln c, which KL divergence needs, from the cube (grouped first where its rows
@@ -263,7 +263,7 @@ class WaveChecker:
         rows, distinct = db.execute(self.conn, f"SELECT COUNT(*), {estimate} FROM {keyed}").one()
         self.statements += 2
         if distinct > KEYED_ROWS * rows:
-            self.name, self.ref, self.grouped, self.carried = name, keyed, False, self.carry
+            self.name, self.ref, self.grouped = name, keyed, False
             return True, int(rows)
         self.ref, grouped_rows = self._store(
             self.name,
