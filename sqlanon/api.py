@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .analysis.attacks import (
     AnalysisReport,
@@ -31,11 +32,13 @@ from .analysis.releases import (
 )
 from .analysis.report import ReportData, check_report_path, write_report
 from .backends import duckdb_file, normalize_url, open_database
+from .config import job_from_dict
 from .engine.audit import AuditReport, audit_table
 from .engine.star import (
     needed_sensitive,
 )
 from .errors import ConfigError
+from .model.frames import FRAME_TABLE, MEMORY_URL, READ_TABLE, SourceFrame
 from .model.hierarchies import Hierarchy
 from .model.job import Job, Output
 from .model.progress import Phases
@@ -64,13 +67,27 @@ from .steps import (
 )
 from .store.migrate import DEFAULT_SCHEMA, migrate
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 #: what `anonymize` returns, by the job's output method
 Published = AnonymizeResult | AnatomyReport | MondrianReport
+#: a job: as `load_job` or `job_from_dict` gives it, or the mapping `job_from_dict` reads (paths relative to the
+#: current folder)
+JobSpec = Job | Mapping[str, Any]
 
 
-def search(job: Job, options: RunOptions | None = None) -> SearchResult:
-    """Find every node satisfying the job's criteria over the full QI set, and the minimal ones."""
-    options = options or RunOptions()
+def framed(job: JobSpec, source: pd.DataFrame | None) -> Job:
+    """The job, reading the DataFrame `source` instead of its own source table when one is given (see
+    sqlanon.model.frames: in a DuckDB database in memory unless RunOptions.db_url names one)."""
+    job = job if isinstance(job, Job) else job_from_dict(job)
+    return job if source is None else job.with_frame(SourceFrame.of(source))
+
+
+def search(job: JobSpec, options: RunOptions | None = None, *, source: pd.DataFrame | None = None) -> SearchResult:
+    """Find every node satisfying the job's criteria over the full QI set, and the minimal ones (of the DataFrame
+    `source` instead of the job's table, when given)."""
+    options, job = options or RunOptions(), framed(job, source)
     with lattice_run(job, options, "search") as run:
         result = run_search(job, run.ctx)
         if options.metrics:
@@ -80,16 +97,37 @@ def search(job: Job, options: RunOptions | None = None) -> SearchResult:
     return result
 
 
-def anonymize(job: Job, options: RunOptions | None = None, replace: bool = False) -> Published:
+def anonymize(
+    job: JobSpec, options: RunOptions | None = None, replace: bool = False, *, source: pd.DataFrame | None = None
+) -> Published:
     """Publish the job's table by its output method (`output.method`, see sqlanon.publish.methods): `generalize`
     (the default), `bucketize` (anatomy) or `partition` (Mondrian), each written and audited before it is
-    committed."""
+    committed. With a DataFrame `source`, that frame is published (as SOURCE_anon when the job names no output),
+    and the result's `frame()` gives the release back."""
+    job = framed(job, source)
+    if job.output is None and source is not None:
+        job = dataclasses.replace(job, output=Output(table=f"{job.source.table}_anon"))
     if job.output is None:
         raise ConfigError("the config has no output: {table: NAME}; add one to write the anonymized table")
     publish = METHODS[job.output.method].run
     assert publish is not None, f"no verb publishes by {job.output.method}"
     result: Published = publish(job, options, replace=replace)
     return result
+
+
+def frame_read(
+    job: Job, schema: str | None, table: str | pd.DataFrame
+) -> tuple[Job, str | None, str, SourceFrame | None]:
+    """A table to read (schema, table) and the job to read it with: a DataFrame is read as READ_TABLE in a
+    database in memory (beside the job's DataFrame source, if any), a name as it is."""
+    if isinstance(table, str):
+        return job, schema, table, None
+    if job.source.frame is None:  # the job's own source is not there: nothing is compared with it
+        job = job.with_url(MEMORY_URL)
+        job = dataclasses.replace(job, source=dataclasses.replace(job.source, table=job.source.table or FRAME_TABLE))
+    if job.source.table == READ_TABLE:
+        raise ConfigError(f"name the job's source table otherwise than {READ_TABLE!r}: the DataFrame read is that")
+    return job, None, READ_TABLE, SourceFrame.of(table)
 
 
 @publishes(Generalization.name)
@@ -116,18 +154,21 @@ def generalize(job: Job, options: RunOptions | None = None, replace: bool = Fals
     return anonymized
 
 
-def hierarchies(job: Job, options: RunOptions | None = None) -> dict[str, Hierarchy]:
+def hierarchies(
+    job: JobSpec, options: RunOptions | None = None, *, source: pd.DataFrame | None = None
+) -> dict[str, Hierarchy]:
     """Every QI's hierarchy as a search would use it, in QI order: read from its file, or generated from the
     column's distinct values (read from the source table, or from source.csv when the table is not loaded
-    yet: into a temporary table, dropped with the transaction). Nothing is written."""
-    return job_hierarchies(on_db(job, (options or RunOptions()).db_url))
+    yet: into a temporary table, dropped with the transaction; or from the DataFrame `source`). Nothing is
+    written."""
+    return job_hierarchies(on_db(framed(job, source), (options or RunOptions()).db_url))
 
 
 def node_metrics(
-    job: Job, nodes: list[tuple[int, ...]], options: RunOptions | None = None
+    job: JobSpec, nodes: list[tuple[int, ...]], options: RunOptions | None = None, *, source: pd.DataFrame | None = None
 ) -> dict[tuple[int, ...], dict[str, Any]]:
     """Utility metrics (see sqlanon.engine.metrics.METRICS) of any nodes, levels in QI config order, computed in SQL."""
-    options = options or RunOptions()
+    options, job = options or RunOptions(), framed(job, source)
     with lattice_run(job, options, "metrics") as run:
         result = empty_result(job, run.ctx, nodes)
         add_metrics(job, run.ctx, result, list(nodes))
@@ -135,19 +176,28 @@ def node_metrics(
     return result.metrics
 
 
-def audit(job: Job, table: str, schema: str | None = None, options: RunOptions | None = None) -> AuditReport:
+def audit(
+    job: JobSpec,
+    table: str | pd.DataFrame,
+    schema: str | None = None,
+    options: RunOptions | None = None,
+    *,
+    source: pd.DataFrame | None = None,
+) -> AuditReport:
     """Evaluate the job's criteria on an existing table (published, or the source) without searching.
 
     The table needs the job's QI and sensitive columns; nothing is written.
     With a suppression limit, masked tuples (every QI at its hierarchy's top)
     are counted instead of checked (mask mode), or the tuples missing from the
     source are (remove mode, when the source is there); the audit fails when
-    they exceed the limit.
+    they exceed the limit. `table` may be a DataFrame (and the job's source the
+    DataFrame `source`): both are then read in a database in memory.
     """
-    options = options or RunOptions()
+    options, job = options or RunOptions(), framed(job, source)
+    job, schema, table, read = frame_read(job, schema, table)
     needed = job.qi_names + needed_sensitive(job.criteria)
     purpose = "audit a table with the job's quasi-identifiers and sensitive attributes"
-    with table_reader(job, options, schema, table, needed, purpose) as (db, conn):
+    with table_reader(job, options, schema, table, needed, purpose, read) as (db, conn):
         options.progress("audit: one grouping of the table", 0, 1)
         masked_top, reference, source_rows = suppression_audit(db, conn, job, (schema, table))
         report = audit_table(
@@ -338,19 +388,21 @@ def apply(
 
 
 def report(
-    job: Job,
+    job: JobSpec,
     out: str | Path,
     options: RunOptions | None = None,
     sensitive: str | None = None,
     settings: AnalysisSettings | None = None,
     replace: bool = False,
     job_file: Path | None = None,
+    *,
+    source: pd.DataFrame | None = None,
 ) -> Path:
     """Write the HTML report of the job's releases to `out` (see sqlanon.analysis.report): the lattice, the chosen
     release (by the job's selection rule), the minimal releases' metrics and their attacks and risk. An existing
     file is overwritten only with `replace`, and only when sqlanon wrote it (never the job's file `job_file` or
-    its database)."""
-    options, settings = options or RunOptions(), settings or AnalysisSettings()
+    its database); of the DataFrame `source` instead of the job's table, when given."""
+    options, settings, job = options or RunOptions(), settings or AnalysisSettings(), framed(job, source)
     attribute = analyzed_attribute(job, sensitive)
     out = Path(out)
     database = duckdb_file(on_db(job, options.db_url).source.url)
@@ -392,19 +444,21 @@ def report(
 
 
 def analyze(
-    job: Job,
+    job: JobSpec,
     options: RunOptions | None = None,
     node: tuple[int, ...] | None = None,
     sensitive: str | None = None,
     settings: AnalysisSettings | None = None,
     bayes: BayesSettings | None = None,
+    *,
+    source: pd.DataFrame | None = None,
 ) -> AnalysisReport:
     """Attacks, risk and utility of every minimal node of the job (or of `node`), computed in SQL.
 
     `sensitive` is the attribute the attacks target (default: the job's first sensitive attribute). With a
     suppression limit, the classes the criteria suppress are left out of each release. Nothing is written
-    but the run's records."""
-    options, settings = options or RunOptions(), settings or AnalysisSettings()
+    but the run's records. Of the DataFrame `source` instead of the job's table, when given."""
+    options, settings, job = options or RunOptions(), settings or AnalysisSettings(), framed(job, source)
     attribute = analyzed_attribute(job, sensitive)
     with lattice_run(job, options, "analyze") as run:
         ctx = run.ctx
@@ -439,18 +493,20 @@ def analyze_registered(
 
 
 def analyze_table(
-    job: Job,
-    table: str,
+    job: JobSpec,
+    table: str | pd.DataFrame,
     schema: str | None = None,
     options: RunOptions | None = None,
     sensitive: str | None = None,
     settings: AnalysisSettings | None = None,
 ) -> AnalysisReport:
-    """The attacks and risk of a table already published (its QI columns as they are), without the lattice."""
+    """The attacks and risk of a table already published (its QI columns as they are), without the lattice;
+    `table` may be a DataFrame (read in a database in memory)."""
     options, settings = options or RunOptions(), settings or AnalysisSettings()
+    job, schema, table, read = frame_read(framed(job, None), schema, table)
     attribute = analyzed_attribute(job, sensitive)
     purpose = "analyze a table with the job's quasi-identifiers and the sensitive attribute"
-    with table_reader(job, options, schema, table, job.qi_names + [attribute], purpose) as (db, conn):
+    with table_reader(job, options, schema, table, job.qi_names + [attribute], purpose, read) as (db, conn):
         options.progress("analysis: attacks and risk of the table", 0, 1)
         return AnalysisReport(
             attribute, settings, [analyze_published_table(db, conn, job, schema, table, attribute, settings)]

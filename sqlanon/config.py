@@ -103,7 +103,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
     )
     source = _source(
         _mapping(
-            _required(cfg, "source", "the config"),
+            cfg.get("source") or {},  # none: a job for DataFrames (the verbs' source=frame), or an error when run
             "source",
             {"url", "table", "schema", "csv", "csv_options", "memory_limit", "temp_directory", "parquet"},
         ),
@@ -238,6 +238,8 @@ def _identifying(raw: Any, base_dir: Path) -> list[Identifier]:
 
 
 def _source(src: dict[str, Any], base_dir: Path) -> Source:
+    if not src:
+        return Source(url="", table="")  # the job has no source of its own (see session.on_db)
     url = normalize_url(str(_required(src, "url", "source")), base_dir)
     csv = src.get("csv")
     csv_path = (base_dir / csv).resolve() if csv else None

@@ -34,12 +34,13 @@ from .engine.star import (
     read_hierarchy_files,
 )
 from .errors import ConfigError, DataError, RunCancelled, SqlanonError, interrupted
+from .model.frames import SourceFrame
 from .model.hierarchies import Hierarchy
 from .model.job import Job, Output, require_lattice
 from .model.progress import Progress
 from .publish.generalize import check_output
 from .publish.identifiers import Pseudonyms
-from .publish.ownership import Ownership, TableName, file_digest
+from .publish.ownership import FRAME_PATH, OwnedTable, Ownership, TableName, file_digest
 from .registry import JobRegistry, opened_registry
 from .search.strategies import SearchContext
 from .store.migrate import DEFAULT_SCHEMA, migrate
@@ -47,8 +48,15 @@ from .store.records import RunRecord, cleanup_dead_runs
 
 
 def on_db(job: Job, url: str | None) -> Job:
-    """The job against the database at `url` (a URL or a bare DuckDB file path; None: the job's own)."""
-    return job.with_url(normalize_url(url, Path.cwd()) if url else None)
+    """The job against the database at `url` (a URL or a bare DuckDB file path; None: the job's own). A job
+    without a source of its own (no `source:` in its config) is refused here, before anything runs."""
+    job = job.with_url(normalize_url(url, Path.cwd()) if url else None)
+    if not job.source.url or not job.source.table:
+        raise ConfigError(
+            "the job has no source: add source: {url: DATABASE, table: TABLE} (or source.csv) to its config, "
+            "or, from Python, pass a DataFrame as the source: search(job, source=frame)"
+        )
+    return job
 
 
 @dataclass(kw_only=True)
@@ -140,7 +148,7 @@ def job_database(job: Job, options: RunOptions) -> Iterator[Database]:
     user's was stored there: a failed command leaves no new file, sqlanon's schema alone included."""
     file = duckdb_file(job.source.url)
     new = file is not None and not file.exists()
-    if new and job.source.csv is None:
+    if new and not job.source.loads():
         raise DataError(
             f"database file {file} does not exist, and the job loads no file into it (source.csv): "
             "check source.url (or --db)"
@@ -283,12 +291,24 @@ def table_run(
 
 @contextmanager
 def table_reader(
-    job: Job, options: RunOptions, schema: str | None, table: str, needed: Sequence[str], purpose: str
+    job: Job,
+    options: RunOptions,
+    schema: str | None,
+    table: str,
+    needed: Sequence[str],
+    purpose: str,
+    read: SourceFrame | None = None,
 ) -> Iterator[tuple[Database, Connection]]:
     """The job's database and a connection, for reading `table` (which must have the `needed` columns: the error
-    says which is missing and that `purpose` needs them); nothing is recorded or written."""
+    says which is missing and that `purpose` needs them); nothing is recorded or written. `read`: a DataFrame
+    read as `table`, in a database in memory, beside the job's DataFrame source when it has one."""
     job = on_db(job, options.db_url)
     with job_database(job, options) as db, db.connect() as conn:
+        frames = {name: frame for name, frame in ((job.source.table, job.source.frame), (table, read)) if frame}
+        if frames and not db.in_memory:
+            raise ConfigError("a DataFrame is read in memory here: leave RunOptions.db_url out")
+        for name, frame in frames.items():  # tables of a database that ends with the block
+            db.load_frame(conn, frame, db.q(None, name))
         columns = db.columns(conn, schema, table)
         missing = [c for c in needed if c not in columns]
         if missing:
@@ -337,7 +357,7 @@ def checked_source(db: Database, job: Job, options: RunOptions, targets: Sequenc
     """Migrate, check the source's columns (loading source.csv first when named) and where each target goes;
     returns the source's columns and their types. A source loaded from a file stays only if every check passes."""
     columns = None
-    if job.source.csv is None and job.source.parquet is None:  # a source the role cannot read is named first
+    if not job.source.loads() and job.source.parquet is None:  # a source the role cannot read is named first
         with db.connect() as conn:
             columns = check_columns(db, conn, job)
     migrate(db, options.metadata_schema)
@@ -402,12 +422,16 @@ def job_hierarchies(job: Job) -> dict[str, Hierarchy]:
     src, db = job.source, open_database("duckdb:///:memory:" if file and not file.exists() else job.source.url)
     try:
         with db.connect() as conn:  # never committed: a temporary table goes with the transaction
-            if db.table_exists(conn, src.schema, src.table) or src.csv is None:
+            if db.table_exists(conn, src.schema, src.table) or not src.loads():
                 source = db.q(src.schema, src.table)
                 check_columns(db, conn, job)
             else:
                 source = db.scratch_ref("hierarchy_source")
-                db.load_csv(conn, src.csv, src.csv_options, source, temporary=True)
+                if src.frame is not None:
+                    db.load_frame(conn, src.frame, source, temporary=True)
+                else:
+                    assert src.csv is not None, "a job loads a file or a frame"
+                    db.load_csv(conn, src.csv, src.csv_options, source, temporary=True)
             found = {qi.column: files.get(qi.column) or generated_hierarchy(db, conn, source, qi) for qi in qis}
             conn.rollback()
     finally:
@@ -439,13 +463,21 @@ def prepare_source(db: Database, conn: Connection, job: Job, ownership: Ownershi
     if src.parquet is not None:
         db.read_parquet(conn, src.parquet, src.table)
         return source
-    if src.csv is None:
+    if not src.loads():
         return source
     if not db.table_exists(conn, src.schema, src.table):
         ownership.check_target(conn, source, False, "source.table")  # its schema exists, and the role may create
-        load_table(db, conn, ownership, src.csv, src.csv_options, source)  # in the caller's transaction
+        if src.frame is not None:
+            rows = db.load_frame(conn, src.frame, db.q(src.schema, src.table))  # in the caller's transaction
+            ownership.record(conn, source, "source", rows, file_path=FRAME_PATH, file_sha256=src.frame.digest())
+        else:
+            assert src.csv is not None, "a job loads a file or a frame"
+            load_table(db, conn, ownership, src.csv, src.csv_options, source)
         return source
     owned = ownership.owned(conn, source)
+    if src.frame is not None:
+        return reused_frame_table(db, conn, source, src.frame, owned)
+    assert src.csv is not None, "a job loads a file or a frame"
     delimiter = next((v for k, v in src.csv_options.items() if CSV_OPTIONS.get(k) == "delim"), None)  # any alias
     reload = (
         f"sqlanon load {src.csv} --table {src.table}{' --schema ' + src.schema if src.schema else ''}"
@@ -465,6 +497,27 @@ def prepare_source(db: Database, conn: Connection, job: Job, ownership: Ownershi
             f"table {str(source)!r} was loaded by sqlanon from {owned.file_path}, and the file (or its "
             f"options, or the table: {rows} rows, {owned.row_count} loaded) changed since; reload it "
             f"with: {reload}, or remove source.csv to anonymize the table as it is"
+        )
+    return source
+
+
+def reused_frame_table(
+    db: Database, conn: Connection, source: TableName, frame: SourceFrame, owned: OwnedTable | None
+) -> TableName:
+    """The table sqlanon loaded from the same DataFrame earlier (same digest, same rows), or a refusal: a table
+    of someone else's, or of another frame, is never replaced."""
+    same = (
+        owned is not None
+        and owned.kind == "source"
+        and owned.file_path == FRAME_PATH
+        and owned.file_sha256 == frame.digest()
+        and db.count_rows(conn, db.q(source.schema, source.table)) == owned.row_count
+    )
+    if not same:
+        whose = "another DataFrame" if owned is not None and owned.file_path == FRAME_PATH else "something else"
+        raise DataError(
+            f"table {str(source)!r} already exists, loaded from {whose}; sqlanon never replaces a table it did not "
+            "load from this frame: name another table in source.table, or run in memory (no RunOptions.db_url)"
         )
     return source
 

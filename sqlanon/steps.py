@@ -27,7 +27,7 @@ from .model.lattice import minimal_nodes
 from .model.selection import METRICS, best_node, level_metrics, needs_every_passing_node, node_label, selection_metric
 from .publish.generalize import Publication, publish_generalization
 from .publish.ownership import Ownership, TableName
-from .publish.staging import preview
+from .publish.staging import PublishedTable, preview
 from .search.strategies import STRATEGIES, SearchContext, SearchStats
 from .session import Target
 from .store import runs as store_runs
@@ -94,6 +94,14 @@ class SearchResult:
         rows = [{**dict(zip(self.qi, node)), **values} for node, values in sorted(self.metrics.items())]
         return pd.DataFrame(rows)
 
+    def frame(self) -> pd.DataFrame:
+        """The minimal nodes, one row each: each QI's level, the height, then the metrics where computed."""
+        frame = self.minimal_frame()
+        if not self.metrics:
+            return frame
+        metrics = self.metrics_frame()
+        return frame.merge(metrics, on=[c for c in frame.columns if c in metrics.columns], how="left")
+
     def minimal_frame(self) -> pd.DataFrame:
         """Minimal nodes as a DataFrame: one column per QI (its level) plus the height."""
         import pandas as pd
@@ -113,6 +121,12 @@ class AnonymizeResult:
     suppressed: int = 0  # tuples removed or masked in the output
     preview: list[dict[str, Any]] = field(default_factory=list)  # the first rows of the published table
     publishing_seconds: float = 0.0  # after the search: the selection, the write and the independent audit
+    release: PublishedTable | None = field(default=None, repr=False)  # the published table, to read back
+
+    def frame(self) -> pd.DataFrame:
+        """The whole published table (`release.frames()` and `release.arrow()` stream a large one)."""
+        assert self.release is not None, "a publication's result knows its table"
+        return self.release.frame()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -166,6 +180,7 @@ def publish_node_of_run(
         selection=selection,
         suppressed=result.metrics[node]["suppressed"],
         preview=preview(ctx.db, ctx.conn, target.name),
+        release=PublishedTable.of(ctx.db, target.name),
     )
 
 

@@ -311,7 +311,7 @@ CASES: dict[str, Case] = {
     ),
     "config-missing": Case("config file", "not found", lambda env: env.args.append("MISSING")),
     "unknown-top-key": Case("config file", "unknown key 'criterias'", _set("criterias", {})),
-    "no-source": Case("config file", "missing the required key 'source'", _set("source", None)),
+    "no-source": Case("config file", "the job has no source: add source:", _set("source", None)),
     "no-criteria": Case("config file", "the config has no criteria", _set("criteria", None)),
     "no-qis": Case("config file", "quasi_identifiers must map", _set("quasi_identifiers", {})),
     "source-typo": Case("config file", "unknown key 'tabel'", _set("source.tabel", "x")),

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, make_url
@@ -18,6 +18,11 @@ from sqlalchemy.sql.ddl import CreateTableAs
 from sqlalchemy.sql.selectable import SelectBase
 
 from ..errors import ConfigError, DataError, SqlanonError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..model.frames import SourceFrame
 
 #: read_csv options a job may pass through (name in the config -> DuckDB name)
 CSV_OPTIONS = {
@@ -230,6 +235,25 @@ class Database:
         by = f" ORDER BY {order}" if order else ""
         return [dict(row) for row in self.execute(conn, f"SELECT * FROM {source}{by} LIMIT {int(limit)}").mappings()]
 
+    def every_row(self, source: str) -> sa.Select[Any]:
+        """SELECT * FROM table `source` (a `q()` reference)."""
+        return sa.select(sa.text("*")).select_from(self.ref_table(source, []))
+
+    def read_frames(self, conn: Connection, source: str, rows: int | None) -> Iterator[pd.DataFrame]:
+        """Table `source` as pandas DataFrames of `rows` rows each (None: one frame of every row), streamed where
+        the driver streams (a server-side cursor on PostgreSQL); an empty table gives one empty frame."""
+        import pandas as pd
+
+        result = conn.execution_options(stream_results=True).execute(self.every_row(source))
+        columns = list(result.keys())
+        parts = result.partitions(rows) if rows else iter([result.all()])
+        yielded = False
+        for part in parts:
+            yielded = True
+            yield pd.DataFrame.from_records([tuple(row) for row in part], columns=columns)
+        if not yielded:
+            yield pd.DataFrame(columns=columns)
+
     def column_names(self, conn: Connection, source: str) -> list[str]:
         """The columns of table `source` as a query sees them, in order."""
         return list(self.execute(conn, f"SELECT * FROM {source} LIMIT 0").keys())
@@ -345,6 +369,11 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the database lives in this process and this object (a DuckDB in memory), not at its URL."""
+        return False
 
     # --- catalog --------------------------------------------------------
     # information_schema works alike on both databases (SQLAlchemy reflection does not on DuckDB)
@@ -574,6 +603,14 @@ class Database:
     def _load_csv(self, conn: Connection, csv: CsvRead, ref: str, temporary: bool) -> None:
         """Create `ref` from the file."""
         raise NotImplementedError
+
+    def load_frame(self, conn: Connection, frame: SourceFrame, ref: str, temporary: bool = False) -> int:
+        """Create table `ref` from a DataFrame, in the caller's transaction; returns the row count (`temporary`
+        as in load_csv). Where the database cannot scan a frame in this process, the user loads the table."""
+        raise ConfigError(
+            f"a DataFrame source is read by DuckDB (in memory, or the file RunOptions.db_url names); on "
+            f"{self.kind} write the frame to a table first (e.g. pandas' to_sql) and name it in source.table"
+        )
 
     def read_parquet(self, conn: Connection, path: Path, name: str) -> None:
         """Parquet files read in place as the temporary view `name` (source.parquet)."""

@@ -10,18 +10,34 @@ import json
 import math
 import os
 import re
+import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.sql import Executable
 
-from ..errors import ConfigError
-from .base import TEXT_PARAMETER, ColumnKind, CsvRead, Database, csv_errors, driver_connection, quote_literal
+from ..errors import ConfigError, DataError
+from .base import (
+    TEXT_PARAMETER,
+    ColumnKind,
+    CsvRead,
+    Database,
+    csv_errors,
+    driver_connection,
+    first_line,
+    quote_literal,
+)
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..model.frames import SourceFrame
+
+DUCKDB_VECTOR = 2048  # rows DuckDB hands over at a time
 UNNEST_ROWS = 200  # up to this many rows, an insert binds one list per column (see DuckDB._insert)
 
 
@@ -77,11 +93,32 @@ class DuckDB(Database):
             "wait for it to finish" + (f". Its progress: {status}" if status else "")
         )
 
+    @classmethod
+    def open(cls, url: str, memory_limit: str | None = None, temp_directory: Path | None = None) -> Database:
+        """A file, or a database in this process' memory: one of its own, named (DuckDB shares a named in-memory
+        database between the connections that name it), so that a run's several connections see one database,
+        which lives as long as this object (see `in_memory`)."""
+        if duckdb_file(url) is not None or not url.startswith("duckdb:"):
+            return super().open(url, memory_limit, temp_directory)
+        db = super().open(f"duckdb:///:memory:sqlanon_{uuid.uuid4().hex}", memory_limit, temp_directory)
+        db.url = url
+        assert isinstance(db, DuckDB)
+        # the database ends with its last connection: this one, checked out for good (dispose closes the others)
+        db._keeper = db.engine.raw_connection()
+        return db
+
     def __init__(
         self, *, engine: sa.engine.Engine, url: str, memory_limit: str | None = None, temp_directory: Path | None = None
     ):
         super().__init__(engine=engine, url=url)
+        self._keeper: Any = None  # an in-memory database's own connection (see open)
         self._limit_memory(memory_limit or default_memory_limit(), temp_directory)
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the database is in this process' memory: it lives as long as this object does (a disposed
+        engine connects again to the same database), and its tables are read through it, not its URL."""
+        return self._keeper is not None
 
     def execute(self, conn: Connection, sql: str | Executable, params: dict[str, Any] | None = None) -> Any:
         """Text as `text()` would run it, without its compilation: `:name` as DuckDB's own `$name` (the same
@@ -194,6 +231,43 @@ class DuckDB(Database):
         self._insert_registered(
             conn, ref, ", ".join(self.q(c) for c in columns), columns, [list(column) for column in zip(*rows)]
         )
+
+    def read_frames(self, conn: Connection, source: str, rows: int | None) -> Iterator[pd.DataFrame]:
+        """DuckDB's own conversion, column by column (a million hospital rows: 0.3 s; row by row, 2 s)."""
+        cursor = driver_connection(conn).execute(str(self.every_row(source).compile(dialect=conn.dialect)))
+        if rows is None:
+            yield cursor.df()
+            return
+        vectors = max(1, rows // DUCKDB_VECTOR)  # DuckDB hands rows over in vectors of 2,048
+        first = True
+        while len(chunk := cursor.fetch_df_chunk(vectors)) or first:
+            first = False
+            yield chunk
+
+    def load_frame(self, conn: Connection, frame: SourceFrame, ref: str, temporary: bool = False) -> int:
+        """The frame scanned in place (registered as a view, as `_insert_registered` registers its arrays);
+        categorical columns as text. A column DuckDB cannot convert (mixed types in one object column) is
+        named in the error."""
+        text = set(frame.categorical_columns())
+        columns = [f"CAST({self.q(c)} AS VARCHAR) AS {self.q(c)}" if c in text else self.q(c) for c in frame.frame]
+        import duckdb
+
+        raw = driver_connection(conn)
+        raw.register("sqlanon_frame", frame.frame)
+        try:
+            create = "CREATE TEMP TABLE" if temporary else "CREATE TABLE"
+            self.execute(conn, f"{create} {ref} AS SELECT {', '.join(columns)} FROM sqlanon_frame")
+        except sa.exc.DBAPIError as exc:
+            mixed = frame.mixed_columns()
+            raise DataError(
+                f"DuckDB cannot read the DataFrame: {first_line(exc.orig)}"
+                + (f"; column {mixed[0]!r} holds values of several types" if mixed else "")
+                + "; give each column one type (e.g. frame[column].astype(str))"
+            ) from None
+        finally:
+            with suppress(sa.exc.DBAPIError, duckdb.Error):  # a failed statement aborted the transaction
+                raw.unregister("sqlanon_frame")
+        return frame.rows
 
     def _load_csv(self, conn: Connection, csv: CsvRead, ref: str, temporary: bool) -> None:
         create = "CREATE TEMP TABLE" if temporary else "CREATE TABLE"

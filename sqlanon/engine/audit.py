@@ -10,7 +10,7 @@ that breaks the criteria; `sqlanon audit` runs it on any table.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -20,6 +20,9 @@ from ..criteria import Criterion
 from ..criteria.view import FrequencySetView
 from ..errors import AuditError
 from .frequency import violating_classes_sql
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(kw_only=True)
@@ -61,6 +64,26 @@ class AuditReport:
     @property
     def ok(self) -> bool:
         return all(self.holds.values()) and self.suppression_ok
+
+    def frame(self) -> pd.DataFrame:
+        """One row per criterion: its settings, its figure (the worst class's), whether it holds, and the
+        classes and tuples that break it; the class figures and suppression are in `to_dict()`."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            [
+                {
+                    "criterion": name,
+                    "settings": ", ".join(f"{k}={v}" for k, v in c.params.items()),
+                    "figure": c.figure_name,
+                    "value": c.figure,
+                    "holds": c.holds,
+                    "violating_classes": c.violating_classes,
+                    "violating_tuples": c.violating_tuples,
+                }
+                for name, c in self.criteria.items()
+            ]
+        )
 
     def to_dict(self) -> dict[str, Any]:
         extra = (

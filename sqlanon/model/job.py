@@ -8,6 +8,7 @@ checks that need the data (columns exist, values covered by hierarchies) happen 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from .frames import FRAME_TABLE, MEMORY_URL, SourceFrame
 from .selection import METRICS, POLICIES
 
 if TYPE_CHECKING:
@@ -57,6 +59,17 @@ class Source:
     memory_limit: str | None = None  # DuckDB: e.g. "2GB" (default: half the machine's memory)
     temp_directory: Path | None = None  # DuckDB: where it spills what does not fit the limit
     parquet: Path | None = None  # Spark: Parquet files read in place as the source table (a temporary view)
+    frame: SourceFrame | None = field(default=None, repr=False)  # the Python API's DataFrame (see model.frames)
+
+    def loads(self) -> bool:
+        """Whether the job loads its source table (from a file or a DataFrame) rather than reading one."""
+        return self.csv is not None or self.frame is not None
+
+    def record(self) -> dict[str, Any]:
+        """The source as a run records it: paths as text, a DataFrame described (never its rows)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields["frame"] = self.frame.describe() if self.frame is not None else None
+        return {k: str(v) if isinstance(v, Path) else v for k, v in fields.items()}
 
 
 @dataclass(kw_only=True)
@@ -240,11 +253,24 @@ class Job:
             return self
         return replace(self, source=replace(self.source, url=url))
 
+    def with_frame(self, frame: SourceFrame) -> Job:
+        """The same job reading `frame` as its source table, in a DuckDB database of this process' memory (the
+        caller's RunOptions.db_url may name another: see model.frames)."""
+        source = Source(
+            url=MEMORY_URL,
+            table=self.source.table or FRAME_TABLE,
+            schema=self.source.schema,
+            memory_limit=self.source.memory_limit,
+            temp_directory=self.source.temp_directory,
+            frame=frame,
+        )
+        return replace(self, source=source)
+
     def to_json(self) -> str:
         """A JSON record of the job, stored with each run."""
         data = {
             "name": self.name,
-            "source": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self.source).items()},
+            "source": self.source.record(),
             "quasi_identifiers": {qi.column: qi.describe() for qi in self.quasi_identifiers},
             "sensitive": self.sensitive,
             "criteria": {c.name: c.params() for c in self.criteria},

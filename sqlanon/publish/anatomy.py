@@ -21,8 +21,8 @@ each in a bucket that does not hold its value yet, and no record is suppressed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
@@ -37,7 +37,10 @@ from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod
 from .ownership import Ownership, TableName
-from .staging import Destination, preview, staged_table
+from .staging import Destination, PublishedTable, preview, staged_table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(kw_only=True)
@@ -53,6 +56,18 @@ class AnatomyReport:
     fewest_values: int  # different sensitive values in the poorest bucket (>= l)
     largest_share: float  # the highest count / bucket size: the best guess of any record's value
     preview: list[dict[str, Any]]
+    release: PublishedTable | None = field(default=None, repr=False)  # the QI table, to read back
+    sensitive_release: PublishedTable | None = field(default=None, repr=False)  # the sensitive table
+
+    def frame(self) -> pd.DataFrame:
+        """The whole QI table: exact QIs and each row's bucket (`release.frames()` streams a large one)."""
+        assert self.release is not None, "a publication's result knows its tables"
+        return self.release.frame()
+
+    def sensitive_frame(self) -> pd.DataFrame:
+        """The whole sensitive table: each bucket's values and their counts."""
+        assert self.sensitive_release is not None, "a publication's result knows its tables"
+        return self.sensitive_release.frame()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -246,6 +261,8 @@ def publish_bucketized(
         fewest_values=report["fewest"],
         largest_share=report["share"],
         preview=first_rows,
+        release=PublishedTable.of(db, qi_target),
+        sensitive_release=PublishedTable.of(db, sensitive_target),
     )
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
@@ -23,7 +23,10 @@ from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod
 from .ownership import Ownership
-from .staging import Destination, preview, staged_table
+from .staging import Destination, PublishedTable, preview, staged_table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["MondrianMethod", "MondrianReport", "partition_and_publish"]
 
@@ -65,6 +68,12 @@ class MondrianReport:
     preview: list[dict[str, Any]]
     partitioning_seconds: float = 0.0
     publishing_seconds: float = 0.0
+    release: PublishedTable | None = field(default=None, repr=False)  # the published table, to read back
+
+    def frame(self) -> pd.DataFrame:
+        """The whole published table (`release.frames()` and `release.arrow()` stream a large one)."""
+        assert self.release is not None, "a publication's result knows its table"
+        return self.release.frame()
 
     def to_dict(self) -> dict[str, Any]:
         r = self.result
@@ -199,4 +208,5 @@ def partition_and_publish(
         preview=first_rows,
         partitioning_seconds=partitioned - started,
         publishing_seconds=time.perf_counter() - partitioned,
+        release=PublishedTable.of(db, destination.name),
     )

@@ -1,7 +1,7 @@
 """Which tables sqlanon may write: it creates new tables, and replaces only its own.
 
 sqlanon writes two kinds of table outside its metadata schema: published
-outputs, and sources loaded from CSV files. Each one is recorded in
+outputs, and sources loaded from CSV files or DataFrames. Each one is recorded in
 `owned_tables` with a random token that is also written into the table's
 comment. A table counts as sqlanon's only while both agree, so a table that
 someone dropped and re-created under the same name is not sqlanon's any more.
@@ -159,6 +159,10 @@ class Ownership:
                 "tables it created: drop or rename it yourself, or choose another name"
             )
         return True
+
+
+#: what the record of a source loaded from a DataFrame holds in place of a file's path (its digest: SourceFrame)
+FRAME_PATH = "(a pandas DataFrame)"
 
 
 def file_digest(path: Path, options: dict[str, Any]) -> str:

@@ -9,17 +9,23 @@ sqlanon's and granted to the job's readers. An exception anywhere, or a table no
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
-from ..backends import Database
+from ..backends import Database, open_database
 from .ownership import Ownership, TableName
 
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
 PREVIEW_ROWS = 5  # rows of a published table a publication's result shows
+FRAME_ROWS = 100_000  # rows of each DataFrame `PublishedTable.frames` gives, by default
 
 
 @dataclass(kw_only=True)
@@ -70,3 +76,48 @@ def staged_table(
 def preview(db: Database, conn: Connection, name: TableName, order: str | None = None) -> list[dict[str, Any]]:
     """The first PREVIEW_ROWS rows of a published table (by `order`, a column list, where given)."""
     return db.first_rows(conn, db.q(name.schema, name.table), PREVIEW_ROWS, order)
+
+
+@dataclass(frozen=True, eq=False)
+class PublishedTable:
+    """A published table, read back as pandas DataFrames or an Arrow stream: from its database, opened again for
+    each read, or through the run's own database when that lives in this process' memory (a DataFrame source),
+    which lives as long as this object does."""
+
+    name: TableName
+    url: str = field(repr=False)  # it may hold a password: never shown
+    held: Database | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, db: Database, name: TableName) -> PublishedTable:
+        return cls(name=name, url=db.url, held=db if db.in_memory else None)
+
+    def frame(self) -> pd.DataFrame:
+        """Every row of the table, as one DataFrame."""
+        return next(self._frames(None))
+
+    def frames(self, rows: int = FRAME_ROWS) -> Iterator[pd.DataFrame]:
+        """The table as DataFrames of about `rows` rows each (DuckDB hands rows over 2,048 at a time), for a
+        release larger than memory."""
+        if rows < 1:
+            raise ValueError(f"rows must be at least 1, got {rows}")
+        return self._frames(rows)
+
+    def arrow(self, rows: int = FRAME_ROWS) -> pa.RecordBatchReader:
+        """The table as an Arrow stream of record batches of about `rows` rows each (needs pyarrow)."""
+        try:
+            import pyarrow as pa
+        except ImportError:
+            raise ImportError("an Arrow stream needs pyarrow: pip install pyarrow") from None
+        batches = (pa.RecordBatch.from_pandas(frame, preserve_index=False) for frame in self.frames(rows))
+        first = next(batches)
+        return pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], batches))
+
+    def _frames(self, rows: int | None) -> Iterator[pd.DataFrame]:
+        db = self.held or open_database(self.url)
+        try:
+            with db.connect() as conn:
+                yield from db.read_frames(conn, db.q(self.name.schema, self.name.table), rows)
+        finally:
+            if self.held is None:
+                db.dispose()

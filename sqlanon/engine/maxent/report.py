@@ -91,6 +91,10 @@ class InferenceReport:
             "table": self.table,
         }
 
+    def frame(self) -> pd.DataFrame:
+        """The entropies per release (as `entropy_frame`); the disclosures are in `positive` and `negative`."""
+        return self.entropy_frame()
+
     def entropy_frame(self) -> pd.DataFrame:
         import pandas as pd
 
