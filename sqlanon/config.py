@@ -99,6 +99,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
             "releases",
             "inference",
             "unit",
+            "others",
         },
     )
     source = _source(
@@ -142,6 +143,12 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
             f"{unit!r}; without it every row is one person's, and a direct identifier that repeats "
             "stops the job"
         )
+    others = cfg.get("others")
+    if others is not None and others != "drop":
+        raise ConfigError(
+            f"others must be drop (the columns the job gives no role are left out of every output), got {others!r}; "
+            "a column is published only under a role the job names: list it as insensitive to publish it as it is"
+        )
     job = Job(
         source=source,
         quasi_identifiers=qis,
@@ -160,6 +167,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
         releases=releases,
         inference=inference,
         unit=unit,
+        others=others,
     )
     check_roles(job)
     _check_method(job)

@@ -98,7 +98,10 @@ class JobRegistry:
         _refuse_file_access(config)
         files = _rewrite_files(config, read)
         with stored_files(_stored_files(files)):
-            self._check_outputs(job_from_dict(_on_database(config, self.data.url), STORED_ROOT, default_name=name))
+            job = job_from_dict(_on_database(config, self.data.url), STORED_ROOT, default_name=name)
+            if not job.source.table:
+                raise ConfigError("a registered job reads a table of its database: add source: {table: TABLE}")
+            self._check_outputs(job)
         with self.db.begin() as conn:
             self.store.call(
                 conn,

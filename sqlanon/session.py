@@ -469,7 +469,9 @@ def prepare_source(db: Database, conn: Connection, job: Job, ownership: Ownershi
         ownership.check_target(conn, source, False, "source.table")  # its schema exists, and the role may create
         if src.frame is not None:
             rows = db.load_frame(conn, src.frame, db.q(src.schema, src.table))  # in the caller's transaction
-            ownership.record(conn, source, "source", rows, file_path=FRAME_PATH, file_sha256=src.frame.digest())
+            # the fingerprint recognizes the table in a later run: none reads a database in memory again
+            digest = None if db.in_memory else src.frame.digest()
+            ownership.record(conn, source, "source", rows, file_path=FRAME_PATH, file_sha256=digest)
         else:
             assert src.csv is not None, "a job loads a file or a frame"
             load_table(db, conn, ownership, src.csv, src.csv_options, source)

@@ -360,6 +360,11 @@ CASES: dict[str, Case] = {
         "is the source table",
         _then(_set("output.table", "People"), _command("job register", "census", "CONFIG", "--db", "db.duckdb")),
     ),
+    "register-no-source": Case(
+        "config file",
+        "a registered job reads a table of its database",
+        _then(_set("source", None), _command("job register", "census", "CONFIG", "--db", "db.duckdb")),
+    ),
     "release-is-source": Case("config file", "is the job's source table", _release_series("people")),
     "inference-table-is-release": Case(
         "config file",
@@ -513,6 +518,7 @@ CASES: dict[str, Case] = {
     "unclassified-column": Case(
         "column roles", "column(s) the job does not classify: workclass", lambda env: env.without_role("workclass")
     ),
+    "others-not-drop": Case("column roles", "others must be drop", _set("others", "insensitive")),
     "unclassified-identifier": Case(
         "column roles", "column(s) the job does not classify: patient_id", _roles(identifying=[])
     ),

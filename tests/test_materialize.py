@@ -112,3 +112,35 @@ def test_published_values_come_from_the_source(duck_url: str, written: list, str
         else:
             check()
     db.engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        {"method": "generalize"},
+        {"method": "mondrian"},
+        {"method": "anatomy", "l": 2},
+    ],
+)
+def test_others_drop_leaves_every_unnamed_column_out_and_says_which(duck_url: str, method: dict):
+    """A wide table need not list every column: `others: drop` publishes the columns with a role only, by every
+    method, and warns with the list of those left out."""
+    from sqlanon import job_from_dict
+
+    from .conftest import adult_config
+
+    config = adult_config(duck_url, ["sex", "age"], sensitive=["occupation"])
+    config.pop("insensitive")
+    config.update(others="drop", output={"table": "adult_out", **method})
+    if method["method"] == "anatomy":  # exact QIs, l-diverse buckets: no hierarchy, no criteria
+        config.update(quasi_identifiers={"sex": None, "age": None})
+        config.pop("criteria")
+    left_out = "race, marital-status, education, native-country, workclass, salary-class"
+    with pytest.warns(UserWarning, match=f"others: drop leaves 6 column\\(s\\) of table 'adult' .*: {left_out}"):
+        anonymize(job_from_dict(config, ADULT_DIR))
+    engine = sa.create_engine(duck_url)
+    with engine.connect() as conn:
+        columns = list(conn.exec_driver_sql("SELECT * FROM adult_out LIMIT 0").keys())
+    engine.dispose()
+    expected = {"generalize": ["sex", "age", "occupation"], "mondrian": ["sex", "age", "occupation"]}
+    assert columns == expected.get(method["method"], ["sex", "age", "bucket"])

@@ -220,7 +220,9 @@ def check_columns(db: Database, conn: Connection, job: Job) -> dict[str, str]:
     """The source's columns and their types, after checking that each has exactly one role in the job.
 
     Names are compared as the database resolves them (DuckDB ignores case), so
-    `Age` and `age` are one column, listed twice.
+    `Age` and `age` are one column, listed twice. A column without a role is
+    refused, or, with `others: drop`, left out of the columns returned: every
+    output is made of those.
     """
     src = job.source
     columns = db.column_types(conn, src.schema, src.table)
@@ -235,12 +237,20 @@ def check_columns(db: Database, conn: Connection, job: Job) -> dict[str, str]:
             )
     classified = {db.name_key(name) for name, _ in job.column_roles()}
     unclassified = [c for c in columns if db.name_key(c) not in classified]
+    if unclassified and job.others == "drop":  # what the run reads from here on: the columns with a role
+        warnings.warn(
+            f"others: drop leaves {len(unclassified)} column(s) of table {src.table!r} out of every output: "
+            f"{', '.join(unclassified)}",
+            UserWarning,
+            stacklevel=2,
+        )
+        return {c: kind for c, kind in columns.items() if db.name_key(c) in classified}
     if unclassified:
         choices = "; ".join(f"{role} ({what})" for role, what in ROLES.items())
         raise ConfigError(
             f"table {src.table!r} has {len(unclassified)} column(s) the job does not classify: "
             f"{', '.join(unclassified)}; nothing is published without a role: list each under one of "
-            f"{choices}"
+            f"{choices}, or leave them all out with others: drop"
         )
     return columns
 
