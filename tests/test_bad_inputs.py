@@ -464,8 +464,23 @@ CASES: dict[str, Case] = {
     ),
     "intervals-start-nan": Case(
         "parameters",
-        "needs finite numbers",
+        "start must be a finite number",
         lambda env: env.qi("age", {"generate": "intervals", "widths": [5], "start": NAN}),
+    ),
+    "intervals-top-below-bottom": Case(
+        "parameters",
+        "bottom (60) must be below top (20)",
+        lambda env: env.qi("age", {"generate": "intervals", "widths": [5], "bottom": 60, "top": 20}),
+    ),
+    "groups-value-in-no-group": Case(
+        "parameters",
+        "level 1 puts value 'Female' in no group; add it to one, or name a group for the rest with other: LABEL",
+        lambda env: env.qi("sex", {"generate": "groups", "groups": {"m": ["Male"]}}),
+    ),
+    "groups-member-twice": Case(
+        "parameters",
+        "'Male' is in groups 'a' and 'b' at level 1",
+        lambda env: env.qi("sex", {"generate": "groups", "groups": {"a": ["Male"], "b": ["Male", "Female"]}}),
     ),
     "analyze-max-risk-nan": Case(
         "parameters", "--max-risk: 'nan' is not a finite number", _command("analyze", "--max-risk", "nan")

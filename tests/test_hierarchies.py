@@ -33,6 +33,45 @@ def test_interval_generator_nests_widths():
     assert paths["7"] == ("7", "[5,10)", "[0,10)", "[0,20)", "*")
 
 
+def test_interval_generator_codes_the_top_and_the_bottom():
+    """ARX's top and bottom coding: the tails get one label each, and the intervals between are cut at the bounds
+    so that no label claims values it does not hold (a value of 85 is >=85, never in [80,100))."""
+    values = ["17", "20", "24", "39", "80", "84", "85", "90"]
+    h = generate_hierarchy("age", "intervals", {"widths": [5, 10, 20], "bottom": 20, "top": 85}, values)
+    paths = {p[0]: p for p in h.paths}
+    assert paths["17"] == ("17", "<20", "<20", "<20", "*")
+    assert paths["20"] == ("20", "[20,25)", "[20,30)", "[20,40)", "*")
+    assert paths["84"] == ("84", "[80,85)", "[80,85)", "[80,85)", "*")
+    assert paths["85"][1:] == paths["90"][1:] == (">=85", ">=85", ">=85", "*")
+    only_top = generate_hierarchy("age", "intervals", {"widths": [10], "top": 90.5}, ["89", "95"])
+    assert {p[0]: p[1] for p in only_top.paths} == {"89": "[80,90)", "95": ">=90.5"}
+    with pytest.raises(ConfigError, match="bottom must be a number"):
+        generate_hierarchy("age", "intervals", {"widths": [5], "bottom": True}, ["1"])
+
+
+def test_groups_generator_builds_levels_from_named_groups():
+    marital = {
+        "married": ["Married-civ-spouse", "Married-AF-spouse"],
+        "alone": ["Divorced", "Never-married", "Separated"],
+    }
+    values = ["Divorced", "Married-civ-spouse", "Widowed"]
+    one = generate_hierarchy("ms", "groups", {"groups": marital, "other": "other"}, values)
+    assert {p[0]: p for p in one.paths} == {
+        "Divorced": ("Divorced", "alone", "*"),
+        "Married-civ-spouse": ("Married-civ-spouse", "married", "*"),
+        "Widowed": ("Widowed", "other", "*"),
+    }
+    levels = [marital | {"widowed": ["Widowed"]}, {"partnered": ["married"], "single": ["alone", "widowed"]}]
+    two = generate_hierarchy("ms", "groups", {"groups": levels}, values)
+    assert {p[0]: p[1:] for p in two.paths}["Widowed"] == ("widowed", "single", "*")
+    codes = generate_hierarchy("code", "groups", {"groups": {"low": [1, 2], "high": [3]}}, ["1", "3"])
+    assert {p[0]: p[1] for p in codes.paths} == {"1": "low", "3": "high"}  # numbers name the values they read as
+    with pytest.raises(HierarchyError, match="level 2 puts level 1 group 'widowed' in no group"):
+        generate_hierarchy("ms", "groups", {"groups": [levels[0], {"partnered": ["married", "alone"]}]}, values)
+    with pytest.raises(ConfigError, match="needs groups:"):
+        generate_hierarchy("ms", "groups", {"groups": ["married"]}, values)
+
+
 def test_interval_generator_rejects_widths_that_are_not_multiples():
     with pytest.raises(ConfigError, match="multiple"):
         generate_hierarchy("age", "intervals", {"widths": [5, 7]}, ["1"])

@@ -11,12 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sqlanon import RunOptions, search
+from sqlanon.api import apply
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import KAnonymity
 from sqlanon.model.lattice import minimal_nodes
 from sqlanon.testing import evaluate_every_node
 
-from .conftest import ADULT_QIS, KS, adult_job
+from .conftest import ADULT_QIS, KS, adult_config, adult_job, with_rest_insensitive
 
 SUBSETS = [
     ["sex", "age", "race"],
@@ -33,6 +34,31 @@ def test_incognito_equals_exhaustive_on_adult_subsets(adult_duck: str, qis: list
         result = search(dataclasses.replace(job, criteria=[KAnonymity(k)]))
         assert set(result.satisfying) == set(expected), f"k={k}"
         assert result.minimal == minimal_nodes(expected)
+
+
+def test_top_and_bottom_coded_and_grouped_hierarchies_search_and_publish_as_generated(adult_duck: str):
+    """The generators' hierarchies (age top and bottom coded, marital status in named groups) give the oracle's
+    nodes, and the published labels are the generated ones."""
+    groups = [
+        {
+            "married": ["Married-civ-spouse", "Married-AF-spouse", "Married-spouse-absent"],
+            "was married": ["Divorced", "Separated", "Widowed"],
+        },
+        {"ever married": ["married", "was married", "never"]},
+    ]
+    config = adult_config(adult_duck, ["sex", "race"], k=10, load_csv=False)
+    config["quasi_identifiers"] |= {
+        "age": {"generate": "intervals", "widths": [5, 10], "bottom": 20, "top": 70},
+        "marital-status": {"generate": "groups", "groups": groups, "other": "never"},
+    }
+    job = job_from_dict(with_rest_insensitive(config))
+    [expected] = evaluate_every_node(job, [job.criteria])
+    result = search(job)
+    assert set(result.satisfying) == set(expected) and result.minimal == minimal_nodes(expected)
+    assert (1, 1, 1, 1) in result.minimal  # sex, race, age in 5-year bands, marital status in its groups
+    published = apply(job, "adult", node=(1, 1, 1, 1), output="coded", replace=True).frame()
+    assert {"<20", "[20,25)", "[65,70)", ">=70"} <= set(published["age"]) and "[70,75)" not in set(published["age"])
+    assert set(published["marital-status"]) == {"married", "was married", "never"}
 
 
 @pytest.mark.parametrize("k", KS)

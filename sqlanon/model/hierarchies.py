@@ -422,19 +422,102 @@ def _fmt(number: Decimal) -> str:
 
 
 def _intervals(column: str, options: dict[str, Any], values: list[str]) -> list[tuple[str, ...]]:
-    """39 -> [35,40) -> [30,40) -> ... -> *  for widths [5, 10, ...] anchored at `start`."""
-    _check_options(column, "intervals", options, {"widths", "start"})
+    """39 -> [35,40) -> [30,40) -> ... -> *  for widths [5, 10, ...] anchored at `start`.
+
+    Top and bottom coding (as ARX's interval builder offers): with `bottom: 20`, every value below 20 is `<20`
+    at every level but the top; with `top: 90`, every value from 90 is `>=90`; the intervals between are cut
+    at those bounds ([80,90) at width 20 rather than [80,100)), so each still holds only what its label says.
+    """
+    _check_options(column, "intervals", options, {"widths", "start", "bottom", "top"})
     widths = _widths(column, "intervals", options.get("widths"), "numbers")
-    start = _parse_number(column, "intervals", str(options.get("start", 0)))
+    start = _option_number(column, "start", options.get("start", 0))
+    bottom, top = (_option_number(column, b, options[b]) if b in options else None for b in ("bottom", "top"))
+    if bottom is not None and top is not None and bottom >= top:
+        raise ConfigError(f"quasi_identifiers.{column}: bottom ({_fmt(bottom)}) must be below top ({_fmt(top)})")
     paths = []
     for v in values:
         x = _parse_number(column, "intervals", v)
+        if bottom is not None and x < bottom:
+            paths.append((v, *[f"<{_fmt(bottom)}"] * len(widths), GENERATED_TOP))
+            continue
+        if top is not None and x >= top:
+            paths.append((v, *[f">={_fmt(top)}"] * len(widths), GENERATED_TOP))
+            continue
         levels = []
         for w in widths:
             low = start + math.floor((x - start) / w) * w
-            levels.append(f"[{_fmt(low)},{_fmt(low + w)})")
+            high = low + w
+            low, high = max(low, bottom) if bottom is not None else low, min(high, top) if top is not None else high
+            levels.append(f"[{_fmt(low)},{_fmt(high)})")
         paths.append((v, *levels, GENERATED_TOP))
     return paths
+
+
+def _option_number(column: str, name: str, raw: Any) -> Decimal:
+    """A generator's numeric option (start, bottom, top): a finite number written as one."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        raise ConfigError(f"quasi_identifiers.{column}: {name} must be a number, got {raw!r}")
+    try:
+        number = Decimal(str(raw))
+    except InvalidOperation:
+        raise ConfigError(f"quasi_identifiers.{column}: {name} must be a number, got {raw!r}") from None
+    if not number.is_finite():
+        raise ConfigError(f"quasi_identifiers.{column}: {name} must be a finite number, got {raw!r}")
+    return number
+
+
+def _groups(column: str, options: dict[str, Any], values: list[str]) -> list[tuple[str, ...]]:
+    """Married-civ-spouse -> married -> *  from groups named in the job: `groups` maps each group to its values
+    (one level), or is a list of such mappings, each grouping the labels of the level below (several levels).
+    `other: LABEL` groups the values no group lists; without it such a value is an error that names it."""
+    _check_options(column, "groups", options, {"groups", "other"})
+    raw = options.get("groups")
+    levels = [raw] if isinstance(raw, dict) else raw
+    if not isinstance(levels, list) or not levels or not all(isinstance(level, dict) and level for level in levels):
+        raise ConfigError(
+            f"quasi_identifiers.{column}: generator groups needs groups: {{GROUP: [VALUE, ...], ...}}, or a list of "
+            "such mappings for several levels (each grouping the groups of the level below)"
+        )
+    other = options.get("other")
+    if other is not None and (not isinstance(other, str) or not other.strip() or other == GENERATED_TOP):
+        raise ConfigError(f"quasi_identifiers.{column}: other must be a label for the values no group lists")
+    paths = [[v] for v in values]
+    for depth, level in enumerate(levels, start=1):
+        parent = _group_of(column, depth, level)
+        for path in paths:
+            below = path[-1]
+            if below in parent:
+                path.append(parent[below])
+            elif depth == 1 and other is not None:
+                path.append(other)
+            else:
+                what = "value" if depth == 1 else f"level {depth - 1} group"
+                fix = ", or name a group for the rest with other: LABEL" if depth == 1 else ""
+                raise HierarchyError(
+                    f"generator groups for {column!r}: level {depth} puts {what} {below!r} in no group; add it to "
+                    f"one{fix}"
+                )
+    return [(*path, GENERATED_TOP) for path in paths]
+
+
+def _group_of(column: str, depth: int, level: dict[Any, Any]) -> dict[str, str]:
+    """Each member's group at one level of `groups` (members as text: a YAML number names the value it reads)."""
+    found: dict[str, str] = {}
+    for group, members in level.items():
+        if not isinstance(group, (str, int)) or isinstance(group, bool) or str(group) in ("", GENERATED_TOP):
+            raise ConfigError(f"quasi_identifiers.{column}: groups level {depth} has a group named {group!r}")
+        if not isinstance(members, list) or not members:
+            raise ConfigError(
+                f"quasi_identifiers.{column}: group {group!r} (level {depth}) must list its members, e.g. [a, b]"
+            )
+        for member in map(str, members):
+            if member in found and found[member] != str(group):
+                raise ConfigError(
+                    f"quasi_identifiers.{column}: {member!r} is in groups {found[member]!r} and {group!r} at level "
+                    f"{depth}; a member has one group"
+                )
+            found[member] = str(group)
+    return found
 
 
 def _date(column: str, options: dict[str, Any], values: list[str]) -> list[tuple[str, ...]]:
@@ -458,4 +541,5 @@ GENERATORS: dict[str, Callable[[str, dict[str, Any], list[str]], list[tuple[str,
     "intervals": _intervals,
     "date": _date,
     "suppress": _suppress,
+    "groups": _groups,
 }
