@@ -506,7 +506,8 @@ def analyze_table(
     job, schema, table, read = frame_read(framed(job, None), schema, table)
     attribute = analyzed_attribute(job, sensitive)
     purpose = "analyze a table with the job's quasi-identifiers and the sensitive attribute"
-    with table_reader(job, options, schema, table, job.qi_names + [attribute], purpose, read) as (db, conn):
+    needed = job.qi_names + ([attribute] if attribute else [])
+    with table_reader(job, options, schema, table, needed, purpose, read) as (db, conn):
         options.progress("analysis: attacks and risk of the table", 0, 1)
         return AnalysisReport(
             attribute, settings, [analyze_published_table(db, conn, job, schema, table, attribute, settings)]

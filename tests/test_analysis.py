@@ -392,3 +392,37 @@ def _leaves(hierarchy: Hierarchy, level: int) -> pd.Series:
     """Per original value: the leaves under its generalization at `level`."""
     above = pd.Series({path[0]: path[level] for path in hierarchy.paths})
     return above.map(above.value_counts())
+
+
+RISK_FIGURES = ["rows", "classes", "suppressed", "highest_risk", "average_risk", "records_at_risk", "unique_share"]
+
+
+def test_a_job_without_a_sensitive_attribute_gets_the_risk_and_utility_of_its_releases(adult_duck: str, tmp_path):
+    """k-anonymity alone (the README's example): the risk and utility figures of each minimal release are those the
+    same releases have with a sensitive attribute (they read class sizes only), and no attack figure appears."""
+    qis = ["sex", "age", "race", "marital-status"]
+    plain = reclassified(
+        adult_job(adult_duck, qis, k=20, load_csv=False), suppression=__import__("sqlanon").Suppression(0.02)
+    )
+    with_sensitive = reclassified(plain, sensitive=["occupation"])
+    without, within = analyze(plain), analyze(with_sensitive)
+    assert without.sensitive is None and [t.label for t in without.tables] == [t.label for t in within.tables]
+    for bare, full in zip(without.tables, within.tables):
+        assert {n: getattr(bare, n) for n in RISK_FIGURES} == {n: getattr(full, n) for n in RISK_FIGURES}
+        same_utility = {k: v for k, v in full.utility.items() if k != "kl_divergence"}  # KL reads the sensitive
+        assert {k: bare.utility[k] for k in same_utility} == pytest.approx(same_utility)
+        assert not {"homogeneous_classes", "revealed_values", "bayes"} & set(bare.to_dict())
+    assert "homogeneous_tuples" not in without.frame().columns
+    assert without.summary() == {
+        "tables": len(without.tables),
+        "highest_risk": max(t.highest_risk for t in without.tables),
+    }
+    anonymize(dataclasses.replace(plain, output=__import__("sqlanon").Output(table="plain_anon")), replace=True)
+    [published] = analyze_table(plain, "plain_anon").tables
+    assert published.sensitive is None and published.highest_risk <= 1 / 20
+    config = write_config(tmp_path, insensitive=OTHERS + ["occupation"])
+    shown = run("analyze", str(config))
+    assert shown.exit_code == 0 and "no attack on a sensitive value applies" in shown.output
+    assert "re-identification risk" in shown.output and "attacks on" not in shown.output
+    refused = run("analyze", str(config), "--max-homogeneous", "0")
+    assert refused.exit_code == 2 and "the job has none" in refused.stderr

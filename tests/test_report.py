@@ -109,3 +109,14 @@ def test_a_report_that_cannot_be_written_leaves_nothing(tmp_path: Path):
     unknown = run("report", str(config), "--out", str(tmp_path / "r.html"), "--sensitive", "age")
     assert unknown.exit_code == 2 and "not a sensitive attribute" in unknown.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_job_without_a_sensitive_attribute_gets_a_report_of_its_risk(tmp_path: Path):
+    pytest.importorskip("plotly", reason="sqlanon report needs Plotly: pip install 'sqlanon[report]'")
+    config = write_config(tmp_path, insensitive=OTHERS + ["occupation"])
+    out = tmp_path / "report.html"
+    result = run("report", str(config), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    assert "no attack on a sensitive value applies" in page and "highest risk" in page
+    assert "least diverse classes" not in page

@@ -64,12 +64,24 @@ def default_background(job: Any, sensitive: str | None = None) -> int:
     return max(max(ls) - 2, 0) if ls else 2
 
 
+#: the figures of the attacks on a sensitive value (TableAnalysis), which a job without one has not
+ATTACK_FIGURES = (
+    "homogeneous_classes",
+    "homogeneous_tuples",
+    "nearly_homogeneous_classes",
+    "nearly_homogeneous_tuples",
+    "revealed_values",
+    "disclosed_by_background",
+    "bayes",
+)
+
+
 @dataclass(kw_only=True)
 class TableAnalysis:
     """The attack and risk figures of one release (a node of the lattice, or a published table)."""
 
     label: str  # the node's levels joined by commas, or the table's name
-    sensitive: str
+    sensitive: str | None  # the attribute the attacks analyze (None: the job has none, and no attack applies)
     rows: int  # released tuples
     classes: int
     suppressed: int
@@ -91,8 +103,13 @@ class TableAnalysis:
     bayes: dict[str, int] = field(default_factory=dict)  # the Bayes-optimal audit (nodes only: engine.node_releases)
 
     def to_dict(self) -> dict[str, Any]:
+        """Every figure; without a sensitive attribute, those of the attacks on one are left out (no release
+        reveals a value it does not hold)."""
         data = asdict(self)
         data["disclosed_by_background"] = {str(b): n for b, n in self.disclosed_by_background.items()}
+        if self.sensitive is None:
+            for name in ATTACK_FIGURES:
+                data.pop(name)
         return data
 
 
@@ -100,7 +117,7 @@ def analyze_frequency_set(
     conn: Connection,
     *,
     label: str,
-    sensitive: str,
+    sensitive: str | None,
     definition: str,
     class_columns: list[str],
     value_column: str,
@@ -119,7 +136,7 @@ def analyze_frequency_sets(
     release: attack_sql.Release,
     *,
     labels: dict[tuple[Any, ...], str],
-    sensitive: str,
+    sensitive: str | None,
     value_column: str,
     settings: AnalysisSettings,
     population: str | None = None,
@@ -130,7 +147,7 @@ def analyze_frequency_sets(
     figures = attack_sql.release_figures(
         conn, release, near=settings.near, risk=settings.risk_threshold, background=settings.background
     )
-    revealed = attack_sql.revealed_values(conn, release, value=value_column, limit=REVEALED_SHOWN)
+    revealed = attack_sql.revealed_values(conn, release, value=value_column, limit=REVEALED_SHOWN) if sensitive else {}
     none: dict[str, Any] = dict.fromkeys(attack_sql.RELEASE_FIGURES, 0)
     none["disclosed_by_background"] = dict.fromkeys(range(settings.background + 1), 0)
     analyses = {}
@@ -199,9 +216,10 @@ class BayesSettings:
 
 @dataclass
 class AnalysisReport:
-    """Every analyzed release, and the homogeneity attack over all of them (the paper's per-table averages)."""
+    """Every analyzed release, and the homogeneity attack over all of them (the paper's per-table averages); a
+    job without a sensitive attribute (`sensitive` None) has the risk and utility figures only."""
 
-    sensitive: str
+    sensitive: str | None
     settings: AnalysisSettings
     tables: list[TableAnalysis]
     search_seconds: float = 0.0  # finding the minimal releases (0: the releases were given)
@@ -214,6 +232,8 @@ class AnalysisReport:
 
     def summary(self) -> dict[str, Any]:
         count = len(self.tables) or 1
+        if self.sensitive is None:
+            return {"tables": len(self.tables), "highest_risk": max((t.highest_risk for t in self.tables), default=0)}
         return {
             "tables": len(self.tables),
             "affected_tables": self.affected_tables,
@@ -250,8 +270,9 @@ class AnalysisReport:
         rows = []
         for t in self.tables:
             flat = {k: v for k, v in t.to_dict().items() if k not in ("utility", "bayes", "disclosed_by_background")}
-            flat.update({f"disclosed_b{b}": n for b, n in t.disclosed_by_background.items()})
-            flat.update(t.bayes)
+            if self.sensitive is not None:
+                flat.update({f"disclosed_b{b}": n for b, n in t.disclosed_by_background.items()})
+                flat.update(t.bayes)
             flat.update({f"utility_{k}": v for k, v in t.utility.items()})
             rows.append(flat)
         return pd.DataFrame(rows)

@@ -39,12 +39,15 @@ ANALYSIS_CUBE, POPULATION_CUBE = 1, 2  # the analysis' cubes among the run's (en
 
 
 def chosen_classes(
-    ctx: SearchContext, node: tuple[int, ...], attribute: str
+    ctx: SearchContext, node: tuple[int, ...], attribute: str | None
 ) -> tuple[list[tuple[int, int]], list[tuple[str, list[tuple[str, int]]]]]:
-    """The node's class-size histogram (size, classes), and its least diverse classes with their value counts."""
-    star = dataclasses.replace(ctx.star, sensitive=[attribute])
+    """The node's class-size histogram (size, classes), and its least diverse classes with their value counts
+    (none without an attribute)."""
+    star = dataclasses.replace(ctx.star, sensitive=[attribute] if attribute else [])
     definition = node_frequency_set(star, node)
     sizes = attack_sql.class_size_histogram(ctx.conn, definition, [class_column(d.attr) for d in star.dimensions])
+    if attribute is None:
+        return sizes, []
     worst = attack_sql.least_diverse_classes(
         ctx.conn,
         star=star,
@@ -80,13 +83,11 @@ def population_star(job: Job, ctx: SearchContext) -> StarSchema | None:
     return star
 
 
-def analyzed_attribute(job: Job, sensitive: str | None) -> str:
+def analyzed_attribute(job: Job, sensitive: str | None) -> str | None:
+    """The attribute the attacks analyze: `sensitive`, else the job's first; None for a job without one (its
+    releases get the risk and utility figures, the attacks on a sensitive value do not apply)."""
     if sensitive is None:
-        if not job.sensitive:
-            raise ConfigError(
-                "the job has no sensitive attribute to analyze; list one under sensitive: or name it with --sensitive"
-            )
-        return job.sensitive[0]
+        return job.sensitive[0] if job.sensitive else None
     if sensitive not in job.sensitive:
         raise ConfigError(
             f"{sensitive!r} is not a sensitive attribute of the job (its sensitive attributes: "
@@ -101,7 +102,7 @@ def analyze_published_table(
     job: Job,
     schema: str | None,
     table: str,
-    attribute: str,
+    attribute: str | None,
     settings: AnalysisSettings,
 ) -> TableAnalysis:
     """The attacks and risk of a table already published, its QI columns taken as they are (no lattice)."""
@@ -120,7 +121,7 @@ def analyze_published_table(
 def analyze_nodes(
     ctx: SearchContext,
     nodes: list[tuple[int, ...]],
-    attribute: str,
+    attribute: str | None,
     settings: AnalysisSettings,
     metrics: dict[tuple[int, ...], dict[str, Any]],
     job_sensitive: list[str],
@@ -140,10 +141,11 @@ def analyze_nodes(
     if not nodes:
         return []
     criteria = ctx.criteria if ctx.max_suppressed else []
-    read = [attribute] + [a for c in criteria for a in c.sensitive_attributes()]
+    read = [attribute] if attribute else []
+    read += [a for c in criteria for a in c.sensitive_attributes()]
     star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + job_sensitive + read)))
-    # the analyzed attribute as codes where it can be: every grouping of the batches carries it
-    star = star.with_domain(ctx.conn, attribute)
+    if attribute:  # the analyzed attribute as codes where it can be: every grouping of the batches carries it
+        star = star.with_domain(ctx.conn, attribute)
     analyses: dict[tuple[int, ...], TableAnalysis] = {}
     # the scratch tables are dropped when the statements succeeded; after an error the caller's rollback takes
     # them (a DROP there would fail in an aborted transaction and hide the error)
@@ -212,7 +214,7 @@ def _analyze_batch(
     population: WaveChecker | None,
     bayes: BayesSettings | None,
 ) -> dict[tuple[int, ...], TableAnalysis]:
-    release, attribute = batch.release(), str(releases.attribute)
+    release, attribute = batch.release(), releases.attribute
     analyses = analyze_frequency_sets(
         ctx.conn,
         release,
@@ -223,7 +225,7 @@ def _analyze_batch(
         population=population_sets(population, releases, batch.nodes) if population else None,
     )
     sums = releases.class_sums(batch)
-    audits = releases.bayes_sums(batch, dataclasses.asdict(bayes or BayesSettings()))
+    audits = releases.bayes_sums(batch, dataclasses.asdict(bayes or BayesSettings())) if attribute else {}
     found = {}
     for (j,), analysis in analyses.items():
         node, node_sums = batch.nodes[j], sums.get(j, ClassSums())
@@ -231,7 +233,7 @@ def _analyze_batch(
             assert evaluator is not None, "the nodes without metrics have an evaluator"
             metrics[node] = evaluator.figures(node, node_sums)
         analysis.utility = {**metrics[node], **arx_utility(analysis, node_sums, len(node))}
-        analysis.bayes = dict(zip(DISCLOSURES, audits.get(j, (0, 0, 0))))
+        analysis.bayes = dict(zip(DISCLOSURES, audits.get(j, (0, 0, 0)))) if attribute else {}
         found[node] = analysis
     return found
 

@@ -196,12 +196,15 @@ def _chosen(data: ReportData, go: Any) -> str:
         "class size",
         "classes",
     )
+    attribute = data.analysis.sensitive
+    if attribute is None:
+        return f"<table>{figures}</table>{sizes}"
     worst = "".join(
         _figure(
             go,
             [go.Bar(x=[v for v, _ in counts], y=[n for _, n in counts])],
-            f"{data.analysis.sensitive} in class {label}",
-            data.analysis.sensitive,
+            f"{attribute} in class {label}",
+            attribute,
             "tuples",
         )
         for label, counts in data.worst_classes
@@ -209,7 +212,7 @@ def _chosen(data: ReportData, go: Any) -> str:
     return (
         f"<table>{figures}</table>{sizes}<h3>The least diverse classes</h3>"
         f"<p>The classes of the chosen release with the fewest distinct values of "
-        f"{html.escape(data.analysis.sensitive)}, and how those values are spread.</p>{worst}"
+        f"{html.escape(attribute)}, and how those values are spread.</p>{worst}"
     )
 
 
@@ -244,6 +247,8 @@ def _minimal(data: ReportData, go: Any) -> str:
 
 def _attacks(data: ReportData) -> str:
     report = data.analysis
+    if report.sensitive is None:
+        return _risks(data)
     names = [
         "label",
         "rows",
@@ -273,6 +278,28 @@ def _attacks(data: ReportData) -> str:
         f"<p>Sensitive attribute: <b>{html.escape(report.sensitive)}</b>. {summary['affected_tables']} of "
         f"{summary['tables']} minimal release(s) have a homogeneous class (every tuple the same value).</p>"
         f"<table>{header}{rows}</table>"
+    )
+
+
+def _risks(data: ReportData) -> str:
+    """The re-identification risk of each minimal release, for a job without a sensitive attribute."""
+    names = [
+        "label",
+        "rows",
+        "classes",
+        "suppressed",
+        "highest_risk",
+        "average_risk",
+        "records_at_risk",
+        "unique_share",
+    ]
+    header = "<tr>" + "".join(f"<th>{n.replace('_', ' ')}</th>" for n in names) + "</tr>"
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{_fmt(getattr(t, n))}</td>" for n in names) + "</tr>" for t in data.analysis.tables
+    )
+    return (
+        "<p>The job has no sensitive attribute: no attack on a sensitive value applies; the re-identification "
+        f"risk of each release follows.</p><table>{header}{rows}</table>"
     )
 
 

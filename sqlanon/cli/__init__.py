@@ -28,7 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .. import __version__
-from ..analysis.attacks import AnalysisReport, AnalysisSettings, BayesSettings, default_background
+from ..analysis.attacks import ATTACK_FIGURES, AnalysisReport, AnalysisSettings, BayesSettings, default_background
 from ..analysis.inference import InferenceReport
 from ..api import (
     AnonymizeResult,
@@ -52,7 +52,7 @@ from ..api import (
 from ..backends import connect_hint, first_line, normalize_url, open_database, qualified_name
 from ..config import check_memory_limit, load_job
 from ..engine.audit import AuditReport
-from ..errors import USER_INTERRUPT, SqlanonError, interrupted
+from ..errors import USER_INTERRUPT, ConfigError, SqlanonError, interrupted
 from ..model.job import Job, Suppression
 from ..model.selection import METRICS, best_node, level_metrics, node_label, selection_metric
 from ..publish.anatomy import AnatomyReport
@@ -555,6 +555,11 @@ def analyze_command(
     if node_text is not None and table is not None:
         raise SqlanonError("give --node or --table, not both")
     job = load_job(config)
+    if max_homogeneous is not None and not (sensitive or job.sensitive):
+        raise ConfigError(
+            "--max-homogeneous counts the tuples of classes homogeneous in a sensitive attribute, and the job has "
+            "none; list one under sensitive:, or leave the option out"
+        )
     settings = AnalysisSettings(
         near, risk_threshold, default_background(job, sensitive) if background is None else background
     )
@@ -688,14 +693,40 @@ ANALYSIS_COLUMNS = {
 def _print_analysis(report: AnalysisReport, bayes: BayesSettings, fmt: str) -> None:
     backgrounds = sorted(report.tables[0].disclosed_by_background) if report.tables else []
     if fmt == "csv":  # one row per release with every figure (the table's names, as before)
-        header = list(ANALYSIS_COLUMNS.values()) + [f"disclosed b={b}" for b in backgrounds]
+        names = [n for n in ANALYSIS_COLUMNS if report.sensitive is not None or n not in ATTACK_FIGURES]
+        backgrounds = backgrounds if report.sensitive is not None else []
+        header = [ANALYSIS_COLUMNS[n] for n in names] + [f"disclosed b={b}" for b in backgrounds]
         raw = [
-            [getattr(t, name) for name in ANALYSIS_COLUMNS] + [t.disclosed_by_background[b] for b in backgrounds]
+            [getattr(t, name) for name in names] + [t.disclosed_by_background[b] for b in backgrounds]
             for t in report.tables
         ]
         _write_csv(header, raw)
         return
     settings = _analysis_settings(report, bayes)
+    if report.sensitive is None:
+        out.print(
+            "The job has no sensitive attribute: no attack on a sensitive value applies (list one under "
+            "sensitive: for the attacks and the Bayes audit); the risk and utility of each release follow.",
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        _print_attacks(report, settings, backgrounds, fmt)
+    _print_rows(
+        "re-identification risk",
+        ["release", "rows", "supp", "max risk", "avg risk", "at risk", "unique"],
+        [
+            [t.label, t.rows, t.suppressed, t.highest_risk, t.average_risk, t.records_at_risk, t.unique_share]
+            for t in report.tables
+        ],
+        fmt,
+    )
+    _legend("risk", settings)
+    _print_population_bayes_and_utility(report, settings, fmt)
+
+
+def _print_attacks(report: AnalysisReport, settings: dict[str, Any], backgrounds: list[int], fmt: str) -> None:
+    """The homogeneity and background-knowledge attacks on the sensitive attribute, and the values revealed."""
     _print_rows(
         f"attacks on {report.sensitive}",
         ["release", "classes", "homog.\nclasses", "homog.\ntuples", "near\nclasses", "near\ntuples"]
@@ -719,16 +750,10 @@ def _print_analysis(report: AnalysisReport, bayes: BayesSettings, fmt: str) -> N
     for t in report.tables:
         if t.revealed_values:
             out.print(f"{t.label}: homogeneous classes reveal {', '.join(t.revealed_values)}", highlight=False)
-    _print_rows(
-        "re-identification risk",
-        ["release", "rows", "supp", "max risk", "avg risk", "at risk", "unique"],
-        [
-            [t.label, t.rows, t.suppressed, t.highest_risk, t.average_risk, t.records_at_risk, t.unique_share]
-            for t in report.tables
-        ],
-        fmt,
-    )
-    _legend("risk", settings)
+
+
+def _print_population_bayes_and_utility(report: AnalysisReport, settings: dict[str, Any], fmt: str) -> None:
+    """The tables a release has where their figures were computed: population risks, Bayes audit, utility."""
     if any(t.marketer_risk is not None for t in report.tables):
         _print_rows(
             "against the population table (journalist: risk 1 / the class's size in the population; "

@@ -174,14 +174,15 @@ def population_figures(
     return {key: dict(zip(names, row)) for key, row in release.keyed(rows).items()}
 
 
-def published_frequency_set(db: Database, table: str, qis: list[str], attribute: str) -> tuple[str, list[str]]:
-    """A published table's frequency set over `attribute` (as s), its QI columns taken as they are (g0..): the
-    SELECT and its class columns."""
+def published_frequency_set(db: Database, table: str, qis: list[str], attribute: str | None) -> tuple[str, list[str]]:
+    """A published table's frequency set over `attribute` (as s; None: a constant, every class one cell), its QI
+    columns taken as they are (g0..): the SELECT and its class columns."""
     quoted = [db.q(c) for c in qis]
     classes = [f"g{i}" for i in range(len(qis))]
+    value, grouped = (db.q(attribute), [db.q(attribute)]) if attribute else ("0", [])
     return (
-        f"SELECT {', '.join(f'{q} AS {g}' for q, g in zip(quoted, classes))}, {db.q(attribute)} AS s, "
-        f"COUNT(*) AS cnt FROM {table} GROUP BY {', '.join(quoted + [db.q(attribute)])}"
+        f"SELECT {', '.join(f'{q} AS {g}' for q, g in zip(quoted, classes))}, {value} AS s, "
+        f"COUNT(*) AS cnt FROM {table} GROUP BY {', '.join(quoted + grouped)}"
     ), classes
 
 

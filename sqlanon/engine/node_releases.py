@@ -30,6 +30,7 @@ from .checker import ROWS_PER_STATEMENT, WaveChecker
 from .frequency import violating_classes_sql
 
 NODE = "node"
+NO_VALUE = "no_value"  # the constant value column of a release analyzed without a sensitive attribute
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,14 @@ class NodeBatch:
     decoded: tuple[str, dict[str, Any]] | None = None  # where `value` holds codes: SQL of fs's value as text
 
     def release(self) -> Release:
-        """The batch's releases over the analyzed attribute, by node, as engine.attacks reads them."""
+        """The batch's releases over the analyzed attribute, by node, as engine.attacks reads them (without one, a
+        constant value: every class one cell, which the risk figures read)."""
         definition = f"SELECT * FROM {self.frequency_sets}"
-        if self.sensitive != [self.value]:  # one row per class and value of the attribute
+        if self.value is None:
+            assert not self.sensitive, "without an analyzed attribute the cube carries no sensitive column"
+            group = ", ".join([NODE, *self.keys])
+            definition = f"SELECT {group}, 0 AS {NO_VALUE}, cnt FROM {self.frequency_sets}"
+        elif self.sensitive != [self.value]:  # one row per class and value of the attribute
             group = ", ".join([NODE, *self.keys, str(self.value)])
             definition = f"SELECT {group}, {count_sum('cnt')} AS cnt FROM {self.frequency_sets} GROUP BY {group}"
         return Release(
@@ -59,7 +65,7 @@ class NodeBatch:
             classes=[NODE, *self.keys],
             suppressed=f"SELECT * FROM {self.suppressed}" if self.suppressed else None,
             by=(NODE,),
-            value=str(self.value),
+            value=self.value or NO_VALUE,
             flagged=self.classes,
             decoded=self.decoded,
         )
