@@ -109,6 +109,11 @@ def anonymize(
         job = dataclasses.replace(job, output=Output(table=f"{job.source.table}_anon"))
     if job.output is None:
         raise ConfigError("the config has no output: {table: NAME}; add one to write the anonymized table")
+    if options is not None and options.resume and job.output.method != Generalization.name:
+        raise ConfigError(
+            f"output.method {job.output.method} searches no lattice, so there is no search to resume; run it again "
+            "without --resume"
+        )
     publish = METHODS[job.output.method].run
     assert publish is not None, f"no verb publishes by {job.output.method}"
     result: Published = publish(job, options, replace=replace)

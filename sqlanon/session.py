@@ -13,6 +13,9 @@ table that a command reads but never writes (audit, the analysis of a published 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -44,7 +47,7 @@ from .publish.ownership import FRAME_PATH, OwnedTable, Ownership, TableName, fil
 from .registry import JobRegistry, opened_registry
 from .search.strategies import SearchContext
 from .store.migrate import DEFAULT_SCHEMA, migrate
-from .store.records import RunRecord, cleanup_dead_runs
+from .store.records import RunRecord, cleanup_dead_runs, resumable_run
 
 
 def on_db(job: Job, url: str | None) -> Job:
@@ -69,6 +72,7 @@ class RunOptions:
     progress: Progress = field(default=lambda phase, done, total: None)
     metrics: bool = False  # compute utility metrics of every minimal node
     resume_run: int | None = None  # continue this interrupted run instead of starting one (see run_job)
+    resume: bool = False  # continue the job's latest run of the same command, when it stopped unfinished
     memory_limit: str | None = None  # DuckDB: overrides source.memory_limit (config.check_memory_limit)
     temp_directory: Path | None = None  # DuckDB: overrides source.temp_directory
 
@@ -209,17 +213,19 @@ def lattice_run(
     with job_database(job, options) as db:
         columns = checked_source(db, job, options, [target] if target else [])
         cleanup_dead_runs(db, options.metadata_schema)  # tables of runs killed earlier
+        config = run_config(job, files)
+        resume_run = options.resume_run
+        if resume_run is None and options.resume:
+            resume_run = resumable_run(db, options.metadata_schema, job.name, command, config)
         star: StarSchema | None = None
         record: RunRecord | None = None
         ctx: SearchContext | None = None
         try:
             with db.connect() as conn:
-                if options.resume_run is not None:
-                    record = RunRecord.reopen(db, conn, options.metadata_schema, options.resume_run)
+                if resume_run is not None:
+                    record = RunRecord.reopen(db, conn, options.metadata_schema, resume_run)
                 else:
-                    record = RunRecord.start(
-                        db, conn, options.metadata_schema, job.name, command, job.strategy, job.to_json()
-                    )
+                    record = RunRecord.start(db, conn, options.metadata_schema, job.name, command, job.strategy, config)
                 try:
                     star = build_star_schema(
                         db,
@@ -244,24 +250,46 @@ def lattice_run(
                         progress=options.progress,
                         max_suppressed=job.suppression.max_suppressed(star.rows),
                         assume_monotone=job.assume_monotone,
-                        resuming=options.resume_run is not None,
+                        resuming=resume_run is not None,
                         metrics_follow=command != "search" or options.metrics,
                         metrics_sensitive=job.sensitive,
                     )
                     yield Run(job=job, options=options, db=db, conn=conn, record=record, columns=columns, search=ctx)
                 finally:
-                    if conn.in_transaction():
-                        conn.rollback()
-                    if star is not None and not options.keep and not conn.invalidated:  # else: the next cleanup
-                        with conn.begin():
-                            if ctx is not None:
-                                ctx.keep_cube(None)  # a search's cube the metrics did not take
-                            star.drop(conn)
+                    drop_run_tables(conn, star if not options.keep else None, ctx)
         except BaseException as exc:
             original = record_end(record, exc)
             if original is exc:
                 raise
             raise original from None
+
+
+def drop_run_tables(conn: Connection, star: StarSchema | None, ctx: SearchContext | None) -> None:
+    """At a lattice run's end, its star schema and the cube the metrics did not take. After an error (Ctrl-C
+    included: it may have struck inside the driver, leaving the session's transaction half closed) a failing
+    cleanup gives way to the error: the run's end (record_end) drops what is left, or the next run does."""
+    failing = sys.exc_info()[0] is not None
+    try:
+        conn.rollback()  # whatever the run left open, or half closed
+        if star is not None and not conn.invalidated:
+            with conn.begin():
+                if ctx is not None:
+                    ctx.keep_cube(None)  # a search's cube the metrics did not take
+                star.drop(conn)
+    except (sa_exc.SQLAlchemyError, KeyboardInterrupt):
+        if not failing:
+            raise
+
+
+def run_config(job: Job, files: dict[str, Hierarchy]) -> str:
+    """The job as its run records it: its JSON record and a digest of each hierarchy file's paths as read (a
+    resume continues only the same job over the same hierarchies)."""
+    record = json.loads(job.to_json())
+    record["hierarchy_digests"] = {
+        column: hashlib.sha256(json.dumps(hierarchy.paths).encode()).hexdigest()[:16]
+        for column, hierarchy in files.items()
+    }
+    return json.dumps(record, sort_keys=True)
 
 
 @contextmanager

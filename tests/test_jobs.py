@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -777,3 +778,46 @@ def test_a_terminated_loopback_session_records_its_cause(pg_job):
     assert status == "failed" and died and "PendingRollback" not in error, error
     resumed = run_job("adult9", url, RunOptions(metadata_schema=meta), resume=True)
     assert resumed.minimal
+
+
+class Interrupt:
+    """A progress callback that interrupts the run (as Ctrl-C does, inside the search) when `phase` begins."""
+
+    def __init__(self, phase: str):
+        self.phase = phase
+
+    def __call__(self, phase: str, done: int, total: int | None) -> None:
+        if phase == self.phase:
+            raise KeyboardInterrupt
+
+
+def test_an_interrupted_file_run_resumes_where_it_stopped_and_only_the_same_job(tmp_path: Path):
+    """A DuckDB job resumes as a registered job does (`--resume`): from its last completed Incognito iteration,
+    to the result of a fresh run, and only while the job and its hierarchies are those of the stopped run."""
+    url = f"duckdb:///{tmp_path / 'adult.duckdb'}"
+    job = adult_job(url, ADULT_QIS, search={"strategy": "incognito"})
+    with pytest.raises(DataError, match="no earlier search run in this database to resume"):
+        search(job, RunOptions(resume=True))
+    with pytest.raises(KeyboardInterrupt):
+        search(job, RunOptions(progress=Interrupt("iteration 5/9")))
+    with pytest.raises(DataError, match="changed since run 1 stopped \\(criteria\\)"):
+        search(adult_job(url, ADULT_QIS, k=6, search={"strategy": "incognito"}), RunOptions(resume=True))
+    resumed = search(job, RunOptions(resume=True))
+    fresh = search(job)
+    assert resumed.run_id == 1 and fresh.run_id == 2
+    assert set(resumed.satisfying) == set(fresh.satisfying) and resumed.minimal == fresh.minimal
+    assert resumed.stats.nodes_checked < fresh.stats.nodes_checked  # iterations 1-4 were not checked again
+    with pytest.raises(DataError, match="the last search run of job 'job' \\(run 2\\) finished; nothing to resume"):
+        search(job, RunOptions(resume=True))
+    with pytest.raises(KeyboardInterrupt):
+        search(job, RunOptions(progress=Interrupt("iteration 3/9")))
+    edited = tmp_path / "sex.csv"
+    edited.write_text("Male;person\nFemale;person\n")  # the same QI, another hierarchy file
+    changed = job_from_dict(adult_config(url, ADULT_QIS, search={"strategy": "incognito"}), tmp_path)
+    changed.quasi_identifiers[0] = dataclasses.replace(changed.quasi_identifiers[0], hierarchy=edited)
+    with pytest.raises(DataError, match="changed since run 3 stopped \\(hierarchy_digests, quasi_identifiers\\)"):
+        search(changed, RunOptions(resume=True))
+    config = tmp_path / "job.yaml"
+    config.write_text(yaml.safe_dump(adult_config(url, ["sex", "age"], output={"table": "m", "method": "mondrian"})))
+    refused = CliRunner().invoke(main, ["anonymize", str(config), "--resume"])
+    assert refused.exit_code == 2 and "there is no search to resume" in refused.stderr

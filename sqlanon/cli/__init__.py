@@ -125,6 +125,12 @@ def duckdb_resources(command: Callable[..., Any]) -> Callable[..., Any]:
 KEEP_OPTION = click.option(
     "--keep", is_flag=True, help="Keep the run's dimension tables (its star schema) in the work schema for inspection."
 )
+RESUME_OPTION = click.option(
+    "--resume",
+    is_flag=True,
+    help="Continue the job's last run of this command, stopped unfinished (Ctrl-C, a crash), from its last "
+    "completed Incognito iteration; refused if the job or its hierarchies changed since.",
+)
 SCHEMA_OPTION = click.option(
     "--metadata-schema",
     default=DEFAULT_SCHEMA,
@@ -208,12 +214,12 @@ class Command(click.Group):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(EXIT_OK)
         except SqlanonError as exc:
-            if Command.debug:
+            if Command.debug or interrupted(exc):  # an error that followed Ctrl-C: the interrupt is what to say
                 raise
             err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             sys.exit(EXIT_ERROR)
         except sa.exc.DBAPIError as exc:
-            if Command.debug:
+            if Command.debug or interrupted(exc):
                 raise
             first = first_line(exc.orig)
             err.print(
@@ -223,7 +229,7 @@ class Command(click.Group):
             )
             sys.exit(EXIT_ERROR)
         except (sa.exc.SQLAlchemyError, OSError) as exc:  # e.g. a file that cannot be read or written
-            if Command.debug:
+            if Command.debug or interrupted(exc):
                 raise
             err.print(f"[bold red]error:[/] {exc} (rerun with --debug for details)", highlight=False, soft_wrap=True)
             sys.exit(EXIT_ERROR)
@@ -259,6 +265,7 @@ def _show_warning(
 @output_format
 @KEEP_OPTION
 @SCHEMA_OPTION
+@RESUME_OPTION
 @click.option(
     "--metrics",
     is_flag=True,
@@ -271,6 +278,7 @@ def search_command(
     fmt: str,
     keep: bool,
     metadata_schema: str,
+    resume: bool,
     metrics: bool,
     resources: dict[str, Any],
 ) -> None:
@@ -289,6 +297,7 @@ def search_command(
                 keep=keep,
                 progress=progress,
                 metrics=metrics,
+                resume=resume,
                 **resources,
             ),
         )
@@ -301,6 +310,7 @@ def search_command(
 @output_format
 @KEEP_OPTION
 @SCHEMA_OPTION
+@RESUME_OPTION
 @click.option("--replace", is_flag=True, help="Overwrite the output table if it exists.")
 @duckdb_resources
 def anonymize_command(
@@ -309,6 +319,7 @@ def anonymize_command(
     fmt: str,
     keep: bool,
     metadata_schema: str,
+    resume: bool,
     replace: bool,
     resources: dict[str, Any],
 ) -> None:
@@ -320,7 +331,7 @@ def anonymize_command(
     """
     _anonymize(
         load_job(config),
-        RunOptions(db_url=db_url, metadata_schema=metadata_schema, keep=keep, **resources),
+        RunOptions(db_url=db_url, metadata_schema=metadata_schema, keep=keep, resume=resume, **resources),
         fmt,
         replace,
     )

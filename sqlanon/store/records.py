@@ -12,6 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ..backends import Database, progress_file
+from ..errors import DataError
 from ..model.names import run_of_table
 from . import Store, runs
 from .migrate import DEFAULT_SCHEMA
@@ -125,6 +126,30 @@ class RunRecord:
             self.store.call(
                 conn, runs.CLOSE, run=self.run_id, status=status, finished_at=now(), result=result, error=error
             )
+
+
+def resumable_run(db: Database, schema: str, job_name: str, command: str, config: str) -> int:
+    """The run a resume continues: the caller's latest `command` run of the job, when it did not finish and ran
+    the same job (`config`, the job's JSON record: a changed job would continue a search of another lattice or
+    other criteria). Called after the runs of dead sessions were closed, so a run still marked running is live."""
+    store = Store(db, schema)
+    with db.metadata.connect() as conn:
+        last = store.call(conn, runs.LAST_OF_JOB, job=job_name, command=command).first()
+    start_over = "run it without --resume to start over"
+    if last is None:
+        raise DataError(f"job {job_name!r} has no earlier {command} run in this database to resume; {start_over}")
+    run_id, status, recorded = int(last[0]), last[1], json.loads(last[2])
+    if status == "finished":
+        raise DataError(f"the last {command} run of job {job_name!r} (run {run_id}) finished; nothing to resume")
+    if status == "running":
+        raise DataError(f"run {run_id} of job {job_name!r} is still running; wait for it, or stop it first")
+    changed = sorted(k for k, v in json.loads(config).items() if recorded.get(k) != v)
+    if changed:
+        raise DataError(
+            f"job {job_name!r} changed since run {run_id} stopped ({', '.join(changed)}); a resume continues the "
+            f"same job: {start_over}"
+        )
+    return run_id
 
 
 def cleanup_dead_runs(db: Database, schema: str = DEFAULT_SCHEMA) -> tuple[list[int], list[str]]:

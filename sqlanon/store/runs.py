@@ -85,6 +85,17 @@ UNFINISHED = Op(
     returns=(("run_id", "bigint"),),
 )
 
+#: the caller's latest run of a job by one command, for a resume (the job need not be registered: a file's job)
+LAST_OF_JOB = Op(
+    name="run_last_of_job",
+    params=(("job", "text"), ("command", "text")),
+    sql=(
+        "SELECT run_id, status, config FROM {s}.runs WHERE job_name = :job AND command = :command AND "
+        "{mine:owner_role} ORDER BY run_id DESC LIMIT 1",
+    ),
+    returns=(("run_id", "bigint"), ("status", "text"), ("config", "text")),
+)
+
 OUTCOME = Op(
     name="run_outcome",
     params=RUN,
@@ -148,6 +159,7 @@ OPS = (
     DEAD,
     INTERRUPT,
     UNFINISHED,
+    LAST_OF_JOB,
     OUTCOME,
     ATTRIBUTES,
     FREQUENCY_SETS,
