@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ from .analysis.releases import (
 )
 from .analysis.report import ReportData, check_report_path, write_report
 from .backends import duckdb_file, normalize_url, open_database
-from .config import job_from_dict
+from .config import check_key_name, job_from_dict
 from .engine.audit import AuditReport, audit_table
 from .engine.star import (
     needed_sensitive,
@@ -40,12 +41,12 @@ from .engine.star import (
 from .errors import ConfigError
 from .model.frames import FRAME_TABLE, MEMORY_URL, READ_TABLE, SourceFrame
 from .model.hierarchies import Hierarchy
-from .model.job import Job, Output
+from .model.job import MIN_KEY_BYTES, Job, Output
 from .model.progress import Phases
 from .publish.anatomy import Anatomy, AnatomyReport, publish_bucketized
 from .publish.batches import published_node, refuse_violating_batch
 from .publish.generalize import Generalization
-from .publish.identifiers import Pseudonyms
+from .publish.identifiers import Pseudonyms, hmac_pads
 from .publish.methods import METHODS, publishes
 from .publish.mondrian import MondrianMethod, MondrianReport, partition_and_publish
 from .publish.ownership import Ownership
@@ -65,7 +66,9 @@ from .steps import (
     select_node,
     suppression_audit,
 )
+from .store import Store, keys
 from .store.migrate import DEFAULT_SCHEMA, migrate
+from .store.records import now
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -314,6 +317,58 @@ def register_job(name: str, config_file: str | Path, db_url: str, metadata_schem
     """Store a job (its config and the hierarchy files it names) in the database; returns the file count."""
     with opened_registry(db_url, metadata_schema) as registry:
         return registry.register(name, Path(config_file))
+
+
+def create_key(
+    name: str,
+    db_url: str,
+    users: Sequence[str] = (),
+    key: bytes | None = None,
+    metadata_schema: str = DEFAULT_SCHEMA,
+) -> None:
+    """Store a pseudonym key in the database under `name`, for the roles `users` (on PostgreSQL at least one:
+    they, or roles with their rights, may pseudonymize with it; none may read it). A random key of 32 bytes unless
+    `key` is given (to keep the pseudonyms an earlier key_env or key_file made). Its pads reach the database
+    through the driver's bulk path, never in a statement or its parameters; sqlanon keeps no copy and returns none.
+    Run as the owner of sqlanon's schema. A name that exists is refused: its pseudonyms would change."""
+    name = check_key_name(name, "the key's name")
+    key = secrets.token_bytes(32) if key is None else key
+    if len(key) < MIN_KEY_BYTES:
+        raise ConfigError(f"the key has {len(key)} bytes; use at least {MIN_KEY_BYTES} random bytes")
+    db = open_database(normalize_url(db_url, Path.cwd()))
+    try:
+        roles = [check_key_name(role, "--for") for role in users]
+        if db.roles and not roles:
+            raise ConfigError("name the roles that may pseudonymize with the key: --for ROLE (repeatable)")
+        migrate(db, metadata_schema)
+        store = Store(db, metadata_schema)
+        with db.connect() as conn, conn.begin():
+            if store.call(conn, keys.USABLE, name=name).first() is not None:
+                raise ConfigError(
+                    f"the database already holds a pseudonym key {name!r}; a new key would change its pseudonyms: "
+                    "choose another name"
+                )
+            columns = [("inner_pad", db.bytes_type), ("outer_pad", db.bytes_type)]
+            with db.secret_table(conn, keys.IMPORT_TABLE, columns, [hmac_pads(key)]):
+                store.call(conn, keys.STORE, name=name, users=",".join(roles), created_at=now())
+    finally:
+        db.dispose()
+
+
+def list_keys(db_url: str, metadata_schema: str = DEFAULT_SCHEMA) -> list[dict[str, Any]]:
+    """The pseudonym keys the database holds: name, the roles they are for, who created them and when (never a
+    key). Run as the owner of sqlanon's schema."""
+    db = open_database(normalize_url(db_url, Path.cwd()))
+    try:
+        migrate(db, metadata_schema)
+        with db.connect() as conn:
+            rows = Store(db, metadata_schema).call(conn, keys.LIST).all()
+    finally:
+        db.dispose()
+    return [
+        {"name": name, "users": [u for u in (users or "").split(",") if u], "created_by": owner, "created_at": str(at)}
+        for name, users, owner, at in rows
+    ]
 
 
 def register_job_config(

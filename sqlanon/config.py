@@ -211,7 +211,8 @@ def _column_list(cfg: dict[str, Any], key: str) -> list[str]:
 
 
 def _identifying(raw: Any, base_dir: Path) -> list[Identifier]:
-    """`identifying: [id, ...]` (removed) or `{id: drop, ssn: {pseudonym: {key_env: VAR} | {key_file: F}}}`."""
+    """`identifying: [id, ...]` (removed) or `{id: drop, ssn: {pseudonym: {key_env: VAR} | {key_file: F} |
+    {key_name: NAME}}}`."""
     if raw is None:
         return []
     if isinstance(raw, (str, list)):
@@ -228,14 +229,17 @@ def _identifying(raw: Any, base_dir: Path) -> list[Identifier]:
         spec = _mapping(
             _required(_mapping(action, where, {"pseudonym"}), "pseudonym", where),
             f"{where}.pseudonym",
-            {"key_env", "key_file"},
+            {"key_env", "key_file", "key_name"},
         )
         if len(spec) != 1:
             raise ConfigError(
-                f"{where}.pseudonym takes one of key_env: VARIABLE or key_file: FILE (the secret key "
-                "is never written in the job)"
+                f"{where}.pseudonym takes one of key_env: VARIABLE, key_file: FILE or key_name: NAME (a key the "
+                "database holds; the secret key is never written in the job)"
             )
-        if "key_env" in spec:
+        if "key_name" in spec:
+            name = check_key_name(spec["key_name"], f"{where}.key_name")
+            found.append(Identifier(column=column, action="pseudonym", key_name=name))
+        elif "key_env" in spec:
             found.append(
                 Identifier(column=column, action="pseudonym", key_env=_identifier(spec["key_env"], f"{where}.key_env"))
             )
@@ -243,6 +247,16 @@ def _identifying(raw: Any, base_dir: Path) -> list[Identifier]:
             key_file = _identifier(spec["key_file"], f"{where}.key_file")
             found.append(Identifier(column=column, action="pseudonym", key_file=(base_dir / key_file).resolve()))
     return found
+
+
+KEY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def check_key_name(name: Any, where: str) -> str:
+    """The name of a key the database holds: a plain name (it is written into the statements that use it)."""
+    if not isinstance(name, str) or not KEY_NAME.match(name):
+        raise ConfigError(f"{where} must be a plain name (letters, digits, _; at most 63), got {name!r}")
+    return name
 
 
 def _source(src: dict[str, Any], base_dir: Path) -> Source:

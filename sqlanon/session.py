@@ -108,6 +108,7 @@ class Target:
 
     def check(self, db: Database, conn: Connection, ownership: Ownership, source: TableName | None) -> TableName:
         assert source is not None, "a published table is made from the source"
+        self.pseudonyms.check_held(db, conn, ownership.metadata_schema)
         self.resolved = (check_output(db, conn, ownership, self.output, source, self.replace), source)
         return self.resolved[0]
 

@@ -49,6 +49,7 @@ METADATA_TABLES = {
     "jobs",
     "job_files",
     "owned_tables",
+    "pseudonym_keys",
 }
 PG_URL = os.environ.get("SQLANON_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 

@@ -583,6 +583,16 @@ CASES: dict[str, Case] = {
     "pseudonym-key-file-missing": Case(
         "column roles", "key file", _roles(identifying={"patient_id": {"pseudonym": {"key_file": "nokey"}}})
     ),
+    "pseudonym-key-name-not-plain": Case(
+        "column roles",
+        "key_name must be a plain name",
+        _roles(identifying={"patient_id": {"pseudonym": {"key_name": "census'; DROP TABLE people; --"}}}),
+    ),
+    "pseudonym-held-key-missing": Case(
+        "column roles",
+        "the database holds no pseudonym key 'census'",
+        _roles(identifying={"patient_id": {"pseudonym": {"key_name": "census"}}}),
+    ),
     # hierarchies
     "hierarchy-missing": Case(
         "hierarchies", "hierarchy file for 'race' not found", lambda env: env.qi("race", {"hierarchy": "h/none.csv"})

@@ -225,3 +225,113 @@ def test_spark_statements_plans_and_ui_hold_no_key(spark_adult: str, key: bytes,
     finally:
         spark.sql("DROP TABLE IF EXISTS people")
         spark.sql("DROP TABLE IF EXISTS people_generalize")
+
+
+@pytest.mark.postgres
+def test_a_key_the_database_holds_pseudonymizes_a_job_run_from_sql_and_no_runner_reads_it(
+    runner, pg_server: str, pg_schema: str, key: bytes, sent: list[str]
+):
+    """`sqlanon key create` as the DBA (statements and plans logged): a runner's registered job pseudonymizes
+    from SQL with it (CALL run_job, no key in any environment), the pseudonyms are HMAC-SHA256 with that key, and
+    the runner reads neither the key table nor a key made for another role; no log or statement holds the key."""
+    from sqlanon.api import create_key
+
+    from .conftest import RUNNER
+    from .test_jobs import _sql_job
+
+    url, out, _ = runner
+    meta = f"{pg_schema}_meta"
+    admin = sa.create_engine(pg_server)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(
+            f'CREATE TABLE "{pg_schema}".people AS SELECT CAST(ROW_NUMBER() OVER () AS INTEGER) '
+            f'AS person_id, t.* FROM "{pg_schema}".adult t'
+        )
+        conn.exec_driver_sql(f'GRANT SELECT ON "{pg_schema}".people TO "{RUNNER}"')
+        log = _server_log(conn)
+    start = log.stat().st_size if log else 0
+    logged = sa.engine.make_url(pg_server).update_query_dict({"options": LOG_EVERYTHING})
+    create_key("census", logged.render_as_string(hide_password=False), [RUNNER], key, meta)
+    create_key("theirs", pg_server, ["postgres"], metadata_schema=meta)  # a random key, for another role
+    identifying = {"person_id": {"pseudonym": {"key_name": "census"}}}
+    config, files = _sql_job(
+        adult_config(
+            "ignored",
+            ["sex", "race", "marital-status"],
+            k=5,
+            load_csv=False,
+            table="people",
+            schema=pg_schema,
+            identifying=identifying,
+            output={"table": "people_held", "schema": out},
+        )
+    )
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        conn.execute(
+            sa.text(
+                f'SELECT "{meta}".register_job(name => CAST(:n AS text), config => CAST(:c AS json), '
+                "files => CAST(:f AS json))"
+            ),
+            {"n": "held", "c": __import__("json").dumps(config), "f": __import__("json").dumps(files)},
+        )
+        result = conn.execute(sa.text(f'CALL "{meta}".run_job(job => CAST(:j AS text))'), {"j": "held"}).scalar_one()
+        conn.commit()
+        for attempt, refusal in (
+            (f'SELECT * FROM "{meta}".pseudonym_keys', "permission denied"),
+            (f'SELECT * FROM "{meta}".pseudonym_keys_list()', "permission denied"),
+            (f"SELECT \"{meta}\".pseudonym('theirs', '1')", "pseudonym key theirs is not one of this role's"),
+        ):
+            with pytest.raises(sa.exc.DBAPIError, match=refusal):
+                conn.exec_driver_sql(attempt)
+            conn.rollback()
+    engine.dispose()
+    assert result["audit"]["k_anonymity"]["holds"]
+    _check_pseudonyms(admin, f'"{out}".people_held', key)
+    admin.dispose()
+    _assert_clean("\n".join(sent), key, "a statement or its parameters")
+    if log is not None:
+        with open(log, "rb") as fh:
+            fh.seek(start)
+            written = fh.read().decode(errors="replace")
+        assert "pseudonym_key_store" in written  # the creation's statements were logged
+        _assert_clean(written, key, "the server log")
+    elif os.environ.get("CI"):
+        pytest.fail("the PostgreSQL server's log file is not readable here")
+
+
+def test_a_key_the_duckdb_file_holds_gives_the_pseudonyms_of_the_same_key_from_the_environment(
+    tmp_path: Path, key: bytes
+):
+    from sqlanon.api import create_key, list_keys
+    from sqlanon.errors import ConfigError
+
+    url = f"duckdb:///{tmp_path / 'people.duckdb'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE people AS SELECT CAST(ROW_NUMBER() OVER () AS INTEGER) AS person_id, * FROM "
+            f"read_csv('{ADULT_DIR / 'adult.csv.gz'}', delim = ';')"
+        )
+    engine.dispose()
+    held = job_from_dict(
+        adult_config(
+            url,
+            ["sex", "race"],
+            load_csv=False,
+            table="people",
+            identifying={"person_id": {"pseudonym": {"key_name": "census"}}},
+            output={"table": "people_generalize"},
+        ),
+        ADULT_DIR,
+    )
+    with pytest.raises(ConfigError, match="the database holds no pseudonym key 'census'"):
+        anonymize(held)
+    create_key("census", url, key=key)
+    with pytest.raises(ConfigError, match="already holds a pseudonym key 'census'"):
+        create_key("census", url)
+    assert [k["name"] for k in list_keys(url)] == ["census"] and "inner_pad" not in list_keys(url)[0]
+    anonymize(held)
+    engine = sa.create_engine(url)
+    _check_pseudonyms(engine, "people_generalize", key)
+    engine.dispose()

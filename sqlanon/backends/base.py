@@ -82,6 +82,7 @@ class StoreSpelling:
     #: {carries_token:ALIAS}: whether the table an owned_tables row {o} records still carries its token in its
     #: comment (checked by the store's routines; None where operations are not routines)
     carries_token: str | None = None
+    temp: str = "temp"  # {temp}: the schema of the session's temporary tables
 
 
 #: a database without roles or concurrent sessions (DuckDB, Spark)
@@ -264,7 +265,17 @@ class Database:
 
     def keyed_hmac(self, value: str, keys: str, k: int) -> str:
         """SQL for HMAC-SHA256 of `value` keyed by row `k` of the table `keys` (k, inner_pad, outer_pad)."""
-        inner, outer = (f"(SELECT {pad} FROM {keys} WHERE k = {int(k)})" for pad in ("inner_pad", "outer_pad"))
+        return self._hmac_of_row(value, keys, f"k = {int(k)}")
+
+    def held_hmac(self, value: str, store: str, key_name: str) -> str:
+        """SQL for HMAC-SHA256 of `value` with the key `key_name` the store `store` holds (store.keys): here its
+        pads read where the statement runs (a database without roles: whoever runs it may read the file). The
+        name is a plain name (config.check_key_name), written as a literal."""
+        return self._hmac_of_row(value, f"{self.q(store)}.pseudonym_keys", f"name = {quote_literal(key_name)}")
+
+    def _hmac_of_row(self, value: str, table: str, row: str) -> str:
+        """HMAC-SHA256 of `value` with the pads of the row of `table` where `row` holds."""
+        inner, outer = (f"(SELECT {pad} FROM {table} WHERE {row})" for pad in ("inner_pad", "outer_pad"))
         return self.hmac_sha256_hex(value, inner, outer)
 
     def scratch_ref(self, name: str) -> str:

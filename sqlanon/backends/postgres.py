@@ -15,7 +15,16 @@ from sqlalchemy.engine import URL, Connection
 
 from ..errors import ConfigError, DataError
 from . import postgres_routines
-from .base import ColumnKind, CsvRead, Database, StoreSpelling, csv_errors, driver_connection, duckdb_query
+from .base import (
+    ColumnKind,
+    CsvRead,
+    Database,
+    StoreSpelling,
+    csv_errors,
+    driver_connection,
+    duckdb_query,
+    quote_literal,
+)
 
 #: PostgreSQL truncates longer identifiers (NAMEDATALEN - 1), so two long names could be one table
 PG_MAX_NAME_BYTES = 63
@@ -63,6 +72,7 @@ class PostgreSQL(Database):
     #: a run's session is its backend, told by its process id and start (another role's start may be hidden: then
     #: the process id alone keeps the run alive)
     store_spelling = StoreSpelling(
+        temp="pg_temp",
         caller="session_user",
         mine="{s}.is_mine({role})",
         session_pid="pg_backend_pid()",
@@ -299,6 +309,10 @@ class PostgreSQL(Database):
             ) from None
         if exists:
             raise DataError(f"role {user!r} may not read table {where!r}; {grant}")
+
+    def held_hmac(self, value: str, store: str, key_name: str) -> str:
+        """The store's routine, as its owner, for the roles the key is for: no caller reads the pads."""
+        return f"{self.q(store)}.pseudonym({quote_literal(key_name)}, CAST({value} AS TEXT))"
 
     def hmac_sha256_hex(self, value: str, inner_key: str, outer_key: str) -> str:
         text_bytes = f"convert_to(CAST({value} AS TEXT), 'UTF8')"

@@ -225,6 +225,12 @@ class Spark(Database):
     def hash_sum(self, values: list[str]) -> str:
         return f"SUM(CAST(xxhash64({', '.join(values)}) AS DECIMAL(38, 0)))"
 
+    def held_hmac(self, value: str, store: str, key_name: str) -> str:
+        raise ConfigError(
+            "a pseudonym key the database holds (key_name) is kept by PostgreSQL or DuckDB; on Spark read the key "
+            "from the environment or a file (key_env, key_file)"
+        )
+
     def hmac_sha256_hex(self, value: str, inner_key: str, outer_key: str) -> str:
         text_bytes = f"encode(CAST({value} AS STRING), 'UTF-8')"
         inner = f"unhex(sha2(concat(CAST({inner_key} AS BINARY), {text_bytes}), 256))"

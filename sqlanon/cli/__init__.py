@@ -39,9 +39,11 @@ from ..api import (
     anonymize,
     apply,
     audit,
+    create_key,
     generalize,
     hierarchies,
     inference,
+    list_keys,
     load_csv,
     node_metrics,
     register_job,
@@ -1158,6 +1160,54 @@ def job_register(name: str, config: Path, db_url: str, metadata_schema: str) -> 
     """Store job NAME from the YAML file CONFIG (replacing an earlier registration)."""
     files = register_job(name, config, db_url, metadata_schema)
     out.print(f"registered job [bold]{name}[/] with {files} file(s) in schema {metadata_schema!r}")
+
+
+@main.group("key")
+def key_group() -> None:
+    """Pseudonym keys the database holds, for jobs that pseudonymize from SQL (identifying: {COLUMN:
+    {pseudonym: {key_name: NAME}}}). The roles a key is for pseudonymize with it; no role reads it.
+    Run as the owner of sqlanon's schema."""
+
+
+@key_group.command("create")
+@click.argument("name")
+@click.option("--for", "users", multiple=True, metavar="ROLE", help="A role that may use the key (repeatable).")
+@click.option(
+    "--from-env",
+    metavar="VARIABLE",
+    default=None,
+    help="Store the key in this environment variable (to keep the pseudonyms a key_env job made) instead of a "
+    "random one.",
+)
+@DB_REQUIRED
+@SCHEMA_OPTION
+def key_create(name: str, users: tuple[str, ...], from_env: str | None, db_url: str, metadata_schema: str) -> None:
+    """Store a new pseudonym key NAME (random, 32 bytes, unless --from-env): its pads go through the driver's bulk
+    path, never in a statement; nothing prints or keeps it."""
+    key = None
+    if from_env is not None:
+        value = os.environ.get(from_env)
+        if value is None:
+            raise ConfigError(
+                f"environment variable {from_env!r} is not set; set it to the key, or leave --from-env out"
+            )
+        key = value.encode()
+    create_key(name, db_url, users, key, metadata_schema)
+    out.print(f"stored pseudonym key [bold]{name}[/] for {', '.join(users) or 'every user of the file'}")
+
+
+@key_group.command("list")
+@DB_REQUIRED
+@SCHEMA_OPTION
+@output_format
+def key_list(db_url: str, metadata_schema: str, fmt: str) -> None:
+    """The keys the database holds: name, the roles they are for, who created them (never a key)."""
+    found = list_keys(db_url, metadata_schema)
+    if fmt == "json":
+        print(json.dumps(found))
+        return
+    rows = [[k["name"], ", ".join(k["users"]) or "-", k["created_by"] or "-", k["created_at"][:19]] for k in found]
+    _print_rows(f"{len(found)} pseudonym key(s)", ["key", "for", "created by", "created"], rows, fmt)
 
 
 @job_group.command("list")

@@ -96,7 +96,8 @@ class Identifier:
     """A direct identifier: removed from the output (`drop`), or replaced by a keyed pseudonym.
 
     The pseudonym is HMAC-SHA256 of the value's text with a key read from an
-    environment variable or a file at run time; only where the key comes from
+    environment variable or a file at run time, or held by the database under
+    a name (`key_name`: the run never reads it); only where the key comes from
     is part of the job, never the key itself.
     """
 
@@ -104,10 +105,13 @@ class Identifier:
     action: str = "drop"  # drop | pseudonym
     key_env: str | None = None
     key_file: Path | None = None
+    key_name: str | None = None  # a key the database holds (store.keys), created by `sqlanon key create`
 
     def describe(self) -> str:
         if self.action == "drop":
             return "drop"
+        if self.key_name is not None:
+            return f"pseudonym (key {self.key_name!r} held by the database)"
         return f"pseudonym (key from {'$' + self.key_env if self.key_env else str(self.key_file)})"
 
     def key(self) -> bytes:

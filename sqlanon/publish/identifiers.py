@@ -6,6 +6,10 @@ connection through the driver's bulk path, never as a statement's text or parame
 the publishing statement reads them from there. So a server that logs every statement with its parameters
 (log_statement, log_min_duration_statement, auto_explain), DuckDB's query log and Spark's plans and UI hold no key
 material: neither the key nor its pads, either of which gives the key back by one XOR.
+
+A key the database holds (`key_name`, see store.keys) is never read at all: the statement names it, and the
+database computes the pseudonym (`Database.held_hmac`; on PostgreSQL a routine running as the store's owner, for
+the roles the key was created for). Whether the run's role may use it is checked before any search.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
+from ..errors import ConfigError
 from ..model.job import Identifier, Job
+from ..store import Store, keys
 
 BLOCK = 64  # SHA-256's block size: longer keys are hashed first, shorter ones padded with zero bytes
 
@@ -39,11 +45,30 @@ class Pseudonyms:
 
     keys: dict[str, bytes] = field(default_factory=dict, repr=False)
     table: str | None = None
+    held: dict[str, str] = field(default_factory=dict)  # column -> the name of a key the database holds
+    store: str | None = None  # the metadata schema holding those keys, once checked (see check_held)
 
     @classmethod
     def of(cls, job: Job) -> Pseudonyms:
         """Every pseudonym key of the job, read now (before any search), so a missing key fails early."""
-        return cls({i.column: i.key() for i in job.identifying if i.action == "pseudonym"})
+        pseudonymized = [i for i in job.identifying if i.action == "pseudonym"]
+        return cls(
+            {i.column: i.key() for i in pseudonymized if i.key_name is None},
+            held={i.column: i.key_name for i in pseudonymized if i.key_name is not None},
+        )
+
+    def check_held(self, db: Database, conn: Connection, store: str) -> None:
+        """Refuse, before any search, a held key that does not exist or was not created for the caller's roles."""
+        for column, name in self.held.items():
+            found = Store(db, store).call(db.metadata_connection(conn), keys.USABLE, name=name).first()
+            fix = f"the database's owner creates it with: sqlanon key create {name} --for ROLE"
+            if found is None:
+                raise ConfigError(f"identifying.{column}: the database holds no pseudonym key {name!r}; {fix}")
+            if not found[1]:
+                raise ConfigError(
+                    f"identifying.{column}: pseudonym key {name!r} is for role(s) {found[0]}, not this one; {fix}"
+                )
+        self.store = store
 
     @contextmanager
     def loaded(self, db: Database, conn: Connection) -> Iterator[Pseudonyms]:
@@ -71,6 +96,9 @@ class Pseudonyms:
         return value
 
     def _hmac(self, db: Database, column: str, value: str) -> str:
+        if column in self.held:
+            assert self.store is not None, "held keys are checked before the run (check_held)"
+            return db.held_hmac(value, self.store, self.held[column])
         assert self.table is not None, "pseudonyms are computed by a connection they were loaded into"
         k = list(self.keys).index(column)
         return db.keyed_hmac(value, self.table, k)

@@ -86,6 +86,7 @@ def render(sql: str, schema: str, spelling: StoreSpelling) -> str:
         .replace("{caller}", spelling.caller)
         .replace("{session_pid}", spelling.session_pid)
         .replace("{session_start}", spelling.session_start)
+        .replace("{temp}", spelling.temp)
         .replace("{run_ids}", "'" + f"{s}.run_ids".replace("'", "''") + "'")
     )
 

@@ -128,6 +128,10 @@ FILE_ROUTINES = {
     ),
     "audit_function.sql": (("FUNCTION {s}.audit(regclass, text[], text[])", True),),
     "runner_roles.sql": (("PROCEDURE {s}.grant_runner(name)", False), ("PROCEDURE {s}.revoke_runner(name)", False)),
+    "pseudonym_keys.sql": (
+        ("FUNCTION {s}.pseudonym_key_refused(text)", False),
+        ("FUNCTION {s}.pseudonym(text, text)", True),
+    ),
 }
 PLPYTHON_ROUTINES = {
     "plpython.sql": (
