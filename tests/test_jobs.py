@@ -527,6 +527,18 @@ def _sql_job(config: dict) -> tuple[dict, dict[str, str]]:
     return config, files
 
 
+def register_from_sql(conn: sa.Connection, meta: str, name: str, config: dict) -> None:
+    """Register `config` (its hierarchy files as text) as job `name`, from SQL as docs/postgresql.md writes it."""
+    config, files = _sql_job(config)
+    conn.execute(
+        sa.text(
+            f'SELECT "{meta}".register_job(name => CAST(:n AS text), config => CAST(:c AS json), '
+            "files => CAST(:f AS json))"
+        ),
+        {"n": name, "c": json.dumps(config), "f": json.dumps(files)},
+    )
+
+
 @pg
 def test_a_runner_role_registers_runs_resumes_and_publishes_from_sql(runner, pg_schema: str):
     """No superuser and no trust auth: a login role set up by `sqlanon grant-runner` (and granted its source and
@@ -537,26 +549,18 @@ def test_a_runner_role_registers_runs_resumes_and_publishes_from_sql(runner, pg_
     meta = f"{pg_schema}_meta"
     if os.environ.get("CI"):
         assert loopback_auth == "peer", "CI maps the server's OS user to the runner role (see .ci/run)"
-    config, files = _sql_job(
-        adult_config(
-            "ignored",
-            ADULT_QIS[:8],
-            k=5,
-            load_csv=False,
-            schema=pg_schema,
-            output={"table": "published", "schema": out},
-            search={"strategy": "incognito"},
-        )
+    config = adult_config(
+        "ignored",
+        ADULT_QIS[:8],
+        k=5,
+        load_csv=False,
+        schema=pg_schema,
+        output={"table": "published", "schema": out},
+        search={"strategy": "incognito"},
     )  # long enough to stop
     engine = sa.create_engine(url)
     with engine.connect() as conn:
-        conn.execute(
-            sa.text(
-                f'SELECT "{meta}".register_job(name => CAST(:n AS text), config => CAST(:c AS json), '
-                "files => CAST(:f AS json))"
-            ),
-            {"n": "granted", "c": json.dumps(config), "f": json.dumps(files)},
-        )
+        register_from_sql(conn, meta, "granted", config)
         conn.commit()
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
         worker, outcome = _call_in_background(conn, meta, "granted")

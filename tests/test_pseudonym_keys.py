@@ -237,7 +237,7 @@ def test_a_key_the_database_holds_pseudonymizes_a_job_run_from_sql_and_no_runner
     from sqlanon.api import create_key
 
     from .conftest import RUNNER
-    from .test_jobs import _sql_job
+    from .test_jobs import register_from_sql
 
     url, out, _ = runner
     meta = f"{pg_schema}_meta"
@@ -254,27 +254,19 @@ def test_a_key_the_database_holds_pseudonymizes_a_job_run_from_sql_and_no_runner
     create_key("census", logged.render_as_string(hide_password=False), [RUNNER], key, meta)
     create_key("theirs", pg_server, ["postgres"], metadata_schema=meta)  # a random key, for another role
     identifying = {"person_id": {"pseudonym": {"key_name": "census"}}}
-    config, files = _sql_job(
-        adult_config(
-            "ignored",
-            ["sex", "race", "marital-status"],
-            k=5,
-            load_csv=False,
-            table="people",
-            schema=pg_schema,
-            identifying=identifying,
-            output={"table": "people_held", "schema": out},
-        )
+    config = adult_config(
+        "ignored",
+        ["sex", "race", "marital-status"],
+        k=5,
+        load_csv=False,
+        table="people",
+        schema=pg_schema,
+        identifying=identifying,
+        output={"table": "people_held", "schema": out},
     )
     engine = sa.create_engine(url)
     with engine.connect() as conn:
-        conn.execute(
-            sa.text(
-                f'SELECT "{meta}".register_job(name => CAST(:n AS text), config => CAST(:c AS json), '
-                "files => CAST(:f AS json))"
-            ),
-            {"n": "held", "c": __import__("json").dumps(config), "f": __import__("json").dumps(files)},
-        )
+        register_from_sql(conn, meta, "held", config)
         result = conn.execute(sa.text(f'CALL "{meta}".run_job(job => CAST(:j AS text))'), {"j": "held"}).scalar_one()
         conn.commit()
         for attempt, refusal in (
