@@ -343,6 +343,9 @@ def create_key(
         migrate(db, metadata_schema)
         store = Store(db, metadata_schema)
         with db.connect() as conn, conn.begin():
+            missing = [role for role in roles if not db.role_exists(conn, role)]
+            if missing:
+                raise ConfigError(f"role {missing[0]!r} does not exist; create it first, or name another with --for")
             if store.call(conn, keys.USABLE, name=name).first() is not None:
                 raise ConfigError(
                     f"the database already holds a pseudonym key {name!r}; a new key would change its pseudonyms: "
