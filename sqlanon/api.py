@@ -11,7 +11,6 @@ schema, searches, and cleans its scratch tables up whatever happens.
 from __future__ import annotations
 
 import dataclasses
-import json
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -31,7 +30,7 @@ from .analysis.releases import (
     chosen_classes,
     population_star,
 )
-from .analysis.report import ReportData, check_report_path, write_report
+from .analysis.report import ReportData, check_report_path, job_rows, write_report
 from .backends import duckdb_file, normalize_url, open_database
 from .config import check_key_name, job_from_dict
 from .engine.audit import AuditReport, audit_table
@@ -486,9 +485,13 @@ def report(
         chosen = select_node(job, ctx, result)
         phases.step("the chosen release's classes")
         sizes, worst = chosen_classes(ctx, chosen, attribute)
+        columns, job_settings = job_rows(job)
         data = ReportData(
             job_name=job.name,
-            job_json=json.dumps(json.loads(job.to_json()), indent=2),
+            columns=columns,
+            settings=job_settings,
+            guarantees=[c.guarantee() for c in job.criteria],
+            levels=result.describe(chosen),
             qi=job.qi_names,
             heights=result.heights,
             satisfying=result.satisfying,

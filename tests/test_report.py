@@ -68,6 +68,10 @@ def test_the_page_is_self_contained(report_page: Path):
     page = report_page.read_text()
     for title in SECTIONS:
         assert f"<h2>{title}</h2>" in page
+    # it opens with what the release guarantees in plain words, and names files without the machine's paths
+    assert "Every group holds at least 5 records" in page and "highest re-identification risk is" in page
+    assert "generalized by the hierarchy sex.csv" in page and str(report_page.parent) not in page
+    assert str(Path(__file__).parent) not in page and "@media print" in page
     assert not re.search(r"<script[^>]+src=", page)  # Plotly's JavaScript is inside the page
     assert "Plotly.newPlot" in page and "k_anonymity" in page
 

@@ -16,9 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, SqlanonError
+from ..model.job import Job
 from .attacks import AnalysisReport
 
-SECTIONS = ("The job", "The lattice", "The chosen release", "Minimal releases side by side", "Attacks and risk")
+SECTIONS = (
+    "What this release guarantees",
+    "The job",
+    "The lattice",
+    "The chosen release",
+    "Minimal releases side by side",
+    "Attacks and risk",
+)
 
 
 @dataclass(kw_only=True)
@@ -26,7 +34,10 @@ class ReportData:
     """What the page shows, gathered by sqlanon.api.report."""
 
     job_name: str
-    job_json: str
+    columns: list[tuple[str, str, str]]  # (column, role, what the release does to it), without machine paths
+    settings: list[tuple[str, str]]  # (setting, value): criteria, suppression, selection, search
+    guarantees: list[str]  # each criterion in plain words (Criterion.guarantee)
+    levels: dict[str, dict[str, Any]]  # each QI's level in the chosen node, its height, a few labels
     qi: list[str]
     heights: list[int]
     satisfying: list[tuple[int, ...]]
@@ -37,6 +48,38 @@ class ReportData:
     analysis: AnalysisReport
     class_sizes: list[tuple[int, int]]  # (class size, classes of that size) of the chosen node
     worst_classes: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)  # label, value counts
+
+
+def job_rows(job: Job) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+    """The job as the page shows it: each column's role and treatment, and the settings, with files by their
+    names only (the page travels; the machine's paths stay on it)."""
+    columns = [
+        (
+            qi.column,
+            "quasi-identifier",
+            f"generalized by the hierarchy {qi.hierarchy.name}"
+            if qi.hierarchy
+            else f"generalized by the generated hierarchy '{qi.generate}'"
+            if qi.generate
+            else "published as it is",
+        )
+        for qi in job.quasi_identifiers
+    ]
+    columns += [(c, "sensitive", "published as it is, protected by the criteria") for c in job.sensitive]
+    columns += [(c, "insensitive", "published as it is") for c in job.insensitive]
+    columns += [
+        (i.column, "identifying", "removed" if i.action == "drop" else "replaced by a keyed pseudonym")
+        for i in job.identifying
+    ]
+    settings = [("criteria", "; ".join(c.describe() for c in job.criteria))]
+    limit = job.suppression.limit
+    if limit:
+        share = f"{limit:.2%} of the records" if isinstance(limit, float) else f"{limit:,} records"
+        settings.append(("suppression", f"up to {share}, {'masked' if job.suppression.mode == 'mask' else 'removed'}"))
+    settings += [("selection", job.select.describe()), ("search", job.strategy)]
+    if job.others == "drop":
+        settings.append(("other columns", "left out of the release"))
+    return columns, settings
 
 
 #: how a page says sqlanon wrote it (the only kind of existing file `report --replace` overwrites)
@@ -91,12 +134,8 @@ def write_report(data: ReportData, path: Path) -> Path:
 
 def _page(data: ReportData, go: Any, plotly_js: str) -> str:
     body = [
-        _section(
-            "The job",
-            f"<p>Release chosen by {html.escape(data.selection)}: node "
-            f"<b>{_node(data.chosen)}</b> ({_levels(data, data.chosen)}).</p>"
-            f"<pre>{html.escape(data.job_json)}</pre>",
-        ),
+        _section("What this release guarantees", _summary(data)),
+        _section("The job", _job(data)),
         _section(
             "The lattice",
             "<p>Every generalization by height (the sum of its levels). Grey: fails the "
@@ -116,15 +155,83 @@ def _page(data: ReportData, go: Any, plotly_js: str) -> str:
 
 
 STYLE = (
-    "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
+    "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1180px;padding:0 1em;line-height:1.4}"
+    ".scroll{overflow-x:auto}"
     "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-    "th{background:#f3f3f3}pre{background:#f7f7f7;padding:1em;overflow:auto}"
+    "th{background:#f3f3f3}td.text,th.text{text-align:left}pre{background:#f7f7f7;padding:1em;overflow:auto}"
+    ".summary li{margin:.3em 0}"
+    "@media print{body{margin:0;max-width:none}section{break-inside:avoid-page}.js-plotly-plot{break-inside:avoid}"
+    "a{color:inherit;text-decoration:none}}"
 )
 
 
 def _section(title: str, content: str) -> str:
     anchor = title.lower().replace(" ", "-")
     return f"<section id='{anchor}'><h2>{html.escape(title)}</h2>{content}</section>"
+
+
+def _summary(data: ReportData) -> str:
+    """The page's first lines, in plain words: what holds, against whom, what was given up, what is kept."""
+    chosen = next((t for t in data.analysis.tables if t.label == _node(data.chosen)), None)
+    metrics = data.metrics.get(data.chosen, {})
+    items = [f"<li>{html.escape(g[0].upper() + g[1:])}.</li>" for g in data.guarantees]
+    qis = ", ".join(data.qi)
+    if chosen is not None and chosen.rows:
+        smallest = round(1 / chosen.highest_risk) if chosen.highest_risk else 0
+        items.append(
+            f"<li>Against someone who knows that a person is in the table and knows their {html.escape(qis)}: "
+            f"the smallest published group holds {smallest:,} records, so the highest re-identification risk is "
+            f"{chosen.highest_risk:.3g} (1 in {smallest:,}); {chosen.records_at_risk:,} records are above the "
+            f"{data.analysis.settings.risk_threshold} threshold.</li>"
+        )
+        published = chosen.rows
+        items.append(
+            f"<li>{published + chosen.suppressed:,} records: {published:,} published, {chosen.suppressed:,} "
+            "suppressed (left out: the records whose groups would break the criteria).</li>"
+        )
+    generalized = "; ".join(f"{html.escape(q)} {_how_far(v)}" for q, v in data.levels.items())
+    items.append(f"<li>The quasi-identifiers: {generalized}.</li>")
+    kept = [c for c, role, _ in data.columns if role in ("sensitive", "insensitive")]
+    precision = metrics.get("precision")
+    items.append(
+        "<li>The release keeps "
+        + (f"{precision:.0%} of the quasi-identifiers' detail (precision)" if precision is not None else "")
+        + (f" and {html.escape(', '.join(kept))} as they are" if kept else "")
+        + f"; the node was chosen by {html.escape(data.selection)} among {len(data.minimal)} minimal release(s) "
+        "(see below).</li>"
+    )
+    return f"<ul class='summary'>{''.join(items)}</ul>"
+
+
+def _how_far(level: dict[str, Any]) -> str:
+    """How far a QI is generalized in the chosen release, in words, with labels of its level."""
+    examples = ", ".join(map(str, level.get("examples", [])[:3]))
+    if level["level"] == 0:
+        return "exact"
+    if level["level"] == level["height"]:
+        return "hidden (every value shown as its hierarchy's top)"
+    return f"generalized to level {level['level']} of {level['height']}" + (
+        f" (labels such as {html.escape(examples)})" if examples else ""
+    )
+
+
+def _job(data: ReportData) -> str:
+    """The job as a data owner reads it: each column's role and treatment, then the settings (no paths)."""
+    rows = "".join(
+        f"<tr><td class='text'>{html.escape(c)}</td><td class='text'>{html.escape(r)}</td>"
+        f"<td class='text'>{html.escape(t)}</td></tr>"
+        for c, r, t in data.columns
+    )
+    settings = "".join(
+        f"<tr><th class='text'>{html.escape(k)}</th><td class='text'>{html.escape(v)}</td></tr>"
+        for k, v in data.settings
+    )
+    header = "<tr><th class='text'>column</th><th class='text'>role</th><th class='text'>in the release</th></tr>"
+    return (
+        f"<p>Release chosen by {html.escape(data.selection)}: node <b>{_node(data.chosen)}</b> "
+        f"({_levels(data, data.chosen)}).</p><div class='scroll'><table>{header}{rows}</table>"
+        f"<table>{settings}</table></div>"
+    )
 
 
 def _node(node: tuple[int, ...]) -> str:
@@ -242,7 +349,7 @@ def _minimal(data: ReportData, go: Any) -> str:
         "minimal node",
         "",
     )
-    return f"<table>{header}{rows}</table>{chart}"
+    return f"<div class='scroll'><table>{header}{rows}</table></div>{chart}"
 
 
 def _attacks(data: ReportData) -> str:
@@ -277,7 +384,7 @@ def _attacks(data: ReportData) -> str:
     return (
         f"<p>Sensitive attribute: <b>{html.escape(report.sensitive)}</b>. {summary['affected_tables']} of "
         f"{summary['tables']} minimal release(s) have a homogeneous class (every tuple the same value).</p>"
-        f"<table>{header}{rows}</table>"
+        f"<div class='scroll'><table>{header}{rows}</table></div>"
     )
 
 
@@ -299,7 +406,7 @@ def _risks(data: ReportData) -> str:
     )
     return (
         "<p>The job has no sensitive attribute: no attack on a sensitive value applies; the re-identification "
-        f"risk of each release follows.</p><table>{header}{rows}</table>"
+        f"risk of each release follows.</p><div class='scroll'><table>{header}{rows}</table></div>"
     )
 
 

@@ -106,6 +106,11 @@ class Criterion(ABC):
         args = ", ".join(f"{k}={v}" for k, v in self.params().items())
         return f"{self.name}({args})"
 
+    def guarantee(self) -> str:
+        """What the criterion guarantees of every published group (the records sharing their quasi-identifiers),
+        in plain words, for a data owner's report."""
+        return f"every group satisfies {self.describe()}"
+
 
 #: floating-point slack when comparing entropies and distances with their bounds
 EPSILON = 1e-9

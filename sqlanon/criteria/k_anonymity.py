@@ -34,6 +34,9 @@ class KAnonymity(Criterion):
     def params(self) -> dict[str, Any]:
         return {"k": self.k}
 
+    def guarantee(self) -> str:
+        return f"every group holds at least {self.k} records: no record can be told apart from {self.k - 1} others"
+
     def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
         return SqlFragment(f"SELECT {fs.classes}, n, n AS stat FROM ({fs.class_sizes()}) AS sizes", {})
 

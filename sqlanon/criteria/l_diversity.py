@@ -34,6 +34,14 @@ class LDiversity(Criterion):
     def sensitive_attributes(self) -> list[str]:
         return [self.attribute]
 
+    def guarantee(self) -> str:
+        """The variants differ in how they count "well represented" (domain.md); each says at least l values."""
+        kind = {"distinct_l_diversity": "different", "entropy_l_diversity": "well-represented (entropy)"}
+        return (
+            f"every group holds at least {self.l} {kind.get(self.name, 'well-represented')} values of "
+            f"{self.attribute} ({self.describe()}): knowing a person's group does not tell their {self.attribute}"
+        )
+
     def check_domain(self, attribute: str, distinct_values: int, numeric: bool) -> None:
         if attribute == self.attribute and self.l > distinct_values:
             raise ConfigError(

@@ -47,6 +47,12 @@ class TCloseness(Criterion):
     def covered_values(self) -> dict[str, Hierarchy]:
         return {self.attribute: self.hierarchy} if self.hierarchy else {}
 
+    def guarantee(self) -> str:
+        return (
+            f"in every group the distribution of {self.attribute} is within {self.t} ({self.distance} distance) of "
+            "the whole table's: a person's group tells little more about it than the table does"
+        )
+
     def sensitive_attributes(self) -> list[str]:
         return [self.attribute]
 
