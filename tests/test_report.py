@@ -124,3 +124,31 @@ def test_a_job_without_a_sensitive_attribute_gets_a_report_of_its_risk(tmp_path:
     page = out.read_text()
     assert "no attack on a sensitive value applies" in page and "highest risk" in page
     assert "least diverse classes" not in page
+
+
+def test_the_chosen_release_shows_its_published_classes_only(adult_duck: str):
+    """With suppression, the classes the criteria suppress are not published: the chosen release's class sizes
+    (and the risk chart drawn from them) and its least diverse classes are the published ones."""
+    from sqlanon import RunOptions, Suppression, anonymize
+    from sqlanon.analysis.releases import chosen_classes
+    from sqlanon.criteria import DistinctLDiversity
+    from sqlanon.session import lattice_run
+    from sqlanon.steps import run_search, select_node
+
+    from .conftest import adult_job, reclassified
+
+    job = reclassified(
+        adult_job(adult_duck, ["sex", "age", "race", "education"], k=10, load_csv=False),
+        sensitive=["occupation"],
+        suppression=Suppression(0.05),
+    )
+    job = reclassified(job, criteria=[*job.criteria, DistinctLDiversity("occupation", 3)])
+    with lattice_run(job, RunOptions(), "report") as run:
+        node = select_node(job, run.ctx, run_search(job, run.ctx))
+        sizes, worst = chosen_classes(run.ctx, node, "occupation")
+        run.finish({})
+    published = anonymize(reclassified(job, output=__import__("sqlanon").Output(table="chosen_classes")), replace=True)
+    assert published.node == node
+    assert sum(size * classes for size, classes in sizes) == published.audit.rows < 30162
+    assert min(size for size, _ in sizes) >= 10
+    assert worst and all(len(counts) >= 3 and sum(n for _, n in counts) >= 10 for _, counts in worst)

@@ -41,11 +41,19 @@ ANALYSIS_CUBE, POPULATION_CUBE = 1, 2  # the analysis' cubes among the run's (en
 def chosen_classes(
     ctx: SearchContext, node: tuple[int, ...], attribute: str | None
 ) -> tuple[list[tuple[int, int]], list[tuple[str, list[tuple[str, int]]]]]:
-    """The node's class-size histogram (size, classes), and its least diverse classes with their value counts
-    (none without an attribute)."""
+    """The node's released classes (with a suppression limit, those that satisfy the criteria): their size
+    histogram (size, classes), and the least diverse of them with their value counts (none without an
+    attribute)."""
     star = dataclasses.replace(ctx.star, sensitive=[attribute] if attribute else [])
     definition = node_frequency_set(star, node)
-    sizes = attack_sql.class_size_histogram(ctx.conn, definition, [class_column(d.attr) for d in star.dimensions])
+    params: dict[str, object] = {}
+    suppressed = None
+    if ctx.max_suppressed:  # the criteria read their own attributes
+        read = list(dict.fromkeys(a for c in ctx.criteria for a in c.sensitive_attributes()))
+        judged = dataclasses.replace(ctx.star, sensitive=read)
+        suppressed = attack_sql.suppressed_classes(judged, node, ctx.criteria, params)
+    columns = [class_column(d.attr) for d in star.dimensions]
+    sizes = attack_sql.class_size_histogram(ctx.conn, definition, columns, suppressed, params)
     if attribute is None:
         return sizes, []
     worst = attack_sql.least_diverse_classes(
@@ -55,6 +63,8 @@ def chosen_classes(
         definition=definition,
         value=star.sensitive_columns()[attribute],
         shown=WORST_CLASSES_SHOWN,
+        suppressed=suppressed,
+        params=params,
     )
     return sizes, worst
 

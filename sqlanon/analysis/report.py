@@ -299,10 +299,11 @@ def _chosen(data: ReportData, go: Any) -> str:
                 name="classes",
             )
         ],
-        "class sizes of the chosen release",
+        "class sizes of the chosen release (published classes)",
         "class size",
         "classes",
     )
+    sizes += _risk_chart(data, go)
     attribute = data.analysis.sensitive
     if attribute is None:
         return f"<table>{figures}</table>{sizes}"
@@ -320,6 +321,34 @@ def _chosen(data: ReportData, go: Any) -> str:
         f"<table>{figures}</table>{sizes}<h3>The least diverse classes</h3>"
         f"<p>The classes of the chosen release with the fewest distinct values of "
         f"{html.escape(attribute)}, and how those values are spread.</p>{worst}"
+    )
+
+
+#: re-identification risk bands of the risk chart: (label, the smallest class size in the band)
+RISK_BANDS = (
+    ("100% (unique)", 1),
+    ("50%", 2),
+    ("25-33%", 3),
+    ("11-20%", 5),
+    ("5-10%", 10),
+    ("2-5%", 20),
+    ("1-2%", 50),
+    ("under 1%", 101),
+)
+
+
+def _risk_chart(data: ReportData, go: Any) -> str:
+    """The published records by re-identification risk (1 / their class's size), in bands, as ARX plots them."""
+    records = dict.fromkeys((label for label, _ in RISK_BANDS), 0)
+    for size, classes in data.class_sizes:
+        label = next(label for label, smallest in reversed(RISK_BANDS) if size >= smallest)
+        records[label] += size * classes
+    return _figure(
+        go,
+        [go.Bar(x=list(records), y=list(records.values()), name="records")],
+        "published records by re-identification risk (1 / the size of their group)",
+        "risk",
+        "records",
     )
 
 

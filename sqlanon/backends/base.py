@@ -233,8 +233,10 @@ class Database:
 
     def first_rows(self, conn: Connection, source: str, limit: int, order: str | None = None) -> list[dict[str, Any]]:
         """The first `limit` rows of table `source` (by `order`, a column list, where given), as dicts."""
-        by = f" ORDER BY {order}" if order else ""
-        return [dict(row) for row in self.execute(conn, f"SELECT * FROM {source}{by} LIMIT {int(limit)}").mappings()]
+        query = self.every_row(source).limit(sa.literal_column(str(int(limit))))  # a number, not a bound value
+        if order:
+            query = query.order_by(sa.text(order))
+        return [dict(row) for row in self.execute(conn, query).mappings()]
 
     def every_row(self, source: str) -> sa.Select[Any]:
         """SELECT * FROM table `source` (a `q()` reference)."""
@@ -257,7 +259,7 @@ class Database:
 
     def column_names(self, conn: Connection, source: str) -> list[str]:
         """The columns of table `source` as a query sees them, in order."""
-        return list(self.execute(conn, f"SELECT * FROM {source} LIMIT 0").keys())
+        return list(self.execute(conn, self.every_row(source).where(sa.false())).keys())
 
     def grant_select(self, conn: Connection, ref: str, role: str) -> None:
         """Let `role` read table `ref` (where the database has roles)."""

@@ -15,8 +15,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
-from ..criteria.view import count_sum
-from .frequency import class_column, class_labels
+from ..criteria import Criterion
+from ..criteria.view import FrequencySetView, count_sum
+from .frequency import class_column, class_labels, node_frequency_set, violating_classes_sql
 from .star import StarSchema
 
 
@@ -186,34 +187,79 @@ def published_frequency_set(db: Database, table: str, qis: list[str], attribute:
     ), classes
 
 
-def class_size_histogram(conn: Connection, definition: str, classes: list[str]) -> list[tuple[int, int]]:
-    """(size, classes of that size) of a frequency set, by size."""
+def suppressed_classes(
+    star: StarSchema, node: tuple[int, ...], criteria: list[Criterion], params: dict[str, object]
+) -> str:
+    """SELECT the class columns of the classes of `node` that break `criteria` (those a release with suppression
+    leaves out), from the node's frequency set over the sensitive columns `star` carries; parameters go to
+    `params`."""
+    definition = node_frequency_set(star, node)
+    classes = [class_column(d.attr) for d in star.dimensions]
+    view = FrequencySetView(
+        table="node_fs",
+        class_columns=classes,
+        count_column="cnt",
+        sensitive_columns=star.sensitive_columns(),
+        definition=definition,
+        grouped=True,
+    )
+    violators = violating_classes_sql(view, criteria, "x", params)
+    return f"WITH node_fs AS ({definition}) SELECT DISTINCT {', '.join(classes)} FROM ({violators}) v"
+
+
+def published_classes(classes: list[str], suppressed: str | None, extra: str = "") -> str:
+    """A FROM item (alias c) of the classes (columns `classes`) of the frequency set fs, each with its tuples n
+    and the `extra` aggregates, the classes `suppressed` SELECTs left out."""
     group = ", ".join(classes)
+    kept, joined = kept_flag(classes, suppressed)
+    return (
+        f"(SELECT c.* FROM (SELECT {group}, SUM(cnt) AS n{extra} FROM fs GROUP BY {group}) c {joined} "
+        f"WHERE {kept} = 1) c"
+    )
+
+
+def class_size_histogram(
+    conn: Connection,
+    definition: str,
+    classes: list[str],
+    suppressed: str | None = None,
+    params: dict[str, object] | None = None,
+) -> list[tuple[int, int]]:
+    """(size, classes of that size) of a frequency set, by size; the classes `suppressed` SELECTs left out."""
+    published = published_classes(classes, suppressed)
     rows = conn.execute(
-        text(
-            f"WITH fs AS ({definition}) SELECT n, COUNT(*) FROM (SELECT SUM(cnt) AS n FROM fs GROUP BY {group}) c "
-            "GROUP BY n ORDER BY n"
-        )
+        text(f"WITH fs AS ({definition}) SELECT n, COUNT(*) FROM {published} GROUP BY n ORDER BY n"), params or {}
     ).all()
     return [(int(n), int(count)) for n, count in rows]
 
 
 def least_diverse_classes(
-    conn: Connection, *, star: StarSchema, node: tuple[int, ...], definition: str, value: str, shown: int
+    conn: Connection,
+    *,
+    star: StarSchema,
+    node: tuple[int, ...],
+    definition: str,
+    value: str,
+    shown: int,
+    suppressed: str | None = None,
+    params: dict[str, object] | None = None,
 ) -> list[tuple[str, list[tuple[str, int]]]]:
-    """The node's `shown` classes of fewest distinct values (then fewest tuples): each class's labels, with its
-    values (column `value` of the frequency set, as text; NULL as "NULL") and their counts, most frequent first."""
+    """The node's `shown` released classes (the classes `suppressed` SELECTs left out) of fewest distinct values
+    (then fewest tuples): each class's labels, with its values (column `value` of the frequency set, as text;
+    NULL as "NULL") and their counts, most frequent first."""
     columns = [class_column(d.attr) for d in star.dimensions]
     group = ", ".join(columns)
     labels, joins = class_labels(star, node, "w")
     on = " AND ".join(f"fs.{c} = w.{c}" for c in columns)
+    published = published_classes(columns, suppressed, ", COUNT(*) AS d")
     rows = conn.execute(
         text(
-            f"WITH fs AS MATERIALIZED ({definition}), w AS (SELECT {group}, COUNT(*) AS d, SUM(cnt) AS n "
-            f"FROM fs GROUP BY {group} ORDER BY d, n, {group} LIMIT {int(shown)}) "
+            f"WITH fs AS MATERIALIZED ({definition}), w AS (SELECT * FROM {published} ORDER BY d, n, {group} "
+            f"LIMIT {int(shown)}) "
             f"SELECT {', '.join(labels)}, CAST(fs.{value} AS VARCHAR), fs.cnt, w.d, w.n FROM w {joins} JOIN fs ON {on} "
             f"ORDER BY w.d, w.n, {', '.join(labels)}, fs.cnt DESC"
-        )
+        ),
+        params or {},
     ).all()
     worst: dict[str, list[tuple[str, int]]] = {}
     for row in rows:
