@@ -27,6 +27,7 @@ from .analysis.releases import (
     analyze_nodes,
     analyze_published_table,
     analyzed_attribute,
+    before_and_after,
     chosen_classes,
     population_star,
 )
@@ -485,6 +486,7 @@ def report(
         chosen = select_node(job, ctx, result)
         phases.step("the chosen release's classes")
         sizes, worst = chosen_classes(ctx, chosen, attribute)
+        distributions = before_and_after(ctx, chosen, job.sensitive)
         columns, job_settings = job_rows(job)
         data = ReportData(
             job_name=job.name,
@@ -502,6 +504,7 @@ def report(
             analysis=AnalysisReport(attribute, settings, tables),
             class_sizes=sizes,
             worst_classes=worst,
+            distributions=distributions,
         )
         phases.step("writing the page")
         path = write_report(data, out)

@@ -152,3 +152,38 @@ def test_the_chosen_release_shows_its_published_classes_only(adult_duck: str):
     assert sum(size * classes for size, classes in sizes) == published.audit.rows < 30162
     assert min(size for size, _ in sizes) >= 10
     assert worst and all(len(counts) >= 3 and sum(n for _, n in counts) >= 10 for _, counts in worst)
+
+
+def test_before_and_after_are_the_tables_and_the_releases_counts(adult_duck: str):
+    """The report's distributions: each attribute's most frequent values in the table and in the published
+    release, as pandas counts them in the source and in the table `anonymize` writes for the same node."""
+    import pandas as pd
+
+    from sqlanon import Output, RunOptions, Suppression, anonymize
+    from sqlanon.analysis.releases import DISTRIBUTION_SHOWN, before_and_after
+    from sqlanon.session import lattice_run
+    from sqlanon.steps import run_search, select_node
+
+    from .conftest import ADULT_DIR, adult_job, reclassified
+
+    qis = ["sex", "age", "race", "education"]
+    job = reclassified(
+        adult_job(adult_duck, qis, k=10, load_csv=False), sensitive=["occupation"], suppression=Suppression(0.05)
+    )
+    with lattice_run(job, RunOptions(), "report") as run:
+        node = select_node(job, run.ctx, run_search(job, run.ctx))
+        found = before_and_after(run.ctx, node, ["occupation"])
+        run.finish({})
+    release = anonymize(reclassified(job, output=Output(table="before_after")), replace=True)
+    assert release.node == node
+    source, published = pd.read_csv(ADULT_DIR / "adult.csv.gz", sep=";"), release.frame()
+
+    def top(frame: pd.DataFrame, column: str) -> dict[str, int]:
+        counts = frame[column].astype(str).value_counts()
+        return {str(v): int(n) for v, n in counts.items() if n >= counts.iloc[min(len(counts), DISTRIBUTION_SHOWN) - 1]}
+
+    for column in qis + ["occupation"]:
+        before, after = found[column]
+        assert len(before) <= DISTRIBUTION_SHOWN and dict(before).items() <= top(source, column).items(), column
+        assert dict(after).items() <= top(published, column).items(), column
+        assert [n for _, n in after] == sorted((n for _, n in after), reverse=True)

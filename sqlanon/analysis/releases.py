@@ -35,6 +35,7 @@ from ..model.selection import node_label
 from ..search.strategies import SearchContext
 
 WORST_CLASSES_SHOWN = 3  # the least diverse classes a report charts
+DISTRIBUTION_SHOWN = 25  # the most frequent values (or labels) a report charts per attribute, each side
 ANALYSIS_CUBE, POPULATION_CUBE = 1, 2  # the analysis' cubes among the run's (engine.checker's `part`)
 
 
@@ -46,12 +47,7 @@ def chosen_classes(
     attribute)."""
     star = dataclasses.replace(ctx.star, sensitive=[attribute] if attribute else [])
     definition = node_frequency_set(star, node)
-    params: dict[str, object] = {}
-    suppressed = None
-    if ctx.max_suppressed:  # the criteria read their own attributes
-        read = list(dict.fromkeys(a for c in ctx.criteria for a in c.sensitive_attributes()))
-        judged = dataclasses.replace(ctx.star, sensitive=read)
-        suppressed = attack_sql.suppressed_classes(judged, node, ctx.criteria, params)
+    suppressed, params = _suppressed(ctx, node)
     columns = [class_column(d.attr) for d in star.dimensions]
     sizes = attack_sql.class_size_histogram(ctx.conn, definition, columns, suppressed, params)
     if attribute is None:
@@ -67,6 +63,31 @@ def chosen_classes(
         params=params,
     )
     return sizes, worst
+
+
+def _suppressed(ctx: SearchContext, node: tuple[int, ...]) -> tuple[str | None, dict[str, object]]:
+    """With a suppression limit, a SELECT of the node's classes the criteria suppress (None: none are) and the
+    parameters it binds."""
+    params: dict[str, object] = {}
+    if not ctx.max_suppressed:
+        return None, params
+    read = list(dict.fromkeys(a for c in ctx.criteria for a in c.sensitive_attributes()))  # the criteria's own
+    judged = dataclasses.replace(ctx.star, sensitive=read)
+    return attack_sql.suppressed_classes(judged, node, ctx.criteria, params), params
+
+
+def before_and_after(
+    ctx: SearchContext, node: tuple[int, ...], sensitive: list[str]
+) -> dict[str, tuple[list[tuple[str, int]], list[tuple[str, int]]]]:
+    """Per attribute (each QI, then each of `sensitive`): its most frequent values in the table, and its most
+    frequent labels (QIs at the node's level) or values among the records the node publishes."""
+    star = dataclasses.replace(ctx.star, sensitive=sensitive)
+    before = attack_sql.distributions(ctx.conn, star=star, node=(0,) * len(node), shown=DISTRIBUTION_SHOWN)
+    suppressed, params = _suppressed(ctx, node)
+    after = attack_sql.distributions(
+        ctx.conn, star=star, node=node, suppressed=suppressed, params=params, shown=DISTRIBUTION_SHOWN
+    )
+    return {name: (before[name], after[name]) for name in before}
 
 
 def population_star(job: Job, ctx: SearchContext) -> StarSchema | None:

@@ -18,9 +18,11 @@ from typing import Any
 from ..errors import ConfigError, SqlanonError
 from ..model.job import Job
 from .attacks import AnalysisReport
+from .releases import DISTRIBUTION_SHOWN
 
 SECTIONS = (
     "What this release guarantees",
+    "Before and after",
     "The job",
     "The lattice",
     "The chosen release",
@@ -48,6 +50,9 @@ class ReportData:
     analysis: AnalysisReport
     class_sizes: list[tuple[int, int]]  # (class size, classes of that size) of the chosen node
     worst_classes: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)  # label, value counts
+    #: per attribute (QIs, then sensitive ones): its most frequent values in the table, and its most frequent
+    #: labels or values among the published records (analysis.releases.before_and_after)
+    distributions: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int]]]] = field(default_factory=dict)
 
 
 def job_rows(job: Job) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
@@ -135,6 +140,7 @@ def write_report(data: ReportData, path: Path) -> Path:
 def _page(data: ReportData, go: Any, plotly_js: str) -> str:
     body = [
         _section("What this release guarantees", _summary(data)),
+        _section("Before and after", _before_after(data, go)),
         _section("The job", _job(data)),
         _section(
             "The lattice",
@@ -159,7 +165,7 @@ STYLE = (
     ".scroll{overflow-x:auto}"
     "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
     "th{background:#f3f3f3}td.text,th.text{text-align:left}pre{background:#f7f7f7;padding:1em;overflow:auto}"
-    ".summary li{margin:.3em 0}"
+    ".summary li{margin:.3em 0}tr.chosen td{background:#fde8e8;font-weight:bold}"
     "@media print{body{margin:0;max-width:none}section{break-inside:avoid-page}.js-plotly-plot{break-inside:avoid}"
     "a{color:inherit;text-decoration:none}}"
 )
@@ -201,6 +207,34 @@ def _summary(data: ReportData) -> str:
         "(see below).</li>"
     )
     return f"<ul class='summary'>{''.join(items)}</ul>"
+
+
+def _before_after(data: ReportData, go: Any) -> str:
+    """Per attribute, its distribution in the table beside the release's: a quasi-identifier's values beside the
+    labels it is published as, a sensitive attribute's values among all records beside the published ones."""
+    from plotly.subplots import make_subplots
+
+    charts = []
+    for name, (before, after) in data.distributions.items():
+        role = "quasi-identifier" if name in data.qi else "sensitive attribute"
+        figure = make_subplots(
+            rows=1,
+            cols=2,
+            subplot_titles=(
+                f"in the table ({sum(n for _, n in before):,} records shown)",
+                f"in the release ({sum(n for _, n in after):,} records shown)",
+            ),
+        )
+        figure.add_trace(go.Bar(x=[v for v, _ in before], y=[n for _, n in before], name="table"), row=1, col=1)
+        figure.add_trace(go.Bar(x=[v for v, _ in after], y=[n for _, n in after], name="release"), row=1, col=2)
+        figure.update_layout(title=f"{name} ({role})", height=380, margin={"t": 70}, showlegend=False)
+        figure.update_yaxes(title_text="records", row=1, col=1)
+        charts.append(str(figure.to_html(full_html=False, include_plotlyjs=False)))
+    return (
+        "<p>Each attribute's most frequent values in the table (left) and as the release shows them (right): a "
+        "quasi-identifier by the labels it is generalized to, a sensitive attribute among the published records "
+        f"(at most {DISTRIBUTION_SHOWN} values each, the most frequent).</p>" + "".join(charts)
+    )
 
 
 def _how_far(level: dict[str, Any]) -> str:
@@ -353,13 +387,31 @@ def _risk_chart(data: ReportData, go: Any) -> str:
 
 
 def _minimal(data: ReportData, go: Any) -> str:
+    """The alternatives the lattice offered: each minimal release's utility beside its risk, the chosen one
+    marked, and the rule that chose it."""
     names = ["height", "precision", "suppressed", "classes", "avg_class_size", "discernibility", "kl_divergence"]
+    risks = {t.label: t for t in data.analysis.tables}
     rows = "".join(
-        f"<tr><td>{_node(n)}</td>" + "".join(f"<td>{_fmt(data.metrics[n].get(m))}</td>" for m in names) + "</tr>"
+        f"<tr{' class=chosen' if n == data.chosen else ''}><td class='text'>{_node(n)}"
+        f"{' (chosen)' if n == data.chosen else ''}</td>"
+        + "".join(f"<td>{_fmt(data.metrics[n].get(m))}</td>" for m in names)
+        + "".join(
+            f"<td>{_fmt(getattr(risks.get(_node(n)), r, None))}</td>" for r in ("highest_risk", "records_at_risk")
+        )
+        + "</tr>"
         for n in data.minimal
         if n in data.metrics
     )
-    header = "<tr><th>node</th>" + "".join(f"<th>{m}</th>" for m in names) + "</tr>"
+    header = (
+        "<tr><th class='text'>node</th>"
+        + "".join(f"<th>{m.replace('_', ' ')}</th>" for m in names)
+        + "<th>highest risk</th><th>records at risk</th></tr>"
+    )
+    why = (
+        f"<p>Every minimal release satisfies the criteria; none can be made more precise without breaking them. "
+        f"{html.escape(data.selection[0].upper() + data.selection[1:])} chose node {_node(data.chosen)}: the "
+        "others trade one quasi-identifier's detail for another's.</p>"
+    )
     chart = _figure(
         go,
         [
@@ -378,7 +430,7 @@ def _minimal(data: ReportData, go: Any) -> str:
         "minimal node",
         "",
     )
-    return f"<div class='scroll'><table>{header}{rows}</table></div>{chart}"
+    return f"{why}<div class='scroll'><table>{header}{rows}</table></div>{chart}"
 
 
 def _attacks(data: ReportData) -> str:

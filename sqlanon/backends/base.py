@@ -317,7 +317,7 @@ class Database:
     ) -> str:
         """A session-scoped scratch table `name` of (name, type) `columns` holding `rows` (a lookup computed in
         Python from the hierarchies); returns its reference."""
-        self.execute(conn, f"CREATE TEMP TABLE {self.q(name)} ({', '.join(f'{self.q(n)} {t}' for n, t in columns)})")
+        self._create_table(conn, self.q(name), columns, temporary=True)
         ref = self.scratch_ref(name)
         self.insert_rows(conn, ref, [n for n, _ in columns], rows)
         return ref
@@ -566,9 +566,15 @@ class Database:
         self, conn: Connection, ref: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]
     ) -> None:
         """Create `ref` with (name, type) columns and fill it with rows (small metadata, e.g. hierarchies)."""
-        cols = ", ".join(f"{self.q(name)} {sql_type}" for name, sql_type in columns)
-        self.execute(conn, f"CREATE TABLE {ref} ({cols})")
+        self._create_table(conn, ref, columns)
         self.insert_rows(conn, ref, [name for name, _ in columns], rows)
+
+    def _create_table(
+        self, conn: Connection, ref: str, columns: Sequence[tuple[str, str]], temporary: bool = False
+    ) -> None:
+        """An empty table `ref` of (name, type) `columns`; `temporary`: of the session (`ref` unqualified)."""
+        cols = ", ".join(f"{self.q(name)} {sql_type}" for name, sql_type in columns)
+        self.execute(conn, f"CREATE {'TEMP ' if temporary else ''}TABLE {ref} ({cols})")
 
     def insert_rows(self, conn: Connection, ref: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """Bulk insert of small metadata rows, the database's fast way (executemany is slow on DuckDB)."""
@@ -587,7 +593,7 @@ class Database:
         """A session-scoped table `name` of (name, type) `columns` holding `rows`, loaded so that no value is part of
         a statement's text or parameters (no statement log, query log or plan holds them: pseudonym keys); yields
         its reference. Dropped at the end; on an error, with the caller's transaction."""
-        self.execute(conn, f"CREATE TEMP TABLE {self.q(name)} ({', '.join(f'{self.q(n)} {t}' for n, t in columns)})")
+        self._create_table(conn, self.q(name), columns, temporary=True)
         ref = self.scratch_ref(name)
         self._load_secret(conn, ref, [n for n, _ in columns], rows)
         yield ref  # an error rolls the caller's transaction back, the table with it (and a drop would fail there)

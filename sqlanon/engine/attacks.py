@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..criteria import Criterion
 from ..criteria.view import FrequencySetView, count_sum
-from .frequency import class_column, class_labels, node_frequency_set, violating_classes_sql
+from .frequency import class_column, class_labels, label_join, node_frequency_set, violating_classes_sql
 from .star import StarSchema
 
 
@@ -216,6 +216,45 @@ def published_classes(classes: list[str], suppressed: str | None, extra: str = "
         f"(SELECT c.* FROM (SELECT {group}, SUM(cnt) AS n{extra} FROM fs GROUP BY {group}) c {joined} "
         f"WHERE {kept} = 1) c"
     )
+
+
+def distributions(
+    conn: Connection,
+    *,
+    star: StarSchema,
+    node: tuple[int, ...],
+    suppressed: str | None = None,
+    params: dict[str, object] | None = None,
+    shown: int,
+) -> dict[str, list[tuple[str, int]]]:
+    """Per attribute (each QI, at its level in `node`, then each sensitive column `star` carries), the `shown`
+    most frequent labels or values among the records of the classes `suppressed` does not SELECT, with their
+    records, most frequent first: one grouping of the table, then one statement over its classes."""
+    sensitive = star.sensitive_columns()
+    kept, joined = kept_flag([class_column(d.attr) for d in star.dimensions], suppressed)
+
+    def counted(attr: int, value: str, join: str = "") -> str:
+        """Attribute number `attr`'s values (SQL `value`) among the kept records, with their records."""
+        return (
+            f"SELECT {attr} AS a, CAST({value} AS VARCHAR) AS v, SUM(c.cnt) AS n FROM fs c {joined} {join} "
+            f"WHERE {kept} = 1 GROUP BY {value}"
+        )
+
+    branches = [counted(d.attr, f"l{d.attr}.label", label_join(d, node[d.attr], "c")) for d in star.dimensions]
+    branches += [counted(len(branches) + j, f"c.{column}") for j, column in enumerate(sensitive.values())]
+    rows = conn.execute(
+        text(
+            f"WITH fs AS MATERIALIZED ({node_frequency_set(star, node)}) SELECT a, v, n FROM (SELECT a, v, n, "
+            f"ROW_NUMBER() OVER (PARTITION BY a ORDER BY n DESC, v) AS r FROM ({' UNION ALL '.join(branches)}) b) "
+            f"t WHERE r <= {int(shown)} ORDER BY a, r"
+        ),
+        params or {},
+    ).all()
+    names = [d.column for d in star.dimensions] + list(sensitive)
+    found: dict[str, list[tuple[str, int]]] = {name: [] for name in names}
+    for attr, value, count in rows:
+        found[names[attr]].append(("NULL" if value is None else value, int(count)))
+    return found
 
 
 def class_size_histogram(
