@@ -27,8 +27,7 @@ from .analysis.releases import (
     analyze_nodes,
     analyze_published_table,
     analyzed_attribute,
-    before_and_after,
-    chosen_classes,
+    chosen_release,
     population_star,
 )
 from .analysis.report import ReportData, check_report_path, job_rows, write_report
@@ -485,8 +484,7 @@ def report(
         tables = analyze_nodes(ctx, result.minimal, attribute, settings, result.metrics, job.sensitive)
         chosen = select_node(job, ctx, result)
         phases.step("the chosen release's classes")
-        sizes, worst = chosen_classes(ctx, chosen, attribute)
-        distributions = before_and_after(ctx, chosen, job.sensitive)
+        released = chosen_release(ctx, chosen, attribute, job.sensitive)
         columns, job_settings = job_rows(job)
         data = ReportData(
             job_name=job.name,
@@ -502,9 +500,9 @@ def report(
             selection=job.select.describe(),
             metrics=result.metrics,
             analysis=AnalysisReport(attribute, settings, tables),
-            class_sizes=sizes,
-            worst_classes=worst,
-            distributions=distributions,
+            class_sizes=released.class_sizes,
+            worst_classes=released.worst_classes,
+            distributions=released.distributions,
         )
         phases.step("writing the page")
         path = write_report(data, out)

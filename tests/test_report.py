@@ -130,7 +130,7 @@ def test_the_chosen_release_shows_its_published_classes_only(adult_duck: str):
     """With suppression, the classes the criteria suppress are not published: the chosen release's class sizes
     (and the risk chart drawn from them) and its least diverse classes are the published ones."""
     from sqlanon import RunOptions, Suppression, anonymize
-    from sqlanon.analysis.releases import chosen_classes
+    from sqlanon.analysis.releases import chosen_release
     from sqlanon.criteria import DistinctLDiversity
     from sqlanon.session import lattice_run
     from sqlanon.steps import run_search, select_node
@@ -145,8 +145,9 @@ def test_the_chosen_release_shows_its_published_classes_only(adult_duck: str):
     job = reclassified(job, criteria=[*job.criteria, DistinctLDiversity("occupation", 3)])
     with lattice_run(job, RunOptions(), "report") as run:
         node = select_node(job, run.ctx, run_search(job, run.ctx))
-        sizes, worst = chosen_classes(run.ctx, node, "occupation")
+        chosen = chosen_release(run.ctx, node, "occupation", ["occupation"])
         run.finish({})
+    sizes, worst = chosen.class_sizes, chosen.worst_classes
     published = anonymize(reclassified(job, output=__import__("sqlanon").Output(table="chosen_classes")), replace=True)
     assert published.node == node
     assert sum(size * classes for size, classes in sizes) == published.audit.rows < 30162
@@ -160,7 +161,7 @@ def test_before_and_after_are_the_tables_and_the_releases_counts(adult_duck: str
     import pandas as pd
 
     from sqlanon import Output, RunOptions, Suppression, anonymize
-    from sqlanon.analysis.releases import DISTRIBUTION_SHOWN, before_and_after
+    from sqlanon.analysis.releases import DISTRIBUTION_SHOWN, chosen_release
     from sqlanon.session import lattice_run
     from sqlanon.steps import run_search, select_node
 
@@ -172,7 +173,7 @@ def test_before_and_after_are_the_tables_and_the_releases_counts(adult_duck: str
     )
     with lattice_run(job, RunOptions(), "report") as run:
         node = select_node(job, run.ctx, run_search(job, run.ctx))
-        found = before_and_after(run.ctx, node, ["occupation"])
+        found = chosen_release(run.ctx, node, "occupation", ["occupation"]).distributions
         run.finish({})
     release = anonymize(reclassified(job, output=Output(table="before_after")), replace=True)
     assert release.node == node

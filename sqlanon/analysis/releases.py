@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 from contextlib import ExitStack
+from dataclasses import dataclass
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..analysis.attacks import (
@@ -39,55 +41,69 @@ DISTRIBUTION_SHOWN = 25  # the most frequent values (or labels) a report charts 
 ANALYSIS_CUBE, POPULATION_CUBE = 1, 2  # the analysis' cubes among the run's (engine.checker's `part`)
 
 
-def chosen_classes(
-    ctx: SearchContext, node: tuple[int, ...], attribute: str | None
-) -> tuple[list[tuple[int, int]], list[tuple[str, list[tuple[str, int]]]]]:
-    """The node's released classes (with a suppression limit, those that satisfy the criteria): their size
-    histogram (size, classes), and the least diverse of them with their value counts (none without an
-    attribute)."""
-    star = dataclasses.replace(ctx.star, sensitive=[attribute] if attribute else [])
-    definition = node_frequency_set(star, node)
-    suppressed, params = _suppressed(ctx, node)
+@dataclass
+class ChosenRelease:
+    """What a report shows of the chosen node's release: its published classes' size histogram (size, classes),
+    the least diverse of them with their value counts, and each attribute before and after (see `chosen_release`)."""
+
+    class_sizes: list[tuple[int, int]]
+    worst_classes: list[tuple[str, list[tuple[str, int]]]]
+    distributions: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int]]]]
+
+
+def chosen_release(
+    ctx: SearchContext, node: tuple[int, ...], attribute: str | None, sensitive: list[str]
+) -> ChosenRelease:
+    """The chosen node's release as a report shows it, from its frequency set grouped once (a scan of the table)
+    and stored, plus one grouping of the table at level 0 for the values before generalization. With a
+    suppression limit, the classes the criteria suppress are left out of everything released (not of
+    "before"). `attribute`: the attribute of the least diverse classes (none without it); `sensitive`: the
+    sensitive attributes whose distributions are shown beside the QIs'."""
+    read = ([attribute] if attribute else []) + sensitive + [a for c in ctx.criteria for a in c.sensitive_attributes()]
+    star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(read)))
+    db, conn = ctx.db, ctx.conn
     columns = [class_column(d.attr) for d in star.dimensions]
-    sizes = attack_sql.class_size_histogram(ctx.conn, definition, columns, suppressed, params)
-    if attribute is None:
-        return sizes, []
-    worst = attack_sql.least_diverse_classes(
-        ctx.conn,
-        star=star,
-        node=node,
-        definition=definition,
-        value=star.sensitive_columns()[attribute],
-        shown=WORST_CLASSES_SHOWN,
-        suppressed=suppressed,
-        params=params,
+    stored = db.create_scratch(conn, f"chosen_{ctx.run.run_id}", node_frequency_set(star, node))
+    try:
+        everything = db.as_text(conn, db.every_row(stored))
+        params: dict[str, object] = {}
+        suppressed = (
+            attack_sql.suppressed_classes(star, everything, ctx.criteria, params) if ctx.max_suppressed else None
+        )
+        sizes = attack_sql.class_size_histogram(conn, everything, columns, suppressed, params)
+        worst = []
+        if attribute is not None:  # one row per class and value of the attribute
+            value = star.sensitive_columns()[attribute]
+            table = db.ref_table(stored, [*columns, value, "cnt"])
+            by_value = [table.c[c] for c in [*columns, value]]
+            grouped = sa.select(*by_value, sa.func.sum(table.c.cnt).label("cnt")).group_by(*by_value)
+            worst = attack_sql.least_diverse_classes(
+                conn,
+                star=star,
+                node=node,
+                definition=db.as_text(conn, grouped),
+                value=value,
+                shown=WORST_CLASSES_SHOWN,
+                suppressed=suppressed,
+                params=params,
+            )
+        after = attack_sql.distributions(
+            conn,
+            star=star,
+            node=node,
+            definition=everything,
+            suppressed=suppressed,
+            params=params,
+            shown=DISTRIBUTION_SHOWN,
+        )
+    finally:
+        db.drop_table(conn, stored)
+    zero = (0,) * len(node)
+    before = attack_sql.distributions(
+        conn, star=star, node=zero, definition=node_frequency_set(star, zero), shown=DISTRIBUTION_SHOWN
     )
-    return sizes, worst
-
-
-def _suppressed(ctx: SearchContext, node: tuple[int, ...]) -> tuple[str | None, dict[str, object]]:
-    """With a suppression limit, a SELECT of the node's classes the criteria suppress (None: none are) and the
-    parameters it binds."""
-    params: dict[str, object] = {}
-    if not ctx.max_suppressed:
-        return None, params
-    read = list(dict.fromkeys(a for c in ctx.criteria for a in c.sensitive_attributes()))  # the criteria's own
-    judged = dataclasses.replace(ctx.star, sensitive=read)
-    return attack_sql.suppressed_classes(judged, node, ctx.criteria, params), params
-
-
-def before_and_after(
-    ctx: SearchContext, node: tuple[int, ...], sensitive: list[str]
-) -> dict[str, tuple[list[tuple[str, int]], list[tuple[str, int]]]]:
-    """Per attribute (each QI, then each of `sensitive`): its most frequent values in the table, and its most
-    frequent labels (QIs at the node's level) or values among the records the node publishes."""
-    star = dataclasses.replace(ctx.star, sensitive=sensitive)
-    before = attack_sql.distributions(ctx.conn, star=star, node=(0,) * len(node), shown=DISTRIBUTION_SHOWN)
-    suppressed, params = _suppressed(ctx, node)
-    after = attack_sql.distributions(
-        ctx.conn, star=star, node=node, suppressed=suppressed, params=params, shown=DISTRIBUTION_SHOWN
-    )
-    return {name: (before[name], after[name]) for name in before}
+    shown = [d.column for d in star.dimensions] + [a for a in star.sensitive if a in sensitive]
+    return ChosenRelease(sizes, worst, {name: (before[name], after[name]) for name in shown})
 
 
 def population_star(job: Job, ctx: SearchContext) -> StarSchema | None:

@@ -51,7 +51,7 @@ class ReportData:
     class_sizes: list[tuple[int, int]]  # (class size, classes of that size) of the chosen node
     worst_classes: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)  # label, value counts
     #: per attribute (QIs, then sensitive ones): its most frequent values in the table, and its most frequent
-    #: labels or values among the published records (analysis.releases.before_and_after)
+    #: labels or values among the published records (analysis.releases.chosen_release)
     distributions: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int]]]] = field(default_factory=dict)
 
 

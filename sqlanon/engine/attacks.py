@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..criteria import Criterion
 from ..criteria.view import FrequencySetView, count_sum
-from .frequency import class_column, class_labels, label_join, node_frequency_set, violating_classes_sql
+from .frequency import class_column, class_labels, label_join, violating_classes_sql
 from .star import StarSchema
 
 
@@ -187,13 +187,10 @@ def published_frequency_set(db: Database, table: str, qis: list[str], attribute:
     ), classes
 
 
-def suppressed_classes(
-    star: StarSchema, node: tuple[int, ...], criteria: list[Criterion], params: dict[str, object]
-) -> str:
-    """SELECT the class columns of the classes of `node` that break `criteria` (those a release with suppression
-    leaves out), from the node's frequency set over the sensitive columns `star` carries; parameters go to
-    `params`."""
-    definition = node_frequency_set(star, node)
+def suppressed_classes(star: StarSchema, definition: str, criteria: list[Criterion], params: dict[str, object]) -> str:
+    """SELECT the class columns of the classes that break `criteria` (those a release with suppression leaves out)
+    of a node's frequency set (`definition`, as node_frequency_set makes it over the sensitive columns `star`
+    carries); parameters go to `params`."""
     classes = [class_column(d.attr) for d in star.dimensions]
     view = FrequencySetView(
         table="node_fs",
@@ -223,13 +220,14 @@ def distributions(
     *,
     star: StarSchema,
     node: tuple[int, ...],
+    definition: str,
     suppressed: str | None = None,
     params: dict[str, object] | None = None,
     shown: int,
 ) -> dict[str, list[tuple[str, int]]]:
     """Per attribute (each QI, at its level in `node`, then each sensitive column `star` carries), the `shown`
     most frequent labels or values among the records of the classes `suppressed` does not SELECT, with their
-    records, most frequent first: one grouping of the table, then one statement over its classes."""
+    records, most frequent first, from the node's frequency set (`definition`): one statement."""
     sensitive = star.sensitive_columns()
     kept, joined = kept_flag([class_column(d.attr) for d in star.dimensions], suppressed)
 
@@ -244,7 +242,7 @@ def distributions(
     branches += [counted(len(branches) + j, f"c.{column}") for j, column in enumerate(sensitive.values())]
     rows = conn.execute(
         text(
-            f"WITH fs AS MATERIALIZED ({node_frequency_set(star, node)}) SELECT a, v, n FROM (SELECT a, v, n, "
+            f"WITH fs AS MATERIALIZED ({definition}) SELECT a, v, n FROM (SELECT a, v, n, "
             f"ROW_NUMBER() OVER (PARTITION BY a ORDER BY n DESC, v) AS r FROM ({' UNION ALL '.join(branches)}) b) "
             f"t WHERE r <= {int(shown)} ORDER BY a, r"
         ),
