@@ -64,46 +64,56 @@ def chosen_release(
     db, conn = ctx.db, ctx.conn
     columns = [class_column(d.attr) for d in star.dimensions]
     stored = db.create_scratch(conn, f"chosen_{ctx.run.run_id}", node_frequency_set(star, node))
-    try:
-        everything = db.as_text(conn, db.every_row(stored))
-        params: dict[str, object] = {}
-        suppressed = (
-            attack_sql.suppressed_classes(star, everything, ctx.criteria, params) if ctx.max_suppressed else None
-        )
-        sizes = attack_sql.class_size_histogram(conn, everything, columns, suppressed, params)
-        worst = []
-        if attribute is not None:  # one row per class and value of the attribute
-            value = star.sensitive_columns()[attribute]
-            table = db.ref_table(stored, [*columns, value, "cnt"])
-            by_value = [table.c[c] for c in [*columns, value]]
-            grouped = sa.select(*by_value, sa.func.sum(table.c.cnt).label("cnt")).group_by(*by_value)
-            worst = attack_sql.least_diverse_classes(
-                conn,
-                star=star,
-                node=node,
-                definition=db.as_text(conn, grouped),
-                value=value,
-                shown=WORST_CLASSES_SHOWN,
-                suppressed=suppressed,
-                params=params,
-            )
-        after = attack_sql.distributions(
-            conn,
-            star=star,
-            node=node,
-            definition=everything,
-            suppressed=suppressed,
-            params=params,
-            shown=DISTRIBUTION_SHOWN,
-        )
-    finally:
-        db.drop_table(conn, stored)
+    # after an error the caller's rollback takes the stored set (a DROP would fail there and hide the error)
+    everything = db.as_text(conn, db.every_row(stored))
+    params: dict[str, object] = {}
+    suppressed = attack_sql.suppressed_classes(star, everything, ctx.criteria, params) if ctx.max_suppressed else None
+    sizes = attack_sql.class_size_histogram(conn, everything, columns, suppressed, params)
+    worst = _least_diverse(ctx, star, node, stored, attribute, suppressed, params) if attribute else []
+    after = attack_sql.distributions(
+        conn,
+        star=star,
+        node=node,
+        definition=everything,
+        suppressed=suppressed,
+        params=params,
+        shown=DISTRIBUTION_SHOWN,
+    )
+    db.drop_table(conn, stored)
     zero = (0,) * len(node)
     before = attack_sql.distributions(
         conn, star=star, node=zero, definition=node_frequency_set(star, zero), shown=DISTRIBUTION_SHOWN
     )
     shown = [d.column for d in star.dimensions] + [a for a in star.sensitive if a in sensitive]
     return ChosenRelease(sizes, worst, {name: (before[name], after[name]) for name in shown})
+
+
+def _least_diverse(
+    ctx: SearchContext,
+    star: StarSchema,
+    node: tuple[int, ...],
+    stored: str,
+    attribute: str,
+    suppressed: str | None,
+    params: dict[str, object],
+) -> list[tuple[str, list[tuple[str, int]]]]:
+    """The published classes of fewest values of `attribute`, from the node's stored frequency set (grouped again
+    by class and that attribute alone: the set carries every sensitive attribute the report reads)."""
+    db, columns = ctx.db, [class_column(d.attr) for d in star.dimensions]
+    value = star.sensitive_columns()[attribute]
+    table = db.ref_table(stored, [*columns, value, "cnt"])
+    by_value = [table.c[c] for c in [*columns, value]]
+    grouped = sa.select(*by_value, sa.func.sum(table.c.cnt).label("cnt")).group_by(*by_value)
+    return attack_sql.least_diverse_classes(
+        ctx.conn,
+        star=star,
+        node=node,
+        definition=db.as_text(ctx.conn, grouped),
+        value=value,
+        shown=WORST_CLASSES_SHOWN,
+        suppressed=suppressed,
+        params=params,
+    )
 
 
 def population_star(job: Job, ctx: SearchContext) -> StarSchema | None:

@@ -193,7 +193,7 @@ def _summary(data: ReportData) -> str:
         published = chosen.rows
         items.append(
             f"<li>{published + chosen.suppressed:,} records: {published:,} published, {chosen.suppressed:,} "
-            "suppressed (left out: the records whose groups would break the criteria).</li>"
+            "suppressed (their groups would break the criteria).</li>"
         )
     generalized = "; ".join(f"{html.escape(q)} {_how_far(v)}" for q, v in data.levels.items())
     items.append(f"<li>The quasi-identifiers: {generalized}.</li>")
