@@ -195,7 +195,10 @@ def _summary(data: ReportData) -> str:
             f"<li>{published + chosen.suppressed:,} records: {published:,} published, {chosen.suppressed:,} "
             "suppressed (their groups would break the criteria).</li>"
         )
-    generalized = "; ".join(f"{html.escape(q)} {_how_far(v)}" for q, v in data.levels.items())
+    shown = {q: [label for label, _ in after] for q, (_, after) in data.distributions.items()}
+    generalized = "; ".join(
+        f"{html.escape(q)} {_how_far(v, shown.get(q) or v.get('examples', []))}" for q, v in data.levels.items()
+    )
     items.append(f"<li>The quasi-identifiers: {generalized}.</li>")
     kept = [c for c, role, _ in data.columns if role in ("sensitive", "insensitive")]
     precision = metrics.get("precision")
@@ -237,9 +240,10 @@ def _before_after(data: ReportData, go: Any) -> str:
     )
 
 
-def _how_far(level: dict[str, Any]) -> str:
-    """How far a QI is generalized in the chosen release, in words, with labels of its level."""
-    examples = ", ".join(map(str, level.get("examples", [])[:3]))
+def _how_far(level: dict[str, Any], labels: list[str]) -> str:
+    """How far a QI is generalized in the chosen release, in words, with a few of the labels it shows (the most
+    frequent published ones, where the page has them)."""
+    examples = ", ".join(map(str, labels[:3]))
     if level["level"] == 0:
         return "exact"
     if level["level"] == level["height"]:
