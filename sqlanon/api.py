@@ -29,9 +29,10 @@ from .analysis.releases import (
     analyzed_attribute,
     chosen_release,
     population_star,
+    published_release,
 )
 from .analysis.report import ReportData, check_report_path, job_rows, write_report
-from .backends import duckdb_file, normalize_url, open_database
+from .backends import duckdb_file, normalize_url, open_database, qualified_name
 from .config import check_key_name, job_from_dict
 from .engine.audit import AuditReport, audit_table
 from .engine.star import (
@@ -460,8 +461,10 @@ def report(
     *,
     source: pd.DataFrame | None = None,
 ) -> Path:
-    """Write the HTML report of the job's releases to `out` (see sqlanon.analysis.report): the lattice, the chosen
-    release (by the job's selection rule), the minimal releases' metrics and their attacks and risk. An existing
+    """Write the HTML report of the job's releases to `out` (see sqlanon.analysis.report): what the release
+    guarantees, each attribute before and after, the lattice, the chosen release (by the job's selection rule)
+    and the minimal releases with their attacks and risk; for Mondrian and anatomy, of the table the job
+    published (anonymize first). An existing
     file is overwritten only with `replace`, and only when sqlanon wrote it (never the job's file `job_file` or
     its database); of the DataFrame `source` instead of the job's table, when given."""
     options, settings, job = options or RunOptions(), settings or AnalysisSettings(), framed(job, source)
@@ -474,6 +477,8 @@ def report(
         if path is not None
     }
     check_report_path(out, replace, protected)  # before any work
+    if job.output is not None and job.output.method != Generalization.name:
+        return _report_published(job, out, options, attribute, settings)
     with lattice_run(job, options, "report") as run:
         ctx = run.ctx
         phases = Phases(options.progress, "report", 4)
@@ -508,6 +513,45 @@ def report(
         path = write_report(data, out)
         run.finish({"report": str(path), "node": list(chosen)})
     return path
+
+
+def _report_published(
+    job: Job, out: Path, options: RunOptions, attribute: str | None, settings: AnalysisSettings
+) -> Path:
+    """The report of a publication without a lattice (Mondrian, anatomy): of the table the job published, read as
+    it is (`anonymize` first); nothing is written but the page."""
+    assert job.output is not None, "a publication's report reads its output"
+    output = job.output
+    needed = job.qi_names + (job.sensitive if output.method != Anatomy.name else [])
+    purpose = f"report on the table {output.method} published"
+    schema = output.schema or job.source.schema
+    missing = (
+        f"the job's output {qualified_name(schema, output.table)!r} does not exist yet: publish it first "
+        "(sqlanon anonymize JOB), then report on it"
+    )
+    with table_reader(job, options, schema, output.table, needed, purpose, missing=missing) as (db, conn):
+        options.progress("report: the published table", 0, 1)
+        analysis, released = published_release(db, conn, job, attribute, settings)
+    guarantees = [c.guarantee() for c in job.criteria]
+    if output.method == Anatomy.name:
+        l_value, values = output.settings["l"], " and ".join(job.sensitive) or "the sensitive attribute"
+        guarantees.append(
+            f"every bucket holds at least {l_value} different values of {values}: a record links to its bucket's "
+            f"values only, so no one names its value with a probability above 1/{l_value}"
+        )
+    columns, job_settings = job_rows(job)
+    data = ReportData(
+        job_name=job.name,
+        columns=columns,
+        settings=job_settings,
+        guarantees=guarantees,
+        qi=job.qi_names,
+        analysis=AnalysisReport(attribute if output.method != Anatomy.name else None, settings, [analysis]),
+        published=(output.method, qualified_name(schema, output.table)),
+        class_sizes=released.class_sizes,
+        distributions=released.distributions,
+    )
+    return write_report(data, out)
 
 
 def analyze(

@@ -327,10 +327,12 @@ def table_reader(
     needed: Sequence[str],
     purpose: str,
     read: SourceFrame | None = None,
+    missing: str | None = None,
 ) -> Iterator[tuple[Database, Connection]]:
     """The job's database and a connection, for reading `table` (which must have the `needed` columns: the error
     says which is missing and that `purpose` needs them); nothing is recorded or written. `read`: a DataFrame
-    read as `table`, in a database in memory, beside the job's DataFrame source when it has one."""
+    read as `table`, in a database in memory, beside the job's DataFrame source when it has one. `missing`: the
+    error when `table` does not exist (else the catalog's)."""
     job = on_db(job, options.db_url)
     with job_database(job, options) as db, db.connect() as conn:
         frames = {name: frame for name, frame in ((job.source.table, job.source.frame), (table, read)) if frame}
@@ -338,11 +340,13 @@ def table_reader(
             raise ConfigError("a DataFrame is read in memory here: leave RunOptions.db_url out")
         for name, frame in frames.items():  # tables of a database that ends with the block
             db.load_frame(conn, frame, db.q(None, name))
+        if missing is not None and not db.table_exists(conn, schema, table):
+            raise DataError(missing)
         columns = db.columns(conn, schema, table)
-        missing = [c for c in needed if c not in columns]
-        if missing:
+        absent = [c for c in needed if c not in columns]
+        if absent:
             raise DataError(
-                f"table {table!r} has no column {missing[0]!r} (its columns: {', '.join(columns)}); {purpose}"
+                f"table {table!r} has no column {absent[0]!r} (its columns: {', '.join(columns)}); {purpose}"
             )
         yield db, conn
 

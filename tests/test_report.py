@@ -188,3 +188,42 @@ def test_before_and_after_are_the_tables_and_the_releases_counts(adult_duck: str
         assert len(before) <= DISTRIBUTION_SHOWN and dict(before).items() <= top(source, column).items(), column
         assert dict(after).items() <= top(published, column).items(), column
         assert [n for _, n in after] == sorted((n for _, n in after), reverse=True)
+
+
+@pytest.mark.parametrize("method", ["mondrian", "anatomy"])
+def test_mondrian_and_anatomy_jobs_get_a_report_of_their_published_table(tmp_path: Path, method: str):
+    """A publication without a lattice: the page reads the table the job published (after `anonymize`), says what
+    it guarantees in plain words, charts each attribute before and after, and has no lattice."""
+    pytest.importorskip("plotly", reason="sqlanon report needs Plotly: pip install 'sqlanon[report]'")
+    if method == "mondrian":
+        config = write_config(
+            tmp_path, sensitive=["occupation"], insensitive=OTHERS, output={"table": "m", "method": "mondrian"}
+        )
+        guarantee = "Every group holds at least 5 records"
+    else:
+        config = write_config(
+            tmp_path,
+            sensitive=["occupation"],
+            insensitive=OTHERS,
+            quasi_identifiers=["sex", "age", "race"],
+            criteria=None,
+            output={"table": "a", "method": "anatomy", "l": 3},
+        )
+        guarantee = "Every bucket holds at least 3 different values of occupation"
+    out = tmp_path / "report.html"
+    first = run("report", str(config), "--out", str(out))
+    assert first.exit_code == 2 and "publish it first" in first.stderr and not out.exists()
+    assert run("anonymize", str(config), "--replace").exit_code == 0
+    result = run("report", str(config), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    titles = re.findall(r"<h2>([^<]+)</h2>", page)
+    assert titles == [
+        "What this release guarantees",
+        "Before and after",
+        "The job",
+        "The published table",
+        "Attacks and risk",
+    ]
+    assert guarantee in page and f"published by {method} as" in page and "30,162 records, every one published" in page
+    assert "occupation (sensitive attribute)" in page and "The lattice" not in page

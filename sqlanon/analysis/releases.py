@@ -88,6 +88,27 @@ def chosen_release(
     return ChosenRelease(sizes, worst, {name: (before[name], after[name]) for name in shown})
 
 
+def published_release(
+    db: Database, conn: Connection, job: Job, attribute: str | None, settings: AnalysisSettings
+) -> tuple[TableAnalysis, ChosenRelease]:
+    """A publication without a lattice (Mondrian, anatomy) as a report shows it, read from the table the job
+    published (anatomy's QI table: exact QIs and a bucket, no sensitive value, so its risk is the QIs' own and
+    the sensitive values keep the table's distribution, every value published in its bucket): its analysis,
+    class sizes, and each attribute before and after, one grouping of each table."""
+    assert job.output is not None, "a published table is the job's output"
+    schema, table = job.output.schema or job.source.schema, job.output.table
+    ref, anatomy = db.q(schema, table), job.output.method == "anatomy"
+    analysis = analyze_published_table(db, conn, job, schema, table, None if anatomy else attribute, settings)
+    definition, classes = attack_sql.published_frequency_set(db, ref, job.qi_names, None)
+    sizes = attack_sql.class_size_histogram(conn, definition, classes)
+    columns = job.qi_names + job.sensitive
+    source = db.q(job.source.schema, job.source.table)
+    before = attack_sql.column_counts(db, conn, source, columns, DISTRIBUTION_SHOWN)
+    after = attack_sql.column_counts(db, conn, ref, job.qi_names if anatomy else columns, DISTRIBUTION_SHOWN)
+    after.update({s: before[s] for s in job.sensitive if anatomy})
+    return analysis, ChosenRelease(sizes, [], {c: (before[c], after[c]) for c in columns})
+
+
 def _least_diverse(
     ctx: SearchContext,
     star: StarSchema,

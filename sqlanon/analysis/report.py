@@ -39,15 +39,18 @@ class ReportData:
     columns: list[tuple[str, str, str]]  # (column, role, what the release does to it), without machine paths
     settings: list[tuple[str, str]]  # (setting, value): criteria, suppression, selection, search
     guarantees: list[str]  # each criterion in plain words (Criterion.guarantee)
-    levels: dict[str, dict[str, Any]]  # each QI's level in the chosen node, its height, a few labels
     qi: list[str]
-    heights: list[int]
-    satisfying: list[tuple[int, ...]]
-    minimal: list[tuple[int, ...]]
-    chosen: tuple[int, ...]
-    selection: str
-    metrics: dict[tuple[int, ...], dict[str, Any]]
     analysis: AnalysisReport
+    #: a publication without a lattice (Mondrian, anatomy): its method and the table it wrote, which the page
+    #: reads; None: a generalization chosen from the lattice (the fields below)
+    published: tuple[str, str] | None = None
+    levels: dict[str, dict[str, Any]] = field(default_factory=dict)  # each QI's level in the chosen node
+    heights: list[int] = field(default_factory=list)
+    satisfying: list[tuple[int, ...]] = field(default_factory=list)
+    minimal: list[tuple[int, ...]] = field(default_factory=list)
+    chosen: tuple[int, ...] = ()
+    selection: str = ""
+    metrics: dict[tuple[int, ...], dict[str, Any]] = field(default_factory=dict)
     class_sizes: list[tuple[int, int]]  # (class size, classes of that size) of the chosen node
     worst_classes: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)  # label, value counts
     #: per attribute (QIs, then sensitive ones): its most frequent values in the table, and its most frequent
@@ -142,6 +145,24 @@ def _page(data: ReportData, go: Any, plotly_js: str) -> str:
         _section("What this release guarantees", _summary(data)),
         _section("Before and after", _before_after(data, go)),
         _section("The job", _job(data)),
+    ]
+    if data.published is not None:  # no lattice: the table as published
+        sizes = _class_sizes(data, go) + _risk_chart(data, go)
+        body += [_section("The published table", sizes), _section("Attacks and risk", _attacks(data))]
+    else:
+        body += _lattice_sections(data, go)
+    title = f"sqlanon report: {html.escape(data.job_name)}"
+    return (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>{GENERATOR}<title>{title}</title>"
+        f"<style>{STYLE}</style><script>{plotly_js}</script></head><body><h1>{title}</h1>"
+        + "".join(body)
+        + "</body></html>"
+    )
+
+
+def _lattice_sections(data: ReportData, go: Any) -> list[str]:
+    """The sections of a generalization: the lattice, the chosen release, the alternatives, their attacks."""
+    return [
         _section(
             "The lattice",
             "<p>Every generalization by height (the sum of its levels). Grey: fails the "
@@ -151,13 +172,6 @@ def _page(data: ReportData, go: Any, plotly_js: str) -> str:
         _section("Minimal releases side by side", _minimal(data, go)),
         _section("Attacks and risk", _attacks(data)),
     ]
-    title = f"sqlanon report: {html.escape(data.job_name)}"
-    return (
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>{GENERATOR}<title>{title}</title>"
-        f"<style>{STYLE}</style><script>{plotly_js}</script></head><body><h1>{title}</h1>"
-        + "".join(body)
-        + "</body></html>"
-    )
 
 
 STYLE = (
@@ -178,7 +192,11 @@ def _section(title: str, content: str) -> str:
 
 def _summary(data: ReportData) -> str:
     """The page's first lines, in plain words: what holds, against whom, what was given up, what is kept."""
-    chosen = next((t for t in data.analysis.tables if t.label == _node(data.chosen)), None)
+    chosen = (
+        data.analysis.tables[0]
+        if data.published
+        else next((t for t in data.analysis.tables if t.label == _node(data.chosen)), None)
+    )
     metrics = data.metrics.get(data.chosen, {})
     items = [f"<li>{html.escape(g[0].upper() + g[1:])}.</li>" for g in data.guarantees]
     qis = ", ".join(data.qi)
@@ -186,30 +204,57 @@ def _summary(data: ReportData) -> str:
         smallest = round(1 / chosen.highest_risk) if chosen.highest_risk else 0
         items.append(
             f"<li>Against someone who knows that a person is in the table and knows their {html.escape(qis)}: "
-            f"the smallest published group holds {smallest:,} records, so the highest re-identification risk is "
+            f"the smallest published group holds {_records(smallest)}, so the highest re-identification risk is "
             f"{chosen.highest_risk:.3g} (1 in {smallest:,}); {chosen.records_at_risk:,} records are above the "
             f"{data.analysis.settings.risk_threshold} threshold.</li>"
         )
-        published = chosen.rows
+        published, suppressed = chosen.rows, chosen.suppressed
         items.append(
-            f"<li>{published + chosen.suppressed:,} records: {published:,} published, {chosen.suppressed:,} "
-            "suppressed (their groups would break the criteria).</li>"
+            f"<li>{_records(published + suppressed)}: {published:,} published, {suppressed:,} suppressed (their "
+            "groups would break the criteria).</li>"
+            if suppressed
+            else f"<li>{_records(published)}, every one published.</li>"
         )
-    shown = {q: [label for label, _ in after] for q, (_, after) in data.distributions.items()}
-    generalized = "; ".join(
-        f"{html.escape(q)} {_how_far(v, shown.get(q) or v.get('examples', []))}" for q, v in data.levels.items()
-    )
-    items.append(f"<li>The quasi-identifiers: {generalized}.</li>")
+    items.append(f"<li>The quasi-identifiers: {_quasi_identifiers(data)}.</li>")
     kept = [c for c, role, _ in data.columns if role in ("sensitive", "insensitive")]
     precision = metrics.get("precision")
+    how = (
+        f"published by {data.published[0]} as {html.escape(data.published[1])}"
+        if data.published
+        else f"the node was chosen by {html.escape(data.selection)} among {len(data.minimal)} minimal release(s) "
+        "(see below)"
+    )
     items.append(
         "<li>The release keeps "
-        + (f"{precision:.0%} of the quasi-identifiers' detail (precision)" if precision is not None else "")
-        + (f" and {html.escape(', '.join(kept))} as they are" if kept else "")
-        + f"; the node was chosen by {html.escape(data.selection)} among {len(data.minimal)} minimal release(s) "
-        "(see below).</li>"
+        + (f"{precision:.0%} of the quasi-identifiers' detail (precision) and " if precision is not None else "")
+        + (f"{html.escape(', '.join(kept))} unchanged" if kept else "what the job publishes")
+        + f"; {how}.</li>"
     )
     return f"<ul class='summary'>{''.join(items)}</ul>"
+
+
+#: how each publication without a lattice shows the quasi-identifiers, for the summary
+PUBLISHED_QIS = {
+    "mondrian": "each record shows its partition's range (numbers) or group (a hierarchy's label) of every one; "
+    "the partitions are cut until a cut would break the criteria",
+    "anatomy": "published exact, each record with its bucket; the sensitive values are published per bucket in a "
+    "table of their own, so a record links to its bucket's values only",
+}
+
+
+def _records(count: int) -> str:
+    return f"{count:,} record{'' if count == 1 else 's'}"
+
+
+def _quasi_identifiers(data: ReportData) -> str:
+    """How far each quasi-identifier went, in words (for a publication without a lattice, how its method shows
+    them)."""
+    if data.published:
+        return PUBLISHED_QIS.get(data.published[0], f"published by {data.published[0]}")
+    shown = {q: [label for label, _ in after] for q, (_, after) in data.distributions.items()}
+    return "; ".join(
+        f"{html.escape(q)} {_how_far(v, shown.get(q) or v.get('examples', []))}" for q, v in data.levels.items()
+    )
 
 
 def _before_after(data: ReportData, go: Any) -> str:
@@ -265,11 +310,13 @@ def _job(data: ReportData) -> str:
         for k, v in data.settings
     )
     header = "<tr><th class='text'>column</th><th class='text'>role</th><th class='text'>in the release</th></tr>"
-    return (
-        f"<p>Release chosen by {html.escape(data.selection)}: node <b>{_node(data.chosen)}</b> "
-        f"({_levels(data, data.chosen)}).</p><div class='scroll'><table>{header}{rows}</table>"
-        f"<table>{settings}</table></div>"
+    chosen = (
+        f"Published by {data.published[0]} as <b>{html.escape(data.published[1])}</b>."
+        if data.published
+        else f"Release chosen by {html.escape(data.selection)}: node <b>{_node(data.chosen)}</b> "
+        f"({_levels(data, data.chosen)})."
     )
+    return f"<p>{chosen}</p><div class='scroll'><table>{header}{rows}</table><table>{settings}</table></div>"
 
 
 def _node(node: tuple[int, ...]) -> str:
@@ -323,10 +370,9 @@ def _lattice(data: ReportData, go: Any) -> str:
     return _figure(go, traces, "generalization lattice", "height", "nodes of that height")
 
 
-def _chosen(data: ReportData, go: Any) -> str:
-    metrics = data.metrics.get(data.chosen, {})
-    figures = "".join(f"<tr><th>{html.escape(k)}</th><td>{_fmt(v)}</td></tr>" for k, v in metrics.items())
-    sizes = _figure(
+def _class_sizes(data: ReportData, go: Any) -> str:
+    """The histogram of the release's published classes by size."""
+    return _figure(
         go,
         [
             go.Histogram(
@@ -337,11 +383,16 @@ def _chosen(data: ReportData, go: Any) -> str:
                 name="classes",
             )
         ],
-        "class sizes of the chosen release (published classes)",
+        "class sizes of the release (published classes)",
         "class size",
         "classes",
     )
-    sizes += _risk_chart(data, go)
+
+
+def _chosen(data: ReportData, go: Any) -> str:
+    metrics = data.metrics.get(data.chosen, {})
+    figures = "".join(f"<tr><th>{html.escape(k)}</th><td>{_fmt(v)}</td></tr>" for k, v in metrics.items())
+    sizes = _class_sizes(data, go) + _risk_chart(data, go)
     attribute = data.analysis.sensitive
     if attribute is None:
         return f"<table>{figures}</table>{sizes}"
@@ -468,7 +519,7 @@ def _attacks(data: ReportData) -> str:
     summary = report.summary()
     return (
         f"<p>Sensitive attribute: <b>{html.escape(report.sensitive)}</b>. {summary['affected_tables']} of "
-        f"{summary['tables']} minimal release(s) have a homogeneous class (every tuple the same value).</p>"
+        f"{summary['tables']} release(s) have a homogeneous class (every tuple the same value).</p>"
         f"<div class='scroll'><table>{header}{rows}</table></div>"
     )
 

@@ -810,8 +810,9 @@ def _print_population_bayes_and_utility(report: AnalysisReport, settings: dict[s
 @click.option("--replace", is_flag=True, help="Overwrite --out if it is a report sqlanon wrote.")
 @DB_OPTION
 def report_command(config: Path, out_path: Path, sensitive: str | None, replace: bool, db_url: str | None) -> None:
-    """Write one HTML page about the job's releases: the lattice, the chosen release (class sizes, its least
-    diverse classes), the minimal releases' metrics side by side, their attacks and risk, and the job.
+    """Write one HTML page a data owner signs off on: what the release guarantees in plain words, each
+    attribute before and after, the job; then the lattice, the chosen release and the alternatives it offered
+    (a generalization), or the table the job published (Mondrian, anatomy: run anonymize first); attacks and risk.
 
     Needs Plotly (pip install 'sqlanon[report]'); the page embeds it and opens without a network.
     """

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
@@ -252,6 +253,30 @@ def distributions(
     found: dict[str, list[tuple[str, int]]] = {name: [] for name in names}
     for attr, value, count in rows:
         found[names[attr]].append(("NULL" if value is None else value, int(count)))
+    return found
+
+
+def column_counts(
+    db: Database, conn: Connection, table: str, columns: list[str], shown: int
+) -> dict[str, list[tuple[str, int]]]:
+    """Per column of `table` (a q() reference), its `shown` most frequent values as text (NULL as "NULL") with
+    their rows, most frequent first: one grouping of the table (GROUPING SETS, a set per column)."""
+    source = db.ref_table(table, columns)
+    cols = [source.c[c] for c in columns]
+    which = sa.case(*[(sa.func.grouping(col) == 0, i) for i, col in enumerate(cols)])
+    value = sa.case(*[(sa.func.grouping(col) == 0, sa.cast(col, sa.String)) for col in cols])
+    grouped = (
+        sa.select(which.label("a"), value.label("v"), sa.func.count().label("n"))
+        .group_by(sa.func.grouping_sets(*[sa.tuple_(col) for col in cols]))
+        .subquery()
+    )
+    order = (grouped.c.n.desc(), grouped.c.v)
+    rank = sa.func.row_number().over(partition_by=grouped.c.a, order_by=order).label("r")
+    ranked = sa.select(grouped.c.a, grouped.c.v, grouped.c.n, rank).subquery()
+    query = sa.select(ranked.c.a, ranked.c.v, ranked.c.n).where(ranked.c.r <= shown).order_by(ranked.c.a, ranked.c.r)
+    found: dict[str, list[tuple[str, int]]] = {c: [] for c in columns}
+    for column, found_value, count in db.execute(conn, query).all():
+        found[columns[column]].append(("NULL" if found_value is None else found_value, int(count)))
     return found
 
 
