@@ -497,6 +497,7 @@ def report(
             settings=job_settings,
             guarantees=[c.guarantee() for c in job.criteria],
             levels=result.describe(chosen),
+            level_examples=result.level_examples,
             qi=job.qi_names,
             heights=result.heights,
             satisfying=result.satisfying,

@@ -72,6 +72,7 @@ def test_the_page_is_self_contained(report_page: Path):
     assert "Every group holds at least 5 records" in page and "highest re-identification risk is" in page
     assert "generalized by the hierarchy sex.csv" in page and str(report_page.parent) not in page
     assert str(Path(__file__).parent) not in page and "@media print" in page
+    assert re.search(r"sex=\d \(e\.g\. ", page)  # the lattice's minimal nodes name their levels' labels
     assert not re.search(r"<script[^>]+src=", page)  # Plotly's JavaScript is inside the page
     assert "Plotly.newPlot" in page and "k_anonymity" in page
 

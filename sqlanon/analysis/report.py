@@ -51,6 +51,7 @@ class ReportData:
     chosen: tuple[int, ...] = ()
     selection: str = ""
     metrics: dict[tuple[int, ...], dict[str, Any]] = field(default_factory=dict)
+    level_examples: list[list[list[str]]] = field(default_factory=list)  # per QI, per level: a few labels
     class_sizes: list[tuple[int, int]]  # (class size, classes of that size) of the chosen node
     worst_classes: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)  # label, value counts
     #: per attribute (QIs, then sensitive ones): its most frequent values in the table, and its most frequent
@@ -327,6 +328,15 @@ def _levels(data: ReportData, node: tuple[int, ...]) -> str:
     return ", ".join(f"{html.escape(q)}={lv}/{h}" for q, lv, h in zip(data.qi, node, data.heights))
 
 
+def _labelled(data: ReportData, node: tuple[int, ...]) -> str:
+    """A node as its hover text reads: each QI's level with labels of that level (plotly's <br> breaks lines)."""
+    parts = []
+    for i, (q, level) in enumerate(zip(data.qi, node)):
+        examples = data.level_examples[i][level][:2] if data.level_examples else []
+        parts.append(f"{html.escape(q)}={level}" + (f" (e.g. {html.escape(', '.join(examples))})" if examples else ""))
+    return f"{_node(node)}<br>" + "<br>".join(parts)
+
+
 def _figure(go: Any, traces: list[Any], title: str, x: str, y: str) -> str:
     figure = go.Figure(traces)
     figure.update_layout(title=title, xaxis_title=x, yaxis_title=y, height=420, margin={"t": 50})
@@ -353,7 +363,8 @@ def _lattice(data: ReportData, go: Any) -> str:
                 if node in passing
                 else "fails"
             )
-            groups[kind].append((height, rank - len(nodes) // 2, _node(node)))
+            text = _labelled(data, node) if kind in ("minimal", "chosen") else _node(node)
+            groups[kind].append((height, rank - len(nodes) // 2, text))
     colors = {"fails": "#bbbbbb", "passes": "#4c78a8", "minimal": "#f58518", "chosen": "#e45756"}
     traces = [
         go.Scatter(
