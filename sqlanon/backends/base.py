@@ -236,10 +236,11 @@ class Database:
         query = self.every_row(source).limit(sa.literal_column(str(int(limit))))  # a number, not a bound value
         if order:
             query = query.order_by(sa.text(order))
-        return [dict(row) for row in self.execute(conn, query).mappings()]
+        return [dict(row) for row in self.execute(conn, self.as_text(conn, query)).mappings()]
 
     def every_row(self, source: str) -> sa.Select[Any]:
-        """SELECT * FROM table `source` (a `q()` reference)."""
+        """SELECT * FROM table `source` (a `q()` reference), as Core; run it as text (`as_text`): the reference is
+        written as it is, and only text() escapes a `%` or `:` a name may hold."""
         return sa.select(sa.text("*")).select_from(self.ref_table(source, []))
 
     def read_frames(self, conn: Connection, source: str, rows: int | None) -> Iterator[pd.DataFrame]:
@@ -247,7 +248,8 @@ class Database:
         the driver streams (a server-side cursor on PostgreSQL); an empty table gives one empty frame."""
         import pandas as pd
 
-        result = conn.execution_options(stream_results=True).execute(self.every_row(source))
+        every_row = sa.text(self.as_text(conn, self.every_row(source)))
+        result = conn.execution_options(stream_results=True).execute(every_row)
         columns = list(result.keys())
         parts = result.partitions(rows) if rows else iter([result.all()])
         yielded = False
@@ -259,7 +261,7 @@ class Database:
 
     def column_names(self, conn: Connection, source: str) -> list[str]:
         """The columns of table `source` as a query sees them, in order."""
-        return list(self.execute(conn, self.every_row(source).where(sa.false())).keys())
+        return list(self.execute(conn, self.as_text(conn, self.every_row(source).where(sa.false()))).keys())
 
     def grant_select(self, conn: Connection, ref: str, role: str) -> None:
         """Let `role` read table `ref` (where the database has roles)."""

@@ -275,7 +275,7 @@ def column_counts(
     ranked = sa.select(grouped.c.a, grouped.c.v, grouped.c.n, rank).subquery()
     query = sa.select(ranked.c.a, ranked.c.v, ranked.c.n).where(ranked.c.r <= shown).order_by(ranked.c.a, ranked.c.r)
     found: dict[str, list[tuple[str, int]]] = {c: [] for c in columns}
-    for column, found_value, count in db.execute(conn, query).all():
+    for column, found_value, count in db.execute(conn, db.as_text(conn, query)).all():  # text: names with % or :
         found[columns[column]].append(("NULL" if found_value is None else found_value, int(count)))
     return found
 
