@@ -96,14 +96,15 @@ def test_the_page_renders_in_a_browser(report_page: Path, tmp_path: Path):
     assert console == [], console
     for title in SECTIONS:
         assert title in dom.stdout
-    shot = tmp_path / "report.png"
-    subprocess.run(
-        common + ["--window-size=1280,3000", f"--screenshot={shot}", report_page.as_uri()],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
-    assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
+    for width in (1280, 1920):  # a laptop's and a desktop's width
+        shot = tmp_path / f"report-{width}.png"
+        subprocess.run(
+            common + [f"--window-size={width},3000", f"--screenshot={shot}", report_page.as_uri()],
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+        assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
 
 
 def test_a_report_that_cannot_be_written_leaves_nothing(tmp_path: Path):
