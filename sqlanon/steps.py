@@ -27,7 +27,7 @@ from .model.lattice import minimal_nodes
 from .model.selection import METRICS, best_node, level_metrics, needs_every_passing_node, node_label, selection_metric
 from .publish.generalize import Publication, publish_generalization
 from .publish.ownership import Ownership, TableName
-from .publish.staging import PublishedTable, preview
+from .publish.staging import PublishedTable, Released, preview
 from .search.strategies import STRATEGIES, SearchContext, SearchStats
 from .session import Target
 from .store import runs as store_runs
@@ -112,7 +112,7 @@ class SearchResult:
 
 
 @dataclass(kw_only=True)
-class AnonymizeResult:
+class AnonymizeResult(Released):
     search: SearchResult
     node: tuple[int, ...]
     output: str
@@ -121,12 +121,6 @@ class AnonymizeResult:
     suppressed: int = 0  # tuples removed or masked in the output
     preview: list[dict[str, Any]] = field(default_factory=list)  # the first rows of the published table
     publishing_seconds: float = 0.0  # after the search: the selection, the write and the independent audit
-    release: PublishedTable | None = field(default=None, repr=False)  # the published table, to read back
-
-    def frame(self) -> pd.DataFrame:
-        """The whole published table (`release.frames()` and `release.arrow()` stream a large one)."""
-        assert self.release is not None, "a publication's result knows its table"
-        return self.release.frame()
 
     def to_dict(self) -> dict[str, Any]:
         return {

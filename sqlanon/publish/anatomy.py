@@ -37,14 +37,14 @@ from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod
 from .ownership import Ownership, TableName
-from .staging import Destination, PublishedTable, preview, staged_table
+from .staging import Destination, PublishedTable, Released, preview, staged_table
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
 @dataclass(kw_only=True)
-class AnatomyReport:
+class AnatomyReport(Released):
     """What was published, as the audit of the two written tables found it."""
 
     qi_table: str
@@ -56,13 +56,8 @@ class AnatomyReport:
     fewest_values: int  # different sensitive values in the poorest bucket (>= l)
     largest_share: float  # the highest count / bucket size: the best guess of any record's value
     preview: list[dict[str, Any]]
-    release: PublishedTable | None = field(default=None, repr=False)  # the QI table, to read back
-    sensitive_release: PublishedTable | None = field(default=None, repr=False)  # the sensitive table
-
-    def frame(self) -> pd.DataFrame:
-        """The whole QI table: exact QIs and each row's bucket (`release.frames()` streams a large one)."""
-        assert self.release is not None, "a publication's result knows its tables"
-        return self.release.frame()
+    sensitive_release: PublishedTable | None = field(default=None, repr=False)  # the sensitive table (`release`:
+    # the QI table, exact QIs and each row's bucket)
 
     def sensitive_frame(self) -> pd.DataFrame:
         """The whole sensitive table: each bucket's values and their counts."""

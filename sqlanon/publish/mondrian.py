@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
@@ -23,10 +23,10 @@ from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod
 from .ownership import Ownership
-from .staging import Destination, PublishedTable, preview, staged_table
+from .staging import Destination, PublishedTable, Released, preview, staged_table
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 __all__ = ["MondrianMethod", "MondrianReport", "partition_and_publish"]
 
@@ -57,7 +57,7 @@ class MondrianMethod(PublicationMethod):
 
 
 @dataclass(kw_only=True)
-class MondrianReport:
+class MondrianReport(Released):
     """What `partition` published: the table, its partitions, its audit and first rows, and where the time went:
     partitioning (the rounds, with the work table's set-up) and publishing (writing, auditing, committing)."""
 
@@ -68,12 +68,6 @@ class MondrianReport:
     preview: list[dict[str, Any]]
     partitioning_seconds: float = 0.0
     publishing_seconds: float = 0.0
-    release: PublishedTable | None = field(default=None, repr=False)  # the published table, to read back
-
-    def frame(self) -> pd.DataFrame:
-        """The whole published table (`release.frames()` and `release.arrow()` stream a large one)."""
-        assert self.release is not None, "a publication's result knows its table"
-        return self.release.frame()
 
     def to_dict(self) -> dict[str, Any]:
         r = self.result

@@ -121,3 +121,16 @@ class PublishedTable:
         finally:
             if self.held is None:
                 db.dispose()
+
+
+@dataclass(kw_only=True)
+class Released:
+    """What a publication's result shares: the table it published, read back by `frame()` (every method's result
+    derives from it)."""
+
+    release: PublishedTable | None = field(default=None, repr=False)  # the published table, to read back
+
+    def frame(self) -> pd.DataFrame:
+        """The whole published table (`release.frames()` and `release.arrow()` stream a large one)."""
+        assert self.release is not None, "a publication's result knows its table"
+        return self.release.frame()
