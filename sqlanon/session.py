@@ -37,7 +37,7 @@ from .engine.star import (
     read_hierarchy_files,
 )
 from .errors import ConfigError, DataError, RunCancelled, SqlanonError, interrupted
-from .model.frames import SourceFrame
+from .model.frames import MEMORY_URL, SourceFrame
 from .model.hierarchies import Hierarchy
 from .model.job import Job, Output, require_lattice
 from .model.progress import Progress
@@ -452,7 +452,7 @@ def job_hierarchies(job: Job) -> dict[str, Hierarchy]:
     if all(qi.hierarchy for qi in qis):
         return {qi.column: files[qi.column] for qi in qis}
     file = duckdb_file(job.source.url)  # a DuckDB file that does not exist yet is not created for this
-    src, db = job.source, open_database("duckdb:///:memory:" if file and not file.exists() else job.source.url)
+    src, db = job.source, open_database(MEMORY_URL if file and not file.exists() else job.source.url)
     try:
         with db.connect() as conn:  # never committed: a temporary table goes with the transaction
             if db.table_exists(conn, src.schema, src.table) or not src.loads():

@@ -34,6 +34,7 @@ from ..engine.star import StarSchema
 from ..errors import ConfigError, DataError
 from ..model.job import Job
 from ..model.selection import node_label
+from ..publish.anatomy import Anatomy
 from ..search.strategies import SearchContext
 
 WORST_CLASSES_SHOWN = 3  # the least diverse classes a report charts
@@ -97,7 +98,7 @@ def published_release(
     class sizes, and each attribute before and after, one grouping of each table."""
     assert job.output is not None, "a published table is the job's output"
     schema, table = job.output.schema or job.source.schema, job.output.table
-    ref, anatomy = db.q(schema, table), job.output.method == "anatomy"
+    ref, anatomy = db.q(schema, table), job.output.method == Anatomy.name
     analysis = analyze_published_table(db, conn, job, schema, table, None if anatomy else attribute, settings)
     definition, classes = attack_sql.published_frequency_set(db, ref, job.qi_names, None)
     sizes = attack_sql.class_size_histogram(conn, definition, classes)

@@ -17,7 +17,7 @@ STORE = Op(
     params=(("name", "text"), ("users", "text"), ("created_at", "timestamp")),
     sql=(
         "INSERT INTO {s}.pseudonym_keys (name, inner_pad, outer_pad, users, owner_role, created_at) SELECT :name, "
-        "inner_pad, outer_pad, :users, {caller}, :created_at FROM {temp}.sqlanon_key_import",  # IMPORT_TABLE
+        "inner_pad, outer_pad, :users, {caller}, :created_at FROM {temp}." + IMPORT_TABLE,
     ),
     owner_only=True,
 )
