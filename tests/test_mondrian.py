@@ -64,8 +64,12 @@ def _config(url: str, tmp_path: Path, criteria: dict, **output) -> dict:
 
 
 def oracle(
-    rows: list[tuple[int, int, str, str]], k: int, l: int = 1, relaxed: bool = False, cities: dict[str, str] = CITIES
-) -> dict[int, tuple[str, str]]:
+    rows: list[tuple[int, int | None, str, str]],
+    k: int,
+    l: int = 1,
+    relaxed: bool = False,
+    cities: dict[str, str] = CITIES,
+) -> dict[int, tuple[str | None, str]]:
     """Strict (or relaxed) Mondrian in memory, recursively: per partition, the widest QI whose cut leaves every
     part with >= k rows (and >= l diseases); age at its lower median, city down its hierarchy (`cities`: each
     city's region)."""
@@ -74,8 +78,19 @@ def oracle(
         **{r: sum(1 for v in cities.values() if v == r) for r in set(cities.values())},
         **dict.fromkeys(cities, 1),
     }
-    span = max(r[1] for r in rows) - min(r[1] for r in rows)
-    out: dict[int, tuple[str, str]] = {}
+    numbers = [r[1] for r in rows if r[1] is not None]
+    span = max(numbers) - min(numbers)
+    out: dict[int, tuple[str | None, str]] = {}
+
+    def order(age: int | None) -> float:  # a NULL age is below every number
+        return -math.inf if age is None else age
+
+    def published_age(part: list) -> str | None:
+        ages = [r[1] for r in part if r[1] is not None]
+        if not ages:
+            return None
+        low, high = min(ages), max(ages)
+        return (str(low) if low == high else f"[{low}-{high}]") + (" or NULL" if len(ages) < len(part) else "")
 
     def city_at(city: str, level: int) -> str:
         return [city, cities[city], "*"][level]
@@ -85,7 +100,7 @@ def oracle(
 
     def cuts(part: list, level: int) -> list[tuple[float, int, list[list]]]:
         found = []
-        ages = sorted((r[1], r[0]) for r in part)
+        ages = sorted((order(r[1]), r[0]) for r in part)
         if ages[-1][0] > ages[0][0]:
             n = len(part)
             if relaxed:
@@ -93,9 +108,10 @@ def oracle(
                 pieces = [[r for r in part if r[0] in left_ids], [r for r in part if r[0] not in left_ids]]
             else:
                 cut = ages[math.ceil(n / 2) - 1][0]
-                pieces = [[r for r in part if r[1] <= cut], [r for r in part if r[1] > cut]]
+                pieces = [[r for r in part if order(r[1]) <= cut], [r for r in part if order(r[1]) > cut]]
+            least = min(a for a, _ in ages if a > -math.inf)  # NULLs add nothing to the width
             if all(pieces):
-                found.append(((ages[-1][0] - ages[0][0]) / span if span else 0, 0, pieces))
+                found.append(((ages[-1][0] - least) / span if span else 0, 0, pieces))
         if level > 0:
             children: dict[str, list] = {}
             for r in part:
@@ -107,8 +123,7 @@ def oracle(
     def split(part: list, level: int) -> None:
         allowed = [(w, dim, pieces) for w, dim, pieces in cuts(part, level) if all(ok(p) for p in pieces)]
         if not allowed:
-            low, high = min(r[1] for r in part), max(r[1] for r in part)
-            age = str(low) if low == high else f"[{low}-{high}]"
+            age = published_age(part)
             for r in part:
                 out[r[0]] = (age, city_at(r[2], level))
             return
@@ -124,7 +139,7 @@ def _published(url: str, schema: str | None = None) -> list[tuple[str, str, str]
     engine = sa.create_engine(url)
     table = f'"{schema}".people_mondrian' if schema else "people_mondrian"
     with engine.connect() as conn:
-        rows = conn.exec_driver_sql(f"SELECT age, city, disease FROM {table}").all()
+        rows = conn.exec_driver_sql(f"SELECT COALESCE(age, '(NULL)'), city, disease FROM {table}").all()
     engine.dispose()
     return sorted(tuple(r) for r in rows)
 
@@ -187,7 +202,7 @@ def test_every_criterion_holds_on_the_output(duck_url: str, tmp_path: Path) -> N
 def test_null_values_a_hierarchy_maps_are_partitioned_like_any_other(duck_url: str, tmp_path: Path) -> None:
     """NULL cities, mapped by the hierarchy's empty line (in region North), against the in-memory Mondrian with
     the empty city as one more leaf: a partition of NULLs only publishes NULL, as a generalization's level 0
-    does. Unmapped, or in a QI cut as a number, NULLs are refused with the fix."""
+    does. Unmapped, NULLs are refused with the fix."""
     rng = random.Random(11)
     cities = {**CITIES, "": "North"}
     rows = [(i, rng.randint(20, 60), rng.choice(list(cities)), rng.choice(DISEASES)) for i in range(120)]
@@ -207,12 +222,49 @@ def test_null_values_a_hierarchy_maps_are_partitioned_like_any_other(duck_url: s
         (expected[r[0]][0], shown.get(expected[r[0]][1], expected[r[0]][1]), r[3]) for r in rows
     )
     assert ("(NULL)" in {r[1] for r in published}) and report.audit.ok
+
+
+@pytest.mark.parametrize(
+    "seed, k, nulls, relaxed, wide",
+    [(12, 3, 0.3, False, False), (13, 5, 0.03, False, False), (14, 3, 0.2, True, False), (15, 4, 0.1, False, True)],
+)
+def test_null_numbers_are_below_every_number(
+    duck_url: str,
+    tmp_path: Path,
+    seed: int,
+    k: int,
+    nulls: float,
+    relaxed: bool,
+    wide: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A numeric QI's NULLs are partitioned as a value below every number (medians, cuts and ranks order them
+    first; they add nothing to a range's width), against the in-memory Mondrian: a partition of NULLs only
+    publishes NULL, one of numbers and a few NULLs its numbers' range and " or NULL"; so does a mean."""
+    if wide:  # the parts of every cut counted in one join, the rows sorted between rounds
+        monkeypatch.setattr(mondrian, "SORT_GROWTH", 2)
+        monkeypatch.setattr(mondrian, "WIDE_CUTS", 1)
+    rng = random.Random(seed)
+    rows = [
+        (i, None if rng.random() < nulls else rng.randint(20, 60), rng.choice(list(CITIES)), rng.choice(DISEASES))
+        for i in range(120)
+    ]
+    _store_people(duck_url, "people", rows)  # type: ignore[arg-type]
+    report = partition(job_from_dict(_config(duck_url, tmp_path, {"k_anonymity": {"k": k}}, relaxed=relaxed)))
+    expected = oracle(rows, k, relaxed=relaxed)
+    shown = [(expected[r[0]][0] or "(NULL)", expected[r[0]][1], r[3]) for r in rows]
+    assert _published(duck_url) == sorted(shown)
+    assert report.audit.ok and report.result.smallest >= k
+    assert any(age is None or age.endswith(" or NULL") for age, _ in expected.values())
+    config = _config(duck_url, tmp_path, {"k_anonymity": {"k": k}}, numeric="mean")
+    config["output"]["table"] = "people_means"
+    partition(job_from_dict(config))
     engine = sa.create_engine(duck_url)
-    with engine.begin() as conn:
-        conn.exec_driver_sql("UPDATE people SET age = NULL WHERE pid = 3")
+    with engine.connect() as conn:
+        means = conn.exec_driver_sql("SELECT age FROM people_means").scalars().all()
     engine.dispose()
-    config["output"]["table"] = "people_mondrian_again"
-    _cli_error(tmp_path, config, "give it a hierarchy that maps NULL", duck_url)
+    assert {m is None or m.endswith(" or NULL") for m in means} != {False}
+    assert all(m is None or float(m.removesuffix(" or NULL")) >= 20 for m in means)
 
 
 def test_means_instead_of_ranges(duck_url: str, tmp_path: Path) -> None:
@@ -251,7 +303,12 @@ def test_bad_input(duck_url: str, tmp_path: Path) -> None:
 
 
 def test_cli_json_and_postgresql(duck_url: str, tmp_path: Path, pg_server: str, pg_schema: str) -> None:
-    rows = _table(duck_url, 9, 60)
+    """The CLI's summary and audit; the same partitions, ranges and means on PostgreSQL, NULL ages included."""
+    rows = [(p, None if p % 9 == 0 else a, c, d) for p, a, c, d in _table(duck_url, 9, 60)]
+    engine = sa.create_engine(duck_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE people SET age = NULL WHERE pid % 9 = 0")
+    engine.dispose()
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(_config(duck_url, tmp_path, {"k_anonymity": {"k": 4}})))
     result = invoke("anonymize", str(path), "--format", "json")
@@ -261,7 +318,7 @@ def test_cli_json_and_postgresql(duck_url: str, tmp_path: Path, pg_server: str, 
     audited = invoke("audit", str(path), "--table", "people_mondrian", "--format", "json")  # ranges as QI values
     assert audited.exit_code == 0 and json.loads(audited.stdout)["k_anonymity"]["holds"]
     duck = _published(duck_url)
-    _store_people(pg_server, f'"{pg_schema}".people', rows)
+    _store_people(pg_server, f'"{pg_schema}".people', rows)  # type: ignore[arg-type]
     config = _config(pg_server, tmp_path, {"k_anonymity": {"k": 4}})
     config["source"]["schema"] = pg_schema
     partition(job_from_dict(config))
@@ -272,7 +329,8 @@ def test_cli_json_and_postgresql(duck_url: str, tmp_path: Path, pg_server: str, 
         partition(job_from_dict(config), replace=True)
     engine = sa.create_engine(pg_server)
     with engine.connect() as conn:
-        pg_means = sorted(r[0] for r in conn.exec_driver_sql(f'SELECT age FROM "{pg_schema}".people_mondrian'))
+        means = conn.exec_driver_sql(f"""SELECT COALESCE(age, '(NULL)') FROM "{pg_schema}".people_mondrian""")
+        pg_means = sorted(r[0] for r in means)
     engine.dispose()
     assert pg_means == sorted(r[0] for r in _published(duck_url))
 

@@ -66,6 +66,9 @@ MAX_ROUNDS = 200
 SORT_GROWTH = 256
 MEAN_DECIMALS_OF_INTEGERS, MEAN_DECIMALS = 1, 4  # a published mean (numeric: mean), rounded
 WIDE_CUTS = 3  # from this many QIs to cut in a round, its parts are counted in one join (Mondrian._counted_parts)
+# a numeric QI's NULL in the work table: a value below every number (NaN and the infinities are refused in the
+# source), so medians, cuts and ranks order NULLs first with no case of their own
+NULL_NUMBER = sa.cast(sa.literal("-Infinity"), sa.Double)
 
 Column = sa.ColumnElement[Any]
 
@@ -135,7 +138,7 @@ class Mondrian:
         self.spans: dict[int, float] = {}
         self.codes: dict[int, PathCodes] = {}  # categorical QIs' path codes
         self.nodes: dict[int, sa.TableClause] = {}  # categorical QIs' (level, node, label, leaves)
-        self.with_nulls: set[int] = set()  # categorical QIs with NULLs, which their hierarchies map
+        self.with_nulls: set[int] = set()  # QIs with NULLs (categorical: their hierarchies map them)
         self.cuttable: list[int] = []  # the QIs some open partition can cut (this round)
         self.open_parts = self.sorted_parts = 1  # partitions after the last round; when the rows were last sorted
         self.ids: type[sa.Integer] = sa.BigInteger  # row and partition numbers (narrower once the rows are counted)
@@ -176,9 +179,9 @@ class Mondrian:
         self.scratch.drop_all()
 
     def prepare(self) -> int:
-        """The work table (checked: numeric QIs are numbers, categorical values are in their hierarchies, NULLs
-        only where a hierarchy maps them), every hierarchy node's code, label and leaves, and one partition
-        holding every row."""
+        """The work table (checked: numeric QIs are numbers or NULL, which travels as NULL_NUMBER; categorical
+        values are in their hierarchies, NULLs only where a hierarchy maps them), every hierarchy node's code,
+        label and leaves, and one partition holding every row."""
         # the rows as they are, numbered, apart: each round rewrites only the narrow work table (rid, partition,
         # QI codes, the sensitive columns the criteria read; 1M hospital rows: 0.8 s of 2 s a round otherwise).
         # Every table of Mondrian's names its columns itself (u<k>: the source's k-th column, s<i>: the i-th
@@ -198,7 +201,8 @@ class Mondrian:
         for j, qi in enumerate(self.qis):
             value = self._row(qi.column)
             if qi.numeric:
-                values.append(sa.cast(value, qi.sql_type).label(f"v{j}"))
+                number = func.coalesce(sa.cast(value, sa.Double), NULL_NUMBER) if j in self.with_nulls else value
+                values.append(sa.cast(number, self._sql_type(j)).label(f"v{j}"))
                 continue
             codes = self.codes[j] = qi.tree.path_codes
             if codes.bits > PIECE_BITS:  # a code travels through the rounds as one integer
@@ -224,7 +228,7 @@ class Mondrian:
         # rows of closed partitions leave the work table for `done`: later rounds read only open partitions
         self.done = self._create("done", select(work).where(sa.false()))
         if self.numeric:  # each numeric QI's range over the whole table, what widths are normalized by
-            ranges = [func.max(work.c[f"v{j}"]) - func.min(work.c[f"v{j}"]) for j in self.numeric]
+            ranges = [func.max(work.c[f"v{j}"]) - func.min(self._number(j, work)) for j in self.numeric]
             spans = self.db.execute(self.conn, select(*ranges)).one()
             self.spans = {j: float(span or 0) for j, span in zip(self.numeric, spans)}
         if self.sensitive:  # the whole table's distribution of the sensitive values (t-closeness)
@@ -232,6 +236,16 @@ class Mondrian:
             self.whole = self._create("whole", select(*columns, func.count().label("cnt")).group_by(*columns))
         self._check_whole_table()
         return count
+
+    def _sql_type(self, j: int) -> type[sa.types.TypeEngine[Any]]:
+        """What numeric QI j's values are cast to in the work table: DOUBLE where NULL_NUMBER stands for NULL."""
+        return sa.Double if j in self.with_nulls else self.qis[j].sql_type
+
+    def _number(self, j: int, table: sa.FromClause) -> Column:
+        """Numeric QI j's value in `table` (a NULL where the source has one, not NULL_NUMBER): what its smallest
+        number, a range's or width's low end, and a mean read."""
+        value = table.c[f"v{j}"]
+        return case((value > NULL_NUMBER, value)) if j in self.with_nulls else value
 
     def _row(self, column: str) -> Column:
         """Source column `column` in the rows table."""
@@ -258,12 +272,6 @@ class Mondrian:
         text = sa.cast(column, sa.String)
         counts = select(func.count() - func.count(column), func.count(case((text == "", 1))))
         nulls, empty = db.execute(self.conn, counts).one()
-        if nulls and qi.numeric:
-            raise DataError(
-                f"quasi-identifier {qi.column!r} is NULL in {nulls} row(s); Mondrian places every row in a "
-                "partition by its values: give it a hierarchy that maps NULL (a line whose value is empty, or "
-                "`null: LABEL` for a generated one), fill them in, or remove those rows first"
-            )
         if not qi.numeric:
             check_null_mapping(qi.column, qi.tree, nulls, empty)  # as the search reads it
         if nulls:
@@ -272,7 +280,8 @@ class Mondrian:
             quoted = db.q(qi.column)  # the backend's test is text
             bad = db.execute(
                 self.conn,
-                f"SELECT CAST({quoted} AS VARCHAR) FROM {self.source_ref} WHERE {db.not_a_number(quoted)} LIMIT 1",
+                f"SELECT CAST({quoted} AS VARCHAR) FROM {self.source_ref} "
+                f"WHERE {quoted} IS NOT NULL AND {db.not_a_number(quoted)} LIMIT 1",
             ).first()
             if bad is not None:
                 raise DataError(
@@ -404,6 +413,8 @@ class Mondrian:
         for j, qi in enumerate(self.qis):
             column = w.c[self._qi_column(j)]
             figures += [func.min(column).label(f"low{j}"), func.max(column).label(f"high{j}")]
+            if j in self.with_nulls and qi.numeric:  # the smallest number, where a range's width starts
+                figures.append(func.min(self._number(j, w)).label(f"least{j}"))
             if qi.numeric:
                 # relaxed cuts split the sorted rows by rank: no median (an ordered aggregate, most of this statement)
                 median = sa.cast(sa.null(), sa.Double) if self.relaxed else self.db.lower_median(column)
@@ -420,7 +431,8 @@ class Mondrian:
     def _numeric_cuts(self, f: sa.TableClause, j: int) -> sa.Select[Any]:
         """Each partition's cut of numeric QI j at its median, its width its range over the table's."""
         low, high, cut, span = f.c[f"low{j}"], f.c[f"high{j}"], f.c[f"cut{j}"], self.spans[j]
-        width = (high - low) / span if span > 0 else sa.literal(0.0)
+        least = f.c[f"least{j}"] if j in self.with_nulls else low  # NULLs (NULL_NUMBER) add nothing to the width
+        width = (high - least) / span if span > 0 else sa.literal(0.0)
         cuts = select(f.c.part, sa.literal(j).label("dim"), width.label("width"), cut.label("cut"), f.c.n)
         cuts = cuts.add_columns(sa.literal(0).label("shift")).where(high > low)
         # strict: the cut must leave rows above it (the lower median can be the largest value)
@@ -650,9 +662,11 @@ class Mondrian:
         e = self.done.alias("e")
         figures = []
         for j in self.numeric:
-            v = e.c[f"v{j}"]  # (PostgreSQL's AVG of integers is a NUMERIC, printed with 16 decimals)
+            v = self._number(j, e)  # (PostgreSQL's AVG of integers is a NUMERIC, printed with 16 decimals)
             figures += [func.min(v).label(f"low{j}"), func.max(v).label(f"high{j}")]
             figures.append(func.avg(sa.cast(v, sa.Double)).label(f"mean{j}"))
+            if j in self.with_nulls:  # whether the partition holds NULLs
+                figures.append(func.min(e.c[f"v{j}"]).label(f"lowest{j}"))
         # any row's code has the partition's node
         figures += [func.min(e.c[f"c{j}"]).label(f"low{j}") for j in self.categorical]
         g = select(e.c.part, *figures).group_by(e.c.part).subquery("g")
@@ -673,17 +687,23 @@ class Mondrian:
     ) -> Column:
         """The published text of QI j from its partition's figures (`g`: low, high, mean; `n`: its node). A
         partition of NULLs only, at level 0 of a hierarchy that maps them (the column has some, so no empty
-        string), publishes NULL, as a generalization's level 0 does."""
+        string), publishes NULL, as a generalization's level 0 does; so does a numeric QI's partition of NULLs
+        only, and one of numbers and NULLs publishes its numbers' range (or mean) and " or NULL"."""
         if n is not None:
             if j in self.with_nulls:
                 return case((and_(p.c[f"lev{j}"] == 0, n.c.label == ""), sa.null()), else_=n.c.label)
             return n.c.label
         if mean:  # one digit finer than whole numbers; other numbers to 4 decimals (same text on every database)
             places = MEAN_DECIMALS_OF_INTEGERS if qi.kind.integer else MEAN_DECIMALS
-            return sa.cast(func.round(sa.cast(g.c[f"mean{j}"], sa.Numeric(38, 10)), places), sa.String)
-        low, high = g.c[f"low{j}"], g.c[f"high{j}"]
-        bracket = sa.literal("[") + _number_text(low) + sa.literal("-") + _number_text(high) + sa.literal("]")
-        return case((low == high, _number_text(low)), else_=bracket)
+            numbers: Column = sa.cast(func.round(sa.cast(g.c[f"mean{j}"], sa.Numeric(38, 10)), places), sa.String)
+        else:
+            low, high = g.c[f"low{j}"], g.c[f"high{j}"]
+            bracket = sa.literal("[") + _number_text(low) + sa.literal("-") + _number_text(high) + sa.literal("]")
+            numbers = case((low == high, _number_text(low)), else_=bracket)
+        if j not in self.with_nulls:
+            return numbers
+        # NULL where the partition holds NULLs only (no number: its range and mean are NULL)
+        return case((g.c[f"lowest{j}"] == NULL_NUMBER, numbers + sa.literal(" or NULL")), else_=numbers)
 
 
 def _none() -> sa.TableClause:
