@@ -18,7 +18,7 @@ import yaml
 from .backends import normalize_url
 from .criteria import criteria_from_config
 from .errors import ConfigError
-from .model.hierarchies import GENERATORS
+from .model.hierarchies import GENERATORS, read_groups_file
 from .model.job import (
     Identifier,
     InferenceSettings,
@@ -329,6 +329,9 @@ def _quasi_identifiers(raw: Any, base_dir: Path) -> list[QuasiIdentifier]:
                 raise ConfigError(
                     f"quasi_identifiers.{column}: unknown generator {generate!r}; choose one of {', '.join(GENERATORS)}"
                 )
+            if generate == "groups" and isinstance(options.get("groups"), str):  # a mapping file, read now: its
+                # levels join the job as if written inline (recorded with each run, errors before any connection)
+                options["groups"] = read_groups_file(column, (base_dir / options["groups"]).resolve())
             qis.append(QuasiIdentifier(column=column, generate=generate, options=options))
     return qis
 

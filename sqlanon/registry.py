@@ -1,9 +1,9 @@
 """Registered jobs: a configuration and its files stored in sqlanon's schema, run by name.
 
 A DBA registers a job once (`sqlanon job register NAME FILE --db URL`); from
-then on it runs against that database alone: the hierarchy files it names
-are stored in `job_files` and read from there (never from the disk of the
-machine that runs it). A job belongs to the role that registered it, and
+then on it runs against that database alone: the hierarchy and groups files it
+names are stored in `job_files` and read from there (never from the disk of
+the machine that runs it). A job belongs to the role that registered it, and
 runs with that role's rights only. One run of a job at a time: on
 PostgreSQL a session-level advisory lock, held by a dedicated connection for
 the whole run, refuses a second one and vanishes with a killed client, which
@@ -349,6 +349,8 @@ def _file_references(config: dict[str, Any]) -> Iterator[tuple[Any, str, Callabl
                 yield spec, f"quasi_identifiers.{column}", setter(qis, column)
             elif isinstance(spec, dict) and spec.get("hierarchy") is not None:
                 yield spec["hierarchy"], f"quasi_identifiers.{column}.hierarchy", setter(spec, "hierarchy")
+            elif isinstance(spec, dict) and spec.get("generate") == "groups" and isinstance(spec.get("groups"), str):
+                yield spec["groups"], f"quasi_identifiers.{column}.groups", setter(spec, "groups")  # a mapping file
     criteria = config.get("criteria")
     if isinstance(criteria, dict):
         for criterion, spec in criteria.items():

@@ -1,11 +1,13 @@
 """Hierarchy files and generators."""
 
+import re
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sqlanon.config import job_from_dict
 from sqlanon.errors import ConfigError, HierarchyError
 from sqlanon.model.hierarchies import Hierarchy, PathCodes, generate_hierarchy, read_hierarchy_file
 
@@ -70,6 +72,40 @@ def test_groups_generator_builds_levels_from_named_groups():
         generate_hierarchy("ms", "groups", {"groups": [levels[0], {"partnered": ["married", "alone"]}]}, values)
     with pytest.raises(ConfigError, match="needs groups:"):
         generate_hierarchy("ms", "groups", {"groups": ["married"]}, values)
+
+
+def test_groups_from_a_mapping_file_equal_the_same_groups_inline(tmp_path: Path):
+    """`groups: FILE` (relative to the job) reads `value;group;group of groups` lines into the levels written
+    inline; a value or group listed twice names both lines, a short line names itself."""
+    (tmp_path / "ms.csv").write_text(
+        "\ufeffMarried-civ-spouse;married;partnered\r\nDivorced;alone;single\r\n\r\nNever-married;alone;single\r\n"
+    )
+    config = {
+        "source": {"url": "duckdb:///x.duckdb", "table": "t"},
+        "quasi_identifiers": {"ms": {"generate": "groups", "groups": "ms.csv", "other": "other"}},
+        "criteria": {"k_anonymity": {"k": 2}},
+    }
+    [qi] = job_from_dict(config, tmp_path).quasi_identifiers
+    inline = [{"married": ["Married-civ-spouse"], "alone": ["Divorced", "Never-married"]}]
+    inline.append({"partnered": ["married"], "single": ["alone"]})
+    assert qi.options["groups"] == inline
+    values = ["Divorced", "Married-civ-spouse", "Never-married"]
+    assert generate_hierarchy("ms", "groups", qi.options, values) == generate_hierarchy(
+        "ms", "groups", {"groups": inline, "other": "other"}, values
+    )
+    for text, fragment in [
+        ("a;x\nb;y\na;y\n", "value 'a' is on lines 1 and 3"),
+        ("a;x;top\nb;x;other\n", "'x' is in 'top' on line 1 and in 'other' on line 2"),
+        ("a;x;top\nb;x\n", "line 2 must be `value;group`"),
+        ("a\n", "line 1 must be `value;group`"),
+        ("\n\n", "is empty"),
+    ]:
+        (tmp_path / "ms.csv").write_text(text)
+        with pytest.raises(HierarchyError, match=re.escape(fragment)):
+            job_from_dict(config, tmp_path)
+    (tmp_path / "ms.csv").unlink()
+    with pytest.raises(HierarchyError, match="groups file for 'ms' not found"):
+        job_from_dict(config, tmp_path)
 
 
 def test_interval_generator_rejects_widths_that_are_not_multiples():

@@ -68,6 +68,22 @@ def test_register_list_run_status(duck_adult: str, tmp_path: Path):
     assert resume.exit_code == 2 and "nothing to resume" in resume.output
 
 
+def test_a_groups_file_is_stored_with_the_job(duck_adult: str, tmp_path: Path):
+    """A groups generator's mapping file is one of the job's stored files, as a hierarchy file is: the run needs
+    no file and equals the job with the same groups written inline."""
+    (tmp_path / "marital.csv").write_text(
+        "Married-civ-spouse;married\nMarried-AF-spouse;married\nDivorced;was married\n"
+    )
+    config = adult_config(duck_adult, ["sex"], k=5, load_csv=False, output={"table": "grouped"})
+    config["quasi_identifiers"]["marital-status"] = {"generate": "groups", "groups": "marital.csv", "other": "other"}
+    config["insensitive"].remove("marital-status")
+    assert register_job("grouped", _write(tmp_path, config), duck_adult) == 2
+    (tmp_path / "marital.csv").unlink()
+    inline = {"married": ["Married-civ-spouse", "Married-AF-spouse"], "was married": ["Divorced"]}
+    config["quasi_identifiers"]["marital-status"]["groups"] = inline
+    assert run_job("grouped", duck_adult).search.minimal == search(job_from_dict(config)).minimal
+
+
 def test_registration_errors(duck_adult: str, tmp_path: Path):
     with pytest.raises(ConfigError, match="remove source.csv"):
         register_job("x", _write(tmp_path, adult_config(duck_adult, ["sex"])), duck_adult)
@@ -110,6 +126,7 @@ def test_stored_files_are_never_written_to_disk(duck_adult: str, tmp_path: Path,
     [
         ({"source": {"csv": "/etc/hostname"}}, "remove source.csv"),
         ({"quasi_identifiers": {"sex": {"hierarchy": "/etc/hostname"}}}, "not among the job's stored files"),
+        ({"quasi_identifiers": {"sex": {"generate": "groups", "groups": "/etc/hostname"}}}, "not among the job's"),
         ({"identifying": {"x": {"pseudonym": {"key_file": "/etc/hostname"}}}}, "key_env"),
         ({"source": {"parquet": "/etc"}}, "remove source.parquet"),
         ({"source": {"temp_directory": "/var/lib/postgresql"}}, "remove source.temp_directory"),

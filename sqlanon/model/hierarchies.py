@@ -274,18 +274,18 @@ def stored_files(files: dict[Path, str]) -> Iterator[None]:
         STORED.reset(token)
 
 
-def _file_text(column: str, path: Path) -> str:
+def _file_text(column: str, path: Path, what: str = "hierarchy file") -> str:
     stored = STORED.get()
     if stored is not None:
         if path not in stored:
-            raise HierarchyError(f"hierarchy file for {column!r}: {path} is not among the job's stored files")
+            raise HierarchyError(f"{what} for {column!r}: {path} is not among the job's stored files")
         return stored[path].removeprefix("\ufeff")
     if not path.is_file():
-        raise HierarchyError(f"hierarchy file for {column!r} not found: {path}")
+        raise HierarchyError(f"{what} for {column!r} not found: {path}")
     try:
         return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise HierarchyError(f"hierarchy file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise HierarchyError(f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def _rows(text: str) -> Iterable[tuple[int, list[str]]]:
@@ -498,6 +498,41 @@ def _groups(column: str, options: dict[str, Any], values: list[str]) -> list[tup
                     f"one{fix}"
                 )
     return [(*path, GENERATED_TOP) for path in paths]
+
+
+def read_groups_file(column: str, path: Path) -> list[dict[str, list[str]]]:
+    """The levels of groups a mapping file gives, as `groups` writes them inline: one line per value,
+    `value;group` (one level) or `value;group;group of groups;...` (several), separated by ';' (any line ending,
+    optional BOM). A value on two lines, or a group under two groups, is an error naming both lines."""
+    text = _file_text(column, path, "groups file")
+    numbered = [(number, cells) for number, row in _rows(text) if any(cells := tuple(map(str.strip, row)))]
+    if not numbered:
+        raise HierarchyError(f"groups file {path} is empty")
+    width = len(numbered[0][1])
+    levels: list[dict[str, list[str]]] = [{} for _ in range(width - 1)]
+    seen: list[dict[str, tuple[str, int]]] = [{} for _ in range(width - 1)]  # member -> (its group, line)
+    for number, fields in numbered:
+        if len(fields) != width or width < 2 or not all(fields):
+            raise HierarchyError(
+                f"groups file {path}: line {number} must be `value;group` or `value;group;group of groups;...` "
+                f"with every field filled and as many fields as line {numbered[0][0]} ({width})"
+            )
+        for depth, (member, group) in enumerate(itertools.pairwise(fields)):
+            if member not in seen[depth]:
+                seen[depth][member] = (group, number)
+                levels[depth].setdefault(group, []).append(member)
+                continue
+            first_group, first_line = seen[depth][member]
+            if depth == 0:
+                raise HierarchyError(
+                    f"groups file {path}: value {member!r} is on lines {first_line} and {number}; list each value once"
+                )
+            if first_group != group:
+                raise HierarchyError(
+                    f"groups file {path}: {member!r} is in {first_group!r} on line {first_line} and in {group!r} on "
+                    f"line {number}; a group has one group above it"
+                )
+    return levels
 
 
 def _group_of(column: str, depth: int, level: dict[Any, Any]) -> dict[str, str]:
