@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shutil
@@ -73,6 +75,11 @@ def test_the_page_is_self_contained(report_page: Path):
     assert "generalized by the hierarchy sex.csv" in page and str(report_page.parent) not in page
     assert str(Path(__file__).parent) not in page and "@media print" in page
     assert re.search(r"sex=\d \(e\.g\. ", page)  # the lattice's minimal nodes name their levels' labels
+    # every other point names its levels (the QI names once per trace), a table shows what each level publishes,
+    # and the tables of releases say what a node's digits are
+    assert page.count('"meta":["sex","age","race"]') >= 3 and "%{meta[2]}=%{customdata[2]}" in page
+    assert "<th class='text'>level 4</th>" in page and "<th class='text'>age</th><td class='text'>1, 2, 3</td>" in page
+    assert page.count("node (sex, age, race)</th>") == 2
     assert not re.search(r"<script[^>]+src=", page)  # Plotly's JavaScript is inside the page
     assert "Plotly.newPlot" in page and "k_anonymity" in page
 
@@ -105,6 +112,37 @@ def test_the_page_renders_in_a_browser(report_page: Path, tmp_path: Path):
             check=True,
         )
         assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
+
+
+# run in the page after it is drawn: how wide the page is, and each element that reaches past the body's right edge
+# outside a box that scrolls sideways (the wide tables' .scroll)
+MEASURE_OVERFLOW = """<script>window.addEventListener("load", () => setTimeout(() => {
+  const edge = document.body.getBoundingClientRect().right + 1;
+  const wide = [...document.querySelectorAll("body *")]
+    .filter(e => e.getBoundingClientRect().right > edge && !e.closest(".scroll"))
+    .map(e => e.tagName + (e.className && e.className.baseVal === undefined ? "." + e.className : ""));
+  const out = document.createElement("pre");
+  out.id = "overflow";
+  out.textContent = JSON.stringify({page: document.documentElement.scrollWidth,
+    window: document.documentElement.clientWidth, wide: wide.slice(0, 10)});
+  document.body.appendChild(out);
+}, 500));</script>"""
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_nothing_on_the_page_overflows(report_page: Path, tmp_path: Path, width: int):
+    """At a laptop's and a desktop's width the page does not scroll sideways and no chart, table or text reaches
+    past its column, but inside the boxes made to scroll (wide tables)."""
+    measured = tmp_path / "measured.html"
+    measured.write_text(report_page.read_text().replace("</body>", MEASURE_OVERFLOW + "</body>"))
+    command = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
+    command += [f"--window-size={width},2000", "--dump-dom", measured.as_uri()]
+    dom = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="overflow">(.*?)</pre>', dom.stdout)
+    assert found is not None, dom.stderr[-2000:]
+    figures = json.loads(html.unescape(found.group(1)))
+    assert figures["window"] > 1000 and figures["page"] <= figures["window"], figures
+    assert figures["wide"] == [], figures
 
 
 def test_a_report_that_cannot_be_written_leaves_nothing(tmp_path: Path):

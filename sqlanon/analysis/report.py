@@ -167,7 +167,10 @@ def _lattice_sections(data: ReportData, go: Any) -> list[str]:
         _section(
             "The lattice",
             "<p>Every generalization by height (the sum of its levels). Grey: fails the "
-            "criteria; blue: passes; orange: minimal; red: chosen.</p>" + _lattice(data, go),
+            "criteria; blue: passes; orange: minimal; red: chosen. Each point names its level of every "
+            "quasi-identifier; the table below shows what each level publishes.</p>"
+            + _lattice(data, go)
+            + _level_table(data),
         ),
         _section("The chosen release", _chosen(data, go)),
         _section("Minimal releases side by side", _minimal(data, go)),
@@ -351,7 +354,7 @@ def _lattice(data: ReportData, go: Any) -> str:
     by_height: dict[int, list[tuple[int, ...]]] = {}
     for node in product(*(range(h + 1) for h in data.heights)):
         by_height.setdefault(sum(node), []).append(node)
-    groups: dict[str, list[tuple[int, int, str]]] = {"fails": [], "passes": [], "minimal": [], "chosen": []}
+    groups: dict[str, list[tuple[int, int, tuple[int, ...]]]] = {"fails": [], "passes": [], "minimal": [], "chosen": []}
     for height, nodes in by_height.items():
         for rank, node in enumerate(nodes):
             kind = (
@@ -363,22 +366,49 @@ def _lattice(data: ReportData, go: Any) -> str:
                 if node in passing
                 else "fails"
             )
-            text = _labelled(data, node) if kind in ("minimal", "chosen") else _node(node)
-            groups[kind].append((height, rank - len(nodes) // 2, text))
+            groups[kind].append((height, rank - len(nodes) // 2, node))
     colors = {"fails": "#bbbbbb", "passes": "#4c78a8", "minimal": "#f58518", "chosen": "#e45756"}
-    traces = [
-        go.Scatter(
-            x=[p[0] for p in points],
-            y=[p[1] for p in points],
-            text=[p[2] for p in points],
-            mode="markers",
-            name=f"{kind} ({len(points)})",
-            marker={"color": colors[kind], "size": 9 if kind in ("minimal", "chosen") else 4},
+    # every point's hover names its level of each QI: the QI names travel once per trace (meta, never read as a
+    # template) and each point carries its levels alone (a 9-QI lattice has 13k points); the few minimal and
+    # chosen ones add labels of their levels
+    named_levels = "<br>".join(f"%{{meta[{i}]}}=%{{customdata[{i}]}}" for i in range(len(data.qi)))
+    traces = []
+    for kind, points in groups.items():
+        if not points:
+            continue
+        marked = kind in ("minimal", "chosen")
+        traces.append(
+            go.Scatter(
+                x=[p[0] for p in points],
+                y=[p[1] for p in points],
+                text=[_labelled(data, p[2]) if marked else _node(p[2]) for p in points],
+                customdata=[p[2] for p in points],
+                meta=[html.escape(q) for q in data.qi],
+                hovertemplate="%{text}<extra>%{fullData.name}</extra>" if marked else "%{text}<br>" + named_levels,
+                mode="markers",
+                name=f"{kind} ({len(points)})",
+                marker={"color": colors[kind], "size": 9 if marked else 4},
+            )
         )
-        for kind, points in groups.items()
-        if points
-    ]
     return _figure(go, traces, "generalization lattice", "height", "nodes of that height")
+
+
+def _level_table(data: ReportData) -> str:
+    """Each quasi-identifier's levels, with labels each publishes (the lattice's points name levels)."""
+    if not data.level_examples:
+        return ""
+    levels = range(max(data.heights) + 1)
+    head = "<tr><th class='text'>quasi-identifier (a few labels of each level)</th>" + "".join(
+        f"<th class='text'>level {lv}</th>" for lv in levels
+    )
+    rows = []
+    for q, examples in zip(data.qi, data.level_examples):
+        cells = [html.escape(", ".join(labels[:3])) for labels in examples]
+        cells += [""] * (len(levels) - len(cells))
+        rows.append(
+            f"<tr><th class='text'>{html.escape(q)}</th>" + "".join(f"<td class='text'>{c}</td>" for c in cells)
+        )
+    return f"<div class='scroll'><table>{head}</tr>{'</tr>'.join(rows)}</tr></table></div>"
 
 
 def _class_sizes(data: ReportData, go: Any) -> str:
@@ -469,7 +499,7 @@ def _minimal(data: ReportData, go: Any) -> str:
         if n in data.metrics
     )
     header = (
-        "<tr><th class='text'>node</th>"
+        f"<tr><th class='text'>{_label_header(data)}</th>"
         + "".join(f"<th>{m.replace('_', ' ')}</th>" for m in names)
         + "<th>highest risk</th><th>records at risk</th></tr>"
     )
@@ -499,6 +529,16 @@ def _minimal(data: ReportData, go: Any) -> str:
     return f"{why}<div class='scroll'><table>{header}{rows}</table></div>{chart}"
 
 
+def _label_header(data: ReportData) -> str:
+    """What names a release in a table's first column: a node by its levels of the QIs, in order, or the table
+    a method published."""
+    return "release" if data.published else f"node ({html.escape(', '.join(data.qi))})"
+
+
+def _header(data: ReportData, name: str) -> str:
+    return f"<th>{_label_header(data) if name == 'label' else name.replace('_', ' ')}</th>"
+
+
 def _attacks(data: ReportData) -> str:
     report = data.analysis
     if report.sensitive is None:
@@ -516,7 +556,7 @@ def _attacks(data: ReportData) -> str:
         "records_at_risk",
         "unique_share",
     ]
-    header = "<tr>" + "".join(f"<th>{n.replace('_', ' ')}</th>" for n in names) + "<th>revealed</th></tr>"
+    header = "<tr>" + "".join(_header(data, n) for n in names) + "<th>revealed</th></tr>"
     bayes = ["positive_disclosure_tuples", "negative_disclosure_tuples", "rho_breach_tuples"]
     header = header.replace("</tr>", "".join(f"<th>Bayes: {b.replace('_', ' ')}</th>" for b in bayes) + "</tr>")
     rows = "".join(
@@ -547,7 +587,7 @@ def _risks(data: ReportData) -> str:
         "records_at_risk",
         "unique_share",
     ]
-    header = "<tr>" + "".join(f"<th>{n.replace('_', ' ')}</th>" for n in names) + "</tr>"
+    header = "<tr>" + "".join(_header(data, n) for n in names) + "</tr>"
     rows = "".join(
         "<tr>" + "".join(f"<td>{_fmt(getattr(t, n))}</td>" for n in names) + "</tr>" for t in data.analysis.tables
     )
