@@ -342,7 +342,7 @@ def table_reader(
             db.load_frame(conn, frame, db.q(None, name))
         if missing is not None and not db.table_exists(conn, schema, table):
             raise DataError(missing)
-        columns = db.columns(conn, schema, table)
+        columns = db.columns(conn, schema, table, "check the table's name and schema (--table and --schema)")
         absent = [c for c in needed if c not in columns]
         if absent:
             raise DataError(

@@ -608,6 +608,18 @@ CASES: dict[str, Case] = {
         "hierarchies", "value 'Male' is listed on lines 1 and 2", _hierarchy("sex", "Male;M;*\nMale;X;*\nFemale;F;*\n")
     ),
     "hierarchy-two-parents": Case("hierarchies", "has two parents", _hierarchy("sex", "Male;M;A;*\nFemale;M;B;*\n")),
+    "groups-file-missing": Case(
+        "hierarchies",
+        "groups file for 'sex' not found",
+        lambda env: env.qi("sex", {"generate": "groups", "groups": "h/nowhere.csv"}),
+    ),
+    "groups-file-value-twice": Case(
+        "hierarchies",
+        "value 'Male' is on lines 1 and 3; list each value once",
+        lambda env: env.qi(
+            "sex", {"generate": "groups", "groups": env.hierarchy("sex-groups.csv", "Male;m\nFemale;f\nMale;f\n")}
+        ),
+    ),
     "hierarchy-missing-values": Case(
         "hierarchies", "3 value(s) missing from its hierarchy", _hierarchy("race", "White;*\nBlack;*\n")
     ),
@@ -709,6 +721,16 @@ CASES: dict[str, Case] = {
     ),
     "output-in-metadata": Case(
         "tables", "inside sqlanon's metadata schema", _set("output", {"table": "job_files", "schema": "sqlanon"})
+    ),
+    "audit-missing-table": Case(
+        "tables",
+        "; check the table's name and schema (--table and --schema)",
+        _command("audit", "--table", "people_nowhere"),
+    ),
+    "analyze-missing-table": Case(
+        "tables",
+        "check the table's name and schema (--table and --schema)",
+        _command("analyze", "--table", "people_nowhere"),
     ),
     "output-exists": Case("tables", "already exists; choose another name, or pass --replace", _people_anon_by_user),
     "output-not-sqlanons": Case(

@@ -145,7 +145,7 @@ def population_star(job: Job, ctx: SearchContext) -> StarSchema | None:
         return None
     schema, table = job.population
     db, conn = ctx.db, ctx.conn
-    columns = {db.name_key(c) for c in db.columns(conn, schema, table)}
+    columns = {db.name_key(c) for c in db.columns(conn, schema, table, "check population.table (and its schema)")}
     missing = [q for q in job.qi_names if db.name_key(q) not in columns]
     if missing:
         raise DataError(

@@ -45,6 +45,8 @@ CSV_OPTIONS = {
 
 
 _T = TypeVar("_T")
+#: what to check when the job's source table is not found (each other kind of table names its own setting)
+SOURCE_FIX = "check source.table (and source.schema), or load it with source.csv"
 
 
 class ColumnKind(Enum):
@@ -490,23 +492,23 @@ class Database:
     def table_exists(self, conn: Connection, schema: str | None, table: str) -> bool:
         return bool(self._column_types(conn, schema, table))
 
-    def columns(self, conn: Connection, schema: str | None, table: str) -> list[str]:
-        return list(self.column_types(conn, schema, table))
+    def columns(self, conn: Connection, schema: str | None, table: str, fix: str = SOURCE_FIX) -> list[str]:
+        return list(self.column_types(conn, schema, table, fix))
 
     @classmethod
     def column_kind(cls, type_name: str) -> ColumnKind:
         """What a column of the catalog's type `type_name` holds (a size such as `(10,2)` aside)."""
         return cls.type_kinds.get(type_name.lower().split("(")[0].strip(), ColumnKind.OTHER)
 
-    def column_types(self, conn: Connection, schema: str | None, table: str) -> dict[str, str]:
-        """The table's columns and their types (an error naming the fix when there is no such table)."""
+    def column_types(self, conn: Connection, schema: str | None, table: str, fix: str = SOURCE_FIX) -> dict[str, str]:
+        """The table's columns and their types (an error naming the `fix` when there is no such table: by default,
+        the job's source's)."""
         types = self._column_types(conn, schema, table)
         if not types:
             where = qualified_name(schema, table)
             self._check_readable(conn, schema, table, where)
             raise DataError(
-                f"table {where!r} not found in {self.engine.url.render_as_string(hide_password=True)}; "
-                "check source.table (and source.schema), or load it with source.csv"
+                f"table {where!r} not found in {self.engine.url.render_as_string(hide_password=True)}; {fix}"
             )
         return types
 
