@@ -56,7 +56,7 @@ def chosen_release(
     ctx: SearchContext, node: tuple[int, ...], attribute: str | None, sensitive: list[str]
 ) -> ChosenRelease:
     """The chosen node's release as a report shows it, from its frequency set grouped once (a scan of the table)
-    and stored, plus one grouping of the table at level 0 for the values before generalization. With a
+    and stored, plus one grouping of the table's columns one by one for the values before generalization. With a
     suppression limit, the classes the criteria suppress are left out of everything released (not of
     "before"). `attribute`: the attribute of the least diverse classes (none without it); `sensitive`: the
     sensitive attributes whose distributions are shown beside the QIs'."""
@@ -81,11 +81,11 @@ def chosen_release(
         shown=DISTRIBUTION_SHOWN,
     )
     db.drop_table(conn, stored)
-    zero = (0,) * len(node)
-    before = attack_sql.distributions(
-        conn, star=star, node=zero, definition=node_frequency_set(star, zero), shown=DISTRIBUTION_SHOWN
-    )
+    # the values before generalization: the table's own, each column grouped alone in one scan (GROUPING SETS),
+    # as a published table's report counts them; grouping the table by every QI at level 0 first made a class
+    # per row of the hospital table (1M rows: 0.19 s against 0.07 s)
     shown = [d.column for d in star.dimensions] + [a for a in star.sensitive if a in sensitive]
+    before = attack_sql.column_counts(db, conn, star.source, shown, DISTRIBUTION_SHOWN)
     return ChosenRelease(sizes, worst, {name: (before[name], after[name]) for name in shown})
 
 
