@@ -27,7 +27,7 @@ from .analysis.releases import (
     analyze_nodes,
     analyze_published_table,
     analyzed_attribute,
-    chosen_release,
+    node_analysis,
     population_star,
     published_release,
 )
@@ -485,11 +485,12 @@ def report(
         phases.step("searching")
         result = run_search(job, ctx)
         phases.step("attacks, risk and metrics")
-        # before the selection, which reads the metrics: the analysis computes them from its own class sums
-        tables = analyze_nodes(ctx, result.minimal, attribute, settings, result.metrics, job.sensitive)
-        chosen = select_node(job, ctx, result)
-        phases.step("the chosen release's classes")
-        released = chosen_release(ctx, chosen, attribute, job.sensitive)
+        with node_analysis(ctx, attribute, job.sensitive) as analysis:
+            # before the selection, which reads the metrics: the analysis computes them from its own class sums
+            tables = analysis.analyze(result.minimal, settings, result.metrics)
+            chosen = select_node(job, ctx, result)
+            phases.step("the chosen release's classes")
+            released = analysis.chosen(chosen, job.sensitive)  # from the same cube
         columns, job_settings = job_rows(job)
         data = ReportData(
             job_name=job.name,

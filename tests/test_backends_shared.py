@@ -433,11 +433,29 @@ def test_analysis_of_a_published_table_equals_duckdbs(compared: Backend, duckdb:
 
 
 def test_report_lists_duckdbs_releases(backend: Backend, duckdb: Backend, tmp_path: Path) -> None:
-    """`report`: one page naming every minimal release the search finds on DuckDB."""
+    """`report`: one page naming every minimal release the search finds on DuckDB, and showing the chosen
+    release as DuckDB shows it (with 2% suppressed: its class sizes, least diverse classes, and each attribute
+    before and after)."""
     job = reclassified(backend.job(k=5), sensitive=["occupation"])
     page = report(job, tmp_path / f"{backend.name}.html", backend.options).read_text()
     minimal = search(reclassified(duckdb.job(k=5), sensitive=["occupation"])).minimal
     assert minimal and all(node_label(node) in page for node in minimal)
+    suppressing = {"sensitive": ["occupation"], "suppression": Suppression(0.02)}
+    shown = [_chosen(reclassified(b.job(k=5), **suppressing), b.options) for b in (backend, duckdb)]
+    assert shown[0] == shown[1]
+
+
+def _chosen(job: Job, options: RunOptions) -> tuple[tuple[int, ...], Any]:
+    """The node the job's selection chooses, and its release as the report shows it."""
+    from sqlanon.analysis.releases import chosen_release
+    from sqlanon.session import lattice_run
+    from sqlanon.steps import run_search, select_node
+
+    with lattice_run(job, options, "report") as run:
+        node = select_node(job, run.ctx, run_search(job, run.ctx))
+        chosen = chosen_release(run.ctx, node, "occupation", ["occupation"])
+        run.finish({})
+    return node, chosen
 
 
 def test_inference_across_releases_or_says_why_not(backend: Backend) -> None:

@@ -9,11 +9,11 @@ only, dropped before it returns.
 from __future__ import annotations
 
 import dataclasses
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..analysis.attacks import (
@@ -27,9 +27,8 @@ from ..backends import Database
 from ..criteria import Criterion
 from ..engine import attacks as attack_sql
 from ..engine.checker import WaveChecker
-from ..engine.frequency import class_column, node_frequency_set
 from ..engine.metrics import MetricsEvaluator
-from ..engine.node_releases import ClassSums, NodeBatch, NodeReleases, population_sets
+from ..engine.node_releases import NODE, ClassSums, NodeBatch, NodeReleases, population_sets
 from ..engine.star import StarSchema
 from ..errors import ConfigError, DataError
 from ..model.job import Job
@@ -45,48 +44,12 @@ ANALYSIS_CUBE, POPULATION_CUBE = 1, 2  # the analysis' cubes among the run's (en
 @dataclass
 class ChosenRelease:
     """What a report shows of the chosen node's release: its published classes' size histogram (size, classes),
-    the least diverse of them with their value counts, and each attribute before and after (see `chosen_release`)."""
+    the least diverse of them with their value counts, and each attribute before and after (see
+    `NodeAnalysis.chosen`)."""
 
     class_sizes: list[tuple[int, int]]
     worst_classes: list[tuple[str, list[tuple[str, int]]]]
     distributions: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int]]]]
-
-
-def chosen_release(
-    ctx: SearchContext, node: tuple[int, ...], attribute: str | None, sensitive: list[str]
-) -> ChosenRelease:
-    """The chosen node's release as a report shows it, from its frequency set grouped once (a scan of the table)
-    and stored, plus one grouping of the table's columns one by one for the values before generalization. With a
-    suppression limit, the classes the criteria suppress are left out of everything released (not of
-    "before"). `attribute`: the attribute of the least diverse classes (none without it); `sensitive`: the
-    sensitive attributes whose distributions are shown beside the QIs'."""
-    read = ([attribute] if attribute else []) + sensitive + [a for c in ctx.criteria for a in c.sensitive_attributes()]
-    star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(read)))
-    db, conn = ctx.db, ctx.conn
-    columns = [class_column(d.attr) for d in star.dimensions]
-    stored = db.create_scratch(conn, f"chosen_{ctx.run.run_id}", node_frequency_set(star, node))
-    # after an error the caller's rollback takes the stored set (a DROP would fail there and hide the error)
-    everything = db.as_text(conn, db.every_row(stored))
-    params: dict[str, object] = {}
-    suppressed = attack_sql.suppressed_classes(star, everything, ctx.criteria, params) if ctx.max_suppressed else None
-    sizes = attack_sql.class_size_histogram(conn, everything, columns, suppressed, params)
-    worst = _least_diverse(ctx, star, node, stored, attribute, suppressed, params) if attribute else []
-    after = attack_sql.distributions(
-        conn,
-        star=star,
-        node=node,
-        definition=everything,
-        suppressed=suppressed,
-        params=params,
-        shown=DISTRIBUTION_SHOWN,
-    )
-    db.drop_table(conn, stored)
-    # the values before generalization: the table's own, each column grouped alone in one scan (GROUPING SETS),
-    # as a published table's report counts them; grouping the table by every QI at level 0 first made a class
-    # per row of the hospital table (1M rows: 0.19 s against 0.07 s)
-    shown = [d.column for d in star.dimensions] + [a for a in star.sensitive if a in sensitive]
-    before = attack_sql.column_counts(db, conn, star.source, shown, DISTRIBUTION_SHOWN)
-    return ChosenRelease(sizes, worst, {name: (before[name], after[name]) for name in shown})
 
 
 def published_release(
@@ -108,34 +71,6 @@ def published_release(
     after = attack_sql.column_counts(db, conn, ref, job.qi_names if anatomy else columns, DISTRIBUTION_SHOWN)
     after.update({s: before[s] for s in job.sensitive if anatomy})
     return analysis, ChosenRelease(sizes, [], {c: (before[c], after[c]) for c in columns})
-
-
-def _least_diverse(
-    ctx: SearchContext,
-    star: StarSchema,
-    node: tuple[int, ...],
-    stored: str,
-    attribute: str,
-    suppressed: str | None,
-    params: dict[str, object],
-) -> list[tuple[str, list[tuple[str, int]]]]:
-    """The published classes of fewest values of `attribute`, from the node's stored frequency set (grouped again
-    by class and that attribute alone: the set carries every sensitive attribute the report reads)."""
-    db, columns = ctx.db, [class_column(d.attr) for d in star.dimensions]
-    value = star.sensitive_columns()[attribute]
-    table = db.ref_table(stored, [*columns, value, "cnt"])
-    by_value = [table.c[c] for c in [*columns, value]]
-    grouped = sa.select(*by_value, sa.func.sum(table.c.cnt).label("cnt")).group_by(*by_value)
-    return attack_sql.least_diverse_classes(
-        ctx.conn,
-        star=star,
-        node=node,
-        definition=db.as_text(ctx.conn, grouped),
-        value=value,
-        shown=WORST_CLASSES_SHOWN,
-        suppressed=suppressed,
-        params=params,
-    )
 
 
 def population_star(job: Job, ctx: SearchContext) -> StarSchema | None:
@@ -207,43 +142,176 @@ def analyze_nodes(
     population_star: StarSchema | None = None,
     bayes: BayesSettings | None = None,
 ) -> list[TableAnalysis]:
-    """Each node's release: its frequency set over `attribute`, minus the classes the criteria suppress (and,
-    with `population_star`, the same node over the population for the journalist and marketer risks), with
-    its metrics and ARX's utility figures. The metrics of nodes not yet in `metrics` are added to it, from the
-    same class sums (the frequency sets carry every sensitive attribute of the job, `job_sensitive`, which KL
-    divergence reads): a run that analyzes nodes does not group them a second time for their metrics. Without
-    a suppression limit, those nodes must satisfy the criteria, as minimal nodes do (metrics suppress the
-    classes that violate them, a release without a limit does not: steps.add_metrics gives any other node's).
-
-    The table is grouped once into a packed cube (engine.checker), and the nodes are analyzed in batches from
-    it (engine.node_releases): a few statements per batch, however many nodes it holds."""
+    """Each node's release (see `NodeAnalysis.analyze`), from a cube of the table made for them."""
     if not nodes:
         return []
+    with node_analysis(ctx, attribute, job_sensitive, population_star) as analysis:
+        return analysis.analyze(nodes, settings, metrics, bayes)
+
+
+def chosen_release(
+    ctx: SearchContext, node: tuple[int, ...], attribute: str | None, sensitive: list[str]
+) -> ChosenRelease:
+    """`node`'s release as a report shows it (see `NodeAnalysis.chosen`), from a cube of the table made for it."""
+    with node_analysis(ctx, attribute, sensitive) as analysis:
+        return analysis.chosen(node, sensitive)
+
+
+@contextmanager
+def node_analysis(
+    ctx: SearchContext, attribute: str | None, job_sensitive: list[str], population_star: StarSchema | None = None
+) -> Iterator[NodeAnalysis]:
+    """The analysis of nodes' releases over `attribute` while the block runs: the table grouped once into a
+    packed cube (engine.checker) carrying every sensitive attribute of the job (`job_sensitive`, which KL
+    divergence reads) and the criteria's, and with `population_star` the population's cube (the journalist and
+    marketer risks). Its scratch tables are dropped when the block succeeded; after an error the caller's
+    rollback takes them (a DROP there would fail in an aborted transaction and hide the error)."""
     criteria = ctx.criteria if ctx.max_suppressed else []
     read = [attribute] if attribute else []
     read += [a for c in criteria for a in c.sensitive_attributes()]
     star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + job_sensitive + read)))
     if attribute:  # the analyzed attribute as codes where it can be: every grouping of the batches carries it
         star = star.with_domain(ctx.conn, attribute)
-    analyses: dict[tuple[int, ...], TableAnalysis] = {}
-    # the scratch tables are dropped when the statements succeeded; after an error the caller's rollback takes
-    # them (a DROP there would fail in an aborted transaction and hide the error)
     cleanup = ExitStack()
     with ctx.db.hash_joins(ctx.conn):
         checker = _cube(cleanup, ctx, star, criteria, ANALYSIS_CUBE)
         population = _cube(cleanup, ctx, population_star, [], POPULATION_CUBE) if population_star else None
         releases = NodeReleases(checker, criteria, suppress=bool(ctx.max_suppressed), attribute=attribute)
         cleanup.callback(releases.close)
-        evaluator = _metrics(ctx, star, checker, need=[node for node in nodes if node not in metrics])
+        yield NodeAnalysis(ctx, star, releases, population)
+        cleanup.close()
+
+
+class NodeAnalysis:
+    """Nodes' releases read from the analysis' cube (see `node_analysis`): a few statements per batch of nodes,
+    however many it holds (engine.node_releases)."""
+
+    def __init__(
+        self, ctx: SearchContext, star: StarSchema, releases: NodeReleases, population: WaveChecker | None
+    ) -> None:
+        self.ctx, self.star, self.releases, self.population = ctx, star, releases, population
+
+    def analyze(
+        self,
+        nodes: list[tuple[int, ...]],
+        settings: AnalysisSettings,
+        metrics: dict[tuple[int, ...], dict[str, Any]],
+        bayes: BayesSettings | None = None,
+    ) -> list[TableAnalysis]:
+        """Each node's release: its frequency set over the analyzed attribute, minus the classes the criteria
+        suppress (and over the population, where there is one), with its metrics and ARX's utility figures. The
+        metrics of nodes not yet in `metrics` are added to it, from the same class sums: a run that analyzes
+        nodes does not group them a second time for their metrics. Without a suppression limit, those nodes must
+        satisfy the criteria, as minimal nodes do (metrics suppress the classes that violate them, a release
+        without a limit does not: steps.add_metrics gives any other node's)."""
+        ctx, releases = self.ctx, self.releases
+        evaluator = _metrics(ctx, self.star, releases.checker, need=[node for node in nodes if node not in metrics])
+        analyses: dict[tuple[int, ...], TableAnalysis] = {}
         done = 0
         for number, batch_nodes in enumerate(releases.batches(nodes)):
             ctx.progress("analysis", done, len(nodes))
             with releases.batch(batch_nodes, f"{ctx.run.run_id}_{number}") as batch:
-                analyses.update(_analyze_batch(ctx, releases, batch, settings, metrics, evaluator, population, bayes))
+                found = _analyze_batch(ctx, releases, batch, settings, metrics, evaluator, self.population, bayes)
+                analyses.update(found)
             done += len(batch_nodes)
         ctx.progress("analysis", done, len(nodes))
-        cleanup.close()
-    return [analyses[node] for node in nodes]
+        return [analyses[node] for node in nodes]
+
+    def chosen(self, node: tuple[int, ...], sensitive: list[str]) -> ChosenRelease:
+        """`node`'s release as a report shows it: its published classes' sizes, the least diverse of them (over
+        the analyzed attribute, where there is one), and each QI and sensitive attribute of `sensitive` (a job's
+        own) before and after. The node's frequency set is rolled up from the cube, its classes' labels read
+        from a lookup of the dimension tables; the values before generalization are the table's columns
+        grouped one by one (GROUPING SETS)."""
+        ctx, releases = self.ctx, self.releases
+        db, conn = ctx.db, ctx.conn
+        shown = [a for a in self.star.sensitive if a in sensitive]
+        with releases.batch([node], f"{ctx.run.run_id}_chosen") as batch:
+            lookup = releases.labels(node)
+            sizes = [
+                (int(n), int(count))
+                for n, count in db.execute(
+                    conn, f"SELECT n, COUNT(*) FROM {batch.classes} WHERE kept = 1 GROUP BY n ORDER BY n"
+                ).all()
+            ]
+            after = self._distributions(batch, node, lookup, shown)
+            worst = self._least_diverse(batch, node, lookup) if releases.attribute else []
+            db.drop_table(conn, lookup)
+        names = [d.column for d in self.star.dimensions] + shown
+        # the table's own values: each column grouped alone in one scan; grouping the table by every QI at
+        # level 0 made a class per row of the hospital table (1M rows: 0.19 s against 0.08-0.11 s)
+        before = attack_sql.column_counts(db, conn, self.star.source, names, DISTRIBUTION_SHOWN)
+        return ChosenRelease(sizes, worst, {name: (before[name], after[name]) for name in names})
+
+    def _distributions(
+        self, batch: NodeBatch, node: tuple[int, ...], lookup: str, shown: list[str]
+    ) -> dict[str, list[tuple[str, int]]]:
+        """Per QI (its labels at `node`'s level) and per sensitive attribute of `shown`, the DISTRIBUTION_SHOWN
+        most frequent labels or values among the published records, most frequent first: one statement."""
+        releases, dims = self.releases, self.star.dimensions
+        params: dict[str, Any] = {}
+        branches = [
+            f"SELECT {d.attr} AS a, CAST(b{d.attr}.label AS VARCHAR) AS v, SUM(c.n) AS n FROM {batch.classes} c "
+            f"{releases.label_join(node, d.attr, 'c', lookup)} WHERE c.kept = 1 GROUP BY b{d.attr}.label"
+            for d in dims
+        ]
+        on = " AND ".join(f"c.{k} = fs.{k}" for k in [NODE, *releases.keys])
+        columns = self.star.sensitive_columns()
+        for j, attribute in enumerate(shown):
+            value = releases.value_text(attribute, "g.s", params)
+            branches.append(
+                f"SELECT {len(dims) + j} AS a, {value} AS v, g.n FROM (SELECT fs.{columns[attribute]} AS s, "
+                f"SUM(fs.cnt) AS n FROM {batch.frequency_sets} fs JOIN {batch.classes} c ON {on} WHERE c.kept = 1 "
+                f"GROUP BY fs.{columns[attribute]}) g"
+            )
+        rows = self.ctx.db.execute(
+            self.ctx.conn,
+            f"SELECT a, v, n FROM (SELECT a, v, n, ROW_NUMBER() OVER (PARTITION BY a ORDER BY n DESC, v) AS r "
+            f"FROM ({' UNION ALL '.join(branches)}) b) t WHERE r <= {DISTRIBUTION_SHOWN} ORDER BY a, r",
+            params,
+        ).all()
+        names = [d.column for d in dims] + shown
+        found: dict[str, list[tuple[str, int]]] = {name: [] for name in names}
+        for attr, value, count in rows:
+            found[names[attr]].append(("NULL" if value is None else value, int(count)))
+        return found
+
+    def _least_diverse(
+        self, batch: NodeBatch, node: tuple[int, ...], lookup: str
+    ) -> list[tuple[str, list[tuple[str, int]]]]:
+        """The WORST_CLASSES_SHOWN published classes of fewest distinct values of the analyzed attribute (then
+        fewest tuples): each class's labels, with its values (as text; NULL as "NULL") and their counts, most
+        frequent first."""
+        releases, dims = self.releases, self.star.dimensions
+        keys = [NODE, *releases.keys]
+        assert releases.value is not None, "the least diverse classes are over the analyzed attribute"
+        params: dict[str, Any] = {}
+        attribute = releases.attribute
+        assert attribute is not None
+        labels = [f"b{d.attr}.label" for d in dims]
+        joins = " ".join(releases.label_join(node, d.attr, "w", lookup) for d in dims)
+        on = " AND ".join(f"fs.{k} = w.{k}" for k in keys)
+        value = releases.value
+        counts = (
+            f"SELECT {', '.join(f'fs.{k}' for k in keys)}, fs.{value} AS s, SUM(fs.cnt) AS cnt FROM "
+            f"{batch.frequency_sets} fs JOIN w ON {on} GROUP BY {', '.join(f'fs.{k}' for k in keys)}, fs.{value}"
+        )
+        text = releases.value_text(attribute, "v.s", params)
+        rows = self.ctx.db.execute(
+            self.ctx.conn,
+            f"WITH w AS (SELECT {', '.join(keys)}, distinct_values AS d, n FROM {batch.classes} WHERE kept = 1 "
+            f"ORDER BY distinct_values, n, {', '.join(keys)} LIMIT {WORST_CLASSES_SHOWN}), v AS ({counts}) "
+            f"SELECT {', '.join(labels)}, {text} AS value_text, v.cnt FROM w {joins} "
+            f"JOIN v ON {' AND '.join(f'v.{k} = w.{k}' for k in keys)} "
+            f"ORDER BY w.d, w.n, {', '.join(labels)}, v.cnt DESC, value_text",
+            params,
+        ).all()
+        worst: dict[str, list[tuple[str, int]]] = {}
+        for row in rows:
+            label = "(" + ", ".join(map(str, row[: len(labels)])) + ")"
+            found = row[len(labels)]
+            worst.setdefault(label, []).append(("NULL" if found is None else found, int(row[len(labels) + 1])))
+        return list(worst.items())
 
 
 def _metrics(

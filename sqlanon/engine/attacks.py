@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..criteria import Criterion
 from ..criteria.view import FrequencySetView, count_sum
-from .frequency import class_column, class_labels, label_join, violating_classes_sql
+from .frequency import class_column, violating_classes_sql
 from .star import StarSchema
 
 
@@ -216,46 +216,6 @@ def published_classes(classes: list[str], suppressed: str | None, extra: str = "
     )
 
 
-def distributions(
-    conn: Connection,
-    *,
-    star: StarSchema,
-    node: tuple[int, ...],
-    definition: str,
-    suppressed: str | None = None,
-    params: dict[str, object] | None = None,
-    shown: int,
-) -> dict[str, list[tuple[str, int]]]:
-    """Per attribute (each QI, at its level in `node`, then each sensitive column `star` carries), the `shown`
-    most frequent labels or values among the records of the classes `suppressed` does not SELECT, with their
-    records, most frequent first, from the node's frequency set (`definition`): one statement."""
-    sensitive = star.sensitive_columns()
-    kept, joined = kept_flag([class_column(d.attr) for d in star.dimensions], suppressed)
-
-    def counted(attr: int, value: str, join: str = "") -> str:
-        """Attribute number `attr`'s values (SQL `value`) among the kept records, with their records."""
-        return (
-            f"SELECT {attr} AS a, CAST({value} AS VARCHAR) AS v, SUM(c.cnt) AS n FROM fs c {joined} {join} "
-            f"WHERE {kept} = 1 GROUP BY {value}"
-        )
-
-    branches = [counted(d.attr, f"l{d.attr}.label", label_join(d, node[d.attr], "c")) for d in star.dimensions]
-    branches += [counted(len(branches) + j, f"c.{column}") for j, column in enumerate(sensitive.values())]
-    rows = conn.execute(
-        text(
-            f"WITH fs AS MATERIALIZED ({definition}) SELECT a, v, n FROM (SELECT a, v, n, "
-            f"ROW_NUMBER() OVER (PARTITION BY a ORDER BY n DESC, v) AS r FROM ({' UNION ALL '.join(branches)}) b) "
-            f"t WHERE r <= {int(shown)} ORDER BY a, r"
-        ),
-        params or {},
-    ).all()
-    names = [d.column for d in star.dimensions] + list(sensitive)
-    found: dict[str, list[tuple[str, int]]] = {name: [] for name in names}
-    for attr, value, count in rows:
-        found[names[attr]].append(("NULL" if value is None else value, int(count)))
-    return found
-
-
 def column_counts(
     db: Database, conn: Connection, table: str, columns: list[str], shown: int
 ) -> dict[str, list[tuple[str, int]]]:
@@ -293,39 +253,3 @@ def class_size_histogram(
         text(f"WITH fs AS ({definition}) SELECT n, COUNT(*) FROM {published} GROUP BY n ORDER BY n"), params or {}
     ).all()
     return [(int(n), int(count)) for n, count in rows]
-
-
-def least_diverse_classes(
-    conn: Connection,
-    *,
-    star: StarSchema,
-    node: tuple[int, ...],
-    definition: str,
-    value: str,
-    shown: int,
-    suppressed: str | None = None,
-    params: dict[str, object] | None = None,
-) -> list[tuple[str, list[tuple[str, int]]]]:
-    """The node's `shown` released classes (the classes `suppressed` SELECTs left out) of fewest distinct values
-    (then fewest tuples): each class's labels, with its values (column `value` of the frequency set, as text;
-    NULL as "NULL") and their counts, most frequent first."""
-    columns = [class_column(d.attr) for d in star.dimensions]
-    group = ", ".join(columns)
-    labels, joins = class_labels(star, node, "w")
-    on = " AND ".join(f"fs.{c} = w.{c}" for c in columns)
-    published = published_classes(columns, suppressed, ", COUNT(*) AS d")
-    rows = conn.execute(
-        text(
-            f"WITH fs AS MATERIALIZED ({definition}), w AS (SELECT * FROM {published} ORDER BY d, n, {group} "
-            f"LIMIT {int(shown)}) "
-            f"SELECT {', '.join(labels)}, CAST(fs.{value} AS VARCHAR), fs.cnt, w.d, w.n FROM w {joins} JOIN fs ON {on} "
-            f"ORDER BY w.d, w.n, {', '.join(labels)}, fs.cnt DESC"
-        ),
-        params or {},
-    ).all()
-    worst: dict[str, list[tuple[str, int]]] = {}
-    for row in rows:
-        label = "(" + ", ".join(map(str, row[: len(labels)])) + ")"
-        found = row[len(labels)]
-        worst.setdefault(label, []).append(("NULL" if found is None else found, int(row[len(labels) + 1])))
-    return list(worst.items())

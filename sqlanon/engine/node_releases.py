@@ -224,14 +224,54 @@ class NodeReleases:
             f"LN({area}) AS ln_area FROM {dimension.table} d{attr} GROUP BY {', '.join(masked)}) a{attr}_{level}"
         )
 
+    def _keys_of(self, attr: int) -> list[int]:
+        """The key columns that hold bits of attribute `attr`."""
+        checker = self.checker
+        return sorted({key for f, key in zip(checker.fields, checker.layout.key_of) if f.attr == attr})
+
+    def labels(self, node: tuple[int, ...]) -> str:
+        """The lookup of the labels of `node`'s classes, stored (the caller drops it): per attribute, the masked
+        key bits (m..) of each value at the node's level and its label. One statement over the dimension tables,
+        as `areas` groups them."""
+        parts = []
+        for d in self.checker.star.dimensions:
+            level, keys = node[d.attr], self.checker.attribute_keys(d.attr)
+            masked = [
+                f"CAST(({key}) & CAST({mask} AS BIGINT) AS BIGINT)"
+                for key, mask in zip(keys, self.checker.attribute_masks(d.attr, level))
+            ]
+            columns = ", ".join(f"{m} AS m{k}" for k, m in enumerate(masked))
+            parts.append(
+                f"SELECT * FROM (SELECT {d.attr} AS attr, {columns}, MIN(d{d.attr}.l{int(level)}) AS label "
+                f"FROM {d.table} d{d.attr} GROUP BY {', '.join(masked)}) b{d.attr}"
+            )
+        return self._store(self._name("labels"), " UNION ALL ".join(parts))
+
+    def label_join(self, node: tuple[int, ...], attr: int, alias: str, lookup: str) -> str:
+        """The join of the `labels` lookup (as b<attr>) that gives b<attr>.label, the label of attribute `attr` of
+        the classes of `node` whose keys are in `alias`."""
+        masks = self.checker.attribute_masks(attr, node[attr])
+        bits = [f"b{attr}.m{k} = ({alias}.key{k} & CAST({masks[k]} AS BIGINT))" for k in self._keys_of(attr)]
+        return f"JOIN {lookup} b{attr} ON b{attr}.attr = {attr} AND {' AND '.join(bits) or '1 = 1'}"
+
+    def value_text(self, attribute: str, value: str, params: dict[str, Any]) -> str:
+        """SQL of sensitive attribute `attribute`'s value (SQL `value`, read from the frequency sets) as text: read
+        back from the cube's codes where it carries codes, their texts bound in `params`."""
+        column = self.checker.star.sensitive_columns()[attribute]
+        if attribute not in self.checker.codes:
+            return f"CAST({value} AS VARCHAR)"
+        params[f"texts_{column}"] = list(self.checker.codes[attribute])
+        return self.db.text_at(value, f"texts_{column}")
+
     def class_sums(self, batch: NodeBatch) -> dict[int, ClassSums]:
         """Per node of the batch, its ClassSums: one statement, and one more for the suppressed tuples."""
-        checker, dims = self.checker, self.checker.star.dimensions
+        dims = self.checker.star.dimensions
         areas = self.areas()
         lookups = []
         for d in dims:
-            touched = sorted({key for f, key in zip(checker.fields, checker.layout.key_of) if f.attr == d.attr})
-            bits = " AND ".join(f"a{d.attr}.m{k} = (c.key{k} & CAST(w.a{d.attr}_{k} AS BIGINT))" for k in touched)
+            bits = " AND ".join(
+                f"a{d.attr}.m{k} = (c.key{k} & CAST(w.a{d.attr}_{k} AS BIGINT))" for k in self._keys_of(d.attr)
+            )
             lookups.append(
                 f"LEFT JOIN {areas} a{d.attr} ON a{d.attr}.attr = {d.attr} AND a{d.attr}.level = w.l{d.attr} AND {bits}"
             )
