@@ -28,7 +28,7 @@ from ..criteria import Criterion
 from ..engine import attacks as attack_sql
 from ..engine.checker import WaveChecker
 from ..engine.metrics import MetricsEvaluator
-from ..engine.node_releases import NODE, ClassSums, NodeBatch, NodeReleases, population_sets
+from ..engine.node_releases import ClassSums, NodeBatch, NodeReleases, population_sets
 from ..engine.star import StarSchema
 from ..errors import ConfigError, DataError
 from ..model.job import Job
@@ -224,94 +224,18 @@ class NodeAnalysis:
         from a lookup of the dimension tables; the values before generalization are the table's columns
         grouped one by one (GROUPING SETS)."""
         ctx, releases = self.ctx, self.releases
-        db, conn = ctx.db, ctx.conn
         shown = [a for a in self.star.sensitive if a in sensitive]
         with releases.batch([node], f"{ctx.run.run_id}_chosen") as batch:
-            lookup = releases.labels(node)
-            sizes = [
-                (int(n), int(count))
-                for n, count in db.execute(
-                    conn, f"SELECT n, COUNT(*) FROM {batch.classes} WHERE kept = 1 GROUP BY n ORDER BY n"
-                ).all()
-            ]
-            after = self._distributions(batch, node, lookup, shown)
-            worst = self._least_diverse(batch, node, lookup) if releases.attribute else []
-            db.drop_table(conn, lookup)
+            labels = releases.labels(node)
+            sizes = releases.class_size_counts(batch)
+            after = releases.distributions(batch, node, labels, shown, DISTRIBUTION_SHOWN)
+            worst = releases.least_diverse(batch, node, labels, WORST_CLASSES_SHOWN) if releases.attribute else []
+            ctx.db.drop_table(ctx.conn, labels)
         names = [d.column for d in self.star.dimensions] + shown
         # the table's own values: each column grouped alone in one scan; grouping the table by every QI at
         # level 0 made a class per row of the hospital table (1M rows: 0.19 s against 0.08-0.11 s)
-        before = attack_sql.column_counts(db, conn, self.star.source, names, DISTRIBUTION_SHOWN)
+        before = attack_sql.column_counts(ctx.db, ctx.conn, self.star.source, names, DISTRIBUTION_SHOWN)
         return ChosenRelease(sizes, worst, {name: (before[name], after[name]) for name in names})
-
-    def _distributions(
-        self, batch: NodeBatch, node: tuple[int, ...], lookup: str, shown: list[str]
-    ) -> dict[str, list[tuple[str, int]]]:
-        """Per QI (its labels at `node`'s level) and per sensitive attribute of `shown`, the DISTRIBUTION_SHOWN
-        most frequent labels or values among the published records, most frequent first: one statement."""
-        releases, dims = self.releases, self.star.dimensions
-        params: dict[str, Any] = {}
-        branches = [
-            f"SELECT {d.attr} AS a, CAST(b{d.attr}.label AS VARCHAR) AS v, SUM(c.n) AS n FROM {batch.classes} c "
-            f"{releases.label_join(node, d.attr, 'c', lookup)} WHERE c.kept = 1 GROUP BY b{d.attr}.label"
-            for d in dims
-        ]
-        on = " AND ".join(f"c.{k} = fs.{k}" for k in [NODE, *releases.keys])
-        columns = self.star.sensitive_columns()
-        for j, attribute in enumerate(shown):
-            value = releases.value_text(attribute, "g.s", params)
-            branches.append(
-                f"SELECT {len(dims) + j} AS a, {value} AS v, g.n FROM (SELECT fs.{columns[attribute]} AS s, "
-                f"SUM(fs.cnt) AS n FROM {batch.frequency_sets} fs JOIN {batch.classes} c ON {on} WHERE c.kept = 1 "
-                f"GROUP BY fs.{columns[attribute]}) g"
-            )
-        rows = self.ctx.db.execute(
-            self.ctx.conn,
-            f"SELECT a, v, n FROM (SELECT a, v, n, ROW_NUMBER() OVER (PARTITION BY a ORDER BY n DESC, v) AS r "
-            f"FROM ({' UNION ALL '.join(branches)}) b) t WHERE r <= {DISTRIBUTION_SHOWN} ORDER BY a, r",
-            params,
-        ).all()
-        names = [d.column for d in dims] + shown
-        found: dict[str, list[tuple[str, int]]] = {name: [] for name in names}
-        for attr, value, count in rows:
-            found[names[attr]].append(("NULL" if value is None else value, int(count)))
-        return found
-
-    def _least_diverse(
-        self, batch: NodeBatch, node: tuple[int, ...], lookup: str
-    ) -> list[tuple[str, list[tuple[str, int]]]]:
-        """The WORST_CLASSES_SHOWN published classes of fewest distinct values of the analyzed attribute (then
-        fewest tuples): each class's labels, with its values (as text; NULL as "NULL") and their counts, most
-        frequent first."""
-        releases, dims = self.releases, self.star.dimensions
-        keys = [NODE, *releases.keys]
-        assert releases.value is not None, "the least diverse classes are over the analyzed attribute"
-        params: dict[str, Any] = {}
-        attribute = releases.attribute
-        assert attribute is not None
-        labels = [f"b{d.attr}.label" for d in dims]
-        joins = " ".join(releases.label_join(node, d.attr, "w", lookup) for d in dims)
-        on = " AND ".join(f"fs.{k} = w.{k}" for k in keys)
-        value = releases.value
-        counts = (
-            f"SELECT {', '.join(f'fs.{k}' for k in keys)}, fs.{value} AS s, SUM(fs.cnt) AS cnt FROM "
-            f"{batch.frequency_sets} fs JOIN w ON {on} GROUP BY {', '.join(f'fs.{k}' for k in keys)}, fs.{value}"
-        )
-        text = releases.value_text(attribute, "v.s", params)
-        rows = self.ctx.db.execute(
-            self.ctx.conn,
-            f"WITH w AS (SELECT {', '.join(keys)}, distinct_values AS d, n FROM {batch.classes} WHERE kept = 1 "
-            f"ORDER BY distinct_values, n, {', '.join(keys)} LIMIT {WORST_CLASSES_SHOWN}), v AS ({counts}) "
-            f"SELECT {', '.join(labels)}, {text} AS value_text, v.cnt FROM w {joins} "
-            f"JOIN v ON {' AND '.join(f'v.{k} = w.{k}' for k in keys)} "
-            f"ORDER BY w.d, w.n, {', '.join(labels)}, v.cnt DESC, value_text",
-            params,
-        ).all()
-        worst: dict[str, list[tuple[str, int]]] = {}
-        for row in rows:
-            label = "(" + ", ".join(map(str, row[: len(labels)])) + ")"
-            found = row[len(labels)]
-            worst.setdefault(label, []).append(("NULL" if found is None else found, int(row[len(labels) + 1])))
-        return list(worst.items())
 
 
 def _metrics(

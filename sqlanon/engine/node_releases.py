@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import sqlalchemy as sa
+
 from ..criteria import Criterion
 from ..criteria.view import count_sum, share, sum_c_ln_c
 from .attacks import Release, flagged_classes
@@ -229,39 +231,130 @@ class NodeReleases:
         checker = self.checker
         return sorted({key for f, key in zip(checker.fields, checker.layout.key_of) if f.attr == attr})
 
+    # --- one node's release as a report shows it (analysis.releases.NodeAnalysis.chosen) -----------------
     def labels(self, node: tuple[int, ...]) -> str:
         """The lookup of the labels of `node`'s classes, stored (the caller drops it): per attribute, the masked
         key bits (m..) of each value at the node's level and its label. One statement over the dimension tables,
-        as `areas` groups them."""
+        grouped as `areas` groups them."""
         parts = []
         for d in self.checker.star.dimensions:
-            level, keys = node[d.attr], self.checker.attribute_keys(d.attr)
+            level = node[d.attr]
+            dimension = self.db.ref_table(d.table, [f"l{level}"]).alias(f"d{d.attr}")
             masked = [
-                f"CAST(({key}) & CAST({mask} AS BIGINT) AS BIGINT)"
-                for key, mask in zip(keys, self.checker.attribute_masks(d.attr, level))
+                _and(sa.literal_column(f"({key})"), mask)
+                for key, mask in zip(self.checker.attribute_keys(d.attr), self.checker.attribute_masks(d.attr, level))
             ]
-            columns = ", ".join(f"{m} AS m{k}" for k, m in enumerate(masked))
-            parts.append(
-                f"SELECT * FROM (SELECT {d.attr} AS attr, {columns}, MIN(d{d.attr}.l{int(level)}) AS label "
-                f"FROM {d.table} d{d.attr} GROUP BY {', '.join(masked)}) b{d.attr}"
-            )
-        return self._store(self._name("labels"), " UNION ALL ".join(parts))
+            label = sa.func.min(dimension.c[f"l{level}"]).label("label")
+            bits = [m.label(f"m{k}") for k, m in enumerate(masked)]
+            parts.append(sa.select(sa.literal(d.attr).label("attr"), *bits, label).group_by(*masked))
+        return self._store(self._name("labels"), self.db.as_text(self.conn, sa.union_all(*parts)))
 
-    def label_join(self, node: tuple[int, ...], attr: int, alias: str, lookup: str) -> str:
-        """The join of the `labels` lookup (as b<attr>) that gives b<attr>.label, the label of attribute `attr` of
-        the classes of `node` whose keys are in `alias`."""
+    def class_size_counts(self, batch: NodeBatch) -> list[tuple[int, int]]:
+        """(size, classes of that size) of the batch's published classes, by size."""
+        c = self._classes_table(batch)
+        query = sa.select(c.c.n, sa.func.count()).where(c.c.kept == 1).group_by(c.c.n).order_by(c.c.n)
+        return [(int(n), int(count)) for n, count in self._rows(query)]
+
+    def distributions(
+        self, batch: NodeBatch, node: tuple[int, ...], labels: str, shown: list[str], top: int
+    ) -> dict[str, list[tuple[str, int]]]:
+        """Per QI (its labels at `node`'s level, from the `labels` lookup) and per sensitive attribute of `shown`,
+        the `top` most frequent labels or values among the batch's published records, most frequent first (ties
+        by text): one statement. (Coded values come back as codes, all of them: their domain is small, and they
+        are read back as texts and ranked here.)"""
+        c, fs = self._classes_table(batch), self._sets_table(batch)
+        dims, columns = self.checker.star.dimensions, self.checker.star.sensitive_columns()
+        branches = []
+        for d in dims:
+            b, on = self._label(node, d.attr, c, labels)
+            counted = sa.select(sa.literal(d.attr).label("a"), sa.cast(b.c.label, sa.String).label("v"), _n(c.c.n))
+            branches.append(counted.select_from(c.join(b, on)).where(c.c.kept == 1).group_by(b.c.label))
+        coded = [len(dims) + j for j, attribute in enumerate(shown) if attribute in self.checker.codes]
+        for j, attribute in enumerate(shown):
+            value = fs.c[columns[attribute]]
+            counted = sa.select(sa.literal(len(dims) + j).label("a"), sa.cast(value, sa.String).label("v"))
+            joined = fs.join(c, self._same_class(fs, c))
+            branches.append(counted.add_columns(_n(fs.c.cnt)).select_from(joined).where(c.c.kept == 1).group_by(value))
+        counts = sa.union_all(*branches).subquery("b")
+        rank = sa.func.row_number().over(partition_by=counts.c.a, order_by=(counts.c.n.desc(), counts.c.v))
+        ranked = sa.select(counts, rank.label("r")).subquery("t")
+        kept = sa.or_(ranked.c.r <= top, ranked.c.a.in_(coded)) if coded else ranked.c.r <= top
+        query = sa.select(ranked.c.a, ranked.c.v, ranked.c.n).where(kept).order_by(ranked.c.a, ranked.c.r)
+        names = [d.column for d in dims] + shown
+        found: dict[str, list[tuple[str, int]]] = {name: [] for name in names}
+        for attr, value, count in self._rows(query):
+            found[names[attr]].append((self._text(names[attr], value), int(count)))
+        return {name: sorted(counts_of, key=_most_first)[:top] for name, counts_of in found.items()}
+
+    def least_diverse(
+        self, batch: NodeBatch, node: tuple[int, ...], labels: str, shown: int
+    ) -> list[tuple[str, list[tuple[str, int]]]]:
+        """The `shown` published classes of the batch's node of fewest distinct values of the analyzed attribute
+        (then fewest tuples): each class's labels (from the `labels` lookup), with its values as text and their
+        counts, most frequent first (ties by text)."""
+        assert self.value is not None and self.attribute is not None, "the classes' values are the analyzed ones"
+        c, fs = self._classes_table(batch), self._sets_table(batch)
+        keys = [NODE, *self.keys]
+        w = (
+            sa.select(*(c.c[k] for k in keys), c.c.distinct_values.label("d"), c.c.n)
+            .where(c.c.kept == 1)
+            .order_by(c.c.distinct_values, c.c.n, *(c.c[k] for k in keys))
+            .limit(shown)
+            .cte("w")
+        )
+        value = fs.c[self.value]
+        by_value = [*(fs.c[k] for k in keys), value]
+        v = (
+            sa.select(*by_value[:-1], value.label("s"), _n(fs.c.cnt))
+            .select_from(fs.join(w, self._same_class(fs, w)))
+            .group_by(*by_value)
+            .cte("v")
+        )
+        joined: sa.FromClause = w
+        names: list[sa.ColumnElement[Any]] = []
+        for d in self.checker.star.dimensions:
+            b, on = self._label(node, d.attr, w, labels)
+            joined = joined.join(b, on)
+            names.append(b.c.label)
+        joined = joined.join(v, self._same_class(v, w))
+        shown_value = v.c.s if self.attribute in self.checker.codes else sa.cast(v.c.s, sa.String)
+        query = sa.select(*names, shown_value, v.c.n).select_from(joined).order_by(w.c.d, w.c.n, *names)
+        worst: dict[str, list[tuple[str, int]]] = {}
+        for row in self._rows(query):
+            label = "(" + ", ".join(map(str, row[: len(names)])) + ")"
+            found, count = row[len(names)], row[len(names) + 1]
+            worst.setdefault(label, []).append((self._text(self.attribute, found), int(count)))
+        return [(label, sorted(counts, key=_most_first)) for label, counts in worst.items()]
+
+    def _classes_table(self, batch: NodeBatch) -> sa.TableClause:
+        return self.db.ref_table(batch.classes, [NODE, *self.keys, "n", "distinct_values", "kept"])
+
+    def _sets_table(self, batch: NodeBatch) -> sa.TableClause:
+        return self.db.ref_table(batch.frequency_sets, [NODE, *self.keys, *self.sensitive, "cnt"])
+
+    def _same_class(self, left: sa.FromClause, right: sa.FromClause) -> sa.ColumnElement[bool]:
+        return sa.and_(*(left.c[k] == right.c[k] for k in [NODE, *self.keys]))
+
+    def _label(
+        self, node: tuple[int, ...], attr: int, classes: sa.FromClause, labels: str
+    ) -> tuple[sa.FromClause, sa.ColumnElement[bool]]:
+        """The `labels` lookup as b<attr>, and the condition that joins it to the classes of `node` (keys in
+        `classes`): its `label` is attribute `attr`'s label of the class."""
+        lookup = self.db.ref_table(labels, ["attr", *(f"m{k}" for k in range(len(self.keys))), "label"])
+        b = lookup.alias(f"b{attr}")
         masks = self.checker.attribute_masks(attr, node[attr])
-        bits = [f"b{attr}.m{k} = ({alias}.key{k} & CAST({masks[k]} AS BIGINT))" for k in self._keys_of(attr)]
-        return f"JOIN {lookup} b{attr} ON b{attr}.attr = {attr} AND {' AND '.join(bits) or '1 = 1'}"
+        bits = [b.c[f"m{k}"] == _and(classes.c[f"key{k}"], masks[k]) for k in self._keys_of(attr)]
+        return b, sa.and_(b.c.attr == attr, *bits)
 
-    def value_text(self, attribute: str, value: str, params: dict[str, Any]) -> str:
-        """SQL of sensitive attribute `attribute`'s value (SQL `value`, read from the frequency sets) as text: read
-        back from the cube's codes where it carries codes, their texts bound in `params`."""
-        column = self.checker.star.sensitive_columns()[attribute]
-        if attribute not in self.checker.codes:
-            return f"CAST({value} AS VARCHAR)"
-        params[f"texts_{column}"] = list(self.checker.codes[attribute])
-        return self.db.text_at(value, f"texts_{column}")
+    def _text(self, attribute: str, value: Any) -> str:
+        """A value the cube carries (a code, where it carries codes) as the report shows it."""
+        if value is not None and attribute in self.checker.codes:
+            value = list(self.checker.codes[attribute])[int(value) - 1]
+        return "NULL" if value is None else str(value)
+
+    def _rows(self, query: sa.Select[Any]) -> list[Any]:
+        self.statements += 1
+        return list(self.db.execute(self.conn, self.db.as_text(self.conn, query)).all())
 
     def class_sums(self, batch: NodeBatch) -> dict[int, ClassSums]:
         """Per node of the batch, its ClassSums: one statement, and one more for the suppressed tuples."""
@@ -435,3 +528,16 @@ def _disclosures(alpha: str, c: str, n: str) -> tuple[str, str, str]:
         f"CASE WHEN ({alpha} < :rho1 AND {alpha} > :rho2) OR ({alpha} > 1 - :rho1 AND {alpha} < 1 - :rho2) "
         "THEN 1 ELSE 0 END",
     )
+
+
+def _and(value: Any, mask: int) -> sa.ColumnElement[Any]:
+    """`value` (a BIGINT key) AND `mask`, as a BIGINT."""
+    return sa.cast(value.op("&")(sa.cast(sa.literal(mask), sa.BigInteger)), sa.BigInteger)
+
+
+def _n(count: sa.ColumnElement[Any]) -> sa.Label[Any]:
+    return sa.func.sum(count).label("n")
+
+
+def _most_first(counted: tuple[str, int]) -> tuple[int, str]:
+    return -counted[1], counted[0]
