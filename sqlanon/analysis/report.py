@@ -266,45 +266,36 @@ def _before_after(data: ReportData) -> str:
     charts = []
     for name, (before, after) in data.distributions.items():
         role = "quasi-identifier" if name in data.qi else "sensitive attribute"
-        sides = [
-            (before, "table", f"in the table ({sum(n for _, n in before):,} records shown)", (0.0, 0.45)),
-            (after, "release", f"in the release ({sum(n for _, n in after):,} records shown)", (0.55, 1.0)),
+        panels = [
+            (before, "table", f"in the table ({sum(n for _, n in before):,} records shown)"),
+            (after, "release", f"in the release ({sum(n for _, n in after):,} records shown)"),
         ]
-        # two charts side by side: the second on axes x2 and y2 (what plotly's make_subplots lays out, written
-        # here as data)
-        layout: dict[str, Any] = {
-            "title": {"text": f"{name} ({role})"},
-            "height": 380,
-            "margin": {"t": 70},
-            "showlegend": False,
-            "annotations": [],
-        }
-        traces = []
-        for side, (counts, trace, subtitle, domain) in enumerate(sides, start=1):
-            axis = "" if side == 1 else str(side)
-            values, records = [v for v, _ in counts], [n for _, n in counts]
-            traces.append(_bar(values, records, name=trace, xaxis=f"x{axis}", yaxis=f"y{axis}"))
-            layout[f"xaxis{axis}"] = {"domain": list(domain), "anchor": f"y{axis}", "type": "category"}
-            layout[f"yaxis{axis}"] = {"anchor": f"x{axis}", "title": {"text": "records" if side == 1 else ""}}
-            layout["annotations"].append(
-                {
-                    "text": subtitle,
-                    "x": sum(domain) / 2,
-                    "y": 1.0,
-                    "xref": "paper",
-                    "yref": "paper",
-                    "xanchor": "center",
-                    "yanchor": "bottom",
-                    "showarrow": False,
-                    "font": {"size": 16},
-                }
-            )
-        charts.append(_html({"data": traces, "layout": layout}))
+        charts.append(_side_by_side(f"{name} ({role})", panels))
     return (
         "<p>Each attribute's most frequent values in the table (left) and as the release shows them (right): a "
         "quasi-identifier by the labels it is generalized to, a sensitive attribute among the published records "
         f"(at most {DISTRIBUTION_SHOWN} values each, the most frequent).</p>" + "".join(charts)
     )
+
+
+SIDE_BY_SIDE = ([0.0, 0.45], [0.55, 1.0])  # the x domains of two charts side by side, a gap between
+
+
+def _side_by_side(title: str, panels: list[tuple[list[tuple[str, int]], str, str]]) -> str:
+    """Two bar charts of (label, records) side by side, each given as (counts, trace name, subtitle): the second
+    on axes x2 and y2, each subtitle an annotation above its chart (what plotly's make_subplots lays out, written
+    here as data)."""
+    layout: dict[str, Any] = {"title": {"text": title}, "height": 380, "margin": {"t": 70}, "showlegend": False}
+    traces, subtitles = [], []
+    for (counts, name, subtitle), domain, axis in zip(panels, SIDE_BY_SIDE, ("", "2"), strict=True):
+        values, records = [v for v, _ in counts], [n for _, n in counts]
+        traces.append(_bar(values, records, name=name, xaxis=f"x{axis}", yaxis=f"y{axis}"))
+        layout[f"xaxis{axis}"] = {"domain": domain, "anchor": f"y{axis}", "type": "category"}
+        layout[f"yaxis{axis}"] = {"anchor": f"x{axis}", "title": {"text": "" if axis else "records"}}
+        place = {"x": sum(domain) / 2, "y": 1.0, "xref": "paper", "yref": "paper", "xanchor": "center"}
+        subtitles.append({"text": subtitle, **place, "yanchor": "bottom", "showarrow": False, "font": {"size": 16}})
+    layout["annotations"] = subtitles
+    return _html({"data": traces, "layout": layout})
 
 
 def _how_far(level: dict[str, Any], labels: list[str]) -> str:

@@ -6,9 +6,11 @@ A batch is a list of nodes, numbered in it. From the cube, one statement stores 
 wave of the search reads them (WaveChecker.node_sets: per node, class key key0.., the cube's sensitive values,
 the tuples); with suppression, one more the classes the criteria suppress (the criteria's SQL over the same
 view as the waves'). Everything else reads them: the metrics' and ARX's sums per node, the attacks of
-engine.attacks (whose `by` is the node column) and the Bayes-optimal audit. Where a statement needs a node's
-masks (its class key is the cube's level-0 key ANDed with them) or its levels, it joins a VALUES list of the
-batch's nodes. Classes are integer keys joined by equality, so every join hashes.
+engine.attacks (whose `by` is the node column), the Bayes-optimal audit, and what a report shows of the
+chosen node (its class sizes, least diverse classes and distributions, the classes' labels read from a lookup
+of the dimension tables by masked key bits). Where a statement needs a node's masks (its class key is the
+cube's level-0 key ANDed with them) or its levels, it joins a VALUES list of the batch's nodes. Classes are
+integer keys joined by equality, so every join hashes.
 
 Class keys name a class by the path codes of its values; ARX's loss needs each class's area per attribute (the
 hierarchy leaves under its value), which a small lookup table gives per (attribute, level, masked key bits),
