@@ -298,10 +298,14 @@ def _rows(text: str) -> Iterable[tuple[int, list[str]]]:
     return ((reader.line_num, row) for row in reader)
 
 
+def _numbered_cells(text: str) -> list[tuple[int, tuple[str, ...]]]:
+    """Each row that is not blank, with its line number, its fields stripped of surrounding whitespace."""
+    return [(number, cells) for number, row in _rows(text) if any(cells := tuple(map(str.strip, row)))]
+
+
 def read_hierarchy_file(column: str, path: Path) -> Hierarchy:
     """Read `value;level1;...;top` lines (ARX format, any line ending, optional BOM)."""
-    text = _file_text(column, path)
-    numbered = [(number, cells) for number, row in _rows(text) if any(cells := tuple(map(str.strip, row)))]
+    numbered = _numbered_cells(_file_text(column, path))
     if not numbered:
         raise HierarchyError(f"hierarchy file {path} is empty")
     first_line, first = numbered[0]
@@ -504,8 +508,7 @@ def read_groups_file(column: str, path: Path) -> list[dict[str, list[str]]]:
     """The levels of groups a mapping file gives, as `groups` writes them inline: one line per value,
     `value;group` (one level) or `value;group;group of groups;...` (several), separated by ';' (any line ending,
     optional BOM). A value on two lines, or a group under two groups, is an error naming both lines."""
-    text = _file_text(column, path, "groups file")
-    numbered = [(number, cells) for number, row in _rows(text) if any(cells := tuple(map(str.strip, row)))]
+    numbered = _numbered_cells(_file_text(column, path, "groups file"))
     if not numbered:
         raise HierarchyError(f"groups file {path} is empty")
     width = len(numbered[0][1])
