@@ -72,6 +72,7 @@ def test_the_page_is_self_contained(report_page: Path):
         assert f"<h2>{title}</h2>" in page
     # it opens with what the release guarantees in plain words, and names files without the machine's paths
     assert "Every group holds at least 5 records" in page and "highest re-identification risk is" in page
+    assert "every one published; the job names no direct identifier, so whether a person has several" in page
     assert "generalized by the hierarchy sex.csv" in page and str(report_page.parent) not in page
     assert str(Path(__file__).parent) not in page and "@media print" in page
     assert re.search(r"sex=\d \(e\.g\. ", page)  # the lattice's minimal nodes name their levels' labels
@@ -267,3 +268,16 @@ def test_mondrian_and_anatomy_jobs_get_a_report_of_their_published_table(tmp_pat
     ]
     assert guarantee in page and f"published by {method} as" in page and "30,162 records, every one published" in page
     assert "occupation (sensitive attribute)" in page and "The lattice" not in page
+
+
+def test_the_summary_says_whose_records_they_are():
+    """One record per person where the job's identifier repeats in no row (every run checks it first), rows
+    where the job says `unit: rows`, and unknown without an identifier."""
+    from sqlanon.analysis.report import ReportData, _who
+
+    job: dict[str, Any] = {"job_name": "j", "settings": [], "guarantees": [], "qi": [], "class_sizes": []}
+    person = [("pid", "identifying", "removed")]
+    assert _who(ReportData(columns=person, analysis=None, **job)).startswith("one record per person (pid repeats")  # type: ignore[arg-type]
+    rows = _who(ReportData(columns=person, unit="rows", analysis=None, **job))  # type: ignore[arg-type]
+    assert rows.startswith("the job counts rows, not persons (unit: rows)")
+    assert "no direct identifier" in _who(ReportData(columns=[], analysis=None, **job))  # type: ignore[arg-type]

@@ -57,6 +57,7 @@ class ReportData:
     #: per attribute (QIs, then sensitive ones): its most frequent values in the table, and its most frequent
     #: labels or values among the published records (analysis.releases.chosen_release)
     distributions: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int]]]] = field(default_factory=dict)
+    unit: str | None = None  # the job's `unit` ("rows": a person may have several records)
 
 
 def job_rows(job: Job) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
@@ -88,6 +89,8 @@ def job_rows(job: Job) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]
     settings += [("selection", job.select.describe()), ("search", job.strategy)]
     if job.others == "drop":
         settings.append(("other columns", "left out of the release"))
+    if job.unit == "rows":
+        settings.append(("unit", "rows: a person may have several records"))
     return columns, settings
 
 
@@ -188,6 +191,19 @@ STYLE = (
 )
 
 
+def _who(data: ReportData) -> str:
+    """Whose the records are: one per person where the job's identifier repeats in no row (checked before
+    every run), else said as it is."""
+    identifiers = [c for c, role, _ in data.columns if role == "identifying"]
+    if data.unit == "rows":
+        return "the job counts rows, not persons (unit: rows): a person with several rows counts once for each"
+    if identifiers:
+        return (
+            f"one record per person ({html.escape(', '.join(identifiers))} repeats in no row, checked before the run)"
+        )
+    return "the job names no direct identifier, so whether a person has several records is not known"
+
+
 def _section(title: str, content: str) -> str:
     anchor = title.lower().replace(" ", "-")
     return f"<section id='{anchor}'><h2>{html.escape(title)}</h2>{content}</section>"
@@ -214,9 +230,9 @@ def _summary(data: ReportData) -> str:
         published, suppressed = chosen.rows, chosen.suppressed
         items.append(
             f"<li>{_records(published + suppressed)}: {published:,} published, {suppressed:,} suppressed (their "
-            "groups would break the criteria).</li>"
+            f"groups would break the criteria); {_who(data)}.</li>"
             if suppressed
-            else f"<li>{_records(published)}, every one published.</li>"
+            else f"<li>{_records(published)}, every one published; {_who(data)}.</li>"
         )
     items.append(f"<li>The quasi-identifiers: {_quasi_identifiers(data)}.</li>")
     kept = [c for c, role, _ in data.columns if role in ("sensitive", "insensitive")]
