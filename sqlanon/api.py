@@ -31,7 +31,7 @@ from .analysis.releases import (
     population_star,
     published_release,
 )
-from .analysis.report import ReportData, check_report_path, job_rows, write_report
+from .analysis.report import ReportData, check_report_path, job_fields, write_report
 from .backends import duckdb_file, normalize_url, open_database, qualified_name
 from .config import check_key_name, job_from_dict
 from .engine.audit import AuditReport, audit_table
@@ -491,16 +491,11 @@ def report(
             chosen = select_node(job, ctx, result)
             phases.step("the chosen release's classes")
             released = analysis.chosen(chosen, job.sensitive)  # from the same cube
-        columns, job_settings = job_rows(job)
         data = ReportData(
-            job_name=job.name,
-            columns=columns,
-            settings=job_settings,
-            unit=job.unit,
+            **job_fields(job),
             guarantees=[c.guarantee() for c in job.criteria],
             levels=result.describe(chosen),
             level_examples=result.level_examples,
-            qi=job.qi_names,
             heights=result.heights,
             satisfying=result.satisfying,
             minimal=result.minimal,
@@ -542,14 +537,9 @@ def _report_published(
             f"every bucket holds at least {l_value} different values of {values}: a record links to its bucket's "
             f"values only, so no one names its value with a probability above 1/{l_value}"
         )
-    columns, job_settings = job_rows(job)
     data = ReportData(
-        job_name=job.name,
-        columns=columns,
-        settings=job_settings,
-        unit=job.unit,
+        **job_fields(job),
         guarantees=guarantees,
-        qi=job.qi_names,
         analysis=AnalysisReport(attribute if output.method != Anatomy.name else None, settings, [analysis]),
         published=(output.method, qualified_name(schema, output.table)),
         class_sizes=released.class_sizes,

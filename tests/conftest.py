@@ -425,3 +425,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.postgres)
         if fixtures & ORACLE_FIXTURES or item.originalname in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+
+
+def chosen_release(job: Job, options: RunOptions | None = None) -> tuple[tuple[int, ...], Any]:
+    """The node the job's selection chooses, and its release over occupation as the report shows it (the
+    report's own steps: the search, the analysis' cube, the selection)."""
+    from sqlanon.analysis.releases import node_analysis
+    from sqlanon.session import lattice_run
+    from sqlanon.steps import run_search, select_node
+
+    with lattice_run(job, options or RunOptions(), "report") as run:
+        result = run_search(job, run.ctx)
+        with node_analysis(run.ctx, "occupation", ["occupation"]) as analysis:
+            node = select_node(job, run.ctx, result)
+            chosen = analysis.chosen(node, ["occupation"])
+        run.finish({})
+    return node, chosen

@@ -42,6 +42,7 @@ from .conftest import (
     Recorded,
     adult_config,
     adult_job,
+    chosen_release,
     reclassified,
     user_tables,
     with_cropped_hierarchies,
@@ -441,21 +442,8 @@ def test_report_lists_duckdbs_releases(backend: Backend, duckdb: Backend, tmp_pa
     minimal = search(reclassified(duckdb.job(k=5), sensitive=["occupation"])).minimal
     assert minimal and all(node_label(node) in page for node in minimal)
     suppressing = {"sensitive": ["occupation"], "suppression": Suppression(0.02)}
-    shown = [_chosen(reclassified(b.job(k=5), **suppressing), b.options) for b in (backend, duckdb)]
+    shown = [chosen_release(reclassified(b.job(k=5), **suppressing), b.options) for b in (backend, duckdb)]
     assert shown[0] == shown[1]
-
-
-def _chosen(job: Job, options: RunOptions) -> tuple[tuple[int, ...], Any]:
-    """The node the job's selection chooses, and its release as the report shows it."""
-    from sqlanon.analysis.releases import chosen_release
-    from sqlanon.session import lattice_run
-    from sqlanon.steps import run_search, select_node
-
-    with lattice_run(job, options, "report") as run:
-        node = select_node(job, run.ctx, run_search(job, run.ctx))
-        chosen = chosen_release(run.ctx, node, "occupation", ["occupation"])
-        run.finish({})
-    return node, chosen
 
 
 def test_inference_across_releases_or_says_why_not(backend: Backend) -> None:

@@ -170,13 +170,10 @@ def test_a_job_without_a_sensitive_attribute_gets_a_report_of_its_risk(tmp_path:
 def test_the_chosen_release_shows_its_published_classes_only(adult_duck: str):
     """With suppression, the classes the criteria suppress are not published: the chosen release's class sizes
     (and the risk chart drawn from them) and its least diverse classes are the published ones."""
-    from sqlanon import RunOptions, Suppression, anonymize
-    from sqlanon.analysis.releases import chosen_release
+    from sqlanon import Suppression, anonymize
     from sqlanon.criteria import DistinctLDiversity
-    from sqlanon.session import lattice_run
-    from sqlanon.steps import run_search, select_node
 
-    from .conftest import adult_job, reclassified
+    from .conftest import adult_job, chosen_release, reclassified
 
     job = reclassified(
         adult_job(adult_duck, ["sex", "age", "race", "education"], k=10, load_csv=False),
@@ -184,10 +181,7 @@ def test_the_chosen_release_shows_its_published_classes_only(adult_duck: str):
         suppression=Suppression(0.05),
     )
     job = reclassified(job, criteria=[*job.criteria, DistinctLDiversity("occupation", 3)])
-    with lattice_run(job, RunOptions(), "report") as run:
-        node = select_node(job, run.ctx, run_search(job, run.ctx))
-        chosen = chosen_release(run.ctx, node, "occupation", ["occupation"])
-        run.finish({})
+    node, chosen = chosen_release(job)
     sizes, worst = chosen.class_sizes, chosen.worst_classes
     published = anonymize(reclassified(job, output=__import__("sqlanon").Output(table="chosen_classes")), replace=True)
     assert published.node == node
@@ -201,21 +195,17 @@ def test_before_and_after_are_the_tables_and_the_releases_counts(adult_duck: str
     release, as pandas counts them in the source and in the table `anonymize` writes for the same node."""
     import pandas as pd
 
-    from sqlanon import Output, RunOptions, Suppression, anonymize
-    from sqlanon.analysis.releases import DISTRIBUTION_SHOWN, chosen_release
-    from sqlanon.session import lattice_run
-    from sqlanon.steps import run_search, select_node
+    from sqlanon import Output, Suppression, anonymize
+    from sqlanon.analysis.releases import DISTRIBUTION_SHOWN
 
-    from .conftest import ADULT_DIR, adult_job, reclassified
+    from .conftest import ADULT_DIR, adult_job, chosen_release, reclassified
 
     qis = ["sex", "age", "race", "education"]
     job = reclassified(
         adult_job(adult_duck, qis, k=10, load_csv=False), sensitive=["occupation"], suppression=Suppression(0.05)
     )
-    with lattice_run(job, RunOptions(), "report") as run:
-        node = select_node(job, run.ctx, run_search(job, run.ctx))
-        found = chosen_release(run.ctx, node, "occupation", ["occupation"]).distributions
-        run.finish({})
+    node, chosen = chosen_release(job)
+    found = chosen.distributions
     release = anonymize(reclassified(job, output=Output(table="before_after")), replace=True)
     assert release.node == node
     source, published = pd.read_csv(ADULT_DIR / "adult.csv.gz", sep=";"), release.frame()

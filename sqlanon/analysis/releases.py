@@ -149,14 +149,6 @@ def analyze_nodes(
         return analysis.analyze(nodes, settings, metrics, bayes)
 
 
-def chosen_release(
-    ctx: SearchContext, node: tuple[int, ...], attribute: str | None, sensitive: list[str]
-) -> ChosenRelease:
-    """`node`'s release as a report shows it (see `NodeAnalysis.chosen`), from a cube of the table made for it."""
-    with node_analysis(ctx, attribute, sensitive) as analysis:
-        return analysis.chosen(node, sensitive)
-
-
 @contextmanager
 def node_analysis(
     ctx: SearchContext, attribute: str | None, job_sensitive: list[str], population_star: StarSchema | None = None

@@ -55,14 +55,15 @@ class ReportData:
     class_sizes: list[tuple[int, int]]  # (class size, classes of that size) of the chosen node
     worst_classes: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)  # label, value counts
     #: per attribute (QIs, then sensitive ones): its most frequent values in the table, and its most frequent
-    #: labels or values among the published records (analysis.releases.chosen_release)
+    #: labels or values among the published records (analysis.releases.NodeAnalysis.chosen)
     distributions: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int]]]] = field(default_factory=dict)
     unit: str | None = None  # the job's `unit` ("rows": a person may have several records)
 
 
-def job_rows(job: Job) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
-    """The job as the page shows it: each column's role and treatment, and the settings, with files by their
-    names only (the page travels; the machine's paths stay on it)."""
+def job_fields(job: Job) -> dict[str, Any]:
+    """What the page shows of the job itself (ReportData's job_name, columns, settings, qi and unit): each
+    column's role and treatment, and the settings, with files by their names only (the page travels; the
+    machine's paths stay on it)."""
     columns = [
         (
             qi.column,
@@ -91,7 +92,7 @@ def job_rows(job: Job) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]
         settings.append(("other columns", "left out of the release"))
     if job.unit == "rows":
         settings.append(("unit", "rows: a person may have several records"))
-    return columns, settings
+    return {"job_name": job.name, "columns": columns, "settings": settings, "qi": job.qi_names, "unit": job.unit}
 
 
 #: how a page says sqlanon wrote it (the only kind of existing file `report --replace` overwrites)
@@ -304,8 +305,7 @@ def _side_by_side(title: str, panels: list[tuple[list[tuple[str, int]], str, str
     layout: dict[str, Any] = {"title": {"text": title}, "height": 380, "margin": {"t": 70}, "showlegend": False}
     traces, subtitles = [], []
     for (counts, name, subtitle), domain, axis in zip(panels, SIDE_BY_SIDE, ("", "2"), strict=True):
-        values, records = [v for v, _ in counts], [n for _, n in counts]
-        traces.append(_bar(values, records, name=name, xaxis=f"x{axis}", yaxis=f"y{axis}"))
+        traces.append(_counts_bar(counts, name=name, xaxis=f"x{axis}", yaxis=f"y{axis}"))
         layout[f"xaxis{axis}"] = {"domain": domain, "anchor": f"y{axis}", "type": "category"}
         layout[f"yaxis{axis}"] = {"anchor": f"x{axis}", "title": {"text": "" if axis else "records"}}
         place = {"x": sum(domain) / 2, "y": 1.0, "xref": "paper", "yref": "paper", "xanchor": "center"}
@@ -372,6 +372,11 @@ def _labelled(data: ReportData, node: tuple[int, ...]) -> str:
 
 def _bar(x: list[Any], y: list[Any], **extra: Any) -> dict[str, Any]:
     return {"type": "bar", "x": x, "y": y, **extra}
+
+
+def _counts_bar(counts: list[tuple[str, int]], **extra: Any) -> dict[str, Any]:
+    """A bar per (label, count)."""
+    return _bar([label for label, _ in counts], [n for _, n in counts], **extra)
 
 
 def _figure(traces: list[dict[str, Any]], title: str, x: str, y: str) -> str:
@@ -447,17 +452,19 @@ def _level_table(data: ReportData) -> str:
     if not data.level_examples:
         return ""
     levels = range(max(data.heights) + 1)
-    head = "<tr><th class='text'>quasi-identifier (a few labels of each level)</th>" + "".join(
+    head = "<th class='text'>quasi-identifier (a few labels of each level)</th>" + "".join(
         f"<th class='text'>level {lv}</th>" for lv in levels
     )
-    rows = []
+    rows = [f"<tr>{head}</tr>"]
     for q, examples in zip(data.qi, data.level_examples):
         cells = [html.escape(", ".join(labels[:3])) for labels in examples]
         cells += [""] * (len(levels) - len(cells))
         rows.append(
-            f"<tr><th class='text'>{html.escape(q)}</th>" + "".join(f"<td class='text'>{c}</td>" for c in cells)
+            f"<tr><th class='text'>{html.escape(q)}</th>"
+            + "".join(f"<td class='text'>{c}</td>" for c in cells)
+            + "</tr>"
         )
-    return f"<div class='scroll'><table>{head}</tr>{'</tr>'.join(rows)}</tr></table></div>"
+    return f"<div class='scroll'><table>{''.join(rows)}</table></div>"
 
 
 def _class_sizes(data: ReportData) -> str:
@@ -488,7 +495,7 @@ def _chosen(data: ReportData) -> str:
         return f"<table>{figures}</table>{sizes}"
     worst = "".join(
         _figure(
-            [_bar([v for v, _ in counts], [n for _, n in counts])],
+            [_counts_bar(counts)],
             f"{attribute} in class {label}",
             attribute,
             "tuples",

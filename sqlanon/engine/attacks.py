@@ -8,6 +8,7 @@ their tuples are not released, so every figure but the table's total leaves them
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,10 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
-from ..criteria import Criterion
-from ..criteria.view import FrequencySetView, count_sum
-from .frequency import class_column, violating_classes_sql
-from .star import StarSchema
+from ..criteria.view import count_sum
 
 
 def kept_flag(classes: list[str], suppressed: str | None) -> tuple[str, str]:
@@ -188,32 +186,14 @@ def published_frequency_set(db: Database, table: str, qis: list[str], attribute:
     ), classes
 
 
-def suppressed_classes(star: StarSchema, definition: str, criteria: list[Criterion], params: dict[str, object]) -> str:
-    """SELECT the class columns of the classes that break `criteria` (those a release with suppression leaves out)
-    of a node's frequency set (`definition`, as node_frequency_set makes it over the sensitive columns `star`
-    carries); parameters go to `params`."""
-    classes = [class_column(d.attr) for d in star.dimensions]
-    view = FrequencySetView(
-        table="node_fs",
-        class_columns=classes,
-        count_column="cnt",
-        sensitive_columns=star.sensitive_columns(),
-        definition=definition,
-        grouped=True,
-    )
-    violators = violating_classes_sql(view, criteria, "x", params)
-    return f"WITH node_fs AS ({definition}) SELECT DISTINCT {', '.join(classes)} FROM ({violators}) v"
-
-
-def published_classes(classes: list[str], suppressed: str | None, extra: str = "") -> str:
-    """A FROM item (alias c) of the classes (columns `classes`) of the frequency set fs, each with its tuples n
-    and the `extra` aggregates, the classes `suppressed` SELECTs left out."""
-    group = ", ".join(classes)
-    kept, joined = kept_flag(classes, suppressed)
-    return (
-        f"(SELECT c.* FROM (SELECT {group}, SUM(cnt) AS n{extra} FROM fs GROUP BY {group}) c {joined} "
-        f"WHERE {kept} = 1) c"
-    )
+def most_frequent(counts: sa.Subquery, shown: int, every: Sequence[int] = ()) -> sa.Select[Any]:
+    """SELECT a, v, n of `counts` (per attribute a, each value v with its count n): each attribute's `shown`
+    most frequent values (ties by value), and all of those of the attributes `every`, by attribute, most
+    frequent first."""
+    rank = sa.func.row_number().over(partition_by=counts.c.a, order_by=(counts.c.n.desc(), counts.c.v))
+    ranked = sa.select(counts.c.a, counts.c.v, counts.c.n, rank.label("r")).subquery("ranked")
+    kept = sa.or_(ranked.c.r <= shown, ranked.c.a.in_(every)) if every else ranked.c.r <= shown
+    return sa.select(ranked.c.a, ranked.c.v, ranked.c.n).where(kept).order_by(ranked.c.a, ranked.c.r)
 
 
 def column_counts(
@@ -230,26 +210,20 @@ def column_counts(
         .group_by(sa.func.grouping_sets(*[sa.tuple_(col) for col in cols]))
         .subquery()
     )
-    order = (grouped.c.n.desc(), grouped.c.v)
-    rank = sa.func.row_number().over(partition_by=grouped.c.a, order_by=order).label("r")
-    ranked = sa.select(grouped.c.a, grouped.c.v, grouped.c.n, rank).subquery()
-    query = sa.select(ranked.c.a, ranked.c.v, ranked.c.n).where(ranked.c.r <= shown).order_by(ranked.c.a, ranked.c.r)
+    query = most_frequent(grouped, shown)
     found: dict[str, list[tuple[str, int]]] = {c: [] for c in columns}
     for column, found_value, count in db.execute(conn, db.as_text(conn, query)).all():  # text: names with % or :
         found[columns[column]].append(("NULL" if found_value is None else found_value, int(count)))
     return found
 
 
-def class_size_histogram(
-    conn: Connection,
-    definition: str,
-    classes: list[str],
-    suppressed: str | None = None,
-    params: dict[str, object] | None = None,
-) -> list[tuple[int, int]]:
-    """(size, classes of that size) of a frequency set, by size; the classes `suppressed` SELECTs left out."""
-    published = published_classes(classes, suppressed)
+def class_size_histogram(conn: Connection, definition: str, classes: list[str]) -> list[tuple[int, int]]:
+    """(size, classes of that size) of a frequency set, by size."""
+    group = ", ".join(classes)
     rows = conn.execute(
-        text(f"WITH fs AS ({definition}) SELECT n, COUNT(*) FROM {published} GROUP BY n ORDER BY n"), params or {}
+        text(
+            f"WITH fs AS ({definition}) SELECT n, COUNT(*) FROM (SELECT SUM(cnt) AS n FROM fs GROUP BY {group}) c "
+            "GROUP BY n ORDER BY n"
+        )
     ).all()
     return [(int(n), int(count)) for n, count in rows]

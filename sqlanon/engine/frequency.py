@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from ..criteria import Criterion
 from ..criteria.view import FrequencySetView, SqlFragment
-from .star import Dimension, StarSchema
+from .star import StarSchema
 
 COUNT = "cnt"
 BATCH = 64  # frequency sets evaluated per statement
@@ -114,16 +114,12 @@ def violating_classes_sql(
 def class_labels(star: StarSchema, node: tuple[int, ...], alias: str) -> tuple[list[str], str]:
     """The label columns of a class of `node` whose codes are in `alias`.a0.., and the joins that give them."""
     labels = [f"l{d.attr}.label" for d in star.dimensions]
-    return labels, " ".join(label_join(d, node[d.attr], alias) for d in star.dimensions)
-
-
-def label_join(dimension: Dimension, level: int, alias: str) -> str:
-    """The join giving l<attr>.label, the label at `level` of the code in `alias`.a<attr>."""
-    attr = dimension.attr
-    return (
-        f"JOIN (SELECT DISTINCT c{int(level)} AS code, l{int(level)} AS label FROM {dimension.table}) "
-        f"l{attr} ON l{attr}.code = {alias}.{class_column(attr)}"
+    joins = " ".join(
+        f"JOIN (SELECT DISTINCT c{node[d.attr]} AS code, l{node[d.attr]} AS label FROM {d.table}) "
+        f"l{d.attr} ON l{d.attr}.code = {alias}.{class_column(d.attr)}"
+        for d in star.dimensions
     )
+    return labels, joins
 
 
 def node_set_view(star: StarSchema, table: str, definition: str | None = None) -> FrequencySetView:

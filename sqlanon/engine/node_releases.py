@@ -29,7 +29,7 @@ import sqlalchemy as sa
 
 from ..criteria import Criterion
 from ..criteria.view import count_sum, share, sum_c_ln_c
-from .attacks import Release, flagged_classes
+from .attacks import Release, flagged_classes, most_frequent
 from .checker import ROWS_PER_STATEMENT, WaveChecker
 from .frequency import violating_classes_sql
 
@@ -277,11 +277,7 @@ class NodeReleases:
             counted = sa.select(sa.literal(len(dims) + j).label("a"), sa.cast(value, sa.String).label("v"))
             joined = fs.join(c, self._same_class(fs, c))
             branches.append(counted.add_columns(_n(fs.c.cnt)).select_from(joined).where(c.c.kept == 1).group_by(value))
-        counts = sa.union_all(*branches).subquery("b")
-        rank = sa.func.row_number().over(partition_by=counts.c.a, order_by=(counts.c.n.desc(), counts.c.v))
-        ranked = sa.select(counts, rank.label("r")).subquery("t")
-        kept = sa.or_(ranked.c.r <= top, ranked.c.a.in_(coded)) if coded else ranked.c.r <= top
-        query = sa.select(ranked.c.a, ranked.c.v, ranked.c.n).where(kept).order_by(ranked.c.a, ranked.c.r)
+        query = most_frequent(sa.union_all(*branches).subquery("b"), top, coded)
         names = [d.column for d in dims] + shown
         found: dict[str, list[tuple[str, int]]] = {name: [] for name in names}
         for attr, value, count in self._rows(query):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
@@ -24,9 +24,6 @@ from .identifiers import Pseudonyms
 from .methods import PublicationMethod
 from .ownership import Ownership
 from .staging import Destination, PublishedTable, Released, preview, staged_table
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["MondrianMethod", "MondrianReport", "partition_and_publish"]
 
