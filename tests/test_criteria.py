@@ -8,6 +8,7 @@ import math
 import uuid
 import warnings
 from pathlib import Path
+from unittest import mock
 
 import pandas as pd
 import pytest
@@ -19,6 +20,7 @@ from sqlanon import RunOptions, anonymize, search
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
 from sqlanon.criteria.view import SqlFragment
+from sqlanon.engine import checker
 from sqlanon.engine import star as dimensions
 from sqlanon.errors import ConfigError, HierarchyError
 from sqlanon.testing import evaluate_every_node
@@ -333,6 +335,13 @@ RANDOM_CASES = [
     # a monotone criterion beside one that is not: with suppression, the filtered search's two stages
     {"k_anonymity": {"k": 2}, "entropy_l_diversity": {"attribute": "occupation", "l": 2, "dont_care": ["a"]}},
     {"k_anonymity": {"k": 2}, "t_closeness": {"attribute": "occupation", "t": 0.3}},
+    # the least class size t-closeness allows settled first (least_size_first), above k and without it
+    {"k_anonymity": {"k": 2}, "t_closeness": {"attribute": "occupation", "t": 0.2, "distance": "kl"}},
+    {
+        "k_anonymity": {"k": 2},
+        "t_closeness": {"attribute": "occupation", "t": 0.1, "distance": "hierarchical", "hierarchy": "occ.csv"},
+    },
+    {"k_anonymity": {"k": 2}, "entropy_l_diversity": {"attribute": "occupation", "l": 2}},
 ]
 
 
@@ -395,6 +404,10 @@ def test_criteria_on_random_tables(tmp_path_factory, rows, spec, limit):
         for strategy in ("auto", "incognito", "topdown", "bottomup", "border", "filtered"):
             found = search(dataclasses.replace(job, strategy=strategy))
             assert (found.satisfying, found.minimal) == (sorted(exhaustive.satisfying), exhaustive.minimal), strategy
+        with mock.patch.object(checker, "SMALL_CUBE", 0):  # as on a large table: planned waves, class sizes first
+            for strategy in ("auto", "border"):
+                found = search(dataclasses.replace(job, strategy=strategy))
+                assert (found.satisfying, found.minimal) == (sorted(exhaustive.satisfying), exhaustive.minimal)
     lowest = min((sum(n) for n in exhaustive.satisfying), default=None)
     assert samarati.satisfying == sorted(n for n in exhaustive.satisfying if sum(n) == lowest)
 
@@ -723,6 +736,55 @@ def test_t_closeness_figures_equal_a_python_reference(
     assert found == pytest.approx(expected, abs=1e-9)
     for sizes_by_join, coded in itertools.product((True, False), (False, True)):
         assert _bound_max_t(spec, tmp, classes, sizes_by_join, coded) == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    "distance, t, least",
+    [("equal", 0.3, 5), ("equal", 0.34, 4), ("kl", 0.5, 4), ("hierarchical", 0.1, 5), ("ordered", 0.0, 1)],
+)
+def test_least_class_size_of_t_closeness_by_hand(tmp_path: Path, distance: str, t: float, least: int):
+    """Six values, equally frequent: a class of n lacks at least 6 - n of them, 1 - n/6 of the table (equal
+    distance), -ln(n/6) (KL), (1 - n/6)/3 for a hierarchy of height 3; the ordered distance is not bounded."""
+    (tmp_path / "s.csv").write_text("".join(f"{leaf};{g};{h};*\n" for leaf, (g, h) in SENSITIVE_TREE.items()))
+    spec = {
+        "attribute": "s",
+        "t": t,
+        "distance": distance,
+        **({"hierarchy": "s.csv"} if distance == "hierarchical" else {}),
+    }
+    criterion = criteria_from_config({"t_closeness": spec}, tmp_path)[0]
+    assert criterion.least_class_size({"s": dict.fromkeys(SENSITIVE_TREE, 10)}) == least
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    table=st.lists(st.integers(0, 40), min_size=6, max_size=6).filter(any),
+    t=st.floats(0.0, 1.0),
+    distance=st.sampled_from(["equal", "kl", "hierarchical"]),
+)
+def test_every_class_below_the_least_size_violates_t_closeness(
+    tmp_path_factory, table: list[int], t: float, distance: str
+):
+    """Every class smaller than the least size t-closeness allows (what a search settles first, over sets without
+    the sensitive values) is farther than t from the table, by the distances written from their definitions: all
+    the values' counts a class of each smaller size can hold are tried."""
+    tmp = tmp_path_factory.mktemp("least")
+    (tmp / "s.csv").write_text("".join(f"{leaf};{g};{h};*\n" for leaf, (g, h) in SENSITIVE_TREE.items()))
+    spec = {
+        "attribute": "s",
+        "t": t,
+        "distance": distance,
+        **({"hierarchy": "s.csv"} if distance == "hierarchical" else {}),
+    }
+    criterion = criteria_from_config({"t_closeness": spec}, tmp)[0]
+    counts = {leaf: n for leaf, n in zip(SENSITIVE_TREE, table) if n}
+    least = criterion.least_class_size({"s": counts})
+    assert 1 <= least <= len(counts)
+    q = {leaf: n / sum(counts.values()) for leaf, n in counts.items()}
+    for size in range(1, least):
+        for values in itertools.combinations_with_replacement(sorted(q), size):
+            p = {s: values.count(s) / size for s in set(values)}
+            assert _distances(p, q)[distance] > t + 1e-9, (values, least)
 
 
 def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]], sizes_by_join: bool, coded: bool) -> float:

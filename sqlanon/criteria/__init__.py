@@ -48,6 +48,7 @@ __all__ = [
     "criteria_from_config",
     "k_anonymity",
     "l_diversity",
+    "least_size_first",
     "t_closeness",
 ]
 
@@ -71,3 +72,11 @@ def criteria_from_config(raw: Any, base_dir: Path | str = ".") -> list[Criterion
             }
         criteria.append(kind.from_config(spec))
     return criteria
+
+
+def least_size_first(criteria: list[Criterion], table_counts: dict[str, dict[str | None, int]]) -> list[Criterion]:
+    """k-anonymity at the least class size the criteria allow (`Criterion.least_class_size`), or nothing where
+    any size may hold: monotone under suppression, and read from frequency sets without the sensitive values, it
+    is what a search settles first (every node it fails, the criteria fail)."""
+    least = max((c.least_class_size(table_counts) for c in criteria), default=1)
+    return [KAnonymity(least)] if least > 1 else []

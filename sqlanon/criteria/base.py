@@ -59,6 +59,12 @@ class Criterion(ABC):
     def violation(self) -> SqlFragment:
         """A predicate over `stat` (and n) that is true for classes violating the criterion."""
 
+    def least_class_size(self, table_counts: dict[str, dict[str | None, int]]) -> int:
+        """A class smaller than this violates the criterion whatever values it holds (1: any size may hold), given
+        the table's count of each value of the sensitive attributes where they were read (StarSchema.domain_counts):
+        a k-anonymity that a search may settle first, over frequency sets without the sensitive values."""
+        return 1
+
     def size_violation(self) -> SqlFragment | None:
         """When the criterion reads class sizes alone: its predicate over n (another criterion's statistic, which
         has a row and n for every class, then tests it too, instead of a pass of its own)."""

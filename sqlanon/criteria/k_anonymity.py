@@ -43,6 +43,9 @@ class KAnonymity(Criterion):
     def violation(self) -> SqlFragment:
         return SqlFragment("stat < :kanon_k", {"kanon_k": self.k})
 
+    def least_class_size(self, table_counts: dict[str, dict[str | None, int]]) -> int:
+        return self.k
+
     def size_violation(self) -> SqlFragment:
         return SqlFragment("n < :kanon_k", {"kanon_k": self.k})
 

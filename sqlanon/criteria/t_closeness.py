@@ -3,6 +3,8 @@ table's, by one of four measures (equal and hierarchical EMD, variational, KL; o
 
 from __future__ import annotations
 
+import itertools
+import math
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,24 @@ class TCloseness(Criterion):
                 f"{self.name}: the ordered distance needs a numeric attribute, and {attribute!r} is "
                 "not numeric; use distance: equal (or kl)"
             )
+
+    def least_class_size(self, table_counts: dict[str, dict[str | None, int]]) -> int:
+        """A class of n tuples holds at most n values, so the values it lacks carry at least 1 - top(n) of the
+        table's distribution, top(n) being the n largest shares: the equal distance (half the L1 distance, where an
+        absent value adds its share) is at least that; the hierarchical one at least that over the height H (every
+        unit of mass moved between two values costs at least 1/H); KL divergence at least -ln top(n) (the log sum
+        inequality over the values present). The least n whose bound stays within t (and the margin the check
+        allows); the ordered distance is not bounded here."""
+        counts = table_counts.get(self.attribute)
+        if counts is None or self.distance == "ordered":
+            return 1
+        total = sum(counts.values())
+        height = self.hierarchy.height if self.hierarchy is not None else 1
+        for n, top in enumerate(itertools.accumulate(sorted((c / total for c in counts.values()), reverse=True)), 1):
+            bound = -math.log(min(top, 1.0)) if self.distance == "kl" else (1 - top) / height
+            if bound <= self.t + 2 * EPSILON:  # a float's last bits never make a class that holds fail here
+                return n
+        return len(counts)
 
     def violation(self) -> SqlFragment:
         return SqlFragment("stat > :tclose_t + :tclose_eps", {"tclose_t": float(self.t), "tclose_eps": EPSILON})

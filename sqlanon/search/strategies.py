@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
-from ..criteria import Criterion
+from ..criteria import Criterion, least_size_first
 from ..engine.checker import WaveChecker
 from ..engine.frequency import BATCH, count_violations_batch
 from ..engine.labels import create_label_table, node_view
@@ -331,7 +331,17 @@ class TopDown(SearchStrategy):
         if not ctx.monotone:
             return Incognito().search(ctx, stats)
         with _probing(ctx, stats) as probe:
-            return probe.record(self.walk(ctx, probe))
+            sizes = probe.sizes_first()
+            if not sizes:
+                return probe.record(self.walk(ctx, probe))
+            # the class sizes' search first, over sets without the sensitive values; the nodes it passes (closed
+            # under generalization) are then checked bottom up with every criterion, where a pass settles the
+            # generalizations (hospital 1M, k=5 and entropy l=2: 14 nodes checked with the sensitive values
+            # instead of the 94 that pass k, which top-down checked one by one)
+            first = Probe(dataclasses.replace(ctx, criteria=sizes), stats, probe.waves)
+            candidates = self.walk(first.ctx, first)
+            probe.checked.update((node, False) for node, ok in first.checked.items() if not ok)
+            return probe.record(Filtered.walk(ctx, probe, candidates))
 
     def walk(self, ctx: SearchContext, probe: Probe) -> list[tuple[int, ...]]:
         """The search itself, height by height, with `probe` answering each height's candidates."""
@@ -490,6 +500,9 @@ class Filtered(SearchStrategy):
         monotone = [c for c in ctx.criteria if c.monotone_under_suppression] or [
             m for c in ctx.criteria for m in c.monotone_part()
         ]
+        # and k-anonymity at the least class size they allow, where it is larger than theirs
+        sizes = least_size_first(ctx.criteria, ctx.star.domain_counts)
+        monotone = [c for c in monotone if c.size_violation() is None] + sizes
         if not monotone:
             return Incognito().search(ctx, stats)
         with _probing(ctx, stats) as probe:
@@ -500,23 +513,32 @@ class Filtered(SearchStrategy):
 
     @staticmethod
     def walk(ctx: SearchContext, probe: Probe, candidates: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
-        """The passing nodes among `candidates` (closed under generalization), checked bottom up."""
+        """The passing nodes among `candidates` (closed under generalization), checked bottom up: first the lowest
+        ones in one wave (no candidate lies below them, so nothing but their own check settles them), then a
+        height at a time those not settled yet. A node with no violating class settles its generalizations
+        (every criterion is monotone without suppression), and so does every passing node where passing is
+        closed under generalization."""
         heights = ctx.star.heights
+        pool = set(candidates)
+        settled: set[tuple[int, ...]] = set()  # passing as generalizations of a node that settles them
+        checked: dict[tuple[int, ...], bool] = {}
+
+        def check(nodes: list[tuple[int, ...]]) -> None:
+            for node, (classes, tuples) in zip(nodes, probe.violations(nodes) if nodes else []):
+                checked[node] = probe.checked[node] = ctx.accepts(tuples)
+                if classes == 0 or (ctx.monotone and checked[node]):
+                    settled.update(direct_generalizations(node, heights))
+
+        check([node for node in candidates if not any(m in pool for m in direct_specializations(node))])
         by_height: dict[int, list[tuple[int, ...]]] = defaultdict(list)
         for node in candidates:
             by_height[sum(node)].append(node)
-        clear: set[tuple[int, ...]] = set()  # nodes with no violating class: so are their generalizations
         passing = []
         for step, height in enumerate(sorted(by_height)):
-            todo = [node for node in by_height[height] if node not in clear]
-            for node, (classes, tuples) in zip(todo, probe.violations(todo)):
-                probe.checked[node] = ctx.accepts(tuples)
-                if classes == 0:
-                    clear.update(direct_generalizations(node, heights))
-            clear.update(
-                up for node in clear.intersection(by_height[height]) for up in direct_generalizations(node, heights)
-            )
-            passing += [node for node in by_height[height] if node in clear or probe.checked[node]]
+            here = by_height[height]
+            check([node for node in here if node not in settled and node not in checked])
+            settled.update(up for node in here if node in settled for up in direct_generalizations(node, heights))
+            passing += [node for node in here if node in settled or checked[node]]
             ctx.progress("criteria on the nodes k-anonymity passes, bottom up", step + 1, len(by_height))
         return sorted(passing)
 
@@ -560,33 +582,24 @@ class Probe:
 
     def passing(self, nodes: list[tuple[int, ...]], height: int) -> list[tuple[int, ...]]:
         """The passing ones of `nodes` (of lattice height `height`), sorted; a wave per statement."""
-        ctx = self.ctx
         self.height = height
         if not nodes:  # a height with nothing to check
             return []
-        too_small = self._failing_on_sizes(nodes)
-        self.stats.nodes_checked += len(too_small)  # settled by the pass over class sizes
-        rest = [node for node in nodes if node not in too_small]
-        for node, (_, tuples) in zip(rest, self.violations(rest)):
-            self.checked[node] = ctx.accepts(tuples)
-        self.checked.update(dict.fromkeys(too_small, False))
+        for node, (_, tuples) in zip(nodes, self.violations(nodes)):
+            self.checked[node] = self.ctx.accepts(tuples)
         if time.monotonic() - self.written >= self.PROGRESS_SECONDS:
             self.write_progress()
         return sorted(node for node in nodes if self.checked[node])
 
-    def _failing_on_sizes(self, nodes: list[tuple[int, ...]]) -> set[tuple[int, ...]]:
-        """The nodes that fail on class sizes alone, when the criteria also read sensitive values over a large cube.
-
-        A class too small violates whatever else holds, so the tuples in small classes are a lower bound on a
-        node's violating tuples: a first pass without the sensitive columns (frequency sets as small as
-        k-anonymity's alone) settles the nodes where it already exceeds what may be suppressed, and only the
-        others are checked with the sensitive values (far larger sets: a node's classes times their values). On
-        a small cube the extra statements cost more than they save."""
-        sizes = [c for c in self.ctx.criteria if c.size_violation() is not None]
-        if not sizes or len(sizes) == len(self.ctx.criteria) or not self.waves.large:
-            return set()
-        found = self.waves.violations(nodes, sizes, sensitive=False)
-        return {node for node, (_, tuples) in zip(nodes, found) if not self.ctx.accepts(tuples)}
+    def sizes_first(self) -> list[Criterion]:
+        """What a search should settle first where the criteria read the sensitive values over a large cube (sets
+        of a node's classes times their values, far larger than its classes'): k-anonymity at the least class size
+        they allow (`least_size_first`). Nothing where no criterion reads the sensitive values, or on a small cube,
+        where the extra statements cost more than they save."""
+        criteria = self.ctx.criteria
+        if not self.waves.large or not any(c.sensitive_attributes() for c in criteria):
+            return []
+        return least_size_first(criteria, self.ctx.star.domain_counts)
 
     def write_progress(self, commit: bool = True) -> None:
         if not self.progress_by_height:
