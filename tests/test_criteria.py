@@ -745,14 +745,7 @@ def test_t_closeness_figures_equal_a_python_reference(
 def test_least_class_size_of_t_closeness_by_hand(tmp_path: Path, distance: str, t: float, least: int):
     """Six values, equally frequent: a class of n lacks at least 6 - n of them, 1 - n/6 of the table (equal
     distance), -ln(n/6) (KL), (1 - n/6)/3 for a hierarchy of height 3; the ordered distance is not bounded."""
-    (tmp_path / "s.csv").write_text("".join(f"{leaf};{g};{h};*\n" for leaf, (g, h) in SENSITIVE_TREE.items()))
-    spec = {
-        "attribute": "s",
-        "t": t,
-        "distance": distance,
-        **({"hierarchy": "s.csv"} if distance == "hierarchical" else {}),
-    }
-    criterion = criteria_from_config({"t_closeness": spec}, tmp_path)[0]
+    criterion = _t_closeness_on_the_tree(tmp_path, t, distance)
     assert criterion.least_class_size({"s": dict.fromkeys(SENSITIVE_TREE, 10)}) == least
 
 
@@ -768,15 +761,7 @@ def test_every_class_below_the_least_size_violates_t_closeness(
     """Every class smaller than the least size t-closeness allows (what a search settles first, over sets without
     the sensitive values) is farther than t from the table, by the distances written from their definitions: all
     the values' counts a class of each smaller size can hold are tried."""
-    tmp = tmp_path_factory.mktemp("least")
-    (tmp / "s.csv").write_text("".join(f"{leaf};{g};{h};*\n" for leaf, (g, h) in SENSITIVE_TREE.items()))
-    spec = {
-        "attribute": "s",
-        "t": t,
-        "distance": distance,
-        **({"hierarchy": "s.csv"} if distance == "hierarchical" else {}),
-    }
-    criterion = criteria_from_config({"t_closeness": spec}, tmp)[0]
+    criterion = _t_closeness_on_the_tree(tmp_path_factory.mktemp("least"), t, distance)
     counts = {leaf: n for leaf, n in zip(SENSITIVE_TREE, table) if n}
     least = criterion.least_class_size({"s": counts})
     assert 1 <= least <= len(counts)
@@ -785,6 +770,16 @@ def test_every_class_below_the_least_size_violates_t_closeness(
         for values in itertools.combinations_with_replacement(sorted(q), size):
             p = {s: values.count(s) / size for s in set(values)}
             assert _distances(p, q)[distance] > t + 1e-9, (values, least)
+
+
+def _t_closeness_on_the_tree(folder: Path, t: float, distance: str):
+    """t-closeness on `s`, with SENSITIVE_TREE under a root (height 3) as its hierarchy where the distance needs
+    one."""
+    (folder / "s.csv").write_text("".join(f"{leaf};{g};{h};*\n" for leaf, (g, h) in SENSITIVE_TREE.items()))
+    hierarchy = {"hierarchy": "s.csv"} if distance == "hierarchical" else {}
+    return criteria_from_config({"t_closeness": {"attribute": "s", "t": t, "distance": distance, **hierarchy}}, folder)[
+        0
+    ]
 
 
 def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]], sizes_by_join: bool, coded: bool) -> float:

@@ -335,8 +335,8 @@ class TopDown(SearchStrategy):
             if not sizes:
                 return probe.record(self.walk(ctx, probe))
             # the class sizes' search first, over sets without the sensitive values; the nodes it passes (closed
-            # under generalization) are then checked bottom up with every criterion, where a pass settles the
-            # generalizations (hospital 1M, k=5 and entropy l=2: 14 nodes checked with the sensitive values
+            # under generalization) are then checked with every criterion, the lowest first, each pass settling
+            # its generalizations (hospital 1M, k=5 and entropy l=2: 14 nodes checked with the sensitive values
             # instead of the 94 that pass k, which top-down checked one by one)
             first = Probe(dataclasses.replace(ctx, criteria=sizes), stats, probe.waves)
             candidates = self.walk(first.ctx, first)
