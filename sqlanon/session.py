@@ -13,7 +13,6 @@ table that a command reads but never writes (audit, the analysis of a published 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import sys
 import warnings
@@ -29,16 +28,19 @@ from sqlalchemy.engine import Connection
 from .backends import CSV_OPTIONS, Database, duckdb_file, first_line, normalize_url, open_database, progress_file
 from .criteria import Criterion
 from .engine.star import (
+    KeptDimension,
+    KeptDimensions,
     StarSchema,
     build_star_schema,
     check_columns,
     check_one_row_per_person,
     generated_hierarchy,
+    hierarchy_files,
     read_hierarchy_files,
 )
 from .errors import ConfigError, DataError, RunCancelled, SqlanonError, interrupted
 from .model.frames import MEMORY_URL, SourceFrame
-from .model.hierarchies import Hierarchy
+from .model.hierarchies import Hierarchy, HierarchyFile
 from .model.job import Job, Output, require_lattice
 from .model.progress import Progress
 from .publish.generalize import check_output
@@ -208,10 +210,11 @@ def lattice_run(
     """
     job = on_db(job, options.db_url)
     require_lattice(job)
-    files = read_hierarchy_files(job)  # malformed files fail before the database is touched
+    files = hierarchy_files(job)  # a file that cannot be read fails before the database is touched
     if target is not None:
         target.pseudonyms = Pseudonyms.of(job)
     with job_database(job, options) as db:
+        kept = kept_dimensions(db, options.metadata_schema, files)  # malformed files fail before anything is written
         columns = checked_source(db, job, options, [target] if target else [])
         cleanup_dead_runs(db, options.metadata_schema)  # tables of runs killed earlier
         config = run_config(job, files)
@@ -233,6 +236,7 @@ def lattice_run(
                         conn,
                         job,
                         files=files,
+                        kept=kept,
                         schema=record.work_schema,
                         run_id=record.run_id,
                         columns=columns,
@@ -266,9 +270,10 @@ def lattice_run(
 
 
 def drop_run_tables(conn: Connection, star: StarSchema | None, ctx: SearchContext | None) -> None:
-    """At a lattice run's end, its star schema and the cube the metrics did not take. After an error (Ctrl-C
-    included: it may have struck inside the driver, leaving the session's transaction half closed) a failing
-    cleanup gives way to the error: the run's end (record_end) drops what is left, or the next run does."""
+    """At a lattice run's end, its star schema (the dimension tables a run that succeeded may keep for later runs,
+    see KeptDimensions) and the cube the metrics did not take. After an error (Ctrl-C included: it may have struck
+    inside the driver, leaving the session's transaction half closed) a failing cleanup gives way to the error:
+    the run's end (record_end) drops what is left, or the next run does."""
     failing = sys.exc_info()[0] is not None
     try:
         conn.rollback()  # whatever the run left open, or half closed
@@ -276,21 +281,31 @@ def drop_run_tables(conn: Connection, star: StarSchema | None, ctx: SearchContex
             with conn.begin():
                 if ctx is not None:
                     ctx.keep_cube(None)  # a search's cube the metrics did not take
-                star.drop(conn)
+                star.drop(conn, keep=not failing)
     except (sa_exc.SQLAlchemyError, KeyboardInterrupt):
         if not failing:
             raise
 
 
-def run_config(job: Job, files: dict[str, Hierarchy]) -> str:
-    """The job as its run records it: its JSON record and a digest of each hierarchy file's paths as read (a
-    resume continues only the same job over the same hierarchies)."""
+def run_config(job: Job, files: dict[str, HierarchyFile]) -> str:
+    """The job as its run records it: its JSON record and a digest of each hierarchy file's text (a resume
+    continues only the same job over the same hierarchies)."""
     record = json.loads(job.to_json())
-    record["hierarchy_digests"] = {
-        column: hashlib.sha256(json.dumps(hierarchy.paths).encode()).hexdigest()[:16]
-        for column, hierarchy in files.items()
-    }
+    record["hierarchy_digests"] = {column: file.digest[:16] for column, file in files.items()}
     return json.dumps(record, sort_keys=True)
+
+
+def kept_dimensions(db: Database, schema: str, files: dict[str, HierarchyFile]) -> dict[str, KeptDimension]:
+    """The dimension tables the database keeps for the job's hierarchy files (read before anything is written), by
+    column; every other file is parsed here, so that a malformed one fails before the run writes anything."""
+    kept: dict[str, KeptDimension] = {}
+    if db.keeps_dimensions:
+        with db.connect() as conn:
+            kept = KeptDimensions(db, schema).find(conn, files)
+    for column, file in files.items():
+        if column not in kept:
+            file.load()
+    return kept
 
 
 @contextmanager

@@ -272,7 +272,7 @@ def run_search(job: Job, ctx: SearchContext) -> SearchResult:
 
 
 def level_examples(star: StarSchema) -> list[list[list[str]]]:
-    return [[d.hierarchy.examples(level) for level in range(d.height + 1)] for d in star.dimensions]
+    return [[list(labels) for labels in d.shape.examples] for d in star.dimensions]
 
 
 def select_node(job: Job, ctx: SearchContext, result: SearchResult) -> tuple[int, ...]:

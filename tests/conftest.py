@@ -20,6 +20,7 @@ from sqlanon.backends import open_database, unreachable_reason
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
 from sqlanon.model.job import Job
+from sqlanon.model.names import KEPT_DIMENSION_PREFIX
 from sqlanon.store.migrate import migrate
 from sqlanon.testing import every_node_violations
 
@@ -255,6 +256,16 @@ def user_tables(url: str, exclude_schema: str = "sqlanon") -> set[tuple[str, str
 
 
 def metadata_tables(url: str, schema: str = "sqlanon") -> set[str]:
+    """The tables of sqlanon's schema but the dimension tables it keeps across runs (`kept_dimension_tables`)."""
+    return {t for t in _schema_tables(url, schema) if not t.startswith(KEPT_DIMENSION_PREFIX)}
+
+
+def kept_dimension_tables(url: str, schema: str = "sqlanon") -> set[str]:
+    """The dimension tables a DuckDB file keeps across runs (engine.star.KeptDimensions)."""
+    return {t for t in _schema_tables(url, schema) if t.startswith(KEPT_DIMENSION_PREFIX)}
+
+
+def _schema_tables(url: str, schema: str) -> set[str]:
     engine = sa.create_engine(url)
     with engine.connect() as conn:
         rows = (

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from sqlanon.cli import main
 
-from .conftest import ADULT_DIR, ADULT_QIS, METADATA_TABLES
+from .conftest import ADULT_DIR, ADULT_QIS, METADATA_TABLES, kept_dimension_tables, metadata_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = 2000
@@ -104,8 +104,9 @@ def prepare(folder: Path, template: Path) -> Env:
 
 
 def snapshot(url: str, folder: Path) -> dict[tuple[str, str], str]:
-    """Every table (metadata schema aside) with a digest of its content, and every file of the case's folder
-    (but the database's own) with a digest of its bytes: what must not change."""
+    """Every table (metadata schema aside) with a digest of its content, the dimension tables kept across runs,
+    and every file of the case's folder (but the database's own) with a digest of its bytes: what must not
+    change."""
     found = {
         ("file", str(path.relative_to(folder))): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(folder.rglob("*"))
@@ -122,20 +123,14 @@ def snapshot(url: str, folder: Path) -> dict[tuple[str, str], str]:
             rows = conn.exec_driver_sql(f"SELECT * FROM {ref} ORDER BY ALL").all()  # small test tables only
             found[(schema, table)] = hashlib.sha256(repr(rows).encode()).hexdigest()
     engine.dispose()
+    found.update({("kept", name): "" for name in kept_dimension_tables(url)})
     return found
 
 
 def metadata_leftovers(url: str) -> set[str]:
-    """Tables in sqlanon's schema besides its own: a run's dimension or scratch tables left behind."""
-    engine = sa.create_engine(url)
-    with engine.connect() as conn:
-        names = set(
-            conn.exec_driver_sql(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'sqlanon'"
-            ).scalars()
-        )
-    engine.dispose()
-    return names - METADATA_TABLES
+    """Tables in sqlanon's schema besides its own: a run's dimension or scratch tables left behind (the dimension
+    tables kept across runs are in the snapshot)."""
+    return metadata_tables(url) - METADATA_TABLES
 
 
 # --- the cases ----------------------------------------------------------------------------------

@@ -266,7 +266,7 @@ def test_an_integer_column_indexes_the_span_of_its_integer_leaves():
     from sqlanon.model.hierarchies import Hierarchy
 
     paths = [("-2", "*"), ("5", "*"), ("07", "*"), ("+9", "*"), ("x", "*")]
-    dim = Dimension(attr=0, column="a", hierarchy=Hierarchy(column="a", paths=tuple(paths)), table="d", integer=True)
+    dim = Dimension.of(Hierarchy(column="a", paths=tuple(paths)), attr=0, column="a", table="d", integer=True)
     assert dim.integer_span() == (-2, 5)
     assert dataclasses.replace(dim, integer=False).integer_span() is None
 

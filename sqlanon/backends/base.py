@@ -141,6 +141,9 @@ class Database:
     index_lookups = False
     #: a wave's class sizes joined with its counts, not added up in a window (see FrequencySetView.sized_counts)
     class_sizes_by_join = True
+    #: dimension tables are kept across runs (engine.star.KeptDimensions, `kept_tables`, `keep_table`): DuckDB,
+    #: one user per file; on PostgreSQL one role would read another's hierarchies
+    keeps_dimensions = False
     #: the type of a column of bytes (pseudonym pads)
     bytes_type = "BLOB"
     #: how the store's operations say what databases spell differently (see store.ops.render)
@@ -560,6 +563,14 @@ class Database:
             self.drop_table(conn, final)
         self.execute(conn, f"CREATE TABLE {final} AS {select}", params)
         yield final
+
+    def kept_tables(self, conn: Connection, schema: str, prefix: str) -> dict[str, str | None]:
+        """The tables of `schema` whose names start with `prefix`, each with its comment (`keep_table`)."""
+        return {}
+
+    def keep_table(self, conn: Connection, ref: str, schema: str, name: str, comment: str) -> None:
+        """Rename the run's table `ref` (in `schema`) to `name`, and give it `comment`."""
+        raise NotImplementedError("this database keeps no tables across runs")
 
     def drop_table(self, conn: Connection, ref: str) -> None:
         """Drop one of sqlanon's own tables (its dimension and scratch tables; outputs it wrote)."""

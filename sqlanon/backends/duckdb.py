@@ -72,6 +72,7 @@ class DuckDB(Database):
     value_lookups = True
     binds_lists = True
     index_lookups = True
+    keeps_dimensions = True
     name_rule = "DuckDB compares them, ignoring case"
 
     @staticmethod
@@ -142,6 +143,22 @@ class DuckDB(Database):
         created = self.execute(conn, f"CREATE TEMP TABLE {self.q(name)} AS {select}", params)
         return self.scratch_ref(name), created.rowcount
 
+    def kept_tables(self, conn: Connection, schema: str, prefix: str) -> dict[str, str | None]:
+        tables = _duckdb_tables()
+        found = conn.execute(
+            sa.select(tables.c.table_name, tables.c.comment).where(
+                tables.c.database_name == sa.func.current_database(),
+                tables.c.schema_name == schema,
+                sa.func.starts_with(tables.c.table_name, prefix),
+            )
+        )
+        return {str(name): comment for name, comment in found}
+
+    def keep_table(self, conn: Connection, ref: str, schema: str, name: str, comment: str) -> None:
+        # DDL binds no parameters: the comment is a literal (KeptDimensions writes base64 anyway)
+        kept, note = self.q(schema, name), quote_literal(comment)
+        self.execute(conn, f"ALTER TABLE {ref} RENAME TO {self.q(name)}; COMMENT ON TABLE {kept} IS {note}")
+
     def lookup(self, key: str, keys: str, values: str) -> str:
         # list functions rather than a MAP: map_extract_value is newer than DuckDB 1.1, and no faster here
         return f"list_extract(:{values}, list_position(:{keys}, {key}))"
@@ -174,13 +191,14 @@ class DuckDB(Database):
         return f"lower({column}) = lower({param})"
 
     def table_comment(self, conn: Connection, schema: str | None, table: str) -> str | None:
+        tables = _duckdb_tables()
+        schema_name = sa.func.coalesce(schema, sa.func.current_schema())
         return conn.execute(
-            sa.text(
-                "SELECT comment FROM duckdb_tables() WHERE database_name = current_database() AND "
-                f"{self._matches('schema_name', 'COALESCE(:s, current_schema())')} AND "
-                f"{self._matches('table_name', ':t')}"
-            ),
-            {"s": schema, "t": table},
+            sa.select(tables.c.comment).where(  # names compared as DuckDB resolves them: ignoring case
+                tables.c.database_name == sa.func.current_database(),
+                sa.func.lower(tables.c.schema_name) == sa.func.lower(schema_name),
+                sa.func.lower(tables.c.table_name) == sa.func.lower(table),
+            )
         ).scalar()
 
     def hmac_sha256_hex(self, value: str, inner_key: str, outer_key: str) -> str:
@@ -337,3 +355,8 @@ def default_memory_limit() -> str:
     except (ValueError, OSError, AttributeError):  # no sysconf: DuckDB's own default stays
         return "80%"
     return f"{max(1, total // 2 // 2**20)}MB"
+
+
+def _duckdb_tables() -> sa.TableValuedAlias:
+    """DuckDB's catalog of tables, as a FROM item with the columns sqlanon reads."""
+    return sa.func.duckdb_tables().table_valued("database_name", "schema_name", "table_name", "comment")

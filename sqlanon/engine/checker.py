@@ -118,13 +118,9 @@ class WaveChecker:
         self.db, self.conn, self.star, self.from_table = db, conn, star, from_table
         self.criteria = criteria or []
         self.run, self.run_id = run, run.run_id
-        self.level_sizes = [d.hierarchy.level_sizes() for d in star.dimensions]
-        self.fields = [
-            Field(d.attr, i, levels)
-            for d in star.dimensions
-            for i, levels in enumerate(d.hierarchy.path_codes.pieces())
-        ]
-        codes = [star.dimensions[f.attr].hierarchy.path_codes for f in self.fields]
+        self.level_sizes = [list(d.shape.level_sizes) for d in star.dimensions]
+        self.fields = [Field(d.attr, i, levels) for d in star.dimensions for i, levels in enumerate(d.layout.pieces())]
+        codes = [star.dimensions[f.attr].layout for f in self.fields]
         self.layout = KeyLayout.for_bits([c.piece_bits(f.levels) for c, f in zip(codes, self.fields)])
         # per field: its attribute, its key column and its bits in place for each level from -1 (left out) up
         self.field_masks = [

@@ -273,7 +273,7 @@ class Mondrian:
         counts = select(func.count() - func.count(column), func.count(case((text == "", 1))))
         nulls, empty = db.execute(self.conn, counts).one()
         if not qi.numeric:
-            check_null_mapping(qi.column, qi.tree, nulls, empty)  # as the search reads it
+            check_null_mapping(qi.column, qi.tree.maps_null, qi.tree.origin, nulls, empty)  # as the search reads it
         if nulls:
             self.with_nulls.add(j)
         if qi.numeric:

@@ -220,7 +220,7 @@ class NodeReleases:
             f"CAST(({key}) & CAST({mask} AS BIGINT) AS BIGINT)"
             for key, mask in zip(self.checker.attribute_keys(attr), masks)
         ]
-        leaves = max(len(dimension.hierarchy.paths) - 1, 1)
+        leaves = max(dimension.shape.leaves - 1, 1)
         area = "CAST(COUNT(*) AS DOUBLE PRECISION)"
         columns = ", ".join(f"{m} AS m{k}" for k, m in enumerate(masked))
         return (

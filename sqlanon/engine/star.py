@@ -9,10 +9,15 @@ unless mapped, no value missing.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
+import json
+import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import sqlalchemy as sa
@@ -22,12 +27,24 @@ from sqlalchemy.engine import Connection
 from ..backends import ColumnKind, Database
 from ..criteria import Criterion
 from ..errors import ConfigError, DataError, HierarchyError
-from ..model.hierarchies import NULL_VALUE, Hierarchy, generate_hierarchy, read_hierarchy_file
+from ..model.hierarchies import (
+    NULL_VALUE,
+    CodeLayout,
+    Hierarchy,
+    HierarchyFile,
+    HierarchyShape,
+    generate_hierarchy,
+)
 from ..model.job import ROLE_NAMES, ROLES, Job, QuasiIdentifier, check_roles
-from ..model.names import dimension_table
+from ..model.names import KEPT_DIMENSION_PREFIX, dimension_table, kept_dimension_table
 from ..store import Store, runs
 
 MISSING_SHOWN = 10
+#: the layout of a dimension table (its columns, codes and labels): a table kept across runs serves the runs of its
+#: layout only, so this changes with `_create_dimension_table` and `Hierarchy.dimension_rows`
+DIMENSION_LAYOUT = 1
+#: dimension tables kept across runs at most (KeptDimensions), the oldest kept going first
+KEPT_DIMENSIONS = 32
 #: from this many source rows on, the search's cube gets planner statistics where the database wants them, and a
 #: source never analyzed plans its joins without nested loops (Database.plan_source_joins). The dimension tables get
 #: them whatever the rows: without them PostgreSQL took a 1M-row join with the dimensions for 1.2 billion rows (2.2 s
@@ -49,21 +66,41 @@ DOMAIN_VALUES = 10_000
 
 @dataclass(kw_only=True)
 class Dimension:
+    """A QI's dimension table and what a run reads of its hierarchy: its shape always, the hierarchy itself
+    (`hierarchy`, parsed on first use) where the run needs its paths. `kept_as`: the name the table is kept under
+    across runs (see `KeptDimensions`); `reused`: the table is a kept one this run did not build (never dropped)."""
+
     attr: int
     column: str
-    hierarchy: Hierarchy
+    shape: HierarchyShape
+    origin: str  # where the hierarchy comes from, for messages
+    load: Callable[[], Hierarchy] = field(repr=False)
     table: str  # quoted reference
     integer: bool = False  # the source column holds integers (so its text is a canonical integer)
+    kept_as: str | None = None
+    reused: bool = False
+
+    @staticmethod
+    def of(hierarchy: Hierarchy, **fields: Any) -> Dimension:
+        return Dimension(shape=hierarchy.shape, origin=hierarchy.origin, load=lambda: hierarchy, **fields)
+
+    @cached_property
+    def hierarchy(self) -> Hierarchy:
+        return self.load()
 
     @property
     def height(self) -> int:
-        return self.hierarchy.height
+        return self.shape.height
+
+    @property
+    def layout(self) -> CodeLayout:
+        return self.shape.layout
 
     def integer_span(self) -> tuple[int, int] | None:
         """The first and last integer among the hierarchy's leaves, where the column's values can index an array
         of their codes: an integer column (NULL not mapped) whose leaves written as integers span at most
         INDEX_SPAN values. A leaf not written as its integer's text (`07`, `7.0`) is never an integer's text."""
-        if not self.integer or self.hierarchy.maps_null:
+        if not self.integer or self.shape.maps_null:
             return None
         numbers = [int(v) for v in self.hierarchy.path_codes.code if _canonical_integer(v)]
         if not numbers or max(numbers) - min(numbers) >= INDEX_SPAN:
@@ -72,13 +109,13 @@ class Dimension:
 
     def key(self, db: Database, alias: str) -> str:
         """The source column as text, the join key into `v` (NULL -> '' where the hierarchy maps NULL)."""
-        return hierarchy_key(f"CAST({alias}.{db.q(self.column)} AS VARCHAR)", self.hierarchy)
+        return hierarchy_key(f"CAST({alias}.{db.q(self.column)} AS VARCHAR)", self.shape.maps_null)
 
 
-def hierarchy_key(text: str, hierarchy: Hierarchy) -> str:
-    """A column's value as text (`text`) as a key into the hierarchy's leaves: a NULL is its empty line, where it
-    has one."""
-    return f"COALESCE({text}, '')" if hierarchy.maps_null else text
+def hierarchy_key(text: str, maps_null: bool) -> str:
+    """A column's value as text (`text`) as a key into the hierarchy's leaves: a NULL is its empty line, where the
+    hierarchy has one (`maps_null`)."""
+    return f"COALESCE({text}, '')" if maps_null else text
 
 
 @dataclass(kw_only=True)
@@ -93,6 +130,7 @@ class StarSchema:
     domain_counts: dict[str, dict[str | None, int]] = field(default_factory=dict)
     #: the source columns whose values are equal exactly when their texts are (not floating point)
     exact_text: set[str] = field(default_factory=set)
+    work_schema: str = ""  # where the run's dimension tables are (and those kept across runs)
 
     def sensitive_select(
         self, alias: str, codes: dict[str, dict[str | None, int]] | None = None, params: dict[str, Any] | None = None
@@ -162,13 +200,13 @@ class StarSchema:
         codes: dict[tuple[int, int], str] = {}
         small = self.db.value_lookups and self.rows <= LOOKUP_ROWS
         for d in self.dimensions:
-            paths = d.hierarchy.path_codes
             span = d.integer_span() if self.db.index_lookups else None
             if span is not None:
                 codes.update(self._indexed(d, span, params, alias))
                 continue
-            if not small or len(paths.code) > LOOKUP_VALUES:
+            if not small or d.shape.leaves > LOOKUP_VALUES:
                 continue
+            paths = d.hierarchy.path_codes
             keys = params[f"lookup_{d.attr}"] = list(paths.code)
             for piece, levels in enumerate(paths.pieces()):
                 params[f"lookup_{d.attr}_{piece}"] = [paths.piece_codes(value, [levels])[0] for value in keys]
@@ -193,14 +231,84 @@ class StarSchema:
             codes[(d.attr, piece)] = self.db.index_lookup(column, first, name)
         return codes
 
-    def drop(self, conn: Connection) -> None:
+    def drop(self, conn: Connection, keep: bool = False) -> None:
+        """Drop the dimension tables the run built, or with `keep` (a run that succeeded) keep those that may serve
+        later runs (see `KeptDimensions`); a kept table the run reused stays as it is."""
+        kept = KeptDimensions(self.db, self.work_schema)
+        in_use = {d.kept_as for d in self.dimensions if d.kept_as}
         for d in self.dimensions:
-            self.db.drop_table(conn, d.table)
+            if d.reused:
+                continue
+            if keep and d.kept_as is not None:
+                kept.add(conn, d.table, d.kept_as, d.shape, in_use)
+            else:
+                self.db.drop_table(conn, d.table)
 
     def record(self, conn: Connection, schema: str, run_id: int) -> None:
         """List the run's attributes (QI order, heights, hierarchy, dimension table) in run_attributes."""
-        rows = [(d.attr, d.column, d.height, d.hierarchy.origin, d.table) for d in self.dimensions]
+        rows = [(d.attr, d.column, d.height, d.origin, d.table) for d in self.dimensions]
         Store(self.db, schema).insert(self.db.metadata_connection(conn), runs.ATTRIBUTES, run_id, rows)
+
+
+@dataclass(frozen=True)
+class KeptDimension:
+    table: str  # quoted reference
+    shape: HierarchyShape
+
+
+class KeptDimensions:
+    """Dimension tables kept across runs, where the database keeps them (`Database.keeps_dimensions`: DuckDB, one
+    user per file; on PostgreSQL one role would read another's hierarchies): one per hierarchy file, named by the
+    digest of its text and DIMENSION_LAYOUT, its shape and when it was kept in the table's comment. A run that
+    finds its file's table reads it instead of parsing the file and building the table (hospital 1M, 35k birth
+    dates: half of `analyze` of one node); a run that succeeds keeps the tables it built (a failing one leaves
+    none); at most KEPT_DIMENSIONS stay, the oldest kept going first."""
+
+    def __init__(self, db: Database, schema: str):
+        self.db, self.schema = db, schema
+
+    @staticmethod
+    def name(file: HierarchyFile) -> str:
+        return kept_dimension_table(hashlib.sha256(f"{DIMENSION_LAYOUT}:{file.digest}".encode()).hexdigest()[:32])
+
+    def find(self, conn: Connection, files: dict[str, HierarchyFile]) -> dict[str, KeptDimension]:
+        """The kept table of each file that has one, by column (nothing where the database keeps none)."""
+        if not self.db.keeps_dimensions:
+            return {}
+        kept = self._kept(conn)
+        found = {column: kept.get(self.name(file)) for column, file in files.items()}
+        return {
+            column: KeptDimension(self.db.run_table(self.schema, self.name(files[column])), entry[0])
+            for column, entry in found.items()
+            if entry is not None
+        }
+
+    def add(self, conn: Connection, table: str, name: str, shape: HierarchyShape, in_use: set[str]) -> None:
+        """Keep the run's dimension table `table` as `name` (or drop it where a kept table has that name: another
+        QI's with the same hierarchy; one that does not read as kept is replaced), then drop the oldest kept tables
+        beyond KEPT_DIMENSIONS (never one of `in_use`)."""
+        if name in self._kept(conn):
+            self.db.drop_table(conn, table)
+            return
+        if name in self.db.kept_tables(conn, self.schema, name):  # a kept table whose comment does not read as one
+            self.db.drop_table(conn, self.db.run_table(self.schema, name))
+        note = json.dumps({"shape": shape.to_dict(), "kept": time.time()})
+        self.db.keep_table(conn, table, self.schema, name, base64.b64encode(note.encode()).decode())
+        kept = sorted(self._kept(conn).items(), key=lambda item: item[1][1])
+        for old, _ in kept[: max(len(kept) - KEPT_DIMENSIONS, 0)]:
+            if old not in in_use:
+                self.db.drop_table(conn, self.db.run_table(self.schema, old))
+
+    def _kept(self, conn: Connection) -> dict[str, tuple[HierarchyShape, float]]:
+        """Every kept table's name, shape and when it was kept (a comment that does not read as one: not kept)."""
+        found = {}
+        for name, comment in self.db.kept_tables(conn, self.schema, KEPT_DIMENSION_PREFIX).items():
+            try:
+                note = json.loads(base64.b64decode(comment or "", validate=True))
+                found[name] = (HierarchyShape.from_dict(note["shape"]), float(note["kept"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+        return found
 
 
 def _canonical_integer(text: str) -> bool:
@@ -213,7 +321,12 @@ def _canonical_integer(text: str) -> bool:
 
 def read_hierarchy_files(job: Job) -> dict[str, Hierarchy]:
     """Hierarchies that come from files, read before touching the database (errors come early)."""
-    return {qi.column: read_hierarchy_file(qi.column, qi.hierarchy) for qi in job.quasi_identifiers if qi.hierarchy}
+    return {column: file.load() for column, file in hierarchy_files(job).items()}
+
+
+def hierarchy_files(job: Job) -> dict[str, HierarchyFile]:
+    """The QIs' hierarchy files as read, not parsed yet (a file that cannot be read fails here)."""
+    return {qi.column: HierarchyFile.read(qi.column, qi.hierarchy) for qi in job.quasi_identifiers if qi.hierarchy}
 
 
 def check_columns(db: Database, conn: Connection, job: Job) -> dict[str, str]:
@@ -293,16 +406,18 @@ def build_star_schema(
     conn: Connection,
     job: Job,
     *,
-    files: dict[str, Hierarchy],
+    files: dict[str, HierarchyFile],
     schema: str,
     run_id: int,
     columns: dict[str, str],
     extra_criteria: Sequence[Criterion] = (),
+    kept: dict[str, KeptDimension] | None = None,
 ) -> StarSchema:
     """Create the dimension tables for a run and validate the data against them.
 
     `columns`: the source's columns and types, as `check_columns` returned them. Frequency sets carry the
-    sensitive columns that the job's criteria (and any extra criteria evaluated in the same run) read.
+    sensitive columns that the job's criteria (and any extra criteria evaluated in the same run) read. `kept`:
+    the kept dimension tables of the job's files (`KeptDimensions.find`), read instead of built.
     """
     src = job.source
     kinds = kinds_by_key(db, columns)
@@ -328,28 +443,54 @@ def build_star_schema(
         sensitive=sensitive,
         domain_counts=counts,
         exact_text={c for c in columns if kinds[db.name_key(c)] is not ColumnKind.FLOAT},
+        work_schema=schema,
     )
     try:
         for attr, qi in enumerate(job.quasi_identifiers):
-            hierarchy = files.get(qi.column) or generated_hierarchy(db, conn, source, qi)
+            table = db.run_table(schema, dimension_table(run_id, attr))
+            dim = _dimension(db, conn, qi, attr, table, files.get(qi.column), (kept or {}).get(qi.column), source)
+            dim.integer = kinds[db.name_key(qi.column)].integer
             if job.suppression.mode == "mask" and job.suppression.limit:
-                hierarchy.check_masking()
-            dim = Dimension(
-                attr=attr,
-                column=qi.column,
-                hierarchy=hierarchy,
-                table=db.run_table(schema, dimension_table(run_id, attr)),
-                integer=kinds[db.name_key(qi.column)].integer,
-            )
-            _create_dimension_table(db, conn, dim)
+                dim.hierarchy.check_masking()
+            if not dim.reused:
+                _create_dimension_table(db, conn, dim)
             star.dimensions.append(dim)
         _check_one_row_per_tuple(db, conn, star)
         for dim in star.dimensions:  # every join of the source with its dimensions is planned with them
-            db.analyze(conn, dim.table)
+            if not dim.reused:  # analyzed as it was built
+                db.analyze(conn, dim.table)
     except Exception:
         star.drop(conn)
         raise
     return star
+
+
+def _dimension(
+    db: Database,
+    conn: Connection,
+    qi: QuasiIdentifier,
+    attr: int,
+    table: str,
+    file: HierarchyFile | None,
+    kept: KeptDimension | None,
+    source: str,
+) -> Dimension:
+    """The QI's dimension: its kept table where there is one (the file is then parsed only if the run needs its
+    paths), else one to build as `table`, from the file or a generator."""
+    if file is not None and kept is not None:
+        return Dimension(
+            attr=attr,
+            column=qi.column,
+            shape=kept.shape,
+            origin=str(file.path),
+            load=file.load,
+            table=kept.table,
+            kept_as=KeptDimensions.name(file),
+            reused=True,
+        )
+    hierarchy = file.load() if file is not None else generated_hierarchy(db, conn, source, qi)
+    kept_as = KeptDimensions.name(file) if file is not None and db.keeps_dimensions else None
+    return Dimension.of(hierarchy, attr=attr, column=qi.column, table=table, kept_as=kept_as)
 
 
 def needed_sensitive(criteria: list[Criterion]) -> list[str]:
@@ -481,15 +622,16 @@ def _check_one_row_per_tuple(db: Database, conn: Connection, star: StarSchema) -
     dimension (a UNION ALL of one grouping per QI).
     """
     dims = star.dimensions
+    built = [d for d in dims if not d.reused]  # a kept table was checked when its run built it
     twice = _first_values_per_dimension(
         conn,
-        [f"SELECT v AS value, COUNT(*) OVER () AS found FROM {d.table} GROUP BY v HAVING COUNT(*) > 1" for d in dims],
+        [f"SELECT v AS value, COUNT(*) OVER () AS found FROM {d.table} GROUP BY v HAVING COUNT(*) > 1" for d in built],
     )
-    for dim, values in zip(dims, twice):
+    for dim, values in zip(built, twice):
         if values:
             raise HierarchyError(
                 f"column {dim.column!r}: value(s) {', '.join(repr(v) for v, _ in values)} appear "
-                f"more than once in its hierarchy ({dim.hierarchy.origin}); each original value needs "
+                f"more than once in its hierarchy ({dim.origin}); each original value needs "
                 "exactly one line"
             )
     columns = [db.q(dim.column) for dim in dims]
@@ -503,7 +645,7 @@ def _check_one_row_per_tuple(db: Database, conn: Connection, star: StarSchema) -
         )
     ).one()
     for dim, nulls, empty in zip(dims, counts[::2], counts[1::2]):
-        check_null_mapping(dim.column, dim.hierarchy, nulls, empty)
+        check_null_mapping(dim.column, dim.shape.maps_null, dim.origin, nulls, empty)
     missing = _first_values_per_dimension(conn, [_missing_keys(db, star.source, dim) for dim in dims])
     for dim, values in zip(dims, missing):
         _check_covered(dim, values)
@@ -512,6 +654,8 @@ def _check_one_row_per_tuple(db: Database, conn: Connection, star: StarSchema) -
 def _first_values_per_dimension(conn: Connection, queries: list[str]) -> list[list[tuple[str | None, int]]]:
     """The first MISSING_SHOWN rows (value, found) of each query, by value: one statement for every QI (a UNION
     ALL) instead of one per QI, each query still its own grouping."""
+    if not queries:
+        return []
     union = " UNION ALL ".join(
         f"SELECT * FROM (SELECT {i} AS dim, value, found FROM ({query}) q ORDER BY value LIMIT {MISSING_SHOWN}) b{i}"
         for i, query in enumerate(queries)
@@ -522,13 +666,14 @@ def _first_values_per_dimension(conn: Connection, queries: list[str]) -> list[li
     return found
 
 
-def check_null_mapping(column: str, hierarchy: Hierarchy, nulls: int, empty: int) -> None:
-    """A column with `nulls` NULLs and `empty` empty strings can be read through its hierarchy: its NULLs mapped
-    by the hierarchy's empty line, and no empty string beside them (that line maps both)."""
-    if nulls and not hierarchy.maps_null:
+def check_null_mapping(column: str, maps_null: bool, origin: str, nulls: int, empty: int) -> None:
+    """A column with `nulls` NULLs and `empty` empty strings can be read through its hierarchy (from `origin`): its
+    NULLs mapped by the hierarchy's empty line (`maps_null`), and no empty string beside them (that line maps
+    both)."""
+    if nulls and not maps_null:
         how = (
             "add `null: LABEL` to its generate options (e.g. null: unknown): NULLs then show LABEL up to the top level"
-            if hierarchy.origin.startswith("generated")
+            if origin.startswith("generated")
             else "map them in its hierarchy file with a line whose value is empty (;level1;...;top)"
         )
         raise DataError(f"column {column!r} has {nulls} NULL value(s); {how}, or remove them from the table")
@@ -558,5 +703,5 @@ def _check_covered(dim: Dimension, missing: list[tuple[str | None, int]]) -> Non
         more = f" (and {missing[0][1] - len(missing)} more)" if missing[0][1] > len(missing) else ""
         raise HierarchyError(
             f"column {dim.column!r}: {missing[0][1]} value(s) missing from its hierarchy "
-            f"({dim.hierarchy.origin}): {shown}{more}; add a line for each"
+            f"({dim.origin}): {shown}{more}; add a line for each"
         )

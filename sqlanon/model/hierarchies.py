@@ -9,7 +9,9 @@ empty string maps NULLs in the column (write `;level1;...;top` in the file).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
+import hashlib
 import io
 import itertools
 import math
@@ -28,6 +30,40 @@ from ..errors import ConfigError, HierarchyError
 
 NULL_VALUE = ""
 GENERATED_TOP = "*"  # the top label of every generated hierarchy
+
+
+@dataclass(kw_only=True, frozen=True)
+class HierarchyShape:
+    """What a run reads of a hierarchy beside its dimension table: enough to pack class keys and size the search
+    without the hierarchy's paths (a dimension table kept across runs comes with it, see `engine.star`)."""
+
+    height: int
+    level_sizes: tuple[int, ...]  # distinct labels (codes 0..size-1) of each level
+    level_bits: tuple[int, ...]  # the bits of each level's index among its siblings in a path code
+    leaves: int
+    maps_null: bool
+    top_labels: tuple[str, ...]
+    examples: tuple[tuple[str, ...], ...]  # per level, its first labels (`Hierarchy.examples`)
+
+    @property
+    def layout(self) -> CodeLayout:
+        return CodeLayout(level_bits=self.level_bits)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_dict(found: dict[str, Any]) -> HierarchyShape:
+        """The shape `to_dict` gave, as JSON read it back (lists for tuples)."""
+        return HierarchyShape(
+            height=int(found["height"]),
+            level_sizes=tuple(map(int, found["level_sizes"])),
+            level_bits=tuple(map(int, found["level_bits"])),
+            leaves=int(found["leaves"]),
+            maps_null=bool(found["maps_null"]),
+            top_labels=tuple(map(str, found["top_labels"])),
+            examples=tuple(tuple(map(str, labels)) for labels in found["examples"]),
+        )
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -113,22 +149,31 @@ class Hierarchy:
     def path_codes(self) -> PathCodes:
         return PathCodes.of(self)
 
+    @cached_property
+    def shape(self) -> HierarchyShape:
+        return HierarchyShape(
+            height=self.height,
+            level_sizes=tuple(self.level_sizes()),
+            level_bits=self.path_codes.level_bits,
+            leaves=len(self.paths),
+            maps_null=self.maps_null,
+            top_labels=tuple(self.top_labels),
+            examples=tuple(tuple(self.examples(level)) for level in range(self.height + 1)),
+        )
+
 
 PIECE_BITS = 62  # a piece of a path code, shifted into a packed class key, stays within a signed BIGINT
 
 
-@dataclass(frozen=True)
-class PathCodes:
-    """A hierarchy's values as path codes: from the top down, each level's index among its siblings, in its own
-    bits, so the node above a value at level L is `code >> shifts[L]` (unique among level L's nodes), and two
-    values share their node at level L exactly when their codes agree from bit `shifts[L]` up.
+@dataclass(frozen=True, kw_only=True)
+class CodeLayout:
+    """Where each level of a hierarchy's path codes lies (see PathCodes): all that packing class keys and masking
+    them to a node's levels needs, without the codes themselves.
 
     A code may be wider than a BIGINT (a mask hierarchy of a long identifier); databases get it in pieces of
     consecutive levels of at most PIECE_BITS bits each (usually one), and the pieces keep the property."""
 
-    code: dict[str, int]  # value -> its path code
     level_bits: tuple[int, ...]  # per level: the bits of its index among siblings
-    labels: tuple[tuple[str, ...], ...]  # the hierarchy's paths, for `nodes`
 
     @cached_property
     def shifts(self) -> tuple[int, ...]:
@@ -138,6 +183,43 @@ class PathCodes:
     @property
     def bits(self) -> int:
         return sum(self.level_bits)
+
+    def pieces(self) -> list[tuple[int, int]]:
+        """The levels (lowest, highest) of each piece, bottom up: as many levels as fit PIECE_BITS (a level
+        never needs more bits than it has values, so each fits alone)."""
+        pieces: list[tuple[int, int]] = []
+        low = used = 0
+        for level, bits in enumerate(self.level_bits):
+            if used + bits > PIECE_BITS:
+                pieces.append((low, level - 1))
+                low, used = level, 0
+            used += bits
+        return pieces + [(low, len(self.level_bits) - 1)]
+
+    def _cut(self, piece: tuple[int, int]) -> tuple[int, int]:
+        """How a path code is cut to `piece`: shifted right by this, then masked with this."""
+        return self.shifts[piece[0]], (1 << self.piece_bits(piece)) - 1
+
+    def piece_mask(self, piece: tuple[int, int], level: int) -> int:
+        """The bits of a piece that name the node at `level` (-1: none, the attribute left out)."""
+        low, high = piece
+        if level < 0 or level > high:
+            return 0
+        below = self.piece_bits((low, level - 1)) if level > low else 0
+        return ((1 << self.piece_bits(piece)) - 1) >> below << below
+
+    def piece_bits(self, piece: tuple[int, int]) -> int:
+        return sum(self.level_bits[piece[0] : piece[1] + 1])
+
+
+@dataclass(frozen=True, kw_only=True)
+class PathCodes(CodeLayout):
+    """A hierarchy's values as path codes: from the top down, each level's index among its siblings, in its own
+    bits, so the node above a value at level L is `code >> shifts[L]` (unique among level L's nodes), and two
+    values share their node at level L exactly when their codes agree from bit `shifts[L]` up."""
+
+    code: dict[str, int]  # value -> its path code
+    labels: tuple[tuple[str, ...], ...]  # the hierarchy's paths, for `nodes`
 
     @staticmethod
     def of(hierarchy: Hierarchy) -> PathCodes:
@@ -155,19 +237,7 @@ class PathCodes:
         code = [0] * len(columns[0])
         for shift, numbered, labels in zip(itertools.accumulate(bits, initial=0), index, columns):
             code = [c + (numbered[label] << shift) for c, label in zip(code, labels)]
-        return PathCodes(dict(zip(columns[0], code)), bits, hierarchy.paths)
-
-    def pieces(self) -> list[tuple[int, int]]:
-        """The levels (lowest, highest) of each piece, bottom up: as many levels as fit PIECE_BITS (a level
-        never needs more bits than it has values, so each fits alone)."""
-        pieces: list[tuple[int, int]] = []
-        low = used = 0
-        for level, bits in enumerate(self.level_bits):
-            if used + bits > PIECE_BITS:
-                pieces.append((low, level - 1))
-                low, used = level, 0
-            used += bits
-        return pieces + [(low, len(self.level_bits) - 1)]
+        return PathCodes(code=dict(zip(columns[0], code)), level_bits=bits, labels=hierarchy.paths)
 
     def piece_columns(self, values: Sequence[str]) -> list[list[int]]:
         """Per piece (see `pieces`), the codes of `values` cut to it: `piece_codes` for many values at once."""
@@ -181,21 +251,6 @@ class PathCodes:
         """The value's code cut into `pieces` (by default, its pieces)."""
         code = self.code[value]
         return [(code >> shift) & mask for shift, mask in map(self._cut, self.pieces() if pieces is None else pieces)]
-
-    def _cut(self, piece: tuple[int, int]) -> tuple[int, int]:
-        """How a path code is cut to `piece`: shifted right by this, then masked with this."""
-        return self.shifts[piece[0]], (1 << self.piece_bits(piece)) - 1
-
-    def piece_mask(self, piece: tuple[int, int], level: int) -> int:
-        """The bits of a piece that name the node at `level` (-1: none, the attribute left out)."""
-        low, high = piece
-        if level < 0 or level > high:
-            return 0
-        below = self.piece_bits((low, level - 1)) if level > low else 0
-        return ((1 << self.piece_bits(piece)) - 1) >> below << below
-
-    def piece_bits(self, piece: tuple[int, int]) -> int:
-        return sum(self.level_bits[piece[0] : piece[1] + 1])
 
     def nodes(self) -> list[tuple[int, int, str, int]]:
         """(level, node code, label, leaves under it) of every node of the hierarchy: a level at a time, its
@@ -303,9 +358,37 @@ def _numbered_cells(text: str) -> list[tuple[int, tuple[str, ...]]]:
     return [(number, cells) for number, row in _rows(text) if any(cells := tuple(map(str.strip, row)))]
 
 
+@dataclass(kw_only=True)
+class HierarchyFile:
+    """A hierarchy file as read, parsed on first use (`load`): a run whose database keeps the file's dimension table
+    from an earlier run needs only what that table keeps (see `engine.star`), found by the digest of the text."""
+
+    column: str
+    path: Path
+    text: str
+    _parsed: Hierarchy | None = field(default=None, repr=False)
+
+    @staticmethod
+    def read(column: str, path: Path) -> HierarchyFile:
+        return HierarchyFile(column=column, path=path, text=_file_text(column, path))
+
+    @cached_property
+    def digest(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    def load(self) -> Hierarchy:
+        if self._parsed is None:
+            self._parsed = _parsed_hierarchy(self.column, self.path, self.text)
+        return self._parsed
+
+
 def read_hierarchy_file(column: str, path: Path) -> Hierarchy:
     """Read `value;level1;...;top` lines (ARX format, any line ending, optional BOM)."""
-    numbered = _numbered_cells(_file_text(column, path))
+    return HierarchyFile.read(column, path).load()
+
+
+def _parsed_hierarchy(column: str, path: Path, text: str) -> Hierarchy:
+    numbered = _numbered_cells(text)
     if not numbered:
         raise HierarchyError(f"hierarchy file {path} is empty")
     first_line, first = numbered[0]

@@ -118,7 +118,7 @@ def publish_generalization(
             )
             qi_columns = [d.column for d in star.dimensions]
             masked_top = (
-                {d.column: d.hierarchy.top_labels for d in star.dimensions}
+                {d.column: list(d.shape.top_labels) for d in star.dimensions}
                 if suppressing and plan.mode == "mask"
                 else None
             )
