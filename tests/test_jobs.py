@@ -24,6 +24,7 @@ from sqlanon.api import register_job, run_job
 from sqlanon.cli import main
 from sqlanon.config import job_from_dict
 from sqlanon.errors import ConfigError, DataError
+from sqlanon.model.names import run_of_table
 
 from .conftest import ADULT_QIS, RUNNER, adult_config, adult_job, plpython_or_skip
 
@@ -462,14 +463,10 @@ def test_runs_killed_at_random_points_leave_nothing_behind(backend: str, tmp_pat
         engine = sa.create_engine(url)
         with engine.connect() as conn:
             running = conn.exec_driver_sql(f"SELECT COUNT(*) FROM \"{meta}\".runs WHERE status = 'running'").scalar()
-            left = conn.execute(
-                sa.text(
-                    "SELECT table_name FROM information_schema.tables WHERE table_schema = :s AND "
-                    "(table_name LIKE 'dim%' OR table_name LIKE 'parents%' OR "
-                    "table_name LIKE 'packed%')"
-                ),
-                {"s": meta},
-            ).all()
+            tables = conn.execute(
+                sa.text("SELECT table_name FROM information_schema.tables WHERE table_schema = :s"), {"s": meta}
+            ).scalars()
+            left = [name for name in tables if run_of_table(name) is not None]  # a run's, not a kept dimension table
             statuses = conn.exec_driver_sql(f"SELECT status FROM \"{meta}\".runs WHERE command = 'anonymize'").all()
             output = conn.execute(
                 sa.text(
