@@ -234,15 +234,14 @@ class StarSchema:
     def drop(self, conn: Connection, keep: bool = False) -> None:
         """Drop the dimension tables the run built, or with `keep` (a run that succeeded) keep those that may serve
         later runs (see `KeptDimensions`); a kept table the run reused stays as it is."""
-        kept = KeptDimensions(self.db, self.work_schema)
-        in_use = {d.kept_as for d in self.dimensions if d.kept_as}
-        for d in self.dimensions:
-            if d.reused:
-                continue
-            if keep and d.kept_as is not None:
-                kept.add(conn, d.table, d.kept_as, d.shape, in_use)
-            else:
+        built = [d for d in self.dimensions if not d.reused]
+        kept = [(d.table, d.kept_as, d.shape) for d in built if keep and d.kept_as is not None]
+        for d in built:
+            if not keep or d.kept_as is None:
                 self.db.drop_table(conn, d.table)
+        if kept:
+            in_use = {d.kept_as for d in self.dimensions if d.kept_as}
+            KeptDimensions(self.db, self.work_schema).keep(conn, kept, in_use)
 
     def record(self, conn: Connection, schema: str, run_id: int) -> None:
         """List the run's attributes (QI order, heights, hierarchy, dimension table) in run_attributes."""
@@ -259,10 +258,11 @@ class KeptDimension:
 class KeptDimensions:
     """Dimension tables kept across runs, where the database keeps them (`Database.keeps_dimensions`: DuckDB, one
     user per file; on PostgreSQL one role would read another's hierarchies): one per hierarchy file, named by the
-    digest of its text and DIMENSION_LAYOUT, its shape and when it was kept in the table's comment. A run that
-    finds its file's table reads it instead of parsing the file and building the table (hospital 1M, 35k birth
-    dates: half of `analyze` of one node); a run that succeeds keeps the tables it built (a failing one leaves
-    none); at most KEPT_DIMENSIONS stay, the oldest kept going first."""
+    digest of its text and DIMENSION_LAYOUT, its shape and when it was kept in the table's comment (the caller
+    asks only where `Database.keeps_dimensions`). A run that finds its file's table reads it instead of parsing
+    the file and building the table (hospital 1M, 35k birth dates: half of `analyze` of one node); a run that
+    succeeds keeps the tables it built (a failing one leaves none); at most KEPT_DIMENSIONS stay, the oldest kept
+    going first."""
 
     def __init__(self, db: Database, schema: str):
         self.db, self.schema = db, schema
@@ -272,37 +272,41 @@ class KeptDimensions:
         return kept_dimension_table(hashlib.sha256(f"{DIMENSION_LAYOUT}:{file.digest}".encode()).hexdigest()[:32])
 
     def find(self, conn: Connection, files: dict[str, HierarchyFile]) -> dict[str, KeptDimension]:
-        """The kept table of each file that has one, by column (nothing where the database keeps none)."""
-        if not self.db.keeps_dimensions:
-            return {}
-        kept = self._kept(conn)
-        found = {column: kept.get(self.name(file)) for column, file in files.items()}
+        """The kept table of each file that has one, by column."""
+        kept = self._read(self.db.kept_tables(conn, self.schema, KEPT_DIMENSION_PREFIX))
+        names = {column: self.name(file) for column, file in files.items()}
         return {
-            column: KeptDimension(self.db.run_table(self.schema, self.name(files[column])), entry[0])
-            for column, entry in found.items()
-            if entry is not None
+            column: KeptDimension(self.db.run_table(self.schema, name), kept[name][0])
+            for column, name in names.items()
+            if name in kept
         }
 
-    def add(self, conn: Connection, table: str, name: str, shape: HierarchyShape, in_use: set[str]) -> None:
-        """Keep the run's dimension table `table` as `name` (or drop it where a kept table has that name: another
-        QI's with the same hierarchy; one that does not read as kept is replaced), then drop the oldest kept tables
-        beyond KEPT_DIMENSIONS (never one of `in_use`)."""
-        if name in self._kept(conn):
-            self.db.drop_table(conn, table)
-            return
-        if name in self.db.kept_tables(conn, self.schema, name):  # a kept table whose comment does not read as one
-            self.db.drop_table(conn, self.db.run_table(self.schema, name))
-        note = json.dumps({"shape": shape.to_dict(), "kept": time.time()})
-        self.db.keep_table(conn, table, self.schema, name, base64.b64encode(note.encode()).decode())
-        kept = sorted(self._kept(conn).items(), key=lambda item: item[1][1])
-        for old, _ in kept[: max(len(kept) - KEPT_DIMENSIONS, 0)]:
+    def keep(self, conn: Connection, built: list[tuple[str, str, HierarchyShape]], in_use: set[str]) -> None:
+        """Keep each of the run's dimension tables (table, name, shape) as `name`, or drop it where a kept table has
+        that name (another QI's with the same hierarchy; one whose comment does not read as kept is replaced); then
+        drop the oldest kept tables beyond KEPT_DIMENSIONS (never one of `in_use`). One read of the catalog."""
+        listed = self.db.kept_tables(conn, self.schema, KEPT_DIMENSION_PREFIX)
+        kept = self._read(listed)
+        for table, name, shape in built:
+            if name in kept:
+                self.db.drop_table(conn, table)
+                continue
+            if name in listed:
+                self.db.drop_table(conn, self.db.run_table(self.schema, name))
+            kept[name] = (shape, time.time())
+            note = json.dumps({"shape": shape.to_dict(), "kept": kept[name][1]})
+            self.db.keep_table(conn, table, self.schema, name, base64.b64encode(note.encode()).decode())
+        oldest_first = sorted(kept, key=lambda name: kept[name][1])
+        for old in oldest_first[: max(len(kept) - KEPT_DIMENSIONS, 0)]:
             if old not in in_use:
                 self.db.drop_table(conn, self.db.run_table(self.schema, old))
 
-    def _kept(self, conn: Connection) -> dict[str, tuple[HierarchyShape, float]]:
-        """Every kept table's name, shape and when it was kept (a comment that does not read as one: not kept)."""
+    @staticmethod
+    def _read(listed: dict[str, str | None]) -> dict[str, tuple[HierarchyShape, float]]:
+        """The kept tables among `listed` (name -> comment), each with its shape and when it was kept (a comment that
+        does not read as one: not kept)."""
         found = {}
-        for name, comment in self.db.kept_tables(conn, self.schema, KEPT_DIMENSION_PREFIX).items():
+        for name, comment in listed.items():
             try:
                 note = json.loads(base64.b64decode(comment or "", validate=True))
                 found[name] = (HierarchyShape.from_dict(note["shape"]), float(note["kept"]))
