@@ -203,8 +203,8 @@ def audit(
     """
     options, job = options or RunOptions(), framed(job, source)
     job, schema, table, read = frame_read(job, schema, table)
-    needed = job.qi_names + needed_sensitive(job.criteria)
-    purpose = "audit a table with the job's quasi-identifiers and sensitive attributes"
+    needed = job.qi_names + needed_sensitive(job.criteria) + ([job.unit_column] if job.unit_column else [])
+    purpose = "audit a table with the job's quasi-identifiers and sensitive attributes (and its unit column)"
     with table_reader(job, options, schema, table, needed, purpose, read) as (db, conn):
         options.progress("audit: one grouping of the table", 0, 1)
         masked_top, reference, source_rows = suppression_audit(db, conn, job, (schema, table))
@@ -217,6 +217,7 @@ def audit(
             criteria=job.criteria,
             masked_top=masked_top,
             reference=reference,
+            unit=job.unit_column,
         )
         if source_rows is not None and report.suppressed is None:
             report.suppressed = source_rows - report.rows

@@ -136,13 +136,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
         )
     releases = _release_series(cfg["releases"]) if cfg.get("releases") is not None else None
     inference = _inference(cfg.get("inference") or {})
-    unit = cfg.get("unit")
-    if unit is not None and unit != "rows":
-        raise ConfigError(
-            f"unit must be rows (each row is protected on its own, whoever it belongs to), got "
-            f"{unit!r}; without it every row is one person's, and a direct identifier that repeats "
-            "stops the job"
-        )
+    unit, unit_column = _unit(cfg.get("unit"), identifying, qis, sensitive + insensitive)
     others = cfg.get("others")
     if others is not None and others != "drop":
         raise ConfigError(
@@ -167,11 +161,50 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
         releases=releases,
         inference=inference,
         unit=unit,
+        unit_column=unit_column,
         others=others,
     )
     check_roles(job)
     _check_method(job)
     return job
+
+
+def _unit(
+    raw: Any, identifying: list[Identifier], qis: list[QuasiIdentifier], others: list[str]
+) -> tuple[str | None, str | None]:
+    """`unit: rows` (every row protected on its own) or `unit: {column: ID}` (`unit: ID` for short): the column
+    that names each row's person, so that the criteria count persons. (unit, unit_column); a person's column is
+    a direct identifier published as a pseudonym, which the audit counts persons by."""
+    if raw is None or raw == "rows":
+        return raw, None
+    if isinstance(raw, dict):
+        raw = _required(_mapping(raw, "unit", {"column"}), "column", "unit")
+    if not isinstance(raw, str) or not raw:
+        raise ConfigError(
+            f"unit must be rows (each row protected on its own) or {{column: ID}} (the column naming each row's "
+            f"person, so that the criteria count persons), got {raw!r}"
+        )
+    column = _identifier(raw, "unit.column")
+    role = (
+        "a quasi-identifier"
+        if column in {qi.column for qi in qis}
+        else "sensitive or insensitive"
+        if column in others
+        else None
+    )
+    identifier = next((i for i in identifying if i.column == column), None)
+    if role is not None or identifier is None:
+        raise ConfigError(
+            f"unit: column {column!r} is {role or 'not listed under identifying'}; the column naming persons is a "
+            f"direct identifier: list it under identifying as {{{column}: {{pseudonym: {{key_env: VARIABLE}}}}}}"
+        )
+    if identifier.action != "pseudonym":
+        raise ConfigError(
+            f"unit: column {column!r} is dropped; publish it as a pseudonym (identifying: {{{column}: {{pseudonym: "
+            "{key_env: VARIABLE}}}): the audit counts the persons of each published class by it, and the rows "
+            "of one person stay linked"
+        )
+    return None, column
 
 
 def _output(raw: Any) -> Output:
@@ -198,8 +231,15 @@ def _output(raw: Any) -> Output:
 
 def _check_method(job: Job) -> None:
     """What the job's output method needs of it (see publish.methods)."""
-    if job.output is not None:
-        METHODS[job.output.method].check(job)
+    if job.output is None:
+        return
+    method = METHODS[job.output.method]
+    if job.unit_column and not method.counts_persons:
+        raise ConfigError(
+            f"output.method {method.name} counts rows, not persons: unit {job.unit_column!r} is not supported by it "
+            "yet; publish with method: generalize, or keep one row per person"
+        )
+    method.check(job)
 
 
 def _column_list(cfg: dict[str, Any], key: str) -> list[str]:

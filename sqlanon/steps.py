@@ -16,10 +16,7 @@ from sqlalchemy.engine import Connection
 from .backends import Database
 from .engine.audit import AuditReport
 from .engine.metrics import MetricsEvaluator
-from .engine.star import (
-    StarSchema,
-    read_hierarchy_files,
-)
+from .engine.star import StarSchema, needed_sensitive, persons_from, read_hierarchy_files
 from .errors import ConfigError, DataError
 from .model.hierarchies import GENERATED_TOP
 from .model.job import Job, Output
@@ -162,6 +159,7 @@ def publish_node_of_run(
         identifying=tuple(job.identifying),
         published_as_is=tuple(job.sensitive + job.insensitive),
         pseudonyms=target.pseudonyms,
+        unit=job.unit_column,
     )
     report = publish_generalization(
         ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id, Ownership(ctx.db, ctx.schema), ctx.progress
@@ -235,7 +233,10 @@ def suppression_audit(
     source = TableName(db.resolved_schema(conn, src.schema), src.table)
     audited = TableName(db.resolved_schema(conn, target[0]), target[1])
     source_there = not source.same_as(audited, db) and db.table_exists(conn, src.schema, src.table)
-    source_rows = db.count_rows(conn, db.q(src.schema, src.table)) if source_there else None
+    table = db.q(src.schema, src.table)
+    if job.unit_column:  # the audit counts persons: so do the source's figures it is compared with
+        table = persons_from(db, table, job.unit_column, needed_sensitive(job.criteria))
+    source_rows = db.count_rows(conn, table) if source_there else None
     if job.suppression.mode == "mask":
         files = read_hierarchy_files(job)
         for hierarchy in files.values():
@@ -245,7 +246,7 @@ def suppression_audit(
             for qi in job.quasi_identifiers
         }
         return tops, None, source_rows
-    return None, (db.q(src.schema, src.table) if source_there else None), source_rows
+    return None, (table if source_there else None), source_rows
 
 
 def run_search(job: Job, ctx: SearchContext) -> SearchResult:

@@ -333,7 +333,16 @@ CASES: dict[str, Case] = {
     ),
     "grant-on-duckdb": Case("config file", "output.grant_to needs PostgreSQL", _set("output.grant_to", ["analysts"])),
     "bad-url": Case("config file", "not a database URL", _set("source.url", "duckdb://:bad:url:")),
-    "unit-unknown": Case("config file", "unit must be rows", _set("unit", "persons")),
+    "unit-unknown": Case(
+        "config file", "unit: column 'persons' is not listed under identifying", _set("unit", "persons")
+    ),
+    "unit-a-qi": Case("config file", "unit: column 'age' is a quasi-identifier", _set("unit", {"column": "age"})),
+    "unit-dropped": Case("config file", "unit: column 'patient_id' is dropped", _set("unit", "patient_id")),
+    "unit-mondrian": Case(
+        "config file",
+        "counts rows, not persons",
+        _then(_pseudonym_env("SQLANON_BAD_INPUT_KEY"), _set("unit", "patient_id"), _method("mondrian")),
+    ),
     "mondrian-suppression": Case(
         "config file", "mondrian suppresses no tuples", _then(_method("mondrian"), _set("suppression", {"limit": 0.02}))
     ),
@@ -661,6 +670,24 @@ CASES: dict[str, Case] = {
     ),
     "person-several-rows-mondrian": Case(
         "data", "identifying column 'patient_id' repeats", _then(_sql(REPEAT_PERSON), _method("mondrian"))
+    ),
+    "unit-null": Case(
+        "data",
+        "unit column 'patient_id' is NULL in 2 row(s)",
+        _then(
+            _sql("UPDATE people SET patient_id = NULL WHERE patient_id IN (2, 3)"),
+            _pseudonym_env("SQLANON_BAD_INPUT_KEY"),
+            _set("unit", "patient_id"),
+        ),
+    ),
+    "unit-person-in-two-classes": Case(
+        "data",
+        "1 person(s) of unit column 'patient_id' have rows with different values of the quasi-identifier 'age'",
+        _then(
+            _sql("UPDATE people SET patient_id = 1 WHERE patient_id = 2"),
+            _pseudonym_env("SQLANON_BAD_INPUT_KEY"),
+            _set("unit", "patient_id"),
+        ),
     ),
     "person-several-rows-anatomy": Case(
         "data", "identifying column 'patient_id' repeats", _then(_sql(REPEAT_PERSON), _method("anatomy"))

@@ -120,7 +120,9 @@ def analyze_published_table(
     settings: AnalysisSettings,
 ) -> TableAnalysis:
     """The attacks and risk of a table already published, its QI columns taken as they are (no lattice)."""
-    definition, classes = attack_sql.published_frequency_set(db, db.q(schema, table), job.qi_names, attribute)
+    definition, classes = attack_sql.published_frequency_set(
+        db, db.q(schema, table), job.qi_names, attribute, job.unit_column
+    )
     return analyze_frequency_set(
         conn,
         label=table,

@@ -1572,7 +1572,8 @@ def _audit_rows(report: AuditReport) -> list[list[Any]]:
 
 def _print_audit(table_name: str, report: AuditReport) -> None:
     table = Table(
-        title=f"{table_name}: {report.rows:,} rows in {report.classes:,} classes, smallest {report.min_class_size:,}"
+        title=f"{table_name}: {report.rows:,} {report.counted} in {report.classes:,} classes, "
+        f"smallest {report.min_class_size:,}"
     )
     for column in ("criterion", "parameters", "worst class", "holds", "violating classes", "violating tuples"):
         table.add_column(column)
@@ -1591,6 +1592,8 @@ def _print_audit(table_name: str, report: AuditReport) -> None:
     if report.suppressed is not None:
         verdict = "within" if report.suppression_ok else "[bold red]ABOVE[/]"
         out.print(f"suppressed tuples: {report.suppressed}, {verdict} the limit of {report.max_suppressed}")
+    if report.split_persons:
+        out.print(f"[bold red]{report.split_persons} person(s) have rows in more than one class[/]")
 
 
 def _print_anonymized(result: AnonymizeResult) -> None:
@@ -1601,9 +1604,12 @@ def _print_anonymized(result: AnonymizeResult) -> None:
     audit_report = result.audit
     checks = ", ".join(f"{name} {'holds' if ok else 'FAILS'}" for name, ok in audit_report.holds.items())
     _print_metrics(result.search, [result.node])
-    suppressed = f", {result.suppressed} tuples suppressed" if result.search.max_suppressed else ""
+    counted = audit_report.counted
+    suppressed = (
+        f", {result.suppressed} {counted.replace('rows', 'tuples')} suppressed" if result.search.max_suppressed else ""
+    )
     out.print(
-        f"wrote [bold]{result.output}[/]: node ({node}) chosen by {result.selection}, {audit_report.rows:,} rows "
+        f"wrote [bold]{result.output}[/]: node ({node}) chosen by {result.selection}, {audit_report.rows:,} {counted} "
         f"in {audit_report.classes:,} classes, smallest class {audit_report.min_class_size:,}{suppressed}; "
         f"audit: {checks}"
     )

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..criteria.view import count_sum
+from .star import persons_from
 
 
 def kept_flag(classes: list[str], suppressed: str | None) -> tuple[str, str]:
@@ -174,12 +175,17 @@ def population_figures(
     return {key: dict(zip(names, row)) for key, row in release.keyed(rows).items()}
 
 
-def published_frequency_set(db: Database, table: str, qis: list[str], attribute: str | None) -> tuple[str, list[str]]:
+def published_frequency_set(
+    db: Database, table: str, qis: list[str], attribute: str | None, unit: str | None = None
+) -> tuple[str, list[str]]:
     """A published table's frequency set over `attribute` (as s; None: a constant, every class one cell), its QI
-    columns taken as they are (g0..): the SELECT and its class columns."""
+    columns taken as they are (g0..): the SELECT and its class columns. With `unit` (the column naming each row's
+    person) it counts persons, each once."""
     quoted = [db.q(c) for c in qis]
     classes = [f"g{i}" for i in range(len(qis))]
     value, grouped = (db.q(attribute), [db.q(attribute)]) if attribute else ("0", [])
+    if unit is not None:
+        table = persons_from(db, table, unit, qis + ([attribute] if attribute else []))
     return (
         f"SELECT {', '.join(f'{q} AS {g}' for q, g in zip(quoted, classes))}, {value} AS s, "
         f"COUNT(*) AS cnt FROM {table} GROUP BY {', '.join(quoted + grouped)}"

@@ -20,6 +20,7 @@ from ..criteria import Criterion
 from ..criteria.view import FrequencySetView
 from ..errors import AuditError
 from .frequency import violating_classes_sql
+from .star import persons_select
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,6 +53,10 @@ class AuditReport:
     criteria: dict[str, CriterionAudit] = field(default_factory=dict)
     suppressed: int | None = None  # suppressed tuples, when the audit can tell (masked, or missing from the source)
     max_suppressed: int | None = None  # the limit they are checked against
+    #: where rows are a person's (`unit`): the classes beyond their first that persons' rows fall in (0, or the
+    #: audit fails)
+    split_persons: int | None = None
+    counted: str = "rows"  # what `rows`, class sizes and `suppressed` count: rows, or persons (`unit`)
 
     @property
     def holds(self) -> dict[str, bool]:
@@ -63,7 +68,7 @@ class AuditReport:
 
     @property
     def ok(self) -> bool:
-        return all(self.holds.values()) and self.suppression_ok
+        return all(self.holds.values()) and self.suppression_ok and not self.split_persons
 
     def frame(self) -> pd.DataFrame:
         """One row per criterion: its settings, its figure (the worst class's), whether it holds, and the
@@ -89,6 +94,8 @@ class AuditReport:
         extra = (
             {} if self.suppressed is None else {"suppressed": self.suppressed, "max_suppressed": self.max_suppressed}
         )
+        if self.split_persons is not None:
+            extra["split_persons"] = self.split_persons
         return {
             "rows": self.rows,
             "classes": self.classes,
@@ -108,6 +115,7 @@ def audit_table(
     criteria: list[Criterion],
     masked_top: dict[str, list[str]] | None = None,
     reference: str | None = None,
+    unit: str | None = None,
 ) -> AuditReport:
     """Class figures of a table and, per criterion, its worst class and whether it holds.
 
@@ -115,7 +123,9 @@ def audit_table(
     every QI is at the top as suppressed by masking: they are counted, not
     checked, but stay in the distribution t-closeness compares with.
     `reference` (a table) gives that distribution instead, e.g. the source of
-    an output whose suppressed tuples were removed.
+    an output whose suppressed tuples were removed. `unit` (a column naming
+    each row's person): every figure counts persons, each once, and a person
+    whose rows fall in two classes fails the audit.
 
     One statement and one grouping of the table, however many criteria: the
     published classes (by QI and sensitive values) are computed once, and the
@@ -125,6 +135,8 @@ def audit_table(
     params: dict[str, object] = {}
     masked = _masked_condition(db, masked_top, params) if masked_top else "1 = 0"
     released = f"SELECT * FROM {table_ref} WHERE NOT ({masked})"
+    if unit is not None:  # one row per person: each of its classes (and values) counted once
+        released = persons_select(db, table_ref, unit, qi_columns + sensitive, f"NOT ({masked})")
     select = [f"{db.q(c)} AS g{i}" for i, c in enumerate(qi_columns)]
     sensitive_select = [f"{db.q(c)} AS s{j}" for j, c in enumerate(sensitive)]
     grouping = [db.q(c) for c in qi_columns + sensitive]
@@ -158,8 +170,13 @@ def audit_table(
             f"violations{i}.tuples",
             f"({criterion.audit_figure(view).bound(f'f{i}', params)}) AS figure{i}",
         ]
-    if masked_top:
-        figures.append(f"(SELECT COUNT(*) FROM {table_ref} WHERE {masked}) AS suppressed")
+    if masked_top or unit is not None:  # the masked tuples, and the persons released (each once)
+        person, distinct = ("1", "") if unit is None else (db.q(unit), "DISTINCT ")
+        sources.append(
+            f"(SELECT COUNT({distinct}CASE WHEN {masked} THEN {person} END) AS masked, "
+            f"COUNT({distinct}CASE WHEN NOT ({masked}) THEN {person} END) AS persons FROM {table_ref}) AS whole"
+        )
+        figures += ["whole.masked", "whole.persons"]
     found = conn.execute(
         text(
             f"WITH {view.table} AS MATERIALIZED ({view.definition}) SELECT {', '.join(figures)} "
@@ -168,8 +185,10 @@ def audit_table(
         params,
     ).one()
     rows, classes, smallest = (int(x) for x in found[:3])
-    suppressed = int(found[-1]) if masked_top else None
+    suppressed = int(found[-2]) if masked_top else None
     report = AuditReport(rows=rows + (suppressed or 0), classes=classes, min_class_size=smallest, suppressed=suppressed)
+    if unit is not None:  # a person in two classes is a row of each in `released`: more rows than persons
+        report.split_persons, report.counted = rows - int(found[-1]), "persons"
     for i, criterion in enumerate(criteria):
         bad_classes, bad_tuples, value = found[3 + 3 * i : 6 + 3 * i]
         report.criteria[criterion.name] = CriterionAudit(

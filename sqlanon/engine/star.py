@@ -131,6 +131,14 @@ class StarSchema:
     #: the source columns whose values are equal exactly when their texts are (not floating point)
     exact_text: set[str] = field(default_factory=set)
     work_schema: str = ""  # where the run's dimension tables are (and those kept across runs)
+    #: where the job names each row's person (`unit`): the source's table, whose rows are published, while `source`
+    #: is the run's table of its persons (one row each) that every frequency set counts (see `person_table`)
+    rows_source: str | None = None
+
+    @property
+    def published_rows(self) -> str:
+        """The table whose rows a publication writes: the source's (its persons' table is only counted)."""
+        return self.rows_source or self.source
 
     def sensitive_select(
         self, alias: str, codes: dict[str, dict[str | None, int]] | None = None, params: dict[str, Any] | None = None
@@ -180,10 +188,11 @@ class StarSchema:
     def heights(self) -> list[int]:
         return [d.height for d in self.dimensions]
 
-    def joins(self, alias: str = "t", attrs: set[int] | None = None) -> str:
+    def joins(self, alias: str = "t", attrs: set[int] | None = None, rows: bool = False) -> str:
         """FROM clause joining the source with every dimension table (d0, d1, ...), or those of `attrs`. Each join
-        keeps every row once (build_star_schema proves it), so leaving one out changes no row."""
-        parts = [f"{self.source} {alias}"]
+        keeps every row once (build_star_schema proves it), so leaving one out changes no row. With `rows`, the
+        table whose rows are published (`published_rows`) instead of the persons' one."""
+        parts = [f"{self.published_rows if rows else self.source} {alias}"]
         parts += [
             f"JOIN {d.table} d{d.attr} ON {d.key(self.db, alias)} = d{d.attr}.v"
             for d in self.dimensions
@@ -234,6 +243,8 @@ class StarSchema:
     def drop(self, conn: Connection, keep: bool = False) -> None:
         """Drop the dimension tables the run built, or with `keep` (a run that succeeded) keep those that may serve
         later runs (see `KeptDimensions`); a kept table the run reused stays as it is."""
+        if self.rows_source is not None:
+            self.db.drop_table(conn, self.source)
         built = [d for d in self.dimensions if not d.reused]
         kept = [(d.table, d.kept_as, d.shape) for d in built if keep and d.kept_as is not None]
         for d in built:
@@ -380,23 +391,105 @@ def check_one_row_per_person(db: Database, conn: Connection, job: Job) -> None:
     pseudonymized) that repeats says the table has such persons. One statement, a grouping per identifier
     (NULLs name no one and are not counted).
     """
-    if job.unit == "rows" or not job.identifying:
+    if job.unit == "rows" or job.unit_column or not job.identifying:
         return
-    source = db.q(job.source.schema, job.source.table)
-    branches = " UNION ALL ".join(
-        f"SELECT {k} AS k, COUNT(*) AS persons, SUM(n) AS rows_of_them, MAX(n) AS most FROM (SELECT COUNT(*) AS n "
-        f"FROM {source} WHERE {db.q(i.column)} IS NOT NULL GROUP BY {db.q(i.column)} HAVING COUNT(*) > 1) r{k}"
-        for k, i in enumerate(job.identifying)
-    )
-    for k, persons, rows, most in db.execute(conn, f"{branches} ORDER BY k").all():
+    table = db.ref_table(db.q(job.source.schema, job.source.table), [i.column for i in job.identifying])
+
+    def repeats(k: int, column: sa.ColumnElement[Any]) -> Any:  # (k, persons, their rows, most for one)
+        n = (
+            sa.select(sa.func.count().label("n"))
+            .where(column.is_not(None))
+            .group_by(column)
+            .having(sa.func.count() > 1)
+            .subquery(f"r{k}")
+        ).c.n
+        return sa.select(sa.literal_column(str(k)).label("k"), sa.func.count(), sa.func.sum(n), sa.func.max(n))
+
+    branches = [repeats(k, table.c[i.column]) for k, i in enumerate(job.identifying)]
+    query = db.as_text(conn, sa.union_all(*branches).order_by(sa.literal_column("k")))  # names with % or :
+    for k, persons, rows, most in db.execute(conn, query).all():
         if persons:
             column = job.identifying[k].column
             raise DataError(
                 f"identifying column {column!r} repeats: {persons} person(s) have several rows ({rows} "
                 f"rows, up to {most} for one), so a class of k rows may be fewer than k persons and the "
-                "criteria would protect rows, not persons: keep one row per person, or state that rows "
-                "are what the job protects with unit: rows"
+                f"criteria would protect rows, not persons: name the column that says whose each row is with "
+                f"unit: {{column: {column}}} (the criteria then count persons), keep one row per person, or state "
+                "that rows are what the job protects with unit: rows"
             )
+
+
+def person_table(db: Database, conn: Connection, job: Job, source: str, sensitive: list[str], run_id: int) -> str:
+    """The persons of a job with a `unit` column: a session's scratch table of one row per person (the unit, the
+    QIs and the `sensitive` columns), which the run counts instead of the source's rows: a class's size is its
+    persons, suppression removes persons and its limit counts them, each person's sensitive value counts once.
+    Refused (DataError, nothing left behind) where a person is NULL, or a person's rows disagree on a QI or a
+    sensitive value: then the table has more rows than named persons, and one grouping of the source by person
+    says which column. (A person with several sensitive values, or in several classes, is not counted yet.)"""
+    assert job.unit_column is not None
+    columns = job.qi_names + sensitive
+    persons = db.create_scratch(conn, f"persons_{run_id}", persons_select(db, source, job.unit_column, columns))
+    counted = db.ref_table(persons, [job.unit_column]).c[job.unit_column]
+    rows, named = db.execute(
+        conn, db.as_text(conn, sa.select(sa.func.count(), sa.func.count(counted.distinct())))
+    ).one()
+    if rows != named:
+        db.drop_table(conn, persons)
+        _refuse_persons(db, conn, job, source, columns)
+    return persons
+
+
+def _refuse_persons(db: Database, conn: Connection, job: Job, source: str, columns: list[str]) -> None:
+    """Raise the DataError that names what keeps the source's rows from being counted by person: NULL persons, or
+    the first column (of `columns`) whose values differ within a person, with how many persons."""
+    assert job.unit_column is not None
+    table = db.ref_table(source, [job.unit_column, *columns])
+    unit = table.c[job.unit_column]
+    rows = sa.func.count()
+
+    def differs(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:  # two values, or NULL and not
+        return sa.or_(
+            sa.func.count(column.distinct()) > 1, sa.and_(sa.func.count(column) > 0, sa.func.count(column) < rows)
+        )
+
+    per_person = (
+        sa.select(
+            sa.case((unit.is_(None), rows), else_=0).label("unnamed"),
+            *(sa.case((differs(table.c[c]), 1), else_=0).label(f"v{i}") for i, c in enumerate(columns)),
+        )
+        .group_by(unit)
+        .subquery("p")
+    )
+    found = db.execute(conn, db.as_text(conn, sa.select(*(sa.func.sum(c) for c in per_person.c)))).one()
+    unit_name = job.unit_column
+    if found[0]:
+        raise DataError(
+            f"unit column {unit_name!r} is NULL in {int(found[0])} row(s): every row must name its person; fill "
+            "them in or leave those rows out of the table"
+        )
+    varying = [(c, int(n)) for c, n in zip(columns, found[1:]) if n] or [(", ".join(columns), 0)]
+    column, persons = varying[0]
+    also = f" (and of {', '.join(c for c, _ in varying[1:])})" if varying[1:] else ""
+    role = "quasi-identifier" if column in job.qi_names else "sensitive column"
+    raise DataError(
+        f"{persons} person(s) of unit column {unit_name!r} have rows with different values of the {role} "
+        f"{column!r}{also}; each person is counted once, in one class, so their quasi-identifiers and "
+        "sensitive values must be the same in all of their rows: keep one value per person (e.g. the first "
+        "visit's), or list a column that may differ as insensitive"
+    )
+
+
+def persons_select(db: Database, table: str, unit: str, columns: list[str], where: str = "") -> str:
+    """SELECT one row per person of `table` (a reference, or a FROM item; `where`: a condition on its rows): the
+    `unit` column that names them and `columns`, which are the same in all of a person's rows (one row for each
+    combination where they are not, so that a person in two classes is seen in both)."""
+    selected = ", ".join(db.q(c) for c in [unit, *columns])
+    return f"SELECT DISTINCT {selected} FROM {table}" + (" WHERE " + where if where else "")
+
+
+def persons_from(db: Database, table: str, unit: str, columns: list[str]) -> str:
+    """`persons_select` as a FROM item (`persons`)."""
+    return f"({persons_select(db, table, unit, columns)}) AS persons"
 
 
 def kinds_by_key(db: Database, columns: dict[str, str]) -> dict[str, ColumnKind]:
@@ -425,19 +518,28 @@ def build_star_schema(
     """
     src = job.source
     kinds = kinds_by_key(db, columns)
-    source = db.q(src.schema, src.table)
-    rows = db.count_rows(conn, source)
-    if rows == 0:
-        raise DataError(f"table {src.table!r} is empty; there is nothing to anonymize")
-    # below, the search's badly planned joins still take a moment; the verbs that join a whole source with its
-    # dimensions at any size (publication, inference) plan them with hash joins themselves (Database.hash_joins)
-    if rows >= STATISTICS_ROWS:
-        db.plan_source_joins(conn, src.schema, src.table)
+    source = table = db.q(src.schema, src.table)
     criteria = list(job.criteria) + list(extra_criteria)
-    for criterion in criteria:
-        criterion.check_table_size(rows)
     sensitive = needed_sensitive(criteria)
-    counts = _check_sensitive_domains(db, conn, criteria, source, sensitive, kinds)
+    if job.unit_column:
+        source = person_table(db, conn, job, table, list(dict.fromkeys(job.sensitive + sensitive)), run_id)
+    try:  # the persons' table goes with an error, as the dimension tables do below
+        rows = db.count_rows(conn, source)
+        if rows == 0:
+            raise DataError(f"table {src.table!r} is empty; there is nothing to anonymize")
+        # below, the search's badly planned joins still take a moment; the verbs that join a whole source with its
+        # dimensions at any size (publication, inference) plan them with hash joins themselves (Database.hash_joins)
+        if job.unit_column:
+            db.analyze(conn, source)
+        elif rows >= STATISTICS_ROWS:
+            db.plan_source_joins(conn, src.schema, src.table)
+        for criterion in criteria:
+            criterion.check_table_size(rows)
+        counts = _check_sensitive_domains(db, conn, criteria, source, sensitive, kinds)
+    except Exception:
+        if source != table:
+            db.drop_table(conn, source)
+        raise
     star = StarSchema(
         db=db,
         source=source,
@@ -448,6 +550,7 @@ def build_star_schema(
         domain_counts=counts,
         exact_text={c for c in columns if kinds[db.name_key(c)] is not ColumnKind.FLOAT},
         work_schema=schema,
+        rows_source=table if job.unit_column else None,
     )
     try:
         for attr, qi in enumerate(job.quasi_identifiers):

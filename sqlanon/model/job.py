@@ -237,6 +237,8 @@ class Job:
     #: what the criteria protect: None (persons, one row each: a direct identifier that repeats is refused) or
     #: "rows" (each row on its own, stated by the job)
     unit: str | None = None
+    #: the column naming each row's person (`unit: {column: ...}`): the criteria count persons, not rows
+    unit_column: str | None = None
     #: what becomes of the source's columns the job gives no role: None (the job is refused, naming them) or
     #: "drop" (left out of every output, listed in a warning when the run reads the source)
     others: str | None = None
@@ -291,6 +293,7 @@ class Job:
             "identifying": {i.column: i.describe() for i in self.identifying},  # where keys come from, not keys
             "population": list(self.population) if self.population else None,
             "unit": self.unit,
+            "unit_column": self.unit_column,
             "others": self.others,
             "releases": asdict(self.releases) if self.releases else None,
             "inference": asdict(self.inference),

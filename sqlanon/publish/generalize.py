@@ -54,6 +54,7 @@ class Generalization(PublicationMethod):
     require."""
 
     name = "generalize"
+    counts_persons = True
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -69,6 +70,7 @@ class Publication:
     replace: bool = False
     identifying: tuple[Identifier, ...] = ()
     published_as_is: tuple[str, ...] = ()  # sensitive and insensitive columns
+    unit: str | None = None  # the identifier naming each row's person, published as a pseudonym (job.unit_column)
     pseudonyms: Pseudonyms = field(default_factory=Pseudonyms, repr=False)
 
 
@@ -110,7 +112,7 @@ def publish_generalization(
                 conn,
                 written,
                 str(plan.target),
-                star.source,
+                star.published_rows,
                 unchanged_columns(
                     db, plan.pseudonyms, plan.identifying, [c for c in published if db.name_key(c) not in qis]
                 ),
@@ -133,9 +135,11 @@ def publish_generalization(
                 criteria=criteria,
                 masked_top=masked_top,
                 reference=reference,
+                unit=_unit_column(db, plan, published),
             )
             _check_audit(report, star.rows, plan)
-            staged.audited(report.rows)
+            # the audit counted persons where a unit names them; the ledger of outputs records rows
+            staged.audited(report.rows if plan.unit is None else db.count_rows(conn, written))
             phases.step("committing")  # the last report: after the commit, a cancel (inserver) must not be raised
     return report
 
@@ -159,6 +163,13 @@ def _select_list(db: Database, star: StarSchema, plan: Publication, masking: boo
         select.append(f"{value} AS {db.q(column)}")
         published.append(column)
     return select, published
+
+
+def _unit_column(db: Database, plan: Publication, published: list[str]) -> str | None:
+    """The published column naming each row's person (its pseudonym), which the audit counts persons by."""
+    if plan.unit is None:
+        return None
+    return next(c for c in published if db.same_name(c, plan.unit))
 
 
 def unchanged_columns(
@@ -187,10 +198,12 @@ def _check_audit(report: AuditReport, source_rows: int, plan: Publication) -> No
         )
     failed = [name for name, ok in report.holds.items() if not ok]  # criterion names
     rows_ok = report.rows == source_rows if plan.mode == "mask" else report.rows <= source_rows
-    if failed or not report.suppression_ok or not rows_ok:
+    if failed or not report.suppression_ok or not rows_ok or report.split_persons:
         problem = (
             f"failing: {', '.join(failed)}"
             if failed
+            else f"{report.split_persons} person(s) in more than one class"
+            if report.split_persons
             else f"{report.suppressed} tuples suppressed, the limit is {plan.max_suppressed}"
         )
         raise AuditError(

@@ -26,6 +26,8 @@ class PublicationMethod:
 
     name: ClassVar[str]
     settings: ClassVar[tuple[str, ...]] = ()
+    #: counts persons where the job names them (`unit: {column: ...}`); a method that does not refuses such a job
+    counts_persons: ClassVar[bool] = False
     #: the verb that publishes a job by this method, `run(job, options, replace=...)`: set by `publishes`
     run: ClassVar[Callable[..., Any] | None] = None
 

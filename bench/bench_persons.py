@@ -1,0 +1,127 @@
+"""Several rows per person (`unit: {column: pid}`): what counting persons costs.
+
+The hospital table (../shared/tools/gen_hospital.py, one row per patient) becomes `visits`: each patient gets
+1-4 visits (2.5 on average), the QIs and the diagnosis the patient's, a per-visit cost. On each engine, in the
+same run, medians of --repeat:
+
+- one GROUP BY of the QIs over `visits` (the unit of the ratios),
+- the search with the unit (k=5; k=5 and entropy l=2 on the diagnosis) over `visits`,
+- the same search over `patients` (one row per patient, no unit), which must find the same nodes,
+- anonymize with the unit: the ~2.5 rows per patient written, pseudonymized, and audited by persons.
+
+    python bench/bench_persons.py [--rows 1000000] [--repeat 3] [--no-postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import sqlalchemy as sa
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_hospital import QIS, dataset, load_hospital
+from common import databases, print_table, timed
+
+from sqlanon import RunOptions, anonymize, search
+from sqlanon.config import job_from_dict
+
+KEY_ENV = "SQLANON_BENCH_KEY"
+CRITERIA = {
+    "k=5": {"k_anonymity": {"k": 5}},
+    "k=5, entropy l=2": {"k_anonymity": {"k": 5}, "entropy_l_diversity": {"attribute": "diagnosis", "l": 2}},
+}
+
+
+def make_tables(url: str) -> tuple[int, int]:
+    """`patients` (the hospital table with a pid) and `visits` (1 + pid mod 4 rows each); their row counts."""
+    order = ", ".join(QIS + ["diagnosis", "cost"])
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for table in ("visits", "patients"):
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+        conn.exec_driver_sql(
+            f"CREATE TABLE patients AS SELECT ROW_NUMBER() OVER (ORDER BY {order}) AS pid, * FROM hospital"
+        )
+        conn.exec_driver_sql(
+            f"CREATE TABLE visits AS SELECT p.pid, {', '.join(f'p.{q}' for q in QIS)}, v.visit, p.diagnosis, "
+            "p.cost * v.visit AS cost FROM patients p JOIN generate_series(1, 4) AS v(visit) "
+            "ON v.visit <= 1 + MOD(p.pid, 4)"
+        )
+        counts = tuple(conn.exec_driver_sql(f"SELECT COUNT(*) FROM {t}").scalar_one() for t in ("patients", "visits"))
+        if url.startswith("postgresql"):
+            conn.exec_driver_sql("ANALYZE patients")
+            conn.exec_driver_sql("ANALYZE visits")
+    engine.dispose()
+    return counts[0], counts[1]
+
+
+def job(folder: Path, url: str, table: str, criteria: dict, unit: bool):
+    per_person = {"unit": {"column": "pid"}, "insensitive": ["visit", "cost"]} if unit else {"insensitive": ["cost"]}
+    return job_from_dict(
+        {
+            "source": {"url": url, "table": table},
+            "identifying": {"pid": {"pseudonym": {"key_env": KEY_ENV}}},
+            "quasi_identifiers": {q: {"hierarchy": f"hierarchies/{q}.csv"} for q in QIS},
+            "sensitive": ["diagnosis"],
+            "criteria": criteria,
+            "output": {"table": f"{table}_anon"},
+            **per_person,
+        },
+        folder,
+    )
+
+
+def group_by(url: str) -> None:
+    engine = sa.create_engine(url)
+    cols = ", ".join(QIS)
+    with engine.connect() as conn:
+        conn.exec_driver_sql(f"SELECT COUNT(*) FROM (SELECT {cols}, COUNT(*) FROM visits GROUP BY {cols}) g").all()
+    engine.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000, help="patients")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault(KEY_ENV, "0123456789abcdef0123456789abcdef")
+    folder = dataset(args.rows)
+    rows = []
+    for engine, url in databases(f"persons_{args.rows}.duckdb", not args.no_postgres):
+        load_hospital(folder, url)
+        patients, visits = make_tables(url)
+        options = RunOptions()
+        base, _ = timed(lambda: group_by(url), args.repeat)
+        rows.append([engine, f"one GROUP BY of {visits:,} visits ({patients:,} patients)", f"{base:.3f}", "1.0x"])
+        for name, criteria in CRITERIA.items():
+            by_person, found = timed(lambda: search(job(folder, url, "visits", criteria, True), options), args.repeat)
+            by_row, plain = timed(lambda: search(job(folder, url, "patients", criteria, False), options), args.repeat)
+            same = "same nodes" if sorted(found.satisfying) == sorted(plain.satisfying) else "DIFFERENT NODES"
+            rows.append(
+                [engine, f"search {name}, unit pid over visits", f"{by_person:.3f}", f"{by_person / base:.1f}x"]
+            )
+            rows.append([engine, f"search {name} over patients ({same})", f"{by_row:.3f}", f"{by_row / base:.1f}x"])
+        written, published = timed(
+            lambda: anonymize(job(folder, url, "visits", CRITERIA["k=5"], True), options, replace=True), args.repeat
+        )
+        rows.append(
+            [
+                engine,
+                f"anonymize k=5, unit pid ({published.audit.rows:,} persons written)",
+                f"{written:.3f}",
+                f"{written / base:.1f}x",
+            ]
+        )
+    print_table(
+        f"hospital, {args.rows:,} patients, 1-4 visits each: counting persons",
+        ["engine", "what", "seconds", "ratio"],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()

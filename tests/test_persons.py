@@ -1,0 +1,264 @@
+"""A person with several rows (`unit: {column: ...}`): the criteria count persons, on DuckDB and PostgreSQL.
+
+The search is checked against a brute force over every node that counts each class's distinct persons in Python
+(small generated tables, a different code path); publications are re-counted from the written table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sqlanon import RunOptions, anonymize, audit, search
+from sqlanon.config import job_from_dict
+from sqlanon.errors import ConfigError, DataError
+
+KEY = "0123456789abcdef0123456789abcdef"
+KEY_ENV = "SQLANON_TEST_PERSON_KEY"
+
+
+@pytest.fixture(autouse=True)
+def pseudonym_key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+
+
+@st.composite
+def person_tables(draw):
+    """Persons with 1-4 rows each (a visit and a diagnosis that differ from row to row), 2 QIs with random
+    hierarchies that every row of a person shares, a k and a suppression limit."""
+    hierarchies, columns = [], []
+    for _ in range(2):
+        height = draw(st.integers(1, 3))
+        values = [f"v{i}" for i in range(draw(st.integers(2, 6)))]
+        # level L groups the values by their index shifted right L times: each label has one parent
+        hierarchies.append(
+            [
+                [value] + [f"L{level}_{i >> level}" for level in range(1, height)] + ["*"]
+                for i, value in enumerate(values)
+            ]
+        )
+        columns.append(values)
+    persons = draw(
+        st.lists(st.tuples(*(st.sampled_from(c) for c in columns), st.integers(1, 4)), min_size=2, max_size=30)
+    )
+    rows = [
+        (f"p{p}", *qis, f"visit{v}", f"d{(p + v) % 3}")
+        for p, (*qis, visits) in enumerate(persons)
+        for v in range(visits)
+    ]
+    k = draw(st.integers(1, 5))
+    limit = draw(st.sampled_from([0, 0.1, 0.3]))
+    return hierarchies, rows, min(k, len(persons)), limit
+
+
+def _job(folder: Path, url: str, hierarchies, k: int, limit: float, schema: str | None = None, **extra: Any):
+    for i, paths in enumerate(hierarchies):
+        (folder / f"q{i}.csv").write_text("\n".join(";".join(p) for p in paths) + "\n")
+    return job_from_dict(
+        {
+            "source": {"url": url, "table": "visits", **({"schema": schema} if schema else {})},
+            "identifying": {"pid": {"pseudonym": {"key_env": KEY_ENV}}},
+            "unit": {"column": "pid"},
+            "insensitive": ["visit", "diagnosis"],
+            "quasi_identifiers": {f"q{i}": {"hierarchy": f"q{i}.csv"} for i in range(len(hierarchies))},
+            "criteria": {"k_anonymity": {"k": k}},
+            "suppression": {"limit": limit},
+            **extra,
+        },
+        folder,
+    )
+
+
+def _load(url: str, rows: list[tuple], schema: str | None = None) -> None:
+    engine = sa.create_engine(url)
+    table = f'"{schema}".visits' if schema else "visits"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+        conn.exec_driver_sql(
+            f"CREATE TABLE {table} (pid VARCHAR, q0 VARCHAR, q1 VARCHAR, visit VARCHAR, diagnosis VARCHAR)"
+        )
+        conn.execute(
+            sa.text(f"INSERT INTO {table} VALUES (:p, :a, :b, :v, :d)"),
+            [dict(zip("pabvd", row)) for row in rows],
+        )
+    engine.dispose()
+
+
+def brute_force(hierarchies, rows, k: int, max_suppressed: int) -> list[tuple[int, ...]]:
+    """Every node whose classes of fewer than k distinct persons hold at most `max_suppressed` persons."""
+    labels = [{path[0]: path for path in paths} for paths in hierarchies]
+    persons = {(row[0], row[1], row[2]) for row in rows}
+    passing = []
+    for node in itertools.product(*(range(len(paths[0])) for paths in hierarchies)):
+        classes: dict[tuple[str, ...], set[str]] = {}
+        for pid, *qis in persons:
+            key = tuple(labels[i][value][level] for i, (value, level) in enumerate(zip(qis, node)))
+            classes.setdefault(key, set()).add(pid)
+        if sum(len(c) for c in classes.values() if len(c) < k) <= max_suppressed:
+            passing.append(node)
+    return sorted(passing)
+
+
+def _max_suppressed(job, persons: int) -> int:
+    return job.suppression.max_suppressed(persons) if job.suppression.limit else 0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=person_tables())
+def test_the_search_counts_persons_as_a_brute_force_does(tmp_path_factory, case):
+    hierarchies, rows, k, limit = case
+    folder = tmp_path_factory.mktemp("persons")
+    url = f"duckdb:///{folder / 't.duckdb'}"
+    _load(url, rows)
+    persons = len({row[0] for row in rows})
+    try:
+        job = _job(folder, url, hierarchies, k, limit)
+        expected = brute_force(hierarchies, rows, k, _max_suppressed(job, persons))
+    except ConfigError:  # a limit that lets every person go
+        return
+    assert sorted(search(job).satisfying) == expected
+    assert sorted(search(dataclasses.replace(job, strategy="exhaustive")).satisfying) == expected
+
+
+def _visits(persons: int = 60) -> list[tuple]:
+    """Persons with 1-4 visits each; a person's QIs are the same in every visit, its diagnosis is not."""
+    return [
+        (f"p{p}", f"z{p % 7}", f"a{p % 5}", f"visit{v}", f"d{(p + v) % 3}")
+        for p in range(persons)
+        for v in range(1 + p % 4)
+    ]
+
+
+HIERARCHIES = [
+    [[f"z{i}", f"Z{i % 2}", "*"] for i in range(7)],
+    [[f"a{i}", f"A{i % 2}", "*"] for i in range(5)],
+]
+
+
+def _published(url: str, table: str, schema: str | None = None) -> tuple[list[tuple], int, int]:
+    """Per class of the written table: (q0, q1, rows, persons); its rows and persons."""
+    engine = sa.create_engine(url)
+    ref = f'"{schema}".{table}' if schema else table
+    with engine.connect() as conn:
+        classes = conn.exec_driver_sql(
+            f"SELECT q0, q1, COUNT(*), COUNT(DISTINCT pid) FROM {ref} GROUP BY q0, q1 ORDER BY q0, q1"
+        ).all()
+        rows, persons = conn.exec_driver_sql(f"SELECT COUNT(*), COUNT(DISTINCT pid) FROM {ref}").one()
+    engine.dispose()
+    return [tuple(c) for c in classes], rows, persons
+
+
+def _check_publication(url: str, job, k: int, schema: str | None = None) -> None:
+    result = anonymize(job, RunOptions(metadata_schema=f"{schema}_meta") if schema else None)
+    classes, rows, persons = _published(url, "visits_anon", schema)
+    visits = _visits()
+    kept = persons
+    assert result.audit.counted == "persons" and result.audit.rows == kept and result.audit.split_persons == 0
+    assert all(n >= k for *_, n in classes), classes  # every class holds k persons, however many rows
+    assert result.audit.min_class_size == min(n for *_, n in classes)
+    suppressed = len({v[0] for v in visits}) - kept
+    assert suppressed <= job.suppression.max_suppressed(60) and result.suppressed == suppressed
+    # a published person keeps all of their rows: the rows per pseudonym are rows per person of the source
+    engine = sa.create_engine(url)
+    ref = f'"{schema}".visits_anon' if schema else "visits_anon"
+    with engine.connect() as conn:
+        published = sorted(n for (n,) in conn.exec_driver_sql(f"SELECT COUNT(*) FROM {ref} GROUP BY pid").all())
+    engine.dispose()
+    of_source: dict[str, int] = {}
+    for v in visits:
+        of_source[v[0]] = of_source.get(v[0], 0) + 1
+    left = sorted(of_source.values())
+    for n in published:
+        left.remove(n)  # ValueError: a person published with a number of rows no person of the source has
+    assert sum(published) == rows
+
+
+def test_a_publication_counts_persons_and_keeps_their_rows_whole(tmp_path):
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    _load(url, _visits())
+    job = _job(tmp_path, url, HIERARCHIES, 8, 0.1, output={"table": "visits_anon"})
+    _check_publication(url, job, 8)
+    # counting rows instead, the same k passes at finer nodes: classes of 8 rows may be 2 persons
+    by_rows = dataclasses.replace(job, unit="rows", unit_column=None, strategy="exhaustive")
+    assert set(search(by_rows).minimal) != set(search(job).minimal)
+
+
+def test_postgresql_counts_persons_as_duckdb_does(pg_server: str, pg_schema: str, tmp_path: Path):
+    _load(pg_server, _visits(), pg_schema)
+    job = _job(tmp_path, pg_server, HIERARCHIES, 8, 0.1, pg_schema, output={"table": "visits_anon"})
+    options = RunOptions(metadata_schema=f"{pg_schema}_meta")
+    persons = 60
+    expected = brute_force(HIERARCHIES, _visits(), 8, job.suppression.max_suppressed(persons))
+    assert sorted(search(job, options).satisfying) == expected
+    _check_publication(pg_server, job, 8, pg_schema)
+
+
+def test_the_audit_counts_persons_and_finds_one_in_two_classes(tmp_path):
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    rows = _visits()
+    _load(url, rows)
+    job = _job(tmp_path, url, HIERARCHIES, 3, 0)
+    report = audit(job, "visits")
+    # each (z, a) class of the table: its distinct persons, not its rows
+    assert report.counted == "persons" and report.rows == 60 and report.split_persons == 0
+    assert report.min_class_size == min(
+        len({r[0] for r in rows if (r[1], r[2]) == cell}) for cell in {(r[1], r[2]) for r in rows}
+    )
+    _load(url, rows + [("p0", "z6", "a4", "visit9", "d0")])  # p0 now in two classes
+    report = audit(job, "visits")
+    assert report.split_persons == 1 and not report.ok
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"unit": {"column": "q0"}}, "is a quasi-identifier"),
+        ({"unit": {"column": "visit"}}, "is sensitive or insensitive"),
+        ({"unit": "nobody"}, "is not listed under identifying"),
+        ({"identifying": ["pid"]}, "is dropped; publish it as a pseudonym"),
+        ({"unit": 3}, "unit must be rows"),
+        ({"output": {"table": "o", "method": "mondrian"}}, "counts rows, not persons"),
+    ],
+)
+def test_a_unit_the_job_cannot_count_by_is_refused(tmp_path, change: dict[str, Any], message: str):
+    with pytest.raises(ConfigError, match=message):
+        _job(tmp_path, "duckdb:///x.duckdb", HIERARCHIES, 3, 0, **change)
+
+
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ((None, "z0", "a0", "visit9", "d0"), r"unit column 'pid' is NULL in 1 row\(s\)"),
+        (
+            ("p0", "z1", "a0", "visit9", "d0"),
+            r"1 person\(s\) of unit column 'pid' have rows with different values of "
+            "the quasi-identifier 'q0'",
+        ),
+        (("p0", None, "a0", "visit9", "d0"), "different values of the quasi-identifier 'q0'"),
+    ],
+)
+def test_persons_the_run_cannot_count_stop_it_before_anything_is_written(tmp_path, row: tuple, message: str):
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    _load(url, _visits() + [row])
+    job = _job(tmp_path, url, HIERARCHIES, 3, 0, output={"table": "visits_anon"})
+    with pytest.raises(DataError, match=message):
+        anonymize(job)
+    engine = sa.create_engine(url)
+    assert not sa.inspect(engine).has_table("visits_anon")
+    engine.dispose()
+
+
+def test_a_sensitive_value_that_differs_within_a_person_is_refused(tmp_path):
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    _load(url, _visits())
+    job = _job(tmp_path, url, HIERARCHIES, 3, 0)
+    job = dataclasses.replace(job, insensitive=["visit"], sensitive=["diagnosis"])
+    with pytest.raises(DataError, match="different values of the sensitive column 'diagnosis'"):
+        search(job)
