@@ -16,9 +16,10 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import RunOptions, anonymize, audit, search
+from sqlanon import RunOptions, anonymize, audit, inference, search
 from sqlanon.config import job_from_dict
 from sqlanon.errors import ConfigError, DataError
+from sqlanon.model.job import ReleaseSeries
 
 KEY = "0123456789abcdef0123456789abcdef"
 KEY_ENV = "SQLANON_TEST_PERSON_KEY"
@@ -253,6 +254,13 @@ def test_persons_the_run_cannot_count_stop_it_before_anything_is_written(tmp_pat
     engine = sa.create_engine(url)
     assert not sa.inspect(engine).has_table("visits_anon")
     engine.dispose()
+
+
+def test_inference_across_releases_refuses_a_unit(tmp_path):
+    job = _job(tmp_path, "duckdb:///x.duckdb", HIERARCHIES, 3, 0)
+    job = dataclasses.replace(job, releases=ReleaseSeries(pseudonym="pid", releases=()), sensitive=["diagnosis"])
+    with pytest.raises(ConfigError, match="inference reads each release as one row per person"):
+        inference(job)
 
 
 def test_a_sensitive_value_that_differs_within_a_person_is_refused(tmp_path):

@@ -44,11 +44,18 @@ def check_release_tables(db: Database, conn: Connection, job: Job, target: Table
 
 
 def check_inference_job(job: Job) -> None:
-    """What inference needs of a job, before any database is opened: releases, and one sensitive column."""
+    """What inference needs of a job, before any database is opened: releases, one sensitive column, and one row
+    per person (no `unit` column)."""
     if job.releases is None:
         raise ConfigError(
             "the config has no releases; add releases: {pseudonym: COLUMN, series: [{name: N, table: "
             "T, sensitive_table: S}, ...]}"
+        )
+    if job.unit_column:
+        raise ConfigError(
+            f"inference reads each release as one row per person; with unit {job.unit_column!r} a person may have "
+            "several, which it does not follow yet: remove unit for the inference job (its releases keep one row "
+            "per person), or leave inference out"
         )
     if len(job.sensitive) != 1:
         raise ConfigError(
