@@ -262,7 +262,7 @@ def test_mondrian_and_anatomy_jobs_get_a_report_of_their_published_table(tmp_pat
 
 def test_the_summary_says_whose_records_they_are():
     """One record per person where the job's identifier repeats in no row (every run checks it first), rows
-    where the job says `unit: rows`, and unknown without an identifier."""
+    where the job says `unit: rows`, persons where it names their column, and unknown without an identifier."""
     from sqlanon.analysis.report import ReportData, _who
 
     job: dict[str, Any] = {"job_name": "j", "settings": [], "guarantees": [], "qi": [], "class_sizes": []}
@@ -270,4 +270,6 @@ def test_the_summary_says_whose_records_they_are():
     assert _who(ReportData(columns=person, analysis=None, **job)).startswith("one record per person (pid repeats")  # type: ignore[arg-type]
     rows = _who(ReportData(columns=person, unit="rows", analysis=None, **job))  # type: ignore[arg-type]
     assert rows.startswith("the job counts rows, not persons (unit: rows)")
+    persons = _who(ReportData(columns=person, unit_column="pid", analysis=None, **job))  # type: ignore[arg-type]
+    assert persons.startswith("persons, each counted once whatever their number of records (pid names")
     assert "no direct identifier" in _who(ReportData(columns=[], analysis=None, **job))  # type: ignore[arg-type]

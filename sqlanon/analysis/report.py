@@ -58,6 +58,7 @@ class ReportData:
     #: labels or values among the published records (analysis.releases.NodeAnalysis.chosen)
     distributions: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int]]]] = field(default_factory=dict)
     unit: str | None = None  # the job's `unit` ("rows": a person may have several records)
+    unit_column: str | None = None  # the column naming each record's person, when the job counts persons by it
 
 
 def job_fields(job: Job) -> dict[str, Any]:
@@ -92,7 +93,16 @@ def job_fields(job: Job) -> dict[str, Any]:
         settings.append(("other columns", "left out of the release"))
     if job.unit == "rows":
         settings.append(("unit", "rows: a person may have several records"))
-    return {"job_name": job.name, "columns": columns, "settings": settings, "qi": job.qi_names, "unit": job.unit}
+    if job.unit_column:
+        settings.append(("unit", f"persons, named by {job.unit_column}: a person may have several records"))
+    return {
+        "job_name": job.name,
+        "columns": columns,
+        "settings": settings,
+        "qi": job.qi_names,
+        "unit": job.unit,
+        "unit_column": job.unit_column,
+    }
 
 
 #: how a page says sqlanon wrote it (the only kind of existing file `report --replace` overwrites)
@@ -198,6 +208,11 @@ def _who(data: ReportData) -> str:
     identifiers = [c for c, role, _ in data.columns if role == "identifying"]
     if data.unit == "rows":
         return "the job counts rows, not persons (unit: rows): a person with several rows counts once for each"
+    if data.unit_column:
+        return (
+            f"persons, each counted once whatever their number of records ({html.escape(data.unit_column)} names "
+            "the person of each record; a person's records are published together, or not at all)"
+        )
     if identifiers:
         return (
             f"one record per person ({html.escape(', '.join(identifiers))} repeats in no row, checked before the run)"
