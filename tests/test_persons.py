@@ -1,4 +1,4 @@
-"""A person with several rows (`unit: {column: ...}`): the criteria count persons, on DuckDB and PostgreSQL.
+"""A person with several rows (`unit: {column: ...}`): the criteria count persons, on DuckDB, PostgreSQL and Spark.
 
 The search is checked against a brute force over every node that counts each class's distinct persons in Python
 (small generated tables, a different code path); publications are re-counted from the written table.
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import RunOptions, anonymize, audit, inference, search
+from sqlanon import RunOptions, anonymize, audit, inference, load_csv, search
 from sqlanon.config import job_from_dict
 from sqlanon.errors import ConfigError, DataError
 from sqlanon.model.job import ReleaseSeries
@@ -199,6 +199,19 @@ def test_postgresql_counts_persons_as_duckdb_does(pg_server: str, pg_schema: str
     expected = brute_force(HIERARCHIES, _visits(), 8, job.suppression.max_suppressed(persons))
     assert sorted(search(job, options).satisfying) == expected
     _check_publication(pg_server, job, 8, pg_schema)
+
+
+@pytest.mark.spark
+def test_spark_counts_persons_as_duckdb_does(spark_url: str, tmp_path: Path):
+    csv = tmp_path / "visits.csv"
+    csv.write_text("pid,q0,q1,visit,diagnosis\n" + "\n".join(",".join(row) for row in _visits()) + "\n")
+    load_csv(csv, "visits", spark_url, csv_options={"all_varchar": True}, replace=True)
+    job = _job(tmp_path, spark_url, HIERARCHIES, 8, 0.1, output={"table": "visits_anon"})
+    expected = brute_force(HIERARCHIES, _visits(), 8, job.suppression.max_suppressed(60))
+    assert sorted(search(job).satisfying) == expected
+    result = anonymize(job, replace=True)
+    assert result.audit.counted == "persons" and result.audit.split_persons == 0
+    assert audit(job, "visits_anon").min_class_size >= 8
 
 
 def test_the_audit_counts_persons_and_finds_one_in_two_classes(tmp_path):
