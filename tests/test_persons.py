@@ -214,6 +214,21 @@ def test_spark_counts_persons_as_duckdb_does(spark_url: str, tmp_path: Path):
     assert audit(job, "visits_anon").min_class_size >= 8
 
 
+def test_mondrian_partitions_persons_and_publishes_all_their_rows(tmp_path):
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    _load(url, _visits())
+    job = _job(tmp_path, url, HIERARCHIES, 6, 0, output={"table": "visits_anon", "method": "mondrian"})
+    result = anonymize(job)
+    classes, rows, persons = _published(url, "visits_anon")
+    assert rows == len(_visits()) and persons == 60  # every row, of every person
+    assert all(n >= 6 for *_, n in classes) and result.audit.min_class_size == min(n for *_, n in classes)
+    assert result.audit.counted == "persons" and result.audit.split_persons == 0
+    # counting rows, Mondrian cuts finer: some partition of 6 rows then holds fewer than 6 persons
+    by_rows = dataclasses.replace(job, unit="rows", unit_column=None, output=dataclasses.replace(job.output, table="o"))
+    anonymize(by_rows)
+    assert min(n for *_, n in _published(url, "o")[0]) < 6
+
+
 def test_the_audit_counts_persons_and_finds_one_in_two_classes(tmp_path):
     url = f"duckdb:///{tmp_path / 't.duckdb'}"
     rows = _visits()
@@ -238,7 +253,7 @@ def test_the_audit_counts_persons_and_finds_one_in_two_classes(tmp_path):
         ({"unit": "nobody"}, "is not listed under identifying"),
         ({"identifying": ["pid"]}, "is dropped; publish it as a pseudonym"),
         ({"unit": 3}, "unit must be rows"),
-        ({"output": {"table": "o", "method": "mondrian"}}, "counts rows, not persons"),
+        ({"output": {"table": "o", "method": "anatomy", "l": 2}}, "counts rows, not persons"),
     ],
 )
 def test_a_unit_the_job_cannot_count_by_is_refused(tmp_path, change: dict[str, Any], message: str):

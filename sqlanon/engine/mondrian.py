@@ -734,24 +734,44 @@ def _number_text(value: Column) -> Column:
     )
 
 
+@dataclass(frozen=True)
+class PersonRows:
+    """Where Mondrian partitioned a job's persons (one row each, `engine.star.person_table`): the source whose
+    rows are published (`ref`, its `columns`) and the `unit` column that names each row's person."""
+
+    ref: str
+    columns: list[str]
+    unit: str
+
+
 def published_rows(
-    db: Database, mondrian: Mondrian, select_other: Callable[[str, str], str | None], mean: bool
+    db: Database,
+    mondrian: Mondrian,
+    select_other: Callable[[str, str], str | None],
+    mean: bool,
+    persons: PersonRows | None = None,
 ) -> tuple[str, list[str]]:
     """The SELECT of the published table (every source column in order, QIs as their partition's range (or mean)
     or hierarchy node, the others as `select_other(column, its value in SQL)` says, None: not published) and the
-    published names. Stores the partitions' labels first (`Mondrian.store_labels`), which the SELECT reads."""
+    published names. Stores the partitions' labels first (`Mondrian.store_labels`), which the SELECT reads. With
+    `persons`, Mondrian's rows are the persons, and every row of the source goes to its person's partition."""
     by_column = {db.name_key(qi.column): j for j, qi in enumerate(mondrian.qis)}
+    columns = mondrian.columns if persons is None else persons.columns
     select_list, published = [], []
-    for k, column in enumerate(mondrian.columns):
+    for k, column in enumerate(columns):
         value: str | None = f"g.q{by_column[db.name_key(column)]}" if db.name_key(column) in by_column else None
         if value is None:
-            value = select_other(column, f"t.u{k}")
+            value = select_other(column, f"t.u{k}" if persons is None else f"t.{db.q(column)}")
             if value is None:
                 continue
         select_list.append(f"{value} AS {db.q(column)}")
         published.append(column)
     rows, done = mondrian.scratch.ref_of(mondrian.rows), mondrian.scratch.ref_of(mondrian.done)
+    rid, first = "t.rid", f"{rows} t"
+    if persons is not None:  # each row of the source, by its person, to its person's row of Mondrian's
+        unit = next(k for k, c in enumerate(mondrian.columns) if db.same_name(c, persons.unit))
+        rid, first = "p.rid", f"{persons.ref} t JOIN {rows} p ON p.u{unit} = t.{db.q(persons.unit)}"
     return (
-        f"SELECT {', '.join(select_list)} FROM {rows} t JOIN {done} w ON w.rid = t.rid "
+        f"SELECT {', '.join(select_list)} FROM {first} JOIN {done} w ON w.rid = {rid} "
         f"JOIN {mondrian.store_labels(mean)} g ON g.part = w.part"
     ), published

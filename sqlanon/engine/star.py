@@ -428,7 +428,7 @@ def person_table(db: Database, conn: Connection, job: Job, source: str, sensitiv
     says which column. (A person with several sensitive values, or in several classes, is not counted yet.)"""
     assert job.unit_column is not None
     columns = job.qi_names + sensitive
-    persons = db.create_scratch(conn, f"persons_{run_id}", persons_select(db, source, job.unit_column, columns))
+    persons = db.create_scratch(conn, person_table_name(run_id), persons_select(db, source, job.unit_column, columns))
     counted = db.ref_table(persons, [job.unit_column]).c[job.unit_column]
     rows, named = db.execute(
         conn, db.as_text(conn, sa.select(sa.func.count(), sa.func.count(counted.distinct())))
@@ -437,6 +437,11 @@ def person_table(db: Database, conn: Connection, job: Job, source: str, sensitiv
         db.drop_table(conn, persons)
         _refuse_persons(db, conn, job, source, columns)
     return persons
+
+
+def person_table_name(run_id: int) -> str:
+    """The name of a run's persons' table (`person_table`), a scratch table of its session."""
+    return f"persons_{run_id}"
 
 
 def _refuse_persons(db: Database, conn: Connection, job: Job, source: str, columns: list[str]) -> None:
@@ -732,7 +737,7 @@ def _check_one_row_per_tuple(db: Database, conn: Connection, star: StarSchema) -
     built = [d for d in dims if not d.reused]  # a kept table was checked when its run built it
     twice = _first_values_per_dimension(
         conn,
-        [f"SELECT v AS value, COUNT(*) OVER () AS found FROM {d.table} GROUP BY v HAVING COUNT(*) > 1" for d in built],
+        [db.as_text(conn, _repeated_values(db.ref_table(d.table, ["v"]).c.v)) for d in built],
     )
     for dim, values in zip(built, twice):
         if values:
@@ -756,6 +761,15 @@ def _check_one_row_per_tuple(db: Database, conn: Connection, star: StarSchema) -
     missing = _first_values_per_dimension(conn, [_missing_keys(db, star.source, dim) for dim in dims])
     for dim, values in zip(dims, missing):
         _check_covered(dim, values)
+
+
+def _repeated_values(value: sa.ColumnElement[Any]) -> Any:
+    """SELECT value, found: the values a dimension table holds twice, and how many there are."""
+    return (
+        sa.select(value.label("value"), sa.func.count().over().label("found"))
+        .group_by(value)
+        .having(sa.func.count() > 1)
+    )
 
 
 def _first_values_per_dimension(conn: Connection, queries: list[str]) -> list[list[tuple[str | None, int]]]:

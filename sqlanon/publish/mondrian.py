@@ -13,8 +13,8 @@ from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..engine.audit import AuditReport, audit_table, check_published_columns, check_published_values
-from ..engine.mondrian import Mondrian, MondrianQI, MondrianResult, published_rows
-from ..engine.star import kinds_by_key, needed_sensitive
+from ..engine.mondrian import Mondrian, MondrianQI, MondrianResult, PersonRows, published_rows
+from ..engine.star import kinds_by_key, needed_sensitive, person_table, person_table_name
 from ..errors import AuditError, ConfigError
 from ..model.hierarchies import Hierarchy
 from ..model.job import Job, _choice
@@ -32,6 +32,7 @@ class MondrianMethod(PublicationMethod):
     """Mondrian's multidimensional partitioning: every partition satisfies the criteria as it is cut."""
 
     name = "mondrian"
+    counts_persons = True
     settings = ("relaxed", "numeric")
     numeric_outputs = ("range", "mean")  # a numeric QI published as its partition's range, or its mean
 
@@ -99,20 +100,27 @@ def publish_partitioned(
     ownership: Ownership,
     run_id: int,
     rows: int,
+    source_columns: list[str],
     progress: Progress = silent,
 ) -> tuple[AuditReport, list[dict[str, Any]]]:
     """Write the partitioned table of a finished `work` through the staged, audited path (in the caller's
-    transaction), drop the work tables; the audit's report and the first published rows."""
+    transaction), drop the work tables; the audit's report and the first published rows. `rows`: what `work`
+    partitioned (the source's rows, or its persons where the job names their column); `source_columns`: the
+    source's."""
     assert job.output is not None
     phases = Phases(progress, "publish", 3)
     phases.step("writing the table")
+    src = destination.source
+    persons = None
+    if job.unit_column:
+        persons = PersonRows(ref=db.q(src.schema, src.table), columns=source_columns, unit=job.unit_column)
     select, published = published_rows(
         db,
         work,
         lambda column, value: pseudonyms.select(db, job.identifying, column, value),
         job.output.settings["numeric"] == "mean",
+        persons,
     )
-    src = destination.source
     with staged_table(db, conn, destination=destination, select=select, ownership=ownership, run_id=run_id) as staged:
         phases.step("checking its columns and values")
         check_published_columns(db, conn, staged.ref, str(destination.name), published)
@@ -127,13 +135,14 @@ def publish_partitioned(
             every_row=True,
         )
         phases.step("auditing")
+        unit = next((c for c in published if job.unit_column and db.same_name(c, job.unit_column)), None)
         report = audit_table(
-            db, conn, staged.ref, qi_columns=job.qi_names, sensitive=job.sensitive, criteria=job.criteria
+            db, conn, staged.ref, qi_columns=job.qi_names, sensitive=job.sensitive, criteria=job.criteria, unit=unit
         )
         if not report.ok or report.rows != rows:
-            failed = ", ".join(name for name, ok in report.holds.items() if not ok) or "row count"
+            failed = ", ".join(name for name, ok in report.holds.items() if not ok) or f"{report.counted} count"
             raise AuditError(f"the partitioned table failed its audit ({failed}); nothing was written")
-        staged.audited(rows)
+        staged.audited(rows if unit is None else db.count_rows(conn, staged.ref))
     work.drop()
     return report, preview(db, conn, destination.name)
 
@@ -163,11 +172,18 @@ def partition_and_publish(
         else MondrianQI(qi.column, None, kinds[db.name_key(qi.column)])
         for qi in job.quasi_identifiers
     ]
+    partitioned_source: tuple[str | None, str] = (source.schema, source.table)
+    partitioned_columns = list(columns)
+    if job.unit_column:  # Mondrian cuts the persons, one row each; every row of a person goes to their partition
+        sensitive = list(dict.fromkeys(job.sensitive + needed_sensitive(job.criteria)))
+        person_table(db, conn, job, db.q(source.schema, source.table), sensitive, run_id)
+        partitioned_source = (db.temp_schema or None, person_table_name(run_id))
+        partitioned_columns = [job.unit_column, *job.qi_names, *sensitive]
     work = Mondrian(
         db=db,
         conn=conn,
-        source=(source.schema, source.table),
-        columns=list(columns),
+        source=partitioned_source,
+        columns=partitioned_columns,
         qis=qis,
         sensitive=needed_sensitive(job.criteria),
         criteria=job.criteria,
@@ -189,8 +205,11 @@ def partition_and_publish(
         ownership=ownership,
         run_id=run_id,
         rows=rows,
+        source_columns=list(columns),
         progress=progress,
     )
+    if job.unit_column:
+        db.drop_table(conn, db.scratch_ref(person_table_name(run_id)))
     return MondrianReport(
         output=str(destination.name),
         rows=rows,
