@@ -338,11 +338,6 @@ CASES: dict[str, Case] = {
     ),
     "unit-a-qi": Case("config file", "unit: column 'age' is a quasi-identifier", _set("unit", {"column": "age"})),
     "unit-dropped": Case("config file", "unit: column 'patient_id' is dropped", _set("unit", "patient_id")),
-    "unit-anatomy": Case(
-        "config file",
-        "counts rows, not persons",
-        _then(_pseudonym_env("SQLANON_BAD_INPUT_KEY"), _set("unit", "patient_id"), _method("anatomy")),
-    ),
     "mondrian-suppression": Case(
         "config file", "mondrian suppresses no tuples", _then(_method("mondrian"), _set("suppression", {"limit": 0.02}))
     ),

@@ -161,3 +161,7 @@ def test_a_publication_method_is_one_class(registries, adult_duck, tmp_path):
     assert job_from_dict({**config, "output": starred_output}).output.settings == {"star": "*"}  # the method's own
     with pytest.raises(ConfigError, match=f"output.star belong to method: {Starred.name}"):
         job_from_dict({**config, "output": {"table": "x", "star": 1}})
+    # a method that does not say it counts persons refuses a job that names them
+    by_person = {**config, "identifying": {"pid": {"pseudonym": {"key_env": "K"}}}, "unit": "pid"}
+    with pytest.raises(ConfigError, match=f"output.method {Starred.name} counts rows, not persons"):
+        job_from_dict({**by_person, "output": starred_output})

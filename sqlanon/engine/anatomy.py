@@ -52,27 +52,52 @@ def bucket_assignment(
 
 
 def published_selects(
-    db: Database, conn: Connection, assigned: str, published: list[str], sensitive: str
+    db: Database,
+    conn: Connection,
+    assigned: str,
+    published: list[str],
+    sensitive: str,
+    rows: tuple[str, list[str], str] | None = None,
 ) -> tuple[str, str]:
     """The SELECTs of the QI table (the `published` columns and the bucket) and of the sensitive table (bucket,
-    value, count) from the scratch table `assigned` that `bucket_assignment` made."""
+    value, count) from the scratch table `assigned` that `bucket_assignment` made. With `rows` (the source, the
+    SQL of each published column over its rows, the unit column), `assigned` holds one row per person (u0: the
+    unit), and every row of the source goes to its person's bucket."""
     t = db.ref_table(assigned, [f"u{k}" for k in range(len(published))] + [VALUE, BUCKET])
-    kept = [t.c[f"u{k}"].label(c) for k, c in enumerate(published)]
     counted = [t.c[BUCKET], t.c[VALUE].label(sensitive), func.count().label(COUNT_COLUMN)]
+    if rows is None:
+        qi_rows = select(*(t.c[f"u{k}"].label(c) for k, c in enumerate(published)), t.c[BUCKET])
+    else:
+        source, values, unit = rows
+        r = db.ref_table(source, [unit]).alias("t")
+        kept: list[Any] = [sa.literal_column(value).label(c) for value, c in zip(values, published)]
+        qi_rows = select(*kept, t.c[BUCKET]).select_from(r.join(t, t.c.u0 == r.c[unit]))
     return (
-        db.as_text(conn, select(*kept, t.c[BUCKET])),
+        db.as_text(conn, qi_rows),
         db.as_text(conn, select(*counted).group_by(t.c[BUCKET], t.c[VALUE])),
     )
 
 
 def bucket_figures(
-    db: Database, conn: Connection, *, qi_ref: str, sensitive_ref: str, sensitive: str, l: int
+    db: Database,
+    conn: Connection,
+    *,
+    qi_ref: str,
+    sensitive_ref: str,
+    sensitive: str,
+    l: int,
+    unit: str | None = None,
 ) -> dict[str, Any]:
     """From the two tables alone: buckets whose records and value counts differ (mismatched), buckets of fewer
     than `l` values (poor), buckets, records, the smallest bucket, the fewest values of a bucket and the largest
-    share of one value in a bucket."""
-    qi, values = db.ref_table(qi_ref, [BUCKET]), db.ref_table(sensitive_ref, [BUCKET, sensitive, COUNT_COLUMN])
-    q = select(qi.c[BUCKET], func.count().label("records")).group_by(qi.c[BUCKET]).subquery("q")
+    share of one value in a bucket. With `unit` (the QI table's column naming each record's person), records are
+    persons, each counted once in each bucket they are in."""
+    qi, values = (
+        db.ref_table(qi_ref, [BUCKET, *filter(None, [unit])]),
+        db.ref_table(sensitive_ref, [BUCKET, sensitive, COUNT_COLUMN]),
+    )
+    records = func.count() if unit is None else func.count(qi.c[unit].distinct())
+    q = select(qi.c[BUCKET], records.label("records")).group_by(qi.c[BUCKET]).subquery("q")
     v = (
         select(
             values.c[BUCKET],

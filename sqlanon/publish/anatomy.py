@@ -30,6 +30,7 @@ from ..backends import Database
 from ..engine import anatomy as bucket_sql
 from ..engine.anatomy import BUCKET, COUNT_COLUMN
 from ..engine.audit import check_published_columns, check_published_values
+from ..engine.star import person_table
 from ..errors import AuditError, ConfigError, DataError
 from ..model.job import Job, Output
 from ..model.progress import Phases, Progress, silent
@@ -86,6 +87,7 @@ class Anatomy(PublicationMethod):
     """Anatomy: a QI table with exact QIs and a bucket number, and a sensitive table of l-diverse buckets."""
 
     name = "anatomy"
+    counts_persons = True
     settings = ("l", "sensitive_table", "seed")
 
     @classmethod
@@ -183,14 +185,20 @@ def publish_bucketized(
     phases = Phases(progress, "anatomy", 4)
     phases.step("checking the sensitive values")
     l, [sensitive] = int(job.output.settings["l"]), job.sensitive
-    source_ref = db.q(source.schema, source.table)
-    rows = check_eligible(db, conn, source_ref, sensitive, l)
-    others = [f"t.{db.q(c)}" for c in columns if not db.same_name(c, sensitive)]
+    source_ref = counted = db.q(source.schema, source.table)
+    drawn = [c for c in columns if not db.same_name(c, sensitive)]  # what orders a value's records at random
+    if job.unit_column:  # the buckets are drawn over the persons, one row each; a person's rows share theirs
+        counted = person_table(db, conn, job, source_ref, [sensitive], run_id)
+        drawn = [job.unit_column, *job.qi_names]
+    rows = check_eligible(db, conn, counted, sensitive, l)
+    others = [f"t.{db.q(c)}" for c in drawn]
     scratch = f"anatomy_{run_id}"
     if conn.in_transaction():
         conn.commit()
     with conn.begin(), pseudonyms.loaded(db, conn):
-        published, select = _qi_columns(db, job, columns, pseudonyms)
+        published, values = _qi_columns(db, job, columns, pseudonyms)
+        # the scratch table's k-th column is u<k>: no name of the source's is ever one of its own
+        select = [f"{value} AS u{k}" for k, value in enumerate(values)]
         if (
             any(db.same_name(c, BUCKET) for c in published)
             or db.same_name(sensitive, COUNT_COLUMN)
@@ -205,9 +213,12 @@ def publish_bucketized(
         # releases of a changing table would put the same neighbours together again and again and give far more
         # away when combined (bench/bench_releases.py); the same job and seed give the same buckets on every database
         phases.step("drawing the buckets")
+        by_person = None
+        if job.unit_column:  # the persons' buckets (u0: the person), and each row's published values
+            by_person, select = (source_ref, values, job.unit_column), [f"t.{db.q(job.unit_column)} AS u0"]
         assignment, params = bucket_sql.bucket_assignment(
             db,
-            source=source_ref,
+            source=counted,
             select=select,
             sensitive=sensitive,
             others=others,
@@ -216,7 +227,7 @@ def publish_bucketized(
         )
         assigned = db.create_scratch(conn, scratch, assignment, params)
         phases.step("writing the tables")
-        qi_rows, sensitive_rows = bucket_sql.published_selects(db, conn, assigned, published, sensitive)
+        qi_rows, sensitive_rows = bucket_sql.published_selects(db, conn, assigned, published, sensitive, by_person)
         qi_table, sensitive_table = (
             Destination(name=name, source=source, replace=replace, grant_to=job.output.grant_to)
             for name in (qi_target, sensitive_target)
@@ -228,9 +239,10 @@ def publish_bucketized(
             ) as sa,
         ):
             phases.step("auditing")
-            report = audit_bucketized(db, conn, qi.ref, sa.ref, sensitive, l, source_ref)
+            report = audit_bucketized(db, conn, qi.ref, sa.ref, sensitive, l, counted, job.unit_column)
             if report["rows"] != rows:
-                raise AuditError(f"the QI table has {report['rows']} rows, the source {rows}; nothing was written")
+                what = "rows" if job.unit_column is None else "persons (counted once in each bucket)"
+                raise AuditError(f"the QI table has {report['rows']} {what}, the source {rows}; nothing was written")
             check_published_columns(db, conn, qi.ref, str(qi_target), published + [BUCKET])
             check_published_values(
                 db,
@@ -242,9 +254,11 @@ def publish_bucketized(
                 every_row=True,
             )
             check_published_columns(db, conn, sa.ref, str(sensitive_target), [BUCKET, sensitive, COUNT_COLUMN])
-            qi.audited(rows)
+            qi.audited(rows if job.unit_column is None else db.count_rows(conn, qi.ref))
             sa.audited(report["cells"])
         db.drop_table(conn, assigned)
+        if counted != source_ref:
+            db.drop_table(conn, counted)
         first_rows = preview(db, conn, qi_target, BUCKET)
     return AnatomyReport(
         qi_table=str(qi_target),
@@ -262,20 +276,19 @@ def publish_bucketized(
 
 
 def _qi_columns(db: Database, job: Job, columns: list[str], pseudonyms: Pseudonyms) -> tuple[list[str], list[str]]:
-    """The QI table's columns in source order (all but the sensitive one and dropped identifiers), and the
-    SELECT list of the scratch table that writes them (pseudonyms computed in SQL), the k-th as u<k>: no name of
-    the source's is ever one of the scratch table's own."""
+    """The QI table's columns in source order (all but the sensitive one and dropped identifiers), and the value of
+    each over the source's rows (t; pseudonyms computed in SQL)."""
     sensitive = db.name_key(job.sensitive[0])
-    published, select = list[str](), list[str]()
+    published, values = list[str](), list[str]()
     for column in columns:
         if db.name_key(column) == sensitive:
             continue
         value = pseudonyms.select(db, job.identifying, column, f"t.{db.q(column)}")
         if value is None:
             continue
-        select.append(f"{value} AS u{len(published)}")
+        values.append(value)
         published.append(column)
-    return published, select
+    return published, values
 
 
 def audit_bucketized(
@@ -286,14 +299,19 @@ def audit_bucketized(
     sensitive: str,
     l: int,
     source_ref: str | None = None,
+    unit: str | None = None,
 ) -> dict[str, Any]:
     """Re-check a bucketized pair from the two tables alone (and the source's value counts, when given).
 
     Every bucket's records and value counts agree, every bucket holds at
     least `l` different values, and, with the source, every value is
     published as often as the source holds it. Raises AuditError otherwise.
+    With `unit` (the QI table's column naming each record's person), records
+    are persons, and the source is their table (one row each).
     """
-    figures = bucket_sql.bucket_figures(db, conn, qi_ref=qi_ref, sensitive_ref=sensitive_ref, sensitive=sensitive, l=l)
+    figures = bucket_sql.bucket_figures(
+        db, conn, qi_ref=qi_ref, sensitive_ref=sensitive_ref, sensitive=sensitive, l=l, unit=unit
+    )
     mismatched, poor = figures["mismatched"], figures["poor"]
     if mismatched:
         raise AuditError(
