@@ -199,6 +199,11 @@ def test_postgresql_counts_persons_as_duckdb_does(pg_server: str, pg_schema: str
     expected = brute_force(HIERARCHIES, _visits(), 8, job.suppression.max_suppressed(persons))
     assert sorted(search(job, options).satisfying) == expected
     _check_publication(pg_server, job, 8, pg_schema)
+    output = {"table": "visits_mondrian", "method": "mondrian"}
+    mondrian = _job(tmp_path, pg_server, HIERARCHIES, 6, 0, pg_schema, output=output)
+    assert anonymize(mondrian, options).audit.counted == "persons"
+    classes, rows, persons = _published(pg_server, "visits_mondrian", pg_schema)
+    assert (rows, persons) == (len(_visits()), 60) and all(n >= 6 for *_, n in classes)
 
 
 @pytest.mark.spark
