@@ -62,11 +62,12 @@ def job(folder: Path, url: str, k: int, load: bool, base: str = "cube"):
     )
 
 
-def plain_group_by(url: str) -> None:
+def plain_group_by(url: str, table: str = "hospital") -> None:
+    """One GROUP BY of `table` on the hospital's QIs: what the benchmarks' ratios divide by."""
     engine = sa.create_engine(url)
     cols = ", ".join(QIS)
     with engine.connect() as conn:
-        conn.exec_driver_sql(f"SELECT COUNT(*) FROM (SELECT {cols}, COUNT(*) FROM hospital GROUP BY {cols}) g").all()
+        conn.exec_driver_sql(f"SELECT COUNT(*) FROM (SELECT {cols}, COUNT(*) FROM {table} GROUP BY {cols}) g").all()
     engine.dispose()
 
 
