@@ -34,6 +34,7 @@ from .api import (
     load_csv,
     node_metrics,
     partition,
+    profile,
     report,
     search,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "load_job",
     "node_metrics",
     "partition",
+    "profile",
     "report",
     "search",
 ]

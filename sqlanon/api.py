@@ -23,6 +23,7 @@ from .analysis.attacks import (
     BayesSettings,
 )
 from .analysis.inference import InferenceReport, InferenceTarget, check_inference_job, infer
+from .analysis.profile import Profile, profile_table
 from .analysis.releases import (
     analyze_nodes,
     analyze_published_table,
@@ -639,6 +640,26 @@ def run_job(
             if job.output is not None:
                 return anonymize(job, options, replace=True)
             return search(job, options)
+
+
+def profile(
+    db_url: str,
+    table: str,
+    schema: str | None = None,
+    *,
+    unit: str | None = None,
+    max_size: int = 3,
+    candidates: int = 12,
+    options: RunOptions | None = None,
+) -> Profile:
+    """Which columns of `table` identify people, before any job: each column's distinct values and the share of
+    rows (or of persons, named by `unit`) it singles out, the same for every combination of up to `max_size` of
+    the `candidates` columns that may be quasi-identifiers, suggested roles, and a job to start from
+    (`Profile.job_yaml()`). Reads the table, writes nothing."""
+    options = options or RunOptions()
+    return profile_table(
+        db_url, table, schema, unit=unit, max_size=max_size, candidates=candidates, progress=options.progress
+    )
 
 
 def load_csv(

@@ -46,6 +46,7 @@ from ..api import (
     list_keys,
     load_csv,
     node_metrics,
+    profile,
     register_job,
     report,
     run_job,
@@ -1028,6 +1029,98 @@ def _option_pair(text: str) -> tuple[str, str]:
     if not sep or not name:
         raise SqlanonError(f"--option {text!r}: write NAME=VALUE, e.g. --option nullstr=?")
     return name.strip(), value
+
+
+@main.command("profile")
+@click.argument("table")
+@click.option(
+    "--db", "db_url", required=True, metavar="URL", help="Database holding the table (URL or DuckDB file path)."
+)
+@click.option("--schema", default=None, help="Schema of the table (default: the database's current schema).")
+@click.option(
+    "--unit", default=None, metavar="COLUMN", help="The column naming each row's person: shares count persons."
+)
+@click.option(
+    "--max-size", type=click.IntRange(1, 4), default=3, show_default=True, help="Largest combination of columns tried."
+)
+@click.option(
+    "--candidates",
+    type=click.IntRange(1, 40),
+    default=12,
+    show_default=True,
+    help="Columns combined (those with the most values, identifiers and constants aside).",
+)
+@click.option(
+    "--job", "job_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the suggested job here."
+)
+@click.option("--replace", is_flag=True, help="Overwrite --job's file if it exists.")
+@output_format
+def profile_command(
+    table: str,
+    db_url: str,
+    schema: str | None,
+    unit: str | None,
+    max_size: int,
+    candidates: int,
+    job_file: Path | None,
+    replace: bool,
+    fmt: str,
+) -> None:
+    """Which columns of TABLE identify people, before writing a job.
+
+    For every column: its distinct values, NULLs and the share of rows (of
+    persons, with --unit) it singles out alone; then the combinations of up
+    to --max-size columns that single out the most. Suggests roles
+    (identifying, quasi-identifier, ...) from the data's shape, and with
+    --job writes a job file to start from. Reads the table, writes nothing
+    else.
+    """
+    if job_file is not None and job_file.exists() and not replace:
+        raise SqlanonError(f"{job_file} exists; choose another file, or pass --replace to overwrite it")
+    with _progress(fmt) as progress:
+        found = profile(
+            db_url,
+            table,
+            schema,
+            unit=unit,
+            max_size=max_size,
+            candidates=candidates,
+            options=RunOptions(progress=progress),
+        )
+    if job_file is not None:
+        job_file.write_text(found.job_yaml())
+    columns, best = found.frames()
+    if fmt == "json":
+        print(
+            json.dumps(
+                {
+                    "rows": found.rows,
+                    "persons": found.persons,
+                    "columns": columns.to_dict("records"),
+                    "combinations": best.to_dict("records"),
+                    "job": found.job(),
+                },
+                default=str,
+            )
+        )
+        return
+    if fmt == "csv":
+        _write_csv(list(columns.columns), columns.values.tolist())
+        return
+    counted = f"{found.persons:,} persons in {found.rows:,} rows" if found.unit else f"{found.rows:,} rows"
+    _print_frame(f"{table}: {counted}, each column alone", columns, {"singled_out": "{:.1%}"})
+    _print_frame("the combinations that single out the most, by size", best, {"singled_out": "{:.1%}"})
+    suggested = ", ".join(found.quasi_identifiers) or "none"
+    out.print(f"suggested quasi-identifiers: {suggested}" + (f"; job written to {job_file}" if job_file else ""))
+
+
+def _print_frame(title: str, frame: Any, formats: dict[str, str]) -> None:
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    for column in frame.columns:
+        table.add_column(str(column))
+    for row in frame.itertuples(index=False):
+        table.add_row(*(formats[c].format(v) if c in formats else str(v) for c, v in zip(frame.columns, row)))
+    out.print(table)
 
 
 @main.command("migrate")
