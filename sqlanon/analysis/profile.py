@@ -70,6 +70,7 @@ class Profile:
     unit: str | None
     columns: list[ColumnProfile] = field(default_factory=list)
     combinations: list[Combination] = field(default_factory=list)
+    suggested: Combination | None = None  # the combination whose columns are the suggested quasi-identifiers
 
     @property
     def quasi_identifiers(self) -> list[str]:
@@ -206,7 +207,7 @@ def _suggest_quasi_identifiers(found: Profile, spans: dict[str, tuple[Any, Any]]
     if not found.combinations:
         return
     reaching = [c for c in found.combinations if c.singled_out >= QI_SHARE]
-    chosen = (
+    chosen = found.suggested = (
         min(reaching, key=lambda c: (len(c.columns), -c.singled_out))
         if reaching
         else max(found.combinations, key=lambda c: (c.singled_out, -len(c.columns)))

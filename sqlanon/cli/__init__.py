@@ -1110,7 +1110,10 @@ def profile_command(
     counted = f"{found.persons:,} persons in {found.rows:,} rows" if found.unit else f"{found.rows:,} rows"
     _print_frame(f"{table}: {counted}, each column alone", columns, {"singled_out": "{:.1%}"})
     _print_frame("the combinations that single out the most, by size", best, {"singled_out": "{:.1%}"})
-    suggested = ", ".join(found.quasi_identifiers) or "none"
+    chosen = found.suggested
+    suggested = (
+        "none" if chosen is None else f"{', '.join(chosen.columns)} (together alone for {chosen.singled_out:.1%})"
+    )
     out.print(f"suggested quasi-identifiers: {suggested}" + (f"; job written to {job_file}" if job_file else ""))
 
 
