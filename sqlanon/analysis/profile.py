@@ -146,9 +146,10 @@ def profile_table(
     try:
         with db.connect() as conn:
             types = db.column_types(conn, schema, table, fix="name a table of this database")
-            if unit is not None and not any(db.same_name(unit, c) for c in types):
+            named = next((c for c in types if db.same_name(unit, c)), None)
+            if unit is not None and named is None:
                 raise ConfigError(f"--unit {unit!r} is not a column of {table!r} (its columns: {', '.join(types)})")
-            unit = next((c for c in types if unit is not None and db.same_name(unit, c)), None)
+            unit = named
             columns = [c for c in types if c != unit]
             kinds = {c: db.column_kind(types[c]) for c in columns}
             numeric = [c for c in columns if kinds[c] is not ColumnKind.OTHER]

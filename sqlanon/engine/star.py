@@ -419,15 +419,24 @@ def check_one_row_per_person(db: Database, conn: Connection, job: Job) -> None:
             )
 
 
-def person_table(db: Database, conn: Connection, job: Job, source: str, sensitive: list[str], run_id: int) -> str:
-    """The persons of a job with a `unit` column: a session's scratch table of one row per person (the unit, the
-    QIs and the `sensitive` columns), which the run counts instead of the source's rows: a class's size is its
+def person_columns(job: Job, sensitive: Sequence[str] = ()) -> list[str]:
+    """The columns of a job's persons' table (`person_table`): the unit, the QIs, the job's sensitive columns and
+    `sensitive` (those of criteria evaluated beside the job's)."""
+    assert job.unit_column is not None
+    return [job.unit_column, *job.qi_names, *dict.fromkeys([*job.sensitive, *sensitive])]
+
+
+def person_table(
+    db: Database, conn: Connection, job: Job, source: str, run_id: int, sensitive: Sequence[str] = ()
+) -> str:
+    """The persons of a job with a `unit` column: a session's scratch table of one row per person (the
+    `person_columns`), which the run counts instead of the source's rows: a class's size is its
     persons, suppression removes persons and its limit counts them, each person's sensitive value counts once.
     Refused (DataError, nothing left behind) where a person is NULL, or a person's rows disagree on a QI or a
     sensitive value: then the table has more rows than named persons, and one grouping of the source by person
     says which column. (A person with several sensitive values, or in several classes, is not counted yet.)"""
     assert job.unit_column is not None
-    columns = job.qi_names + sensitive
+    columns = person_columns(job, sensitive)[1:]
     persons = db.create_scratch(conn, person_table_name(run_id), persons_select(db, source, job.unit_column, columns))
     counted = db.ref_table(persons, [job.unit_column]).c[job.unit_column]
     rows, named = db.execute(
@@ -527,7 +536,7 @@ def build_star_schema(
     criteria = list(job.criteria) + list(extra_criteria)
     sensitive = needed_sensitive(criteria)
     if job.unit_column:
-        source = person_table(db, conn, job, table, list(dict.fromkeys(job.sensitive + sensitive)), run_id)
+        source = person_table(db, conn, job, table, run_id, sensitive)
     try:  # the persons' table goes with an error, as the dimension tables do below
         rows = db.count_rows(conn, source)
         if rows == 0:

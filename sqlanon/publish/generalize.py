@@ -135,7 +135,7 @@ def publish_generalization(
                 criteria=criteria,
                 masked_top=masked_top,
                 reference=reference,
-                unit=_unit_column(db, plan, published),
+                unit=plan.unit,
             )
             _check_audit(report, star.rows, plan)
             # the audit counted persons where a unit names them; the ledger of outputs records rows
@@ -163,13 +163,6 @@ def _select_list(db: Database, star: StarSchema, plan: Publication, masking: boo
         select.append(f"{value} AS {db.q(column)}")
         published.append(column)
     return select, published
-
-
-def _unit_column(db: Database, plan: Publication, published: list[str]) -> str | None:
-    """The published column naming each row's person (its pseudonym), which the audit counts persons by."""
-    if plan.unit is None:
-        return None
-    return next(c for c in published if db.same_name(c, plan.unit))
 
 
 def unchanged_columns(

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..engine.audit import AuditReport, audit_table, check_published_columns, check_published_values
 from ..engine.mondrian import Mondrian, MondrianQI, MondrianResult, PersonRows, published_rows
-from ..engine.star import kinds_by_key, needed_sensitive, person_table, person_table_name
+from ..engine.star import kinds_by_key, needed_sensitive, person_columns, person_table, person_table_name
 from ..errors import AuditError, ConfigError
 from ..model.hierarchies import Hierarchy
 from ..model.job import Job, _choice
@@ -135,7 +135,7 @@ def publish_partitioned(
             every_row=True,
         )
         phases.step("auditing")
-        unit = next((c for c in published if job.unit_column and db.same_name(c, job.unit_column)), None)
+        unit = job.unit_column  # published under the job's name for it, as a pseudonym
         report = audit_table(
             db, conn, staged.ref, qi_columns=job.qi_names, sensitive=job.sensitive, criteria=job.criteria, unit=unit
         )
@@ -173,12 +173,11 @@ def partition_and_publish(
         for qi in job.quasi_identifiers
     ]
     partitioned_source: tuple[str | None, str] = (source.schema, source.table)
-    partitioned_columns = list(columns)
+    partitioned_columns, persons = list(columns), None
     if job.unit_column:  # Mondrian cuts the persons, one row each; every row of a person goes to their partition
-        sensitive = list(dict.fromkeys(job.sensitive + needed_sensitive(job.criteria)))
-        person_table(db, conn, job, db.q(source.schema, source.table), sensitive, run_id)
+        persons = person_table(db, conn, job, db.q(source.schema, source.table), run_id)
         partitioned_source = (db.temp_schema or None, person_table_name(run_id))
-        partitioned_columns = [job.unit_column, *job.qi_names, *sensitive]
+        partitioned_columns = person_columns(job)
     work = Mondrian(
         db=db,
         conn=conn,
@@ -208,8 +207,8 @@ def partition_and_publish(
         source_columns=list(columns),
         progress=progress,
     )
-    if job.unit_column:
-        db.drop_table(conn, db.scratch_ref(person_table_name(run_id)))
+    if persons is not None:
+        db.drop_table(conn, persons)
     return MondrianReport(
         output=str(destination.name),
         rows=rows,
