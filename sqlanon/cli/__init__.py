@@ -1104,26 +1104,21 @@ def profile_command(
             )
         )
         return
-    if fmt == "csv":
-        _write_csv(list(columns.columns), columns.values.tolist())
-        return
     counted = f"{found.persons:,} persons in {found.rows:,} rows" if found.unit else f"{found.rows:,} rows"
-    _print_frame(f"{table}: {counted}, each column alone", columns, {"singled_out": "{:.1%}"})
-    _print_frame("the combinations that single out the most, by size", best, {"singled_out": "{:.1%}"})
+
+    def shown(frame: Any) -> list[list[Any]]:  # shares as percentages in a table, as they are in CSV
+        share = list(frame.columns).index("singled_out")
+        return [[f"{v:.1%}" if j == share and fmt == "table" else v for j, v in enumerate(r)] for r in frame.values]
+
+    _print_rows(f"{table}: {counted}, each column alone", list(columns.columns), shown(columns), fmt)
+    if fmt == "csv":
+        return
+    _print_rows("the combinations that single out the most, by size", list(best.columns), shown(best), fmt)
     chosen = found.suggested
     suggested = (
         "none" if chosen is None else f"{', '.join(chosen.columns)} (together alone for {chosen.singled_out:.1%})"
     )
     out.print(f"suggested quasi-identifiers: {suggested}" + (f"; job written to {job_file}" if job_file else ""))
-
-
-def _print_frame(title: str, frame: Any, formats: dict[str, str]) -> None:
-    table = Table(title=title, box=box.SIMPLE_HEAD)
-    for column in frame.columns:
-        table.add_column(str(column))
-    for row in frame.itertuples(index=False):
-        table.add_row(*(formats[c].format(v) if c in formats else str(v) for c, v in zip(frame.columns, row)))
-    out.print(table)
 
 
 @main.command("migrate")
