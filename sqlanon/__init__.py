@@ -35,6 +35,7 @@ from .api import (
     node_metrics,
     partition,
     profile,
+    releases,
     report,
     search,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "node_metrics",
     "partition",
     "profile",
+    "releases",
     "report",
     "search",
 ]

@@ -44,6 +44,7 @@ from .model.frames import FRAME_TABLE, MEMORY_URL, READ_TABLE, SourceFrame
 from .model.hierarchies import Hierarchy
 from .model.job import MIN_KEY_BYTES, Job, Output
 from .model.progress import Phases
+from .publish import ledger
 from .publish.anatomy import Anatomy, AnatomyReport, publish_bucketized
 from .publish.batches import published_node, refuse_violating_batch
 from .publish.generalize import Generalization
@@ -54,7 +55,17 @@ from .publish.ownership import Ownership
 from .publish.staging import Destination
 from .registry import opened_registry
 from .session import RunOptions as RunOptions  # re-exported: every verb takes one
-from .session import Target, job_hierarchies, lattice_run, load_table, on_db, registered_jobs, table_reader, table_run
+from .session import (
+    Target,
+    job_database,
+    job_hierarchies,
+    lattice_run,
+    load_table,
+    on_db,
+    registered_jobs,
+    table_reader,
+    table_run,
+)
 from .steps import AnonymizeResult as AnonymizeResult  # re-exported: what the verbs return
 from .steps import SearchResult as SearchResult
 from .steps import (
@@ -640,6 +651,23 @@ def run_job(
             if job.output is not None:
                 return anonymize(job, options, replace=True)
             return search(job, options)
+
+
+def releases(job: Job, options: RunOptions | None = None, *, forget: int | None = None) -> list[dict[str, Any]]:
+    """The job's release ledger (`ledger:` in the job), oldest first: each release's run, when, method, tables,
+    node, criteria, persons and rows, and its `state` (present, or dropped or changed since). With `forget`, the
+    release of that run is taken out of the ledger first (one withdrawn before anyone read it: later releases are
+    no longer checked against it)."""
+    options = options or RunOptions()
+    job = on_db(job, options.db_url)
+    with job_database(job, options) as db:
+        migrate(db, options.metadata_schema)
+        with db.connect() as conn:
+            if forget is not None:
+                with conn.begin():
+                    ledger.forget(db, conn, options.metadata_schema, job.name, forget)
+            listed = ledger.entries(db, conn, options.metadata_schema, job.name)
+            return [{**entry.describe(), "state": entry.state(db, conn)} for entry in listed]
 
 
 def profile(

@@ -23,6 +23,7 @@ from .model.job import (
     Identifier,
     InferenceSettings,
     Job,
+    Ledger,
     Output,
     QuasiIdentifier,
     Release,
@@ -100,6 +101,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
             "inference",
             "unit",
             "others",
+            "ledger",
         },
     )
     source = _source(
@@ -137,6 +139,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
     releases = _release_series(cfg["releases"]) if cfg.get("releases") is not None else None
     inference = _inference(cfg.get("inference") or {})
     unit, unit_column = _unit(cfg.get("unit"), identifying, qis, sensitive + insensitive)
+    ledger = _ledger(cfg["ledger"], identifying, unit_column, sensitive) if cfg.get("ledger") is not None else None
     others = cfg.get("others")
     if others is not None and others != "drop":
         raise ConfigError(
@@ -163,6 +166,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
         unit=unit,
         unit_column=unit_column,
         others=others,
+        ledger=ledger,
     )
     check_roles(job)
     _check_method(job)
@@ -205,6 +209,38 @@ def _unit(
             "of one person stay linked"
         )
     return None, column
+
+
+def _ledger(raw: Any, identifying: list[Identifier], unit_column: str | None, sensitive: list[str]) -> Ledger:
+    """`ledger: {person: ID, check: true}`: the identifying column (published as a pseudonym) that names a person in
+    every release of the job (the unit column by default), and whether a release is checked against the earlier
+    ones before it commits."""
+    if raw is True:
+        raw = {}
+    spec = _mapping(raw, "ledger", {"person", "check"})
+    person = spec.get("person", unit_column)
+    if person is None:
+        raise ConfigError(
+            "ledger.person is missing: name the identifying column, published as a pseudonym, that names each "
+            "person in every release (e.g. ledger: {person: patient_id})"
+        )
+    person = _identifier(person, "ledger.person")
+    identifier = next((i for i in identifying if i.column == person), None)
+    if identifier is None or identifier.action != "pseudonym":
+        how = "not listed under identifying" if identifier is None else "dropped"
+        raise ConfigError(
+            f"ledger.person: column {person!r} is {how}; the ledger follows persons across releases by a keyed "
+            f"pseudonym: list it under identifying as {{{person}: {{pseudonym: {{key_env: VARIABLE}}}}}}"
+        )
+    check = spec.get("check", True)
+    if not isinstance(check, bool):
+        raise ConfigError(f"ledger.check must be true or false, got {check!r}")
+    if check and not sensitive:
+        raise ConfigError(
+            "ledger.check infers sensitive values across releases, and the job lists no sensitive column: list one "
+            "under sensitive, or set ledger: {check: false} to record the releases only"
+        )
+    return Ledger(person=person, check=check)
 
 
 def _output(raw: Any) -> Output:

@@ -45,6 +45,7 @@ from .model.job import Job, Output, require_lattice
 from .model.progress import Progress
 from .publish.generalize import check_output
 from .publish.identifiers import Pseudonyms
+from .publish.ledger import LEDGER
 from .publish.ownership import FRAME_PATH, OwnedTable, Ownership, TableName, file_digest
 from .registry import JobRegistry, opened_registry
 from .search.strategies import SearchContext
@@ -214,6 +215,8 @@ def lattice_run(
     if target is not None:
         target.pseudonyms = Pseudonyms.of(job)
     with job_database(job, options) as db:
+        if target is not None and job.ledger is not None:  # refused before the search, not after it
+            db.require_transactions(LEDGER)
         kept = kept_dimensions(db, options.metadata_schema, files)  # malformed files fail before anything is written
         columns = checked_source(db, job, options, [target] if target else [])
         cleanup_dead_runs(db, options.metadata_schema)  # tables of runs killed earlier

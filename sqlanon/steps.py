@@ -23,6 +23,7 @@ from .model.job import Job, Output
 from .model.lattice import minimal_nodes
 from .model.selection import METRICS, best_node, level_metrics, needs_every_passing_node, node_label, selection_metric
 from .publish.generalize import Publication, publish_generalization
+from .publish.ledger import LedgerCheck, ReleaseLedger
 from .publish.ownership import Ownership, TableName
 from .publish.staging import PublishedTable, Released, preview
 from .search.strategies import STRATEGIES, SearchContext, SearchStats
@@ -118,6 +119,7 @@ class AnonymizeResult(Released):
     suppressed: int = 0  # tuples removed or masked in the output
     preview: list[dict[str, Any]] = field(default_factory=list)  # the first rows of the published table
     publishing_seconds: float = 0.0  # after the search: the selection, the write and the independent audit
+    ledger: LedgerCheck | None = None  # the job's earlier releases this one was checked against (`ledger:`)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -129,6 +131,7 @@ class AnonymizeResult(Released):
             "suppressed": self.suppressed,
             "audit": self.audit.to_dict(),
             "publishing_seconds": round(self.publishing_seconds, 3),
+            "ledger": self.ledger.to_dict() if self.ledger else None,
             "preview": [{k: _plain(v) for k, v in row.items()} for row in self.preview],
         }
 
@@ -161,8 +164,17 @@ def publish_node_of_run(
         pseudonyms=target.pseudonyms,
         unit=job.unit_column,
     )
+    ledger = ReleaseLedger(ctx.db, ctx.schema, job, ctx.run.run_id) if job.ledger else None
     report = publish_generalization(
-        ctx.db, ctx.conn, ctx.star, plan, job.criteria, ctx.run.run_id, Ownership(ctx.db, ctx.schema), ctx.progress
+        ctx.db,
+        ctx.conn,
+        ctx.star,
+        plan,
+        job.criteria,
+        ctx.run.run_id,
+        Ownership(ctx.db, ctx.schema),
+        ctx.progress,
+        ledger,
     )
     return AnonymizeResult(
         search=result,
@@ -173,6 +185,7 @@ def publish_node_of_run(
         suppressed=result.metrics[node]["suppressed"],
         preview=preview(ctx.db, ctx.conn, target.name),
         release=PublishedTable.of(ctx.db, target.name),
+        ledger=ledger.outcome if ledger else None,
     )
 
 

@@ -51,6 +51,7 @@ METADATA_TABLES = {
     "job_files",
     "owned_tables",
     "pseudonym_keys",
+    "release_ledger",
 }
 PG_URL = os.environ.get("SQLANON_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 

@@ -18,7 +18,9 @@ import sqlalchemy as sa
 import yaml
 from click.testing import CliRunner
 
+from sqlanon import anonymize
 from sqlanon.cli import main
+from sqlanon.config import job_from_dict
 
 from .conftest import ADULT_DIR, ADULT_QIS, METADATA_TABLES, kept_dimension_tables, metadata_tables
 
@@ -205,6 +207,23 @@ def _pseudonym_env(variable: str) -> Callable[[Env], None]:
     return _roles(identifying={"patient_id": {"pseudonym": {"key_env": variable}}})
 
 
+def _ledger_release(*statements: str, key: bytes | None = None) -> Callable[[Env], None]:
+    """The job keeps a ledger (persons by patient_id's pseudonym), and an earlier release of it was published (to
+    people_release1, with `key` where given), then `statements` ran; the case publishes people_anon."""
+
+    def change(env: Env) -> None:
+        env.config["identifying"] = {"patient_id": {"pseudonym": {"key_env": "SQLANON_BAD_INPUT_KEY"}}}
+        env.config["ledger"] = {"person": "patient_id"}
+        first = {**env.config, "output": {"table": "people_release1"}}
+        if key is not None:
+            (env.folder / "earlier.key").write_bytes(key)
+            first["identifying"] = {"patient_id": {"pseudonym": {"key_file": "earlier.key"}}}
+        anonymize(job_from_dict(first, env.folder))
+        env.sql(*statements)
+
+    return change
+
+
 def _key_file(content: bytes) -> Callable[[Env], None]:
     def change(env: Env) -> None:
         (env.folder / "key").write_bytes(content)
@@ -338,6 +357,10 @@ CASES: dict[str, Case] = {
     ),
     "unit-a-qi": Case("config file", "unit: column 'age' is a quasi-identifier", _set("unit", {"column": "age"})),
     "unit-dropped": Case("config file", "unit: column 'patient_id' is dropped", _set("unit", "patient_id")),
+    "ledger-person-dropped": Case(
+        "config file", "ledger.person: column 'patient_id' is dropped", _set("ledger", {"person": "patient_id"})
+    ),
+    "ledger-no-person": Case("config file", "ledger.person is missing", _set("ledger", {"check": True})),
     "mondrian-suppression": Case(
         "config file", "mondrian suppresses no tuples", _then(_method("mondrian"), _set("suppression", {"limit": 0.02}))
     ),
@@ -731,6 +754,17 @@ CASES: dict[str, Case] = {
         _then(_csv_source, _set("source.csv_options", {"delimiter": ","})),
     ),
     # tables sqlanon must not touch
+    "ledger-release-dropped": Case(
+        "tables", "release of run 1 (main.people_release1) was dropped", _ledger_release("DROP TABLE people_release1")
+    ),
+    "ledger-release-changed": Case(
+        "tables",
+        "was changed (1999 rows, 2000 when published)",
+        _ledger_release("DELETE FROM people_release1 WHERE patient_id = (SELECT MIN(patient_id) FROM people_release1)"),
+    ),
+    "ledger-another-key": Case(
+        "tables", "pseudonymized 'patient_id' with another key", _ledger_release(key=b"an earlier key, long enough")
+    ),
     "output-is-source": Case("tables", "is the source table", _set("output.table", "people")),
     "output-is-source-case": Case("tables", "is the source table", _set("output.table", "PEOPLE")),
     "output-is-source-with-replace": Case(

@@ -12,6 +12,7 @@ from sqlanon.store.migrate import current_version, downgrade, head_revision, mig
 from .conftest import METADATA_TABLES, metadata_tables
 
 KEYS = {"pseudonym_keys"}  # revision 0014's
+LEDGER = {"release_ledger"}  # revision 0015's
 
 
 def _round_trip(url: str, schema: str) -> None:
@@ -19,26 +20,29 @@ def _round_trip(url: str, schema: str) -> None:
     try:
         migrate(db, schema)
         migrate(db, schema)  # idempotent
-        assert current_version(db, schema) == "0014"
+        assert current_version(db, schema) == "0015"
         assert metadata_tables(url, schema) == METADATA_TABLES
         assert "owner_role" in _columns(db, schema, "runs")
-        downgrade(db, schema, "-1")  # the store's routines go first, then the held pseudonym keys
-        assert current_version(db, schema) == "0013" and metadata_tables(url, schema) == METADATA_TABLES - KEYS
+        downgrade(db, schema, "-1")  # the store's routines go first, then the release ledger
+        assert current_version(db, schema) == "0014" and metadata_tables(url, schema) == METADATA_TABLES - LEDGER
+        assert not _routines(db, schema)
+        downgrade(db, schema, "-1")  # the held pseudonym keys
+        assert current_version(db, schema) == "0013" and metadata_tables(url, schema) == METADATA_TABLES - KEYS - LEDGER
         assert not _routines(db, schema)
         downgrade(db, schema, "-1")  # the owners of runs and owned tables
         assert current_version(db, schema) == "0012" and "owner_role" not in _columns(db, schema, "runs")
         downgrade(db, schema, "-5")
         assert current_version(db, schema) == "0007"
-        assert metadata_tables(url, schema) == METADATA_TABLES - KEYS
+        assert metadata_tables(url, schema) == METADATA_TABLES - KEYS - LEDGER
         downgrade(db, schema, "-3")
         assert current_version(db, schema) == "0004"
-        assert metadata_tables(url, schema) == METADATA_TABLES - KEYS - {"owned_tables"}
+        assert metadata_tables(url, schema) == METADATA_TABLES - KEYS - LEDGER - {"owned_tables"}
         downgrade(db, schema, "-1")
-        assert metadata_tables(url, schema) == METADATA_TABLES - KEYS - {"jobs", "job_files", "owned_tables"}
+        assert metadata_tables(url, schema) == METADATA_TABLES - KEYS - LEDGER - {"jobs", "job_files", "owned_tables"}
         downgrade(db, schema, "base")
         assert metadata_tables(url, schema) == {"alembic_version"}
         migrate(db, schema)
-        assert current_version(db, schema) == "0014"
+        assert current_version(db, schema) == "0015"
     finally:
         db.dispose()
 
@@ -103,7 +107,7 @@ def test_lattice_tables_sample_few_rows_for_statistics_on_postgres(pg_server: st
         assert _statistics_targets(db, schema) == {
             t: {10} for t in ("lattice_nodes", "lattice_node_levels", "lattice_edges")
         }
-        downgrade(db, schema, "0011")  # the store's routines, 0014, 0013, then 0012
+        downgrade(db, schema, "0011")  # the store's routines, 0015, 0014, 0013, then 0012
         assert all(10 not in targets for targets in _statistics_targets(db, schema).values())
     finally:
         db.dispose()
@@ -117,7 +121,7 @@ def test_the_head_read_from_the_files_is_alembic_s():
 
     config = Config()
     config.set_main_option("script_location", str(resources.files("sqlanon.migrations")))
-    assert head_revision() == ScriptDirectory.from_config(config).get_current_head() == "0014"
+    assert head_revision() == ScriptDirectory.from_config(config).get_current_head() == "0015"
 
 
 def test_a_schema_at_head_is_checked_without_alembic(duck_url: str):
@@ -138,6 +142,6 @@ def test_a_schema_at_head_is_checked_without_alembic(duck_url: str):
 def test_migrate_command(duck_url: str):
     runner = CliRunner()
     result = runner.invoke(main, ["migrate", "--db", duck_url])
-    assert result.exit_code == 0 and "version 0014" in result.output
+    assert result.exit_code == 0 and "version 0015" in result.output
     result = runner.invoke(main, ["migrate", "--db", duck_url, "--downgrade", "base"])
     assert result.exit_code == 0 and "base" in result.output

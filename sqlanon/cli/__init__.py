@@ -48,6 +48,7 @@ from ..api import (
     node_metrics,
     profile,
     register_job,
+    releases,
     report,
     run_job,
     search,
@@ -852,6 +853,33 @@ def audit_command(config: Path, table: str, schema: str | None, db_url: str | No
     else:
         _print_audit(table, report)
     sys.exit(EXIT_OK if report.ok else EXIT_CRITERION_FAILS)
+
+
+@main.command("releases")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@DB_OPTION
+@SCHEMA_OPTION
+@click.option(
+    "--forget",
+    type=int,
+    metavar="RUN",
+    help="Take the release of this run out of the ledger first (one withdrawn before anyone read it).",
+)
+@output_format
+def releases_command(config: Path, db_url: str | None, metadata_schema: str, forget: int | None, fmt: str) -> None:
+    """List the job's release ledger (`ledger:` in the job), oldest first.
+
+    Each release: the run that published it, when, how, its tables, node and
+    criteria, its persons and rows, and whether its tables are still as
+    published. A later release is checked against every one listed; one that
+    was dropped or changed stops it until it is restored or forgotten.
+    """
+    listed = releases(load_job(config), RunOptions(db_url=db_url, metadata_schema=metadata_schema), forget=forget)
+    if fmt == "json":
+        print(json.dumps(listed))
+        return
+    header = ["run", "published", "method", "tables", "node", "criteria", "persons", "rows", "state"]
+    _print_rows("The job's releases:", header, [[r[h] for h in header] for r in listed], fmt)
 
 
 @main.command("hierarchy")
@@ -1704,6 +1732,19 @@ def _print_anonymized(result: AnonymizeResult) -> None:
         f"in {audit_report.classes:,} classes, smallest class {audit_report.min_class_size:,}{suppressed}; "
         f"audit: {checks}"
     )
+    if result.ledger is not None:
+        ledger = result.ledger
+        earlier = ", ".join(map(str, ledger.earlier))
+        out.print(
+            f"ledger: recorded with {ledger.persons:,} persons; "
+            + (
+                f"checked against the release(s) of run {earlier}: nothing disclosed beyond any one release"
+                if ledger.checked
+                else "the job's first release"
+                if not ledger.earlier
+                else f"not checked (ledger.check is false; earlier: run {earlier})"
+            )
+        )
     if result.preview:
         table = Table(title=f"the first {len(result.preview)} rows of {result.output}", box=box.SIMPLE_HEAD)
         for column in result.preview[0]:

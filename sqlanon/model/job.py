@@ -234,6 +234,7 @@ class Job:
     population: tuple[str | None, str] | None = None  # (schema, table) the journalist and marketer risks match
     releases: ReleaseSeries | None = None  # earlier releases, for inference across them
     inference: InferenceSettings = field(default_factory=lambda: InferenceSettings())
+    ledger: Ledger | None = None  # record every publication, and check each against the earlier ones
     #: what the criteria protect: None (persons, one row each: a direct identifier that repeats is refused) or
     #: "rows" (each row on its own, stated by the job)
     unit: str | None = None
@@ -297,6 +298,7 @@ class Job:
             "others": self.others,
             "releases": asdict(self.releases) if self.releases else None,
             "inference": asdict(self.inference),
+            "ledger": asdict(self.ledger) if self.ledger else None,
         }
         return json.dumps(data, sort_keys=True)
 
@@ -325,6 +327,12 @@ class Release:
     table: str  # the generalized table, or the QI table of a bucketized pair
     schema: str | None = None
     sensitive_table: str | None = None  # bucketized: (bucket, value, count)
+    #: the release's generalized QIs, where they are not the job's (a ledger's earlier release)
+    qi_columns: tuple[str, ...] = ()
+    #: one person may have several identical rows (a release of a job with a unit): read its distinct rows
+    distinct: bool = False
+    #: its QI values are labels of the job's hierarchies (not so for Mondrian's ranges, which the ledger records)
+    hierarchy_labels: bool = True
 
     @property
     def bucketized(self) -> bool:
@@ -342,6 +350,17 @@ class ReleaseSeries:
     pseudonym: str
     releases: tuple[Release, ...]
     bucket: str = "bucket"
+
+
+@dataclass(kw_only=True, frozen=True)
+class Ledger:
+    """The job's release ledger (`ledger:`): every publication is recorded with the persons it holds (by the
+    pseudonym of `person`), and with `check`, a publication that the maximum-entropy inference over it and the
+    earlier releases of the job finds disclosing (a value of some person's, inferred beyond what any one release
+    gives) is refused before it commits (see sqlanon.publish.ledger)."""
+
+    person: str
+    check: bool = True
 
 
 @dataclass(kw_only=True, frozen=True)

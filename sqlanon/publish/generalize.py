@@ -27,6 +27,7 @@ from ..errors import AuditError, ConfigError, DataError
 from ..model.job import Identifier, Output
 from ..model.progress import Phases, Progress, silent
 from .identifiers import Pseudonyms
+from .ledger import NewRelease, ReleaseLedger
 from .methods import PublicationMethod
 from .ownership import Ownership, TableName
 from .staging import Destination, staged_table
@@ -83,9 +84,11 @@ def publish_generalization(
     run_id: int,
     ownership: Ownership,
     progress: Progress = silent,
+    ledger: ReleaseLedger | None = None,
 ) -> AuditReport:
-    """Create the generalized table for the plan's node and commit it only if the audit passes."""
-    phases = Phases(progress, "publish", 5)
+    """Create the generalized table for the plan's node and commit it only if the audit passes (and, with a
+    `ledger`, only if the release and the job's earlier ones together disclose nothing)."""
+    phases = Phases(progress, "publish", 5 + (ledger is not None))
     phases.step("starting")  # the last point where a cancel stops the run before anything is written
     suppressing = plan.max_suppressed > 0 and any(level < d.height for d, level in zip(star.dimensions, plan.node))
     params: dict[str, object] = {}
@@ -140,7 +143,11 @@ def publish_generalization(
             _check_audit(report, star.rows, plan)
             # the audit counted persons where a unit names them; the ledger of outputs records rows
             staged.audited(report.rows if plan.unit is None else db.count_rows(conn, written))
-            phases.step("committing")  # the last report: after the commit, a cancel (inserver) must not be raised
+        if ledger is not None:
+            phases.step("checking the earlier releases")
+            release = NewRelease(method=Generalization.name, table=plan.target, node=plan.node)
+            ledger.admit(conn, release, plan.pseudonyms)
+        phases.step("committing")  # the last report: after the commit, a cancel (inserver) must not be raised
     return report
 
 

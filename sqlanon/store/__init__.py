@@ -3,7 +3,7 @@
 Contract:
 - Every read and write of the store's tables is an operation (`ops.Op`, `ops.Insert`) called through `Store`; no
   other module spells SQL against them. Operations are defined in this package, one module per kind of record
-  (`runs`, `lattice`, `jobs`, `tables`, `keys`), and `OPERATIONS` lists them all.
+  (`runs`, `lattice`, `jobs`, `tables`, `keys`, `ledger`), and `OPERATIONS` lists them all.
 - On PostgreSQL each operation is a routine of the store's schema (`postgres`): SECURITY DEFINER with its
   search_path pinned, checking that a run or job it touches is the caller's. Roles that run sqlanon (granted the
   database's runner role by `sqlanon grant-runner`) hold EXECUTE on those routines and no privilege on any table;
@@ -18,9 +18,9 @@ runs (the routines' digest changes), and grants it to runners unless it is `owne
 
 from __future__ import annotations
 
-from . import jobs, keys, lattice, runs, tables
+from . import jobs, keys, lattice, ledger, runs, tables
 from .ops import Insert, Op, Store
 
-OPERATIONS: tuple[Op | Insert, ...] = runs.OPS + lattice.OPS + jobs.OPS + tables.OPS + keys.OPS
+OPERATIONS: tuple[Op | Insert, ...] = runs.OPS + lattice.OPS + jobs.OPS + tables.OPS + keys.OPS + ledger.OPS
 
 __all__ = ["OPERATIONS", "Insert", "Op", "Store"]

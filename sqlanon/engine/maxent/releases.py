@@ -71,9 +71,14 @@ class ReleaseTables(Scratch):
     ) -> tuple[sa.Select[Any], sa.Select[Any]]:
         """SELECT r, pseudonym, grp and SELECT r, grp, label, cnt for one release, after checking its columns."""
         pseudonym, sensitive, bucket = self.series.pseudonym, self.sensitive, self.series.bucket
+        qi_columns = list(release.qi_columns or qi_columns)
         columns = [pseudonym] + ([bucket] if release.bucketized else qi_columns + [sensitive])
         self._require(release, release.table, columns)
-        table = sa.table(release.table, *map(sa.column, dict.fromkeys(columns)), schema=release.schema)
+        table: sa.TableClause | sa.Subquery = sa.table(
+            release.table, *map(sa.column, dict.fromkeys(columns)), schema=release.schema
+        )
+        if release.distinct:  # a person's rows agree on every column read (the publication checked it)
+            table = select(*table.c).distinct().subquery("d")
         if release.bucketized:
             assert release.sensitive_table is not None
             held = [bucket, sensitive, "count"]
@@ -88,7 +93,8 @@ class ReleaseTables(Scratch):
                     func.sum(values.c["count"]).label("cnt"),
                 ).group_by(values.c[bucket], values.c[sensitive]),
             )
-        self._check_labels(release, table, hierarchies, qi_columns)
+        if release.hierarchy_labels:
+            self._check_labels(release, table, hierarchies, qi_columns)
         g = select(
             table, func.dense_rank().over(order_by=[table.c[c] for c in qi_columns]).label("sqlanon_grp__")
         ).subquery("g")
@@ -113,7 +119,11 @@ class ReleaseTables(Scratch):
             )
 
     def _check_labels(
-        self, release: Release, table: sa.TableClause, hierarchies: dict[str, Hierarchy], qi_columns: list[str]
+        self,
+        release: Release,
+        table: sa.TableClause | sa.Subquery,
+        hierarchies: dict[str, Hierarchy],
+        qi_columns: list[str],
     ) -> None:
         """Every generalized QI value of the release is a label of its hierarchy (at some level)."""
         for column in qi_columns:

@@ -58,6 +58,10 @@ class InferenceReport:
     negative_count: int = 0
     table: str | None = None  # where P(s | person) was written
     forced_zero: int = 0  # possible pairs the releases together force to 0 (found while iterating)
+    #: the disclosures no one release gives alone: a value above max_probability where no release alone puts it
+    #: there, or below min_probability where every release of the person allows it at least that often
+    combined: list[dict[str, Any]] = field(default_factory=list)  # the first LISTED, most certain first
+    combined_count: int = 0
 
     @property
     def disclosed(self) -> bool:
@@ -133,7 +137,7 @@ def analyze_releases(
         pairs = release_pairs(count) if count > 2 else []
         pair_tables = [solve(db, conn, tables, settings, pair, f"pair{j}", progress)[0] for j, pair in enumerate(pairs)]
         result = tables.make("result", _result(tables, x, settings, pair_tables, _causes(tables, pairs)))
-    report = _report(db, conn, tables, result, x, figures)
+    report = _report(db, conn, tables, result, x, figures, settings)
     report.seconds = time.perf_counter() - started
     report.statements += tables.statements
     if output is not None:
@@ -177,8 +181,15 @@ def _result(
     counts, members = tables.counts, tables.members
     sizes = select(counts.c.r, counts.c.grp, func.sum(counts.c.cnt).label("size")).group_by(counts.c.r, counts.c.grp)
     m, c, s = members.alias("m"), counts.alias("c"), sizes.subquery("s")
+    share = sa.cast(c.c.cnt, sa.Double) / s.c.size
     alone = (
-        select(m.c.person, c.c.value, func.max(sa.cast(c.c.cnt, sa.Double) / s.c.size).label("alone"))
+        select(
+            m.c.person,
+            c.c.value,
+            func.max(share).label("alone"),
+            func.min(share).label("least"),
+            func.count().label("holding"),
+        )
         .select_from(
             m.join(c, and_(c.c.r == m.c.r, c.c.grp == m.c.grp)).join(s, and_(s.c.r == m.c.r, s.c.grp == m.c.grp))
         )
@@ -189,9 +200,14 @@ def _result(
     def flagged(p: Any) -> Any:
         return or_(func.coalesce(p, 0) > high, and_(func.coalesce(p, 0) < low, alone.c.alone >= low))
 
+    # the releases each person is in: a value that one of them leaves out of the person's group is ruled out by
+    # that release alone (its `lowest` is 0), so no combination discloses it
+    held = select(members.c.person, func.count().label("releases")).group_by(members.c.person).subquery("h")
+    lowest = case((alone.c.holding == held.c.releases, alone.c.least), else_=0.0)
     persons, vals, xa = tables.persons.alias("pe"), tables.vals.alias("v"), x.alias("x")
     joined = (
-        alone.join(persons, persons.c.person == alone.c.person)
+        alone.join(held, held.c.person == alone.c.person)
+        .join(persons, persons.c.person == alone.c.person)
         .join(vals, vals.c.value == alone.c.value)
         .outerjoin(xa, and_(xa.c.person == alone.c.person, xa.c.value == alone.c.value))
     )
@@ -211,11 +227,15 @@ def _result(
             (p > high).label("positive"),
             and_(p < low, alone.c.alone >= low).label("negative"),
             cause.label("cause_code"),
+            lowest.label("lowest"),
         )
         .select_from(joined)
         .subquery("coded")
     )
-    every = [coded.c[c] for c in ("pseudonym", "label", "probability", "alone", "positive", "negative")]
+    every = [
+        coded.c[c]
+        for c in ("pseudonym", "label", "probability", "alone", "positive", "negative", "cause_code", "lowest")
+    ]
     return select(*every, causes.c.cause).join_from(coded, causes, causes.c.code == coded.c.cause_code, isouter=True)
 
 
@@ -226,6 +246,7 @@ def _report(
     result: sa.TableClause,
     x: sa.TableClause,
     figures: dict[str, Any],
+    settings: InferenceSettings,
 ) -> InferenceReport:
     """The figures of a solve: sizes, constraints, entropies per release, the first disclosures of each kind."""
     persons, values, unions = db.execute(
@@ -254,15 +275,25 @@ def _report(
         max_violation=figures["max_violation"],
         converged=figures["converged"],
         seconds=0.0,
-        statements=figures["statements"] + 4 + 2 * len(tables.releases),
+        statements=figures["statements"] + 6 + 2 * len(tables.releases),
         entropy=entropy,
         total_together=float(total),
         forced_zero=figures["snapped"],
     )
     listed_columns = [result.c[c] for c in ("pseudonym", "label", "probability", "alone", "cause")]
-    for kind in ("positive", "negative"):
-        order = [result.c.probability.desc()] if kind == "positive" else [result.c.alone.desc(), result.c.probability]
-        flagged = result.c[kind].is_(True)
+    certainty = func.greatest(result.c.probability, 1 - result.c.probability)
+    kinds: dict[str, tuple[Any, list[Any]]] = {
+        "positive": (result.c.positive.is_(True), [result.c.probability.desc()]),
+        "negative": (result.c.negative.is_(True), [result.c.alone.desc(), result.c.probability]),
+        "combined": (
+            or_(
+                and_(result.c.positive.is_(True), result.c.cause_code != ALONE),
+                and_(result.c.negative.is_(True), result.c.lowest >= settings.min_probability - settings.tolerance),
+            ),
+            [certainty.desc()],
+        ),
+    }
+    for kind, (flagged, order) in kinds.items():
         rows = db.execute(
             conn,
             select(*listed_columns).where(flagged).order_by(*order, result.c.pseudonym, result.c.label).limit(LISTED),

@@ -1,0 +1,247 @@
+"""The release ledger (`ledger:`): every publication of a job recorded, and a release that discloses together
+with the earlier ones refused before it commits, nothing written.
+
+Four persons, two QIs and a diagnosis: grouped by `a` (node 0,1) or by `b` (node 1,0), every class is 2-anonymous
+and 2-diverse, but a person is in one class of each, and the two classes share one value: the two releases together
+give every person's diagnosis (the maximum-entropy inference finds it with probability 1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from sqlanon import RunOptions, apply, releases
+from sqlanon.config import job_from_dict
+from sqlanon.errors import ConfigError, DataError
+
+KEY_ENV = "SQLANON_TEST_LEDGER_KEY"
+ROWS = [("p1", "x", "u", "flu"), ("p2", "x", "v", "cancer"), ("p3", "y", "u", "hiv"), ("p4", "y", "v", "flu")]
+BY_A, BY_B, TOP = (0, 1), (1, 0), (1, 1)
+
+
+@pytest.fixture(autouse=True)
+def pseudonym_key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "0123456789abcdef0123456789abcdef")
+
+
+def make_job(folder: Path, url: str, schema: str | None = None, **extra: Any):
+    (folder / "a.csv").write_text("x;*\ny;*\n")
+    (folder / "b.csv").write_text("u;*\nv;*\n")
+    return job_from_dict(
+        {
+            "name": "clinic",
+            "source": {"url": url, "table": "patients", **({"schema": schema} if schema else {})},
+            "identifying": {"pid": {"pseudonym": {"key_env": KEY_ENV}}},
+            "quasi_identifiers": {"a": {"hierarchy": "a.csv"}, "b": {"hierarchy": "b.csv"}},
+            "sensitive": ["diagnosis"],
+            "criteria": {"k_anonymity": {"k": 2}, "distinct_l_diversity": {"attribute": "diagnosis", "l": 2}},
+            "ledger": {"person": "pid"},
+            **extra,
+        },
+        folder,
+    )
+
+
+def load(url: str, rows=ROWS, schema: str | None = None, table: str = "patients") -> None:
+    engine = sa.create_engine(url)
+    name = f'"{schema}".{table}' if schema else table
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+        conn.exec_driver_sql(f"CREATE TABLE {name} (pid VARCHAR, a VARCHAR, b VARCHAR, diagnosis VARCHAR)")
+        conn.execute(sa.text(f"INSERT INTO {name} VALUES (:p, :a, :b, :d)"), [dict(zip("pabd", r)) for r in rows])
+    engine.dispose()
+
+
+def tables(url: str) -> set[str]:
+    engine = sa.create_engine(url)
+    try:
+        return set(sa.inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def publish(job, node, output: str, batch: str = "patients", **options: Any):
+    return apply(job, batch, node=node, output=output, options=RunOptions(**options))
+
+
+@pytest.fixture
+def duck(tmp_path: Path) -> str:
+    url = f"duckdb:///{tmp_path / 'clinic.duckdb'}"
+    load(url)
+    return url
+
+
+def test_a_release_that_discloses_with_an_earlier_one_is_refused_and_nothing_written(tmp_path: Path, duck: str):
+    job = make_job(tmp_path, duck)
+    first = publish(job, BY_A, "release_a")
+    assert first.ledger is not None and first.ledger.earlier == [] and first.ledger.persons == 4
+    with pytest.raises(DataError, match=r"together disclose \d+ diagnosis value") as refused:
+        publish(job, BY_B, "release_b")
+    assert "probability 1.00" in str(refused.value) and "Nothing was written" in str(refused.value)
+    assert "release_b" not in tables(duck)
+    assert [r["tables"].split(".")[-1] for r in releases(job)] == ["release_a"]
+
+
+def test_the_same_classes_or_coarser_ones_disclose_nothing_new_and_are_recorded(tmp_path: Path, duck: str):
+    job = make_job(tmp_path, duck)
+    first = publish(job, BY_A, "release_a")
+    again = publish(job, BY_A, "release_a2")
+    top = publish(job, TOP, "release_top")
+    assert again.ledger is not None and again.ledger.earlier == [first.search.run_id]
+    assert again.ledger.checked == ["diagnosis"]
+    assert top.ledger is not None and top.ledger.earlier == [first.search.run_id, again.search.run_id]
+    listed = releases(job)
+    assert [(r["node"], r["persons"], r["rows"], r["state"]) for r in listed] == [
+        ("0,1", 4, 4, "present"),
+        ("0,1", 4, 4, "present"),
+        ("1,1", 4, 4, "present"),
+    ]
+    assert listed[0]["method"] == "generalize" and "k-anonymity" in listed[0]["criteria"].replace("_", "-")
+
+
+def test_a_dropped_release_stops_the_next_one_until_it_is_forgotten(tmp_path: Path, duck: str):
+    job = make_job(tmp_path, duck)
+    first = publish(job, BY_A, "release_a")
+    engine = sa.create_engine(duck)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE release_a")
+    engine.dispose()
+    assert releases(job)[0]["state"].startswith("dropped")
+    with pytest.raises(DataError, match=rf"run {first.search.run_id} .* was dropped .*--forget"):
+        publish(job, TOP, "release_top")
+    assert "release_top" not in tables(duck)
+    assert releases(job, forget=first.search.run_id) == []
+    assert publish(job, BY_B, "release_b").ledger.earlier == []
+    with pytest.raises(ConfigError, match="no release of run"):
+        releases(job, forget=first.search.run_id)
+
+
+def test_a_changed_release_or_another_key_is_refused(tmp_path: Path, duck: str, monkeypatch):
+    job = make_job(tmp_path, duck)
+    publish(job, BY_A, "release_a")
+    monkeypatch.setenv(KEY_ENV, "another key, just as long as the first")
+    with pytest.raises(DataError, match="with another key"):
+        publish(make_job(tmp_path, duck), TOP, "release_top")
+    engine = sa.create_engine(duck)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM release_a WHERE a = 'x'")
+    engine.dispose()
+    with pytest.raises(DataError, match=r"was changed \(2 rows, 4 when published\)"):
+        publish(job, TOP, "release_top")
+    assert "release_top" not in tables(duck)
+
+
+def test_check_false_records_only(tmp_path: Path, duck: str):
+    job = make_job(tmp_path, duck, ledger={"person": "pid", "check": False})
+    publish(job, BY_A, "release_a")
+    second = publish(job, BY_B, "release_b")
+    assert second.ledger is not None and second.ledger.checked == [] and len(releases(job)) == 2
+
+
+def test_a_person_with_several_rows_counts_once(tmp_path: Path):
+    """With a unit, the release is read one row per person (the publication checked that a person's rows agree)."""
+    url = f"duckdb:///{tmp_path / 'visits.duckdb'}"
+    load(url, ROWS + [("p1", "x", "u", "flu"), ("p3", "y", "u", "hiv")])
+    job = make_job(tmp_path, url, unit={"column": "pid"})
+    first = publish(job, BY_A, "release_a")
+    assert first.ledger is not None and first.ledger.persons == 4
+    with pytest.raises(DataError, match="together disclose"):
+        publish(job, BY_B, "release_b")
+    assert releases(job)[0]["rows"] == 6
+
+
+@pytest.mark.parametrize(
+    ("ledger", "message"),
+    [
+        ({}, "ledger.person is missing"),
+        ({"person": "a"}, "not listed under identifying"),
+        ({"person": "pid", "check": "yes"}, "ledger.check must be true or false"),
+    ],
+)
+def test_bad_ledger_settings_are_refused(tmp_path: Path, ledger, message):
+    with pytest.raises(ConfigError, match=message):
+        make_job(tmp_path, "duckdb:///:memory:", ledger=ledger)
+
+
+def test_a_dropped_person_column_or_no_sensitive_column_is_refused(tmp_path: Path):
+    with pytest.raises(ConfigError, match="is dropped"):
+        make_job(tmp_path, "duckdb:///:memory:", identifying=["pid"])
+    with pytest.raises(ConfigError, match="lists no sensitive column"):
+        make_job(
+            tmp_path, "duckdb:///:memory:", sensitive=[], insensitive=["diagnosis"], criteria={"k_anonymity": {"k": 2}}
+        )
+
+
+@pytest.mark.postgres
+def test_the_ledger_on_postgres(tmp_path: Path, pg_server: str, pg_schema: str):
+    load(pg_server, schema=pg_schema)
+    job = make_job(tmp_path, pg_server, schema=pg_schema)
+    options = {"metadata_schema": f"{pg_schema}_meta"}
+    first = publish(job, BY_A, "release_a", **options)
+    with pytest.raises(DataError, match="together disclose"):
+        publish(job, BY_B, "release_b", **options)
+    top = publish(job, TOP, "release_top", **options)
+    assert top.ledger is not None and top.ledger.earlier == [first.search.run_id]
+    listed = releases(job, RunOptions(**options))
+    assert [r["tables"].rsplit(".", 1)[-1] for r in listed] == ["release_a", "release_top"]
+
+
+@pytest.mark.postgres
+def test_a_runner_keeps_a_ledger_through_the_stores_routines(tmp_path: Path, runner, pg_server: str, pg_schema: str):
+    """A role set up as the PostgreSQL guide says (`sqlanon grant-runner`) records and checks its releases through
+    the store's routines, which list a role's own entries (and every role's to the store's owner)."""
+    from .conftest import RUNNER
+
+    url = runner[0]
+    load(pg_server, schema=pg_schema)
+    engine = sa.create_engine(pg_server)
+    with engine.begin() as conn:  # a batch is published beside its table: the DBA lets the runner create there
+        conn.exec_driver_sql(f'GRANT SELECT ON "{pg_schema}".patients TO "{RUNNER}"')
+        conn.exec_driver_sql(f'GRANT CREATE ON SCHEMA "{pg_schema}" TO "{RUNNER}"')
+    engine.dispose()
+    options = {"metadata_schema": f"{pg_schema}_meta"}
+    as_runner = make_job(tmp_path, url, schema=pg_schema)
+    first = apply(as_runner, "patients", node=BY_A, output="release_a", options=RunOptions(**options))
+    first_out = f"{pg_schema}.release_a"
+    with pytest.raises(DataError, match="together disclose"):
+        apply(as_runner, "patients", node=BY_B, output="release_b", options=RunOptions(**options))
+    as_dba = make_job(tmp_path, pg_server, schema=pg_schema)
+    assert [r["run"] for r in releases(as_dba, RunOptions(**options))] == [first.search.run_id]  # the owner's view
+    assert [r["tables"] for r in releases(as_runner, RunOptions(**options))] == [first_out]
+
+
+def test_the_cli_lists_the_ledger_and_says_what_each_release_was_checked_against(tmp_path: Path, duck: str):
+    import json
+
+    import yaml
+    from click.testing import CliRunner
+
+    from sqlanon.cli import main
+
+    make_job(tmp_path, duck)  # writes the hierarchy files
+    config = {
+        "name": "clinic",
+        "source": {"url": duck, "table": "patients"},
+        "identifying": {"pid": {"pseudonym": {"key_env": KEY_ENV}}},
+        "quasi_identifiers": {"a": {"hierarchy": "a.csv"}, "b": {"hierarchy": "b.csv"}},
+        "sensitive": ["diagnosis"],
+        "criteria": {"k_anonymity": {"k": 2}},
+        "ledger": {"person": "pid"},
+    }
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(config))
+    cli = CliRunner()
+    job = str(tmp_path / "job.yaml")
+    first = cli.invoke(main, ["apply", job, "--table", "patients", "--node", "0,1", "--output", "release_a"])
+    assert first.exit_code == 0 and "the job's first release" in first.output, first.output
+    second = cli.invoke(main, ["apply", job, "--table", "patients", "--node", "1,1", "--output", "release_top"])
+    assert second.exit_code == 0 and "checked against the release(s) of run 1" in second.output, second.output
+    refused = cli.invoke(main, ["apply", job, "--table", "patients", "--node", "1,0", "--output", "release_b"])
+    assert refused.exit_code != 0 and "together disclose" in refused.output and "Traceback" not in refused.output
+    listed = cli.invoke(main, ["releases", job])
+    assert listed.exit_code == 0 and "release_top" in listed.output and "present" in listed.output, listed.output
+    as_json = json.loads(cli.invoke(main, ["releases", job, "--format", "json"]).output)
+    assert [r["node"] for r in as_json] == ["0,1", "1,1"]
