@@ -23,7 +23,7 @@ from .model.job import Job, Output
 from .model.lattice import minimal_nodes
 from .model.selection import METRICS, best_node, level_metrics, needs_every_passing_node, node_label, selection_metric
 from .publish.generalize import Publication, publish_generalization
-from .publish.ledger import LedgerCheck, ReleaseLedger
+from .publish.ledger import ReleaseLedger
 from .publish.ownership import Ownership, TableName
 from .publish.staging import PublishedTable, Released, preview
 from .search.strategies import STRATEGIES, SearchContext, SearchStats
@@ -119,7 +119,6 @@ class AnonymizeResult(Released):
     suppressed: int = 0  # tuples removed or masked in the output
     preview: list[dict[str, Any]] = field(default_factory=list)  # the first rows of the published table
     publishing_seconds: float = 0.0  # after the search: the selection, the write and the independent audit
-    ledger: LedgerCheck | None = None  # the job's earlier releases this one was checked against (`ledger:`)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -245,3 +245,36 @@ def test_the_cli_lists_the_ledger_and_says_what_each_release_was_checked_against
     assert listed.exit_code == 0 and "release_top" in listed.output and "present" in listed.output, listed.output
     as_json = json.loads(cli.invoke(main, ["releases", job, "--format", "json"]).output)
     assert [r["node"] for r in as_json] == ["0,1", "1,1"]
+
+
+def other_method(folder: Path, url: str, method: dict[str, Any], table: str):
+    """A job of the same name publishing by another method: anatomy reads the QIs exact, Mondrian cuts them along
+    the same hierarchies."""
+    config: dict[str, Any] = {"output": {"table": table, **method}}
+    if method["method"] == "anatomy":
+        config |= {"quasi_identifiers": ["a", "b"], "criteria": None}
+    return make_job(folder, url, **config)
+
+
+@pytest.mark.parametrize("method", [{"method": "anatomy", "l": 2}, {"method": "mondrian"}])
+def test_anatomy_and_mondrian_releases_are_recorded_and_checked(tmp_path: Path, duck: str, method):
+    """Their two groups of two are either a's classes or b's: whichever they are, a generalization by the other QI
+    discloses with them (refused), and one by the same QI gives nothing new (admitted)."""
+    from sqlanon import anonymize
+
+    first = anonymize(other_method(tmp_path, duck, method, "release_m"))
+    assert first.ledger is not None and first.ledger.persons == 4
+    listed = releases(make_job(tmp_path, duck))
+    assert [r["method"] for r in listed] == [method["method"]]
+    admitted, refused = [], []
+    for node, output in ((BY_A, "by_a"), (BY_B, "by_b")):
+        try:
+            publish(make_job(tmp_path, duck), node, output)
+            admitted.append(output)
+        except DataError as error:
+            assert "together disclose" in str(error)
+            refused.append(output)
+    assert len(admitted) == len(refused) == 1
+    assert not tables(duck) & set(refused)
+    second = anonymize(other_method(tmp_path, duck, method, "release_m2"))  # the same groups again: admitted
+    assert second.ledger is not None and len(second.ledger.earlier) == 2 and second.ledger.checked == ["diagnosis"]

@@ -60,6 +60,7 @@ from ..errors import USER_INTERRUPT, ConfigError, SqlanonError, interrupted
 from ..model.job import Job, Suppression
 from ..model.selection import METRICS, best_node, level_metrics, node_label, selection_metric
 from ..publish.anatomy import AnatomyReport
+from ..publish.ledger import LedgerCheck
 from ..publish.mondrian import MondrianReport
 from ..registry import JobRegistry, opened_registry
 from ..store.migrate import DEFAULT_SCHEMA, current_version, downgrade, grant_runner, migrate, stored_routines
@@ -1533,6 +1534,8 @@ def _show_partitioned(report: MondrianReport, fmt: str) -> None:
         ],
     ]
     figures += [[f"audit: {name}", "holds" if ok else "FAILS"] for name, ok in report.audit.holds.items()]
+    if report.ledger is not None:
+        figures.append(["ledger", _ledger_outcome(report.ledger)])
     _print_rows("Published partitioned (Mondrian), audited:", ["figure", "value"], figures, fmt)
     if fmt == "table" and report.preview:
         _print_rows(
@@ -1555,6 +1558,8 @@ def _show_bucketized(report: AnatomyReport, fmt: str) -> None:
         [f"fewest different values in a bucket (l = {report.l})", str(report.fewest_values)],
         ["highest chance of guessing a record's value", _shown_number(report.largest_share)],
     ]
+    if report.ledger is not None:
+        figures.append(["ledger", _ledger_outcome(report.ledger)])
     _print_rows("Published bucketized (anatomy), audited:", ["figure", "value"], figures, fmt)
     if fmt == "table" and report.preview:
         _print_rows(
@@ -1715,6 +1720,18 @@ def _print_audit(table_name: str, report: AuditReport) -> None:
         out.print(f"[bold red]{report.split_persons} person(s) have rows in more than one class[/]")
 
 
+def _ledger_outcome(check: LedgerCheck) -> str:
+    """What the release ledger did for a publication, in a line."""
+    earlier = ", ".join(map(str, check.earlier))
+    if check.checked:
+        outcome = f"checked against the release(s) of run {earlier}: nothing disclosed beyond any one release"
+    elif check.earlier:
+        outcome = f"not checked (ledger.check is false; earlier: run {earlier})"
+    else:
+        outcome = "the job's first release"
+    return f"recorded with {check.persons:,} persons; {outcome}"
+
+
 def _print_anonymized(result: AnonymizeResult) -> None:
     levels = result.search.describe(result.node)
     node = ", ".join(
@@ -1733,18 +1750,7 @@ def _print_anonymized(result: AnonymizeResult) -> None:
         f"audit: {checks}"
     )
     if result.ledger is not None:
-        ledger = result.ledger
-        earlier = ", ".join(map(str, ledger.earlier))
-        out.print(
-            f"ledger: recorded with {ledger.persons:,} persons; "
-            + (
-                f"checked against the release(s) of run {earlier}: nothing disclosed beyond any one release"
-                if ledger.checked
-                else "the job's first release"
-                if not ledger.earlier
-                else f"not checked (ledger.check is false; earlier: run {earlier})"
-            )
-        )
+        out.print(f"ledger: {_ledger_outcome(result.ledger)}")
     if result.preview:
         table = Table(title=f"the first {len(result.preview)} rows of {result.output}", box=box.SIMPLE_HEAD)
         for column in result.preview[0]:

@@ -36,6 +36,7 @@ from ..model.job import Job, Output
 from ..model.progress import Phases, Progress, silent
 from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
+from .ledger import NewRelease, ReleaseLedger
 from .methods import PublicationMethod
 from .ownership import Ownership, TableName
 from .staging import Destination, PublishedTable, Released, preview, staged_table
@@ -76,6 +77,7 @@ class AnatomyReport(Released):
             "smallest_bucket": self.smallest_bucket,
             "fewest_values": self.fewest_values,
             "largest_share": self.largest_share,
+            "ledger": self.ledger.to_dict() if self.ledger else None,
             "preview": [
                 {k: v if v is None or isinstance(v, (int, float, str)) else str(v) for k, v in row.items()}
                 for row in self.preview
@@ -179,10 +181,12 @@ def publish_bucketized(
     ownership: Ownership,
     replace: bool,
     progress: Progress = silent,
+    ledger: ReleaseLedger | None = None,
 ) -> AnatomyReport:
-    """Write both tables in one transaction, audit them, and commit only if the audit passes."""
+    """Write both tables in one transaction, audit them, and commit only if the audit passes (and, with a `ledger`,
+    only if the release and the job's earlier ones together disclose nothing)."""
     assert job.output is not None and job.output.method == Anatomy.name
-    phases = Phases(progress, "anatomy", 4)
+    phases = Phases(progress, "anatomy", 4 + (ledger is not None))
     phases.step("checking the sensitive values")
     l, [sensitive] = int(job.output.settings["l"]), job.sensitive
     source_ref = counted = db.q(source.schema, source.table)
@@ -256,6 +260,10 @@ def publish_bucketized(
             check_published_columns(db, conn, sa.ref, str(sensitive_target), [BUCKET, sensitive, COUNT_COLUMN])
             qi.audited(rows if job.unit_column is None else db.count_rows(conn, qi.ref))
             sa.audited(report["cells"])
+        if ledger is not None:
+            phases.step("checking the earlier releases")
+            release = NewRelease(method=Anatomy.name, table=qi_target, sensitive_table=sensitive_target, bucket=BUCKET)
+            ledger.admit(conn, release, pseudonyms)
         db.drop_table(conn, assigned)
         if counted != source_ref:
             db.drop_table(conn, counted)
@@ -272,6 +280,7 @@ def publish_bucketized(
         preview=first_rows,
         release=PublishedTable.of(db, qi_target),
         sensitive_release=PublishedTable.of(db, sensitive_target),
+        ledger=ledger.outcome if ledger else None,
     )
 
 

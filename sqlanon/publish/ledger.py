@@ -161,9 +161,16 @@ class NewRelease:
 
     method: str
     table: TableName  # the generalized table, or the QI table of a bucketized pair
-    sensitive_table: str | None = None
+    sensitive_table: TableName | None = None
     bucket: str | None = None
     node: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.sensitive_table is not None and not self.sensitive_table.schema == self.table.schema:
+            raise ConfigError(
+                f"the ledger reads a bucketized release's two tables from one schema; {self.table} and "
+                f"{self.sensitive_table} are in two: publish both to one schema"
+            )
 
 
 class ReleaseLedger:
@@ -214,7 +221,7 @@ class ReleaseLedger:
             method=release.method,
             schema_name=release.table.schema,
             table_name=release.table.table,
-            sensitive_table=release.sensitive_table,
+            sensitive_table=release.sensitive_table.table if release.sensitive_table else None,
             person_column=person,
             details=json.dumps(details),
             persons=persons,
@@ -273,7 +280,7 @@ class ReleaseLedger:
             name="this release",
             table=release.table.table,
             schema=release.table.schema,
-            sensitive_table=release.sensitive_table,
+            sensitive_table=release.sensitive_table.table if release.sensitive_table else None,
             distinct=self.job.unit_column is not None,
             hierarchy_labels=False,
         )

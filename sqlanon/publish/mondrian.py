@@ -21,6 +21,7 @@ from ..model.job import Job, _choice
 from ..model.progress import Phases, Progress, silent
 from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
+from .ledger import NewRelease, ReleaseLedger
 from .methods import PublicationMethod
 from .ownership import Ownership
 from .staging import Destination, PublishedTable, Released, preview, staged_table
@@ -82,6 +83,7 @@ class MondrianReport(Released):
             "partitioning_seconds": round(self.partitioning_seconds, 3),
             "publishing_seconds": round(self.publishing_seconds, 3),
             "audit": self.audit.to_dict(),
+            "ledger": self.ledger.to_dict() if self.ledger else None,
             "preview": [
                 {k: v if v is None or isinstance(v, (int, float, str)) else str(v) for k, v in row.items()}
                 for row in self.preview
@@ -159,6 +161,7 @@ def partition_and_publish(
     ownership: Ownership,
     run_id: int,
     progress: Progress = silent,
+    ledger: ReleaseLedger | None = None,
 ) -> MondrianReport:
     """Partition the job's source (`destination.source`) and publish it through the staged, audited path, in the
     caller's transaction; the report times both halves. QIs with a hierarchy are cut along it, the others as
@@ -209,6 +212,8 @@ def partition_and_publish(
     )
     if persons is not None:
         db.drop_table(conn, persons)
+    if ledger is not None:  # in the caller's transaction, after the audit
+        ledger.admit(conn, NewRelease(method=MondrianMethod.name, table=destination.name), pseudonyms, progress)
     return MondrianReport(
         output=str(destination.name),
         rows=rows,
@@ -218,4 +223,5 @@ def partition_and_publish(
         partitioning_seconds=partitioned - started,
         publishing_seconds=time.perf_counter() - partitioned,
         release=PublishedTable.of(db, destination.name),
+        ledger=ledger.outcome if ledger else None,
     )

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+    from .ledger import LedgerCheck
+
 PREVIEW_ROWS = 5  # rows of a published table a publication's result shows
 FRAME_ROWS = 100_000  # rows of each DataFrame `PublishedTable.frames` gives, by default
 
@@ -129,6 +131,7 @@ class Released:
     derives from it)."""
 
     release: PublishedTable | None = field(default=None, repr=False)  # the published table, to read back
+    ledger: LedgerCheck | None = None  # the job's earlier releases this one was checked against (`ledger:`)
 
     def frame(self) -> pd.DataFrame:
         """The whole published table (`release.frames()` and `release.arrow()` stream a large one)."""
