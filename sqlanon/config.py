@@ -217,7 +217,7 @@ def _ledger(raw: Any, identifying: list[Identifier], unit_column: str | None, se
     ones before it commits."""
     if raw is True:
         raw = {}
-    spec = _mapping(raw, "ledger", {"person", "check"})
+    spec = _mapping(raw, "ledger", {"person", "check", "m"})
     person = spec.get("person", unit_column)
     if person is None:
         raise ConfigError(
@@ -232,15 +232,15 @@ def _ledger(raw: Any, identifying: list[Identifier], unit_column: str | None, se
             f"ledger.person: column {person!r} is {how}; the ledger follows persons across releases by a keyed "
             f"pseudonym: list it under identifying as {{{person}: {{pseudonym: {{key_env: VARIABLE}}}}}}"
         )
-    check = spec.get("check", True)
-    if not isinstance(check, bool):
-        raise ConfigError(f"ledger.check must be true or false, got {check!r}")
-    if check and not sensitive:
+    check = spec.get("check", "inference")
+    if isinstance(check, bool):  # true: the default check; false: none
+        check = "inference" if check else None
+    if check is not None and not sensitive:
         raise ConfigError(
-            "ledger.check infers sensitive values across releases, and the job lists no sensitive column: list one "
-            "under sensitive, or set ledger: {check: false} to record the releases only"
+            f"ledger.check {check} follows sensitive values across releases, and the job lists no sensitive column: "
+            "list one under sensitive, or set ledger: {check: false} to record the releases only"
         )
-    return Ledger(person=person, check=check)
+    return Ledger(person=person, check=check, m=spec.get("m"))
 
 
 def _output(raw: Any) -> Output:

@@ -361,6 +361,13 @@ CASES: dict[str, Case] = {
         "config file", "ledger.person: column 'patient_id' is dropped", _set("ledger", {"person": "patient_id"})
     ),
     "ledger-no-person": Case("config file", "ledger.person is missing", _set("ledger", {"check": True})),
+    "ledger-m-invariance-without-m": Case(
+        "config file",
+        "ledger.m is m-invariance's m",
+        _then(
+            _pseudonym_env("SQLANON_BAD_INPUT_KEY"), _set("ledger", {"person": "patient_id", "check": "m-invariance"})
+        ),
+    ),
     "mondrian-suppression": Case(
         "config file", "mondrian suppresses no tuples", _then(_method("mondrian"), _set("suppression", {"limit": 0.02}))
     ),

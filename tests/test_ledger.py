@@ -159,7 +159,10 @@ def test_a_person_with_several_rows_counts_once(tmp_path: Path):
     [
         ({}, "ledger.person is missing"),
         ({"person": "a"}, "not listed under identifying"),
-        ({"person": "pid", "check": "yes"}, "ledger.check must be true or false"),
+        ({"person": "pid", "check": "yes"}, "ledger.check must be one of inference, m-invariance or false"),
+        ({"person": "pid", "check": "m-invariance"}, "ledger.m is m-invariance's m"),
+        ({"person": "pid", "check": "m-invariance", "m": 1}, "ledger.m must be a whole number >= 2"),
+        ({"person": "pid", "m": 3}, "ledger.m is m-invariance's m"),
     ],
 )
 def test_bad_ledger_settings_are_refused(tmp_path: Path, ledger, message):
@@ -188,6 +191,13 @@ def test_the_ledger_on_postgres(tmp_path: Path, pg_server: str, pg_schema: str):
     assert top.ledger is not None and top.ledger.earlier == [first.search.run_id]
     listed = releases(job, RunOptions(**options))
     assert [r["tables"].rsplit(".", 1)[-1] for r in listed] == ["release_a", "release_top"]
+    invariant = make_job(
+        tmp_path, pg_server, schema=pg_schema, ledger={"person": "pid", "check": "m-invariance", "m": 2}
+    )
+    with pytest.raises(DataError, match="hold fewer than 2 persons or a diagnosis value twice"):
+        publish(invariant, TOP, "again", **options)
+    with pytest.raises(DataError, match=r"4 person\(s\) of the previous release .* would change signature"):
+        publish(invariant, BY_A, "by_a", **options)
 
 
 @pytest.mark.postgres
@@ -278,3 +288,30 @@ def test_anatomy_and_mondrian_releases_are_recorded_and_checked(tmp_path: Path, 
     assert not tables(duck) & set(refused)
     second = anonymize(other_method(tmp_path, duck, method, "release_m2"))  # the same groups again: admitted
     assert second.ledger is not None and len(second.ledger.earlier) == 2 and second.ledger.checked == ["diagnosis"]
+
+
+def test_m_invariance_keeps_each_persons_signature_and_every_group_m_unique(tmp_path: Path, duck: str):
+    """Anatomy's buckets (l = 2) are 2-unique: the first release passes, and so does the same bucketization again.
+    A generalization is admitted only where its classes give every person the values of their bucket (a's classes
+    or b's, whichever the buckets are), and one class of all four (flu twice) is not 2-unique."""
+    from sqlanon import anonymize
+
+    invariant = {"ledger": {"person": "pid", "check": "m-invariance", "m": 2}}
+    job = make_job(tmp_path, duck, **invariant)
+    buckets = {"quasi_identifiers": ["a", "b"], "criteria": None, **invariant}
+    for table in ("release_m", "release_m2"):
+        output = {"table": table, "method": "anatomy", "l": 2}
+        bucketized = anonymize(make_job(tmp_path, duck, output=output, **buckets))
+        assert bucketized.ledger is not None and bucketized.ledger.checked == ["diagnosis"]
+    admitted, refused = [], []
+    for node, output in ((BY_A, "by_a"), (BY_B, "by_b")):
+        try:
+            publish(job, node, output)
+            admitted.append(output)
+        except DataError as error:
+            assert "is not 2-invariant" in str(error) and "would change signature" in str(error), error
+            refused.append(output)
+    assert len(admitted) == len(refused) == 1
+    with pytest.raises(DataError, match="1 group.s. hold fewer than 2 persons or a diagnosis value twice"):
+        publish(job, TOP, "everyone")
+    assert not tables(duck) & {*refused, "everyone"}

@@ -352,15 +352,31 @@ class ReleaseSeries:
     bucket: str = "bucket"
 
 
+LEDGER_CHECKS = ("inference", "m-invariance")
+
+
 @dataclass(kw_only=True, frozen=True)
 class Ledger:
     """The job's release ledger (`ledger:`): every publication is recorded with the persons it holds (by the
-    pseudonym of `person`), and with `check`, a publication that the maximum-entropy inference over it and the
-    earlier releases of the job finds disclosing (a value of some person's, inferred beyond what any one release
-    gives) is refused before it commits (see sqlanon.publish.ledger)."""
+    pseudonym of `person`), and checked before it commits (see sqlanon.publish.ledger) by `check`: `inference`
+    (the maximum-entropy inference over it and the earlier releases of the job finds no value of anyone's beyond
+    what one release gives), `m-invariance` (Xiao and Tao: every group holds at least `m` persons with distinct
+    sensitive values, and a person in the previous release keeps the same set of values), or None (recorded
+    only)."""
 
     person: str
-    check: bool = True
+    check: str | None = "inference"
+    m: int | None = None  # m-invariance's m
+
+    def __post_init__(self) -> None:
+        if self.check not in (*LEDGER_CHECKS, None):
+            raise ConfigError(f"ledger.check must be one of {', '.join(LEDGER_CHECKS)} or false, got {self.check!r}")
+        if (self.check == "m-invariance") != (self.m is not None):
+            raise ConfigError(
+                "ledger.m is m-invariance's m: give ledger: {check: m-invariance, m: M} (M >= 2), and m only with it"
+            )
+        if self.m is not None and (isinstance(self.m, bool) or not isinstance(self.m, int) or self.m < 2):
+            raise ConfigError(f"ledger.m must be a whole number >= 2 (each group's distinct values), got {self.m!r}")
 
 
 @dataclass(kw_only=True, frozen=True)

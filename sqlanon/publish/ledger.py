@@ -195,16 +195,7 @@ class ReleaseLedger:
         for entry in earlier:
             self._check_entry(conn, entry, probe)
         persons, rows = self._counts(conn, release)
-        statements, checked = 0, []
-        if self.settings.check and earlier:
-            for sensitive in self.job.sensitive:
-                compared = [e for e in earlier if sensitive in e.details["sensitive"]]
-                if compared:
-                    report = self._infer(conn, compared, release, sensitive, progress)
-                    statements += report.statements
-                    checked.append(sensitive)
-                    if report.combined_count:
-                        raise DataError(_disclosure(report, sensitive, compared, self.job.inference))
+        statements, checked = self._check(conn, earlier, release, progress)
         details = {
             "qi": self.job.qi_names,
             "sensitive": self.job.sensitive,
@@ -237,6 +228,22 @@ class ReleaseLedger:
             statements=statements,
         )
         return self.outcome
+
+    def _check(
+        self, conn: Connection, earlier: list[LedgerEntry], release: NewRelease, progress: Progress
+    ) -> tuple[int, list[str]]:
+        """Check the release by the job's principle, for each sensitive column (against the earlier releases that
+        published it); the statements run and the columns checked."""
+        statements, checked = 0, list[str]()
+        if self.settings.check is None:
+            return statements, checked
+        principle = PRINCIPLES[self.settings.check]
+        for sensitive in self.job.sensitive:
+            compared = [e for e in earlier if sensitive in e.details["sensitive"]]
+            if compared or principle is _m_invariance:  # each group m-unique: a first release's too
+                statements += principle(self, conn, compared, release, sensitive, progress)
+                checked.append(sensitive)
+        return statements, checked
 
     def _key_probe(self, conn: Connection, pseudonyms: Pseudonyms) -> str:
         """The pseudonym of PROBE under the person column's key (within `pseudonyms.loaded`)."""
@@ -272,10 +279,10 @@ class ReleaseLedger:
         ).one()
         return int(persons), int(rows)
 
-    def _infer(
-        self, conn: Connection, earlier: list[LedgerEntry], release: NewRelease, sensitive: str, progress: Progress
-    ) -> InferenceReport:
-        """The inference over the earlier releases that published `sensitive`, and this one."""
+    def release_tables(
+        self, conn: Connection, earlier: list[LedgerEntry], release: NewRelease, sensitive: str
+    ) -> ReleaseTables:
+        """The earlier releases and this one as the inference reads them (this one last)."""
         new = Release(
             name="this release",
             table=release.table.table,
@@ -289,7 +296,7 @@ class ReleaseLedger:
             releases=tuple(e.release() for e in earlier) + (new,),
             bucket=release.bucket or "bucket",
         )
-        tables = ReleaseTables(
+        return ReleaseTables(
             db=self.db,
             conn=conn,
             series=series,
@@ -298,7 +305,127 @@ class ReleaseLedger:
             qi_columns=self.job.qi_names,
             prefix=f"ledger_{self.run_id}",
         )
-        return analyze_releases(tables, settings=self.job.inference, progress=progress)
+
+
+def _inference(
+    ledger: ReleaseLedger,
+    conn: Connection,
+    earlier: list[LedgerEntry],
+    release: NewRelease,
+    sensitive: str,
+    progress: Progress,
+) -> int:
+    """Refuse a release that discloses with the earlier ones (see the module); its statements."""
+    tables = ledger.release_tables(conn, earlier, release, sensitive)
+    report = analyze_releases(tables, settings=ledger.job.inference, progress=progress)
+    if report.combined_count:
+        raise DataError(_disclosure(report, sensitive, earlier, ledger.job.inference))
+    return report.statements
+
+
+def _m_invariance(
+    ledger: ReleaseLedger,
+    conn: Connection,
+    earlier: list[LedgerEntry],
+    release: NewRelease,
+    sensitive: str,
+    progress: Progress,
+) -> int:
+    """Refuse a release that is not m-invariant with the previous one (Xiao and Tao, SIGMOD 2007): every group of
+    it m-unique (at least m persons, no value twice), and every person of both releases with the same signature
+    (the set of values of their group) in each. Checked pair by pair, each release against the one before it, the
+    whole sequence is m-invariant: a person who leaves and returns starts a new lifespan, as in the paper."""
+    m = ledger.settings.m
+    assert m is not None
+    previous = earlier[-1:]
+    tables = ledger.release_tables(conn, previous, release, sensitive)
+    new = len(previous) + 1
+    db, counts = ledger.db, tables.counts
+    groups = (
+        sa.select(counts.c.grp, sa.func.count().label("held"), sa.func.max(counts.c.cnt).label("most"))
+        .where(counts.c.r == new)
+        .group_by(counts.c.grp)
+        .subquery("g")
+    )
+    not_unique = db.execute(
+        conn, sa.select(sa.func.count()).where(sa.or_(groups.c.held < m, groups.c.most > 1)).select_from(groups)
+    ).scalar_one()
+    changed: tuple[int, Any] = (0, None)
+    if previous:
+        changed = _changed_signatures(db, conn, tables)
+    tables.drop_all()
+    if not_unique or changed[0]:
+        raise DataError(_not_invariant(m, int(not_unique), changed, previous, sensitive))
+    return tables.statements + 2
+
+
+def _changed_signatures(db: Database, conn: Connection, tables: ReleaseTables) -> tuple[int, Any]:
+    """The persons of both releases (1: the previous, 2: this one) whose group's set of values differs, and one
+    of them: (pseudonym, values before, values now)."""
+    m, c = tables.members.alias("m"), tables.counts.alias("c")
+    signature = (
+        sa.select(m.c.r, m.c.person, c.c.value)
+        .join_from(m, c, sa.and_(c.c.r == m.c.r, c.c.grp == m.c.grp))
+        .subquery("s")
+    )
+    in_both = (
+        sa.select(tables.members.c.person)
+        .group_by(tables.members.c.person)
+        .having(sa.func.count(sa.distinct(tables.members.c.r)) == 2)
+    )
+    held = sa.func.sum(sa.case((signature.c.r == 1, 1), else_=0))
+    now = sa.func.sum(sa.case((signature.c.r == 2, 1), else_=0))
+    differing = (
+        sa.select(signature.c.person)
+        .where(signature.c.person.in_(in_both))
+        .group_by(signature.c.person, signature.c.value)
+        .having(held != now)
+        .subquery("d")
+    )
+    count, first = db.execute(
+        conn, sa.select(sa.func.count(sa.distinct(differing.c.person)), sa.func.min(differing.c.person))
+    ).one()
+    if not count:
+        return 0, None
+    v, p = tables.vals, tables.persons
+    values = {
+        r: sorted(
+            db.execute(
+                conn,
+                sa.select(v.c.label)
+                .join_from(signature, v, v.c.value == signature.c.value)
+                .where(signature.c.person == first, signature.c.r == r),
+            ).scalars()
+        )
+        for r in (1, 2)
+    }
+    pseudonym = db.execute(conn, sa.select(p.c.pseudonym).where(p.c.person == first)).scalar_one()
+    return int(count), (pseudonym, values[1], values[2])
+
+
+def _not_invariant(
+    m: int, not_unique: int, changed: tuple[int, Any], previous: list[LedgerEntry], sensitive: str
+) -> str:
+    problems = []
+    if not_unique:
+        problems.append(f"{not_unique} group(s) hold fewer than {m} persons or a {sensitive} value twice")
+    if changed[0]:
+        pseudonym, before, now = changed[1]
+        problems.append(
+            f"{changed[0]} person(s) of the previous release (run {previous[0].run_id}) would change signature (the "
+            f"{sensitive} values of their group), e.g. {pseudonym[:16]}…: {{{', '.join(before)}}}, now "
+            f"{{{', '.join(now)}}}"
+        )
+    return (
+        f"this release is not {m}-invariant (ledger.check m-invariance): {'; '.join(problems)}. Nothing was written: "
+        f"publish by anatomy with l = {m} (its buckets are {m}-unique), keeping each returning person's bucket "
+        "values, or check by inference instead"
+    )
+
+
+#: how a release is checked against the earlier ones (ledger.check): each raises DataError to refuse it, and
+#: returns the statements it ran
+PRINCIPLES = {"inference": _inference, "m-invariance": _m_invariance}
 
 
 def _disclosure(
