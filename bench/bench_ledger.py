@@ -1,15 +1,18 @@
 """What the release ledger costs a publication: two monthly releases of the hospital table, the second checked
 against the first before it commits.
 
-    python bench/bench_ledger.py [--rows 100000,1000000] [--method anatomy|generalize]
+    python bench/bench_ledger.py [--rows 100000,1000000] [--method anatomy|invariant|generalize]
 
 Each size: the synthetic hospital table (../shared/tools/gen_hospital.py) numbered by patient, two versions of
 N records sharing 5/6 of them (as bench_releases.py's scale part), each published by a job that keeps a ledger
 (persons by a keyed pseudonym of the patient number). The first release is recorded only; the second is
-written, audited, then solved together with the first by the maximum-entropy inference, and committed. Printed:
-the second release published without a ledger (another job name) and with it (admitted or refused: the check
-costs the same), the difference (the inference over both releases, the checks of the earlier release and the
-record), and one GROUP BY of the QIs of the second version, all in the same run on DuckDB.
+written, audited, then solved together with the first by the maximum-entropy inference, and committed or
+refused. With `--method invariant` the releases are m-invariant bucketizations (anatomy's output.invariant,
+l = m = 3) checked by m-invariance instead. Printed: the second release published without a ledger (another
+job name, plain anatomy or generalization) and with it (admitted or refused: a refused check costs as much as
+an admitted one), the difference (the check over both releases, the checks of the earlier release, the record,
+and for `invariant` the bucketization after the previous release), and one GROUP BY of the QIs of the second
+version, all in the same run on DuckDB.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ def hospital(size: int) -> Releases:
         "hospital_raw; RESET threads; DROP SCHEMA IF EXISTS sqlanon CASCADE"
     )
     for table in ("d1_kept", "d2_kept", "d2_plain"):  # an earlier run's: sqlanon's records of them went above
-        data.sql(f"DROP TABLE IF EXISTS {table}; DROP TABLE IF EXISTS {table}_sensitive")
+        for suffix in ("", "_sensitive", "_counterfeits"):
+            data.sql(f"DROP TABLE IF EXISTS {table}{suffix}")
     data.version("d1", 0, size)
     data.version("d2", total - size, size)
     return data
@@ -62,8 +66,8 @@ def job(data: Releases, table: str, name: str, method: str, ledger: bool) -> obj
         "sensitive": ["diagnosis"],
         "output": output,
     }
-    if method == "anatomy":
-        output |= {"l": 3, "seed": 1}
+    if method in ("anatomy", "invariant"):
+        output |= {"method": "anatomy", "l": 3, "seed": 1, "invariant": method == "invariant" and ledger}
         config["quasi_identifiers"] = QIS
     else:  # the zip code and birth date generalized by their generators, a k-anonymous and 3-diverse node
         config["quasi_identifiers"] = {
@@ -76,7 +80,7 @@ def job(data: Releases, table: str, name: str, method: str, ledger: bool) -> obj
         config["criteria"] = {"k_anonymity": {"k": 5}, "distinct_l_diversity": {"attribute": "diagnosis", "l": 3}}
         config["suppression"] = {"limit": 0.02}
     if ledger:
-        config["ledger"] = {"person": "pid"}
+        config["ledger"] = {"person": "pid"} | ({"check": "m-invariance", "m": 3} if method == "invariant" else {})
     return job_from_dict(config)
 
 
@@ -104,7 +108,7 @@ def _published_or_refused(second: object) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", default="100000,1000000", help="records per release")
-    parser.add_argument("--method", default="anatomy", choices=["anatomy", "generalize"])
+    parser.add_argument("--method", default="anatomy", choices=["anatomy", "invariant", "generalize"])
     args = parser.parse_args()
     os.environ.setdefault(KEY_ENV, "bench-ledger-key-0123456789abcdef")
     rows = [measure(int(n), args.method) for n in args.rows.split(",")]

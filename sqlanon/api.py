@@ -45,7 +45,7 @@ from .model.hierarchies import Hierarchy
 from .model.job import MIN_KEY_BYTES, Job, Output
 from .model.progress import Phases
 from .publish import ledger
-from .publish.anatomy import Anatomy, AnatomyReport, publish_bucketized
+from .publish.anatomy import Anatomy, AnatomyReport, BucketTargets, publish_bucketized
 from .publish.batches import published_node, refuse_violating_batch
 from .publish.generalize import Generalization
 from .publish.identifiers import Pseudonyms, hmac_pads
@@ -249,14 +249,21 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
     sensitive = dataclasses.replace(output, table=Anatomy.sensitive_table(output))
     sa_target = Target(output=sensitive, replace=replace, setting="output.sensitive_table")
     targets = [qi_target, sa_target]
+    counterfeit_table = Anatomy.counterfeit_table(output)
+    if counterfeit_table is not None:
+        fakes = dataclasses.replace(output, table=counterfeit_table)
+        targets.append(Target(output=fakes, replace=replace, setting="output.invariant's counterfeits table"))
     with table_run(job, options, "anatomy", targets=targets, transactional="an anatomy publication") as run:
         report = publish_bucketized(
             run.db,
             run.conn,
             job=run.job,
             source=qi_target.source,
-            qi_target=qi_target.name,
-            sensitive_target=sa_target.name,
+            targets=BucketTargets(
+                qi=qi_target.name,
+                sensitive=sa_target.name,
+                counterfeits=targets[2].name if counterfeit_table is not None else None,
+            ),
             pseudonyms=qi_target.pseudonyms,
             columns=list(run.columns),
             run_id=run.id,

@@ -474,7 +474,7 @@ def _release_series(raw: Any) -> ReleaseSeries:
     releases = []
     for index, item in enumerate(series):
         where = f"releases.series[{index}]"
-        item = _mapping(item, where, {"name", "table", "schema", "sensitive_table"})
+        item = _mapping(item, where, {"name", "table", "schema", "sensitive_table", "counterfeit_table"})
         table = _identifier(_required(item, "table", where), f"{where}.table")
         releases.append(
             Release(
@@ -482,8 +482,14 @@ def _release_series(raw: Any) -> ReleaseSeries:
                 table=table,
                 schema=_optional_identifier(item.get("schema"), f"{where}.schema"),
                 sensitive_table=_optional_identifier(item.get("sensitive_table"), f"{where}.sensitive_table"),
+                counterfeit_table=_optional_identifier(item.get("counterfeit_table"), f"{where}.counterfeit_table"),
             )
         )
+    for release in releases:
+        if release.counterfeit_table is not None and release.sensitive_table is None:
+            raise ConfigError(
+                f"release {release.name!r}: counterfeit_table belongs to a bucketized release; give its sensitive_table"
+            )
     names = [r.name for r in releases]
     if len(set(names)) != len(names):
         raise ConfigError(f"releases.series: names must differ, got {names}")

@@ -376,6 +376,11 @@ CASES: dict[str, Case] = {
         "would ignore the hierarchy given",
         _then(_method("anatomy"), _set("quasi_identifiers", {q: {"hierarchy": f"h/{q}.csv"} for q in ("sex", "age")})),
     ),
+    "anatomy-invariant-without-ledger": Case(
+        "config file",
+        "output.invariant bucketizes after the job's previous release",
+        _method("anatomy", invariant=True),
+    ),
     "anatomy-suppression": Case(
         "config file", "anatomy suppresses no tuples", _then(_method("anatomy"), _set("suppression", {"limit": 10}))
     ),

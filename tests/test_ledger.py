@@ -8,6 +8,7 @@ give every person's diagnosis (the maximum-entropy inference finds it with proba
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -315,3 +316,98 @@ def test_m_invariance_keeps_each_persons_signature_and_every_group_m_unique(tmp_
     with pytest.raises(DataError, match="1 group.s. hold fewer than 2 persons or a diagnosis value twice"):
         publish(job, TOP, "everyone")
     assert not tables(duck) & {*refused, "everyone"}
+
+
+def signatures(url: str, release: str, schema: str | None = None) -> dict[str, set[str]]:
+    """Each published person's signature, read back from a bucketized release's tables: the values of their bucket
+    (counterfeits included: the sensitive table lists them)."""
+    prefix = f'"{schema}".' if schema else ""
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            f"SELECT q.pid, s.diagnosis FROM {prefix}{release} q JOIN {prefix}{release}_sensitive s "
+            "ON s.bucket = q.bucket"
+        ).all()
+    engine.dispose()
+    found: dict[str, set[str]] = {}
+    for pid, value in rows:
+        found.setdefault(pid, set()).add(value)
+    return found
+
+
+def test_an_invariant_bucketization_keeps_signatures_with_new_persons_and_counterfeits(tmp_path: Path, duck: str):
+    """Release 2: p1 left, p5 (flu) takes their place beside p2, p6 and p7 form a bucket of their own. Release 3: p2
+    left and no one with cancer came, so p5's bucket holds a counterfeit cancer. Every person keeps the values of
+    their bucket from release to release (read back from the published tables), the ledger's m-invariance check
+    agrees, and the inference over the three releases (counterfeits as persons of their own) discloses nothing."""
+    invariant_series(tmp_path, duck)
+
+
+@pytest.mark.postgres
+def test_an_invariant_bucketization_on_postgres(tmp_path: Path, pg_server: str, pg_schema: str):
+    invariant_series(tmp_path, pg_server, pg_schema)
+
+
+def invariant_series(folder: Path, url: str, schema: str | None = None) -> None:
+    from sqlanon import anonymize, inference
+
+    options = RunOptions(metadata_schema=f"{schema}_meta") if schema else None
+    settings = {
+        "quasi_identifiers": ["a", "b"],
+        "criteria": None,
+        "ledger": {"person": "pid", "check": "m-invariance", "m": 2},
+    }
+    later = [("p5", "x", "u", "flu"), ("p6", "y", "v", "cold"), ("p7", "x", "v", "mumps")]
+    versions = [ROWS, ROWS[1:] + later, ROWS[2:] + later]
+    published = []
+    for n, rows in enumerate(versions, start=1):
+        load(url, rows, schema=schema)
+        output = {"table": f"r{n}", "method": "anatomy", "l": 2, "invariant": True}
+        published.append(anonymize(make_job(folder, url, schema=schema, output=output, **settings), options))
+    assert [p.counterfeits for p in published] == [0, 0, 1]
+    assert [p.invariant for p in published[1:]] == [
+        {"stayed": 3, "took_a_place": 1, "bucketized_afresh": 2, "counterfeits": 0},
+        {"stayed": 5, "took_a_place": 0, "bucketized_afresh": 0, "counterfeits": 1},
+    ]
+    assert published[2].counterfeit_table == f"{schema or 'main'}.r3_counterfeits"
+    assert [p.ledger.checked for p in published] == [["diagnosis"]] * 3
+    seen = [signatures(url, f"r{n}", schema) for n in (1, 2, 3)]
+    for before, after in itertools.pairwise(seen):
+        assert all(after[p] == before[p] for p in before.keys() & after.keys())
+        assert all(len(values) == 2 for values in after.values())
+    series = [
+        {
+            "name": f"r{n}",
+            "table": f"r{n}",
+            "sensitive_table": f"r{n}_sensitive",
+            "counterfeit_table": f"r{n}_counterfeits",
+        }
+        | ({"schema": schema} if schema else {})
+        for n in (1, 2, 3)
+    ]
+    releases = {"pseudonym": "pid", "series": series}
+    solved = inference(make_job(folder, url, schema=schema, releases=releases, **settings), options)
+    assert solved.positive_count == 0 and solved.combined_count == 0
+    assert solved.persons == 7 + 1  # the counterfeit is a person of its own
+
+
+def test_an_invariant_bucketization_that_cannot_be_is_refused(tmp_path: Path, duck: str):
+    settings = {
+        "quasi_identifiers": ["a", "b"],
+        "criteria": None,
+        "ledger": {"person": "pid", "check": "m-invariance", "m": 2},
+    }
+    output = {"table": "r1", "method": "anatomy", "l": 2, "invariant": True}
+    anonymize_job = make_job(tmp_path, duck, output=output, **settings)
+    from sqlanon import anonymize
+
+    anonymize(anonymize_job)
+    load(duck, ROWS + [("p5", "x", "u", "flu")])  # one new person with no place to take: no bucket of two
+    with pytest.raises(DataError, match=r"the 1 new person\(s\) .* cannot be bucketized 2-unique \(fewer than 2\)"):
+        anonymize(make_job(tmp_path, duck, output=output | {"table": "r2"}, **settings))
+    load(duck, [("p1", "x", "u", "cold"), *ROWS[1:]])  # p1's diagnosis is not one of their bucket's
+    with pytest.raises(DataError, match="hold a sensitive value now that their group there did not"):
+        anonymize(make_job(tmp_path, duck, output=output | {"table": "r2"}, **settings))
+    assert not tables(duck) & {"r2", "r2_sensitive", "r2_counterfeits"}
+    with pytest.raises(ConfigError, match="output.invariant bucketizes after the job's previous release"):
+        make_job(tmp_path, duck, output=output, quasi_identifiers=["a", "b"], criteria=None)

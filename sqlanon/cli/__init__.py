@@ -1558,6 +1558,18 @@ def _show_bucketized(report: AnatomyReport, fmt: str) -> None:
         [f"fewest different values in a bucket (l = {report.l})", str(report.fewest_values)],
         ["highest chance of guessing a record's value", _shown_number(report.largest_share)],
     ]
+    if report.invariant is not None:
+        kept = report.invariant
+        figures.append(
+            [
+                "persons: stayed in their bucket / took a place / bucketized afresh",
+                f"{kept['stayed']} / {kept['took_a_place']} / {kept['bucketized_afresh']}",
+            ]
+        )
+    if report.counterfeit_table is not None:
+        figures.append(
+            ["counterfeits (values no published person holds)", f"{report.counterfeits} in {report.counterfeit_table}"]
+        )
     if report.ledger is not None:
         figures.append(["ledger", _ledger_outcome(report.ledger)])
     _print_rows("Published bucketized (anatomy), audited:", ["figure", "value"], figures, fmt)
@@ -1720,15 +1732,19 @@ def _print_audit(table_name: str, report: AuditReport) -> None:
         out.print(f"[bold red]{report.split_persons} person(s) have rows in more than one class[/]")
 
 
+FIRST = "the job's first release"
+
+
 def _ledger_outcome(check: LedgerCheck) -> str:
     """What the release ledger did for a publication, in a line."""
     earlier = ", ".join(map(str, check.earlier))
-    if check.checked:
-        outcome = f"checked against the release(s) of run {earlier}: nothing disclosed beyond any one release"
-    elif check.earlier:
-        outcome = f"not checked (ledger.check is false; earlier: run {earlier})"
+    if not check.checked:
+        outcome = f"not checked (ledger.check is false; earlier: run {earlier})" if check.earlier else FIRST
+    elif check.principle == "m-invariance":
+        kept = f"every person of run {check.earlier[-1]} keeping their signature" if check.earlier else FIRST
+        outcome = f"m-invariant: every group m-unique, {kept}"
     else:
-        outcome = "the job's first release"
+        outcome = f"checked against the release(s) of run {earlier}: nothing disclosed beyond any one release"
     return f"recorded with {check.persons:,} persons; {outcome}"
 
 

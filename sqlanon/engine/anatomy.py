@@ -16,6 +16,7 @@ from ..backends import Database
 BUCKET = "bucket"  # the bucket column of both published tables
 COUNT_COLUMN = "count"  # the sensitive table's count column
 VALUE = "value"  # the sensitive value beside the bucket, in the scratch table only (its other columns are u<k>)
+COUNTERFEIT = "counterfeit"  # the counterfeits table's column numbering a bucket's counterfeits 1, 2, ...
 
 
 def sensitive_figures(db: Database, conn: Connection, source: str, sensitive: str) -> tuple[int, int, int]:
@@ -58,13 +59,20 @@ def published_selects(
     published: list[str],
     sensitive: str,
     rows: tuple[str, list[str], str] | None = None,
+    counterfeits: str | None = None,
 ) -> tuple[str, str]:
     """The SELECTs of the QI table (the `published` columns and the bucket) and of the sensitive table (bucket,
     value, count) from the scratch table `assigned` that `bucket_assignment` made. With `rows` (the source, the
     SQL of each published column over its rows, the unit column), `assigned` holds one row per person (u0: the
-    unit), and every row of the source goes to its person's bucket."""
+    unit), and every row of the source goes to its person's bucket. With `counterfeits` (a scratch table of
+    BUCKET, VALUE: see engine.invariant), their values are counted in their buckets too."""
     t = db.ref_table(assigned, [f"u{k}" for k in range(len(published))] + [VALUE, BUCKET])
     counted = [t.c[BUCKET], t.c[VALUE].label(sensitive), func.count().label(COUNT_COLUMN)]
+    held: sa.SelectBase = select(*counted).group_by(t.c[BUCKET], t.c[VALUE])
+    if counterfeits is not None:
+        c = db.ref_table(counterfeits, [BUCKET, VALUE])
+        faked = select(c.c[BUCKET], c.c[VALUE].label(sensitive), func.count().label(COUNT_COLUMN))
+        held = sa.union_all(held, faked.group_by(c.c[BUCKET], c.c[VALUE]))
     if rows is None:
         qi_rows = select(*(t.c[f"u{k}"].label(c) for k, c in enumerate(published)), t.c[BUCKET])
     else:
@@ -72,10 +80,19 @@ def published_selects(
         r = db.ref_table(source, [unit]).alias("t")
         kept: list[Any] = [sa.literal_column(value).label(c) for value, c in zip(values, published)]
         qi_rows = select(*kept, t.c[BUCKET]).select_from(r.join(t, t.c.u0 == r.c[unit]))
-    return (
-        db.as_text(conn, qi_rows),
-        db.as_text(conn, select(*counted).group_by(t.c[BUCKET], t.c[VALUE])),
-    )
+    return db.as_text(conn, qi_rows), db.as_text(conn, held)
+
+
+def counterfeit_rows(db: Database, conn: Connection, counterfeits: str | None) -> str:
+    """The SELECT of the published counterfeits table (bucket, counterfeit) from the scratch table of an m-invariant
+    bucketization's counterfeits (see engine.invariant); none where there is no such table."""
+    if counterfeits is None:
+        empty = select(
+            sa.cast(sa.null(), sa.BigInteger).label(BUCKET), sa.cast(sa.null(), sa.BigInteger).label(COUNTERFEIT)
+        )
+        return db.as_text(conn, empty.where(sa.false()))
+    c = db.ref_table(counterfeits, [BUCKET, COUNTERFEIT])
+    return db.as_text(conn, select(c.c[BUCKET], c.c[COUNTERFEIT]))
 
 
 def bucket_figures(
@@ -87,17 +104,26 @@ def bucket_figures(
     sensitive: str,
     l: int,
     unit: str | None = None,
+    counterfeits_ref: str | None = None,
 ) -> dict[str, Any]:
     """From the two tables alone: buckets whose records and value counts differ (mismatched), buckets of fewer
     than `l` values (poor), buckets, records, the smallest bucket, the fewest values of a bucket and the largest
     share of one value in a bucket. With `unit` (the QI table's column naming each record's person), records are
-    persons, each counted once in each bucket they are in."""
+    persons, each counted once in each bucket they are in. With `counterfeits_ref` (a published counterfeits
+    table: BUCKET, COUNTERFEIT), a bucket's values are its records and its counterfeits."""
     qi, values = (
         db.ref_table(qi_ref, [BUCKET, *filter(None, [unit])]),
         db.ref_table(sensitive_ref, [BUCKET, sensitive, COUNT_COLUMN]),
     )
     records = func.count() if unit is None else func.count(qi.c[unit].distinct())
-    q = select(qi.c[BUCKET], records.label("records")).group_by(qi.c[BUCKET]).subquery("q")
+    q0 = select(qi.c[BUCKET], records.label("records")).group_by(qi.c[BUCKET]).subquery("q0")
+    fakes: Any = sa.literal(0)
+    joined: Any = q0
+    if counterfeits_ref is not None:
+        c = db.ref_table(counterfeits_ref, [BUCKET])
+        f = select(c.c[BUCKET], func.count().label("fakes")).group_by(c.c[BUCKET]).subquery("f")
+        fakes, joined = func.coalesce(f.c.fakes, 0), q0.outerjoin(f, f.c[BUCKET] == q0.c[BUCKET])
+    q = select(q0.c[BUCKET], q0.c.records, fakes.label("fakes")).select_from(joined).subquery("q")
     v = (
         select(
             values.c[BUCKET],
@@ -109,11 +135,11 @@ def bucket_figures(
         .subquery("v")
     )
     b = (
-        select(q.c.records, v.c.total, v.c.values_held, v.c.largest)
+        select(q.c.records, q.c.fakes, v.c.total, v.c.values_held, v.c.largest)
         .select_from(q.join(v, q.c[BUCKET] == v.c[BUCKET], full=True))
         .subquery("buckets")
     )
-    mismatched = sa.or_(b.c.records.is_(None), b.c.total.is_(None), b.c.records != b.c.total)
+    mismatched = sa.or_(b.c.records.is_(None), b.c.total.is_(None), b.c.records + b.c.fakes != b.c.total)
     row = db.execute(
         conn,
         select(
@@ -123,18 +149,25 @@ def bucket_figures(
             func.sum(b.c.records),
             func.min(b.c.records),
             func.min(b.c.values_held),
-            func.max(sa.cast(b.c.largest, sa.Double) / b.c.records),
+            func.max(sa.cast(b.c.largest, sa.Double) / (b.c.records + b.c.fakes)),
         ),
     ).one()
     names = ("mismatched", "poor", "buckets", "rows", "smallest", "fewest", "share")
     return dict(zip(names, row))
 
 
-def value_count_differences(db: Database, conn: Connection, *, source: str, sensitive_ref: str, sensitive: str) -> int:
-    """Sensitive values the sensitive table publishes a different number of times than `source` holds them."""
+def value_count_differences(
+    db: Database, conn: Connection, *, source: str, sensitive_ref: str, sensitive: str, counterfeits: str | None = None
+) -> int:
+    """Sensitive values the sensitive table publishes a different number of times than `source` holds them (and,
+    with `counterfeits`, a scratch table of BUCKET, VALUE, than it holds them and counterfeits them)."""
     held, published = db.ref_table(source, [sensitive]), db.ref_table(sensitive_ref, [sensitive, COUNT_COLUMN])
     # the values labeled too, so that no source column's name collides with n
-    a = select(held.c[sensitive].label("value"), func.count().label("n")).group_by(held.c[sensitive]).subquery("a")
+    every: sa.SelectBase = select(held.c[sensitive].label("value"))
+    if counterfeits is not None:
+        every = sa.union_all(every, select(db.ref_table(counterfeits, [VALUE]).c[VALUE].label("value")))
+    e = every.subquery("e")
+    a = select(e.c.value, func.count().label("n")).group_by(e.c.value).subquery("a")
     p = (
         select(published.c[sensitive].label("value"), func.sum(published.c[COUNT_COLUMN]).label("n"))
         .group_by(published.c[sensitive])

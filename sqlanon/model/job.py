@@ -333,6 +333,8 @@ class Release:
     distinct: bool = False
     #: its QI values are labels of the job's hierarchies (not so for Mondrian's ranges, which the ledger records)
     hierarchy_labels: bool = True
+    #: a bucketized release's counterfeits (bucket, counterfeit): values of the bucket that no published person holds
+    counterfeit_table: str | None = None
 
     @property
     def bucketized(self) -> bool:

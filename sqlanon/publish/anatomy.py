@@ -20,7 +20,9 @@ each in a bucket that does not hold its value yet, and no record is suppressed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +30,9 @@ from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..engine import anatomy as bucket_sql
-from ..engine.anatomy import BUCKET, COUNT_COLUMN
+from ..engine.anatomy import BUCKET, COUNT_COLUMN, COUNTERFEIT
 from ..engine.audit import check_published_columns, check_published_values
+from ..engine.invariant import invariant_buckets
 from ..engine.star import person_table
 from ..errors import AuditError, ConfigError, DataError
 from ..model.job import Job, Output
@@ -39,7 +42,7 @@ from .identifiers import Pseudonyms
 from .ledger import NewRelease, ReleaseLedger
 from .methods import PublicationMethod
 from .ownership import Ownership, TableName
-from .staging import Destination, PublishedTable, Released, preview, staged_table
+from .staging import Destination, PublishedTable, Released, Staged, preview, staged_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,6 +61,9 @@ class AnatomyReport(Released):
     fewest_values: int  # different sensitive values in the poorest bucket (>= l)
     largest_share: float  # the highest count / bucket size: the best guess of any record's value
     preview: list[dict[str, Any]]
+    counterfeits: int = 0  # values published in a bucket that no published person holds (output.invariant)
+    counterfeit_table: str | None = None  # (bucket, counterfeit): how many each bucket holds
+    invariant: dict[str, int] | None = None  # after a previous release: who went where (InvariantBuckets.figures)
     sensitive_release: PublishedTable | None = field(default=None, repr=False)  # the sensitive table (`release`:
     # the QI table, exact QIs and each row's bucket)
 
@@ -77,6 +83,9 @@ class AnatomyReport(Released):
             "smallest_bucket": self.smallest_bucket,
             "fewest_values": self.fewest_values,
             "largest_share": self.largest_share,
+            "counterfeits": self.counterfeits,
+            "counterfeit_table": self.counterfeit_table,
+            "invariant": self.invariant,
             "ledger": self.ledger.to_dict() if self.ledger else None,
             "preview": [
                 {k: v if v is None or isinstance(v, (int, float, str)) else str(v) for k, v in row.items()}
@@ -90,11 +99,14 @@ class Anatomy(PublicationMethod):
 
     name = "anatomy"
     counts_persons = True
-    settings = ("l", "sensitive_table", "seed")
+    settings = ("l", "sensitive_table", "seed", "invariant")
 
     @classmethod
     def parse(cls, output: Mapping[str, Any]) -> dict[str, Any]:
         l_value, seed, sensitive_table = output.get("l"), output.get("seed", 0), output.get("sensitive_table")
+        invariant = output.get("invariant", False)
+        if not isinstance(invariant, bool):
+            raise ConfigError(f"output.invariant must be true or false, got {invariant!r}")
         if isinstance(l_value, bool) or not isinstance(l_value, int) or l_value < 2:
             raise ConfigError(
                 f"output.l must be a whole number >= 2 with method anatomy (every bucket holds l "
@@ -106,7 +118,7 @@ class Anatomy(PublicationMethod):
             not isinstance(sensitive_table, str) or not sensitive_table or "\x00" in sensitive_table
         ):
             raise ConfigError(f"output.sensitive_table must be a non-empty name, got {sensitive_table!r}")
-        return {"l": l_value, "sensitive_table": sensitive_table, "seed": seed}
+        return {"l": l_value, "sensitive_table": sensitive_table, "seed": seed, "invariant": invariant}
 
     @classmethod
     def sensitive_table(cls, output: Output) -> str:
@@ -114,8 +126,13 @@ class Anatomy(PublicationMethod):
         return str(output.settings.get("sensitive_table") or f"{output.table}_sensitive")
 
     @classmethod
+    def counterfeit_table(cls, output: Output) -> str | None:
+        """With output.invariant, the (bucket, counterfeit) table: TABLE_counterfeits."""
+        return f"{output.table}_counterfeits" if output.settings.get("invariant") else None
+
+    @classmethod
     def tables(cls, output: Output) -> list[str]:
-        return [output.table, cls.sensitive_table(output)]
+        return [output.table, cls.sensitive_table(output), *filter(None, [cls.counterfeit_table(output)])]
 
     @classmethod
     def check(cls, job: Job) -> None:
@@ -139,11 +156,29 @@ class Anatomy(PublicationMethod):
                 f"{len(job.sensitive)} ({', '.join(job.sensitive) or 'none'}): list exactly one under "
                 "sensitive"
             )
+        if job.output is not None and job.output.settings.get("invariant"):
+            _check_invariant(job, int(job.output.settings["l"]))
 
 
-def check_eligible(db: Database, conn: Connection, source: str, sensitive: str, l: int) -> int:
+def _check_invariant(job: Job, l: int) -> None:
+    """output.invariant keeps the signatures of the job's ledger's previous release: the ledger checks them."""
+    ledger = job.ledger
+    if ledger is None or ledger.check != "m-invariance" or ledger.m != l:
+        raise ConfigError(
+            f"output.invariant bucketizes after the job's previous release, which its ledger names: add ledger: "
+            f"{{person: ID, check: m-invariance, m: {l}}} (m = output.l)"
+        )
+    if job.unit_column:
+        raise ConfigError(
+            "output.invariant bucketizes one row per person; with unit, bucketize without it (the ledger's "
+            "m-invariance check still applies)"
+        )
+
+
+def check_eligible(db: Database, conn: Connection, source: str, sensitive: str, l: int, spread: bool = True) -> int:
     """The table's rows, after checking that an l-diverse bucketization exists (no NULL value, no value in
-    more than floor(n / l) records)."""
+    more than floor(n / l) records; that last one only with `spread`: an m-invariant bucketization checks the
+    records it bucketizes afresh, see engine.invariant)."""
     rows, nulls, values = bucket_sql.sensitive_figures(db, conn, source, sensitive)
     if rows == 0:
         raise DataError("the source table is empty; there is nothing to publish")
@@ -158,7 +193,7 @@ def check_eligible(db: Database, conn: Connection, source: str, sensitive: str, 
             f"different values need at least {l}: lower output.l"
         )
     value, largest = bucket_sql.most_frequent_value(db, conn, source, sensitive)
-    if largest > rows // l:
+    if spread and largest > rows // l:
         raise DataError(
             f"value {value!r} of {sensitive!r} is in {largest} of {rows} rows, more than n / l = "
             f"{rows // l}, so no bucketization gives every bucket {l} different values; lower output.l "
@@ -167,14 +202,51 @@ def check_eligible(db: Database, conn: Connection, source: str, sensitive: str, 
     return rows
 
 
+@dataclass(frozen=True, kw_only=True)
+class BucketTargets:
+    """Where a bucketized publication goes: the QI table, the sensitive table, and with output.invariant the
+    counterfeits table."""
+
+    qi: TableName
+    sensitive: TableName
+    counterfeits: TableName | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Drawing:
+    """What draws the buckets: the records (`source`, alias t), their published values (`select`, u<k>), what
+    orders a value's records at random (`others`, with the seed), and l."""
+
+    source: str
+    select: list[str]
+    sensitive: str
+    others: list[str]
+    rows: int
+    l: int
+    seed: str
+    scratch: str
+
+    def assign(self, db: Database, conn: Connection, buckets: int | None = None, name: str = "") -> str:
+        """Anatomy's assignment (see the module) as a scratch table; `buckets` 1 gives the records unassigned."""
+        assignment, params = bucket_sql.bucket_assignment(
+            db,
+            source=self.source,
+            select=self.select,
+            sensitive=self.sensitive,
+            others=self.others,
+            buckets=self.rows // self.l if buckets is None else buckets,
+            seed=self.seed,
+        )
+        return db.create_scratch(conn, self.scratch + name, assignment, params)
+
+
 def publish_bucketized(
     db: Database,
     conn: Connection,
     *,
     job: Job,
     source: TableName,
-    qi_target: TableName,
-    sensitive_target: TableName,
+    targets: BucketTargets,
     pseudonyms: Pseudonyms,
     columns: list[str],
     run_id: int,
@@ -183,94 +255,77 @@ def publish_bucketized(
     progress: Progress = silent,
     ledger: ReleaseLedger | None = None,
 ) -> AnatomyReport:
-    """Write both tables in one transaction, audit them, and commit only if the audit passes (and, with a `ledger`,
-    only if the release and the job's earlier ones together disclose nothing)."""
+    """Write the tables in one transaction, audit them, and commit only if the audit passes (and, with a `ledger`,
+    only if the release and the job's earlier ones together pass its check)."""
     assert job.output is not None and job.output.method == Anatomy.name
     phases = Phases(progress, "anatomy", 4 + (ledger is not None))
     phases.step("checking the sensitive values")
     l, [sensitive] = int(job.output.settings["l"]), job.sensitive
+    invariant = bool(job.output.settings.get("invariant"))
     source_ref = counted = db.q(source.schema, source.table)
     drawn = [c for c in columns if not db.same_name(c, sensitive)]  # what orders a value's records at random
     if job.unit_column:  # the buckets are drawn over the persons, one row each; a person's rows share theirs
         counted = person_table(db, conn, job, source_ref, run_id)
         drawn = [job.unit_column, *job.qi_names]
-    rows = check_eligible(db, conn, counted, sensitive, l)
-    others = [f"t.{db.q(c)}" for c in drawn]
-    scratch = f"anatomy_{run_id}"
+    rows = check_eligible(db, conn, counted, sensitive, l, spread=not invariant)
     if conn.in_transaction():
         conn.commit()
     with conn.begin(), pseudonyms.loaded(db, conn):
         published, values = _qi_columns(db, job, columns, pseudonyms)
-        # the scratch table's k-th column is u<k>: no name of the source's is ever one of its own
-        select = [f"{value} AS u{k}" for k, value in enumerate(values)]
-        if (
-            any(db.same_name(c, BUCKET) for c in published)
-            or db.same_name(sensitive, COUNT_COLUMN)
-            or db.same_name(sensitive, BUCKET)
-        ):
-            raise DataError(
-                f"a source column named {BUCKET!r} or a sensitive column named {COUNT_COLUMN!r} would "
-                "collide with the columns anatomy adds; rename it in the source (or drop it as "
-                "identifying)"
-            )
+        _refuse_collisions(db, published, sensitive)
         # within a value, a keyed pseudo-random order (as Anatomy draws records at random): sorted by the QIs, two
         # releases of a changing table would put the same neighbours together again and again and give far more
         # away when combined (bench/bench_releases.py); the same job and seed give the same buckets on every database
         phases.step("drawing the buckets")
+        drawing = _Drawing(
+            source=counted,
+            # the scratch table's k-th column is u<k>: no name of the source's is ever one of its own
+            select=[f"{value} AS u{k}" for k, value in enumerate(values)],
+            sensitive=sensitive,
+            others=[f"t.{db.q(c)}" for c in drawn],
+            rows=rows,
+            l=l,
+            seed=str(job.output.settings["seed"]),
+            scratch=f"anatomy_{run_id}",
+        )
         by_person = None
         if job.unit_column:  # the persons' buckets (u0: the person), and each row's published values
-            by_person, select = (source_ref, values, job.unit_column), [f"t.{db.q(job.unit_column)} AS u0"]
-        assignment, params = bucket_sql.bucket_assignment(
-            db,
-            source=counted,
-            select=select,
-            sensitive=sensitive,
-            others=others,
-            buckets=rows // l,
-            seed=str(job.output.settings["seed"]),
-        )
-        assigned = db.create_scratch(conn, scratch, assignment, params)
+            by_person = (source_ref, values, job.unit_column)
+            drawing = dataclasses.replace(drawing, select=[f"t.{db.q(job.unit_column)} AS u0"])
+        if invariant:
+            assert ledger is not None, "output.invariant needs the job's ledger (Anatomy.check)"
+            assigned, counterfeits, kept = _invariant_buckets(db, conn, drawing, ledger, published)
+        else:
+            assigned, counterfeits, kept = drawing.assign(db, conn), None, None
         phases.step("writing the tables")
-        qi_rows, sensitive_rows = bucket_sql.published_selects(db, conn, assigned, published, sensitive, by_person)
-        qi_table, sensitive_table = (
-            Destination(name=name, source=source, replace=replace, grant_to=job.output.grant_to)
-            for name in (qi_target, sensitive_target)
+        selects = bucket_sql.published_selects(db, conn, assigned, published, sensitive, by_person, counterfeits)
+        written = _Written(
+            targets=targets,
+            published=published,
+            source_ref=source_ref,
+            counted=counted,
+            rows=rows,
+            counterfeits=counterfeits,
         )
-        with (
-            staged_table(db, conn, destination=qi_table, select=qi_rows, ownership=ownership, run_id=run_id) as qi,
-            staged_table(
-                db, conn, destination=sensitive_table, select=sensitive_rows, ownership=ownership, run_id=run_id
-            ) as sa,
-        ):
+        with _staged(db, conn, job, source, written, selects, ownership, run_id, replace) as staged:
             phases.step("auditing")
-            report = audit_bucketized(db, conn, qi.ref, sa.ref, sensitive, l, counted, job.unit_column)
-            if report["rows"] != rows:
-                what = "rows" if job.unit_column is None else "persons (counted once in each bucket)"
-                raise AuditError(f"the QI table has {report['rows']} {what}, the source {rows}; nothing was written")
-            check_published_columns(db, conn, qi.ref, str(qi_target), published + [BUCKET])
-            check_published_values(
-                db,
-                conn,
-                qi.ref,
-                str(qi_target),
-                source_ref,
-                unchanged_columns(db, pseudonyms, job.identifying, published),
-                every_row=True,
-            )
-            check_published_columns(db, conn, sa.ref, str(sensitive_target), [BUCKET, sensitive, COUNT_COLUMN])
-            qi.audited(rows if job.unit_column is None else db.count_rows(conn, qi.ref))
-            sa.audited(report["cells"])
+            report = _audit(db, conn, job, staged, written, pseudonyms)
         if ledger is not None:
             phases.step("checking the earlier releases")
-            release = NewRelease(method=Anatomy.name, table=qi_target, sensitive_table=sensitive_target, bucket=BUCKET)
+            release = NewRelease(
+                method=Anatomy.name,
+                table=targets.qi,
+                sensitive_table=targets.sensitive,
+                bucket=BUCKET,
+                counterfeits=targets.counterfeits,
+            )
             ledger.admit(conn, release, pseudonyms)
-        db.drop_table(conn, assigned)
-        if counted != source_ref:
-            db.drop_table(conn, counted)
-        first_rows = preview(db, conn, qi_target, BUCKET)
+        for table in filter(None, (assigned, counterfeits, counted if counted != source_ref else None)):
+            db.drop_table(conn, table)
+        first_rows = preview(db, conn, targets.qi, BUCKET)
     return AnatomyReport(
-        qi_table=str(qi_target),
-        sensitive_table=str(sensitive_target),
+        qi_table=str(targets.qi),
+        sensitive_table=str(targets.sensitive),
         rows=rows,
         buckets=report["buckets"],
         l=l,
@@ -278,10 +333,139 @@ def publish_bucketized(
         fewest_values=report["fewest"],
         largest_share=report["share"],
         preview=first_rows,
-        release=PublishedTable.of(db, qi_target),
-        sensitive_release=PublishedTable.of(db, sensitive_target),
+        release=PublishedTable.of(db, targets.qi),
+        sensitive_release=PublishedTable.of(db, targets.sensitive),
         ledger=ledger.outcome if ledger else None,
+        counterfeits=report["counterfeits"],
+        counterfeit_table=str(targets.counterfeits) if targets.counterfeits else None,
+        invariant=kept,
     )
+
+
+def _refuse_collisions(db: Database, published: list[str], sensitive: str) -> None:
+    if (
+        any(db.same_name(c, BUCKET) for c in published)
+        or db.same_name(sensitive, COUNT_COLUMN)
+        or db.same_name(sensitive, BUCKET)
+    ):
+        raise DataError(
+            f"a source column named {BUCKET!r} or a sensitive column named {COUNT_COLUMN!r} would "
+            "collide with the columns anatomy adds; rename it in the source (or drop it as "
+            "identifying)"
+        )
+
+
+def _invariant_buckets(
+    db: Database, conn: Connection, drawing: _Drawing, ledger: ReleaseLedger, published: list[str]
+) -> tuple[str, str | None, dict[str, int] | None]:
+    """The buckets m-invariant with the job's previous release (engine.invariant), the counterfeits' scratch
+    table, and who went where; anatomy's own buckets before the first release."""
+    previous = ledger.previous_groups(conn, drawing.sensitive)
+    if previous is None:
+        check_eligible(db, conn, drawing.source, drawing.sensitive, drawing.l)
+        return drawing.assign(db, conn), None, None
+    groups, tables = previous
+    records = drawing.assign(db, conn, buckets=1, name="_records")
+    person = next(k for k, c in enumerate(published) if db.same_name(c, ledger.settings.person))
+    buckets = invariant_buckets(
+        db,
+        conn,
+        records=records,
+        columns=[f"u{k}" for k in range(len(published))],
+        person=f"u{person}",
+        previous=groups,
+        m=drawing.l,
+        seed=drawing.seed,
+        prefix=drawing.scratch,
+    )
+    tables.drop_all()
+    db.drop_table(conn, records)
+    return buckets.assigned, buckets.counterfeits, buckets.figures()
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Written:
+    """What a bucketized publication writes, and from what: its targets and published columns, the source, the
+    records bucketized (the source, or its persons' table) and how many, and the counterfeits' scratch table."""
+
+    targets: BucketTargets
+    published: list[str]
+    source_ref: str
+    counted: str
+    rows: int
+    counterfeits: str | None
+
+
+@contextmanager
+def _staged(
+    db: Database,
+    conn: Connection,
+    job: Job,
+    source: TableName,
+    plan: _Written,
+    selects: tuple[str, str],
+    ownership: Ownership,
+    run_id: int,
+    replace: bool,
+) -> Iterator[dict[str, Staged]]:
+    """The publication's tables staged (see staging.staged_table), by kind: qi, sensitive, counterfeits."""
+    assert job.output is not None
+    targets = plan.targets
+    written = {"qi": (targets.qi, selects[0]), "sensitive": (targets.sensitive, selects[1])}
+    if targets.counterfeits is not None:
+        written["counterfeits"] = (targets.counterfeits, bucket_sql.counterfeit_rows(db, conn, plan.counterfeits))
+    with ExitStack() as stack:
+        staged = {
+            kind: stack.enter_context(
+                staged_table(
+                    db,
+                    conn,
+                    destination=Destination(name=name, source=source, replace=replace, grant_to=job.output.grant_to),
+                    select=select,
+                    ownership=ownership,
+                    run_id=run_id,
+                )
+            )
+            for kind, (name, select) in written.items()
+        }
+        yield staged
+
+
+def _audit(
+    db: Database,
+    conn: Connection,
+    job: Job,
+    staged: dict[str, Staged],
+    plan: _Written,
+    pseudonyms: Pseudonyms,
+) -> dict[str, Any]:
+    """Audit the staged tables (see audit_bucketized) and their columns and values; mark each audited."""
+    l, [sensitive] = int(job.output.settings["l"]) if job.output else 0, job.sensitive
+    targets, published, rows = plan.targets, plan.published, plan.rows
+    qi, sa = staged["qi"], staged["sensitive"]
+    fake = staged.get("counterfeits")
+    fakes = (fake.ref, plan.counterfeits) if fake else None
+    report = audit_bucketized(db, conn, qi.ref, sa.ref, sensitive, l, plan.counted, job.unit_column, fakes)
+    if report["rows"] != rows:
+        what = "rows" if job.unit_column is None else "persons (counted once in each bucket)"
+        raise AuditError(f"the QI table has {report['rows']} {what}, the source {rows}; nothing was written")
+    check_published_columns(db, conn, qi.ref, str(targets.qi), published + [BUCKET])
+    check_published_values(
+        db,
+        conn,
+        qi.ref,
+        str(targets.qi),
+        plan.source_ref,
+        unchanged_columns(db, pseudonyms, job.identifying, published),
+        every_row=True,
+    )
+    check_published_columns(db, conn, sa.ref, str(targets.sensitive), [BUCKET, sensitive, COUNT_COLUMN])
+    qi.audited(rows if job.unit_column is None else db.count_rows(conn, qi.ref))
+    sa.audited(report["cells"])
+    if fake is not None and targets.counterfeits is not None:
+        check_published_columns(db, conn, fake.ref, str(targets.counterfeits), [BUCKET, COUNTERFEIT])
+        fake.audited(report["counterfeits"])
+    return report
 
 
 def _qi_columns(db: Database, job: Job, columns: list[str], pseudonyms: Pseudonyms) -> tuple[list[str], list[str]]:
@@ -309,6 +493,7 @@ def audit_bucketized(
     l: int,
     source_ref: str | None = None,
     unit: str | None = None,
+    counterfeits: tuple[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """Re-check a bucketized pair from the two tables alone (and the source's value counts, when given).
 
@@ -316,10 +501,22 @@ def audit_bucketized(
     least `l` different values, and, with the source, every value is
     published as often as the source holds it. Raises AuditError otherwise.
     With `unit` (the QI table's column naming each record's person), records
-    are persons, and the source is their table (one row each).
+    are persons, and the source is their table (one row each). With
+    `counterfeits` (the published counterfeits table, and the scratch table
+    of their values, or None when there are none), a bucket's values are its
+    records and its counterfeits, and the source's values with the
+    counterfeits' are what is published.
     """
+    published_fakes, fake_values = counterfeits or (None, None)
     figures = bucket_sql.bucket_figures(
-        db, conn, qi_ref=qi_ref, sensitive_ref=sensitive_ref, sensitive=sensitive, l=l, unit=unit
+        db,
+        conn,
+        qi_ref=qi_ref,
+        sensitive_ref=sensitive_ref,
+        sensitive=sensitive,
+        l=l,
+        unit=unit,
+        counterfeits_ref=published_fakes,
     )
     mismatched, poor = figures["mismatched"], figures["poor"]
     if mismatched:
@@ -330,7 +527,7 @@ def audit_bucketized(
         raise AuditError(f"{poor} bucket(s) hold fewer than l = {l} different values; nothing was written")
     if source_ref is not None:
         differ = bucket_sql.value_count_differences(
-            db, conn, source=source_ref, sensitive_ref=sensitive_ref, sensitive=sensitive
+            db, conn, source=source_ref, sensitive_ref=sensitive_ref, sensitive=sensitive, counterfeits=fake_values
         )
         if differ:
             raise AuditError(
@@ -339,6 +536,7 @@ def audit_bucketized(
             )
     cells = db.count_rows(conn, sensitive_ref)
     return {
+        "counterfeits": db.count_rows(conn, published_fakes) if published_fakes else 0,
         "buckets": int(figures["buckets"]),
         "rows": int(figures["rows"] or 0),
         "smallest": int(figures["smallest"] or 0),

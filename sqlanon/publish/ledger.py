@@ -30,6 +30,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
+from ..engine.anatomy import BUCKET
+from ..engine.invariant import PreviousGroups
 from ..engine.maxent import InferenceReport, ReleaseTables, analyze_releases
 from ..errors import ConfigError, DataError
 from ..model.job import InferenceSettings, Job, Release, ReleaseSeries
@@ -80,9 +82,14 @@ class LedgerEntry:
     def name(self) -> str:
         return f"run {self.run_id}"
 
+    @property
+    def counterfeits(self) -> str | None:
+        """An m-invariant bucketization's counterfeits table (bucket, counterfeit), beside its two tables."""
+        return self.details.get("counterfeits")
+
     def state(self, db: Database, conn: Connection) -> str:
         """`present`, or what became of its table since it was published (`dropped`, `changed: ...`)."""
-        for table in filter(None, (self.table.table, self.sensitive_table)):
+        for table in filter(None, (self.table.table, self.sensitive_table, self.counterfeits)):
             if not db.table_exists(conn, self.table.schema, table):
                 return f"dropped ({TableName(self.table.schema, table)} no longer exists)"
         rows = db.count_rows(conn, db.q(self.table.schema, self.table.table))
@@ -95,6 +102,7 @@ class LedgerEntry:
             table=self.table.table,
             schema=self.table.schema,
             sensitive_table=self.sensitive_table,
+            counterfeit_table=self.counterfeits,
             qi_columns=tuple(self.details["qi"]),
             distinct=bool(self.details.get("distinct")),
             hierarchy_labels=False,
@@ -140,7 +148,8 @@ class LedgerCheck:
     """What the ledger did for a publication: the earlier releases it was checked against, and the solves."""
 
     earlier: list[int]  # their runs
-    checked: list[str]  # the sensitive columns inferred
+    checked: list[str]  # the sensitive columns checked
+    principle: str | None  # ledger.check
     persons: int
     seconds: float
     statements: int
@@ -149,6 +158,7 @@ class LedgerCheck:
         return {
             "earlier_releases": self.earlier,
             "checked": self.checked,
+            "principle": self.principle,
             "persons": self.persons,
             "seconds": round(self.seconds, 3),
             "statements": self.statements,
@@ -164,13 +174,15 @@ class NewRelease:
     sensitive_table: TableName | None = None
     bucket: str | None = None
     node: tuple[int, ...] | None = None
+    counterfeits: TableName | None = None  # an m-invariant bucketization's (bucket, counterfeit)
 
     def __post_init__(self) -> None:
-        if self.sensitive_table is not None and not self.sensitive_table.schema == self.table.schema:
-            raise ConfigError(
-                f"the ledger reads a bucketized release's two tables from one schema; {self.table} and "
-                f"{self.sensitive_table} are in two: publish both to one schema"
-            )
+        for other in filter(None, (self.sensitive_table, self.counterfeits)):
+            if other.schema != self.table.schema:
+                raise ConfigError(
+                    f"the ledger reads a bucketized release's tables from one schema; {self.table} and {other} are "
+                    "in two: publish them to one schema"
+                )
 
 
 class ReleaseLedger:
@@ -191,9 +203,7 @@ class ReleaseLedger:
         started = time.perf_counter()
         db, person = self.db, self.settings.person
         probe = self._key_probe(conn, pseudonyms)
-        earlier = entries(db, conn, self.store_schema, self.job.name)
-        for entry in earlier:
-            self._check_entry(conn, entry, probe)
+        earlier = self.earlier(conn, probe)
         persons, rows = self._counts(conn, release)
         statements, checked = self._check(conn, earlier, release, progress)
         details = {
@@ -203,6 +213,7 @@ class ReleaseLedger:
             "distinct": self.job.unit_column is not None,
             "node": list(release.node) if release.node is not None else None,
             "criteria": ", ".join(c.describe() for c in self.job.criteria),
+            "counterfeits": release.counterfeits.table if release.counterfeits else None,
         }
         Store(db, self.store_schema).call(
             db.metadata_connection(conn),
@@ -223,6 +234,7 @@ class ReleaseLedger:
         self.outcome = LedgerCheck(
             earlier=[e.run_id for e in earlier],
             checked=checked,
+            principle=self.settings.check,
             persons=persons,
             seconds=time.perf_counter() - started,
             statements=statements,
@@ -251,7 +263,7 @@ class ReleaseLedger:
         assert value is not None, "config._ledger: the person column is pseudonymized"
         return str(self.db.execute(conn, sa.select(sa.literal_column(value))).scalar_one())
 
-    def _check_entry(self, conn: Connection, entry: LedgerEntry, probe: str) -> None:
+    def _check_entry(self, conn: Connection, entry: LedgerEntry, probe: str | None) -> None:
         """An earlier release is read from its tables: they must be as published, persons named as now."""
         where = f"ledger of job {self.job.name!r}: the release of run {entry.run_id} ({entry.table})"
         state = entry.state(self.db, conn)
@@ -265,7 +277,7 @@ class ReleaseLedger:
                 f"{where} names persons by {entry.person!r}, this job by {self.settings.person!r}; set "
                 f"ledger.person to {entry.person!r}; nothing was written"
             )
-        if entry.key_probe != probe:
+        if probe is not None and entry.key_probe != probe:
             raise DataError(
                 f"{where} pseudonymized {entry.person!r} with another key, so its persons cannot be matched with "
                 "this release's; publish with the key of the earlier releases; nothing was written"
@@ -279,22 +291,45 @@ class ReleaseLedger:
         ).one()
         return int(persons), int(rows)
 
-    def release_tables(
-        self, conn: Connection, earlier: list[LedgerEntry], release: NewRelease, sensitive: str
-    ) -> ReleaseTables:
-        """The earlier releases and this one as the inference reads them (this one last)."""
-        new = Release(
-            name="this release",
-            table=release.table.table,
-            schema=release.table.schema,
-            sensitive_table=release.sensitive_table.table if release.sensitive_table else None,
-            distinct=self.job.unit_column is not None,
-            hierarchy_labels=False,
+    def previous_groups(self, conn: Connection, sensitive: str) -> tuple[PreviousGroups, ReleaseTables] | None:
+        """The job's latest release that published `sensitive`, as m-invariant bucketization reads it (checked to be
+        as it was published, with the same key), and its tables (to drop); None before the first."""
+        earlier = [e for e in self.earlier(conn) if sensitive in e.details["sensitive"]]
+        if not earlier:
+            return None
+        entry = earlier[-1]
+        tables = self.release_tables(conn, [entry], None, sensitive)
+        held = sa.table(entry.sensitive_table or entry.table.table, sa.column(sensitive), schema=entry.table.schema)
+        typed = sa.select(held.c[sensitive].label("value"), sa.cast(held.c[sensitive], sa.String).label("label"))
+        groups = PreviousGroups(
+            members=tables.members,
+            counts=tables.counts,
+            persons=tables.persons,
+            vals=tables.vals,
+            typed=typed.distinct().subquery("typed"),
         )
+        return groups, tables
+
+    def earlier(self, conn: Connection, probe: str | None = None) -> list[LedgerEntry]:
+        """The job's earlier releases, each checked to be as it was published (and, given the publication's key
+        probe, made with the same key)."""
+        found = entries(self.db, conn, self.store_schema, self.job.name)
+        for entry in found:
+            self._check_entry(conn, entry, probe)
+        return found
+
+    def release_tables(
+        self, conn: Connection, earlier: list[LedgerEntry], release: NewRelease | None, sensitive: str
+    ) -> ReleaseTables:
+        """The earlier releases and this one (when given) as the inference reads them (this one last)."""
+        if release is None:
+            new: tuple[Release, ...] = ()
+        else:
+            new = (self._new_release(release),)
         series = ReleaseSeries(
             pseudonym=self.settings.person,
-            releases=tuple(e.release() for e in earlier) + (new,),
-            bucket=release.bucket or "bucket",
+            releases=tuple(e.release() for e in earlier) + new,
+            bucket=(release.bucket if release else None) or BUCKET,
         )
         return ReleaseTables(
             db=self.db,
@@ -304,6 +339,17 @@ class ReleaseLedger:
             hierarchies={},
             qi_columns=self.job.qi_names,
             prefix=f"ledger_{self.run_id}",
+        )
+
+    def _new_release(self, release: NewRelease) -> Release:
+        return Release(
+            name="this release",
+            table=release.table.table,
+            schema=release.table.schema,
+            sensitive_table=release.sensitive_table.table if release.sensitive_table else None,
+            counterfeit_table=release.counterfeits.table if release.counterfeits else None,
+            distinct=self.job.unit_column is not None,
+            hierarchy_labels=False,
         )
 
 

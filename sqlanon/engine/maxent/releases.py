@@ -44,8 +44,8 @@ class ReleaseTables(Scratch):
         self.releases = list(series.releases)
         raw_members, raw_counts = [], []
         for r, release in enumerate(self.releases, start=1):
-            member, count = self._release_sql(r, release, hierarchies, qi_columns)
-            raw_members.append(member)
+            members, count = self._release_sql(r, release, hierarchies, qi_columns)
+            raw_members += members
             raw_counts.append(count)
         raw_m = self.make("raw_members", sa.union_all(*raw_members))
         raw_c = self.make("raw_counts", sa.union_all(*raw_counts))
@@ -68,8 +68,9 @@ class ReleaseTables(Scratch):
 
     def _release_sql(
         self, r: int, release: Release, hierarchies: dict[str, Hierarchy], qi_columns: list[str]
-    ) -> tuple[sa.Select[Any], sa.Select[Any]]:
-        """SELECT r, pseudonym, grp and SELECT r, grp, label, cnt for one release, after checking its columns."""
+    ) -> tuple[list[sa.Select[Any]], sa.Select[Any]]:
+        """SELECTs of r, pseudonym, grp and SELECT r, grp, label, cnt for one release, after checking its columns.
+        A counterfeit is a member of its bucket of its own (a pseudonym no person has: `counterfeit r.bucket.k`)."""
         pseudonym, sensitive, bucket = self.series.pseudonym, self.sensitive, self.series.bucket
         qi_columns = list(release.qi_columns or qi_columns)
         columns = [pseudonym] + ([bucket] if release.bucketized else qi_columns + [sensitive])
@@ -84,8 +85,15 @@ class ReleaseTables(Scratch):
             held = [bucket, sensitive, "count"]
             self._require(release, release.sensitive_table, held)
             values = sa.table(release.sensitive_table, *map(sa.column, held), schema=release.schema)
+            members = [select(_release(r), _pseudonym(table.c[pseudonym]), _group(table.c[bucket]))]
+            if release.counterfeit_table is not None:
+                fake = [bucket, "counterfeit"]
+                self._require(release, release.counterfeit_table, fake)
+                c = sa.table(release.counterfeit_table, *map(sa.column, fake), schema=release.schema)
+                named = func.concat(sa.literal(f"counterfeit {r}."), c.c[bucket], sa.literal("."), c.c.counterfeit)
+                members.append(select(_release(r), _pseudonym(named), _group(c.c[bucket])))
             return (
-                select(_release(r), _pseudonym(table.c[pseudonym]), _group(table.c[bucket])),
+                members,
                 select(
                     _release(r),
                     _group(values.c[bucket]),
@@ -99,7 +107,7 @@ class ReleaseTables(Scratch):
             table, func.dense_rank().over(order_by=[table.c[c] for c in qi_columns]).label("sqlanon_grp__")
         ).subquery("g")
         return (
-            select(_release(r), _pseudonym(g.c[pseudonym]), _group(g.c.sqlanon_grp__)),
+            [select(_release(r), _pseudonym(g.c[pseudonym]), _group(g.c.sqlanon_grp__))],
             select(_release(r), _group(g.c.sqlanon_grp__), _label(g.c[sensitive]), func.count().label("cnt")).group_by(
                 g.c.sqlanon_grp__, g.c[sensitive]
             ),
