@@ -168,10 +168,9 @@ def _check_invariant(job: Job, l: int) -> None:
             f"output.invariant bucketizes after the job's previous release, which its ledger names: add ledger: "
             f"{{person: ID, check: m-invariance, m: {l}}} (m = output.l)"
         )
-    if job.unit_column:
+    if job.unit_column and ledger.person != job.unit_column:
         raise ConfigError(
-            "output.invariant bucketizes one row per person; with unit, bucketize without it (the ledger's "
-            "m-invariance check still applies)"
+            f"output.invariant bucketizes persons by the unit column {job.unit_column!r}: set ledger.person to it"
         )
 
 
@@ -289,12 +288,17 @@ def publish_bucketized(
             scratch=f"anatomy_{run_id}",
         )
         by_person = None
-        if job.unit_column:  # the persons' buckets (u0: the person), and each row's published values
+        person = next((k for k, c in enumerate(published) if job.ledger and db.same_name(c, job.ledger.person)), None)
+        layout = ([f"u{k}" for k in range(len(values))], f"u{person}")  # the records' columns, the pseudonym's
+        if job.unit_column:  # the persons' buckets (u0: the person; u1 their pseudonym), each row's published values
             by_person = (source_ref, values, job.unit_column)
-            drawing = dataclasses.replace(drawing, select=[f"t.{db.q(job.unit_column)} AS u0"])
+            drawn_person = [f"t.{db.q(job.unit_column)} AS u0"]
+            if person is not None:  # Anatomy.check: with a unit, the ledger's person is the unit
+                drawn_person.append(f"{values[person]} AS u1")
+            drawing, layout = dataclasses.replace(drawing, select=drawn_person), (["u0", "u1"], "u1")
         if invariant:
             assert ledger is not None, "output.invariant needs the job's ledger (Anatomy.check)"
-            assigned, counterfeits, kept = _invariant_buckets(db, conn, drawing, ledger, published)
+            assigned, counterfeits, kept = _invariant_buckets(db, conn, drawing, ledger, *layout)
         else:
             assigned, counterfeits, kept = drawing.assign(db, conn), None, None
         phases.step("writing the tables")
@@ -356,23 +360,23 @@ def _refuse_collisions(db: Database, published: list[str], sensitive: str) -> No
 
 
 def _invariant_buckets(
-    db: Database, conn: Connection, drawing: _Drawing, ledger: ReleaseLedger, published: list[str]
+    db: Database, conn: Connection, drawing: _Drawing, ledger: ReleaseLedger, columns: list[str], person: str
 ) -> tuple[str, str | None, dict[str, int] | None]:
-    """The buckets m-invariant with the job's previous release (engine.invariant), the counterfeits' scratch
-    table, and who went where; anatomy's own buckets before the first release."""
+    """The buckets m-invariant with the job's previous release (engine.invariant; the records' `columns`, `person`
+    the one holding each record's pseudonym), the counterfeits' scratch table, and who went where; anatomy's own
+    buckets before the first release."""
     previous = ledger.previous_groups(conn, drawing.sensitive)
     if previous is None:
         check_eligible(db, conn, drawing.source, drawing.sensitive, drawing.l)
         return drawing.assign(db, conn), None, None
     groups, tables = previous
     records = drawing.assign(db, conn, buckets=1, name="_records")
-    person = next(k for k, c in enumerate(published) if db.same_name(c, ledger.settings.person))
     buckets = invariant_buckets(
         db,
         conn,
         records=records,
-        columns=[f"u{k}" for k in range(len(published))],
-        person=f"u{person}",
+        columns=columns,
+        person=person,
         previous=groups,
         m=drawing.l,
         seed=drawing.seed,
