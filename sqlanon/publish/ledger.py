@@ -110,7 +110,7 @@ class LedgerEntry:
 
     def describe(self) -> dict[str, Any]:
         """The entry as `sqlanon releases` lists it."""
-        tables = str(self.table) + (f" + {self.sensitive_table}" if self.sensitive_table else "")
+        tables = " + ".join([str(self.table), *filter(None, (self.sensitive_table, self.counterfeits))])
         node = self.details.get("node")
         return {
             "run": self.run_id,
@@ -464,8 +464,8 @@ def _not_invariant(
         )
     return (
         f"this release is not {m}-invariant (ledger.check m-invariance): {'; '.join(problems)}. Nothing was written: "
-        f"publish by anatomy with l = {m} (its buckets are {m}-unique), keeping each returning person's bucket "
-        "values, or check by inference instead"
+        f"publish by anatomy with l: {m} and invariant: true (it bucketizes after the previous release, with "
+        "counterfeits where a value left), or check by inference instead"
     )
 
 
