@@ -657,3 +657,31 @@ def test_hostile_names_and_labels_are_data_in_every_routine(attack):
         public = conn.execute(sa.text("SELECT to_regnamespace('public') IS NOT NULL")).scalar_one()
     assert result["audit"]["k_anonymity"]["holds"] and [r.status for r in runs] == ["finished"]
     assert public and labels <= {"Male", "Female", evil, "F", "*"}
+
+
+def test_another_runner_neither_lists_nor_forgets_a_runners_ledger(attack, other_runner, monkeypatch):
+    """The release ledger's routines act on the caller's own entries: another runner lists none of the first one's
+    releases and forgets none; the store's owner sees them."""
+    from sqlanon import anonymize, releases
+    from sqlanon.config import job_from_dict
+
+    a = attack
+    monkeypatch.setenv("SQLANON_TEST_LEDGER_KEY", "0123456789abcdef0123456789abcdef")
+    config = adult_config(a["url"], ["sex", "race"], k=5, load_csv=False, schema=a["schema"])
+    config |= {
+        "name": "ledgered",
+        "insensitive": [c for c in config["insensitive"] if c != "native-country"],
+        "identifying": {"native-country": {"pseudonym": {"key_env": "SQLANON_TEST_LEDGER_KEY"}}},
+        "ledger": {"person": "native-country", "check": False},  # recorded only: the column names no person
+        "unit": "rows",
+        "output": {"table": "ledgered", "schema": a["out"]},
+    }
+    published = anonymize(job_from_dict(config), RunOptions(metadata_schema=a["meta"]))
+    run_id = published.search.run_id
+    _name, url = other_runner
+    as_other = job_from_dict(config | {"source": {**config["source"], "url": url}})
+    assert releases(as_other, RunOptions(metadata_schema=a["meta"])) == []
+    with pytest.raises(SqlanonError, match="no release of run"):
+        releases(as_other, RunOptions(metadata_schema=a["meta"]), forget=run_id)
+    as_dba = job_from_dict(config | {"source": {**config["source"], "url": str(a["dba"].url)}})
+    assert [r["run"] for r in releases(as_dba, RunOptions(metadata_schema=a["meta"]))] == [run_id]

@@ -137,7 +137,7 @@ def forget(db: Database, conn: Connection, store_schema: str, job_name: str, run
         .call(db.metadata_connection(conn), store_ledger.FORGET, job_name=job_name, run=run_id)
         .first()
     )
-    if row is None:
+    if row is None or row[0] is None:  # a PostgreSQL routine returns its RETURNING value, NULL when none
         raise ConfigError(
             f"job {job_name!r} has no release of run {run_id} in its ledger; `sqlanon releases` lists them"
         )
