@@ -138,3 +138,18 @@ def test_parquet_source_is_for_spark(adult_duck, tmp_path):
     config["source"]["parquet"] = str(tmp_path)
     with pytest.raises(ConfigError, match="source.parquet reads files in place on Spark"):
         search(job_from_dict(config, tmp_path))
+
+
+def test_the_release_ledger_is_refused_on_spark_before_the_search(spark_adult, monkeypatch):
+    """The ledger checks a release in its publication's transaction: Spark has none, and says so first."""
+    monkeypatch.setenv("SQLANON_TEST_LEDGER_KEY", "0123456789abcdef0123456789abcdef")
+    config = adult_config(spark_adult, ["sex", "race"], k=5, load_csv=False, output={"table": "adult_ledgered"})
+    config |= {
+        "insensitive": [c for c in config["insensitive"] if c not in ("native-country", "occupation")],
+        "sensitive": ["occupation"],
+        "identifying": {"native-country": {"pseudonym": {"key_env": "SQLANON_TEST_LEDGER_KEY"}}},
+        "ledger": {"person": "native-country"},
+        "unit": "rows",
+    }
+    with pytest.raises(ConfigError, match=r"the release ledger \(ledger: in the job\) is not available on spark"):
+        anonymize(job_from_dict(config))
