@@ -293,7 +293,7 @@ def publish_bucketized(
         if job.unit_column:  # the persons' buckets (u0: the person; u1 their pseudonym), each row's published values
             by_person = (source_ref, values, job.unit_column)
             drawn_person = [f"t.{db.q(job.unit_column)} AS u0"]
-            if person is not None:  # Anatomy.check: with a unit, the ledger's person is the unit
+            if invariant and person is not None:  # Anatomy.check: with a unit, the ledger's person is the unit
                 drawn_person.append(f"{values[person]} AS u1")
             drawing, layout = dataclasses.replace(drawing, select=drawn_person), (["u0", "u1"], "u1")
         if invariant:

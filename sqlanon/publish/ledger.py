@@ -7,12 +7,17 @@ persons and rows it held. The published tables themselves are the record of whic
 values; a later publication reads them there, so one that was dropped or changed since stops the next release
 (`sqlanon releases JOB --forget RUN` takes a withdrawn release out of the ledger).
 
-With `check` (the default), a new release is written and audited as usual, and then, before it commits, the
-maximum-entropy inference (sqlanon.engine.maxent) solves it together with every earlier release of the same
-persons, one sensitive column at a time. A disclosure no single release gives (a person's value inferred above
-`inference.max_probability`, or a value a release allowed pushed below `inference.min_probability`) refuses the
-release, naming the persons and values at stake; the transaction rolls back and nothing is written. A disclosure
-one release gives alone is that release's own, which its criteria accepted, and is not counted again.
+A new release is written and audited as usual, and then, before it commits, checked by the job's principle
+(`ledger.check`, one of PRINCIPLES), one sensitive column at a time; a refusal rolls the transaction back and
+nothing is written:
+- `inference` (the default): the maximum-entropy inference (sqlanon.engine.maxent) solves the release together with
+  every earlier one. A disclosure no single release gives (a person's value inferred above
+  `inference.max_probability`, or a value every release of the person allows pushed below
+  `inference.min_probability`) refuses it, naming the persons and values at stake. A disclosure one release gives
+  alone is that release's own, which its criteria accepted, and is not counted again.
+- `m-invariance` (Xiao and Tao): every group of the release m-unique, and every person of the previous release who
+  is in this one in a group of the same values. Anatomy's `output.invariant` bucketizes so that it holds
+  (engine.invariant, with counterfeits), reading the previous release through `ReleaseLedger.previous_groups`.
 
 A person is the same person in two releases when their pseudonyms are equal, which needs the same key: each entry
 keeps the pseudonym of a fixed probe value, and a release pseudonymizing with another key is refused.
@@ -23,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -253,7 +259,10 @@ class ReleaseLedger:
         for sensitive in self.job.sensitive:
             compared = [e for e in earlier if sensitive in e.details["sensitive"]]
             if compared or principle is _m_invariance:  # each group m-unique: a first release's too
-                statements += principle(self, conn, compared, release, sensitive, progress)
+                candidate = Candidate(
+                    ledger=self, conn=conn, earlier=compared, release=release, sensitive=sensitive, progress=progress
+                )
+                statements += principle(candidate)
                 checked.append(sensitive)
         return statements, checked
 
@@ -353,38 +362,39 @@ class ReleaseLedger:
         )
 
 
-def _inference(
-    ledger: ReleaseLedger,
-    conn: Connection,
-    earlier: list[LedgerEntry],
-    release: NewRelease,
-    sensitive: str,
-    progress: Progress,
-) -> int:
+@dataclass(frozen=True, kw_only=True)
+class Candidate:
+    """A release as a principle checks it: the ledger, the publication's connection, the earlier releases that
+    published the sensitive column, the release, the column, and where progress goes."""
+
+    ledger: ReleaseLedger
+    conn: Connection
+    earlier: list[LedgerEntry]
+    release: NewRelease
+    sensitive: str
+    progress: Progress
+
+
+def _inference(candidate: Candidate) -> int:
     """Refuse a release that discloses with the earlier ones (see the module); its statements."""
-    tables = ledger.release_tables(conn, earlier, release, sensitive)
-    report = analyze_releases(tables, settings=ledger.job.inference, progress=progress)
+    ledger, earlier, sensitive = candidate.ledger, candidate.earlier, candidate.sensitive
+    tables = ledger.release_tables(candidate.conn, earlier, candidate.release, sensitive)
+    report = analyze_releases(tables, settings=ledger.job.inference, progress=candidate.progress)
     if report.combined_count:
         raise DataError(_disclosure(report, sensitive, earlier, ledger.job.inference))
     return report.statements
 
 
-def _m_invariance(
-    ledger: ReleaseLedger,
-    conn: Connection,
-    earlier: list[LedgerEntry],
-    release: NewRelease,
-    sensitive: str,
-    progress: Progress,
-) -> int:
+def _m_invariance(candidate: Candidate) -> int:
     """Refuse a release that is not m-invariant with the previous one (Xiao and Tao, SIGMOD 2007): every group of
     it m-unique (at least m persons, no value twice), and every person of both releases with the same signature
     (the set of values of their group) in each. Checked pair by pair, each release against the one before it, the
     whole sequence is m-invariant: a person who leaves and returns starts a new lifespan, as in the paper."""
+    ledger, conn, sensitive = candidate.ledger, candidate.conn, candidate.sensitive
     m = ledger.settings.m
     assert m is not None
-    previous = earlier[-1:]
-    tables = ledger.release_tables(conn, previous, release, sensitive)
+    previous = candidate.earlier[-1:]
+    tables = ledger.release_tables(conn, previous, candidate.release, sensitive)
     new = len(previous) + 1
     db, counts = ledger.db, tables.counts
     groups = (
@@ -469,9 +479,9 @@ def _not_invariant(
     )
 
 
-#: how a release is checked against the earlier ones (ledger.check): each raises DataError to refuse it, and
-#: returns the statements it ran
-PRINCIPLES = {"inference": _inference, "m-invariance": _m_invariance}
+#: how a release is checked against the earlier ones (ledger.check): each raises DataError to refuse the candidate,
+#: and returns the statements it ran
+PRINCIPLES: dict[str, Callable[[Candidate], int]] = {"inference": _inference, "m-invariance": _m_invariance}
 
 
 def _disclosure(
