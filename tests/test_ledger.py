@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sqlanon import RunOptions, apply, releases
 from sqlanon.config import job_from_dict
@@ -424,3 +426,65 @@ def test_an_invariant_bucketization_that_cannot_be_is_refused(tmp_path: Path, du
     assert not tables(duck) & {"r2", "r2_sensitive", "r2_counterfeits"}
     with pytest.raises(ConfigError, match="output.invariant bucketizes after the job's previous release"):
         make_job(tmp_path, duck, output=output, quasi_identifiers=["a", "b"], criteria=None)
+
+
+@st.composite
+def changing_tables(draw):
+    """Three versions of a table of persons (p0..p29) with one diagnosis each (6 values): each version keeps some
+    persons of the one before and adds new ones."""
+    values = [f"d{i}" for i in range(6)]
+    diagnosis = {f"p{i}": draw(st.sampled_from(values)) for i in range(30)}
+    versions, pool = [], list(diagnosis)
+    present = set(draw(st.lists(st.sampled_from(pool), min_size=8, max_size=20, unique=True)))
+    for _ in range(3):
+        versions.append(sorted(present))
+        staying = {p for p in present if draw(st.booleans()) or draw(st.booleans())}
+        joining = set(draw(st.lists(st.sampled_from(pool), max_size=8, unique=True))) - present
+        present = staying | joining | set(pool[:4])  # a table is never empty
+    return diagnosis, versions
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=changing_tables())
+def test_invariant_bucketizations_of_random_series_keep_every_signature(tmp_path_factory, case):
+    """Against a check in Python of the published tables (a different code path): each release publishes every
+    person of its version once, every bucket holds l = 2 distinct values (counterfeits counted, as many as the
+    counterfeits table says), and a person in two consecutive releases has the same values in both; or the release
+    is refused (a value too frequent, new persons that cannot be bucketized) and nothing of it is written."""
+    from sqlanon import anonymize
+
+    diagnosis, versions = case
+    folder = tmp_path_factory.mktemp("series")
+    url = f"duckdb:///{folder / 'series.duckdb'}"
+    settings_ = {
+        "quasi_identifiers": ["a", "b"],
+        "criteria": None,
+        "ledger": {"person": "pid", "check": "m-invariance", "m": 2},
+    }
+    published: list[tuple[int, dict[str, set[str]]]] = []
+    for n, persons in enumerate(versions, start=1):
+        load(url, [(p, "x", "u", diagnosis[p]) for p in persons])
+        output = {"table": f"r{n}", "method": "anatomy", "l": 2, "invariant": True}
+        try:
+            anonymize(make_job(folder, url, output=output, **settings_))
+        except DataError as refused:
+            why = ("cannot be bucketized 2-unique", "more than n / l", "different value(s); buckets of l = 2")
+            assert any(reason in str(refused) for reason in why), refused
+            assert not tables(url) & {f"r{n}", f"r{n}_sensitive", f"r{n}_counterfeits"}
+            continue
+        engine = sa.create_engine(url)
+        with engine.connect() as conn:
+            people = conn.exec_driver_sql(f"SELECT COUNT(*), COUNT(DISTINCT pid) FROM r{n}").one()
+            held = conn.exec_driver_sql(
+                f"SELECT bucket, COUNT(*), SUM(count), MAX(count) FROM r{n}_sensitive GROUP BY bucket"
+            ).all()
+            members = dict(conn.exec_driver_sql(f"SELECT bucket, COUNT(*) FROM r{n} GROUP BY bucket").all())
+            fakes = dict(conn.exec_driver_sql(f"SELECT bucket, COUNT(*) FROM r{n}_counterfeits GROUP BY bucket").all())
+        engine.dispose()
+        assert tuple(people) == (len(persons), len(persons))
+        for bucket, distinct, total, most in held:
+            assert distinct >= 2 and most == 1 and total == members.get(bucket, 0) + fakes.get(bucket, 0)
+        published.append((n, signatures(url, f"r{n}")))
+    for (n, before), (m, after) in itertools.pairwise(published):
+        if m == n + 1:  # consecutive releases: whoever is in both keeps their values
+            assert all(after[p] == before[p] for p in before.keys() & after.keys())

@@ -176,7 +176,7 @@ def _check_invariant(job: Job, l: int) -> None:
 
 def check_eligible(db: Database, conn: Connection, source: str, sensitive: str, l: int, spread: bool = True) -> int:
     """The table's rows, after checking that an l-diverse bucketization exists (no NULL value, no value in
-    more than floor(n / l) records; that last one only with `spread`: an m-invariant bucketization checks the
+    more than floor(n / l) records; those two only with `spread`: an m-invariant bucketization checks the
     records it bucketizes afresh, see engine.invariant)."""
     rows, nulls, values = bucket_sql.sensitive_figures(db, conn, source, sensitive)
     if rows == 0:
@@ -186,7 +186,7 @@ def check_eligible(db: Database, conn: Connection, source: str, sensitive: str, 
             f"sensitive column {sensitive!r} is NULL in {nulls} row(s); a bucket lists its values, so "
             "give them a value (e.g. 'unknown') or remove those rows first"
         )
-    if values < l:
+    if spread and values < l:
         raise DataError(
             f"sensitive column {sensitive!r} has {values} different value(s); buckets of l = {l} "
             f"different values need at least {l}: lower output.l"
