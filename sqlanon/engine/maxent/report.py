@@ -121,9 +121,11 @@ def analyze_releases(
     settings: InferenceSettings,
     output: tuple[str | None, str] | None = None,
     progress: Progress = silent,
+    name_pairs: bool = True,
 ) -> InferenceReport:
-    """Solve every release of `tables` together (and, with more than two, each pair, to name the pair behind each
-    disclosure), write P(s | person) to the table `output` (schema, name) when given, and report; drops `tables`.
+    """Solve every release of `tables` together (and, with more than two and `name_pairs`, each pair, to name the
+    pair behind each disclosure), write P(s | person) to the table `output` (schema, name) when given, and report;
+    drops `tables`.
     Runs in the caller's transaction: on an error its rollback takes the scratch tables with it."""
     started = time.perf_counter()
     db, conn = tables.db, tables.conn
@@ -134,7 +136,7 @@ def analyze_releases(
     with db.hash_joins(conn):
         x, figures = solve(db, conn, tables, settings, progress=progress)
         count = len(tables.releases)
-        pairs = release_pairs(count) if count > 2 else []
+        pairs = release_pairs(count) if count > 2 and name_pairs else []
         pair_tables = [solve(db, conn, tables, settings, pair, f"pair{j}", progress)[0] for j, pair in enumerate(pairs)]
         result = tables.make("result", _result(tables, x, settings, pair_tables, _causes(tables, pairs)))
     report = _report(db, conn, tables, result, x, figures, settings)
