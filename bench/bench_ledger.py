@@ -1,7 +1,7 @@
 """What the release ledger costs a publication: two monthly releases of the hospital table, the second checked
 against the first before it commits.
 
-    python bench/bench_ledger.py [--rows 100000,1000000] [--method anatomy|invariant|generalize]
+    python bench/bench_ledger.py [--rows 100000,1000000] [--method anatomy|invariant|generalize] [--postgres]
 
 Each size: the synthetic hospital table (../shared/tools/gen_hospital.py) numbered by patient, two versions of
 N records sharing 5/6 of them (as bench_releases.py's scale part), each published by a job that keeps a ledger
@@ -12,7 +12,7 @@ l = m = 3) checked by m-invariance instead. Printed: the second release publishe
 job name, plain anatomy or generalization) and with it (admitted or refused: a refused check costs as much as
 an admitted one), the difference (the check over both releases, the checks of the earlier release, the record,
 and for `invariant` the bucketization after the previous release), and one GROUP BY of the QIs of the second
-version, all in the same run on DuckDB.
+version, all in the same run on DuckDB (or PostgreSQL).
 """
 
 from __future__ import annotations
@@ -24,36 +24,44 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_releases import GENERATOR, OUT, Releases
-from common import group_by_seconds, print_table, timed
+from common import PG_URL, group_by_seconds, print_table, timed
 
-from sqlanon import anonymize, job_from_dict, load_csv
+from sqlanon import RunOptions, anonymize, job_from_dict, load_csv
 from sqlanon.errors import DataError
 
 QIS = ["zip", "birth_date", "sex", "race", "marital_status"]
 KEY_ENV = "SQLANON_BENCH_LEDGER_KEY"
 
 
-def hospital(size: int) -> Releases:
-    """Versions d1 and d2 of `size` records each, sharing 5/6 of them (patients numbered in file order)."""
+STORE = "bench_ledger"  # the benchmark's own metadata schema, dropped at each start
+
+
+def hospital(size: int, postgres: bool) -> Releases:
+    """Versions d1 and d2 of `size` records each, sharing 5/6 of them (patients numbered in file order on DuckDB,
+    in the order of their columns on PostgreSQL), on DuckDB or PostgreSQL."""
     import subprocess
 
     total = size + size // 6
     folder = OUT / f"hospital_{total}"
     if not (folder / "hospital.csv").exists():
         subprocess.run([sys.executable, str(GENERATOR), "--rows", str(total), "--out", str(folder)], check=True)
-    url = f"duckdb:///{folder / 'ledger.duckdb'}"
+    url = PG_URL if postgres else f"duckdb:///{folder / 'ledger.duckdb'}"
     load_csv(folder / "hospital.csv", "hospital_raw", url, replace=True)
     data = Releases(url, "hospital", QIS, "diagnosis")
-    data.sql(
-        "SET threads = 1; DROP TABLE IF EXISTS hospital; CREATE TABLE hospital AS SELECT CAST(ROW_NUMBER() "
-        "OVER () - 1 AS INTEGER) AS pid, zip, birth_date, sex, race, marital_status, diagnosis FROM "
-        "hospital_raw; RESET threads; DROP SCHEMA IF EXISTS sqlanon CASCADE"
-    )
-    for table in ("d1_kept", "d2_kept", "d2_plain"):  # an earlier run's: sqlanon's records of them went above
+    columns = "zip, birth_date, sex, race, marital_status, diagnosis"
+    data.sql(f"DROP SCHEMA IF EXISTS {STORE} CASCADE")
+    for table in ("hospital", "d1", "d2", "d1_kept", "d2_kept", "d2_plain"):  # an earlier run's
         for suffix in ("", "_sensitive", "_counterfeits"):
             data.sql(f"DROP TABLE IF EXISTS {table}{suffix}")
+    order = columns if postgres else ""
+    data.sql(
+        f"CREATE TABLE hospital AS SELECT CAST(ROW_NUMBER() OVER ({'ORDER BY ' + order if order else ''}) - 1 AS "
+        f"INTEGER) AS pid, {columns} FROM hospital_raw"
+    )
     data.version("d1", 0, size)
     data.version("d2", total - size, size)
+    if postgres:
+        data.sql("ANALYZE d1; ANALYZE d2")
     return data
 
 
@@ -84,21 +92,33 @@ def job(data: Releases, table: str, name: str, method: str, ledger: bool) -> obj
     return job_from_dict(config)
 
 
-def measure(size: int, method: str) -> list[object]:
-    data = hospital(size)
-    plain_seconds, _ = timed(lambda: anonymize(job(data, "d2", "plain", method, False), replace=True))
-    anonymize(job(data, "d1", "kept", method, True))  # the first release: recorded, nothing to check
-    ledger_seconds, outcome = timed(lambda: _published_or_refused(job(data, "d2", "kept", method, True)))
+def measure(size: int, method: str, postgres: bool) -> list[object]:
+    data = hospital(size, postgres)
+    options = RunOptions(metadata_schema=STORE)
+    plain_seconds, _ = timed(lambda: anonymize(job(data, "d2", "plain", method, False), options, replace=True))
+    anonymize(job(data, "d1", "kept", method, True), options)  # the first release: recorded, nothing to check
+    ledger_seconds, outcome = timed(lambda: _published_or_refused(job(data, "d2", "kept", method, True), options))
     group_by = group_by_seconds(data.url, "d2", QIS)
     data.engine.dispose()
     checked = ledger_seconds - plain_seconds
-    return [size, method, group_by, plain_seconds, ledger_seconds, checked, f"{checked / group_by:.0f}x", outcome]
+    engine = "postgresql" if postgres else "duckdb"
+    return [
+        size,
+        engine,
+        method,
+        group_by,
+        plain_seconds,
+        ledger_seconds,
+        checked,
+        f"{checked / group_by:.0f}x",
+        outcome,
+    ]
 
 
-def _published_or_refused(second: object) -> str:
+def _published_or_refused(second: object, options: RunOptions) -> str:
     """What became of the second release: admitted, or refused and for how many values."""
     try:
-        check = anonymize(second).ledger
+        check = anonymize(second, options).ledger
     except DataError as refused:
         return "refused: " + str(refused).split(" together disclose ")[1].split(" of their")[0]
     assert check is not None and check.checked == ["diagnosis"], check
@@ -109,13 +129,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", default="100000,1000000", help="records per release")
     parser.add_argument("--method", default="anatomy", choices=["anatomy", "invariant", "generalize"])
+    parser.add_argument("--postgres", action="store_true", help="on PostgreSQL (the test database) instead of DuckDB")
     args = parser.parse_args()
     os.environ.setdefault(KEY_ENV, "bench-ledger-key-0123456789abcdef")
-    rows = [measure(int(n), args.method) for n in args.rows.split(",")]
+    rows = [measure(int(n), args.method, args.postgres) for n in args.rows.split(",")]
     print_table(
-        "The release ledger: the second of two releases sharing 5/6 of their persons (DuckDB)",
+        "The release ledger: the second of two releases sharing 5/6 of their persons",
         [
             "persons",
+            "engine",
             "method",
             "GROUP BY s",
             "publish s (no ledger)",

@@ -875,9 +875,14 @@ def releases_command(config: Path, db_url: str | None, metadata_schema: str, for
     published. A later release is checked against every one listed; one that
     was dropped or changed stops it until it is restored or forgotten.
     """
-    listed = releases(load_job(config), RunOptions(db_url=db_url, metadata_schema=metadata_schema), forget=forget)
+    job = load_job(config)
+    listed = releases(job, RunOptions(db_url=db_url, metadata_schema=metadata_schema), forget=forget)
     if fmt == "json":
         print(json.dumps(listed))
+        return
+    if not listed:
+        keeps = "" if job.ledger else " (it keeps none: add ledger: {person: ID} to record its publications)"
+        out.print(f"job {job.name!r} has no release in its ledger{keeps}", highlight=False)
         return
     header = ["run", "published", "method", "tables", "node", "criteria", "persons", "rows", "state"]
     _print_rows("The job's releases:", header, [[r[h] for h in header] for r in listed], fmt)
