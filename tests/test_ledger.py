@@ -488,3 +488,13 @@ def test_invariant_bucketizations_of_random_series_keep_every_signature(tmp_path
     for (n, before), (m, after) in itertools.pairwise(published):
         if m == n + 1:  # consecutive releases: whoever is in both keeps their values
             assert all(after[p] == before[p] for p in before.keys() & after.keys())
+
+
+def test_replacing_an_earlier_releases_table_is_refused_until_it_is_forgotten(tmp_path: Path, duck: str):
+    job = make_job(tmp_path, duck)
+    first = publish(job, BY_A, "release_a")
+    with pytest.raises(DataError, match=rf"holds the release of run {first.search.run_id} .* --forget"):
+        apply(job, "patients", node=TOP, output="release_a", options=RunOptions(), replace=True)
+    assert releases(job)[0]["state"] == "present" and releases(job)[0]["node"] == "0,1"  # the first, untouched
+    releases(job, forget=first.search.run_id)
+    assert apply(job, "patients", node=TOP, output="release_a", replace=True).ledger.earlier == []

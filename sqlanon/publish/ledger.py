@@ -209,6 +209,7 @@ class ReleaseLedger:
         started = time.perf_counter()
         db, person = self.db, self.settings.person
         probe = self._key_probe(conn, pseudonyms)
+        self._refuse_overwritten(entries(db, conn, self.store_schema, self.job.name), release)
         earlier = self.earlier(conn, probe)
         persons, rows = self._counts(conn, release)
         statements, checked = self._check(conn, earlier, release, progress)
@@ -265,6 +266,24 @@ class ReleaseLedger:
                 statements += principle(candidate)
                 checked.append(sensitive)
         return statements, checked
+
+    def _refuse_overwritten(self, found: list[LedgerEntry], release: NewRelease) -> None:
+        """A release written over an earlier one's table (--replace) would take that release out of the record
+        while whoever read it keeps it: refused, unless the earlier one is forgotten first."""
+        written = [t for t in (release.table, release.sensitive_table, release.counterfeits) if t is not None]
+        for entry in found:
+            held = [
+                TableName(entry.table.schema, t)
+                for t in (entry.table.table, entry.sensitive_table, entry.counterfeits)
+                if t
+            ]
+            clash = next((t for t in written for h in held if t.same_as(h, self.db)), None)
+            if clash is not None:
+                raise DataError(
+                    f"table {clash} holds the release of run {entry.run_id} in the ledger of job {self.job.name!r}, "
+                    "which this one would replace; publish to another table, or, if that release was withdrawn "
+                    f"before anyone read it, `sqlanon releases JOB --forget {entry.run_id}` first; nothing was written"
+                )
 
     def _key_probe(self, conn: Connection, pseudonyms: Pseudonyms) -> str:
         """The pseudonym of PROBE under the person column's key (within `pseudonyms.loaded`)."""
