@@ -4,12 +4,14 @@ Methods (`methods.METHODS`, one module each): `generalize` (full-domain generali
 suppression), `anatomy` (the quasi identifier table and the sensitive table of l-diverse buckets) and `mondrian`
 (multidimensional partitioning). Shared: `staging` (the one path by which an output table appears: staged,
 audited, owned, granted), `identifiers` (pseudonyms of identifying columns), `ownership` (which tables sqlanon
-created and may replace). Every output is re-checked before it is committed by `engine.audit`, which groups the
-written table itself (independent of frequency sets and dimension tables).
+created and may replace), `ledger` (a job's releases recorded, and each new one checked against them). Every
+output is re-checked before it is committed by `engine.audit`, which groups the written table itself
+(independent of frequency sets and dimension tables).
 
 Contract: imports `engine`, `search`, `store`, `criteria`, `model` and `backends`; analysis, the API and the CLI
-sit above it. A method's statements are built in `engine` (engine.generalize, engine.anatomy, engine.mondrian)
-and its writes go through `staging`; this package composes no SQL itself.
+sit above it. A method's statements are built in `engine` (engine.generalize, engine.anatomy, engine.invariant,
+engine.mondrian; the ledger's in engine.ledger) and its writes go through `staging`; this package composes no SQL
+itself.
 """
 
 # each module registers its method in methods.METHODS, the default first (the order the config lists them in)

@@ -32,10 +32,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
+from ..engine import ledger as ledger_sql
 from ..engine.anatomy import BUCKET
 from ..engine.invariant import PreviousGroups
 from ..engine.maxent import InferenceReport, ReleaseTables, analyze_releases
@@ -289,7 +289,7 @@ class ReleaseLedger:
         """The pseudonym of PROBE under the person column's key (within `pseudonyms.loaded`)."""
         value = pseudonyms.select(self.db, self.job.identifying, self.settings.person, PROBE)
         assert value is not None, "config._ledger: the person column is pseudonymized"
-        return str(self.db.execute(conn, sa.select(sa.literal_column(value))).scalar_one())
+        return ledger_sql.value_of(self.db, conn, value)
 
     def _check_entry(self, conn: Connection, entry: LedgerEntry, probe: str | None) -> None:
         """An earlier release is read from its tables: they must be as published, persons named as now."""
@@ -313,11 +313,9 @@ class ReleaseLedger:
 
     def _counts(self, conn: Connection, release: NewRelease) -> tuple[int, int]:
         """The release's persons and rows."""
-        table = sa.table(release.table.table, sa.column(self.settings.person), schema=release.table.schema)
-        persons, rows = self.db.execute(
-            conn, sa.select(sa.func.count(table.c[self.settings.person].distinct()), sa.func.count())
-        ).one()
-        return int(persons), int(rows)
+        return ledger_sql.persons_and_rows(
+            self.db, conn, release.table.schema, release.table.table, self.settings.person
+        )
 
     def previous_groups(self, conn: Connection, sensitive: str) -> tuple[PreviousGroups, ReleaseTables] | None:
         """The job's latest release that published `sensitive`, as m-invariant bucketization reads it (checked to be
@@ -327,14 +325,13 @@ class ReleaseLedger:
             return None
         entry = earlier[-1]
         tables = self.release_tables(conn, [entry], None, sensitive)
-        held = sa.table(entry.sensitive_table or entry.table.table, sa.column(sensitive), schema=entry.table.schema)
-        typed = sa.select(held.c[sensitive].label("value"), sa.cast(held.c[sensitive], sa.String).label("label"))
+        holding = entry.sensitive_table or entry.table.table  # the table holding the sensitive values
         groups = PreviousGroups(
             members=tables.members,
             counts=tables.counts,
             persons=tables.persons,
             vals=tables.vals,
-            typed=typed.distinct().subquery("typed"),
+            typed=ledger_sql.published_values(entry.table.schema, holding, sensitive),
         )
         return groups, tables
 
@@ -415,82 +412,25 @@ def _m_invariance(candidate: Candidate) -> int:
     assert m is not None
     previous = candidate.earlier[-1:]
     tables = ledger.release_tables(conn, previous, candidate.release, sensitive)
-    new = len(previous) + 1
-    db, counts = ledger.db, tables.counts
-    groups = (
-        sa.select(counts.c.grp, sa.func.count().label("held"), sa.func.max(counts.c.cnt).label("most"))
-        .where(counts.c.r == new)
-        .group_by(counts.c.grp)
-        .subquery("g")
-    )
-    not_unique = db.execute(
-        conn, sa.select(sa.func.count()).where(sa.or_(groups.c.held < m, groups.c.most > 1)).select_from(groups)
-    ).scalar_one()
-    changed: tuple[int, Any] = (0, None)
-    if previous:
-        changed = _changed_signatures(db, conn, tables)
+    not_unique = ledger_sql.not_m_unique(ledger.db, conn, tables, len(previous) + 1, m)
+    changed = ledger_sql.changed_signatures(ledger.db, conn, tables) if previous else None
     tables.drop_all()
-    if not_unique or changed[0]:
-        raise DataError(_not_invariant(m, int(not_unique), changed, previous, sensitive))
+    if not_unique or changed:
+        raise DataError(_not_invariant(m, not_unique, changed, previous, sensitive))
     return tables.statements + 2
 
 
-def _changed_signatures(db: Database, conn: Connection, tables: ReleaseTables) -> tuple[int, Any]:
-    """The persons of both releases (1: the previous, 2: this one) whose group's set of values differs, and one
-    of them: (pseudonym, values before, values now)."""
-    m, c = tables.members.alias("m"), tables.counts.alias("c")
-    signature = (
-        sa.select(m.c.r, m.c.person, c.c.value)
-        .join_from(m, c, sa.and_(c.c.r == m.c.r, c.c.grp == m.c.grp))
-        .subquery("s")
-    )
-    in_both = (
-        sa.select(tables.members.c.person)
-        .group_by(tables.members.c.person)
-        .having(sa.func.count(sa.distinct(tables.members.c.r)) == 2)
-    )
-    held = sa.func.sum(sa.case((signature.c.r == 1, 1), else_=0))
-    now = sa.func.sum(sa.case((signature.c.r == 2, 1), else_=0))
-    differing = (
-        sa.select(signature.c.person)
-        .where(signature.c.person.in_(in_both))
-        .group_by(signature.c.person, signature.c.value)
-        .having(held != now)
-        .subquery("d")
-    )
-    count, first = db.execute(
-        conn, sa.select(sa.func.count(sa.distinct(differing.c.person)), sa.func.min(differing.c.person))
-    ).one()
-    if not count:
-        return 0, None
-    v, p = tables.vals, tables.persons
-    values = {
-        r: sorted(
-            db.execute(
-                conn,
-                sa.select(v.c.label)
-                .join_from(signature, v, v.c.value == signature.c.value)
-                .where(signature.c.person == first, signature.c.r == r),
-            ).scalars()
-        )
-        for r in (1, 2)
-    }
-    pseudonym = db.execute(conn, sa.select(p.c.pseudonym).where(p.c.person == first)).scalar_one()
-    return int(count), (pseudonym, values[1], values[2])
-
-
 def _not_invariant(
-    m: int, not_unique: int, changed: tuple[int, Any], previous: list[LedgerEntry], sensitive: str
+    m: int, not_unique: int, changed: ledger_sql.ChangedSignatures | None, previous: list[LedgerEntry], sensitive: str
 ) -> str:
     problems = []
     if not_unique:
         problems.append(f"{not_unique} group(s) hold fewer than {m} persons or a {sensitive} value twice")
-    if changed[0]:
-        pseudonym, before, now = changed[1]
+    if changed:
         problems.append(
-            f"{changed[0]} person(s) of the previous release (run {previous[0].run_id}) would change signature (the "
-            f"{sensitive} values of their group), e.g. {pseudonym[:16]}…: {{{', '.join(before)}}}, now "
-            f"{{{', '.join(now)}}}"
+            f"{changed.persons} person(s) of the previous release (run {previous[0].run_id}) would change signature "
+            f"(the {sensitive} values of their group), e.g. {changed.pseudonym[:16]}…: "
+            f"{{{', '.join(changed.before)}}}, now {{{', '.join(changed.now)}}}"
         )
     return (
         f"this release is not {m}-invariant (ledger.check m-invariance): {'; '.join(problems)}. Nothing was written: "
