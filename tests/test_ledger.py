@@ -3,7 +3,9 @@ with the earlier ones refused before it commits, nothing written.
 
 Four persons, two QIs and a diagnosis: grouped by `a` (node 0,1) or by `b` (node 1,0), every class is 2-anonymous
 and 2-diverse, but a person is in one class of each, and the two classes share one value: the two releases together
-give every person's diagnosis (the maximum-entropy inference finds it with probability 1).
+give every person's diagnosis (the maximum-entropy inference finds it with probability 1). The m-invariance
+check and anatomy's m-invariant re-publication (counterfeits) are checked on the same persons joining and
+leaving, and on random series of changing tables against the published tables read back in Python.
 """
 
 from __future__ import annotations
