@@ -212,9 +212,9 @@ def _unit(
 
 
 def _ledger(raw: Any, identifying: list[Identifier], unit_column: str | None, sensitive: list[str]) -> Ledger:
-    """`ledger: {person: ID, check: true}`: the identifying column (published as a pseudonym) that names a person in
-    every release of the job (the unit column by default), and whether a release is checked against the earlier
-    ones before it commits."""
+    """`ledger: {person: ID, check: inference | m-invariance | false, m: M}`: the identifying column (published as
+    a pseudonym) that names a person in every release of the job (the unit column by default), and how a release is
+    checked against the earlier ones before it commits (`ledger: true`: the defaults, persons by the unit)."""
     if raw is True:
         raw = {}
     spec = _mapping(raw, "ledger", {"person", "check", "m"})
@@ -235,12 +235,13 @@ def _ledger(raw: Any, identifying: list[Identifier], unit_column: str | None, se
     check = spec.get("check", "inference")
     if isinstance(check, bool):  # true: the default check; false: none
         check = "inference" if check else None
+    ledger = Ledger(person=person, check=check, m=spec.get("m"))  # checks the check and m
     if check is not None and not sensitive:
         raise ConfigError(
             f"ledger.check {check} follows sensitive values across releases, and the job lists no sensitive column: "
             "list one under sensitive, or set ledger: {check: false} to record the releases only"
         )
-    return Ledger(person=person, check=check, m=spec.get("m"))
+    return ledger
 
 
 def _output(raw: Any) -> Output:

@@ -287,20 +287,9 @@ def publish_bucketized(
             seed=str(job.output.settings["seed"]),
             scratch=f"anatomy_{run_id}",
         )
-        by_person = None
-        person = next((k for k, c in enumerate(published) if job.ledger and db.same_name(c, job.ledger.person)), None)
-        layout = ([f"u{k}" for k in range(len(values))], f"u{person}")  # the records' columns, the pseudonym's
-        if job.unit_column:  # the persons' buckets (u0: the person; u1 their pseudonym), each row's published values
-            by_person = (source_ref, values, job.unit_column)
-            drawn_person = [f"t.{db.q(job.unit_column)} AS u0"]
-            if invariant and person is not None:  # Anatomy.check: with a unit, the ledger's person is the unit
-                drawn_person.append(f"{values[person]} AS u1")
-            drawing, layout = dataclasses.replace(drawing, select=drawn_person), (["u0", "u1"], "u1")
-        if invariant:
-            assert ledger is not None, "output.invariant needs the job's ledger (Anatomy.check)"
-            assigned, counterfeits, kept = _invariant_buckets(db, conn, drawing, ledger, *layout)
-        else:
-            assigned, counterfeits, kept = drawing.assign(db, conn), None, None
+        by_person = (source_ref, values, job.unit_column) if job.unit_column else None
+        assert ledger is not None or not invariant, "output.invariant needs the job's ledger (Anatomy.check)"
+        assigned, counterfeits, kept = _draw(db, conn, job, drawing, published, values, ledger if invariant else None)
         phases.step("writing the tables")
         selects = bucket_sql.published_selects(db, conn, assigned, published, sensitive, by_person, counterfeits)
         written = _Written(
@@ -344,6 +333,30 @@ def publish_bucketized(
         counterfeit_table=str(targets.counterfeits) if targets.counterfeits else None,
         invariant=kept,
     )
+
+
+def _draw(
+    db: Database,
+    conn: Connection,
+    job: Job,
+    drawing: _Drawing,
+    published: list[str],
+    values: list[str],
+    invariant: ReleaseLedger | None,
+) -> tuple[str, str | None, dict[str, int] | None]:
+    """The buckets as a scratch table (u<k>, VALUE, BUCKET): anatomy's, or with `invariant` (the job's ledger, for
+    output.invariant) m-invariant after its previous release, with the counterfeits' scratch table and who went
+    where. With a unit, persons are bucketized (u0: the person; u1: their pseudonym, for the invariant buckets)."""
+    person = next((k for k, c in enumerate(published) if job.ledger and db.same_name(c, job.ledger.person)), None)
+    layout = ([f"u{k}" for k in range(len(values))], f"u{person}")  # the records' columns, the pseudonym's
+    if job.unit_column:
+        drawn_person = [f"t.{db.q(job.unit_column)} AS u0"]
+        if invariant is not None and person is not None:  # Anatomy.check: with a unit, the ledger's person is it
+            drawn_person.append(f"{values[person]} AS u1")
+        drawing, layout = dataclasses.replace(drawing, select=drawn_person), (["u0", "u1"], "u1")
+    if invariant is None:
+        return drawing.assign(db, conn), None, None
+    return _invariant_buckets(db, conn, drawing, invariant, *layout)
 
 
 def _refuse_collisions(db: Database, published: list[str], sensitive: str) -> None:
