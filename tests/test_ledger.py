@@ -357,6 +357,13 @@ def test_an_invariant_bucketization_of_persons_with_several_rows(tmp_path: Path,
     invariant_series(tmp_path, duck, visits=True)
 
 
+@pytest.mark.postgres
+def test_an_invariant_bucketization_of_persons_with_several_rows_on_postgres(
+    tmp_path: Path, pg_server: str, pg_schema: str
+):
+    invariant_series(tmp_path, pg_server, pg_schema, visits=True)
+
+
 def invariant_series(folder: Path, url: str, schema: str | None = None, visits: bool = False) -> None:
     from sqlanon import anonymize, inference
 

@@ -458,6 +458,6 @@ def _disclosure(
         f"this release and the earlier one(s) of the job (run {runs}) together disclose {report.combined_count} "
         f"{sensitive} value(s) of their persons (above inference.max_probability {settings.max_probability}, or "
         f"below min_probability {settings.min_probability}), which no one release gives: {shown}. Nothing was "
-        "written: publish a more general node, the same node as before, or stronger criteria; `sqlanon inference` "
-        "shows every disclosure"
+        "written: publish a more general node, the same node as before, or stronger criteria (or, for a table that "
+        "changes, anatomy with invariant: true and ledger.check m-invariance)"
     )
