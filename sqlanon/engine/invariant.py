@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..errors import DataError
 from .anatomy import BUCKET, COUNTERFEIT, VALUE
+from .scratch import Scratch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,22 +64,6 @@ class InvariantBuckets:
         }
 
 
-class _Scratch:
-    """The scratch tables of one bucketization, by name, dropped together."""
-
-    def __init__(self, db: Database, conn: Connection, prefix: str):
-        self.db, self.conn, self.prefix, self.refs = db, conn, prefix, list[str]()
-
-    def make(self, name: str, query: sa.SelectBase, columns: list[str]) -> sa.TableClause:
-        ref = self.db.create_scratch(self.conn, f"{self.prefix}_{name}", query)
-        self.refs.append(ref)
-        return self.db.ref_table(ref, columns)
-
-    def drop(self) -> None:
-        for ref in self.refs:
-            self.db.drop_table(self.conn, ref)
-
-
 def invariant_buckets(
     db: Database,
     conn: Connection,
@@ -101,14 +86,13 @@ def invariant_buckets(
             pm, sa.and_(pm.c.person == pp.c.person, pm.c.r == 1)
         )
     )
-    scratch = _Scratch(db, conn, prefix)
-    kept = [*columns, VALUE, "label", "shuffle"]
-    people = scratch.make("people", known, [*kept, "grp"])
-    slots = scratch.make("slots", _slots(people, previous), ["grp", "label", "bucket"])
+    scratch = Scratch(db, conn, prefix)  # its tables analyzed as they are made: PostgreSQL plans the joins on them
+    people = scratch.make("people", known)
+    slots = scratch.make("slots", _slots(people, previous))
     _refuse_changed_values(db, conn, people, slots)
-    missing = scratch.make("missing", _missing(people, slots), ["grp", "label", "n", "bucket"])
+    missing = scratch.make("missing", _missing(people, slots))
     numbered = func.row_number().over(partition_by=people.c.label, order_by=people.c.shuffle).label("n")
-    fresh = scratch.make("fresh", select(people, numbered).where(people.c.grp.is_(None)), [*kept, "n"])
+    fresh = scratch.make("fresh", select(people, numbered).where(people.c.grp.is_(None)))
     buckets = int(db.execute(conn, select(func.coalesce(func.max(slots.c.bucket), 0))).scalar_one())
     left, left_count = _left(db, conn, fresh, missing, columns, m, buckets)
     assigned = db.create_scratch(
@@ -123,7 +107,7 @@ def invariant_buckets(
             select(func.count()).select_from(db.ref_table(counterfeits, [BUCKET])).scalar_subquery(),
         ),
     ).one()
-    scratch.drop()
+    scratch.drop_all()
     return InvariantBuckets(
         assigned=assigned,
         counterfeits=counterfeits,
