@@ -33,7 +33,7 @@ from .analysis.releases import (
     published_release,
 )
 from .analysis.report import ReportData, check_report_path, job_fields, write_report
-from .backends import Database, duckdb_file, normalize_url, open_database, qualified_name
+from .backends import duckdb_file, normalize_url, open_database, qualified_name
 from .config import check_key_name, job_from_dict
 from .engine.audit import AuditReport, audit_table
 from .engine.star import (
@@ -270,7 +270,7 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
             ownership=run.ownership,
             replace=replace,
             progress=options.progress,
-            ledger=_ledger(run.db, options, run.job, run.id),
+            ledger=ReleaseLedger.of(run.db, options.metadata_schema, run.job, run.id),
         )
         run.finish(report.to_dict())
     return report
@@ -301,15 +301,10 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
                 ownership=run.ownership,
                 run_id=run.id,
                 progress=options.progress,
-                ledger=_ledger(db, options, run.job, run.id),
+                ledger=ReleaseLedger.of(db, options.metadata_schema, run.job, run.id),
             )
         run.finish(published.to_dict())
     return published
-
-
-def _ledger(db: Database, options: RunOptions, job: Job, run_id: int) -> ReleaseLedger | None:
-    """The job's release ledger for a publishing run, where the job keeps one."""
-    return ReleaseLedger(db, options.metadata_schema, job, run_id) if job.ledger else None
 
 
 def inference(job: Job, options: RunOptions | None = None, replace: bool = False) -> InferenceReport:

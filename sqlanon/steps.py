@@ -163,7 +163,7 @@ def publish_node_of_run(
         pseudonyms=target.pseudonyms,
         unit=job.unit_column,
     )
-    ledger = ReleaseLedger(ctx.db, ctx.schema, job, ctx.run.run_id) if job.ledger else None
+    ledger = ReleaseLedger.of(ctx.db, ctx.schema, job, ctx.run.run_id)
     report = publish_generalization(
         ctx.db,
         ctx.conn,

@@ -200,6 +200,13 @@ class ReleaseLedger:
         self.db, self.store_schema, self.job, self.run_id = db, store_schema, job, run_id
         self.settings = job.ledger
         self.outcome: LedgerCheck | None = None  # once admitted
+        self._found: list[LedgerEntry] | None = None  # the job's earlier releases, read once per run
+        self._checked = False  # and found as they were published
+
+    @classmethod
+    def of(cls, db: Database, store_schema: str, job: Job, run_id: int) -> ReleaseLedger | None:
+        """The ledger of a publishing run of `job`, where the job keeps one."""
+        return cls(db, store_schema, job, run_id) if job.ledger else None
 
     def admit(
         self, conn: Connection, release: NewRelease, pseudonyms: Pseudonyms, progress: Progress = silent
@@ -209,8 +216,10 @@ class ReleaseLedger:
         started = time.perf_counter()
         db, person = self.db, self.settings.person
         probe = self._key_probe(conn, pseudonyms)
-        self._refuse_overwritten(entries(db, conn, self.store_schema, self.job.name), release)
-        earlier = self.earlier(conn, probe)
+        self._refuse_overwritten(self._entries(conn), release)
+        earlier = self.earlier(conn)
+        for entry in earlier:
+            self._check_key(entry, probe)
         persons, rows = self._counts(conn, release)
         statements, checked = self._check(conn, earlier, release, progress)
         details = {
@@ -291,9 +300,12 @@ class ReleaseLedger:
         assert value is not None, "config._ledger: the person column is pseudonymized"
         return ledger_sql.value_of(self.db, conn, value)
 
-    def _check_entry(self, conn: Connection, entry: LedgerEntry, probe: str | None) -> None:
+    def _where(self, entry: LedgerEntry) -> str:
+        return f"ledger of job {self.job.name!r}: the release of run {entry.run_id} ({entry.table})"
+
+    def _check_entry(self, conn: Connection, entry: LedgerEntry) -> None:
         """An earlier release is read from its tables: they must be as published, persons named as now."""
-        where = f"ledger of job {self.job.name!r}: the release of run {entry.run_id} ({entry.table})"
+        where = self._where(entry)
         state = entry.state(self.db, conn)
         if state != "present":
             raise DataError(
@@ -305,10 +317,13 @@ class ReleaseLedger:
                 f"{where} names persons by {entry.person!r}, this job by {self.settings.person!r}; set "
                 f"ledger.person to {entry.person!r}; nothing was written"
             )
-        if probe is not None and entry.key_probe != probe:
+
+    def _check_key(self, entry: LedgerEntry, probe: str) -> None:
+        """An earlier release's persons are this one's only under the same pseudonym key."""
+        if entry.key_probe != probe:
             raise DataError(
-                f"{where} pseudonymized {entry.person!r} with another key, so its persons cannot be matched with "
-                "this release's; publish with the key of the earlier releases; nothing was written"
+                f"{self._where(entry)} pseudonymized {entry.person!r} with another key, so its persons cannot be "
+                "matched with this release's; publish with the key of the earlier releases; nothing was written"
             )
 
     def _counts(self, conn: Connection, release: NewRelease) -> tuple[int, int]:
@@ -335,13 +350,20 @@ class ReleaseLedger:
         )
         return groups, tables
 
-    def earlier(self, conn: Connection, probe: str | None = None) -> list[LedgerEntry]:
-        """The job's earlier releases, each checked to be as it was published (and, given the publication's key
-        probe, made with the same key)."""
-        found = entries(self.db, conn, self.store_schema, self.job.name)
-        for entry in found:
-            self._check_entry(conn, entry, probe)
+    def earlier(self, conn: Connection) -> list[LedgerEntry]:
+        """The job's earlier releases, each checked (once per run) to be as it was published, persons named as
+        now."""
+        found = self._entries(conn)
+        if not self._checked:
+            for entry in found:
+                self._check_entry(conn, entry)
+            self._checked = True
         return found
+
+    def _entries(self, conn: Connection) -> list[LedgerEntry]:
+        if self._found is None:
+            self._found = entries(self.db, conn, self.store_schema, self.job.name)
+        return self._found
 
     def release_tables(
         self, conn: Connection, earlier: list[LedgerEntry], release: NewRelease | None, sensitive: str
