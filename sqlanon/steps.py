@@ -16,7 +16,8 @@ from sqlalchemy.engine import Connection
 from .backends import Database
 from .engine.audit import AuditReport
 from .engine.metrics import MetricsEvaluator
-from .engine.star import StarSchema, needed_sensitive, persons_from, read_hierarchy_files
+from .engine.persons import persons_from
+from .engine.star import StarSchema, needed_sensitive, read_hierarchy_files
 from .errors import ConfigError, DataError
 from .model.hierarchies import GENERATED_TOP
 from .model.job import Job, Output

@@ -710,13 +710,26 @@ CASES: dict[str, Case] = {
             _set("unit", "patient_id"),
         ),
     ),
-    "unit-person-in-two-classes": Case(
+    "unit-person-sensitive-disagrees": Case(
         "data",
-        "1 person(s) of unit column 'patient_id' have rows with different values of the quasi-identifier 'age'",
+        "1 person(s) of unit column 'patient_id' have rows with different values of the sensitive column",
         _then(
             _sql("UPDATE people SET patient_id = 1 WHERE patient_id = 2"),
             _pseudonym_env("SQLANON_BAD_INPUT_KEY"),
             _set("unit", "patient_id"),
+        ),
+    ),
+    "unit-person-in-two-classes-mondrian": Case(
+        "data",
+        "1 person(s) of unit column 'patient_id' have rows with different values of the quasi-identifier 'age'",
+        _then(
+            _sql(
+                "UPDATE people SET patient_id = 1, occupation = (SELECT occupation FROM people WHERE patient_id = 1) "
+                "WHERE patient_id = 2"
+            ),
+            _pseudonym_env("SQLANON_BAD_INPUT_KEY"),
+            _set("unit", "patient_id"),
+            _method("mondrian"),
         ),
     ),
     "person-several-rows-anatomy": Case(

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..criteria.view import count_sum
-from .star import persons_from
+from .persons import persons_from
 
 
 def kept_flag(classes: list[str], suppressed: str | None) -> tuple[str, str]:

@@ -20,7 +20,7 @@ from ..criteria import Criterion
 from ..criteria.view import FrequencySetView
 from ..errors import AuditError
 from .frequency import violating_classes_sql
-from .star import persons_select
+from .persons import persons_select
 
 if TYPE_CHECKING:
     import pandas as pd

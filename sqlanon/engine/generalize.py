@@ -37,7 +37,8 @@ def generalized_value(db: Database, column: str, dim: Dimension, level: int, mas
     """A QI's published value: its label at `level`, always text (VARCHAR), so the column's type is the same
     whichever node is published (level 0 is the original value as text; NULL stays NULL); with `masking`, the
     top label for a tuple of a violating class."""
-    value = f"d{dim.attr}.l{level}" if level > 0 else f"CAST(t.{db.q(column)} AS VARCHAR)"
+    # a dimension holding persons' common ancestors labels them at level 0 (and a NULL as NULL)
+    value = f"d{dim.attr}.l{level}" if level > 0 or dim.ancestors else f"CAST(t.{db.q(column)} AS VARCHAR)"
     if masking:
         value = f"CASE WHEN b.n IS NULL THEN {value} ELSE d{dim.attr}.l{dim.height} END"
     return value
@@ -50,10 +51,10 @@ def generalized_rows(
     `d<attr>`) with, given `violating` (see `violating_classes`), the violating classes' tuples flagged, and left
     out when `remove`."""
     with_clause, flagged = violating or ("", "")
-    # the dimensions whose labels are published (a QI at level 0 is its own value), all of them when the
-    # violating classes are flagged by their codes (PostgreSQL, Adult x 33 = 1M rows, the bottom node: the
-    # table written in 0.85 s instead of 2.43 s; DuckDB's writes cost the same either way)
-    attrs = None if violating else {d.attr for d, level in zip(star.dimensions, node) if level > 0}
+    # the dimensions whose labels are published (a QI at level 0 is its own value, unless it holds persons' common
+    # ancestors), all of them when the violating classes are flagged by their codes (PostgreSQL, Adult x 33 = 1M
+    # rows, the bottom node: the table written in 0.85 s instead of 2.43 s; DuckDB's writes cost the same either way)
+    attrs = None if violating else {d.attr for d, level in zip(star.dimensions, node) if level > 0 or d.ancestors}
     joins = star.joins("t", attrs, rows=True)
     where = " WHERE b.n IS NULL" if violating and remove else ""
     return f"{with_clause}SELECT {', '.join(select)} FROM {joins}{flagged}{where}"

@@ -63,7 +63,7 @@ class MetricsEvaluator:
         ks = [c.k for c in criteria if isinstance(c, KAnonymity)]
         self.k = max(ks) if ks else None
         self._cells_term = cells_term
-        self.ln_top = sum(math.log(d.shape.leaves) for d in star.dimensions)
+        self.ln_top = sum(math.log(d.leaves) for d in star.dimensions)
 
     def close(self) -> None:
         """Drop the cube and the lookups (after an error, the caller's rollback takes them)."""

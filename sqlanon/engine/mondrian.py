@@ -718,7 +718,7 @@ def _integer(bits: int) -> type[sa.Integer]:
 
 def _leaf_key(text: Column, hierarchy: Hierarchy) -> Column:
     """A column's value as text as a key into the hierarchy's leaves: a NULL is its empty line, where it has one
-    (as `star.hierarchy_key` writes it for the search)."""
+    (as `persons.hierarchy_key` writes it for the search)."""
     return func.coalesce(text, "") if hierarchy.maps_null else text
 
 
@@ -736,7 +736,7 @@ def _number_text(value: Column) -> Column:
 
 @dataclass(frozen=True)
 class PersonRows:
-    """Where Mondrian partitioned a job's persons (one row each, `engine.star.person_table`): the source whose
+    """Where Mondrian partitioned a job's persons (one row each, `engine.persons.person_table`): the source whose
     rows are published (`ref`, its `columns`) and the `unit` column that names each row's person."""
 
     ref: str

@@ -220,8 +220,13 @@ class NodeReleases:
             f"CAST(({key}) & CAST({mask} AS BIGINT) AS BIGINT)"
             for key, mask in zip(self.checker.attribute_keys(attr), masks)
         ]
-        leaves = max(dimension.shape.leaves - 1, 1)
-        area = "CAST(COUNT(*) AS DOUBLE PRECISION)"
+        leaves = max(dimension.leaves - 1, 1)
+        # a node of persons' common ancestors only stands for its ancestor's area (engine.persons.ancestor_areas)
+        area = (
+            "CAST(CASE WHEN SUM(w) > 0 THEN SUM(w) ELSE MAX(a) END AS DOUBLE PRECISION)"
+            if dimension.ancestors
+            else "CAST(COUNT(*) AS DOUBLE PRECISION)"
+        )
         columns = ", ".join(f"{m} AS m{k}" for k, m in enumerate(masked))
         return (
             f"SELECT * FROM (SELECT {attr} AS attr, {level} AS level, {columns}, ({area} - 1) / {leaves} AS weight, "

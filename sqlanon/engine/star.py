@@ -38,6 +38,7 @@ from ..model.hierarchies import (
 from ..model.job import ROLE_NAMES, ROLES, Job, QuasiIdentifier, check_roles
 from ..model.names import KEPT_DIMENSION_PREFIX, dimension_table, kept_dimension_table
 from ..store import Store, runs
+from .persons import LCA_PREFIX, ancestor_areas, counted_persons, hierarchy_key
 
 MISSING_SHOWN = 10
 #: the layout of a dimension table (its columns, codes and labels): a table kept across runs serves the runs of its
@@ -77,6 +78,10 @@ class Dimension:
     load: Callable[[], Hierarchy] = field(repr=False)
     table: str  # quoted reference
     integer: bool = False  # the source column holds integers (so its text is a canonical integer)
+    #: the values the hierarchy holds for the common ancestors of persons whose rows disagree (engine.persons): its
+    #: `l0` is then each value's published label at level 0, the persons' table holds the column as text, and the
+    #: table's `w` and `a` say what a value stands for in areas (`leaves`)
+    ancestors: int = 0
     kept_as: str | None = None
     reused: bool = False
 
@@ -96,6 +101,11 @@ class Dimension:
     def layout(self) -> CodeLayout:
         return self.shape.layout
 
+    @property
+    def leaves(self) -> int:
+        """The hierarchy's own values (not the persons' common ancestors)."""
+        return self.shape.leaves - self.ancestors
+
     def integer_span(self) -> tuple[int, int] | None:
         """The first and last integer among the hierarchy's leaves, where the column's values can index an array
         of their codes: an integer column (NULL not mapped) whose leaves written as integers span at most
@@ -110,12 +120,6 @@ class Dimension:
     def key(self, db: Database, alias: str) -> str:
         """The source column as text, the join key into `v` (NULL -> '' where the hierarchy maps NULL)."""
         return hierarchy_key(f"CAST({alias}.{db.q(self.column)} AS VARCHAR)", self.shape.maps_null)
-
-
-def hierarchy_key(text: str, maps_null: bool) -> str:
-    """A column's value as text (`text`) as a key into the hierarchy's leaves: a NULL is its empty line, where the
-    hierarchy has one (`maps_null`)."""
-    return f"COALESCE({text}, '')" if maps_null else text
 
 
 @dataclass(kw_only=True)
@@ -419,93 +423,6 @@ def check_one_row_per_person(db: Database, conn: Connection, job: Job) -> None:
             )
 
 
-def person_columns(job: Job, sensitive: Sequence[str] = ()) -> list[str]:
-    """The columns of a job's persons' table (`person_table`): the unit, the QIs, the job's sensitive columns and
-    `sensitive` (those of criteria evaluated beside the job's)."""
-    assert job.unit_column is not None
-    return [job.unit_column, *job.qi_names, *dict.fromkeys([*job.sensitive, *sensitive])]
-
-
-def person_table(
-    db: Database, conn: Connection, job: Job, source: str, run_id: int, sensitive: Sequence[str] = ()
-) -> str:
-    """The persons of a job with a `unit` column: a session's scratch table of one row per person (the
-    `person_columns`), which the run counts instead of the source's rows: a class's size is its
-    persons, suppression removes persons and its limit counts them, each person's sensitive value counts once.
-    Refused (DataError, nothing left behind) where a person is NULL, or a person's rows disagree on a QI or a
-    sensitive value: then the table has more rows than named persons, and one grouping of the source by person
-    says which column. (A person with several sensitive values, or in several classes, is not counted yet.)"""
-    assert job.unit_column is not None
-    columns = person_columns(job, sensitive)[1:]
-    persons = db.create_scratch(conn, person_table_name(run_id), persons_select(db, source, job.unit_column, columns))
-    counted = db.ref_table(persons, [job.unit_column]).c[job.unit_column]
-    rows, named = db.execute(
-        conn, db.as_text(conn, sa.select(sa.func.count(), sa.func.count(counted.distinct())))
-    ).one()
-    if rows != named:
-        db.drop_table(conn, persons)
-        _refuse_persons(db, conn, job, source, columns)
-    return persons
-
-
-def person_table_name(run_id: int) -> str:
-    """The name of a run's persons' table (`person_table`), a scratch table of its session."""
-    return f"persons_{run_id}"
-
-
-def _refuse_persons(db: Database, conn: Connection, job: Job, source: str, columns: list[str]) -> None:
-    """Raise the DataError that names what keeps the source's rows from being counted by person: NULL persons, or
-    the first column (of `columns`) whose values differ within a person, with how many persons."""
-    assert job.unit_column is not None
-    table = db.ref_table(source, [job.unit_column, *columns])
-    unit = table.c[job.unit_column]
-    rows = sa.func.count()
-
-    def differs(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:  # two values, or NULL and not
-        return sa.or_(
-            sa.func.count(column.distinct()) > 1, sa.and_(sa.func.count(column) > 0, sa.func.count(column) < rows)
-        )
-
-    per_person = (
-        sa.select(
-            sa.case((unit.is_(None), rows), else_=0).label("unnamed"),
-            *(sa.case((differs(table.c[c]), 1), else_=0).label(f"v{i}") for i, c in enumerate(columns)),
-        )
-        .group_by(unit)
-        .subquery("p")
-    )
-    found = db.execute(conn, db.as_text(conn, sa.select(*(sa.func.sum(c) for c in per_person.c)))).one()
-    unit_name = job.unit_column
-    if found[0]:
-        raise DataError(
-            f"unit column {unit_name!r} is NULL in {int(found[0])} row(s): every row must name its person; fill "
-            "them in or leave those rows out of the table"
-        )
-    varying = [(c, int(n)) for c, n in zip(columns, found[1:]) if n] or [(", ".join(columns), 0)]
-    column, persons = varying[0]
-    also = f" (and of {', '.join(c for c, _ in varying[1:])})" if varying[1:] else ""
-    role = "quasi-identifier" if column in job.qi_names else "sensitive column"
-    raise DataError(
-        f"{persons} person(s) of unit column {unit_name!r} have rows with different values of the {role} "
-        f"{column!r}{also}; each person is counted once, in one class, so their quasi-identifiers and "
-        "sensitive values must be the same in all of their rows: keep one value per person (e.g. the first "
-        "visit's), or list a column that may differ as insensitive"
-    )
-
-
-def persons_select(db: Database, table: str, unit: str, columns: list[str], where: str = "") -> str:
-    """SELECT one row per person of `table` (a reference, or a FROM item; `where`: a condition on its rows): the
-    `unit` column that names them and `columns`, which are the same in all of a person's rows (one row for each
-    combination where they are not, so that a person in two classes is seen in both)."""
-    selected = ", ".join(db.q(c) for c in [unit, *columns])
-    return f"SELECT DISTINCT {selected} FROM {table}" + (" WHERE " + where if where else "")
-
-
-def persons_from(db: Database, table: str, unit: str, columns: list[str]) -> str:
-    """`persons_select` as a FROM item (`persons`)."""
-    return f"({persons_select(db, table, unit, columns)}) AS persons"
-
-
 def kinds_by_key(db: Database, columns: dict[str, str]) -> dict[str, ColumnKind]:
     """What each of `columns` holds (their types as `check_columns` returns them), by `db.name_key` of the
     column."""
@@ -535,8 +452,15 @@ def build_star_schema(
     source = table = db.q(src.schema, src.table)
     criteria = list(job.criteria) + list(extra_criteria)
     sensitive = needed_sensitive(criteria)
+    persons = None
     if job.unit_column:
-        source = person_table(db, conn, job, table, run_id, sensitive)
+
+        def hierarchy_of(qi: QuasiIdentifier) -> Hierarchy:  # a QI's hierarchy, where a person's rows disagree on it
+            file = files.get(qi.column)
+            return file.load() if file is not None else generated_hierarchy(db, conn, table, qi)
+
+        persons = counted_persons(db, conn, job, table, run_id, sensitive, hierarchy_of, list(columns))
+        source = persons.table
     try:  # the persons' table goes with an error, as the dimension tables do below
         rows = db.count_rows(conn, source)
         if rows == 0:
@@ -564,13 +488,18 @@ def build_star_schema(
         domain_counts=counts,
         exact_text={c for c in columns if kinds[db.name_key(c)] is not ColumnKind.FLOAT},
         work_schema=schema,
-        rows_source=table if job.unit_column else None,
+        rows_source=persons.rows if persons else None,
     )
     try:
         for attr, qi in enumerate(job.quasi_identifiers):
             table = db.run_table(schema, dimension_table(run_id, attr))
-            dim = _dimension(db, conn, qi, attr, table, files.get(qi.column), (kept or {}).get(qi.column), source)
-            dim.integer = kinds[db.name_key(qi.column)].integer
+            with_persons = persons.hierarchies.get(qi.column) if persons else None
+            if with_persons is not None:  # the persons' common ancestors: a run's own table, never kept
+                ancestors = sum(v.startswith(LCA_PREFIX) for v in with_persons.values)
+                dim = Dimension.of(with_persons, attr=attr, column=qi.column, table=table, ancestors=ancestors)
+            else:
+                dim = _dimension(db, conn, qi, attr, table, files.get(qi.column), (kept or {}).get(qi.column), source)
+                dim.integer = kinds[db.name_key(qi.column)].integer
             if job.suppression.mode == "mask" and job.suppression.limit:
                 dim.hierarchy.check_masking()
             if not dim.reused:
@@ -726,8 +655,21 @@ def _create_dimension_table(db: Database, conn: Connection, dim: Dimension) -> N
     levels = range(dim.height + 1)
     columns = [("v", "VARCHAR")] + [(f"c{i}", "INTEGER") for i in levels] + [(f"l{i}", "VARCHAR") for i in levels]
     columns += [(f"p{i}", "BIGINT") for i in range(len(dim.hierarchy.path_codes.pieces()))]
+    rows = dim.hierarchy.dimension_rows()
+    if dim.ancestors:  # l0 is what level 0 publishes: an ancestor's key its label (l1), a NULL NULL
+        columns += [("w", "BIGINT"), ("a", "BIGINT")]
+        area = ancestor_areas(dim.hierarchy)
+        rows = [(*_published_at_level_0(row, dim.height + 2), *area(row[0])) for row in rows]
     db.drop_table(conn, dim.table)
-    db.create_table_from_rows(conn, dim.table, columns, dim.hierarchy.dimension_rows())
+    db.create_table_from_rows(conn, dim.table, columns, rows)
+
+
+def _published_at_level_0(row: tuple[Any, ...], first: int) -> tuple[Any, ...]:
+    """A dimension row (value, codes, labels from index `first`, path code) with its level-0 label as published:
+    a common ancestor's key (engine.persons) as the ancestor's label, the NULL line as NULL."""
+    value = row[0]
+    label = row[first + 1] if value.startswith(LCA_PREFIX) else None if value == NULL_VALUE else value
+    return (*row[:first], label, *row[first + 1 :])
 
 
 def _check_one_row_per_tuple(db: Database, conn: Connection, star: StarSchema) -> None:

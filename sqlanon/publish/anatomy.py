@@ -33,7 +33,7 @@ from ..engine import anatomy as bucket_sql
 from ..engine.anatomy import BUCKET, COUNT_COLUMN, COUNTERFEIT
 from ..engine.audit import check_published_columns, check_published_values
 from ..engine.invariant import invariant_buckets
-from ..engine.star import person_table
+from ..engine.persons import person_table
 from ..errors import AuditError, ConfigError, DataError
 from ..model.job import Job, Output
 from ..model.progress import Phases, Progress, silent

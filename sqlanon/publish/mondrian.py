@@ -14,7 +14,8 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..engine.audit import AuditReport, audit_table, check_published_columns, check_published_values
 from ..engine.mondrian import Mondrian, MondrianQI, MondrianResult, PersonRows, published_rows
-from ..engine.star import kinds_by_key, needed_sensitive, person_columns, person_table, person_table_name
+from ..engine.persons import person_columns, person_table, person_table_name
+from ..engine.star import kinds_by_key, needed_sensitive
 from ..errors import AuditError, ConfigError
 from ..model.hierarchies import Hierarchy
 from ..model.job import Job, _choice

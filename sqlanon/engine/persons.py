@@ -1,0 +1,338 @@
+"""A job's persons, where a `unit` column names each row's person: the table every criterion counts instead of rows.
+
+A run counts a session's scratch table of one row per person (the unit, the QIs, the sensitive columns the criteria
+read): a class's size is its persons, suppression removes persons and its limit counts them, each person's sensitive
+value counts once. The publication writes every row of each published person (`Persons.rows`).
+
+A person whose rows disagree on a quasi-identifier (an age recorded at each visit, a zip code that changed) is
+generalized consistently: their value is the lowest common ancestor of their values in the QI's hierarchy (its
+level and node, as the key `~lca~LEVEL.CODE`), which the run adds to the hierarchy as a value of its own whose
+label is the ancestor's at every level below the ancestor's and the ancestor's path above (`with_common_ancestors`).
+The search then treats it as any value: at a node whose level for the QI is at or above the ancestor's, the person
+is published as everyone else is; below it, at the ancestor's label, in a class of their own with the persons who
+share it. Every row of the person is published with the person's value, so the person is in one class whatever the
+node. (A person with several values of a sensitive attribute is refused: the criteria need a definition of their
+own for that case.)
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..backends import Database
+from ..errors import DataError, HierarchyError
+from ..model.hierarchies import Hierarchy
+from ..model.job import Job, QuasiIdentifier
+
+#: how a person's lowest common ancestor is written as a value of its QI (then its level, a dot, and the ancestor's
+#: code among its level's labels); a hierarchy holding a value that starts so is refused where persons disagree
+LCA_PREFIX = "~lca~"
+#: examples of persons named in a message
+SHOWN = 3
+
+
+@dataclass(kw_only=True)
+class Persons:
+    """A run's persons' table (`table`, a session's scratch table), the FROM item whose rows a publication writes
+    (`rows`: the source, or the source with each QI that varies within a person replaced by the person's value), and
+    per such QI its hierarchy with the persons' common ancestors added (`hierarchies`)."""
+
+    table: str
+    rows: str
+    hierarchies: dict[str, Hierarchy] = field(default_factory=dict)
+
+
+def hierarchy_key(text: str, maps_null: bool) -> str:
+    """A column's value as text (`text`) as a key into the hierarchy's leaves: a NULL is its empty line, where the
+    hierarchy has one (`maps_null`)."""
+    return f"COALESCE({text}, '')" if maps_null else text
+
+
+def person_columns(job: Job, sensitive: Sequence[str] = ()) -> list[str]:
+    """The columns of a job's persons' table (`person_table`): the unit, the QIs, the job's sensitive columns and
+    `sensitive` (those of criteria evaluated beside the job's)."""
+    assert job.unit_column is not None
+    return [job.unit_column, *job.qi_names, *dict.fromkeys([*job.sensitive, *sensitive])]
+
+
+def person_table_name(run_id: int) -> str:
+    """The name of a run's persons' table (`person_table`), a scratch table of its session."""
+    return f"persons_{run_id}"
+
+
+def person_table(
+    db: Database, conn: Connection, job: Job, source: str, run_id: int, sensitive: Sequence[str] = ()
+) -> str:
+    """The persons of a job with a `unit` column, one row each (the `person_columns`), for a method that needs
+    their values as they are (Mondrian, Anatomy). Refused (DataError, nothing left behind) where a person is NULL,
+    or a person's rows disagree on a QI or a sensitive value: one grouping of the source by person says which
+    column."""
+    persons = _distinct_persons(db, conn, job, source, run_id, sensitive)
+    if persons is None:
+        varying = _varying_columns(db, conn, job, source, person_columns(job, sensitive)[1:])
+        raise _disagreement(job, varying, "Mondrian and Anatomy cut and draw persons by their own values")
+    return persons
+
+
+def counted_persons(
+    db: Database,
+    conn: Connection,
+    job: Job,
+    source: str,
+    run_id: int,
+    sensitive: Sequence[str],
+    hierarchy_of: Callable[[QuasiIdentifier], Hierarchy],
+    source_columns: list[str],
+) -> Persons:
+    """The persons a lattice search counts: `person_table`'s, but where a person's rows disagree on a QI, the
+    person's value is the lowest common ancestor of their values in its hierarchy (`hierarchy_of`, the QI's
+    hierarchy as the job gives it; see the module's docstring). Still refused: NULL persons, and persons whose rows
+    disagree on a sensitive value."""
+    persons = _distinct_persons(db, conn, job, source, run_id, sensitive)
+    if persons is not None:
+        return Persons(table=persons, rows=source)
+    columns = person_columns(job, sensitive)[1:]
+    varying = _varying_columns(db, conn, job, source, columns)
+    if any(column not in job.qi_names for column in varying):
+        raise _disagreement(job, varying, "")
+    qis = [qi for qi in job.quasi_identifiers if qi.column in varying]
+    hierarchies = {qi.column: hierarchy_of(qi) for qi in qis}
+    persons = _common_ancestors(db, conn, job, source, run_id, columns, hierarchies)
+    try:
+        found = _ancestors_found(db, conn, persons, list(hierarchies))
+        extended = {c: with_common_ancestors(hierarchies[c], found[c]) for c in hierarchies}
+    except Exception:
+        db.drop_table(conn, persons)
+        raise
+    for column, count in varying.items():
+        warnings.warn(
+            f"{count} person(s) of unit column {job.unit_column!r} have rows with different values of the "
+            f"quasi-identifier {column!r}: each is published at the lowest level of its hierarchy where their "
+            "values meet, in all of their rows",
+            UserWarning,
+            stacklevel=2,
+        )
+    rows = _rows_with_persons(db, conn, job, source, source_columns, persons, list(varying))
+    return Persons(table=persons, rows=rows, hierarchies=extended)
+
+
+def _distinct_persons(
+    db: Database, conn: Connection, job: Job, source: str, run_id: int, sensitive: Sequence[str]
+) -> str | None:
+    """The persons' table where every person's rows agree on the `person_columns` (one DISTINCT of the source),
+    else None (nothing left behind)."""
+    assert job.unit_column is not None
+    columns = person_columns(job, sensitive)[1:]
+    persons = db.create_scratch(conn, person_table_name(run_id), persons_select(db, source, job.unit_column, columns))
+    counted = db.ref_table(persons, [job.unit_column]).c[job.unit_column]
+    rows, named = db.execute(
+        conn, db.as_text(conn, sa.select(sa.func.count(), sa.func.count(counted.distinct())))
+    ).one()
+    if rows == named:
+        return persons
+    db.drop_table(conn, persons)
+    return None
+
+
+def _varying_columns(db: Database, conn: Connection, job: Job, source: str, columns: list[str]) -> dict[str, int]:
+    """The `columns` whose values differ within a person, each with how many persons (one grouping of the source by
+    person); a NULL person is refused here."""
+    assert job.unit_column is not None
+    table = db.ref_table(source, [job.unit_column, *columns])
+    unit = table.c[job.unit_column]
+    rows = sa.func.count()
+
+    def differs(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:  # two values, or NULL and not
+        return sa.or_(
+            sa.func.count(column.distinct()) > 1, sa.and_(sa.func.count(column) > 0, sa.func.count(column) < rows)
+        )
+
+    per_person = (
+        sa.select(
+            sa.case((unit.is_(None), rows), else_=0).label("unnamed"),
+            *(sa.case((differs(table.c[c]), 1), else_=0).label(f"v{i}") for i, c in enumerate(columns)),
+        )
+        .group_by(unit)
+        .subquery("p")
+    )
+    found = db.execute(conn, db.as_text(conn, sa.select(*(sa.func.sum(c) for c in per_person.c)))).one()
+    if found[0]:
+        raise DataError(
+            f"unit column {job.unit_column!r} is NULL in {int(found[0])} row(s): every row must name its person; "
+            "fill them in or leave those rows out of the table"
+        )
+    return {c: int(n) for c, n in zip(columns, found[1:]) if n}
+
+
+def _disagreement(job: Job, varying: dict[str, int], why: str) -> DataError:
+    """The error for persons whose rows disagree on `varying` (column -> persons), sensitive columns first."""
+    ordered = sorted(varying.items(), key=lambda item: item[0] in job.qi_names)
+    column, persons = ordered[0] if ordered else ("", 0)
+    also = f" (and of {', '.join(c for c, _ in ordered[1:])})" if ordered[1:] else ""
+    if column in job.qi_names:
+        return DataError(
+            f"{persons} person(s) of unit column {job.unit_column!r} have rows with different values of the "
+            f"quasi-identifier {column!r}{also}; {why}, so each person needs one value: use the lattice search "
+            "(which publishes such a person at the lowest common level of their values), keep one value per "
+            "person, or list a column that may differ as insensitive"
+        )
+    return DataError(
+        f"{persons} person(s) of unit column {job.unit_column!r} have rows with different values of the sensitive "
+        f"column {column!r}{also}; each person's sensitive value counts once, so it must be the same in all of "
+        "their rows: keep one value per person (e.g. the first visit's), or list a column that may differ as "
+        "insensitive"
+    )
+
+
+def _common_ancestors(
+    db: Database,
+    conn: Connection,
+    job: Job,
+    source: str,
+    run_id: int,
+    columns: list[str],
+    hierarchies: dict[str, Hierarchy],
+) -> str:
+    """The persons' table, one row per person, where each QI of `hierarchies` holds the person's value as text, or,
+    where their rows disagree, the key of their values' lowest common ancestor. One grouping of the source by
+    person, joined with each such QI's codes by level (a scratch table of the hierarchy's values). A person with a
+    value missing from the hierarchy (or an unmapped NULL) keeps that value, which the star schema's checks then
+    name."""
+    assert job.unit_column is not None
+    table = db.ref_table(source, [job.unit_column, *columns]).alias("r")
+    joined: Any = table
+    keys: dict[str, sa.ColumnElement[Any]] = {}
+    codes_tables = []
+    try:
+        for k, (column, hierarchy) in enumerate(hierarchies.items()):
+            codes = _codes_table(db, conn, hierarchy, f"lca_{run_id}_{k}")
+            codes_tables.append(codes)
+            levels = db.ref_table(codes, ["v", *(f"c{i}" for i in range(hierarchy.height + 1))]).alias(f"d{k}")
+            value = sa.cast(table.c[column], sa.String)
+            looked_up = sa.func.coalesce(value, "") if hierarchy.maps_null else value
+            joined = joined.outerjoin(levels, looked_up == levels.c.v)
+            keys[column] = _ancestor_key(value, levels, hierarchy.height)
+        selected = [keys[c].label(c) if c in keys else table.c[c] for c in [job.unit_column, *columns]]
+        grouped = [table.c[c] for c in [job.unit_column, *columns] if c not in keys]
+        query = sa.select(*selected).select_from(joined).group_by(*grouped)
+        return db.create_scratch(conn, person_table_name(run_id), db.as_text(conn, query))
+    finally:
+        for codes in codes_tables:
+            db.drop_table(conn, codes)
+
+
+def _codes_table(db: Database, conn: Connection, hierarchy: Hierarchy, name: str) -> str:
+    """A scratch table (v, c0..ch) of the hierarchy's values and their codes by level (a code per distinct label of
+    the level, so two values share their node at level L exactly when their cL agree)."""
+    levels = range(hierarchy.height + 1)
+    columns = [("v", "VARCHAR")] + [(f"c{i}", "INTEGER") for i in levels]
+    rows = [row[: hierarchy.height + 2] for row in hierarchy.dimension_rows()]
+    return db.create_scratch_from_rows(conn, name, columns, rows)
+
+
+def _ancestor_key(value: sa.ColumnElement[Any], levels: Any, height: int) -> sa.ColumnElement[Any]:
+    """A person's value (aggregated over their rows): the value itself where their rows agree, else the key of the
+    lowest level where their codes agree (LCA_PREFIX, level, code); a value without a code (missing from the
+    hierarchy) is the person's value, for the checks to name; values with no common ancestor, level height + 1."""
+    unmatched = sa.func.count(sa.case((levels.c.v.is_(None), 1)))
+    whens: list[tuple[Any, Any]] = [
+        (unmatched > 0, sa.func.min(sa.case((levels.c.v.is_(None), value)))),
+        (sa.func.min(levels.c.c0) == sa.func.max(levels.c.c0), sa.func.min(value)),
+    ]
+    for level in range(1, height + 1):
+        code = levels.c[f"c{level}"]
+        key = sa.literal(f"{LCA_PREFIX}{level}.") + sa.cast(sa.func.min(code), sa.String)
+        whens.append((sa.func.min(code) == sa.func.max(code), key))
+    return sa.case(*whens, else_=sa.literal(f"{LCA_PREFIX}{height + 1}.0"))
+
+
+def _ancestors_found(db: Database, conn: Connection, persons: str, columns: list[str]) -> dict[str, list[str]]:
+    """Per column, the distinct ancestor keys the persons' table holds (at most the hierarchy's nodes), in one
+    statement."""
+    table = db.ref_table(persons, columns)
+    branches = [
+        sa.select(sa.literal(k).label("k"), table.c[c].label("key")).where(table.c[c].like(f"{LCA_PREFIX}%")).distinct()
+        for k, c in enumerate(columns)
+    ]
+    found: dict[str, list[str]] = {c: [] for c in columns}
+    for k, key in db.execute(conn, db.as_text(conn, sa.union_all(*branches))).all():
+        found[columns[k]].append(key)
+    return found
+
+
+def with_common_ancestors(hierarchy: Hierarchy, keys: list[str]) -> Hierarchy:
+    """The hierarchy with a value for each ancestor key (`LCA_PREFIX` LEVEL.CODE, `_ancestor_key`): labelled as the
+    ancestor at every level up to its own, then the ancestor's path. Refused: persons whose values share no
+    ancestor (a hierarchy with several top labels), and a hierarchy whose own values look like keys."""
+    clash = next((v for v in hierarchy.values if v.startswith(LCA_PREFIX)), None)
+    if clash is not None:
+        raise HierarchyError(
+            f"hierarchy for {hierarchy.column!r} ({hierarchy.origin}) holds the value {clash!r}, which sqlanon "
+            f"writes for persons whose rows disagree on it ({LCA_PREFIX}...): rename it"
+        )
+    labels = [sorted(set(column)) for column in hierarchy.columns]
+    above = {(level, path[level]): path[level:] for path in hierarchy.paths for level in range(1, hierarchy.height + 1)}
+    paths = []
+    for key in sorted(keys):
+        level, code = map(int, key[len(LCA_PREFIX) :].split("."))
+        if level > hierarchy.height:
+            raise DataError(
+                f"persons' rows hold values of {hierarchy.column!r} with no common ancestor in its hierarchy "
+                f"({hierarchy.origin}, top labels {', '.join(hierarchy.top_labels)}): give it one top label"
+            )
+        ancestor = above[(level, labels[level][code])]
+        paths.append((key, *[ancestor[0]] * (level - 1), *ancestor))
+    return Hierarchy(column=hierarchy.column, paths=hierarchy.paths + tuple(paths), origin=hierarchy.origin)
+
+
+def ancestor_areas(hierarchy: Hierarchy) -> Callable[[str], tuple[int, int]]:
+    """For each value of a hierarchy `with_common_ancestors`, what it stands for in a node's area (the hierarchy's
+    values under its label): (1, 0) for the hierarchy's own values, (0, the own values under the ancestor) for an
+    ancestor's key. A node's area is then the sum of the first, or where it holds only an ancestor's key (at a level
+    below the ancestor's), the second: the ancestor's area, as the person is published at the ancestor's label."""
+    own = [path for path in hierarchy.paths if not path[0].startswith(LCA_PREFIX)]
+    counts = Counter((level, path[level]) for path in own for level in range(hierarchy.height + 1))
+    paths = {path[0]: path for path in hierarchy.paths}
+
+    def area(value: str) -> tuple[int, int]:
+        if not value.startswith(LCA_PREFIX):
+            return 1, 0
+        level = int(value[len(LCA_PREFIX) :].split(".")[0])
+        return 0, counts[(level, paths[value][level])]
+
+    return area
+
+
+def _rows_with_persons(
+    db: Database, conn: Connection, job: Job, source: str, columns: list[str], persons: str, varying: list[str]
+) -> str:
+    """The FROM item of the rows a publication writes: the source's `columns`, each of `varying` replaced by its
+    person's value in the persons' table (a join on the unit)."""
+    assert job.unit_column is not None
+    unit = job.unit_column
+    rows = db.ref_table(source, columns).alias("r")
+    person = db.ref_table(persons, [unit, *varying]).alias("p")
+    query = sa.select(*(person.c[c] if c in varying else rows.c[c] for c in columns)).select_from(
+        rows.join(person, rows.c[unit] == person.c[unit])
+    )
+    return "(" + db.as_text(conn, query) + ")"
+
+
+def persons_select(db: Database, table: str, unit: str, columns: list[str], where: str = "") -> str:
+    """SELECT one row per person of `table` (a reference, or a FROM item; `where`: a condition on its rows): the
+    `unit` column that names them and `columns`, which are the same in all of a person's rows (one row for each
+    combination where they are not, so that a person in two classes is seen in both)."""
+    selected = ", ".join(db.q(c) for c in [unit, *columns])
+    return f"SELECT DISTINCT {selected} FROM {table}" + (" WHERE " + where if where else "")
+
+
+def persons_from(db: Database, table: str, unit: str, columns: list[str]) -> str:
+    """`persons_select` as a FROM item (`persons`)."""
+    return f"({persons_select(db, table, unit, columns)}) AS persons"
