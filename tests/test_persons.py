@@ -7,6 +7,8 @@ The search is checked against a brute force over every node that counts each cla
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import itertools
 import warnings
 from pathlib import Path
@@ -171,11 +173,15 @@ def _check_publication(url: str, job, k: int, schema: str | None = None) -> None
     engine = sa.create_engine(url)
     ref = f'"{schema}".visits_anon' if schema else "visits_anon"
     with engine.connect() as conn:
-        published = sorted(n for (n,) in conn.exec_driver_sql(f"SELECT COUNT(*) FROM {ref} GROUP BY pid").all())
+        per_pseudonym = conn.exec_driver_sql(f"SELECT pid, COUNT(*) FROM {ref} GROUP BY pid").all()
     engine.dispose()
+    published = sorted(n for _, n in per_pseudonym)
     of_source: dict[str, int] = {}
     for v in visits:
         of_source[v[0]] = of_source.get(v[0], 0) + 1
+    # each person's pseudonym (computed once per person in SQL) is the HMAC of their identifier, in all of their rows
+    by_pseudonym = {hmac.new(KEY.encode(), pid.encode(), hashlib.sha256).hexdigest(): n for pid, n in of_source.items()}
+    assert all(by_pseudonym[pseudonym] == n for pseudonym, n in per_pseudonym)
     left = sorted(of_source.values())
     for n in published:
         left.remove(n)  # ValueError: a person published with a number of rows no person of the source has

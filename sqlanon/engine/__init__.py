@@ -2,6 +2,8 @@
 
 - `star`: checks the source and builds the star schema (a dimension table per QI: its values, their integer keys
   and their generalizations);
+- `persons`: where a unit column names each row's person, the table of persons the criteria count (a person whose
+  rows disagree on a QI at the common ancestor of their values) and the rows a publication writes for them;
 - `frequency`: a node's frequency set (the one GROUP BY builder) and the criteria's violators over it;
 - `checker`: a whole wave of the search's nodes in a few statements over the packed cube, its roll-ups planned
   by `rollups`;
@@ -10,7 +12,10 @@
 - `metrics`: utility figures of nodes;
 - `attacks`: the attack analyses' SQL over the frequency sets of one release or many;
 - `audit`: the independent re-check of a published table, grouping the table itself;
-- `mondrian`: Mondrian's partitioning rounds;
+- `generalize`, `mondrian`, `anatomy`, `invariant`: each publication method's statements (the generalized rows;
+  Mondrian's partitioning rounds; Anatomy's buckets; m-invariant buckets after an earlier release);
+- `ledger`: the release ledger's reads of earlier releases and its m-invariance check;
+- `profile`: profiling a table's columns and their combinations before any job;
 - `maxent`: inference across releases (maximum entropy: propagation and IPF);
 - `scratch`: short-lived tables of one session.
 

@@ -38,7 +38,7 @@ from ..model.hierarchies import (
 from ..model.job import ROLE_NAMES, ROLES, Job, QuasiIdentifier, check_roles
 from ..model.names import KEPT_DIMENSION_PREFIX, dimension_table, kept_dimension_table
 from ..store import Store, runs
-from .persons import LCA_PREFIX, ancestor_areas, counted_persons, hierarchy_key
+from .persons import LCA_PREFIX, Persons, ancestor_areas, counted_persons, hierarchy_key
 
 MISSING_SHOWN = 10
 #: the layout of a dimension table (its columns, codes and labels): a table kept across runs serves the runs of its
@@ -135,14 +135,14 @@ class StarSchema:
     #: the source columns whose values are equal exactly when their texts are (not floating point)
     exact_text: set[str] = field(default_factory=set)
     work_schema: str = ""  # where the run's dimension tables are (and those kept across runs)
-    #: where the job names each row's person (`unit`): the source's table, whose rows are published, while `source`
-    #: is the run's table of its persons (one row each) that every frequency set counts (see `person_table`)
-    rows_source: str | None = None
+    #: where the job names each row's person (`unit`): its persons, whose table (one row each) is `source`, which
+    #: every frequency set counts, while a publication writes the source's rows (`published_rows`)
+    persons: Persons | None = None
 
     @property
     def published_rows(self) -> str:
         """The table whose rows a publication writes: the source's (its persons' table is only counted)."""
-        return self.rows_source or self.source
+        return self.persons.rows if self.persons else self.source
 
     def sensitive_select(
         self, alias: str, codes: dict[str, dict[str | None, int]] | None = None, params: dict[str, Any] | None = None
@@ -247,7 +247,7 @@ class StarSchema:
     def drop(self, conn: Connection, keep: bool = False) -> None:
         """Drop the dimension tables the run built, or with `keep` (a run that succeeded) keep those that may serve
         later runs (see `KeptDimensions`); a kept table the run reused stays as it is."""
-        if self.rows_source is not None:
+        if self.persons is not None:
             self.db.drop_table(conn, self.source)
         built = [d for d in self.dimensions if not d.reused]
         kept = [(d.table, d.kept_as, d.shape) for d in built if keep and d.kept_as is not None]
@@ -488,7 +488,7 @@ def build_star_schema(
         domain_counts=counts,
         exact_text={c for c in columns if kinds[db.name_key(c)] is not ColumnKind.FLOAT},
         work_schema=schema,
-        rows_source=persons.rows if persons else None,
+        persons=persons,
     )
     try:
         for attr, qi in enumerate(job.quasi_identifiers):

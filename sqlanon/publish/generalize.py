@@ -14,6 +14,9 @@ sqlanon.publish.identifiers). A column without a role stops the publication.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Connection
@@ -99,7 +102,12 @@ def publish_generalization(
     # hash joins: the rows are the table joined with its dimensions, less the violating classes (an anti-join on
     # every QI's class); on a table never analyzed PostgreSQL guessed one row for both and nested loops over them
     # (a 20k-row survey shape, 7 QIs: 198 s instead of under a second)
-    with conn.begin(), plan.pseudonyms.loaded(db, conn), db.hash_joins(conn):
+    with (
+        conn.begin(),
+        plan.pseudonyms.loaded(db, conn),
+        db.hash_joins(conn),
+        _with_persons_pseudonyms(db, conn, star, plan, run_id) as star,
+    ):
         phases.step("writing the table")
         select, published = _select_list(db, star, plan, suppressing and plan.mode == "mask")
         rows = generalize_sql.generalized_rows(star, plan.node, select, violating, plan.mode == "remove")
@@ -116,9 +124,13 @@ def publish_generalization(
                 written,
                 str(plan.target),
                 star.published_rows,
-                unchanged_columns(
-                    db, plan.pseudonyms, plan.identifying, [c for c in published if db.name_key(c) not in qis]
-                ),
+                [
+                    (column, value)
+                    for column in published
+                    if db.name_key(column) not in qis
+                    for value in [_published_value(db, star, plan, column)]
+                    if value is not None
+                ],
                 every_row=not suppressing or plan.mode == "mask",
             )
             qi_columns = [d.column for d in star.dimensions]
@@ -162,7 +174,7 @@ def _select_list(db: Database, star: StarSchema, plan: Publication, masking: boo
         if key not in as_is and not any(db.same_name(i.column, column) for i in plan.identifying):
             # check_columns refuses this before any search; never publish a column without a role
             raise AuditError(f"column {column!r} of the source has no role in the job; nothing was written")
-        value = plan.pseudonyms.select(db, plan.identifying, column, f"t.{db.q(column)}")
+        value = _published_value(db, star, plan, column)
         if value is None:
             continue
         if key in dims:
@@ -170,6 +182,36 @@ def _select_list(db: Database, star: StarSchema, plan: Publication, masking: boo
         select.append(f"{value} AS {db.q(column)}")
         published.append(column)
     return select, published
+
+
+@contextmanager
+def _with_persons_pseudonyms(
+    db: Database, conn: Connection, star: StarSchema, plan: Publication, run_id: int
+) -> Iterator[StarSchema]:
+    """Within: the star schema whose published rows carry each person's pseudonym, computed once per person (see
+    Persons.pseudonymized_rows), where a unit names them; else `star` itself."""
+    persons, unit = star.persons, plan.unit
+    if persons is None or unit is None:
+        yield star
+        return
+
+    def pseudonym(value: str) -> str:
+        found = plan.pseudonyms.select(db, plan.identifying, unit, value)
+        assert found is not None, "a unit is published as a pseudonym (the job's checks)"
+        return found
+
+    with persons.pseudonymized_rows(db, conn, star.source_columns, pseudonym, f"pseudonyms_{run_id}") as rows:
+        yield dataclasses.replace(star, persons=dataclasses.replace(persons, rows=rows))
+
+
+def _published_value(db: Database, star: StarSchema, plan: Publication, column: str) -> str | None:
+    """How a column of the published rows (alias t) is written, before any generalization: None for a dropped
+    identifier, a pseudonym for a pseudonymized one (the unit's already is, see `_with_persons_pseudonyms`), else
+    the value itself."""
+    value = f"t.{db.q(column)}"
+    if star.persons is not None and plan.unit is not None and db.same_name(column, plan.unit):
+        return value
+    return plan.pseudonyms.select(db, plan.identifying, column, value)
 
 
 def unchanged_columns(
