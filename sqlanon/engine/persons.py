@@ -91,11 +91,11 @@ def hierarchy_key(text: str, maps_null: bool) -> str:
     return f"COALESCE({text}, '')" if maps_null else text
 
 
-def person_columns(job: Job, sensitive: Sequence[str] = ()) -> list[str]:
-    """The columns of a job's persons' table (`person_table`): the unit, the QIs, the job's sensitive columns and
-    `sensitive` (those of criteria evaluated beside the job's)."""
+def person_columns(job: Job, sensitive: Sequence[str] = (), qis: bool = True) -> list[str]:
+    """The columns of a job's persons' table (`person_table`): the unit, the QIs (unless not `qis`), the job's
+    sensitive columns and `sensitive` (those of criteria evaluated beside the job's)."""
     assert job.unit_column is not None
-    return [job.unit_column, *job.qi_names, *dict.fromkeys([*job.sensitive, *sensitive])]
+    return [job.unit_column, *(job.qi_names if qis else []), *dict.fromkeys([*job.sensitive, *sensitive])]
 
 
 def person_table_name(run_id: int) -> str:
@@ -103,16 +103,16 @@ def person_table_name(run_id: int) -> str:
     return f"persons_{run_id}"
 
 
-def person_table(
-    db: Database, conn: Connection, job: Job, source: str, run_id: int, sensitive: Sequence[str] = ()
-) -> str:
-    """The persons of a job with a `unit` column, one row each (the `person_columns`), for a method that needs
-    their values as they are (Mondrian, Anatomy). Refused (DataError, nothing left behind) where a person is NULL,
-    or a person's rows disagree on a QI or a sensitive value (`_distinct_persons` says which column)."""
-    persons, varying = _distinct_persons(db, conn, job, source, run_id, sensitive)
+def person_table(db: Database, conn: Connection, job: Job, source: str, run_id: int, qis: bool = True) -> str:
+    """The persons of a job with a `unit` column, one row each (the `person_columns`, without the QIs unless `qis`),
+    for a method that needs their values as they are: Mondrian cuts the persons by their QIs; Anatomy draws them by
+    their sensitive value alone, and publishes each row's QIs as they are, so a person's rows may disagree on those.
+    Refused (DataError, nothing left behind) where a person is NULL, or a person's rows disagree on a column of the
+    table (`_distinct_persons` says which)."""
+    persons, varying = _distinct_persons(db, conn, job, source, run_id, (), qis)
     if varying:
         db.drop_table(conn, persons)
-        raise _disagreement(job, varying, "Mondrian and Anatomy cut and draw persons by their own values")
+        raise _disagreement(job, varying, "Mondrian cuts persons by their own values")
     return persons
 
 
@@ -162,13 +162,13 @@ def counted_persons(
 
 
 def _distinct_persons(
-    db: Database, conn: Connection, job: Job, source: str, run_id: int, sensitive: Sequence[str]
+    db: Database, conn: Connection, job: Job, source: str, run_id: int, sensitive: Sequence[str], qis: bool = True
 ) -> tuple[str, dict[str, int]]:
     """The distinct rows of the source's `person_columns` (one DISTINCT), and the columns whose values differ within
     a person, each with how many persons (none: the table is the persons', one row each). A NULL person is refused
     (nothing left behind)."""
     assert job.unit_column is not None
-    columns = person_columns(job, sensitive)[1:]
+    columns = person_columns(job, sensitive, qis)[1:]
     persons = db.create_scratch(conn, person_table_name(run_id), persons_select(db, source, job.unit_column, columns))
     try:
         counted = db.ref_table(persons, [job.unit_column]).c[job.unit_column]
@@ -224,8 +224,8 @@ def _disagreement(job: Job, varying: dict[str, int], why: str) -> DataError:
         return DataError(
             f"{persons} person(s) of unit column {job.unit_column!r} have rows with different values of the "
             f"quasi-identifier {column!r}{also}; {why}, so each person needs one value: use the lattice search "
-            "(which publishes such a person at the lowest common level of their values), keep one value per "
-            "person, or list a column that may differ as insensitive"
+            "(which publishes such a person at the lowest common level of their values) or Anatomy, keep one "
+            "value per person, or list a column that may differ as insensitive"
         )
     return DataError(
         f"{persons} person(s) of unit column {job.unit_column!r} have rows with different values of the sensitive "
