@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from sqlanon import RunOptions, analyze, anonymize, audit, inference, load_csv, search
 from sqlanon.config import job_from_dict
 from sqlanon.errors import ConfigError, DataError, HierarchyError
-from sqlanon.model.job import ReleaseSeries
 
 KEY = "0123456789abcdef0123456789abcdef"
 KEY_ENV = "SQLANON_TEST_PERSON_KEY"
@@ -323,11 +322,52 @@ def test_persons_the_run_cannot_count_stop_it_before_anything_is_written(tmp_pat
     engine.dispose()
 
 
-def test_inference_across_releases_refuses_a_unit(tmp_path):
-    job = _job(tmp_path, "duckdb:///x.duckdb", HIERARCHIES, 3, 0)
-    job = dataclasses.replace(job, releases=ReleaseSeries(pseudonym="pid", releases=()), sensitive=["diagnosis"])
-    with pytest.raises(ConfigError, match="inference reads each release as one row per person"):
-        inference(job)
+def test_inference_across_releases_reads_each_persons_rows_as_one(tmp_path):
+    """Two releases of the visits by person (generalized, and Anatomy's buckets), inferred with the unit, give the
+    probabilities of the same releases with one row per person (their distinct rows, made here in SQL)."""
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    _load(url, [(p, z, a, v, f"d{int(p[1:]) % 5}") for p, z, a, v, _ in _visits()])  # a diagnosis per person
+    _job(tmp_path, url, HIERARCHIES, 4, 0)  # writes the hierarchy files
+
+    def job(unit: bool = True, **changes: Any):
+        return job_from_dict(
+            {
+                "source": {"url": url, "table": "visits"},
+                "identifying": {"pid": {"pseudonym": {"key_env": KEY_ENV}}},
+                **({"unit": {"column": "pid"}} if unit else {"unit": "rows"}),
+                "insensitive": ["visit"],
+                "quasi_identifiers": {f"q{i}": {"hierarchy": f"q{i}.csv"} for i in range(2)},
+                "sensitive": ["diagnosis"],
+                **changes,
+            },
+            tmp_path,
+        )
+
+    anonymize(job(criteria={"k_anonymity": {"k": 4}}, output={"table": "first"}))
+    anonymize(job(quasi_identifiers=["q0", "q1"], output={"table": "second", "method": "anatomy", "l": 3}))
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # the same releases, one row per person
+        conn.exec_driver_sql("CREATE TABLE first_1 AS SELECT DISTINCT pid, q0, q1, diagnosis FROM first")
+        conn.exec_driver_sql("CREATE TABLE second_1 AS SELECT DISTINCT pid, q0, q1, bucket FROM second")
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM first_1").scalar_one() == 60
+    engine.dispose()
+
+    def inferred(first: str, second: str, table: str, unit: bool) -> dict[tuple[str, str], float]:
+        series = [{"name": "a", "table": first}, {"name": "b", "table": second, "sensitive_table": "second_sensitive"}]
+        releases = {"pseudonym": "pid", "series": series}
+        report = inference(job(unit, releases=releases, inference={"table": table}))
+        assert report.persons == 60
+        engine = sa.create_engine(url)
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql(f"SELECT pid, diagnosis, probability FROM {table}").all()
+        engine.dispose()
+        return {(p, d): float(v) for p, d, v in rows}
+
+    by_person = inferred("first", "second", "by_person", unit=True)
+    assert by_person == pytest.approx(inferred("first_1", "second_1", "by_row", unit=False))
+    visit = {"pseudonym": "visit", "series": [{"name": "a", "table": "first"}]}
+    with pytest.raises(ConfigError, match="releases.pseudonym is 'visit', but the persons are named by unit"):
+        inference(job(releases=visit))
 
 
 def test_a_sensitive_value_that_differs_within_a_person_is_refused(tmp_path):

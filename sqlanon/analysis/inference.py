@@ -7,6 +7,7 @@ source), resolves and owns the output table, and runs the solve in the caller's 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
@@ -44,18 +45,17 @@ def check_release_tables(db: Database, conn: Connection, job: Job, target: Table
 
 
 def check_inference_job(job: Job) -> None:
-    """What inference needs of a job, before any database is opened: releases, one sensitive column, and one row
-    per person (no `unit` column)."""
+    """What inference needs of a job, before any database is opened: releases, one sensitive column, and with a
+    `unit` column, releases whose pseudonym is the unit's."""
     if job.releases is None:
         raise ConfigError(
             "the config has no releases; add releases: {pseudonym: COLUMN, series: [{name: N, table: "
             "T, sensitive_table: S}, ...]}"
         )
-    if job.unit_column:
+    if job.unit_column and job.releases.pseudonym != job.unit_column:
         raise ConfigError(
-            f"inference reads each release as one row per person; with unit {job.unit_column!r} a person may have "
-            "several, which it does not follow yet: remove unit for the inference job (its releases keep one row "
-            "per person), or leave inference out"
+            f"releases.pseudonym is {job.releases.pseudonym!r}, but the persons are named by unit column "
+            f"{job.unit_column!r}: set releases.pseudonym to it (each person's rows are read as one)"
         )
     if len(job.sensitive) != 1:
         raise ConfigError(
@@ -104,10 +104,14 @@ def infer(
         if ownership.check_target(conn, target, replace, "inference.table"):
             db.drop_table(conn, db.q(target.schema, target.table))
         output = (target.schema, target.table)
+    series = job.releases
+    if job.unit_column:  # each person's rows in a release are one (their class or bucket, their sensitive value)
+        distinct = tuple(dataclasses.replace(r, distinct=True) for r in series.releases)
+        series = dataclasses.replace(series, releases=distinct)
     tables = ReleaseTables(
         db=db,
         conn=conn,
-        series=job.releases,
+        series=series,
         sensitive=job.sensitive[0],
         hierarchies=hierarchies,
         qi_columns=list(hierarchies),
