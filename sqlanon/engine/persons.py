@@ -35,8 +35,6 @@ from ..model.job import Job, QuasiIdentifier
 #: how a person's lowest common ancestor is written as a value of its QI (then its level, a dot, and the ancestor's
 #: code among its level's labels); a hierarchy holding a value that starts so is refused where persons disagree
 LCA_PREFIX = "~lca~"
-#: examples of persons named in a message
-SHOWN = 3
 
 
 @dataclass(kw_only=True)
@@ -175,7 +173,11 @@ def _distinct_persons(
         rows, named = db.execute(
             conn, db.as_text(conn, sa.select(sa.func.count(), sa.func.count(counted.distinct())))
         ).one()
-        return persons, {} if rows == named else _varying_columns(db, conn, job, source, persons, columns)
+        if rows == named:
+            return persons, {}
+        varying = _varying_columns(db, conn, job, source, persons, columns)
+        assert varying, "a person with two distinct rows has two values of some column"
+        return persons, varying
     except Exception:
         db.drop_table(conn, persons)
         raise
@@ -192,8 +194,8 @@ def _varying_columns(
     rows = sa.func.count()
 
     def differs(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:  # two values, or NULL and not
-        values = sa.func.count(column)
-        return sa.or_(sa.func.min(column) != sa.func.max(column), sa.and_(values > 0, values < rows))
+        values, text = sa.func.count(column), sa.cast(column, sa.String)  # text: PostgreSQL has no MIN(boolean)
+        return sa.or_(sa.func.min(text) != sa.func.max(text), sa.and_(values > 0, values < rows))
 
     per_person = (
         sa.select(

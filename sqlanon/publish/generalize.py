@@ -124,13 +124,7 @@ def publish_generalization(
                 written,
                 str(plan.target),
                 star.published_rows,
-                [
-                    (column, value)
-                    for column in published
-                    if db.name_key(column) not in qis
-                    for value in [_published_value(db, star, plan, column)]
-                    if value is not None
-                ],
+                _as_published(db, star, plan, [c for c in published if db.name_key(c) not in qis]),
                 every_row=not suppressing or plan.mode == "mask",
             )
             qi_columns = [d.column for d in star.dimensions]
@@ -212,6 +206,13 @@ def _published_value(db: Database, star: StarSchema, plan: Publication, column: 
     if star.persons is not None and plan.unit is not None and db.same_name(column, plan.unit):
         return value
     return plan.pseudonyms.select(db, plan.identifying, column, value)
+
+
+def _as_published(db: Database, star: StarSchema, plan: Publication, columns: list[str]) -> list[tuple[str, str]]:
+    """Each of the published `columns` with its value computed from the published rows (`_published_value`): what
+    `audit.check_published_values` compares."""
+    values = [(column, _published_value(db, star, plan, column)) for column in columns]
+    return [(column, value) for column, value in values if value is not None]
 
 
 def unchanged_columns(
