@@ -1,9 +1,10 @@
 """`sqlanon profile` on a wide table: 200 columns of 2 to 1M distinct values (an id, codes, some measures),
 1M rows by default, DuckDB (PostgreSQL with --postgres: 200 columns of a row store are 200 scans there). Prints
 the seconds of the profile (every column alone, then every combination of up to 3 of the 12 candidates: 298
-groupings) beside one GROUP BY of three of the columns, same run.
+groupings, then up to --greedy columns added one at a time, each step a grouping per column) beside one GROUP BY
+of three of the columns, same run.
 
-    python bench/bench_profile.py [--rows 1000000] [--columns 200] [--postgres]
+    python bench/bench_profile.py [--rows 1000000] [--columns 200] [--greedy 3] [--postgres]
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--columns", type=int, default=200)
+    parser.add_argument("--greedy", type=int, default=3)
     parser.add_argument("--postgres", action="store_true")
     args = parser.parse_args()
     rows = []
@@ -63,9 +65,10 @@ def main() -> None:
         make_table(url, args.rows, args.columns)
         base, _ = timed(lambda: group_by(url), 3)
         started = time.perf_counter()
-        found = profile(url, "wide")
+        found = profile(url, "wide", greedy=args.greedy)
         seconds = time.perf_counter() - started
-        groupings = len(found.columns) + len(found.combinations)
+        greedy = [c for c in found.combinations if c.greedy]
+        groupings = len(found.columns) + len(found.combinations) + len(greedy) * (args.columns - 3)
         rows.append([engine, f"one GROUP BY of 3 columns of 30,000 values, {args.rows:,} rows", f"{base:.3f}", "1x"])
         rows.append(
             [
@@ -75,6 +78,9 @@ def main() -> None:
                 f"{seconds / base:.0f}x",
             ]
         )
+        for step in greedy:
+            what = f"greedy: {', '.join(step.columns)} ({step.singled_out:.1%} alone)"
+            rows.append([engine, what, "", ""])
         chosen = found.suggested
         if chosen is not None:
             what = f"suggested quasi-identifiers: {', '.join(chosen.columns)} ({chosen.singled_out:.1%} alone)"

@@ -688,15 +688,24 @@ def profile(
     unit: str | None = None,
     max_size: int = 3,
     candidates: int = 12,
+    greedy: int = 3,
     options: RunOptions | None = None,
 ) -> Profile:
     """Which columns of `table` identify people, before any job: each column's distinct values and the share of
     rows (or of persons, named by `unit`) it singles out, the same for every combination of up to `max_size` of
-    the `candidates` columns that may be quasi-identifiers, suggested roles, and a job to start from
-    (`Profile.job_yaml()`). Reads the table, writes nothing."""
+    the `candidates` columns that may be quasi-identifiers and for up to `greedy` more columns added one at a time
+    to the best of them, suggested roles, and a job to start from (`Profile.job_yaml()`). Reads the table, writes
+    nothing."""
     options = options or RunOptions()
     return profile_table(
-        db_url, table, schema, unit=unit, max_size=max_size, candidates=candidates, progress=options.progress
+        db_url,
+        table,
+        schema,
+        unit=unit,
+        max_size=max_size,
+        candidates=candidates,
+        greedy=greedy,
+        progress=options.progress,
     )
 
 

@@ -75,6 +75,38 @@ def test_profile_on_postgresql(pg_server: str, pg_schema: str):
     _check(profile(pg_server, "people", pg_schema))
 
 
+def greedy(start: tuple[str, ...], columns: list[str], steps: int) -> list[tuple[tuple[str, ...], float]]:
+    """The greedy search in Python: each step adds the column that singles out the most with those chosen."""
+    found, chosen = [], start
+    for _ in range(steps):
+        rest = [c for c in columns if c not in chosen]
+        if not rest:
+            break
+        best = max(rest, key=lambda c: alone((*chosen, c)))
+        if alone((*chosen, best)) <= alone(chosen):
+            break
+        chosen = (*chosen, best)
+        found.append((chosen, alone(chosen)))
+    return found
+
+
+@pytest.mark.parametrize("steps", [0, 1, 3])
+def test_the_greedy_search_adds_columns_beyond_the_candidates_as_python_does(tmp_path: Path, steps: int):
+    """One candidate (birth_year, the most values) and combinations of one column: the greedy search then adds
+    columns the candidates left out (zip, visits), one at a time as a search in Python does."""
+    url = f"duckdb:///{tmp_path / 'p.duckdb'}"
+    _load(url)
+    found = profile(url, "people", max_size=1, candidates=1, greedy=steps)
+    tried = [(c.columns, c.singled_out) for c in found.combinations if c.greedy]
+    expected = greedy(("birth_year",), ["zip", "birth_year", "visits", "sex"], steps)
+    assert [columns for columns, _ in tried] == [columns for columns, _ in expected]
+    assert [share for _, share in tried] == pytest.approx([share for _, share in expected])
+    # birth_year and zip single out 40%, with visits everyone: nothing more to add after two steps
+    assert len(tried) == len(expected) == min(steps, 2) and all(len(c) == 2 + i for i, (c, _) in enumerate(tried))
+    if steps == 3:  # the smallest combination reaching half, now of three columns: the greedy one
+        assert set(found.quasi_identifiers) == set(min((c for c, s in tried if s >= 0.5), key=len))
+
+
 def test_profile_by_person(tmp_path: Path):
     """With a unit column, a person's repeated rows count once: a zip shared by one person's visits only
     singles that person out."""
@@ -111,5 +143,7 @@ def test_bad_profile_requests_are_refused(tmp_path: Path):
         profile(url, "people", unit="nobody")
     with pytest.raises(ConfigError, match="--max-size must be between 1 and 4"):
         profile(url, "people", max_size=7)
+    with pytest.raises(ConfigError, match="--greedy must be 0 or more"):
+        profile(url, "people", greedy=-1)
     answer = CliRunner().invoke(main, ["profile", "nobody", "--db", url])
     assert answer.exit_code == 2 and "not found" in answer.output

@@ -3,7 +3,11 @@
 Every column's distinct values, NULLs and the share of rows (or persons, with a `unit` column) it singles out on
 its own; then every combination of up to `max_size` of the candidate columns (those that are neither identifiers
 nor constants nor unique measurements, the `candidates` with the most values) and the share it singles out, many
-groupings per statement (engine.profile). From those, suggested roles and a job file to start from:
+groupings per statement (engine.profile); then, from the combination of `max_size` columns that singles out the
+most, a greedy search adds up to `greedy` more columns one at a time, each the one of all such columns (not only
+the candidates: a two-valued column such as sex among them) that singles out the most with those chosen before, as
+long as one adds anything (one statement per step of as many groupings as columns). From those, suggested roles and
+a job file to start from:
 
 - identifying: a column that alone singles out most rows (an id, a name, an e-mail), neither a continuous
   number nor a date;
@@ -19,6 +23,7 @@ These are suggestions from the data's shape, which cannot tell what an attacker 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -27,13 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..backends import ColumnKind, normalize_url, open_database
+from ..backends import ColumnKind, Database, normalize_url, open_database
 from ..engine import profile as profile_sql
 from ..errors import ConfigError
 from ..model.progress import Progress, silent
 
 if TYPE_CHECKING:
     import pandas as pd
+    from sqlalchemy.engine import Connection
 
 IDENTIFYING_SHARE = 0.9  # a column that alone singles out this share of the rows names people
 QI_SHARE = 0.5  # the quasi-identifiers suggested: the smallest combination singling out this share
@@ -56,6 +62,7 @@ class Combination:
     columns: tuple[str, ...]
     distinct: int
     singled_out: float
+    greedy: bool = False  # found by the greedy search beyond max_size (else by trying every combination)
 
 
 @dataclass(kw_only=True)
@@ -135,6 +142,7 @@ def profile_table(
     unit: str | None = None,
     max_size: int = 3,
     candidates: int = 12,
+    greedy: int = 3,
     progress: Progress = silent,
 ) -> Profile:
     """Profile `table` (nothing is written): see the module docstring."""
@@ -142,6 +150,8 @@ def profile_table(
         raise ConfigError(f"--max-size must be between 1 and 4, got {max_size}")
     if candidates < 1:
         raise ConfigError(f"--candidates must be at least 1, got {candidates}")
+    if greedy < 0:
+        raise ConfigError(f"--greedy must be 0 or more, got {greedy}")
     db = open_database(normalize_url(db_url, Path.cwd()))
     try:
         with db.connect() as conn:
@@ -154,7 +164,8 @@ def profile_table(
             kinds = {c: db.column_kind(types[c]) for c in columns}
             numeric = [c for c in columns if kinds[c] is not ColumnKind.OTHER]
             ref = db.q(schema, table)
-            progress("profile: the columns", 0, 2)
+            steps = 2 + greedy
+            progress("profile: the columns", 0, steps)
             rows, persons, figures = profile_sql.column_figures(db, conn, ref, columns, numeric, unit)
             counted = (persons if unit else rows) or 1
             alone = profile_sql.singled_out(db, conn, ref, [[c] for c in columns], unit)
@@ -171,21 +182,63 @@ def profile_table(
                         role=_role(kinds[c], types[c], distinct, share),
                     )
                 )
-            progress("profile: combinations of columns", 1, 2)
-            pool = sorted((c for c in found.columns if c.role == "insensitive"), key=lambda c: -c.distinct)
-            pool = pool[:candidates]
-            groupings = [
-                g for size in range(1, max_size + 1) for g in itertools.combinations([c.name for c in pool], size)
-            ]
-            for grouping, (distinct, single) in zip(groupings, profile_sql.singled_out(db, conn, ref, groupings, unit)):
-                found.combinations.append(
-                    Combination(columns=grouping, distinct=distinct, singled_out=single / counted)
-                )
-            progress("profile: combinations of columns", 2, 2)
+            progress("profile: combinations of columns", 1, steps)
+            every = sorted((c for c in found.columns if c.role == "insensitive"), key=lambda c: -c.distinct)
+            pool = [c.name for c in every[:candidates]]
+            groupings = [g for size in range(1, max_size + 1) for g in itertools.combinations(pool, size)]
+            found.combinations += _tried(db, conn, ref, groupings, unit, counted)
+            largest = [c for c in found.combinations if len(c.columns) == max_size]
+            if largest:
+                start = max(largest, key=lambda c: c.singled_out)
+                extend = _Greedy(db, conn, ref, unit, counted, progress)
+                found.combinations += extend(start, [c.name for c in every], greedy)
+            progress("profile: combinations of columns", steps, steps)
     finally:
         db.dispose()
     _suggest_quasi_identifiers(found, {c: figures[c][1:] for c in columns}, kinds)
     return found
+
+
+def _tried(
+    db: Database, conn: Connection, ref: str, groupings: list[tuple[str, ...]], unit: str | None, counted: int
+) -> list[Combination]:
+    """The combinations `groupings`, each with what it singles out (engine.profile, many per statement)."""
+    figures = profile_sql.singled_out(db, conn, ref, groupings, unit)
+    return [Combination(columns=g, distinct=d, singled_out=n / counted) for g, (d, n) in zip(groupings, figures)]
+
+
+@dataclass
+class _Greedy:
+    """The greedy search beyond the combinations tried (see the module docstring) over `ref`'s rows, counted by
+    `unit` (`counted` of them in all)."""
+
+    db: Database
+    conn: Connection
+    ref: str
+    unit: str | None
+    counted: int
+    progress: Progress
+
+    def __call__(self, start: Combination, columns: list[str], steps: int) -> list[Combination]:
+        """Up to `steps` combinations, each `start`'s (then the previous one's) with one more of `columns`: the one
+        that singles out the most with it, as long as one singles out more than it does."""
+        found, chosen = [], start
+        for step in range(steps):
+            rest = [c for c in columns if c not in chosen.columns]
+            if not rest or chosen.singled_out >= 1:
+                break
+            self.progress(f"profile: {len(chosen.columns) + 1} columns, greedily", 2 + step, 2 + steps)
+            tried = _tried(self.db, self.conn, self.ref, [(*chosen.columns, c) for c in rest], self.unit, self.counted)
+            best = max(tried, key=_singling)
+            if best.singled_out <= chosen.singled_out:
+                break
+            chosen = dataclasses.replace(best, greedy=True)
+            found.append(chosen)
+        return found
+
+
+def _singling(combination: Combination) -> tuple[float, int]:
+    return combination.singled_out, combination.distinct
 
 
 def _role(kind: ColumnKind, type_name: str, distinct: int, share: float) -> str:

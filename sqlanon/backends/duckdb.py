@@ -168,8 +168,10 @@ class DuckDB(Database):
 
     def _limit_memory(self, memory_limit: str, temp_directory: Path | None) -> None:
         """Every connection sets DuckDB's memory limit (and spill folder), so a large table spills to disk
-        instead of taking the machine's memory (DuckDB's own default is 80% of it)."""
-        settings = [f"SET memory_limit = {quote_literal(memory_limit)}"]
+        instead of taking the machine's memory (DuckDB's own default is 80% of it), and turns off DuckDB's own
+        progress bar, which drew itself on stderr over a statement of more than two seconds, through sqlanon's
+        bars and into a Python program's output."""
+        settings = [f"SET memory_limit = {quote_literal(memory_limit)}", "SET enable_progress_bar = false"]
         if temp_directory is not None:
             temp_directory.mkdir(parents=True, exist_ok=True)
             settings.append(f"SET temp_directory = {quote_literal(str(temp_directory))}")

@@ -1085,6 +1085,14 @@ def _option_pair(text: str) -> tuple[str, str]:
     help="Columns combined (those with the most values, identifiers and constants aside).",
 )
 @click.option(
+    "--greedy",
+    type=click.IntRange(0, 40),
+    default=3,
+    show_default=True,
+    help="Columns then added one at a time to the best combination of --max-size, each the one of all columns "
+    "that singles out the most with it.",
+)
+@click.option(
     "--job", "job_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the suggested job here."
 )
 @click.option("--replace", is_flag=True, help="Overwrite --job's file if it exists.")
@@ -1096,6 +1104,7 @@ def profile_command(
     unit: str | None,
     max_size: int,
     candidates: int,
+    greedy: int,
     job_file: Path | None,
     replace: bool,
     fmt: str,
@@ -1104,7 +1113,8 @@ def profile_command(
 
     For every column: its distinct values, NULLs and the share of rows (of
     persons, with --unit) it singles out alone; then the combinations of up
-    to --max-size columns that single out the most. Suggests roles
+    to --max-size columns that single out the most, and up to --greedy more
+    columns added one at a time to the best of them. Suggests roles
     (identifying, quasi-identifier, ...) from the data's shape, and with
     --job writes a job file to start from. Reads the table, writes nothing
     else.
@@ -1119,6 +1129,7 @@ def profile_command(
             unit=unit,
             max_size=max_size,
             candidates=candidates,
+            greedy=greedy,
             options=RunOptions(progress=progress),
         )
     if job_file is not None:
