@@ -284,6 +284,10 @@ def _anatomy_by_persons(tmp_path: Path, url: str) -> list[tuple]:
         assert conn.exec_driver_sql('SELECT SUM("count") FROM visits_anon_sensitive').scalar_one() == 60
     engine.dispose()
     assert buckets_of_a_person == 1
+    # each person's pseudonym, computed once per person, is the HMAC of their identifier
+    assert {row[0] for row in published} == {
+        hmac.new(KEY.encode(), f"p{p}".encode(), hashlib.sha256).hexdigest() for p in range(60)
+    }
     return [tuple(row) for row in published]
 
 

@@ -64,9 +64,10 @@ def published_selects(
     """The SELECTs of the QI table (the `published` columns and the bucket) and of the sensitive table (bucket,
     value, count) from the scratch table `assigned` that `bucket_assignment` made. With `rows` (the source, the
     SQL of each published column over its rows, the unit column), `assigned` holds one row per person (u0: the
-    unit), and every row of the source goes to its person's bucket. With `counterfeits` (a scratch table of
-    BUCKET, VALUE: see engine.invariant), their values are counted in their buckets too."""
-    t = db.ref_table(assigned, [f"u{k}" for k in range(len(published))] + [VALUE, BUCKET])
+    unit, u1: its pseudonym, computed once per person), and every row of the source goes to its person's bucket.
+    With `counterfeits` (a scratch table of BUCKET, VALUE: see engine.invariant), their values are counted in their
+    buckets too."""
+    t = db.ref_table(assigned, [f"u{k}" for k in range(max(len(published), 2))] + [VALUE, BUCKET])
     counted = [t.c[BUCKET], t.c[VALUE].label(sensitive), func.count().label(COUNT_COLUMN)]
     held: sa.SelectBase = select(*counted).group_by(t.c[BUCKET], t.c[VALUE])
     if counterfeits is not None:
@@ -78,9 +79,21 @@ def published_selects(
     else:
         source, values, unit = rows
         r = db.ref_table(source, [unit]).alias("t")
-        kept: list[Any] = [sa.literal_column(value).label(c) for value, c in zip(values, published)]
+        kept: list[Any] = [
+            t.c.u1.label(c) if db.same_name(c, unit) else sa.literal_column(value).label(c)
+            for value, c in zip(values, published)
+        ]
         qi_rows = select(*kept, t.c[BUCKET]).select_from(r.join(t, t.c.u0 == r.c[unit]))
     return db.as_text(conn, qi_rows), db.as_text(conn, held)
+
+
+def rows_of_persons(db: Database, conn: Connection, source: str, columns: list[str], unit: str, assigned: str) -> str:
+    """A FROM item of the source's rows (its `columns`) with the `unit` column as its person's pseudonym, from the
+    persons' buckets `assigned` (u0: the unit, u1: its pseudonym): what a QI table by persons is checked against."""
+    r = db.ref_table(source, columns).alias("r")
+    a = db.ref_table(assigned, ["u0", "u1"]).alias("a")
+    selected = [a.c.u1.label(c) if db.same_name(c, unit) else r.c[c] for c in columns]
+    return "(" + db.as_text(conn, select(*selected).select_from(r.join(a, a.c.u0 == r.c[unit]))) + ")"
 
 
 def counterfeit_rows(db: Database, conn: Connection, counterfeits: str | None) -> str:

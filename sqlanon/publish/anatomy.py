@@ -292,10 +292,14 @@ def publish_bucketized(
         assigned, counterfeits, kept = _draw(db, conn, job, drawing, published, values, ledger if invariant else None)
         phases.step("writing the tables")
         selects = bucket_sql.published_selects(db, conn, assigned, published, sensitive, by_person, counterfeits)
+        checked = source_ref
+        if job.unit_column:  # the rows with their person's pseudonym, as the QI table writes them
+            checked = bucket_sql.rows_of_persons(db, conn, source_ref, columns, job.unit_column, assigned)
         written = _Written(
             targets=targets,
             published=published,
             source_ref=source_ref,
+            checked=checked,
             counted=counted,
             rows=rows,
             counterfeits=counterfeits,
@@ -349,10 +353,9 @@ def _draw(
     where. With a unit, persons are bucketized (u0: the person; u1: their pseudonym, for the invariant buckets)."""
     person = next((k for k, c in enumerate(published) if job.ledger and db.same_name(c, job.ledger.person)), None)
     layout = ([f"u{k}" for k in range(len(values))], f"u{person}")  # the records' columns, the pseudonym's
-    if job.unit_column:
-        drawn_person = [f"t.{db.q(job.unit_column)} AS u0"]
-        if invariant is not None and person is not None:  # Anatomy.check: with a unit, the ledger's person is it
-            drawn_person.append(f"{values[person]} AS u1")
+    if job.unit_column:  # u1: the unit's pseudonym, once per person (with the ledger, its person: Anatomy.check)
+        unit = next(k for k, c in enumerate(published) if db.same_name(c, job.unit_column))
+        drawn_person = [f"t.{db.q(job.unit_column)} AS u0", f"{values[unit]} AS u1"]
         drawing, layout = dataclasses.replace(drawing, select=drawn_person), (["u0", "u1"], "u1")
     if invariant is None:
         return drawing.assign(db, conn), None, None
@@ -408,6 +411,7 @@ class _Written:
     targets: BucketTargets
     published: list[str]
     source_ref: str
+    checked: str  # what the QI table's values are checked against: the source, or its rows with persons' pseudonyms
     counted: str
     rows: int
     counterfeits: str | None
@@ -467,13 +471,15 @@ def _audit(
         what = "rows" if job.unit_column is None else "persons (counted once in each bucket)"
         raise AuditError(f"the QI table has {report['rows']} {what}, the source {rows}; nothing was written")
     check_published_columns(db, conn, qi.ref, str(targets.qi), published + [BUCKET])
+    # by persons, `checked` holds the unit's pseudonym already: it is compared as it is, not as an identifier
+    identifying = [i for i in job.identifying if not (job.unit_column and db.same_name(i.column, job.unit_column))]
     check_published_values(
         db,
         conn,
         qi.ref,
         str(targets.qi),
-        plan.source_ref,
-        unchanged_columns(db, pseudonyms, job.identifying, published),
+        plan.checked,
+        unchanged_columns(db, pseudonyms, identifying, published),
         every_row=True,
     )
     check_published_columns(db, conn, sa.ref, str(targets.sensitive), [BUCKET, sensitive, COUNT_COLUMN])
