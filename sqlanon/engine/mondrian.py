@@ -737,11 +737,14 @@ def _number_text(value: Column) -> Column:
 @dataclass(frozen=True)
 class PersonRows:
     """Where Mondrian partitioned a job's persons (one row each, `engine.persons.person_table`): the source whose
-    rows are published (`ref`, its `columns`) and the `unit` column that names each row's person."""
+    rows are published (`ref`, its `columns`; a table or a FROM item), the `unit` column that names each row's
+    person, and the column of `ref` that holds the unit as the persons' table does (`key`: the unit's own, or the
+    unit as it is beside its pseudonym, see Persons.pseudonymized_rows)."""
 
     ref: str
     columns: list[str]
     unit: str
+    key: str
 
 
 def published_rows(
@@ -770,7 +773,7 @@ def published_rows(
     rid, first = "t.rid", f"{rows} t"
     if persons is not None:  # each row of the source, by its person, to its person's row of Mondrian's
         unit = next(k for k, c in enumerate(mondrian.columns) if db.same_name(c, persons.unit))
-        rid, first = "p.rid", f"{persons.ref} t JOIN {rows} p ON p.u{unit} = t.{db.q(persons.unit)}"
+        rid, first = "p.rid", f"{persons.ref} t JOIN {rows} p ON p.u{unit} = t.{db.q(persons.key)}"
     return (
         f"SELECT {', '.join(select_list)} FROM {first} JOIN {done} w ON w.rid = {rid} "
         f"JOIN {mondrian.store_labels(mean)} g ON g.part = w.part"

@@ -467,9 +467,7 @@ def build_star_schema(
             raise DataError(f"table {src.table!r} is empty; there is nothing to anonymize")
         # below, the search's badly planned joins still take a moment; the verbs that join a whole source with its
         # dimensions at any size (publication, inference) plan them with hash joins themselves (Database.hash_joins)
-        if job.unit_column:
-            db.analyze(conn, source)
-        elif rows >= STATISTICS_ROWS:
+        if rows >= STATISTICS_ROWS and not job.unit_column:  # a persons' table is analyzed as it is made
             db.plan_source_joins(conn, src.schema, src.table)
         for criterion in criteria:
             criterion.check_table_size(rows)

@@ -5,7 +5,8 @@ through the staged, audited path. The partitioning itself (the rounds, in SQL) i
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,11 +15,11 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..engine.audit import AuditReport, audit_table, check_published_columns, check_published_values
 from ..engine.mondrian import Mondrian, MondrianQI, MondrianResult, PersonRows, published_rows
-from ..engine.persons import person_columns, person_table, person_table_name
+from ..engine.persons import PERSON_KEY, Persons, person_columns, person_table, person_table_name
 from ..engine.star import kinds_by_key, needed_sensitive
 from ..errors import AuditError, ConfigError
 from ..model.hierarchies import Hierarchy
-from ..model.job import Job, _choice
+from ..model.job import Identifier, Job, _choice
 from ..model.progress import Phases, Progress, silent
 from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
@@ -104,50 +105,82 @@ def publish_partitioned(
     run_id: int,
     rows: int,
     source_columns: list[str],
+    persons: str | None = None,
     progress: Progress = silent,
 ) -> tuple[AuditReport, list[dict[str, Any]]]:
     """Write the partitioned table of a finished `work` through the staged, audited path (in the caller's
     transaction), drop the work tables; the audit's report and the first published rows. `rows`: what `work`
-    partitioned (the source's rows, or its persons where the job names their column); `source_columns`: the
-    source's."""
+    partitioned (the source's rows, or its persons, `persons` their table, where the job names their column);
+    `source_columns`: the source's."""
     assert job.output is not None
     phases = Phases(progress, "publish", 3)
     phases.step("writing the table")
     src = destination.source
-    persons = None
-    if job.unit_column:
-        persons = PersonRows(ref=db.q(src.schema, src.table), columns=source_columns, unit=job.unit_column)
-    select, published = published_rows(
-        db,
-        work,
-        lambda column, value: pseudonyms.select(db, job.identifying, column, value),
-        job.output.settings["numeric"] == "mean",
-        persons,
-    )
-    with staged_table(db, conn, destination=destination, select=select, ownership=ownership, run_id=run_id) as staged:
-        phases.step("checking its columns and values")
-        check_published_columns(db, conn, staged.ref, str(destination.name), published)
-        qis = {db.name_key(q) for q in job.qi_names}
-        check_published_values(
+    with _rows_of(db, conn, job, db.q(src.schema, src.table), source_columns, persons, pseudonyms, run_id) as found:
+        published_from, person_rows, identifying = found
+        select, published = published_rows(
             db,
-            conn,
-            staged.ref,
-            str(destination.name),
-            db.q(src.schema, src.table),
-            unchanged_columns(db, pseudonyms, job.identifying, [c for c in published if db.name_key(c) not in qis]),
-            every_row=True,
+            work,
+            lambda column, value: pseudonyms.select(db, identifying, column, value),
+            job.output.settings["numeric"] == "mean",
+            person_rows,
         )
-        phases.step("auditing")
-        unit = job.unit_column  # published under the job's name for it, as a pseudonym
-        report = audit_table(
-            db, conn, staged.ref, qi_columns=job.qi_names, sensitive=job.sensitive, criteria=job.criteria, unit=unit
-        )
-        if not report.ok or report.rows != rows:
-            failed = ", ".join(name for name, ok in report.holds.items() if not ok) or f"{report.counted} count"
-            raise AuditError(f"the partitioned table failed its audit ({failed}); nothing was written")
-        staged.audited(rows if unit is None else db.count_rows(conn, staged.ref))
+        with staged_table(
+            db, conn, destination=destination, select=select, ownership=ownership, run_id=run_id
+        ) as staged:
+            phases.step("checking its columns and values")
+            check_published_columns(db, conn, staged.ref, str(destination.name), published)
+            qis = {db.name_key(q) for q in job.qi_names}
+            check_published_values(
+                db,
+                conn,
+                staged.ref,
+                str(destination.name),
+                published_from,
+                unchanged_columns(db, pseudonyms, identifying, [c for c in published if db.name_key(c) not in qis]),
+                every_row=True,
+            )
+            phases.step("auditing")
+            unit = job.unit_column  # published under the job's name for it, as a pseudonym
+            report = audit_table(
+                db, conn, staged.ref, qi_columns=job.qi_names, sensitive=job.sensitive, criteria=job.criteria, unit=unit
+            )
+            if not report.ok or report.rows != rows:
+                failed = ", ".join(name for name, ok in report.holds.items() if not ok) or f"{report.counted} count"
+                raise AuditError(f"the partitioned table failed its audit ({failed}); nothing was written")
+            staged.audited(rows if unit is None else db.count_rows(conn, staged.ref))
     work.drop()
     return report, preview(db, conn, destination.name)
+
+
+@contextmanager
+def _rows_of(
+    db: Database,
+    conn: Connection,
+    job: Job,
+    source: str,
+    columns: list[str],
+    persons: str | None,
+    pseudonyms: Pseudonyms,
+    run_id: int,
+) -> Iterator[tuple[str, PersonRows | None, list[Identifier]]]:
+    """Within: what the published rows are read from (the source, or with `persons` its rows with each person's
+    pseudonym computed once, see Persons.pseudonymized_rows), where Mondrian's persons are joined to them, and the
+    identifiers still to pseudonymize row by row (all but a unit, already done)."""
+    unit = job.unit_column
+    if unit is None or persons is None:
+        yield source, None, list(job.identifying)
+        return
+
+    def pseudonym(value: str) -> str:
+        found = pseudonyms.select(db, job.identifying, unit, value)
+        assert found is not None, "a unit is published as a pseudonym (the job's checks)"
+        return found
+
+    holder = Persons(table=persons, rows=source, source=source, unit=unit)
+    with holder.pseudonymized_rows(db, conn, columns, pseudonym, f"pseudonyms_{run_id}", keyed=True) as rows:
+        identifying = [i for i in job.identifying if not db.same_name(i.column, unit)]
+        yield rows, PersonRows(ref=rows, columns=columns, unit=unit, key=PERSON_KEY), identifying
 
 
 def partition_and_publish(
@@ -209,6 +242,7 @@ def partition_and_publish(
         run_id=run_id,
         rows=rows,
         source_columns=list(columns),
+        persons=persons,
         progress=progress,
     )
     if persons is not None:
