@@ -135,7 +135,7 @@ def audit_table(
     params: dict[str, object] = {}
     masked = _masked_condition(db, masked_top, params) if masked_top else "1 = 0"
     released = f"SELECT * FROM {table_ref} WHERE NOT ({masked})"
-    first = ""  # a common table expression before the published classes'
+    first = ""  # a common table expression before the published classes
     if unit is not None:  # one row per person: each of its classes (and values) counted once; read twice below
         distinct_rows = persons_select(db, table_ref, unit, qi_columns + sensitive, f"NOT ({masked})")
         first, released = f"released AS MATERIALIZED ({distinct_rows}), ", "SELECT * FROM released"
@@ -174,7 +174,8 @@ def audit_table(
         ]
     if masked_top or unit is not None:  # the masked tuples, and the persons released (each once)
         person, distinct = ("1", "") if unit is None else (db.q(unit), "DISTINCT ")
-        # without masking, a unit's persons are those of its distinct released rows (1M persons' of 2.5M visits)
+        # without masking, a unit's released persons are those of its distinct released rows: a count over them,
+        # not over every written row (1M persons' rows, not their 2.5M visits)
         counted = "released" if unit is not None and not masked_top else table_ref
         sources.append(
             f"(SELECT COUNT({distinct}CASE WHEN {masked} THEN {person} END) AS masked, "
