@@ -42,8 +42,9 @@ LCA_PREFIX = "~lca~"
 @dataclass(kw_only=True)
 class Persons:
     """A run's persons' table (`table`, a session's scratch table), the FROM item whose rows a publication writes
-    (`rows`: the source, or the source with each QI that varies within a person replaced by the person's value), and
-    per such QI its hierarchy with the persons' common ancestors added (`hierarchies`)."""
+    (`rows`: the source, until `pseudonymized_rows` gives the rows with each person's pseudonym and, for each QI
+    that varies within a person (`varying`), the person's value), and per such QI its hierarchy with the persons'
+    common ancestors added (`hierarchies`)."""
 
     table: str
     rows: str
@@ -135,7 +136,6 @@ def counted_persons(
     run_id: int,
     sensitive: Sequence[str],
     hierarchy_of: Callable[[QuasiIdentifier], Hierarchy],
-    source_columns: list[str],
 ) -> Persons:
     """The persons a lattice search counts: `person_table`'s, but where a person's rows disagree on a QI, the
     person's value is the lowest common ancestor of their values in its hierarchy (`hierarchy_of`, the QI's
@@ -166,9 +166,8 @@ def counted_persons(
             UserWarning,
             stacklevel=2,
         )
-    rows = _rows_with_persons(db, conn, job, source, source_columns, persons, list(varying))
     return Persons(
-        table=persons, rows=rows, source=source, unit=job.unit_column, varying=list(varying), hierarchies=extended
+        table=persons, rows=source, source=source, unit=job.unit_column, varying=list(varying), hierarchies=extended
     )
 
 
@@ -372,21 +371,6 @@ def ancestor_areas(hierarchy: Hierarchy) -> Callable[[str], tuple[int, int]]:
         return 0, counts[(level, paths[value][level])]
 
     return area
-
-
-def _rows_with_persons(
-    db: Database, conn: Connection, job: Job, source: str, columns: list[str], persons: str, varying: list[str]
-) -> str:
-    """The FROM item of the rows a publication writes: the source's `columns`, each of `varying` replaced by its
-    person's value in the persons' table (a join on the unit)."""
-    assert job.unit_column is not None
-    unit = job.unit_column
-    rows = db.ref_table(source, columns).alias("r")
-    person = db.ref_table(persons, [unit, *varying]).alias("p")
-    query = sa.select(*(person.c[c] if c in varying else rows.c[c] for c in columns)).select_from(
-        rows.join(person, rows.c[unit] == person.c[unit])
-    )
-    return "(" + db.as_text(conn, query) + ")"
 
 
 def persons_select(db: Database, table: str, unit: str, columns: list[str], where: str = "") -> str:

@@ -459,7 +459,7 @@ def build_star_schema(
             file = files.get(qi.column)
             return file.load() if file is not None else generated_hierarchy(db, conn, table, qi)
 
-        persons = counted_persons(db, conn, job, table, run_id, sensitive, hierarchy_of, list(columns))
+        persons = counted_persons(db, conn, job, table, run_id, sensitive, hierarchy_of)
         source = persons.table
     try:  # the persons' table goes with an error, as the dimension tables do below
         rows = db.count_rows(conn, source)

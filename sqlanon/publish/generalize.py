@@ -182,18 +182,15 @@ def _select_list(db: Database, star: StarSchema, plan: Publication, masking: boo
 def _with_persons_pseudonyms(
     db: Database, conn: Connection, star: StarSchema, plan: Publication, run_id: int
 ) -> Iterator[StarSchema]:
-    """Within: the star schema whose published rows carry each person's pseudonym, computed once per person (see
-    Persons.pseudonymized_rows), where a unit names them; else `star` itself."""
+    """Within: the star schema whose published rows carry each person's pseudonym, computed once per person, and
+    their common ancestors where their rows disagree (see Persons.pseudonymized_rows), where a unit names them;
+    else `star` itself."""
     persons, unit = star.persons, plan.unit
-    if persons is None or unit is None:
+    if persons is None:
         yield star
         return
-
-    def pseudonym(value: str) -> str:
-        found = plan.pseudonyms.select(db, plan.identifying, unit, value)
-        assert found is not None, "a unit is published as a pseudonym (the job's checks)"
-        return found
-
+    assert unit is not None, "a star schema counts persons for a plan by persons (steps.publish_node_of_run)"
+    pseudonym = plan.pseudonyms.sql_of(db, plan.identifying, unit)
     with persons.pseudonymized_rows(db, conn, star.source_columns, pseudonym, f"pseudonyms_{run_id}") as rows:
         yield dataclasses.replace(star, persons=dataclasses.replace(persons, rows=rows))
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -94,6 +94,18 @@ class Pseudonyms:
             if db.same_name(identifier.column, column):
                 return None if identifier.action == "drop" else self._hmac(db, identifier.column, value)
         return value
+
+    def sql_of(
+        self, db: Database, identifying: list[Identifier] | tuple[Identifier, ...], column: str
+    ) -> Callable[[str], str]:
+        """The SQL of pseudonymized `column`'s pseudonym over a value's SQL (a unit's, computed once per person)."""
+
+        def pseudonym(value: str) -> str:
+            found = self.select(db, identifying, column, value)
+            assert found is not None, "a unit is published as a pseudonym (the job's checks)"
+            return found
+
+        return pseudonym
 
     def _hmac(self, db: Database, column: str, value: str) -> str:
         if column in self.held:

@@ -171,12 +171,7 @@ def _rows_of(
     if unit is None or persons is None:
         yield source, None, list(job.identifying)
         return
-
-    def pseudonym(value: str) -> str:
-        found = pseudonyms.select(db, job.identifying, unit, value)
-        assert found is not None, "a unit is published as a pseudonym (the job's checks)"
-        return found
-
+    pseudonym = pseudonyms.sql_of(db, job.identifying, unit)
     holder = Persons(table=persons, rows=source, source=source, unit=unit)
     with holder.pseudonymized_rows(db, conn, columns, pseudonym, f"pseudonyms_{run_id}", keyed=True) as rows:
         identifying = [i for i in job.identifying if not db.same_name(i.column, unit)]
