@@ -719,9 +719,10 @@ CASES: dict[str, Case] = {
             _set("unit", "patient_id"),
         ),
     ),
-    "unit-person-in-two-classes-mondrian": Case(
+    "unit-person-numbers-disagree-mondrian": Case(
         "data",
-        "1 person(s) of unit column 'patient_id' have rows with different values of the quasi-identifier 'age'",
+        "1 person(s) of unit column 'patient_id' have rows with different values of the quasi-identifier 'age', "
+        "which is cut as a number",
         _then(
             _sql(
                 "UPDATE people SET patient_id = 1, occupation = (SELECT occupation FROM people WHERE patient_id = 1) "
@@ -730,6 +731,7 @@ CASES: dict[str, Case] = {
             _pseudonym_env("SQLANON_BAD_INPUT_KEY"),
             _set("unit", "patient_id"),
             _method("mondrian"),
+            lambda env: env.qi("age", None),
         ),
     ),
     "person-several-rows-anatomy": Case(

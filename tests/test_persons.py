@@ -520,13 +520,68 @@ def test_postgresql_publishes_common_ancestors_as_duckdb_does(pg_server: str, pg
     _check_common_ancestors_published(pg_server, tmp_path, pg_schema)
 
 
-def test_mondrian_refuses_persons_whose_rows_disagree_and_anatomy_publishes_their_rows_as_they_are(tmp_path):
+def _check_mondrian_of_disagreeing_persons(url: str, tmp_path: Path, schema: str | None = None) -> None:
+    """Mondrian by persons whose rows disagree on a QI (k = 1, down to single persons, and k = 3): every row of a
+    person is published with the same labels, each an ancestor (or the value) of every value of the person's rows
+    in its hierarchy, and every class holds at least k persons, counted from the written table."""
+    options = RunOptions(metadata_schema=f"{schema}_meta") if schema else None
+    covers = [{path[0]: set(path) for path in paths} for paths in HIERARCHIES]
+    for k in (1, 3):
+        output = {"table": f"visits_mondrian{k}", "method": "mondrian"}
+        job = _job(tmp_path, url, HIERARCHIES, k, 0, schema, output=output)
+        with pytest.warns(UserWarning, match=r"1 person\(s\) of unit column 'pid' have rows with different values"):
+            result = anonymize(job, options)
+        assert result.audit.counted == "persons" and result.audit.split_persons == 0
+        classes, rows, persons = _published(url, f"visits_mondrian{k}", schema)
+        assert rows == len(_varying_visits()) and persons == 60 and all(n >= k for *_, n in classes)
+        published = _published_values(url, f"visits_mondrian{k}", schema)
+        assert all(len(labels) == 1 for labels in published.values())  # a person's rows in one class
+        for pid, q0, q1, *_ in _varying_visits():
+            ((label0, label1),) = published[_pseudonym(pid)]
+            assert label0 in covers[0][q0] and label1 in covers[1][q1], (k, pid, q0, q1, label0, label1)
+        # p0 (z0, z2) is published at Z0 or above in all of its rows; p1 (a1, a3) at A1 or above
+        ((p0_zip, _),) = published[_pseudonym("p0")]
+        ((_, p1_age),) = published[_pseudonym("p1")]
+        assert p0_zip in {"Z0", "*"} and p1_age in {"A1", "*"}
+
+
+def test_mondrian_cuts_persons_whose_rows_disagree_at_their_common_ancestors(tmp_path):
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    _load(url, _varying_visits())
+    _check_mondrian_of_disagreeing_persons(url, tmp_path)
+
+
+def test_postgresql_mondrian_cuts_disagreeing_persons_as_duckdb_does(pg_server: str, pg_schema: str, tmp_path: Path):
+    _load(pg_server, _varying_visits(), pg_schema)
+    _check_mondrian_of_disagreeing_persons(pg_server, tmp_path, pg_schema)
+
+
+def test_mondrian_refuses_persons_whose_numbers_disagree_and_anatomy_publishes_their_rows_as_they_are(tmp_path):
     url = f"duckdb:///{tmp_path / 't.duckdb'}"
     rows = _diagnosed(_varying_visits())
     _load(url, rows)
-    mondrian = _job(tmp_path, url, HIERARCHIES, 3, 0, output={"table": "visits_anon", "method": "mondrian"})
-    with pytest.raises(DataError, match="quasi-identifier 'q0' .*Mondrian cuts persons by their own values"):
-        anonymize(mondrian)
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # q1 as a number (a1 -> 1): p1's rows disagree on it
+        conn.exec_driver_sql(
+            "CREATE TABLE numbers AS SELECT pid, q0, CAST(SUBSTR(q1, 2) AS INTEGER) AS q1, visit FROM visits"
+        )
+    job = _job(tmp_path, url, HIERARCHIES[:1], 3, 0, output={"table": "numbers_anon", "method": "mondrian"})
+    numeric = dataclasses.replace(
+        job,
+        source=dataclasses.replace(job.source, table="numbers"),
+        quasi_identifiers=[
+            *job.quasi_identifiers,
+            dataclasses.replace(job.quasi_identifiers[0], column="q1", hierarchy=None),
+        ],
+        insensitive=["visit"],
+    )
+    with pytest.raises(
+        DataError,
+        match=r"1 person\(s\) .* quasi-identifier 'q1', which is cut as a number \(it has no hierarchy\): give it",
+    ):
+        anonymize(numeric)
+    assert not sa.inspect(engine).has_table("numbers_anon")
+    engine.dispose()
     published = _anatomy_by_persons(tmp_path, url)  # Anatomy publishes each row's QIs as they are
     assert sorted(row[1:] for row in published) == sorted((z, a, v) for _, z, a, v, _ in rows)
 

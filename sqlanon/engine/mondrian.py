@@ -55,6 +55,7 @@ from ..errors import DataError
 from ..model.hierarchies import PIECE_BITS, Hierarchy, PathCodes
 from ..model.progress import Progress, silent
 from .frequency import violating_classes_sql
+from .persons import published_leaves
 from .scratch import MATERIALIZED, Scratch
 from .star import check_null_mapping
 
@@ -118,7 +119,7 @@ class Mondrian:
         *,
         db: Database,
         conn: Connection,
-        source: tuple[str | None, str],
+        source: str,
         columns: list[str],
         qis: list[MondrianQI],
         sensitive: list[str],
@@ -127,10 +128,9 @@ class Mondrian:
         relaxed: bool = False,
         progress: Progress = silent,
     ):
-        """`source`: the table's schema and name; `columns`: its columns, as the database names them."""
+        """`source`: the table's reference (`Database.q`); `columns`: its columns, as the database names them."""
         self.db, self.conn, self.columns, self.qis = db, conn, columns, qis
-        self.source = sa.table(source[1], *map(sa.column, columns), schema=source[0])
-        self.source_ref = db.q(*source)
+        self.source, self.source_ref = db.ref_table(source, columns), source
         self.sensitive, self.criteria, self.relaxed = sensitive, criteria, relaxed
         self.progress, self.scratch = progress, Scratch(db, conn, prefix)
         self.numeric = [j for j, qi in enumerate(qis) if qi.numeric]  # the QIs cut at the median, by index
@@ -259,7 +259,11 @@ class Mondrian:
             f"h{j}", [("value", "VARCHAR"), ("code", "BIGINT")], list(codes.code.items())
         )
         node_columns = [("level", "INTEGER"), ("node", "BIGINT"), ("label", "VARCHAR"), ("leaves", "BIGINT")]
-        self.nodes[j] = self.scratch.make_from_rows(f"nodes{j}", node_columns, codes.nodes())
+        keys = published_leaves(self.qis[j].tree)  # a person's common ancestor publishes its label at level 0
+        nodes = [
+            (level, node, keys.get(label, label) if level == 0 else label, n) for level, node, label, n in codes.nodes()
+        ]
+        self.nodes[j] = self.scratch.make_from_rows(f"nodes{j}", node_columns, nodes)
         return values
 
     def _source_column(self, name: str) -> Column:

@@ -11,8 +11,10 @@ label is the ancestor's at every level below the ancestor's and the ancestor's p
 The search then treats it as any value: at a node whose level for the QI is at or above the ancestor's, the person
 is published as everyone else is; below it, at the ancestor's label, in a class of their own with the persons who
 share it. Every row of the person is published with the person's value, so the person is in one class whatever the
-node. (A person with several values of a sensitive attribute is refused: the criteria need a definition of their
-own for that case.)
+node. Mondrian cuts it as any leaf of the extended hierarchy: a partition that holds it and persons of other values
+is at or above the ancestor's level (their node is the ancestor or above it), one that holds such persons only
+publishes the ancestor's label. (A person with several values of a sensitive attribute is refused: the criteria
+need a definition of their own for that case.)
 """
 
 from __future__ import annotations
@@ -115,16 +117,15 @@ def person_table_name(run_id: int) -> str:
     return f"persons_{run_id}"
 
 
-def person_table(db: Database, conn: Connection, job: Job, source: str, run_id: int, qis: bool = True) -> str:
-    """The persons of a job with a `unit` column, one row each (the `person_columns`, without the QIs unless `qis`),
-    for a method that needs their values as they are: Mondrian cuts the persons by their QIs; Anatomy draws them by
-    their sensitive value alone, and publishes each row's QIs as they are, so a person's rows may disagree on those.
-    Refused (DataError, nothing left behind) where a person is NULL, or a person's rows disagree on a column of the
-    table (`_distinct_persons` says which)."""
-    persons, varying = _distinct_persons(db, conn, job, source, run_id, (), qis)
+def person_table(db: Database, conn: Connection, job: Job, source: str, run_id: int) -> str:
+    """The persons of a job with a `unit` column, one row each (the unit and the sensitive columns), for Anatomy,
+    which draws them by their sensitive value alone and publishes each row's QIs as they are (a person's rows may
+    disagree on those). Refused (DataError, nothing left behind) where a person is NULL, or a person's rows disagree
+    on a sensitive column (`_distinct_persons` says which)."""
+    persons, varying = _distinct_persons(db, conn, job, source, run_id, (), qis=False)
     if varying:
         db.drop_table(conn, persons)
-        raise _disagreement(job, varying, "Mondrian cuts persons by their own values")
+        raise _disagreement(job, varying)
     return persons
 
 
@@ -135,20 +136,26 @@ def counted_persons(
     source: str,
     run_id: int,
     sensitive: Sequence[str],
-    hierarchy_of: Callable[[QuasiIdentifier], Hierarchy],
+    hierarchy_of: Callable[[QuasiIdentifier], Hierarchy | None],
 ) -> Persons:
-    """The persons a lattice search counts: `person_table`'s, but where a person's rows disagree on a QI, the
-    person's value is the lowest common ancestor of their values in its hierarchy (`hierarchy_of`, the QI's
-    hierarchy as the job gives it; see the module's docstring). Still refused: NULL persons, and persons whose rows
-    disagree on a sensitive value."""
+    """The persons a lattice search or Mondrian counts, one row each (the `person_columns`): where a person's rows
+    disagree on a QI, the person's value is the lowest common ancestor of their values in its hierarchy
+    (`hierarchy_of`, the QI's hierarchy as the job gives it; see the module's docstring). Refused, nothing left
+    behind: such a QI without a hierarchy (None: a number Mondrian cuts at its median), NULL persons, and persons
+    whose rows disagree on a sensitive value."""
     assert job.unit_column is not None
     distinct, varying = _distinct_persons(db, conn, job, source, run_id, sensitive)
     if not varying:
         return Persons(table=distinct, rows=source, source=source, unit=job.unit_column)
     try:
         if any(column not in job.qi_names for column in varying):
-            raise _disagreement(job, varying, "")
-        hierarchies = {qi.column: hierarchy_of(qi) for qi in job.quasi_identifiers if qi.column in varying}
+            raise _disagreement(job, varying)
+        hierarchies = {}
+        for qi in job.quasi_identifiers:
+            if qi.column in varying and (hierarchy := hierarchy_of(qi)) is None:
+                raise _numbers_disagree(job, qi.column, varying[qi.column])
+            if qi.column in varying and hierarchy is not None:
+                hierarchies[qi.column] = hierarchy
         persons = _common_ancestors(db, conn, job, distinct, run_id, person_columns(job, sensitive)[1:], hierarchies)
     finally:
         db.drop_table(conn, distinct)
@@ -161,8 +168,8 @@ def counted_persons(
     for column, count in varying.items():
         warnings.warn(
             f"{count} person(s) of unit column {job.unit_column!r} have rows with different values of the "
-            f"quasi-identifier {column!r}: each is published at the lowest level of its hierarchy where their "
-            "values meet, in all of their rows",
+            f"quasi-identifier {column!r}: each is published at or above the lowest level of its hierarchy where "
+            "their values meet, in all of their rows",
             UserWarning,
             stacklevel=2,
         )
@@ -232,23 +239,25 @@ def _varying_columns(
     return {c: int(n) for c, n in zip(columns, found[1:]) if n}
 
 
-def _disagreement(job: Job, varying: dict[str, int], why: str) -> DataError:
-    """The error for persons whose rows disagree on `varying` (column -> persons), sensitive columns first."""
-    ordered = sorted(varying.items(), key=lambda item: item[0] in job.qi_names)
-    column, persons = ordered[0] if ordered else ("", 0)
-    also = f" (and of {', '.join(c for c, _ in ordered[1:])})" if ordered[1:] else ""
-    if column in job.qi_names:
-        return DataError(
-            f"{persons} person(s) of unit column {job.unit_column!r} have rows with different values of the "
-            f"quasi-identifier {column!r}{also}; {why}, so each person needs one value: use the lattice search "
-            "(which publishes such a person at the lowest common level of their values) or Anatomy, keep one "
-            "value per person, or list a column that may differ as insensitive"
-        )
+def _disagreement(job: Job, varying: dict[str, int]) -> DataError:
+    """The error for persons whose rows disagree on sensitive columns (`varying`: column -> persons)."""
+    (column, persons), *others = [(c, n) for c, n in varying.items() if c not in job.qi_names]
+    also = f" (and of {', '.join(c for c, _ in others)})" if others else ""
     return DataError(
         f"{persons} person(s) of unit column {job.unit_column!r} have rows with different values of the sensitive "
         f"column {column!r}{also}; each person's sensitive value counts once, so it must be the same in all of "
         "their rows: keep one value per person (e.g. the first visit's), or list a column that may differ as "
         "insensitive"
+    )
+
+
+def _numbers_disagree(job: Job, column: str, persons: int) -> DataError:
+    """The error for persons whose rows disagree on a QI without a hierarchy (Mondrian cuts it as a number)."""
+    return DataError(
+        f"{persons} person(s) of unit column {job.unit_column!r} have rows with different values of the "
+        f"quasi-identifier {column!r}, which is cut as a number (it has no hierarchy): give it a hierarchy (such a "
+        "person is then cut at their values' lowest common ancestor), keep one value per person, or use the "
+        "lattice search"
     )
 
 
@@ -353,6 +362,12 @@ def with_common_ancestors(hierarchy: Hierarchy, keys: list[str]) -> Hierarchy:
         ancestor = above[(level, labels[level][code])]
         paths.append((key, *[ancestor[0]] * (level - 1), *ancestor))
     return Hierarchy(column=hierarchy.column, paths=hierarchy.paths + tuple(paths), origin=hierarchy.origin)
+
+
+def published_leaves(hierarchy: Hierarchy) -> dict[str, str]:
+    """What level 0 publishes for each of a hierarchy's values `with_common_ancestors` that is an ancestor's key:
+    the ancestor's label (the key's label at level 1, the ancestor's or, above it, the ancestor's own)."""
+    return {path[0]: path[1] for path in hierarchy.paths if path[0].startswith(LCA_PREFIX)}
 
 
 def ancestor_areas(hierarchy: Hierarchy) -> Callable[[str], tuple[int, int]]:

@@ -264,7 +264,7 @@ def publish_bucketized(
     source_ref = counted = db.q(source.schema, source.table)
     drawn = [c for c in columns if not db.same_name(c, sensitive)]  # what orders a value's records at random
     if job.unit_column:  # the buckets are drawn over the persons, one row each; a person's rows share theirs
-        counted = person_table(db, conn, job, source_ref, run_id, qis=False)  # each row's QIs are published
+        counted = person_table(db, conn, job, source_ref, run_id)  # each row's QIs are published
         drawn = [job.unit_column]
     rows = check_eligible(db, conn, counted, sensitive, l, spread=not invariant)
     if conn.in_transaction():

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..engine.audit import AuditReport, audit_table, check_published_columns, check_published_values
 from ..engine.mondrian import Mondrian, MondrianQI, MondrianResult, PersonRows, published_rows
-from ..engine.persons import PERSON_KEY, Persons, person_columns, person_table, person_table_name
+from ..engine.persons import PERSON_KEY, Persons, counted_persons, person_columns
 from ..engine.star import kinds_by_key, needed_sensitive
 from ..errors import AuditError, ConfigError
 from ..model.hierarchies import Hierarchy
@@ -198,18 +198,19 @@ def partition_and_publish(
     returns)."""
     assert job.output is not None
     kinds, source = kinds_by_key(db, columns), destination.source
+    partitioned_source = db.q(source.schema, source.table)
+    partitioned_columns, persons = list(columns), None
+    if job.unit_column:  # Mondrian cuts the persons, one row each; every row of a person goes to their partition
+        found = _persons(db, conn, job, partitioned_source, run_id, hierarchies)
+        partitioned_source = persons = found.table
+        hierarchies = {**hierarchies, **found.hierarchies}
+        partitioned_columns = person_columns(job)
     qis = [
         MondrianQI(qi.column, hierarchies[qi.column])
         if qi.column in hierarchies
         else MondrianQI(qi.column, None, kinds[db.name_key(qi.column)])
         for qi in job.quasi_identifiers
     ]
-    partitioned_source: tuple[str | None, str] = (source.schema, source.table)
-    partitioned_columns, persons = list(columns), None
-    if job.unit_column:  # Mondrian cuts the persons, one row each; every row of a person goes to their partition
-        persons = person_table(db, conn, job, db.q(source.schema, source.table), run_id)
-        partitioned_source = (db.temp_schema or None, person_table_name(run_id))
-        partitioned_columns = person_columns(job)
     work = Mondrian(
         db=db,
         conn=conn,
@@ -255,3 +256,12 @@ def partition_and_publish(
         release=PublishedTable.of(db, destination.name),
         ledger=ledger.outcome if ledger else None,
     )
+
+
+def _persons(
+    db: Database, conn: Connection, job: Job, source: str, run_id: int, hierarchies: dict[str, Hierarchy]
+) -> Persons:
+    """The persons Mondrian cuts, one row each (`counted_persons`): a person whose rows disagree on a QI with a
+    hierarchy is cut as the leaf of their values' lowest common ancestor (`Persons.hierarchies`, the QI's hierarchy
+    with those leaves); on a QI cut as a number, such a person is refused."""
+    return counted_persons(db, conn, job, source, run_id, (), lambda qi: hierarchies.get(qi.column))
