@@ -556,6 +556,29 @@ def test_postgresql_mondrian_cuts_disagreeing_persons_as_duckdb_does(pg_server: 
     _check_mondrian_of_disagreeing_persons(pg_server, tmp_path, pg_schema)
 
 
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=varying_person_tables())
+def test_mondrian_of_random_disagreeing_persons_publishes_each_in_one_class_of_k(tmp_path_factory, case):
+    """On random tables of persons whose rows may disagree: every row written, each person's rows in one class
+    whose labels cover every value of theirs, at least k persons in every class (counted here, not by the audit)."""
+    hierarchies, rows, k, _ = case
+    folder = tmp_path_factory.mktemp("mondrian")
+    url = f"duckdb:///{folder / 't.duckdb'}"
+    _load(url, rows)
+    job = _job(folder, url, hierarchies, k, 0, output={"table": "m", "method": "mondrian"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        anonymize(job)
+    classes, written, persons = _published(url, "m")
+    assert written == len(rows) and persons == len({row[0] for row in rows})
+    assert all(n >= k for *_, n in classes)
+    published = _published_values(url, "m")
+    covers = [{path[0]: set(path) for path in paths} for paths in hierarchies]
+    for pid, q0, q1, *_ in rows:
+        ((label0, label1),) = published[_pseudonym(pid)]
+        assert label0 in covers[0][q0] and label1 in covers[1][q1]
+
+
 def test_mondrian_refuses_persons_whose_numbers_disagree_and_anatomy_publishes_their_rows_as_they_are(tmp_path):
     url = f"duckdb:///{tmp_path / 't.duckdb'}"
     rows = _diagnosed(_varying_visits())
