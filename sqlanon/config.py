@@ -212,12 +212,13 @@ def _unit(
 
 
 def _ledger(raw: Any, identifying: list[Identifier], unit_column: str | None, sensitive: list[str]) -> Ledger:
-    """`ledger: {person: ID, check: inference | m-invariance | false, m: M}`: the identifying column (published as
-    a pseudonym) that names a person in every release of the job (the unit column by default), and how a release is
-    checked against the earlier ones before it commits (`ledger: true`: the defaults, persons by the unit)."""
+    """`ledger: {person: ID, check: inference | m-invariance | false, m: M, suppress: SHARE}`: the identifying
+    column (published as a pseudonym) that names a person in every release of the job (the unit column by
+    default), how a release is checked against the earlier ones before it commits (`ledger: true`: the defaults,
+    persons by the unit), and how many persons the inference check may remove to repair a release."""
     if raw is True:
         raw = {}
-    spec = _mapping(raw, "ledger", {"person", "check", "m"})
+    spec = _mapping(raw, "ledger", {"person", "check", "m", "suppress"})
     person = spec.get("person", unit_column)
     if person is None:
         raise ConfigError(
@@ -235,7 +236,7 @@ def _ledger(raw: Any, identifying: list[Identifier], unit_column: str | None, se
     check = spec.get("check", "inference")
     if isinstance(check, bool):  # true: the default check; false: none
         check = "inference" if check else None
-    ledger = Ledger(person=person, check=check, m=spec.get("m"))  # checks the check and m
+    ledger = Ledger(person=person, check=check, m=spec.get("m"), suppress=spec.get("suppress", 0.0))  # checked there
     if check is not None and not sensitive:
         raise ConfigError(
             f"ledger.check {check} follows sensitive values across releases, and the job lists no sensitive column: "

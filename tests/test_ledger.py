@@ -20,7 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sqlanon import RunOptions, apply, releases
+from sqlanon.backends import open_database
 from sqlanon.config import job_from_dict
+from sqlanon.criteria import KAnonymity
+from sqlanon.engine.audit import PublishedClasses
 from sqlanon.errors import ConfigError, DataError
 
 KEY_ENV = "SQLANON_TEST_LEDGER_KEY"
@@ -168,6 +171,13 @@ def test_a_person_with_several_rows_counts_once(tmp_path: Path):
         ({"person": "pid", "check": "m-invariance"}, "ledger.m is m-invariance's m"),
         ({"person": "pid", "check": "m-invariance", "m": 1}, "ledger.m must be a whole number >= 2"),
         ({"person": "pid", "m": 3}, "ledger.m is m-invariance's m"),
+        ({"person": "pid", "suppress": 1}, "ledger.suppress must be a share of the release's persons"),
+        ({"person": "pid", "suppress": -0.1}, "ledger.suppress must be a share"),
+        ({"person": "pid", "suppress": True}, "ledger.suppress must be a share"),
+        (
+            {"person": "pid", "check": "m-invariance", "m": 2, "suppress": 0.1},
+            "ledger.suppress repairs what the inference check finds",
+        ),
     ],
 )
 def test_bad_ledger_settings_are_refused(tmp_path: Path, ledger, message):
@@ -507,3 +517,123 @@ def test_replacing_an_earlier_releases_table_is_refused_until_it_is_forgotten(tm
     assert releases(job)[0]["state"] == "present" and releases(job)[0]["node"] == "0,1"  # the first, untouched
     releases(job, forget=first.search.run_id)
     assert apply(job, "patients", node=TOP, output="release_a", replace=True).ledger.earlier == []
+
+
+#: four more persons, alike in both releases (a = z, b = t) with four diagnoses: the two releases together
+#: disclose p1-p4's diagnoses only
+MORE = [(f"p{i}", "z", "t", d) for i, d in zip(range(5, 9), ("flu", "cancer", "hiv", "asthma"))]
+
+
+def _published_persons(url: str, table: str, schema: str | None = None) -> int:
+    engine = sa.create_engine(url)
+    name = f'"{schema}".{table}' if schema else table
+    try:
+        with engine.connect() as conn:
+            return conn.exec_driver_sql(f"SELECT COUNT(DISTINCT pid) FROM {name}").scalar_one()
+    finally:
+        engine.dispose()
+
+
+def _repair_job(folder: Path, url: str, schema: str | None, suppress: float):
+    """`make_job` over ROWS + MORE (a third value of each QI) with ledger.suppress."""
+    job = make_job(folder, url, schema, ledger={"person": "pid", "suppress": suppress})
+    (folder / "a.csv").write_text("x;*\ny;*\nz;*\n")
+    (folder / "b.csv").write_text("u;*\nv;*\nt;*\n")
+    return job
+
+
+def _check_repair(tmp_path: Path, url: str, schema: str | None = None) -> None:
+    """ledger.suppress: the second release loses the four persons at stake, and holds nothing else disclosing; a
+    smaller share refuses it, and nothing is written."""
+    options = {"metadata_schema": f"{schema}_meta"} if schema else {}
+    strict = _repair_job(tmp_path, url, schema, 0.25)
+    publish(strict, BY_A, "release_a", **options)
+    with pytest.raises(DataError, match=r"would remove 4 of its 8 persons .* ledger.suppress 0.25 allows \(2\)"):
+        publish(strict, BY_B, "release_b", **options)
+    assert not _exists(url, "release_b", schema)
+    repaired = publish(_repair_job(tmp_path, url, schema, 0.5), BY_B, "release_b", **options)
+    assert repaired.ledger is not None and repaired.ledger.suppressed == 4 and repaired.ledger.persons == 4
+    assert repaired.audit.rows == 4 and repaired.audit.ok
+    assert _published_persons(url, "release_b", schema) == 4
+    listed = releases(strict, RunOptions(**options))
+    assert [(r["persons"], r["rows"]) for r in listed] == [(8, 8), (4, 4)]
+    # the repaired release and the first disclose nothing together: a third release at the first's node passes
+    again = publish(strict, BY_A, "release_a2", **options)
+    assert again.ledger is not None and again.ledger.suppressed == 0
+
+
+def _exists(url: str, table: str, schema: str | None) -> bool:
+    engine = sa.create_engine(url)
+    try:
+        return sa.inspect(engine).has_table(table, schema=schema)
+    finally:
+        engine.dispose()
+
+
+def test_a_disclosing_release_is_repaired_by_removing_the_persons_at_stake(tmp_path: Path):
+    url = f"duckdb:///{tmp_path / 'clinic.duckdb'}"
+    load(url, ROWS + MORE)
+    _check_repair(tmp_path, url)
+
+
+def test_a_disclosure_of_persons_the_release_does_not_hold_is_not_repaired(tmp_path: Path):
+    """p9 is in the first release's class z with p5-p8, and in the second's class u with p1 and p3: once p1-p4 and
+    p9 leave the second, its class t (p5-p8, four diagnoses) still gives away p9's, the fifth."""
+    url = f"duckdb:///{tmp_path / 'clinic.duckdb'}"
+    load(url, [*ROWS, *MORE, ("p9", "z", "u", "gout")])
+    job = _repair_job(tmp_path, url, None, 0.9)
+    publish(job, BY_A, "release_a")
+    with pytest.raises(DataError, match="persons this release does not hold, whom its other persons' values give"):
+        publish(job, BY_B, "release_b")
+    assert not _exists(url, "release_b", None)
+
+
+def test_anatomy_releases_are_not_repaired(tmp_path: Path):
+    anatomy = {"table": "o", "method": "anatomy", "l": 2}
+    with pytest.raises(ConfigError, match="anatomy's releases are not repaired by suppression"):
+        make_job(
+            tmp_path,
+            "duckdb:///:memory:",
+            quasi_identifiers=["a", "b"],
+            criteria=None,
+            output=anatomy,
+            ledger={"person": "pid", "suppress": 0.1},
+        )
+
+
+def _check_removal_of_violating_classes(url: str, schema: str | None = None) -> None:
+    """A repair's second step: the classes that break the criteria after persons left (here one of a person whose
+    QI is NULL, and one of a person with two rows) go, all of their rows; the others stay."""
+    rows = [
+        ("p1", "x", "u", "flu"),
+        ("p2", "x", "u", "cancer"),
+        ("p3", "y", None, "hiv"),
+        ("p4", "z", "v", "flu"),
+        ("p4", "z", "v", "flu"),
+        ("p5", "z", "v", "hiv"),
+        ("p6", "w", "t", "gout"),
+        ("p6", "w", "t", "gout"),
+    ]
+    load(url, rows, schema, table="released")
+    classes = PublishedClasses(qi_columns=["a", "b"], sensitive=["diagnosis"], criteria=[KAnonymity(2)], unit="pid")
+    db = open_database(url)
+    ref = db.q(schema, "released")
+    try:
+        with db.connect() as conn, conn.begin():
+            classes.remove_violating(db, conn, ref, "violating_test")
+            left = sorted(conn.exec_driver_sql(f"SELECT pid, a, b FROM {ref}").all())
+            assert classes.audit(db, conn, ref).ok
+    finally:
+        db.dispose()
+    assert left == [("p1", "x", "u"), ("p2", "x", "u"), ("p4", "z", "v"), ("p4", "z", "v"), ("p5", "z", "v")]
+
+
+def test_a_repair_removes_the_classes_that_break_the_criteria(tmp_path: Path):
+    _check_removal_of_violating_classes(f"duckdb:///{tmp_path / 'r.duckdb'}")
+
+
+@pytest.mark.postgres
+def test_a_repair_on_postgres(tmp_path: Path, pg_server: str, pg_schema: str):
+    load(pg_server, ROWS + MORE, pg_schema)
+    _check_repair(tmp_path, pg_server, pg_schema)
+    _check_removal_of_violating_classes(pg_server, pg_schema)

@@ -7,9 +7,8 @@ import sqlalchemy as sa
 
 from sqlanon import anonymize
 from sqlanon.backends import open_database
-from sqlanon.engine.audit import AuditReport, CriterionAudit
+from sqlanon.engine.audit import AuditReport, CriterionAudit, PublishedClasses
 from sqlanon.errors import AuditError
-from sqlanon.publish import generalize as generalize_module
 from sqlanon.publish.ownership import Ownership, TableName
 from sqlanon.publish.staging import Destination, staged_table
 
@@ -25,7 +24,7 @@ def _failing_audit(*args, **kwargs) -> AuditReport:
 
 def test_failed_audit_writes_nothing(duck_url: str, monkeypatch):
     job = adult_job(duck_url, ["sex", "race"], k=5, output={"table": "adult_anon"})
-    monkeypatch.setattr(generalize_module, "audit_table", _failing_audit)
+    monkeypatch.setattr(PublishedClasses, "audit", _failing_audit)
     with pytest.raises(AuditError, match="failed its audit"):
         anonymize(job)
     assert {t for _, t in user_tables(duck_url)} == {"adult"}  # no output, no temporary table
@@ -34,7 +33,7 @@ def test_failed_audit_writes_nothing(duck_url: str, monkeypatch):
 def test_failed_audit_keeps_the_existing_output(duck_url: str, monkeypatch):
     job = adult_job(duck_url, ["sex", "race"], k=5, output={"table": "adult_anon"})
     first = anonymize(job)
-    monkeypatch.setattr(generalize_module, "audit_table", _failing_audit)
+    monkeypatch.setattr(PublishedClasses, "audit", _failing_audit)
     with pytest.raises(AuditError):
         anonymize(job, replace=True)
     engine = sa.create_engine(duck_url)

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.sql import Executable, quoted_name
 from sqlalchemy.sql.ddl import CreateTableAs
+from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.selectable import SelectBase
 
 from ..errors import ConfigError, DataError, SqlanonError
@@ -302,9 +303,10 @@ class Database:
             self.execute(conn, CreateTableAs(select, name, temporary=True), params)
         return self.scratch_ref(name)
 
-    def as_text(self, conn: Connection, query: SelectBase) -> str:
-        """A Core query as text for `execute` and `create_scratch`, its values written in (sqlanon's own numbers
-        and names, never a user's text): the dialect's doubled `%` undone and `:` escaped, as `text()` expects."""
+    def as_text(self, conn: Connection, query: SelectBase | UpdateBase) -> str:
+        """A Core query (or DELETE) as text for `execute` and `create_scratch`, its values written in (sqlanon's own
+        numbers and names, never a user's text): the dialect's doubled `%` undone and `:` escaped, as `text()`
+        expects."""
         compiled = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
         if conn.dialect.paramstyle in ("format", "pyformat"):
             compiled = compiled.replace("%%", "%")

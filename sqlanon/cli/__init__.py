@@ -1761,6 +1761,8 @@ def _ledger_outcome(check: LedgerCheck) -> str:
         outcome = f"m-invariant: every group m-unique, {kept}"
     else:
         outcome = f"checked against the release(s) of run {earlier}: nothing disclosed beyond any one release"
+        if check.suppressed:
+            outcome += f", once {check.suppressed:,} persons at stake were removed (ledger.suppress)"
     return f"recorded with {check.persons:,} persons; {outcome}"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy as sa
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
@@ -105,6 +106,60 @@ class AuditReport:
         }
 
 
+@dataclass(frozen=True, kw_only=True)
+class PublishedClasses:
+    """How the audit reads a published table: its QI and sensitive columns, the criteria its classes must hold.
+
+    `masked_top` (QI column -> its hierarchy's top labels) marks tuples whose
+    every QI is at the top as suppressed by masking: they are counted, not
+    checked, but stay in the distribution t-closeness compares with.
+    `reference` (a table) gives that distribution instead, e.g. the source of
+    an output whose suppressed tuples were removed. `unit` (a column naming
+    each row's person): every figure counts persons, each once, and a person
+    whose rows fall in two classes fails the audit.
+    """
+
+    qi_columns: list[str]
+    sensitive: list[str]
+    criteria: list[Criterion]
+    masked_top: dict[str, list[str]] | None = None
+    reference: str | None = None
+    unit: str | None = None
+
+    def audit(self, db: Database, conn: Connection, table_ref: str) -> AuditReport:
+        """The table's audit (`audit_table`)."""
+        return audit_table(
+            db,
+            conn,
+            table_ref,
+            qi_columns=self.qi_columns,
+            sensitive=self.sensitive,
+            criteria=self.criteria,
+            masked_top=self.masked_top,
+            reference=self.reference,
+            unit=self.unit,
+        )
+
+    def remove_violating(self, db: Database, conn: Connection, table_ref: str, scratch: str) -> None:
+        """Delete the rows of every released class that violates a criterion (all of their persons' rows, where a
+        unit names them): the classes, found as the audit finds them, go to a scratch table `scratch` first."""
+        params: dict[str, object] = {}
+        published, view, _ = _published(db, self, table_ref, params)
+        classes = ", ".join(f"v.{c} AS {c}" for c in view.class_columns)
+        violators = violating_classes_sql(view, self.criteria, "r", params)
+        found = db.create_scratch(conn, scratch, f"WITH {published} SELECT {classes} FROM ({violators}) AS v", params)
+        table = db.ref_table(table_ref, self.qi_columns)
+        bad = db.ref_table(found, view.class_columns)
+        same_class = sa.and_(
+            *(table.c[column].is_not_distinct_from(bad.c[g]) for column, g in zip(self.qi_columns, view.class_columns))
+        )
+        # as text: the references are written as they are, and only text() escapes a `%` or `:` a name may hold
+        db.execute(
+            conn, db.as_text(conn, sa.delete(table).where(sa.exists(sa.select(sa.literal(1)).where(same_class))))
+        )
+        db.drop_table(conn, found)
+
+
 def audit_table(
     db: Database,
     conn: Connection,
@@ -117,15 +172,8 @@ def audit_table(
     reference: str | None = None,
     unit: str | None = None,
 ) -> AuditReport:
-    """Class figures of a table and, per criterion, its worst class and whether it holds.
-
-    `masked_top` (QI column -> its hierarchy's top labels) marks tuples whose
-    every QI is at the top as suppressed by masking: they are counted, not
-    checked, but stay in the distribution t-closeness compares with.
-    `reference` (a table) gives that distribution instead, e.g. the source of
-    an output whose suppressed tuples were removed. `unit` (a column naming
-    each row's person): every figure counts persons, each once, and a person
-    whose rows fall in two classes fails the audit.
+    """Class figures of a table and, per criterion, its worst class and whether it holds (the settings as
+    `PublishedClasses` takes them).
 
     One statement and one grouping of the table, however many criteria: the
     published classes (by QI and sensitive values) are computed once, and the
@@ -133,30 +181,15 @@ def audit_table(
     read from them.
     """
     params: dict[str, object] = {}
-    masked = _masked_condition(db, masked_top, params) if masked_top else "1 = 0"
-    released = f"SELECT * FROM {table_ref} WHERE NOT ({masked})"
-    first = ""  # a common table expression before the published classes
-    if unit is not None:  # one row per person: each of its classes (and values) counted once; read twice below
-        distinct_rows = persons_select(db, table_ref, unit, qi_columns + sensitive, f"NOT ({masked})")
-        first, released = f"released AS MATERIALIZED ({distinct_rows}), ", "SELECT * FROM released"
-    select = [f"{db.q(c)} AS g{i}" for i, c in enumerate(qi_columns)]
-    sensitive_select = [f"{db.q(c)} AS s{j}" for j, c in enumerate(sensitive)]
-    grouping = [db.q(c) for c in qi_columns + sensitive]
-    distribution = None
-    if sensitive and (masked_top or reference):  # t-closeness compares with every tuple, released or not
-        distribution = (
-            f"(SELECT {', '.join(sensitive_select)}, COUNT(*) AS cnt FROM {reference or table_ref} "
-            f"GROUP BY {', '.join(db.q(c) for c in sensitive)}) AS whole_table"
-        )
-    view = FrequencySetView(
-        table="published",
-        class_columns=[f"g{i}" for i in range(len(qi_columns))],
-        count_column="cnt",
-        sensitive_columns={c: f"s{j}" for j, c in enumerate(sensitive)},
-        definition=f"SELECT {', '.join(select + sensitive_select)}, COUNT(*) AS cnt FROM ({released}) AS r "
-        f"GROUP BY {', '.join(grouping)}",
-        reference=distribution,
+    read = PublishedClasses(
+        qi_columns=qi_columns,
+        sensitive=sensitive,
+        criteria=criteria,
+        masked_top=masked_top,
+        reference=reference,
+        unit=unit,
     )
+    published, view, masked = _published(db, read, table_ref, params)
     sources = [
         f"(SELECT COALESCE(SUM(n), 0) AS tuples, COUNT(*) AS classes, COALESCE(MIN(n), 0) AS smallest "
         f"FROM ({view.class_sizes()}) AS c) AS sizes"
@@ -183,11 +216,7 @@ def audit_table(
         )
         figures += ["whole.masked", "whole.persons"]
     found = conn.execute(
-        text(
-            f"WITH {first}{view.table} AS MATERIALIZED ({view.definition}) SELECT {', '.join(figures)} "
-            f"FROM {' CROSS JOIN '.join(sources)}"
-        ),
-        params,
+        text(f"WITH {published} SELECT {', '.join(figures)} FROM {' CROSS JOIN '.join(sources)}"), params
     ).one()
     rows, classes, smallest = (int(x) for x in found[:3])
     suppressed = int(found[-2]) if masked_top else None
@@ -205,6 +234,40 @@ def audit_table(
             violating_tuples=int(bad_tuples),
         )
     return report
+
+
+def _published(
+    db: Database, read: PublishedClasses, table_ref: str, params: dict[str, object]
+) -> tuple[str, FrequencySetView, str]:
+    """The common table expressions of a statement over a published table's classes (the released rows grouped by
+    QI and sensitive values, named `published`; with a unit, a person's distinct rows first, as `released`), the
+    classes as the criteria read them, and the condition of a masked (suppressed) row."""
+    qi_columns, sensitive = read.qi_columns, read.sensitive
+    masked = _masked_condition(db, read.masked_top, params) if read.masked_top else "1 = 0"
+    released = f"SELECT * FROM {table_ref} WHERE NOT ({masked})"
+    first = ""  # a common table expression before the published classes
+    if read.unit is not None:  # one row per person: each of its classes (and values) counted once; read twice
+        distinct_rows = persons_select(db, table_ref, read.unit, qi_columns + sensitive, f"NOT ({masked})")
+        first, released = f"released AS MATERIALIZED ({distinct_rows}), ", "SELECT * FROM released"
+    select = [f"{db.q(c)} AS g{i}" for i, c in enumerate(qi_columns)]
+    sensitive_select = [f"{db.q(c)} AS s{j}" for j, c in enumerate(sensitive)]
+    grouping = [db.q(c) for c in qi_columns + sensitive]
+    distribution = None
+    if sensitive and (read.masked_top or read.reference):  # t-closeness compares with every tuple, released or not
+        distribution = (
+            f"(SELECT {', '.join(sensitive_select)}, COUNT(*) AS cnt FROM {read.reference or table_ref} "
+            f"GROUP BY {', '.join(db.q(c) for c in sensitive)}) AS whole_table"
+        )
+    view = FrequencySetView(
+        table="published",
+        class_columns=[f"g{i}" for i in range(len(qi_columns))],
+        count_column="cnt",
+        sensitive_columns={c: f"s{j}" for j, c in enumerate(sensitive)},
+        definition=f"SELECT {', '.join(select + sensitive_select)}, COUNT(*) AS cnt FROM ({released}) AS r "
+        f"GROUP BY {', '.join(grouping)}",
+        reference=distribution,
+    )
+    return f"{first}{view.table} AS MATERIALIZED ({view.definition})", view, masked
 
 
 def _masked_condition(db: Database, masked_top: dict[str, list[str]], params: dict[str, object]) -> str:
@@ -243,8 +306,14 @@ def check_published_values(
     expected = [value for _, value in columns]
     if every_row:
         mine, theirs = (
-            db.execute(conn, f"SELECT COUNT(*), {db.hash_sum(values)} FROM {table}").one()
-            for values, table in ((published, written), (expected, f"{source} t"))
+            db.execute(
+                conn,
+                db.as_text(conn, sa.select(sa.func.count(), sa.literal_column(db.hash_sum(values))).select_from(table)),
+            ).one()
+            for values, table in (
+                (published, db.ref_table(written, [])),
+                (expected, db.ref_table(source, []).alias("t")),
+            )
         )
         stray = 0 if tuple(mine) == tuple(theirs) else max(1, abs(mine[0] - theirs[0]))
     else:

@@ -1,6 +1,7 @@
-"""The SQL of the release ledger (sqlanon.publish.ledger): a release's persons and rows, the value of a key probe,
-the values an earlier release published, and the m-invariance check over the releases' integer-keyed tables
-(engine.maxent.ReleaseTables: members(r, person, grp), counts(r, grp, value, cnt), persons, vals)."""
+"""The SQL of the release ledger (sqlanon.publish.ledger): a release's persons and rows, the removal of persons at
+stake (a repair), the value of a key probe, the values an earlier release published, and the m-invariance check
+over the releases' integer-keyed tables (engine.maxent.ReleaseTables: members(r, person, grp), counts(r, grp,
+value, cnt), persons, vals)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,13 @@ def persons_and_rows(db: Database, conn: Connection, schema: str, table: str, pe
     t = sa.table(table, sa.column(person), schema=schema)
     persons, rows = db.execute(conn, sa.select(sa.func.count(t.c[person].distinct()), sa.func.count())).one()
     return int(persons), int(rows)
+
+
+def remove_persons(db: Database, conn: Connection, table_ref: str, person: str, pseudonyms: str) -> None:
+    """Delete every row of the table whose `person` is one of the scratch table `pseudonyms` (pseudonym)."""
+    t = db.ref_table(table_ref, [person])
+    listed = db.ref_table(pseudonyms, ["pseudonym"])
+    db.execute(conn, db.as_text(conn, sa.delete(t).where(t.c[person].in_(sa.select(listed.c.pseudonym)))))
 
 
 def value_of(db: Database, conn: Connection, expression: str) -> str:

@@ -364,11 +364,13 @@ class Ledger:
     (the maximum-entropy inference over it and the earlier releases of the job finds no value of anyone's beyond
     what one release gives), `m-invariance` (Xiao and Tao: every group holds at least `m` persons with distinct
     sensitive values, and a person in the previous release keeps the same set of values), or None (recorded
-    only)."""
+    only). With `suppress` (a share of the release's persons), a release the inference finds disclosing is
+    repaired instead of refused: the persons at stake leave it, with any class that then breaks the criteria."""
 
     person: str
     check: str | None = "inference"
     m: int | None = None  # m-invariance's m
+    suppress: float = 0.0  # the share of a release's persons the inference check may remove to repair it
 
     def __post_init__(self) -> None:
         if self.check not in (*LEDGER_CHECKS, None):
@@ -379,6 +381,16 @@ class Ledger:
             )
         if self.m is not None and (isinstance(self.m, bool) or not isinstance(self.m, int) or self.m < 2):
             raise ConfigError(f"ledger.m must be a whole number >= 2 (each group's distinct values), got {self.m!r}")
+        suppress = self.suppress
+        if isinstance(suppress, bool) or not isinstance(suppress, (int, float)) or not 0 <= suppress < 1:
+            raise ConfigError(
+                f"ledger.suppress must be a share of the release's persons, at least 0 and below 1, got {suppress!r}"
+            )
+        if suppress and self.check != "inference":
+            raise ConfigError(
+                "ledger.suppress repairs what the inference check finds (ledger.check: inference); m-invariance's "
+                "repair is anatomy's invariant: true (counterfeits): remove ledger.suppress"
+            )
 
 
 @dataclass(kw_only=True, frozen=True)

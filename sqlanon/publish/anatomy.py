@@ -145,6 +145,12 @@ class Anatomy(PublicationMethod):
             )
         if job.suppression.limit:
             raise ConfigError("output.method anatomy suppresses no tuples; remove suppression")
+        if job.ledger is not None and job.ledger.suppress:
+            raise ConfigError(
+                "output.method anatomy's releases are not repaired by suppression (ledger.suppress): their buckets "
+                "hold l values each, which removing persons would break; remove ledger.suppress, or re-publish a "
+                "changing table with invariant: true and ledger.check m-invariance"
+            )
         if job.criteria:
             raise ConfigError(
                 "output.method anatomy guarantees l different sensitive values per bucket (output.l) "

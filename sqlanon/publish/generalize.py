@@ -24,13 +24,13 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..criteria import Criterion
 from ..engine import generalize as generalize_sql
-from ..engine.audit import AuditReport, audit_table, check_published_columns, check_published_values
+from ..engine.audit import AuditReport, PublishedClasses, check_published_columns, check_published_values
 from ..engine.star import StarSchema
 from ..errors import AuditError, ConfigError, DataError
 from ..model.job import Identifier, Output
 from ..model.progress import Phases, Progress, silent
 from .identifiers import Pseudonyms
-from .ledger import NewRelease, ReleaseLedger
+from .ledger import NewRelease, ReleaseLedger, Repairable
 from .methods import PublicationMethod
 from .ownership import Ownership, TableName
 from .staging import Destination, staged_table
@@ -135,10 +135,7 @@ def publish_generalization(
             )
             reference = star.source if suppressing and plan.mode == "remove" else None
             phases.step("auditing")
-            report = audit_table(
-                db,
-                conn,
-                written,
+            classes = PublishedClasses(
                 qi_columns=qi_columns,
                 sensitive=star.sensitive,
                 criteria=criteria,
@@ -146,13 +143,15 @@ def publish_generalization(
                 reference=reference,
                 unit=plan.unit,
             )
+            report = classes.audit(db, conn, written)
             _check_audit(report, star.rows, plan)
+            if ledger is not None:  # before the rows are counted: a repair (ledger.suppress) removes some
+                phases.step("checking the earlier releases")
+                release = NewRelease(method=Generalization.name, table=plan.target, node=plan.node)
+                admitted = ledger.admit(conn, release, plan.pseudonyms, repairable=Repairable(written, classes))
+                report = admitted.audit or report
             # the audit counted persons where a unit names them; the ledger of outputs records rows
             staged.audited(report.rows if plan.unit is None else db.count_rows(conn, written))
-        if ledger is not None:
-            phases.step("checking the earlier releases")
-            release = NewRelease(method=Generalization.name, table=plan.target, node=plan.node)
-            ledger.admit(conn, release, plan.pseudonyms)
         phases.step("committing")  # the last report: after the commit, a cancel (inserver) must not be raised
     return report
 

@@ -14,7 +14,9 @@ nothing is written:
   every earlier one. A disclosure no single release gives (a person's value inferred above
   `inference.max_probability`, or a value every release of the person allows pushed below
   `inference.min_probability`) refuses it, naming the persons and values at stake. A disclosure one release gives
-  alone is that release's own, which its criteria accepted, and is not counted again.
+  alone is that release's own, which its criteria accepted, and is not counted again. With `ledger.suppress`, a
+  generalized or partitioned release is repaired instead, within that share of its persons (`Repair`): the persons
+  at stake leave it, then the classes that no longer hold the criteria, until nothing is disclosed.
 - `m-invariance` (Xiao and Tao): every group of the release m-unique, and every person of the previous release who
   is in this one in a group of the same values. Anatomy's `output.invariant` bucketizes so that it holds
   (engine.invariant, with counterfeits), reading the previous release through `ReleaseLedger.previous_groups`.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,9 +40,10 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..engine import ledger as ledger_sql
 from ..engine.anatomy import BUCKET
+from ..engine.audit import AuditReport, PublishedClasses
 from ..engine.invariant import PreviousGroups
 from ..engine.maxent import InferenceReport, ReleaseTables, analyze_releases
-from ..errors import ConfigError, DataError
+from ..errors import AuditError, ConfigError, DataError
 from ..model.job import InferenceSettings, Job, Release, ReleaseSeries
 from ..model.progress import Progress, silent
 from ..store import Store
@@ -48,6 +52,7 @@ from ..store.records import now
 from .identifiers import Pseudonyms
 from .ownership import TableName
 
+ROUNDS = 8  # rounds of a repair (ledger.suppress) before a release that still discloses is refused
 PROBE = "'sqlanon ledger key probe'"  # a fixed value whose pseudonym tells one key from another
 SHOWN = 3  # disclosures an error names
 LEDGER = "the release ledger (ledger: in the job)"  # what a database without transactions refuses
@@ -159,6 +164,8 @@ class LedgerCheck:
     persons: int
     seconds: float
     statements: int
+    suppressed: int = 0  # persons a repair removed (ledger.suppress)
+    audit: AuditReport | None = None  # the repaired release's audit, where persons were removed
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -166,9 +173,19 @@ class LedgerCheck:
             "checked": self.checked,
             "principle": self.principle,
             "persons": self.persons,
+            "suppressed": self.suppressed,
             "seconds": round(self.seconds, 3),
             "statements": self.statements,
         }
+
+
+@dataclass(frozen=True)
+class Repairable:
+    """A release of one table that the inference check may repair by removing persons (ledger.suppress): the
+    written table (`ref`, in the publication's transaction) and how its audit reads it (`classes`)."""
+
+    ref: str
+    classes: PublishedClasses
 
 
 @dataclass(kw_only=True)
@@ -209,10 +226,16 @@ class ReleaseLedger:
         return cls(db, store_schema, job, run_id) if job.ledger else None
 
     def admit(
-        self, conn: Connection, release: NewRelease, pseudonyms: Pseudonyms, progress: Progress = silent
+        self,
+        conn: Connection,
+        release: NewRelease,
+        pseudonyms: Pseudonyms,
+        progress: Progress = silent,
+        repairable: Repairable | None = None,
     ) -> LedgerCheck:
         """In the publication's transaction, after its audit: refuse `release` if the earlier releases (checked to
-        be as they were published, with the same key) and it together disclose, else record it."""
+        be as they were published, with the same key) and it together disclose, else record it. With ledger.suppress
+        and a `repairable` release, the persons at stake are removed from it instead (see `Repair`)."""
         started = time.perf_counter()
         db, person = self.db, self.settings.person
         probe = self._key_probe(conn, pseudonyms)
@@ -220,8 +243,9 @@ class ReleaseLedger:
         earlier = self.earlier(conn)
         for entry in earlier:
             self._check_key(entry, probe)
-        persons, rows = self._counts(conn, release)
-        statements, checked = self._check(conn, earlier, release, progress)
+        repair = Repair.of(self, conn, release, repairable)
+        statements, checked = self._check(conn, earlier, release, progress, repair)
+        persons, rows = self.persons_and_rows(conn, release)
         details = {
             "qi": self.job.qi_names,
             "sensitive": self.job.sensitive,
@@ -254,27 +278,47 @@ class ReleaseLedger:
             persons=persons,
             seconds=time.perf_counter() - started,
             statements=statements,
+            suppressed=repair.removed if repair else 0,
+            audit=repair.audit if repair else None,
         )
         return self.outcome
 
     def _check(
-        self, conn: Connection, earlier: list[LedgerEntry], release: NewRelease, progress: Progress
+        self,
+        conn: Connection,
+        earlier: list[LedgerEntry],
+        release: NewRelease,
+        progress: Progress,
+        repair: Repair | None,
     ) -> tuple[int, list[str]]:
         """Check the release by the job's principle, for each sensitive column (against the earlier releases that
-        published it); the statements run and the columns checked."""
+        published it); the statements run and the columns checked. Where a `repair` removed persons for one
+        column, every column is checked again (the removal changes what the others infer)."""
         statements, checked = 0, list[str]()
         if self.settings.check is None:
             return statements, checked
         principle = PRINCIPLES[self.settings.check]
-        for sensitive in self.job.sensitive:
-            compared = [e for e in earlier if sensitive in e.details["sensitive"]]
-            if compared or principle is _m_invariance:  # each group m-unique: a first release's too
-                candidate = Candidate(
-                    ledger=self, conn=conn, earlier=compared, release=release, sensitive=sensitive, progress=progress
-                )
-                statements += principle(candidate)
-                checked.append(sensitive)
-        return statements, checked
+        while True:
+            removed = repair.removed if repair else 0
+            for sensitive in self.job.sensitive:
+                compared = [e for e in earlier if sensitive in e.details["sensitive"]]
+                if compared or principle is _m_invariance:  # each group m-unique: a first release's too
+                    candidate = Candidate(
+                        ledger=self,
+                        conn=conn,
+                        earlier=compared,
+                        release=release,
+                        sensitive=sensitive,
+                        progress=progress,
+                        repair=repair,
+                    )
+                    statements += principle(candidate)
+                    checked.append(sensitive)
+            if repair is None or repair.removed == removed:
+                break
+        if repair is not None and repair.removed:
+            repair.audit = repair.audited(conn)
+        return statements, list(dict.fromkeys(checked))
 
     def _refuse_overwritten(self, found: list[LedgerEntry], release: NewRelease) -> None:
         """A release written over an earlier one's table (--replace) would take that release out of the record
@@ -326,7 +370,7 @@ class ReleaseLedger:
                 "matched with this release's; publish with the key of the earlier releases; nothing was written"
             )
 
-    def _counts(self, conn: Connection, release: NewRelease) -> tuple[int, int]:
+    def persons_and_rows(self, conn: Connection, release: NewRelease) -> tuple[int, int]:
         """The release's persons and rows."""
         return ledger_sql.persons_and_rows(
             self.db, conn, release.table.schema, release.table.table, self.settings.person
@@ -411,17 +455,102 @@ class Candidate:
     release: NewRelease
     sensitive: str
     progress: Progress
+    repair: Repair | None = None
 
 
 def _inference(candidate: Candidate) -> int:
-    """Refuse a release that discloses with the earlier ones (see the module); its statements."""
-    ledger, earlier, sensitive = candidate.ledger, candidate.earlier, candidate.sensitive
-    tables = ledger.release_tables(candidate.conn, earlier, candidate.release, sensitive)
-    # every release together is what decides; naming the pair behind each disclosure would solve n(n-1)/2 more
-    report = analyze_releases(tables, settings=ledger.job.inference, progress=candidate.progress, name_pairs=False)
-    if report.combined_count:
-        raise DataError(_disclosure(report, sensitive, earlier, ledger.job.inference))
-    return report.statements
+    """Refuse a release that discloses with the earlier ones (see the module), or with a repair, remove the persons
+    at stake from it until it does not; its statements."""
+    ledger, earlier, sensitive, repair = candidate.ledger, candidate.earlier, candidate.sensitive, candidate.repair
+    statements = 0
+    while True:
+        tables = ledger.release_tables(candidate.conn, earlier, candidate.release, sensitive)
+        # every release together is what decides; naming the pair behind each disclosure would solve n(n-1)/2 more
+        report = analyze_releases(
+            tables,
+            settings=ledger.job.inference,
+            progress=candidate.progress,
+            name_pairs=False,
+            at_stake=repair.at_stake if repair else None,
+        )
+        statements += report.statements
+        if not report.combined_count:
+            if repair is not None:
+                ledger.db.drop_table(candidate.conn, ledger.db.scratch_ref(repair.at_stake))
+            return statements
+        if repair is None:
+            raise DataError(_disclosure(report, sensitive, earlier, ledger.job.inference))
+        unrepaired = repair.remove_at_stake(candidate.conn)
+        if unrepaired:
+            raise DataError(_disclosure(report, sensitive, earlier, ledger.job.inference, unrepaired))
+
+
+@dataclass(kw_only=True)
+class Repair:
+    """The repair of a disclosing release by suppression (ledger.suppress): each round removes from the release's
+    table every person a combined disclosure is about, then every class that no longer holds the job's criteria
+    (all of its persons' rows), and the inference runs again; refused (DataError, nothing written) where the
+    disclosures are of no person of this release, where more than the allowed share of its persons would go, or
+    after ROUNDS rounds."""
+
+    ledger: ReleaseLedger
+    release: NewRelease
+    table: Repairable
+    persons: int  # the release's persons before any repair
+    removed: int = 0
+    rounds: int = 0
+    audit: AuditReport | None = None
+
+    @classmethod
+    def of(
+        cls, ledger: ReleaseLedger, conn: Connection, release: NewRelease, repairable: Repairable | None
+    ) -> Repair | None:
+        if not ledger.settings.suppress or ledger.settings.check != "inference":
+            return None
+        assert repairable is not None, "config: a method whose releases are not repairable refuses ledger.suppress"
+        persons, _ = ledger.persons_and_rows(conn, release)
+        return cls(ledger=ledger, release=release, table=repairable, persons=persons)
+
+    @property
+    def at_stake(self) -> str:
+        """The scratch table of the pseudonyms at stake, which each inference writes."""
+        return f"at_stake_{self.ledger.run_id}"
+
+    @property
+    def allowed(self) -> int:
+        return math.floor(self.ledger.settings.suppress * self.persons)
+
+    def remove_at_stake(self, conn: Connection) -> str:
+        """One round (see the class); why the repair cannot go on, or nothing."""
+        db, ledger = self.ledger.db, self.ledger
+        if self.rounds == ROUNDS:
+            return f"after {ROUNDS} rounds of removing the persons at stake it still discloses"
+        held = self._persons(conn)
+        ledger_sql.remove_persons(db, conn, self.table.ref, ledger.settings.person, db.scratch_ref(self.at_stake))
+        db.drop_table(conn, db.scratch_ref(self.at_stake))
+        if self._persons(conn) == held:
+            return (
+                "they are of persons this release does not hold, whom its other persons' values give away: removing "
+                "its persons at stake (ledger.suppress) cannot repair it"
+            )
+        self.table.classes.remove_violating(db, conn, self.table.ref, f"violating_{ledger.run_id}")
+        self.removed, self.rounds = self.persons - self._persons(conn), self.rounds + 1
+        if self.removed > self.allowed:
+            return (
+                f"repairing it would remove {self.removed} of its {self.persons} persons (at least), more than "
+                f"ledger.suppress {ledger.settings.suppress} allows ({self.allowed})"
+            )
+        return ""
+
+    def audited(self, conn: Connection) -> AuditReport:
+        """The repaired table's audit, which must pass (it removed whole classes where one broke)."""
+        report = self.table.classes.audit(self.ledger.db, conn, self.table.ref)
+        if not report.ok:
+            raise AuditError("the release repaired by suppression failed its audit; nothing was written")
+        return report
+
+    def _persons(self, conn: Connection) -> int:
+        return self.ledger.persons_and_rows(conn, self.release)[0]
 
 
 def _m_invariance(candidate: Candidate) -> int:
@@ -467,19 +596,25 @@ PRINCIPLES: dict[str, Callable[[Candidate], int]] = {"inference": _inference, "m
 
 
 def _disclosure(
-    report: InferenceReport, sensitive: str, earlier: list[LedgerEntry], settings: InferenceSettings
+    report: InferenceReport,
+    sensitive: str,
+    earlier: list[LedgerEntry],
+    settings: InferenceSettings,
+    unrepaired: str = "",
 ) -> str:
-    """The refusal: how many values the releases together disclose, and the first few."""
+    """The refusal: how many values the releases together disclose, the first few, and (`unrepaired`) why a repair
+    could not remove them."""
     shown = "; ".join(
         f"{d['pseudonym'][:16]}… is {d['value']!r} with probability {d['probability']:.2f} "
         f"(at most {d['alone']:.2f} from any one release; {d['releases']})"
         for d in report.combined[:SHOWN]
     )
     runs = ", ".join(str(e.run_id) for e in earlier)
+    repair = f" ({unrepaired})" if unrepaired else ""
     return (
         f"this release and the earlier one(s) of the job (run {runs}) together disclose {report.combined_count} "
         f"{sensitive} value(s) of their persons (above inference.max_probability {settings.max_probability}, or "
-        f"below min_probability {settings.min_probability}), which no one release gives: {shown}. Nothing was "
-        "written: publish a more general node, the same node as before, or stronger criteria (or, for a table that "
-        "changes, anatomy with invariant: true and ledger.check m-invariance)"
+        f"below min_probability {settings.min_probability}), which no one release gives: {shown}{repair}. Nothing "
+        "was written: publish a more general node, the same node as before, or stronger criteria (or, for a table "
+        "that changes, anatomy with invariant: true and ledger.check m-invariance)"
     )

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
-from ..engine.audit import AuditReport, audit_table, check_published_columns, check_published_values
+from ..engine.audit import AuditReport, PublishedClasses, check_published_columns, check_published_values
 from ..engine.mondrian import Mondrian, MondrianQI, MondrianResult, PersonRows, published_rows
 from ..engine.persons import PERSON_KEY, Persons, counted_persons, person_columns
 from ..engine.star import kinds_by_key, needed_sensitive
@@ -23,7 +23,7 @@ from ..model.job import Identifier, Job, _choice
 from ..model.progress import Phases, Progress, silent
 from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
-from .ledger import NewRelease, ReleaseLedger
+from .ledger import NewRelease, ReleaseLedger, Repairable
 from .methods import PublicationMethod
 from .ownership import Ownership
 from .staging import Destination, PublishedTable, Released, preview, staged_table
@@ -107,11 +107,13 @@ def publish_partitioned(
     source_columns: list[str],
     persons: str | None = None,
     progress: Progress = silent,
+    ledger: ReleaseLedger | None = None,
 ) -> tuple[AuditReport, list[dict[str, Any]]]:
     """Write the partitioned table of a finished `work` through the staged, audited path (in the caller's
     transaction), drop the work tables; the audit's report and the first published rows. `rows`: what `work`
     partitioned (the source's rows, or its persons, `persons` their table, where the job names their column);
-    `source_columns`: the source's."""
+    `source_columns`: the source's. With a `ledger`, the release is checked against the job's earlier ones before
+    it is counted (a repair may remove persons)."""
     assert job.output is not None
     phases = Phases(progress, "publish", 3)
     phases.step("writing the table")
@@ -142,13 +144,18 @@ def publish_partitioned(
             )
             phases.step("auditing")
             unit = job.unit_column  # published under the job's name for it, as a pseudonym
-            report = audit_table(
-                db, conn, staged.ref, qi_columns=job.qi_names, sensitive=job.sensitive, criteria=job.criteria, unit=unit
+            classes = PublishedClasses(
+                qi_columns=job.qi_names, sensitive=job.sensitive, criteria=job.criteria, unit=unit
             )
+            report = classes.audit(db, conn, staged.ref)
             if not report.ok or report.rows != rows:
                 failed = ", ".join(name for name, ok in report.holds.items() if not ok) or f"{report.counted} count"
                 raise AuditError(f"the partitioned table failed its audit ({failed}); nothing was written")
-            staged.audited(rows if unit is None else db.count_rows(conn, staged.ref))
+            if ledger is not None:  # in the caller's transaction, after the audit; a repair removes persons
+                release = NewRelease(method=MondrianMethod.name, table=destination.name)
+                admitted = ledger.admit(conn, release, pseudonyms, progress, Repairable(staged.ref, classes))
+                report = admitted.audit or report
+            staged.audited(report.rows if unit is None else db.count_rows(conn, staged.ref))
     work.drop()
     return report, preview(db, conn, destination.name)
 
@@ -240,11 +247,10 @@ def partition_and_publish(
         source_columns=list(columns),
         persons=persons,
         progress=progress,
+        ledger=ledger,
     )
     if persons is not None:
         db.drop_table(conn, persons)
-    if ledger is not None:  # in the caller's transaction, after the audit
-        ledger.admit(conn, NewRelease(method=MondrianMethod.name, table=destination.name), pseudonyms, progress)
     return MondrianReport(
         output=str(destination.name),
         rows=rows,

@@ -122,10 +122,12 @@ def analyze_releases(
     output: tuple[str | None, str] | None = None,
     progress: Progress = silent,
     name_pairs: bool = True,
+    at_stake: str | None = None,
 ) -> InferenceReport:
     """Solve every release of `tables` together (and, with more than two and `name_pairs`, each pair, to name the
     pair behind each disclosure), write P(s | person) to the table `output` (schema, name) when given, and report;
-    drops `tables`.
+    drops `tables`. With `at_stake`, a scratch table of that name holds the pseudonyms of every person a combined
+    disclosure is about (the caller drops it).
     Runs in the caller's transaction: on an error its rollback takes the scratch tables with it."""
     started = time.perf_counter()
     db, conn = tables.db, tables.conn
@@ -151,6 +153,9 @@ def analyze_releases(
         )
         db.execute(conn, CreateTableAs(probabilities, name, schema=schema))
         report.table = name
+    if at_stake is not None:
+        stake = select(result.c.pseudonym).where(_combined(result, settings)).distinct()
+        db.create_scratch(conn, at_stake, stake)
     tables.drop_all()
     return report
 
@@ -287,13 +292,7 @@ def _report(
     kinds: dict[str, tuple[Any, list[Any]]] = {
         "positive": (result.c.positive.is_(True), [result.c.probability.desc()]),
         "negative": (result.c.negative.is_(True), [result.c.alone.desc(), result.c.probability]),
-        "combined": (
-            or_(
-                and_(result.c.positive.is_(True), result.c.cause_code != ALONE),
-                and_(result.c.negative.is_(True), result.c.lowest >= settings.min_probability - settings.tolerance),
-            ),
-            [certainty.desc()],
-        ),
+        "combined": (_combined(result, settings), [certainty.desc()]),
     }
     for kind, (flagged, order) in kinds.items():
         rows = db.execute(
@@ -308,6 +307,14 @@ def _report(
         setattr(report, kind, listed)
         setattr(report, f"{kind}_count", int(count))
     return report
+
+
+def _combined(result: sa.TableClause, settings: InferenceSettings) -> sa.ColumnElement[bool]:
+    """The disclosures no one release gives alone (InferenceReport.combined), over the result table."""
+    return or_(
+        and_(result.c.positive.is_(True), result.c.cause_code != ALONE),
+        and_(result.c.negative.is_(True), result.c.lowest >= settings.min_probability - settings.tolerance),
+    )
 
 
 def _entropy_alone(counts: sa.TableClause, r: int) -> sa.Select[Any]:
