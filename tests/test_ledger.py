@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import RunOptions, apply, releases
+from sqlanon import RunOptions, anonymize, apply, releases
 from sqlanon.backends import open_database
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import KAnonymity
@@ -574,6 +574,20 @@ def test_a_disclosing_release_is_repaired_by_removing_the_persons_at_stake(tmp_p
     url = f"duckdb:///{tmp_path / 'clinic.duckdb'}"
     load(url, ROWS + MORE)
     _check_repair(tmp_path, url)
+
+
+def test_a_disclosing_mondrian_release_is_repaired(tmp_path: Path):
+    """Mondrian cuts by `a` (the first of two QIs as wide), the first release was by `b`: p1-p4 leave it."""
+    url = f"duckdb:///{tmp_path / 'clinic.duckdb'}"
+    load(url, ROWS + MORE)
+    publish(_repair_job(tmp_path, url, None, 0.5), BY_B, "release_b")
+    mondrian = make_job(
+        tmp_path, url, ledger={"person": "pid", "suppress": 0.5}, output={"table": "m", "method": "mondrian"}
+    )
+    _repair_job(tmp_path, url, None, 0.5)  # its hierarchy files
+    repaired = anonymize(mondrian)
+    assert repaired.ledger is not None and repaired.ledger.suppressed == 4 and repaired.audit.rows == 4
+    assert _published_persons(url, "m") == 4
 
 
 def test_a_disclosure_of_persons_the_release_does_not_hold_is_not_repaired(tmp_path: Path):
