@@ -719,14 +719,13 @@ CASES: dict[str, Case] = {
             _set("unit", "patient_id"),
         ),
     ),
-    "unit-person-numbers-disagree-mondrian": Case(
+    "unit-person-number-and-null-mondrian": Case(
         "data",
-        "1 person(s) of unit column 'patient_id' have rows with different values of the quasi-identifier 'age', "
-        "which is cut as a number",
+        "1 person(s) of unit column 'patient_id' have a NULL in some rows of the quasi-identifier 'age' and a number",
         _then(
             _sql(
-                "UPDATE people SET patient_id = 1, occupation = (SELECT occupation FROM people WHERE patient_id = 1) "
-                "WHERE patient_id = 2"
+                "UPDATE people SET patient_id = 1, age = NULL, "
+                "occupation = (SELECT occupation FROM people WHERE patient_id = 1) WHERE patient_id = 2"
             ),
             _pseudonym_env("SQLANON_BAD_INPUT_KEY"),
             _set("unit", "patient_id"),

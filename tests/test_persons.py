@@ -579,31 +579,69 @@ def test_mondrian_of_random_disagreeing_persons_publishes_each_in_one_class_of_k
         assert label0 in covers[0][q0] and label1 in covers[1][q1]
 
 
-def test_mondrian_refuses_persons_whose_numbers_disagree_and_anatomy_publishes_their_rows_as_they_are(tmp_path):
+def _numbers(url: str, rows: list[tuple]) -> None:
+    """The visits as table `numbers`, q1 a number (a1 -> 1)."""
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE IF EXISTS numbers")
+        conn.exec_driver_sql("CREATE TABLE numbers (pid VARCHAR, q0 VARCHAR, q1 INTEGER, visit VARCHAR)")
+        conn.execute(
+            sa.text("INSERT INTO numbers VALUES (:p, :a, :b, :v)"),
+            [{"p": p, "a": z, "b": None if a is None else int(a[1:]), "v": v} for p, z, a, v, _ in rows],
+        )
+    engine.dispose()
+
+
+def _numbers_job(tmp_path: Path, url: str, k: int, **output: Any):
+    job = _job(tmp_path, url, HIERARCHIES[:1], k, 0, output={"table": "numbers_anon", "method": "mondrian", **output})
+    q1 = dataclasses.replace(job.quasi_identifiers[0], column="q1", hierarchy=None)
+    return dataclasses.replace(
+        job,
+        source=dataclasses.replace(job.source, table="numbers"),
+        quasi_identifiers=[*job.quasi_identifiers, q1],
+        insensitive=["visit"],
+    )
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_mondrian_cuts_persons_whose_numbers_disagree_by_their_smallest_and_publishes_their_range(tmp_path, k):
+    """p1 has ages 1 and 3: cut by 1, published in a range that holds both (as is every person's rows' age)."""
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    _numbers(url, _varying_visits())
+    with pytest.warns(UserWarning, match="'q1': each is cut by the smallest of their values and published with a"):
+        result = anonymize(_numbers_job(tmp_path, url, k))
+    assert result.audit.counted == "persons" and result.audit.split_persons == 0
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        published = conn.exec_driver_sql("SELECT pid, q0, q1 FROM numbers_anon").all()
+        classes = conn.exec_driver_sql("SELECT COUNT(DISTINCT pid) FROM numbers_anon GROUP BY q0, q1").scalars().all()
+    engine.dispose()
+    assert len(published) == len(_varying_visits()) and min(classes) >= k
+    labels: dict[str, set[str]] = {}
+    for pid, _q0, q1 in published:
+        labels.setdefault(pid, set()).add(q1)
+    assert all(len(found) == 1 for found in labels.values())  # one range per person, in all of their rows
+    for pid, _, age, *_ in _varying_visits():
+        (label,) = labels[_pseudonym(pid)]
+        low, _, high = label.strip("[]").partition("-")
+        assert int(low) <= int(age[1:]) <= int(high or low), (pid, age, label)
+    (p1,) = labels[_pseudonym("p1")]
+    assert p1.startswith("[") and int(p1.strip("[]").split("-")[1]) >= 3
+
+
+def test_mondrian_refuses_numbers_a_range_cannot_say_and_anatomy_publishes_rows_as_they_are(tmp_path):
     url = f"duckdb:///{tmp_path / 't.duckdb'}"
     rows = _diagnosed(_varying_visits())
     _load(url, rows)
+    _numbers(url, [*_varying_visits(), ("p2", "z2", None, "visit9", "d2")])  # p2: age 2, and NULL once
+    with pytest.raises(DataError, match=r"1 person\(s\) .* have a NULL in some rows of the quasi-identifier 'q1'"):
+        anonymize(_numbers_job(tmp_path, url, 3))
+    _numbers(url, _varying_visits())
+    with warnings.catch_warnings(), pytest.raises(DataError, match="output.numeric: mean publishes one number"):
+        warnings.simplefilter("ignore")
+        anonymize(_numbers_job(tmp_path, url, 3, numeric="mean"))
     engine = sa.create_engine(url)
-    with engine.begin() as conn:  # q1 as a number (a1 -> 1): p1's rows disagree on it
-        conn.exec_driver_sql(
-            "CREATE TABLE numbers AS SELECT pid, q0, CAST(SUBSTR(q1, 2) AS INTEGER) AS q1, visit FROM visits"
-        )
-    job = _job(tmp_path, url, HIERARCHIES[:1], 3, 0, output={"table": "numbers_anon", "method": "mondrian"})
-    numeric = dataclasses.replace(
-        job,
-        source=dataclasses.replace(job.source, table="numbers"),
-        quasi_identifiers=[
-            *job.quasi_identifiers,
-            dataclasses.replace(job.quasi_identifiers[0], column="q1", hierarchy=None),
-        ],
-        insensitive=["visit"],
-    )
-    with pytest.raises(
-        DataError,
-        match=r"1 person\(s\) .* quasi-identifier 'q1', which is cut as a number \(it has no hierarchy\): give it",
-    ):
-        anonymize(numeric)
-    assert not sa.inspect(engine).has_table("numbers_anon")
+    assert not sa.inspect(engine).has_table("numbers_anon")  # nothing written
     engine.dispose()
     published = _anatomy_by_persons(tmp_path, url)  # Anatomy publishes each row's QIs as they are
     assert sorted(row[1:] for row in published) == sorted((z, a, v) for _, z, a, v, _ in rows)

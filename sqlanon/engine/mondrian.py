@@ -127,9 +127,13 @@ class Mondrian:
         prefix: str,
         relaxed: bool = False,
         progress: Progress = silent,
+        highs: dict[str, str] | None = None,
     ):
-        """`source`: the table's reference (`Database.q`); `columns`: its columns, as the database names them."""
+        """`source`: the table's reference (`Database.q`); `columns`: its columns, as the database names them;
+        `highs`: per numeric QI whose rows are persons with a range of values, the column of the largest (the QI's
+        own holds the smallest, which the cuts read; a partition publishes the range of both)."""
         self.db, self.conn, self.columns, self.qis = db, conn, columns, qis
+        self.highs = highs or {}
         self.source, self.source_ref = db.ref_table(source, columns), source
         self.sensitive, self.criteria, self.relaxed = sensitive, criteria, relaxed
         self.progress, self.scratch = progress, Scratch(db, conn, prefix)
@@ -664,16 +668,20 @@ class Mondrian:
 
     def _labels(self, mean: bool) -> sa.Select[Any]:
         e = self.done.alias("e")
+        rows: sa.FromClause = e
+        if self.highs:  # the persons' largest values, beside their rows
+            rows = e.join(self.rows, self.rows.c.rid == e.c.rid)
         figures = []
         for j in self.numeric:
             v = self._number(j, e)  # (PostgreSQL's AVG of integers is a NUMERIC, printed with 16 decimals)
-            figures += [func.min(v).label(f"low{j}"), func.max(v).label(f"high{j}")]
+            high = self._row(self.highs[self.qis[j].column]) if self.qis[j].column in self.highs else v
+            figures += [func.min(v).label(f"low{j}"), func.max(high).label(f"high{j}")]
             figures.append(func.avg(sa.cast(v, sa.Double)).label(f"mean{j}"))
             if j in self.with_nulls:  # whether the partition holds NULLs
                 figures.append(func.min(e.c[f"v{j}"]).label(f"lowest{j}"))
         # any row's code has the partition's node
         figures += [func.min(e.c[f"c{j}"]).label(f"low{j}") for j in self.categorical]
-        g = select(e.c.part, *figures).group_by(e.c.part).subquery("g")
+        g = select(e.c.part, *figures).select_from(rows).group_by(e.c.part).subquery("g")
         p = self.parts.alias("p")
         joined = g.join(p, p.c.part == g.c.part)
         nodes = {}

@@ -39,14 +39,17 @@ PERSON_KEY = "sqlanon_person__"
 #: how a person's lowest common ancestor is written as a value of its QI (then its level, a dot, and the ancestor's
 #: code among its level's labels); a hierarchy holding a value that starts so is refused where persons disagree
 LCA_PREFIX = "~lca~"
+#: the persons' table's columns of the largest values of numbers whose persons' rows disagree (`high_column`)
+HIGH_PREFIX = "sqlanon_high__"
 
 
 @dataclass(kw_only=True)
 class Persons:
     """A run's persons' table (`table`, a session's scratch table), the FROM item whose rows a publication writes
     (`rows`: the source, until `pseudonymized_rows` gives the rows with each person's pseudonym and, for each QI
-    that varies within a person (`varying`), the person's value), and per such QI its hierarchy with the persons'
-    common ancestors added (`hierarchies`)."""
+    that varies within a person (`varying`), the person's value), per such QI its hierarchy with the persons'
+    common ancestors added (`hierarchies`), or for a number without one the column of the persons' largest
+    values (`highs`)."""
 
     table: str
     rows: str
@@ -54,6 +57,7 @@ class Persons:
     unit: str
     varying: list[str] = field(default_factory=list)
     hierarchies: dict[str, Hierarchy] = field(default_factory=dict)
+    highs: dict[str, str] = field(default_factory=dict)  # QI -> the column of its persons' largest values
 
     @contextmanager
     def pseudonymized_rows(
@@ -140,9 +144,10 @@ def counted_persons(
 ) -> Persons:
     """The persons a lattice search or Mondrian counts, one row each (the `person_columns`): where a person's rows
     disagree on a QI, the person's value is the lowest common ancestor of their values in its hierarchy
-    (`hierarchy_of`, the QI's hierarchy as the job gives it; see the module's docstring). Refused, nothing left
-    behind: such a QI without a hierarchy (None: a number Mondrian cuts at its median), NULL persons, and persons
-    whose rows disagree on a sensitive value."""
+    (`hierarchy_of`, the QI's hierarchy as the job gives it; see the module's docstring), or for a number Mondrian
+    cuts without one (None), the smallest of their values, the largest beside it (`Persons.highs`). Refused,
+    nothing left behind: such a number NULL in some of a person's rows, NULL persons, and persons whose rows
+    disagree on a sensitive value."""
     assert job.unit_column is not None
     distinct, varying = _distinct_persons(db, conn, job, source, run_id, sensitive)
     if not varying:
@@ -150,13 +155,20 @@ def counted_persons(
     try:
         if any(column not in job.qi_names for column in varying):
             raise _disagreement(job, varying)
-        hierarchies = {}
+        hierarchies, ranged = {}, []
         for qi in job.quasi_identifiers:
             if qi.column in varying and (hierarchy := hierarchy_of(qi)) is None:
-                raise _numbers_disagree(job, qi.column, varying[qi.column])
-            if qi.column in varying and hierarchy is not None:
+                ranged.append(qi.column)
+            elif qi.column in varying and hierarchy is not None:
                 hierarchies[qi.column] = hierarchy
-        persons = _common_ancestors(db, conn, job, distinct, run_id, person_columns(job, sensitive)[1:], hierarchies)
+        _refuse_numbers_with_nulls(db, conn, job, distinct, ranged)
+        taken = [
+            c for c in person_columns(job, sensitive) for i in range(len(ranged)) if db.same_name(c, high_column(i))
+        ]
+        if taken:
+            raise DataError(f"a source column named {taken[0]!r} collides with sqlanon's own; rename it")
+        columns = person_columns(job, sensitive)[1:]
+        persons = _common_ancestors(db, conn, job, distinct, run_id, columns, hierarchies, ranged)
     finally:
         db.drop_table(conn, distinct)
     try:
@@ -166,16 +178,55 @@ def counted_persons(
         db.drop_table(conn, persons)
         raise
     for column, count in varying.items():
+        how = (
+            "each is cut by the smallest of their values and published with a range that holds all of them"
+            if column in ranged
+            else "each is published at or above the lowest level of its hierarchy where their values meet"
+        )
         warnings.warn(
             f"{count} person(s) of unit column {job.unit_column!r} have rows with different values of the "
-            f"quasi-identifier {column!r}: each is published at or above the lowest level of its hierarchy where "
-            "their values meet, in all of their rows",
+            f"quasi-identifier {column!r}: {how}, in all of their rows",
             UserWarning,
             stacklevel=2,
         )
     return Persons(
-        table=persons, rows=source, source=source, unit=job.unit_column, varying=list(varying), hierarchies=extended
+        table=persons,
+        rows=source,
+        source=source,
+        unit=job.unit_column,
+        varying=list(varying),
+        hierarchies=extended,
+        highs={c: high_column(i) for i, c in enumerate(ranged)},
     )
+
+
+def high_column(i: int) -> str:
+    """The persons' table's column of the largest value of the i-th QI whose persons' rows disagree, where the
+    person's own column holds the smallest (a number Mondrian cuts without a hierarchy)."""
+    return f"{HIGH_PREFIX}{i}"
+
+
+def _refuse_numbers_with_nulls(db: Database, conn: Connection, job: Job, distinct: str, ranged: list[str]) -> None:
+    """A person whose rows hold a number of a `ranged` QI and NULL has no range: refused (one grouping of the
+    `distinct` rows by person)."""
+    if not ranged:
+        return
+    assert job.unit_column is not None
+    table = db.ref_table(distinct, [job.unit_column, *ranged])
+    rows = sa.func.count()
+    mixed = [
+        sa.case((sa.and_(sa.func.count(table.c[c]) > 0, sa.func.count(table.c[c]) < rows), 1), else_=0) for c in ranged
+    ]
+    per_person = sa.select(*(m.label(f"n{i}") for i, m in enumerate(mixed))).group_by(table.c[job.unit_column])
+    counted = per_person.subquery("p")
+    found = db.execute(conn, db.as_text(conn, sa.select(*(sa.func.sum(c) for c in counted.c)))).one()
+    column, persons = next(((c, int(n)) for c, n in zip(ranged, found) if n), (None, 0))
+    if column is not None:
+        raise DataError(
+            f"{persons} person(s) of unit column {job.unit_column!r} have a NULL in some rows of the quasi-identifier "
+            f"{column!r} and a number in others, which Mondrian cuts as a number (no hierarchy): a range of theirs "
+            "cannot hold a NULL; fill the NULLs, give the column a hierarchy that maps NULL, or use the lattice search"
+        )
 
 
 def _distinct_persons(
@@ -251,16 +302,6 @@ def _disagreement(job: Job, varying: dict[str, int]) -> DataError:
     )
 
 
-def _numbers_disagree(job: Job, column: str, persons: int) -> DataError:
-    """The error for persons whose rows disagree on a QI without a hierarchy (Mondrian cuts it as a number)."""
-    return DataError(
-        f"{persons} person(s) of unit column {job.unit_column!r} have rows with different values of the "
-        f"quasi-identifier {column!r}, which is cut as a number (it has no hierarchy): give it a hierarchy (such a "
-        "person is then cut at their values' lowest common ancestor), keep one value per person, or use the "
-        "lattice search"
-    )
-
-
 def _common_ancestors(
     db: Database,
     conn: Connection,
@@ -269,12 +310,14 @@ def _common_ancestors(
     run_id: int,
     columns: list[str],
     hierarchies: dict[str, Hierarchy],
+    ranged: Sequence[str] = (),
 ) -> str:
     """The persons' table, one row per person, where each QI of `hierarchies` holds the person's value as text, or,
-    where their rows disagree, the key of their values' lowest common ancestor. One grouping by person of the
-    source's distinct rows (`source`), joined with each such QI's codes by level (a scratch table of the
-    hierarchy's values). A person with a value missing from the hierarchy (or an unmapped NULL) keeps that value,
-    which the star schema's checks then name."""
+    where their rows disagree, the key of their values' lowest common ancestor, and each number of `ranged` the
+    person's smallest value, their largest beside it (`high_column`). One grouping by person of the source's
+    distinct rows (`source`), joined with each such QI's codes by level (a scratch table of the hierarchy's
+    values). A person with a value missing from the hierarchy (or an unmapped NULL) keeps that value, which the
+    star schema's checks then name."""
     assert job.unit_column is not None
     table = db.ref_table(source, [job.unit_column, *columns]).alias("r")
     joined: Any = table
@@ -289,7 +332,10 @@ def _common_ancestors(
             looked_up = sa.func.coalesce(value, "") if hierarchy.maps_null else value
             joined = joined.outerjoin(levels, looked_up == levels.c.v)
             keys[column] = _ancestor_key(value, levels, hierarchy.height)
+        for column in ranged:
+            keys[column] = sa.func.min(table.c[column])
         selected = [keys[c].label(c) if c in keys else table.c[c] for c in [job.unit_column, *columns]]
+        selected += [sa.func.max(table.c[c]).label(high_column(i)) for i, c in enumerate(ranged)]
         grouped = [table.c[c] for c in [job.unit_column, *columns] if c not in keys]
         query = sa.select(*selected).select_from(joined).group_by(*grouped)
         persons = db.create_scratch(conn, f"ancestors_{run_id}", db.as_text(conn, query))

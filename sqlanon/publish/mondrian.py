@@ -17,7 +17,7 @@ from ..engine.audit import AuditReport, PublishedClasses, check_published_column
 from ..engine.mondrian import Mondrian, MondrianQI, MondrianResult, PersonRows, published_rows
 from ..engine.persons import PERSON_KEY, Persons, counted_persons, person_columns
 from ..engine.star import kinds_by_key, needed_sensitive
-from ..errors import AuditError, ConfigError
+from ..errors import AuditError, ConfigError, DataError
 from ..model.hierarchies import Hierarchy
 from ..model.job import Identifier, Job, _choice
 from ..model.progress import Phases, Progress, silent
@@ -206,12 +206,12 @@ def partition_and_publish(
     assert job.output is not None
     kinds, source = kinds_by_key(db, columns), destination.source
     partitioned_source = db.q(source.schema, source.table)
-    partitioned_columns, persons = list(columns), None
+    partitioned_columns, persons, highs = list(columns), None, {}
     if job.unit_column:  # Mondrian cuts the persons, one row each; every row of a person goes to their partition
         found = _persons(db, conn, job, partitioned_source, run_id, hierarchies)
         partitioned_source = persons = found.table
-        hierarchies = {**hierarchies, **found.hierarchies}
-        partitioned_columns = person_columns(job)
+        hierarchies, highs = {**hierarchies, **found.hierarchies}, found.highs
+        partitioned_columns = person_columns(job) + list(highs.values())
     qis = [
         MondrianQI(qi.column, hierarchies[qi.column])
         if qi.column in hierarchies
@@ -229,6 +229,7 @@ def partition_and_publish(
         prefix=f"mondrian_{run_id}",
         relaxed=bool(job.output.settings["relaxed"]),
         progress=progress,
+        highs=highs,
     )
     started = time.perf_counter()
     rows = work.prepare()
@@ -269,5 +270,15 @@ def _persons(
 ) -> Persons:
     """The persons Mondrian cuts, one row each (`counted_persons`): a person whose rows disagree on a QI with a
     hierarchy is cut as the leaf of their values' lowest common ancestor (`Persons.hierarchies`, the QI's hierarchy
-    with those leaves); on a QI cut as a number, such a person is refused."""
-    return counted_persons(db, conn, job, source, run_id, (), lambda qi: hierarchies.get(qi.column))
+    with those leaves); on a QI cut as a number, by the smallest of their values, and published with the range of
+    all of them (`Persons.highs`), which a mean cannot say (refused)."""
+    persons = counted_persons(db, conn, job, source, run_id, (), lambda qi: hierarchies.get(qi.column))
+    assert job.output is not None
+    if persons.highs and job.output.settings["numeric"] == "mean":
+        db.drop_table(conn, persons.table)
+        raise DataError(
+            f"output.numeric: mean publishes one number per partition, and persons' rows disagree on "
+            f"{', '.join(map(repr, persons.highs))}: publish ranges (numeric: range), keep one value per person, or "
+            "give the column a hierarchy"
+        )
+    return persons
