@@ -579,21 +579,23 @@ def test_mondrian_of_random_disagreeing_persons_publishes_each_in_one_class_of_k
         assert label0 in covers[0][q0] and label1 in covers[1][q1]
 
 
-def _numbers(url: str, rows: list[tuple]) -> None:
+def _numbers(url: str, rows: list[tuple], schema: str | None = None) -> None:
     """The visits as table `numbers`, q1 a number (a1 -> 1)."""
     engine = sa.create_engine(url)
+    table = f'"{schema}".numbers' if schema else "numbers"
     with engine.begin() as conn:
-        conn.exec_driver_sql("DROP TABLE IF EXISTS numbers")
-        conn.exec_driver_sql("CREATE TABLE numbers (pid VARCHAR, q0 VARCHAR, q1 INTEGER, visit VARCHAR)")
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+        conn.exec_driver_sql(f"CREATE TABLE {table} (pid VARCHAR, q0 VARCHAR, q1 INTEGER, visit VARCHAR)")
         conn.execute(
-            sa.text("INSERT INTO numbers VALUES (:p, :a, :b, :v)"),
+            sa.text(f"INSERT INTO {table} VALUES (:p, :a, :b, :v)"),
             [{"p": p, "a": z, "b": None if a is None else int(a[1:]), "v": v} for p, z, a, v, _ in rows],
         )
     engine.dispose()
 
 
-def _numbers_job(tmp_path: Path, url: str, k: int, **output: Any):
-    job = _job(tmp_path, url, HIERARCHIES[:1], k, 0, output={"table": "numbers_anon", "method": "mondrian", **output})
+def _numbers_job(tmp_path: Path, url: str, k: int, schema: str | None = None, **output: Any):
+    output = {"table": "numbers_anon", "method": "mondrian", **output}
+    job = _job(tmp_path, url, HIERARCHIES[:1], k, 0, schema, output=output)
     q1 = dataclasses.replace(job.quasi_identifiers[0], column="q1", hierarchy=None)
     return dataclasses.replace(
         job,
@@ -605,16 +607,27 @@ def _numbers_job(tmp_path: Path, url: str, k: int, **output: Any):
 
 @pytest.mark.parametrize("k", [1, 3])
 def test_mondrian_cuts_persons_whose_numbers_disagree_by_their_smallest_and_publishes_their_range(tmp_path, k):
-    """p1 has ages 1 and 3: cut by 1, published in a range that holds both (as is every person's rows' age)."""
     url = f"duckdb:///{tmp_path / 't.duckdb'}"
     _numbers(url, _varying_visits())
+    _check_ranges_of_persons(tmp_path, url, k)
+
+
+def test_postgresql_publishes_persons_ranges_as_duckdb_does(pg_server: str, pg_schema: str, tmp_path: Path):
+    _numbers(pg_server, _varying_visits(), pg_schema)
+    _check_ranges_of_persons(tmp_path, pg_server, 3, pg_schema)
+
+
+def _check_ranges_of_persons(tmp_path: Path, url: str, k: int, schema: str | None = None) -> None:
+    """p1 has ages 1 and 3: cut by 1, published in a range that holds both (as is every person's rows' age)."""
+    options = RunOptions(metadata_schema=f"{schema}_meta") if schema else None
     with pytest.warns(UserWarning, match="'q1': each is cut by the smallest of their values and published with a"):
-        result = anonymize(_numbers_job(tmp_path, url, k))
+        result = anonymize(_numbers_job(tmp_path, url, k, schema), options)
     assert result.audit.counted == "persons" and result.audit.split_persons == 0
     engine = sa.create_engine(url)
+    table = f'"{schema}".numbers_anon' if schema else "numbers_anon"
     with engine.connect() as conn:
-        published = conn.exec_driver_sql("SELECT pid, q0, q1 FROM numbers_anon").all()
-        classes = conn.exec_driver_sql("SELECT COUNT(DISTINCT pid) FROM numbers_anon GROUP BY q0, q1").scalars().all()
+        published = conn.exec_driver_sql(f"SELECT pid, q0, q1 FROM {table}").all()
+        classes = conn.exec_driver_sql(f"SELECT COUNT(DISTINCT pid) FROM {table} GROUP BY q0, q1").scalars().all()
     engine.dispose()
     assert len(published) == len(_varying_visits()) and min(classes) >= k
     labels: dict[str, set[str]] = {}
@@ -627,6 +640,39 @@ def test_mondrian_cuts_persons_whose_numbers_disagree_by_their_smallest_and_publ
         assert int(low) <= int(age[1:]) <= int(high or low), (pid, age, label)
     (p1,) = labels[_pseudonym("p1")]
     assert p1.startswith("[") and int(p1.strip("[]").split("-")[1]) >= 3
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    ages=st.lists(st.lists(st.integers(0, 9), min_size=1, max_size=3), min_size=2, max_size=25),
+    k=st.integers(1, 4),
+)
+def test_mondrian_of_random_persons_ages_publishes_ranges_that_hold_every_age(tmp_path_factory, ages, k):
+    """Random persons with 1-3 visits, each visit's age drawn anew: every row written, each person in one class
+    whose range holds all of their ages, at least k persons in every class (counted here)."""
+    folder = tmp_path_factory.mktemp("ranges")
+    url = f"duckdb:///{folder / 't.duckdb'}"
+    rows = [
+        (f"p{p}", "z0", f"a{age}", f"visit{v}", "d0") for p, visits in enumerate(ages) for v, age in enumerate(visits)
+    ]
+    _numbers(url, rows)
+    k = min(k, len(ages))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        anonymize(_numbers_job(folder, url, k))
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        published = conn.exec_driver_sql("SELECT pid, q1 FROM numbers_anon").all()
+        classes = conn.exec_driver_sql("SELECT COUNT(DISTINCT pid) FROM numbers_anon GROUP BY q0, q1").scalars().all()
+    engine.dispose()
+    assert len(published) == len(rows) and min(classes) >= k
+    labels: dict[str, set[str]] = {}
+    for pid, label in published:
+        labels.setdefault(pid, set()).add(label)
+    for p, visits in enumerate(ages):
+        (label,) = labels[_pseudonym(f"p{p}")]
+        low, _, high = label.strip("[]").partition("-")
+        assert all(int(low) <= age <= int(high or low) for age in visits), (visits, label)
 
 
 def test_mondrian_refuses_numbers_a_range_cannot_say_and_anatomy_publishes_rows_as_they_are(tmp_path):

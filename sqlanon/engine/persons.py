@@ -380,6 +380,8 @@ def _ancestors_found(db: Database, conn: Connection, persons: str, columns: list
         for k, c in enumerate(columns)
     ]
     found: dict[str, list[str]] = {c: [] for c in columns}
+    if not branches:  # persons disagree on numbers only (Mondrian's, without a hierarchy)
+        return found
     for k, key in db.execute(conn, db.as_text(conn, sa.union_all(*branches))).all():
         found[columns[k]].append(key)
     return found
