@@ -510,14 +510,17 @@ def _check_common_ancestors_published(url: str, tmp_path: Path, schema: str | No
 
 
 def test_persons_whose_rows_disagree_are_published_at_their_common_ancestors(tmp_path):
+    """By the lattice search's node, and by Mondrian's partitions."""
     url = f"duckdb:///{tmp_path / 't.duckdb'}"
     _load(url, _varying_visits())
     _check_common_ancestors_published(url, tmp_path)
+    _check_mondrian_of_disagreeing_persons(url, tmp_path)
 
 
 def test_postgresql_publishes_common_ancestors_as_duckdb_does(pg_server: str, pg_schema: str, tmp_path: Path):
     _load(pg_server, _varying_visits(), pg_schema)
     _check_common_ancestors_published(pg_server, tmp_path, pg_schema)
+    _check_mondrian_of_disagreeing_persons(pg_server, tmp_path, pg_schema)
 
 
 def _check_mondrian_of_disagreeing_persons(url: str, tmp_path: Path, schema: str | None = None) -> None:
@@ -543,17 +546,6 @@ def _check_mondrian_of_disagreeing_persons(url: str, tmp_path: Path, schema: str
         ((p0_zip, _),) = published[_pseudonym("p0")]
         ((_, p1_age),) = published[_pseudonym("p1")]
         assert p0_zip in {"Z0", "*"} and p1_age in {"A1", "*"}
-
-
-def test_mondrian_cuts_persons_whose_rows_disagree_at_their_common_ancestors(tmp_path):
-    url = f"duckdb:///{tmp_path / 't.duckdb'}"
-    _load(url, _varying_visits())
-    _check_mondrian_of_disagreeing_persons(url, tmp_path)
-
-
-def test_postgresql_mondrian_cuts_disagreeing_persons_as_duckdb_does(pg_server: str, pg_schema: str, tmp_path: Path):
-    _load(pg_server, _varying_visits(), pg_schema)
-    _check_mondrian_of_disagreeing_persons(pg_server, tmp_path, pg_schema)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -127,18 +127,55 @@ class PublishedClasses:
     unit: str | None = None
 
     def audit(self, db: Database, conn: Connection, table_ref: str) -> AuditReport:
-        """The table's audit (`audit_table`)."""
-        return audit_table(
-            db,
-            conn,
-            table_ref,
-            qi_columns=self.qi_columns,
-            sensitive=self.sensitive,
-            criteria=self.criteria,
-            masked_top=self.masked_top,
-            reference=self.reference,
-            unit=self.unit,
+        """The table's audit (see `audit_table`)."""
+        params: dict[str, object] = {}
+        published, view, masked = _published(db, self, table_ref, params)
+        sources = [
+            f"(SELECT COALESCE(SUM(n), 0) AS tuples, COUNT(*) AS classes, COALESCE(MIN(n), 0) AS smallest "
+            f"FROM ({view.class_sizes()}) AS c) AS sizes"
+        ]
+        figures = ["sizes.tuples", "sizes.classes", "sizes.smallest"]
+        for i, criterion in enumerate(self.criteria):
+            violators = violating_classes_sql(view, [criterion], f"v{i}", params)
+            sources.append(
+                f"(SELECT COUNT(*) AS classes, COALESCE(SUM(n), 0) AS tuples FROM ({violators}) AS v) AS violations{i}"
+            )
+            figures += [
+                f"violations{i}.classes",
+                f"violations{i}.tuples",
+                f"({criterion.audit_figure(view).bound(f'f{i}', params)}) AS figure{i}",
+            ]
+        if self.masked_top or self.unit is not None:  # the masked tuples, and the persons released (each once)
+            person, distinct = ("1", "") if self.unit is None else (db.q(self.unit), "DISTINCT ")
+            # without masking, a unit's released persons are those of its distinct released rows: a count over
+            # them, not over every written row (1M persons' rows, not their 2.5M visits)
+            counted = "released" if self.unit is not None and not self.masked_top else table_ref
+            sources.append(
+                f"(SELECT COUNT({distinct}CASE WHEN {masked} THEN {person} END) AS masked, "
+                f"COUNT({distinct}CASE WHEN NOT ({masked}) THEN {person} END) AS persons FROM {counted}) AS whole"
+            )
+            figures += ["whole.masked", "whole.persons"]
+        found = conn.execute(
+            text(f"WITH {published} SELECT {', '.join(figures)} FROM {' CROSS JOIN '.join(sources)}"), params
+        ).one()
+        rows, classes, smallest = (int(x) for x in found[:3])
+        suppressed = int(found[-2]) if self.masked_top else None
+        report = AuditReport(
+            rows=rows + (suppressed or 0), classes=classes, min_class_size=smallest, suppressed=suppressed
         )
+        if self.unit is not None:  # a person in two classes is a row of each in `released`: more rows than persons
+            report.split_persons, report.counted = rows - int(found[-1]), "persons"
+        for i, criterion in enumerate(self.criteria):
+            bad_classes, bad_tuples, value = found[3 + 3 * i : 6 + 3 * i]
+            report.criteria[criterion.name] = CriterionAudit(
+                params=criterion.params(),
+                figure_name=criterion.figure_name,
+                figure=None if value is None else float(value),
+                holds=bad_classes == 0,
+                violating_classes=int(bad_classes),
+                violating_tuples=int(bad_tuples),
+            )
+        return report
 
     def remove_violating(self, db: Database, conn: Connection, table_ref: str, scratch: str) -> None:
         """Delete the rows of every released class that violates a criterion (all of their persons' rows, where a
@@ -180,60 +217,14 @@ def audit_table(
     class sizes, each criterion's violating classes and its worst class are
     read from them.
     """
-    params: dict[str, object] = {}
-    read = PublishedClasses(
+    return PublishedClasses(
         qi_columns=qi_columns,
         sensitive=sensitive,
         criteria=criteria,
         masked_top=masked_top,
         reference=reference,
         unit=unit,
-    )
-    published, view, masked = _published(db, read, table_ref, params)
-    sources = [
-        f"(SELECT COALESCE(SUM(n), 0) AS tuples, COUNT(*) AS classes, COALESCE(MIN(n), 0) AS smallest "
-        f"FROM ({view.class_sizes()}) AS c) AS sizes"
-    ]
-    figures = ["sizes.tuples", "sizes.classes", "sizes.smallest"]
-    for i, criterion in enumerate(criteria):
-        violators = violating_classes_sql(view, [criterion], f"v{i}", params)
-        sources.append(
-            f"(SELECT COUNT(*) AS classes, COALESCE(SUM(n), 0) AS tuples FROM ({violators}) AS v) AS violations{i}"
-        )
-        figures += [
-            f"violations{i}.classes",
-            f"violations{i}.tuples",
-            f"({criterion.audit_figure(view).bound(f'f{i}', params)}) AS figure{i}",
-        ]
-    if masked_top or unit is not None:  # the masked tuples, and the persons released (each once)
-        person, distinct = ("1", "") if unit is None else (db.q(unit), "DISTINCT ")
-        # without masking, a unit's released persons are those of its distinct released rows: a count over them,
-        # not over every written row (1M persons' rows, not their 2.5M visits)
-        counted = "released" if unit is not None and not masked_top else table_ref
-        sources.append(
-            f"(SELECT COUNT({distinct}CASE WHEN {masked} THEN {person} END) AS masked, "
-            f"COUNT({distinct}CASE WHEN NOT ({masked}) THEN {person} END) AS persons FROM {counted}) AS whole"
-        )
-        figures += ["whole.masked", "whole.persons"]
-    found = conn.execute(
-        text(f"WITH {published} SELECT {', '.join(figures)} FROM {' CROSS JOIN '.join(sources)}"), params
-    ).one()
-    rows, classes, smallest = (int(x) for x in found[:3])
-    suppressed = int(found[-2]) if masked_top else None
-    report = AuditReport(rows=rows + (suppressed or 0), classes=classes, min_class_size=smallest, suppressed=suppressed)
-    if unit is not None:  # a person in two classes is a row of each in `released`: more rows than persons
-        report.split_persons, report.counted = rows - int(found[-1]), "persons"
-    for i, criterion in enumerate(criteria):
-        bad_classes, bad_tuples, value = found[3 + 3 * i : 6 + 3 * i]
-        report.criteria[criterion.name] = CriterionAudit(
-            params=criterion.params(),
-            figure_name=criterion.figure_name,
-            figure=None if value is None else float(value),
-            holds=bad_classes == 0,
-            violating_classes=int(bad_classes),
-            violating_tuples=int(bad_tuples),
-        )
-    return report
+    ).audit(db, conn, table_ref)
 
 
 def _published(
