@@ -162,12 +162,11 @@ def counted_persons(
             elif qi.column in varying and hierarchy is not None:
                 hierarchies[qi.column] = hierarchy
         _refuse_numbers_with_nulls(db, conn, job, distinct, ranged)
-        taken = [
-            c for c in person_columns(job, sensitive) for i in range(len(ranged)) if db.same_name(c, high_column(i))
-        ]
-        if taken:
-            raise DataError(f"a source column named {taken[0]!r} collides with sqlanon's own; rename it")
+        highs = {c: high_column(i) for i, c in enumerate(ranged)}
         columns = person_columns(job, sensitive)[1:]
+        clash = next((c for c in columns if any(db.same_name(c, high) for high in highs.values())), None)
+        if clash is not None:
+            raise DataError(f"a source column named {clash!r} collides with sqlanon's own; rename it")
         persons = _common_ancestors(db, conn, job, distinct, run_id, columns, hierarchies, ranged)
     finally:
         db.drop_table(conn, distinct)
@@ -196,7 +195,7 @@ def counted_persons(
         unit=job.unit_column,
         varying=list(varying),
         hierarchies=extended,
-        highs={c: high_column(i) for i, c in enumerate(ranged)},
+        highs=highs,
     )
 
 
