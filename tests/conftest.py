@@ -425,18 +425,45 @@ def adult_violations(adult_duck: str) -> dict[str, dict[tuple, int]]:
 # the fast part of the suite (README): pytest -m "not slow and not postgres and not spark"
 ORACLE_FIXTURES = {"all_qi_violations", "all_qi_oracle", "adult_violations", "adult_oracle"}
 SLOW_TESTS = {"test_criteria_on_random_tables", "test_runs_killed_at_random_points_leave_nothing_behind"}
+#: tests that share one worker when pytest-xdist runs the suite (--dist loadgroup): PostgreSQL's (they share the
+#: server's roles and its default metadata schema, and some list every table of the database), Spark's (one session
+#: per worker costs half a minute) and each session-scoped oracle's (computed once, not once per worker; a test's
+#: fixture names hold those its fixtures use)
+XDIST_GROUPS = ("postgres", "spark", "adult_violations", "all_qi_violations")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark what needs a PostgreSQL server (its fixtures, or a `postgresql` parameter) and what is slow (the
-    brute-force oracles over whole lattices, the random-table and kill-at-random-points runs)."""
+    """Mark what needs a PostgreSQL server (its fixtures, or a `postgresql` parameter), what needs Spark (its
+    fixtures) and what is slow (the brute-force oracles over whole lattices, the random-table and
+    kill-at-random-points runs), and put the tests that share a worker in their group (`XDIST_GROUPS`)."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         params = getattr(getattr(item, "callspec", None), "params", {})
         if "pg_server" in fixtures or "postgresql" in params.values():
             item.add_marker(pytest.mark.postgres)
+        if fixtures & {"spark_url", "spark_adult"}:
+            item.add_marker(pytest.mark.spark)
         if fixtures & ORACLE_FIXTURES or item.originalname in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+        group = next((g for g in XDIST_GROUPS if item.get_closest_marker(g) or g in fixtures), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker that groups tests (--dist=loadgroup), the groups took (a grouped test's id ends in
+    @group): a pytest whose ids xdist cannot extend would spread the PostgreSQL tests over two workers, which then
+    drop each other's roles (pytest-dev/pytest-xdist#1386)."""
+    if not session.config.getvalue("loadgroup"):
+        return
+    lost = next((i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid), None)
+    if lost is not None:
+        pytest.exit(
+            f"pytest-xdist did not group {lost} under pytest {pytest.__version__} (pytest-dev/pytest-xdist#1386): "
+            'install "pytest<9.2" (pyproject\'s test extra), or run in one process with -n 0',
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
 
 
 def chosen_release(job: Job, options: RunOptions | None = None) -> tuple[tuple[int, ...], Any]:
