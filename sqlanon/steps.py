@@ -246,10 +246,12 @@ def suppression_audit(
     source = TableName(db.resolved_schema(conn, src.schema), src.table)
     audited = TableName(db.resolved_schema(conn, target[0]), target[1])
     source_there = not source.same_as(audited, db) and db.table_exists(conn, src.schema, src.table)
-    table = db.q(src.schema, src.table)
+    table = counted = db.q(src.schema, src.table)
     if job.unit_column:  # the audit counts persons: so do the source's figures it is compared with
+        # a person may hold several sensitive values: one row each in the reference, counted once
+        counted = persons_from(db, table, job.unit_column, [])
         table = persons_from(db, table, job.unit_column, needed_sensitive(job.criteria))
-    source_rows = db.count_rows(conn, table) if source_there else None
+    source_rows = db.count_rows(conn, counted) if source_there else None
     if job.suppression.mode == "mask":
         files = read_hierarchy_files(job)
         for hierarchy in files.values():

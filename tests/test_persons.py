@@ -401,15 +401,6 @@ def test_inference_across_releases_reads_each_persons_rows_as_one(tmp_path):
         inference(job(releases=visit))
 
 
-def test_a_sensitive_value_that_differs_within_a_person_is_refused(tmp_path):
-    url = f"duckdb:///{tmp_path / 't.duckdb'}"
-    _load(url, _visits())
-    job = _job(tmp_path, url, HIERARCHIES, 3, 0)
-    job = dataclasses.replace(job, insensitive=["visit"], sensitive=["diagnosis"])
-    with pytest.raises(DataError, match="different values of the sensitive column 'diagnosis'"):
-        search(job)
-
-
 @st.composite
 def varying_person_tables(draw):
     """`person_tables`, but each row of a person may hold other QI values than the person's first row."""

@@ -163,6 +163,14 @@ def node_analysis(
     criteria = ctx.criteria if ctx.max_suppressed else []
     read = [attribute] if attribute else []
     read += [a for c in criteria for a in c.sensitive_attributes()]
+    persons = ctx.star.persons
+    held = [a for a in read if persons is not None and a in persons.held]
+    if persons is not None and held:
+        raise DataError(
+            f"persons of unit column {persons.unit!r} hold several values of {held[0]!r}: the attacks and "
+            "risks of the analysis read one value per person and are not defined for them yet; the search, "
+            "anonymize and audit count such persons"
+        )
     star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + job_sensitive + read)))
     if attribute:  # the analyzed attribute as codes where it can be: every grouping of the batches carries it
         star = star.with_domain(ctx.conn, attribute)

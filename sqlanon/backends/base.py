@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.sql import Executable, quoted_name
 from sqlalchemy.sql.ddl import CreateTableAs
@@ -520,6 +521,13 @@ class Database:
     def _check_readable(self, conn: Connection, schema: str | None, table: str, where: str) -> None:
         """Where the catalog lists only what a role may use: tell an unreadable table from a missing one."""
 
+    def value_set(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        """An aggregate: the distinct values of `column` in a group as one text, equal for two groups exactly when
+        they hold the same values: each value's text prefixed with its length (so no value's text can pass for
+        two), NULL as '-', in order."""
+        item = value_set_item(column)
+        return sa.func.string_agg(sa.distinct(item), aggregate_order_by(sa.literal(""), item))
+
     def lookup(self, key: str, keys: str, values: str) -> str:
         """SQL for the integer paired with `key` (text) in two bound lists, the parameters named `keys` (text)
         and `values` (integers), where `value_lookups` says that beats a join with a small table."""
@@ -678,6 +686,13 @@ def quote_literal(text: str) -> str:
 def quote_name(name: str) -> str:
     """A double-quoted SQL identifier (the same rule on DuckDB and PostgreSQL)."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def value_set_item(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+    """A value of `column` as an item of `Database.value_set`: its text prefixed with the text's length, NULL as
+    '-'."""
+    text = sa.cast(column, sa.String)
+    return sa.case((column.is_(None), sa.literal("-")), else_=sa.cast(sa.func.length(text), sa.String) + ":" + text)
 
 
 def qualified_name(schema: str | None, table: str) -> str:

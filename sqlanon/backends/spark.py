@@ -26,7 +26,16 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.sql.selectable import SelectBase
 
 from ..errors import ConfigError, DataError, SqlanonError
-from .base import ColumnKind, CsvRead, Database, driver_connection, first_line, normalize_url, open_database
+from .base import (
+    ColumnKind,
+    CsvRead,
+    Database,
+    driver_connection,
+    first_line,
+    normalize_url,
+    open_database,
+    value_set_item,
+)
 from .spark_dbapi import (
     DEFAULT_WAREHOUSE,
     ProgrammingError,
@@ -86,6 +95,10 @@ class Spark(Database):
     name_rule = "Spark compares them, ignoring case"
     temp_schema = ""
     transactions = False
+
+    def value_set(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        """As Database.value_set; Spark has no ordered STRING_AGG, so its items' set, sorted and joined."""
+        return sa.func.array_join(sa.func.array_sort(sa.func.collect_set(value_set_item(column))), "")
 
     def __init__(self, engine: sa.engine.Engine, url: str, metadata: Database):
         super().__init__(engine=engine, url=url)

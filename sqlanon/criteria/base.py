@@ -31,6 +31,8 @@ class Criterion(ABC):
     #: what the audit reports: the worst class's statistic (SQL over column `stat`)
     figure_name: str = ""
     figure_sql: str = "MIN(stat)"
+    #: the columns of `class_statistic` beside the classes and n (what `violation` reads)
+    statistic_columns: ClassVar[tuple[str, ...]] = ("stat",)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -70,20 +72,60 @@ class Criterion(ABC):
         has a row and n for every class, then tests it too, instead of a pass of its own)."""
         return None
 
+    def holders_guard(self) -> int:
+        """Where persons may hold several values (FrequencySetView.counts_holders): how many of a class's persons
+        must lack each value (0: no such bound). l-diversity asks l - 1, which its statistic implies where each
+        person holds one value, and which bounds at (n - l + 1) / n the confidence that a person of the class holds
+        any value where some hold several (n persons, each holding every value, would pass on their values
+        alone)."""
+        return 0
+
     def violating_classes(self, fs: FrequencySetView, also: SqlFragment | None = None) -> SqlFragment:
         """SELECT the class columns and their size n for every class that violates it (or `also`, a predicate
         over n)."""
-        stat, bad = self.class_statistic(fs), self.violation()
-        where = bad.sql if also is None else f"({bad.sql}) OR ({also.sql})"
+        stat, bad = self._statistic(fs), self.violation()
+        conditions = [bad] + ([also] if also is not None else [])
+        if self._counts_holders(fs) and self.holders_guard():
+            conditions.append(SqlFragment("top > n - :holders_guard", {"holders_guard": self.holders_guard()}))
+        where = " OR ".join(f"({c.sql})" for c in conditions)
         return SqlFragment(
             f"SELECT {fs.classes}, n FROM ({stat.sql}) AS st WHERE {where}",
-            {**stat.params, **bad.params, **(also.params if also else {})},
+            {**stat.params, **{k: v for c in conditions for k, v in c.params.items()}},
         )
 
     def audit_figure(self, fs: FrequencySetView) -> SqlFragment:
         """SELECT the worst class's statistic (one row, one column)."""
-        stat = self.class_statistic(fs)
+        stat = self._statistic(fs)
         return SqlFragment(f"SELECT {self.figure_sql} FROM ({stat.sql}) AS st", stat.params)
+
+    def _counts_holders(self, fs: FrequencySetView) -> bool:
+        return any(fs.counts_holders(a) for a in self.sensitive_attributes())
+
+    def _statistic(self, fs: FrequencySetView) -> SqlFragment:
+        """`class_statistic`, where persons may hold several values with n their class's persons (the statistic
+        reads the values' holders) and `top`, the most persons holding one value: the statistic, the class sizes
+        and the top counts grouped by class (a grouping matches NULL classes and hashes, where a join on IS NOT
+        DISTINCT FROM is a nested loop on PostgreSQL)."""
+        stat = self.class_statistic(fs)
+        if not self._counts_holders(fs):
+            return stat
+        columns = self.statistic_columns
+        nulls = ", ".join(["NULL"] * len(columns))
+        guarded = self.sensitive_attributes() if self.holders_guard() else []
+        parts = [  # each branch's columns beyond the classes (p, the statistic's, top), FROM item and grouping
+            (f"CAST(NULL AS BIGINT) AS p, {', '.join(columns)}, CAST(NULL AS BIGINT) AS top", stat.sql, ""),
+            (f"n, {nulls}, NULL", fs.class_sizes(), ""),
+            *((f"NULL, {nulls}, MAX(c)", fs.counts(a), f" GROUP BY {fs.classes}") for a in guarded),
+        ]
+        union = " UNION ALL ".join(
+            f"SELECT {fs.classes}, {selected} FROM ({source}) AS b{i}{grouped}"
+            for i, (selected, source, grouped) in enumerate(parts)
+        )
+        kept = ", ".join(f"MAX({c}) AS {c}" for c in columns)
+        return SqlFragment(
+            f"SELECT {fs.classes}, MAX(p) AS n, {kept}, MAX(top) AS top FROM ({union}) AS u GROUP BY {fs.classes}",
+            stat.params,
+        )
 
     def sensitive_attributes(self) -> list[str]:
         """The sensitive attributes the criterion reads (their columns must be in frequency sets)."""

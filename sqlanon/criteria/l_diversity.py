@@ -42,6 +42,9 @@ class LDiversity(Criterion):
             f"{self.attribute} ({self.describe()}): knowing a person's group does not tell their {self.attribute}"
         )
 
+    def holders_guard(self) -> int:
+        return int(self.l) - 1
+
     def check_domain(self, attribute: str, distinct_values: int, numeric: bool) -> None:
         if attribute == self.attribute and self.l > distinct_values:
             raise ConfigError(
@@ -219,6 +222,7 @@ class NpdRecursiveLDiversity(LDiversity):
     of each class."""
 
     name = "npd_recursive_l_diversity"
+    statistic_columns = ("stat", "w_share")
     figure_name = "smallest_c1"
     figure_sql = RecursiveLDiversity.figure_sql
     extra_keys: ClassVar[set[str]] = {"dont_care"}

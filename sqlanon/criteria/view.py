@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -48,6 +48,13 @@ class FrequencySetView:
     wave checker's, see WaveChecker.codes), each value's code, the value as text; the
     codes tell values apart, and criteria that compare values with others bind them
     through `value_keys` (no criterion that names or orders values reads such a set).
+
+    Where rows are persons' (a job's `unit`) and a person may hold several values of a sensitive attribute, a count
+    of a value is the class's persons who hold it (`counts`), while a class's size stays its persons
+    (`class_sizes`; the criteria read both through `Criterion.violating_classes`): `held`, per attribute whose
+    column holds each person's set of values (engine.persons), the FROM item of the sets' members (`held`, `value`);
+    or `persons`, a FROM item of each person's distinct class and values (`person`, the class and sensitive
+    columns), whose counts count distinct persons (the audit's own way to them).
     """
 
     table: str
@@ -60,10 +67,16 @@ class FrequencySetView:
     table_counts: dict[str, dict[str | None, int]] | None = None
     sizes_by_join: bool = False
     codes: dict[str, dict[str | None, int]] | None = None
+    held: dict[str, str] = field(default_factory=dict)
+    persons: str | None = None
 
     @property
     def one_row_per_class(self) -> bool:
-        return not self.sensitive_columns
+        return not self.sensitive_columns and self.persons is None
+
+    def counts_holders(self, attribute: str) -> bool:
+        """A count of a value of `attribute` is its holders, which may add up to more than the class's size."""
+        return attribute in self.held or self.persons is not None
 
     @property
     def classes(self) -> str:
@@ -71,6 +84,8 @@ class FrequencySetView:
 
     def class_sizes(self) -> str:
         """Per class: n (its size)."""
+        if self.persons is not None:
+            return self._distinct_persons(self.classes, self.classes, "n")
         if self.one_row_per_class:
             return f"SELECT {self.classes}, {self.count_column} AS n FROM {self.table}"
         return f"SELECT {self.classes}, {count_sum(self.count_column)} AS n FROM {self.table} GROUP BY {self.classes}"
@@ -78,9 +93,21 @@ class FrequencySetView:
     def counts(self, attribute: str) -> str:
         """Per class and sensitive value s of `attribute`: c (its count)."""
         s, cnt = self.sensitive_columns[attribute], self.count_column
+        if self.persons is not None:
+            return self._distinct_persons(f"{self.classes}, {s} AS s", f"{self.classes}, {s}", "c")
+        if attribute in self.held:  # each set of values, counted by its persons, adds them to each of its values
+            classes = ", ".join(f"t.{c}" for c in self.class_columns)
+            return (
+                f"SELECT {classes}, m.value AS s, {count_sum('t.' + cnt)} AS c FROM {self.table} t "
+                f"JOIN {self.held[attribute]} m ON t.{s} = m.held GROUP BY {classes}, m.value"
+            )
         if self.grouped and len(self.sensitive_columns) == 1:  # already one row per class and value
             return f"SELECT {self.classes}, {s} AS s, {cnt} AS c FROM {self.table}"
         return f"SELECT {self.classes}, {s} AS s, {count_sum(cnt)} AS c FROM {self.table} GROUP BY {self.classes}, {s}"
+
+    def _distinct_persons(self, selected: str, grouped: str, name: str) -> str:
+        """SELECT `selected`, and as `name` the distinct persons of each group of `grouped` (`persons`)."""
+        return f"SELECT {selected}, COUNT(DISTINCT person) AS {name} FROM {self.persons} GROUP BY {grouped}"
 
     def value_counts(self, attribute: str) -> str:
         """Per class and sensitive value s of `attribute`: c (its count), n (class size), r (rank by count).
@@ -107,7 +134,7 @@ class FrequencySetView:
         the wave twice (so stores it first) and hashes it twice: Adult's 8-QI t-closeness searches with 2%
         suppression, three alternated runs, equal 8.5-9.2 -> 7.9-8.3 s, KL 8.6-8.9 -> 8.2-8.6 s, hierarchical
         13.1-13.4 -> 12.4-13.5 s; hospital 1M rows, t equal 0.3, unchanged (10.1-10.3 against 10.0-10.5 s)."""
-        if not self.sizes_by_join:
+        if not self.sizes_by_join or self.counts_holders(attribute):  # n: the holders, as the window adds them
             return f"SELECT {self.classes}, s, c, {self._size_window()} FROM ({self.counts(attribute)}) AS value_counts"
         on = " AND ".join(f"z.{c} = v.{c}" for c in self.class_columns)
         return (
@@ -144,6 +171,11 @@ class FrequencySetView:
         """Per sensitive value s of `attribute`: q, its share of the whole table (or of the reference)."""
         s, cnt = self.sensitive_columns[attribute], self.count_column
         source = self.reference or self.table
+        if attribute in self.held:  # each value's holders, over every holding
+            return (
+                f"SELECT m.value AS s, {share(f'SUM(t.{cnt})', f'SUM(SUM(t.{cnt})) OVER ()')} AS q "
+                f"FROM {source} t JOIN {self.held[attribute]} m ON t.{s} = m.held GROUP BY m.value"
+            )
         return (
             f"SELECT {s} AS s, {share(f'SUM({cnt})', f'(SELECT SUM({cnt}) FROM {source})')} AS q "
             f"FROM {source} GROUP BY {s}"

@@ -237,16 +237,22 @@ def _published(
     masked = _masked_condition(db, read.masked_top, params) if read.masked_top else "1 = 0"
     released = f"SELECT * FROM {table_ref} WHERE NOT ({masked})"
     first = ""  # a common table expression before the published classes
+    select = [f"{db.q(c)} AS g{i}" for i, c in enumerate(qi_columns)]
+    sensitive_select = [f"{db.q(c)} AS s{j}" for j, c in enumerate(sensitive)]
+    persons = None
     if read.unit is not None:  # one row per person: each of its classes (and values) counted once; read twice
         distinct_rows = persons_select(db, table_ref, read.unit, qi_columns + sensitive, f"NOT ({masked})")
         first, released = f"released AS MATERIALIZED ({distinct_rows}), ", "SELECT * FROM released"
-    select = [f"{db.q(c)} AS g{i}" for i, c in enumerate(qi_columns)]
-    sensitive_select = [f"{db.q(c)} AS s{j}" for j, c in enumerate(sensitive)]
+        if sensitive:  # a person may hold several values: each value's holders, each class's persons
+            persons = (
+                f"(SELECT {', '.join([f'{db.q(read.unit)} AS person', *select, *sensitive_select])} FROM released) AS p"
+            )
     grouping = [db.q(c) for c in qi_columns + sensitive]
     distribution = None
     if sensitive and (read.masked_top or read.reference):  # t-closeness compares with every tuple, released or not
+        counted = "COUNT(*)" if read.unit is None else f"COUNT(DISTINCT {db.q(read.unit)})"  # a value's holders
         distribution = (
-            f"(SELECT {', '.join(sensitive_select)}, COUNT(*) AS cnt FROM {read.reference or table_ref} "
+            f"(SELECT {', '.join(sensitive_select)}, {counted} AS cnt FROM {read.reference or table_ref} "
             f"GROUP BY {', '.join(db.q(c) for c in sensitive)}) AS whole_table"
         )
     view = FrequencySetView(
@@ -257,6 +263,7 @@ def _published(
         definition=f"SELECT {', '.join(select + sensitive_select)}, COUNT(*) AS cnt FROM ({released}) AS r "
         f"GROUP BY {', '.join(grouping)}",
         reference=distribution,
+        persons=persons,
     )
     return f"{first}{view.table} AS MATERIALIZED ({view.definition})", view, masked
 
@@ -309,12 +316,20 @@ def check_published_values(
         stray = 0 if tuple(mine) == tuple(theirs) else max(1, abs(mine[0] - theirs[0]))
     else:
         names = [f"c{i}" for i in range(len(columns))]
-        mine = ", ".join(f"{value} AS {name}" for value, name in zip(published, names))
+        sides: list[Any] = [
+            sa.select(
+                *(sa.literal_column(v).label(n) for v, n in zip(values, names)), sa.literal(side).label("side")
+            ).select_from(table)
+            for values, table, side in (
+                (published, db.ref_table(written, []), 1),
+                (expected, db.ref_table(source, []).alias("t"), -1),
+            )
+        ]
+        both = sa.union_all(*sides).subquery("u")
+        more = sa.func.sum(both.c.side)
+        extra = sa.select(more.label("more")).group_by(*(both.c[n] for n in names)).having(more > 0).subquery("x")
         stray = db.execute(
-            conn,
-            f"SELECT COALESCE(SUM(more), 0) FROM (SELECT SUM(side) AS more FROM (SELECT {mine}, 1 AS side FROM "
-            f"{written} UNION ALL SELECT {', '.join(expected)}, -1 FROM {source} t) u GROUP BY {', '.join(names)} "
-            "HAVING SUM(side) > 0) x",
+            conn, db.as_text(conn, sa.select(sa.func.coalesce(sa.func.sum(extra.c.more), 0)))
         ).scalar_one()
     if stray:
         raise AuditError(

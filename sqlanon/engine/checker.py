@@ -426,6 +426,7 @@ class WaveChecker:
             table_counts=self._table_counts(criteria) if sensitive else None,
             sizes_by_join=self.db.class_sizes_by_join,
             codes=self.codes if sensitive else None,
+            held=self.star.held if sensitive else {},
         )
 
     def _reference(self, criteria: list[Criterion]) -> str:

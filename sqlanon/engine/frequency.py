@@ -131,6 +131,7 @@ def node_set_view(star: StarSchema, table: str, definition: str | None = None) -
         count_column=COUNT,
         sensitive_columns=star.sensitive_columns(),
         definition=definition,
+        held=star.held,
     )
 
 

@@ -23,6 +23,7 @@ def violating_classes(
         class_columns=[f"a{i}" for i in range(len(codes))],
         count_column="cnt",
         sensitive_columns=star.sensitive_columns(),
+        held=star.held,
     )
     bad = violating_classes_sql(view, criteria, "pub", params)
     with_clause = (

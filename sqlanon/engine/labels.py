@@ -37,4 +37,5 @@ def node_view(star: StarSchema, labels: str, index: int, node: tuple[int, ...]) 
         count_column="cnt",
         sensitive_columns=sensitive,
         definition=f"SELECT {select}, COUNT(*) AS cnt FROM {labels} GROUP BY {group}",
+        held=star.held,
     )

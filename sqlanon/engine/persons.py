@@ -13,8 +13,15 @@ is published as everyone else is; below it, at the ancestor's label, in a class 
 share it. Every row of the person is published with the person's value, so the person is in one class whatever the
 node. Mondrian cuts it as any leaf of the extended hierarchy: a partition that holds it and persons of other values
 is at or above the ancestor's level (their node is the ancestor or above it), one that holds such persons only
-publishes the ancestor's label. (A person with several values of a sensitive attribute is refused: the criteria
-need a definition of their own for that case.)
+publishes the ancestor's label.
+
+A person whose rows hold several values of a sensitive attribute (a diagnosis per visit) holds each of them once
+(1:M data, after Gong et al.'s (k, l)-diversity for 1:M data): the persons' table holds the person's set of values
+as one text (`Database.value_set`), which frequency sets group as any value, and the run keeps, per such attribute
+(`HeldValues`), each person's distinct values and each set's members. A criterion then reads, per class, how many
+of its persons hold each value (criteria.view.FrequencySetView.held), and a class's size stays its persons (see
+docs/job-file.md for what each criterion requires of such classes). The lattice search, its publication, `apply` and
+the audit count so; Mondrian, Anatomy, the analyses and the release ledger refuse such persons.
 """
 
 from __future__ import annotations
@@ -43,6 +50,16 @@ LCA_PREFIX = "~lca~"
 HIGH_PREFIX = "sqlanon_high__"
 
 
+@dataclass(frozen=True)
+class HeldValues:
+    """A sensitive attribute whose values differ within persons: `holdings`, a scratch table of each person's
+    distinct values (the unit, the attribute's column), and `members`, of each set of values the persons' table
+    holds and its values (`held`, the set as `Database.value_set` writes it; `value`)."""
+
+    holdings: str
+    members: str
+
+
 @dataclass(kw_only=True)
 class Persons:
     """A run's persons' table (`table`, a session's scratch table), the FROM item whose rows a publication writes
@@ -58,6 +75,15 @@ class Persons:
     varying: list[str] = field(default_factory=list)
     hierarchies: dict[str, Hierarchy] = field(default_factory=dict)
     highs: dict[str, str] = field(default_factory=dict)  # QI -> the column of its persons' largest values
+    #: sensitive columns whose values differ within persons: their column holds each person's set of values
+    held: dict[str, HeldValues] = field(default_factory=dict)
+
+    def drop(self, db: Database, conn: Connection) -> None:
+        """Drop the persons' table and the tables of their held values."""
+        for tables in self.held.values():
+            db.drop_table(conn, tables.members)
+            db.drop_table(conn, tables.holdings)
+        db.drop_table(conn, self.table)
 
     @contextmanager
     def pseudonymized_rows(
@@ -141,19 +167,22 @@ def counted_persons(
     run_id: int,
     sensitive: Sequence[str],
     hierarchy_of: Callable[[QuasiIdentifier], Hierarchy | None],
+    several_values: bool = False,
 ) -> Persons:
     """The persons a lattice search or Mondrian counts, one row each (the `person_columns`): where a person's rows
     disagree on a QI, the person's value is the lowest common ancestor of their values in its hierarchy
     (`hierarchy_of`, the QI's hierarchy as the job gives it; see the module's docstring), or for a number Mondrian
-    cuts without one (None), the smallest of their values, the largest beside it (`Persons.highs`). Refused,
-    nothing left behind: such a number NULL in some of a person's rows, NULL persons, and persons whose rows
-    disagree on a sensitive value."""
+    cuts without one (None), the smallest of their values, the largest beside it (`Persons.highs`); where they
+    disagree on a sensitive column and the caller counts `several_values`, the set of their values (`Persons.held`).
+    Refused, nothing left behind: such a number NULL in some of a person's rows, NULL persons, and persons whose rows
+    disagree on a sensitive value where the caller does not count several."""
     assert job.unit_column is not None
     distinct, varying = _distinct_persons(db, conn, job, source, run_id, sensitive)
     if not varying:
         return Persons(table=distinct, rows=source, source=source, unit=job.unit_column)
     try:
-        if any(column not in job.qi_names for column in varying):
+        held = [column for column in varying if column not in job.qi_names]
+        if held and not several_values:
             raise _disagreement(job, varying)
         hierarchies, ranged = {}, []
         for qi in job.quasi_identifiers:
@@ -167,36 +196,79 @@ def counted_persons(
         clash = next((c for c in columns if any(db.same_name(c, high) for high in highs.values())), None)
         if clash is not None:
             raise DataError(f"a source column named {clash!r} collides with sqlanon's own; rename it")
-        persons = _common_ancestors(db, conn, job, distinct, run_id, columns, hierarchies, ranged)
+        persons = Persons(
+            table=_common_ancestors(db, conn, job, distinct, run_id, columns, hierarchies, ranged, held),
+            rows=source,
+            source=source,
+            unit=job.unit_column,
+            varying=[c for c in varying if c not in held],
+            highs=highs,
+        )
+        try:
+            persons.held = {
+                c: _held_values(db, conn, job, distinct, persons.table, c, f"{run_id}_{i}") for i, c in enumerate(held)
+            }
+        except Exception:
+            persons.drop(db, conn)
+            raise
     finally:
         db.drop_table(conn, distinct)
     try:
-        found = _ancestors_found(db, conn, persons, list(hierarchies))
-        extended = {c: with_common_ancestors(hierarchies[c], found[c]) for c in hierarchies}
+        found = _ancestors_found(db, conn, persons.table, list(hierarchies))
+        persons.hierarchies = {c: with_common_ancestors(hierarchies[c], found[c]) for c in hierarchies}
     except Exception:
-        db.drop_table(conn, persons)
+        persons.drop(db, conn)
         raise
     for column, count in varying.items():
-        how = (
-            "each is cut by the smallest of their values and published with a range that holds all of them"
-            if column in ranged
-            else "each is published at or above the lowest level of its hierarchy where their values meet"
+        warnings.warn(_varying_warning(job, column, count, ranged, held), UserWarning, stacklevel=2)
+    return persons
+
+
+def _varying_warning(job: Job, column: str, persons: int, ranged: Sequence[str], held: Sequence[str]) -> str:
+    """What the run does with the persons whose rows disagree on `column`."""
+    if column in held:
+        return (
+            f"{persons} person(s) of unit column {job.unit_column!r} have rows with different values of the "
+            f"sensitive column {column!r}: each of their values counts once for them (a group's count of a value is "
+            "the number of its persons who hold it)"
         )
-        warnings.warn(
-            f"{count} person(s) of unit column {job.unit_column!r} have rows with different values of the "
-            f"quasi-identifier {column!r}: {how}, in all of their rows",
-            UserWarning,
-            stacklevel=2,
-        )
-    return Persons(
-        table=persons,
-        rows=source,
-        source=source,
-        unit=job.unit_column,
-        varying=list(varying),
-        hierarchies=extended,
-        highs=highs,
+    how = (
+        "each is cut by the smallest of their values and published with a range that holds all of them"
+        if column in ranged
+        else "each is published at or above the lowest level of its hierarchy where their values meet"
     )
+    return (
+        f"{persons} person(s) of unit column {job.unit_column!r} have rows with different values of the "
+        f"quasi-identifier {column!r}: {how}, in all of their rows"
+    )
+
+
+def _held_values(
+    db: Database, conn: Connection, job: Job, distinct: str, persons: str, column: str, suffix: str
+) -> HeldValues:
+    """The tables of a sensitive `column` whose values differ within persons (`HeldValues`): each person's distinct
+    values, from the `distinct` rows of the source, and each set of values of the `persons`' table with its
+    members."""
+    assert job.unit_column is not None
+    unit = job.unit_column
+    rows = db.ref_table(distinct, [unit, column])
+    holdings = db.create_scratch(
+        conn, f"holdings_{suffix}", db.as_text(conn, sa.select(rows.c[unit], rows.c[column]).distinct())
+    )
+    try:
+        held = db.ref_table(holdings, [unit, column]).alias("h")
+        person = db.ref_table(persons, [unit, column]).alias("p")
+        members = sa.select(person.c[column].label("held"), held.c[column].label("value")).distinct()
+        members = members.select_from(held.join(person, held.c[unit] == person.c[unit]))
+        tables = HeldValues(
+            holdings=holdings, members=db.create_scratch(conn, f"members_{suffix}", db.as_text(conn, members))
+        )
+    except Exception:
+        db.drop_table(conn, holdings)
+        raise
+    db.analyze(conn, tables.holdings)
+    db.analyze(conn, tables.members)
+    return tables
 
 
 def high_column(i: int) -> str:
@@ -295,9 +367,10 @@ def _disagreement(job: Job, varying: dict[str, int]) -> DataError:
     also = f" (and of {', '.join(c for c, _ in others)})" if others else ""
     return DataError(
         f"{persons} person(s) of unit column {job.unit_column!r} have rows with different values of the sensitive "
-        f"column {column!r}{also}; each person's sensitive value counts once, so it must be the same in all of "
-        "their rows: keep one value per person (e.g. the first visit's), or list a column that may differ as "
-        "insensitive"
+        f"column {column!r}{also}; this method counts one sensitive value per person, so it must be the same in "
+        "all of their rows: keep one value per person (e.g. the first visit's), list a column that may differ as "
+        "insensitive, or publish by generalization (output.method: generalize), whose search counts each value a "
+        "person holds"
     )
 
 
@@ -310,10 +383,12 @@ def _common_ancestors(
     columns: list[str],
     hierarchies: dict[str, Hierarchy],
     ranged: Sequence[str] = (),
+    held: Sequence[str] = (),
 ) -> str:
     """The persons' table, one row per person, where each QI of `hierarchies` holds the person's value as text, or,
-    where their rows disagree, the key of their values' lowest common ancestor, and each number of `ranged` the
-    person's smallest value, their largest beside it (`high_column`). One grouping by person of the source's
+    where their rows disagree, the key of their values' lowest common ancestor, each number of `ranged` the
+    person's smallest value, their largest beside it (`high_column`), and each sensitive column of `held` the set
+    of the person's values (`Database.value_set`). One grouping by person of the source's
     distinct rows (`source`), joined with each such QI's codes by level (a scratch table of the hierarchy's
     values). A person with a value missing from the hierarchy (or an unmapped NULL) keeps that value, which the
     star schema's checks then name."""
@@ -333,6 +408,8 @@ def _common_ancestors(
             keys[column] = _ancestor_key(value, levels, hierarchy.height)
         for column in ranged:
             keys[column] = sa.func.min(table.c[column])
+        for column in held:
+            keys[column] = db.value_set(table.c[column])
         selected = [keys[c].label(c) if c in keys else table.c[c] for c in [job.unit_column, *columns]]
         selected += [sa.func.max(table.c[c]).label(high_column(i)) for i, c in enumerate(ranged)]
         grouped = [table.c[c] for c in [job.unit_column, *columns] if c not in keys]

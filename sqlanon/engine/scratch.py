@@ -6,8 +6,7 @@ with `make`, is that query's result as a Core table, its columns the query's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -126,16 +125,3 @@ class Scratch:
         for ref in reversed(self.created):
             self.db.drop_table(self.conn, ref)
         self.created.clear()
-
-
-@contextmanager
-def stored_select(
-    db: Database, conn: Connection, name: str, select: str, params: dict[str, Any] | None = None
-) -> Iterator[str]:
-    """`select` stored once as the scratch table `name`; yields a SELECT of it for the statements that read it
-    (instead of each computing it again), then drops it."""
-    ref = db.create_scratch(conn, name, select, params)
-    yield f"SELECT * FROM {ref}"
-    # dropped when the statements succeeded; after an error the caller's rollback takes the table (a DROP
-    # there would fail in PostgreSQL's aborted transaction and hide the error that stopped them)
-    db.drop_table(conn, ref)

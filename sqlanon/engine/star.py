@@ -21,7 +21,7 @@ from functools import cached_property
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import case, func, select, text
+from sqlalchemy import case, func, select
 from sqlalchemy.engine import Connection
 
 from ..backends import ColumnKind, Database
@@ -172,13 +172,15 @@ class StarSchema:
         return {
             col: {value: code for code, value in enumerate((v for v in counts if v is not None), start=1)}
             for col, counts in self.domain_counts.items()
-            if col in self.exact_text and col not in read_by_value and len(counts) <= LOOKUP_VALUES
+            if col in self.exact_text and col not in read_by_value | set(self.held) and len(counts) <= LOOKUP_VALUES
         }
 
     def with_domain(self, conn: Connection, column: str) -> StarSchema:
         """This star with the value counts of `column` (see `domain_counts`) where it could code it and lacks them:
         one grouping of the table by the column, which codes then repay in every grouping that carries it."""
         if column in self.domain_counts or not self.db.value_lookups or column not in self.exact_text:
+            return self
+        if column in self.held:
             return self
         counts = _domain_counts(self.db, conn, self.source, column)
         if counts is None or len(counts) > LOOKUP_VALUES:
@@ -187,6 +189,18 @@ class StarSchema:
 
     def sensitive_columns(self) -> dict[str, str]:
         return {col: f"s{j}" for j, col in enumerate(self.sensitive)}
+
+    @property
+    def held(self) -> dict[str, str]:
+        """The sensitive columns whose values a person may hold several of, each with the table of its sets'
+        members (engine.persons.HeldValues; see FrequencySetView.held)."""
+        return {c: h.members for c, h in self.persons.held.items() if c in self.sensitive} if self.persons else {}
+
+    @property
+    def size_bound_counts(self) -> dict[str, dict[str | None, int]]:
+        """The `domain_counts` that bound a class's size (criteria.least_size_first): not those of held columns,
+        whose n persons may hold more than n values."""
+        return {c: counts for c, counts in self.domain_counts.items() if c not in self.held}
 
     @property
     def heights(self) -> list[int]:
@@ -248,7 +262,7 @@ class StarSchema:
         """Drop the dimension tables the run built, or with `keep` (a run that succeeded) keep those that may serve
         later runs (see `KeptDimensions`); a kept table the run reused stays as it is."""
         if self.persons is not None:
-            self.db.drop_table(conn, self.source)
+            self.persons.drop(self.db, conn)
         built = [d for d in self.dimensions if not d.reused]
         kept = [(d.table, d.kept_as, d.shape) for d in built if keep and d.kept_as is not None]
         for d in built:
@@ -459,9 +473,11 @@ def build_star_schema(
             file = files.get(qi.column)
             return file.load() if file is not None else generated_hierarchy(db, conn, table, qi)
 
-        persons = counted_persons(db, conn, job, table, run_id, sensitive, hierarchy_of)
+        persons = counted_persons(db, conn, job, table, run_id, sensitive, hierarchy_of, several_values=True)
         source = persons.table
     try:  # the persons' table goes with an error, as the dimension tables do below
+        if persons is not None:
+            _check_held(criteria, persons)
         rows = db.count_rows(conn, source)
         if rows == 0:
             raise DataError(f"table {src.table!r} is empty; there is nothing to anonymize")
@@ -471,10 +487,11 @@ def build_star_schema(
             db.plan_source_joins(conn, src.schema, src.table)
         for criterion in criteria:
             criterion.check_table_size(rows)
-        counts = _check_sensitive_domains(db, conn, criteria, source, sensitive, kinds)
+        held = {c: h.holdings for c, h in persons.held.items()} if persons is not None else {}
+        counts = _check_sensitive_domains(db, conn, criteria, source, sensitive, kinds, held)
     except Exception:
-        if source != table:
-            db.drop_table(conn, source)
+        if persons is not None:
+            persons.drop(db, conn)
         raise
     star = StarSchema(
         db=db,
@@ -556,13 +573,17 @@ def _check_sensitive_domains(
     source: str,
     sensitive: list[str],
     kinds: dict[str, ColumnKind],
+    held: dict[str, str],
 ) -> dict[str, dict[str | None, int]]:
     """Criteria that cannot hold for a sensitive attribute's values fail here, before any search. `kinds`: what
-    each source column holds, by `db.name_key`. Returns, per column with at most
-    DOMAIN_VALUES values, the table's count of each value (as text; NULL: None), read by one grouping that also
-    serves the checks (StarSchema.domain_counts)."""
+    each source column holds, by `db.name_key`; `held`: the columns whose values persons may hold several of, each
+    with the table of each person's distinct values (engine.persons.HeldValues), which is read instead. Returns,
+    per column with at most DOMAIN_VALUES values, the table's count of each value (as text; NULL: None; for a held
+    column, its holders), read by one grouping that also serves the checks (StarSchema.domain_counts)."""
     found = {}
+    all_source = source
     for column in sensitive:
+        source = held.get(column, all_source)
         counts = _domain_counts(db, conn, source, column)
         if counts is not None:
             found[column] = counts
@@ -585,6 +606,26 @@ def _check_sensitive_domains(
             if hierarchy is not None:
                 _check_sensitive_hierarchy(db, conn, source, column, hierarchy, counts)
     return found
+
+
+def _check_held(criteria: list[Criterion], persons: Persons) -> None:
+    """Persons may hold several values of one sensitive column the criteria read, under the criteria that count
+    a class's holders of each value (not multi-attribute l-diversity, whose subclasses are of values)."""
+    held = [c for c in needed_sensitive(criteria) if c in persons.held]
+    if len(held) > 1:
+        raise DataError(
+            f"persons of unit column {persons.unit!r} hold several values of the sensitive columns "
+            f"{', '.join(map(repr, held))}: sqlanon counts several values per person in one sensitive column only; "
+            "keep one value per person in the others (e.g. the first visit's)"
+        )
+    multi = next(
+        (c for c in criteria if len(c.sensitive_attributes()) > 1 and set(held) & set(c.sensitive_attributes())), None
+    )
+    if multi is not None:
+        raise DataError(
+            f"{multi.name}: persons of unit column {persons.unit!r} hold several values of {held[0]!r}, and "
+            "multi-attribute l-diversity has no definition for them yet; use an l-diversity per attribute"
+        )
 
 
 def _domain_counts(db: Database, conn: Connection, source: str, column: str) -> dict[str | None, int] | None:
@@ -684,10 +725,7 @@ def _check_one_row_per_tuple(db: Database, conn: Connection, star: StarSchema) -
     """
     dims = star.dimensions
     built = [d for d in dims if not d.reused]  # a kept table was checked when its run built it
-    twice = _first_values_per_dimension(
-        conn,
-        [db.as_text(conn, _repeated_values(db.ref_table(d.table, ["v"]).c.v)) for d in built],
-    )
+    twice = _first_values_per_dimension(db, conn, [_repeated_values(db.ref_table(d.table, ["v"]).c.v) for d in built])
     for dim, values in zip(built, twice):
         if values:
             raise HierarchyError(
@@ -695,19 +733,18 @@ def _check_one_row_per_tuple(db: Database, conn: Connection, star: StarSchema) -
                 f"more than once in its hierarchy ({dim.origin}); each original value needs "
                 "exactly one line"
             )
-    columns = [db.q(dim.column) for dim in dims]
-    counts = conn.execute(
-        text(
-            "SELECT "
-            + ", ".join(
-                f"COUNT(*) - COUNT({col}), COUNT(CASE WHEN CAST({col} AS VARCHAR) = '' THEN 1 END)" for col in columns
-            )
-            + f" FROM {star.source}"
-        )
-    ).one()
+    table = db.ref_table(star.source, [dim.column for dim in dims])
+    figures = []
+    for dim in dims:  # per QI: its NULLs, its empty strings
+        column = table.c[dim.column]
+        figures += [
+            sa.func.count() - sa.func.count(column),
+            sa.func.count(sa.case((sa.cast(column, sa.String) == "", 1))),
+        ]
+    counts = db.execute(conn, db.as_text(conn, sa.select(*figures))).one()
     for dim, nulls, empty in zip(dims, counts[::2], counts[1::2]):
         check_null_mapping(dim.column, dim.shape.maps_null, dim.origin, nulls, empty)
-    missing = _first_values_per_dimension(conn, [_missing_keys(db, star.source, dim) for dim in dims])
+    missing = _first_values_per_dimension(db, conn, [_missing_keys(db, star.source, dim) for dim in dims])
     for dim, values in zip(dims, missing):
         _check_covered(dim, values)
 
@@ -721,17 +758,23 @@ def _repeated_values(value: sa.ColumnElement[Any]) -> Any:
     )
 
 
-def _first_values_per_dimension(conn: Connection, queries: list[str]) -> list[list[tuple[str | None, int]]]:
+def _first_values_per_dimension(
+    db: Database, conn: Connection, queries: list[sa.Select[Any]]
+) -> list[list[tuple[str | None, int]]]:
     """The first MISSING_SHOWN rows (value, found) of each query, by value: one statement for every QI (a UNION
     ALL) instead of one per QI, each query still its own grouping."""
     if not queries:
         return []
-    union = " UNION ALL ".join(
-        f"SELECT * FROM (SELECT {i} AS dim, value, found FROM ({query}) q ORDER BY value LIMIT {MISSING_SHOWN}) b{i}"
-        for i, query in enumerate(queries)
-    )
+    branches = []
+    for i, query in enumerate(queries):
+        rows = query.subquery(f"q{i}")
+        ordered = sa.select(sa.literal(i).label("dim"), rows.c.value, rows.c.found).order_by(rows.c.value)
+        first = ordered.limit(MISSING_SHOWN).subquery(f"b{i}")
+        branches.append(sa.select(first.c.dim, first.c.value, first.c.found))
+    union = sa.union_all(*branches).subquery("u")
+    by_dimension = sa.select(union.c.dim, union.c.value, union.c.found).order_by(union.c.dim, union.c.value)
     found: list[list[tuple[str | None, int]]] = [[] for _ in queries]
-    for dim, value, count in conn.execute(text(f"SELECT dim, value, found FROM ({union}) u ORDER BY dim, value")):
+    for dim, value, count in db.execute(conn, db.as_text(conn, by_dimension)):
         found[dim].append((value, count))
     return found
 
@@ -756,13 +799,17 @@ def check_null_mapping(column: str, maps_null: bool, origin: str, nulls: int, em
         )
 
 
-def _missing_keys(db: Database, source: str, dim: Dimension) -> str:
+def _missing_keys(db: Database, source: str, dim: Dimension) -> sa.Select[Any]:
     """The QI's distinct keys with no line in its dimension, and how many there are (one grouping of one column:
     on PostgreSQL 0.44 s for the five hospital QIs at 1M rows, one LEFT JOIN of the rows with all five dimensions
     0.85 s)."""
+    rows = db.ref_table(source, []).alias("t")
+    keys = sa.select(sa.literal_column(dim.key(db, "t")).label("value")).select_from(rows).distinct().subquery("k")
+    lines = db.ref_table(dim.table, ["v"]).alias("d")
     return (
-        f"SELECT k.value, COUNT(*) OVER () AS found FROM (SELECT DISTINCT {dim.key(db, 't')} AS value "
-        f"FROM {source} t) k LEFT JOIN {dim.table} d ON d.v = k.value WHERE d.v IS NULL"
+        sa.select(keys.c.value, sa.func.count().over().label("found"))
+        .select_from(keys.outerjoin(lines, lines.c.v == keys.c.value))
+        .where(lines.c.v.is_(None))
     )
 
 

@@ -91,6 +91,12 @@ def publish_generalization(
 ) -> AuditReport:
     """Create the generalized table for the plan's node and commit it only if the audit passes (and, with a
     `ledger`, only if the release and the job's earlier ones together disclose nothing)."""
+    if ledger is not None and star.persons is not None and star.persons.held:
+        raise DataError(
+            f"persons of unit column {star.persons.unit!r} hold several values of "
+            f"{', '.join(map(repr, star.persons.held))}: the release ledger's inference reads one value per person "
+            "and is not defined for them yet; leave ledger out of this job, or keep one value per person"
+        )
     phases = Phases(progress, "publish", 5 + (ledger is not None))
     phases.step("starting")  # the last point where a cancel stops the run before anything is written
     suppressing = plan.max_suppressed > 0 and any(level < d.height for d, level in zip(star.dimensions, plan.node))
@@ -133,7 +139,12 @@ def publish_generalization(
                 if suppressing and plan.mode == "mask"
                 else None
             )
-            reference = star.source if suppressing and plan.mode == "remove" else None
+            # the values of every person, released or not: the source's rows (a persons' table holds sets of them)
+            reference = (
+                (star.persons.source if star.persons else star.source)
+                if suppressing and plan.mode == "remove"
+                else None
+            )
             phases.step("auditing")
             classes = PublishedClasses(
                 qi_columns=qi_columns,

@@ -501,7 +501,7 @@ class Filtered(SearchStrategy):
             m for c in ctx.criteria for m in c.monotone_part()
         ]
         # and k-anonymity at the least class size they allow, where it is larger than theirs
-        sizes = least_size_first(ctx.criteria, ctx.star.domain_counts)
+        sizes = least_size_first(ctx.criteria, ctx.star.size_bound_counts)
         monotone = [c for c in monotone if c.size_violation() is None] + sizes
         if not monotone:
             return Incognito().search(ctx, stats)
@@ -611,7 +611,7 @@ class Probe:
         criteria = self.ctx.criteria
         if not self.waves.large or not any(c.sensitive_attributes() for c in criteria):
             return []
-        return least_size_first(criteria, self.ctx.star.domain_counts)
+        return least_size_first(criteria, self.ctx.star.size_bound_counts)
 
     def write_progress(self, commit: bool = True) -> None:
         if not self.progress_by_height:

@@ -1,0 +1,273 @@
+"""Persons who hold several values of a sensitive attribute (1:M data: a diagnosis per visit), on DuckDB and
+PostgreSQL.
+
+A class's count of a value is its persons who hold it, its size its persons, and l-diversity also asks that at least
+l - 1 of a class's persons lack each value. The search is checked against a brute force over every node that
+counts each class's persons and holders in Python (random tables, a different code path); publications are
+re-counted from the written table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sqlanon import RunOptions, analyze, anonymize, audit, load_csv, search
+from sqlanon.criteria import criteria_from_config
+from sqlanon.errors import ConfigError, DataError
+from sqlanon.model.job import Ledger
+
+from .test_persons import HIERARCHIES, KEY, KEY_ENV, _anatomy_job, _job, _load, _max_suppressed, person_tables
+
+#: the criteria the random tables are searched with (on `diagnosis`), beside k-anonymity
+CRITERIA: dict[str, dict[str, Any]] = {
+    "distinct": {"distinct_l_diversity": {"attribute": "diagnosis", "l": 2}},
+    "distinct l=3": {"distinct_l_diversity": {"attribute": "diagnosis", "l": 3}},
+    "entropy": {"entropy_l_diversity": {"attribute": "diagnosis", "l": 2}},
+    "recursive": {"recursive_l_diversity": {"attribute": "diagnosis", "l": 2, "c": 2}},
+    "t": {"t_closeness": {"attribute": "diagnosis", "t": 0.25}},
+}
+
+
+@pytest.fixture(autouse=True)
+def pseudonym_key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+
+
+@st.composite
+def holding_tables(draw):
+    """`person_tables` whose rows draw their diagnosis from four, so that a person holds one to four of them, and
+    one of `CRITERIA`."""
+    hierarchies, rows, k, limit = draw(person_tables())
+    rows = [(*row[:4], f"d{draw(st.integers(0, 3))}") for row in rows]
+    return hierarchies, rows, k, limit, draw(st.sampled_from(sorted(CRITERIA)))
+
+
+def holds(name: str, holders: Counter[str], persons: int, table: Counter[str]) -> bool:
+    """Whether a class of `persons` persons, `holders[s]` of whom hold s, satisfies `CRITERIA[name]`, given the
+    table's holders of each value."""
+    ((kind, spec),) = CRITERIA[name].items()
+    if kind == "t_closeness":
+        whole, held = sum(table.values()), sum(holders.values())
+        distance = 0.5 * sum(abs(holders[s] / held - table[s] / whole) for s in table)
+        return distance <= spec["t"] + 1e-9
+    l, counts = spec["l"], sorted(holders.values(), reverse=True)
+    if max(counts) > persons - (l - 1):  # l - 1 of the class's persons lack each value
+        return False
+    if kind == "distinct_l_diversity":
+        return len(counts) >= l
+    if kind == "entropy_l_diversity":
+        total = sum(counts)
+        return -sum(c / total * math.log(c / total) for c in counts) >= math.log(l) - 1e-9
+    return len(counts) >= l and counts[0] < spec["c"] * sum(counts[l - 1 :])
+
+
+def held_brute_force(hierarchies, rows, k: int, max_suppressed: int, name: str) -> list[tuple[int, ...]]:
+    """Every node whose classes that hold fewer than k persons or fail the criterion hold at most `max_suppressed`
+    persons: each person's values counted once, in Python."""
+    labels = [{path[0]: path for path in paths} for paths in hierarchies]
+    qis = {row[0]: row[1:3] for row in rows}
+    values: dict[str, set[str]] = {}
+    for row in rows:
+        values.setdefault(row[0], set()).add(row[4])
+    table = Counter(value for held in values.values() for value in held)
+    passing = []
+    for node in itertools.product(*(range(len(paths[0])) for paths in hierarchies)):
+        classes: dict[tuple[str, ...], list[str]] = {}
+        for pid, person_qis in qis.items():
+            key = tuple(labels[i][value][level] for i, (value, level) in enumerate(zip(person_qis, node)))
+            classes.setdefault(key, []).append(pid)
+        suppressed = sum(
+            len(pids)
+            for pids in classes.values()
+            if len(pids) < k or not holds(name, Counter(v for p in pids for v in values[p]), len(pids), table)
+        )
+        if suppressed <= max_suppressed:
+            passing.append(node)
+    return sorted(passing)
+
+
+def _held_job(folder: Path, url: str, hierarchies, k: int, limit: float, name: str, schema: str | None = None, **extra):
+    job = _job(folder, url, hierarchies, k, limit, schema, **extra)
+    criteria = criteria_from_config({"k_anonymity": {"k": k}, **CRITERIA[name]})
+    return dataclasses.replace(job, insensitive=["visit"], sensitive=["diagnosis"], criteria=criteria)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=holding_tables())
+def test_persons_holding_several_values_are_searched_as_a_brute_force_does(tmp_path_factory, case):
+    hierarchies, rows, k, limit, name = case
+    folder = tmp_path_factory.mktemp("held")
+    url = f"duckdb:///{folder / 't.duckdb'}"
+    _load(url, rows)
+    try:
+        job = _held_job(folder, url, hierarchies, k, limit, name)
+        expected = held_brute_force(hierarchies, rows, k, _max_suppressed(job, len({r[0] for r in rows})), name)
+        with warnings.catch_warnings():  # persons holding several values are said to
+            warnings.simplefilter("ignore")
+            found = search(job)
+            exhaustive = search(dataclasses.replace(job, strategy="exhaustive"))
+    except ConfigError:  # a limit that lets every person go; l above the values the table holds
+        return
+    assert sorted(found.satisfying) == expected
+    assert sorted(exhaustive.satisfying) == expected
+
+
+def _published_classes(url: str, schema: str | None = None) -> dict[tuple[str, str], dict[str, set[str]]]:
+    """Per class (q0, q1) of the written table: each diagnosis and the pseudonyms of its holders."""
+    engine = sa.create_engine(url)
+    ref = f'"{schema}".visits_anon' if schema else "visits_anon"
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(f"SELECT q0, q1, diagnosis, pid FROM {ref}").all()
+    engine.dispose()
+    classes: dict[tuple[str, str], dict[str, set[str]]] = {}
+    for q0, q1, diagnosis, pid in rows:
+        classes.setdefault((q0, q1), {}).setdefault(diagnosis, set()).add(pid)
+    return classes
+
+
+def _check_publication(tmp_path: Path, url: str, name: str, schema: str | None = None) -> dict:
+    """Publish the visits with k = 4 and the criterion `name`, 20% of persons suppressible: every class of the
+    written table holds 4 persons and the criterion over its holders, the audit counts so, and every row of a
+    published person is there. Returns the classes."""
+    rows = _holding_visits()
+    _load(url, rows, schema)
+    job = _held_job(tmp_path, url, HIERARCHIES, 4, 0.2, name, schema, output={"table": "visits_anon"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = anonymize(job, RunOptions(metadata_schema=f"{schema}_meta") if schema else None)
+    classes = _published_classes(url, schema)
+    table = Counter(d for pid in {r[0] for r in rows} for d in {r[4] for r in rows if r[0] == pid})
+    for holders in classes.values():
+        persons = len(set().union(*holders.values()))
+        assert persons >= 4 and holds(name, Counter({d: len(p) for d, p in holders.items()}), persons, table)
+    published = {pid for holders in classes.values() for pids in holders.values() for pid in pids}
+    assert result.audit.ok and result.audit.counted == "persons" and result.audit.split_persons == 0
+    assert result.audit.rows == len(published) and result.suppressed == 30 - len(published)
+    assert audit(job, "visits_anon", schema=schema).ok  # the audit verb counts holders as the publication did
+    return classes
+
+
+def _holding_visits() -> list[tuple]:
+    """30 persons with 1-4 visits, each with a diagnosis of its own: most persons hold several; p0-p4 (class z0,
+    a0) hold d0 in every visit and something else in one."""
+    return [
+        (f"p{p}", f"z{p % 3}", f"a{p % 2}", f"visit{v}", "d0" if p < 5 and v else f"d{(p * 7 + v * 3) % 5}")
+        for p in range(30)
+        for v in range(1 + p % 4)
+    ]
+
+
+@pytest.mark.parametrize("name", ["distinct", "t"])
+def test_a_publication_holds_the_criterion_over_each_class_holders(tmp_path, name):
+    _check_publication(tmp_path, f"duckdb:///{tmp_path / 't.duckdb'}", name)
+
+
+def test_postgresql_publishes_persons_holding_several_values_as_duckdb_does(
+    pg_server: str, pg_schema: str, tmp_path: Path
+):
+    duck = _check_publication(tmp_path, f"duckdb:///{tmp_path / 't.duckdb'}", "distinct")
+    assert _check_publication(tmp_path, pg_server, "distinct", pg_schema) == duck
+    rows = _holding_visits()
+    _load(pg_server, rows, pg_schema)
+    job = _held_job(tmp_path, pg_server, HIERARCHIES, 2, 0.1, "entropy", pg_schema)
+    _load(f"duckdb:///{tmp_path / 'e.duckdb'}", rows)
+    on_duckdb = _held_job(tmp_path, f"duckdb:///{tmp_path / 'e.duckdb'}", HIERARCHIES, 2, 0.1, "entropy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = search(job, RunOptions(metadata_schema=f"{pg_schema}_meta")).satisfying
+        assert sorted(found) == sorted(search(on_duckdb).satisfying)
+
+
+def test_the_audit_finds_a_class_whose_persons_all_hold_one_value(tmp_path):
+    """Three persons who each hold flu and another value: three values, but every person of the class has flu."""
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    rows = [(f"p{p}", "z0", "a0", f"visit{v}", d) for p in range(3) for v, d in enumerate(["flu", f"other{p}"])]
+    _load(url, rows)
+    job = _held_job(tmp_path, url, HIERARCHIES, 3, 0, "distinct")
+    report = audit(job, "visits")
+    assert report.counted == "persons" and report.rows == 3 and report.min_class_size == 3
+    assert report.criteria["distinct_l_diversity"].figure == 4 and not report.ok  # 4 values, all with flu
+    _load(url, rows + [("p3", "z0", "a0", "visit0", "other3")])  # a fourth person without flu
+    assert audit(job, "visits").ok
+
+
+@pytest.mark.parametrize("method", ["mondrian", "anatomy"])
+def test_methods_that_count_one_value_per_person_refuse_several(tmp_path, method):
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    _load(url, _holding_visits())
+    if method == "anatomy":
+        job = _anatomy_job(tmp_path, url)
+    else:
+        job = _held_job(tmp_path, url, HIERARCHIES, 3, 0, "distinct", output={"table": "visits_anon", "method": method})
+    with pytest.raises((DataError, ConfigError), match="different values of the sensitive column 'diagnosis'"):
+        anonymize(job)
+    assert not sa.inspect(sa.create_engine(url)).has_table("visits_anon")
+
+
+def test_what_reads_one_value_per_person_refuses_several(tmp_path):
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    _load(url, _holding_visits())
+    job = _held_job(tmp_path, url, HIERARCHIES, 3, 0.1, "distinct", output={"table": "visits_anon"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(DataError, match="hold several values of 'diagnosis': the attacks"):
+            analyze(job)
+        ledgered = dataclasses.replace(job, ledger=Ledger(person="pid"))
+        with pytest.raises(DataError, match="the release ledger's inference reads one value per person"):
+            anonymize(ledgered)
+    _sql(url, "ALTER TABLE visits ADD COLUMN treatment VARCHAR", "UPDATE visits SET treatment = 't' || visit")
+    two = dataclasses.replace(
+        job,
+        insensitive=["visit"],
+        sensitive=["diagnosis", "treatment"],
+        criteria=criteria_from_config(
+            {
+                "distinct_l_diversity": {"attribute": "diagnosis", "l": 2},
+                "entropy_l_diversity": {"attribute": "treatment", "l": 2},
+            }
+        ),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(DataError, match="in one sensitive column only"):
+            search(two)
+        _sql(url, "UPDATE visits SET treatment = 't' || pid")  # one treatment per person
+        multi = {"multi_attribute_l_diversity": {"attributes": ["diagnosis", "treatment"], "l": 2}}
+        with pytest.raises(DataError, match="multi-attribute l-diversity has no definition for them"):
+            search(dataclasses.replace(two, criteria=criteria_from_config(multi)))
+    assert not sa.inspect(sa.create_engine(url)).has_table("visits_anon")
+
+
+def _sql(url: str, *statements: str) -> None:
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for statement in statements:
+            conn.exec_driver_sql(statement)
+    engine.dispose()
+
+
+@pytest.mark.spark
+def test_spark_counts_holders_as_a_brute_force_does(spark_url: str, tmp_path: Path):
+    rows = _holding_visits()
+    csv = tmp_path / "visits.csv"
+    csv.write_text("pid,q0,q1,visit,diagnosis\n" + "\n".join(",".join(row) for row in rows) + "\n")
+    load_csv(csv, "visits", spark_url, csv_options={"all_varchar": True}, replace=True)
+    job = _held_job(tmp_path, spark_url, HIERARCHIES, 4, 0.2, "distinct", output={"table": "visits_anon"})
+    expected = held_brute_force(HIERARCHIES, rows, 4, job.suppression.max_suppressed(30), "distinct")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert sorted(search(job).satisfying) == expected
+        result = anonymize(job, replace=True)
+    assert result.audit.ok and result.audit.counted == "persons"
+    assert audit(job, "visits_anon").ok
