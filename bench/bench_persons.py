@@ -10,7 +10,10 @@ same run, medians of --repeat:
 - anonymize with the unit: the ~2.5 rows per patient written, pseudonymized, and audited by persons,
 - the search and anonymize over `moves`: `visits` where one patient in ten has their second visit at the zip code of
   the patient before them (their rows disagree on zip: each such patient is counted and published at the lowest
-  common ancestor of their zip codes).
+  common ancestor of their zip codes),
+- the search and anonymize over `diagnoses`: `visits` where a third of the patients with several visits get, at
+  each visit after the first, the diagnosis of another patient (they hold several values of the sensitive
+  attribute: each class's count of a diagnosis is then its patients who hold it).
 
     python bench/bench_persons.py [--rows 1000000] [--repeat 3] [--no-postgres]
 """
@@ -61,9 +64,16 @@ def make_tables(url: str) -> tuple[int, int]:
             "ELSE v.zip END AS zip FROM visits v "
             "JOIN patients b ON b.pid = CASE WHEN v.pid > 1 THEN v.pid - 1 ELSE 1 END"
         )
+        conn.exec_driver_sql("DROP TABLE IF EXISTS diagnoses")
+        kept = ", ".join(f"v.{c}" for c in ["pid", *QIS, "visit"])
+        conn.exec_driver_sql(
+            f"CREATE TABLE diagnoses AS SELECT {kept}, CASE WHEN MOD(v.pid, 3) = 0 AND v.visit > 1 THEN b.diagnosis "
+            "ELSE v.diagnosis END AS diagnosis, v.cost FROM visits v "
+            "JOIN patients b ON b.pid = CASE WHEN v.pid > v.visit THEN v.pid - v.visit ELSE 1 END"
+        )
         counts = tuple(conn.exec_driver_sql(f"SELECT COUNT(*) FROM {t}").scalar_one() for t in ("patients", "visits"))
         if url.startswith("postgresql"):
-            for table in ("patients", "visits", "moves"):
+            for table in ("patients", "visits", "moves", "diagnoses"):
                 conn.exec_driver_sql(f"ANALYZE {table}")
     engine.dispose()
     return counts[0], counts[1]
@@ -85,12 +95,14 @@ def job(folder: Path, url: str, table: str, criteria: dict, unit: bool):
     )
 
 
-def _anonymized(folder: Path, url: str, table: str, options: RunOptions, repeat: int, base: float) -> list[str]:
-    """The row of anonymize k=5 by persons over `table`: what, seconds, ratio to `base`."""
+def _anonymized(
+    folder: Path, url: str, table: str, options: RunOptions, repeat: int, base: float, name: str = "k=5"
+) -> list[str]:
+    """The row of anonymize by persons over `table` (the criteria `name`): what, seconds, ratio to `base`."""
     written, published = timed(
-        lambda: anonymize(job(folder, url, table, CRITERIA["k=5"], True), options, replace=True), repeat
+        lambda: anonymize(job(folder, url, table, CRITERIA[name], True), options, replace=True), repeat
     )
-    what = f"anonymize k=5, unit pid over {table} ({published.audit.rows:,} persons written, node {published.node})"
+    what = f"anonymize {name}, unit pid over {table} ({published.audit.rows:,} persons written, node {published.node})"
     return [what, f"{written:.3f}", f"{written / base:.1f}x"]
 
 
@@ -125,6 +137,14 @@ def main() -> None:
                 moved, found = timed(lambda: search(job(folder, url, "moves", criteria, True), options), args.repeat)
                 what = f"search {name}, unit pid over moves (minimal {sorted(found.minimal)})"
                 rows.append([engine, what, f"{moved:.3f}", f"{moved / base:.1f}x"])
+            held = "k=5, entropy l=2"  # patients who hold several diagnoses (said once per run)
+            seconds, found = timed(
+                lambda: search(job(folder, url, "diagnoses", CRITERIA[held], True), options), args.repeat
+            )
+            what = f"search {held}, unit pid over diagnoses (minimal {sorted(found.minimal)})"
+            rows.append([engine, what, f"{seconds:.3f}", f"{seconds / base:.1f}x"])
+            for table in ("visits", "diagnoses"):
+                rows.append([engine, *_anonymized(folder, url, table, options, args.repeat, base, held)])
     print_table(
         f"hospital, {args.rows:,} patients, 1-4 visits each: counting persons",
         ["engine", "what", "seconds", "ratio"],

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import RunOptions, analyze, anonymize, audit, load_csv, search
+from sqlanon import RunOptions, analyze, analyze_table, anonymize, audit, load_csv, search
 from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import ConfigError, DataError
 from sqlanon.model.job import Ledger
@@ -223,6 +223,10 @@ def test_what_reads_one_value_per_person_refuses_several(tmp_path):
         warnings.simplefilter("ignore")
         with pytest.raises(DataError, match="hold several values of 'diagnosis': the attacks"):
             analyze(job)
+        anonymize(job)  # counts holders; analyze --table of it reads one value per person
+        with pytest.raises(DataError, match="person.s. of unit column 'pid' hold several values of 'diagnosis'"):
+            analyze_table(job, "visits_anon")
+        _sql(url, "DROP TABLE visits_anon")
         ledgered = dataclasses.replace(job, ledger=Ledger(person="pid"))
         with pytest.raises(DataError, match="the release ledger's inference reads one value per person"):
             anonymize(ledgered)

@@ -29,6 +29,7 @@ from ..engine import attacks as attack_sql
 from ..engine.checker import WaveChecker
 from ..engine.metrics import MetricsEvaluator
 from ..engine.node_releases import ClassSums, NodeBatch, NodeReleases, population_sets
+from ..engine.persons import persons_holding_several
 from ..engine.star import StarSchema
 from ..errors import ConfigError, DataError
 from ..model.job import Job
@@ -120,6 +121,11 @@ def analyze_published_table(
     settings: AnalysisSettings,
 ) -> TableAnalysis:
     """The attacks and risk of a table already published, its QI columns taken as they are (no lattice)."""
+    unit = job.unit_column
+    if unit is not None and attribute is not None:
+        several = persons_holding_several(db, conn, db.q(schema, table), unit, attribute)
+        if several:
+            raise _several_values(unit, attribute, several)
     definition, classes = attack_sql.published_frequency_set(
         db, db.q(schema, table), job.qi_names, attribute, job.unit_column
     )
@@ -131,6 +137,16 @@ def analyze_published_table(
         class_columns=classes,
         value_column="s",
         settings=settings,
+    )
+
+
+def _several_values(unit: str, attribute: str, persons: int | None = None) -> DataError:
+    """The analysis' refusal of persons who hold several values of the analyzed attribute."""
+    how_many = f"{persons} person(s)" if persons is not None else "persons"
+    return DataError(
+        f"{how_many} of unit column {unit!r} hold several values of {attribute!r}: the attacks and risks of the "
+        "analysis read one value per person and are not defined for them yet; the search, anonymize and audit "
+        "count such persons"
     )
 
 
@@ -166,11 +182,7 @@ def node_analysis(
     persons = ctx.star.persons
     held = [a for a in read if persons is not None and a in persons.held]
     if persons is not None and held:
-        raise DataError(
-            f"persons of unit column {persons.unit!r} hold several values of {held[0]!r}: the attacks and "
-            "risks of the analysis read one value per person and are not defined for them yet; the search, "
-            "anonymize and audit count such persons"
-        )
+        raise _several_values(persons.unit, held[0])
     star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + job_sensitive + read)))
     if attribute:  # the analyzed attribute as codes where it can be: every grouping of the batches carries it
         star = star.with_domain(ctx.conn, attribute)

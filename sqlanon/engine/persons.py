@@ -129,6 +129,17 @@ class Persons:
             db.drop_table(conn, mapping)
 
 
+def persons_holding_several(db: Database, conn: Connection, table: str, unit: str, column: str) -> int:
+    """How many persons of `table` (a reference) hold several values of `column` (NULL among them): one grouping
+    by person."""
+    rows = db.ref_table(table, [unit, column])
+    value = sa.func.coalesce(sa.cast(rows.c[column], sa.String), "") + sa.case(
+        (rows.c[column].is_(None), "-"), else_=""
+    )
+    several = sa.select(rows.c[unit]).group_by(rows.c[unit]).having(sa.func.count(value.distinct()) > 1).subquery("p")
+    return int(db.execute(conn, db.as_text(conn, sa.select(sa.func.count()).select_from(several))).scalar_one())
+
+
 def hierarchy_key(text: str, maps_null: bool) -> str:
     """A column's value as text (`text`) as a key into the hierarchy's leaves: a NULL is its empty line, where the
     hierarchy has one (`maps_null`)."""
