@@ -231,6 +231,7 @@ def audit(
             masked_top=masked_top,
             reference=reference,
             unit=job.unit_column,
+            holders=job.unit_column is not None,  # whether persons hold several values: the audit does not assume
         )
         if source_rows is not None and report.suppressed is None:
             report.suppressed = source_rows - report.rows

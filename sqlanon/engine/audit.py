@@ -116,7 +116,9 @@ class PublishedClasses:
     `reference` (a table) gives that distribution instead, e.g. the source of
     an output whose suppressed tuples were removed. `unit` (a column naming
     each row's person): every figure counts persons, each once, and a person
-    whose rows fall in two classes fails the audit.
+    whose rows fall in two classes fails the audit; with `holders` too, a person
+    may hold several values of a sensitive attribute, each counted once (a
+    value's count is its holders, a class's size its distinct persons).
     """
 
     qi_columns: list[str]
@@ -125,6 +127,7 @@ class PublishedClasses:
     masked_top: dict[str, list[str]] | None = None
     reference: str | None = None
     unit: str | None = None
+    holders: bool = False
 
     def audit(self, db: Database, conn: Connection, table_ref: str) -> AuditReport:
         """The table's audit (see `audit_table`)."""
@@ -208,6 +211,7 @@ def audit_table(
     masked_top: dict[str, list[str]] | None = None,
     reference: str | None = None,
     unit: str | None = None,
+    holders: bool = False,
 ) -> AuditReport:
     """Class figures of a table and, per criterion, its worst class and whether it holds (the settings as
     `PublishedClasses` takes them).
@@ -224,6 +228,7 @@ def audit_table(
         masked_top=masked_top,
         reference=reference,
         unit=unit,
+        holders=holders,
     ).audit(db, conn, table_ref)
 
 
@@ -243,14 +248,14 @@ def _published(
     if read.unit is not None:  # one row per person: each of its classes (and values) counted once; read twice
         distinct_rows = persons_select(db, table_ref, read.unit, qi_columns + sensitive, f"NOT ({masked})")
         first, released = f"released AS MATERIALIZED ({distinct_rows}), ", "SELECT * FROM released"
-        if sensitive:  # a person may hold several values: each value's holders, each class's persons
+        if sensitive and read.holders:  # a person may hold several values: each value's holders, each class's persons
             persons = (
                 f"(SELECT {', '.join([f'{db.q(read.unit)} AS person', *select, *sensitive_select])} FROM released) AS p"
             )
     grouping = [db.q(c) for c in qi_columns + sensitive]
     distribution = None
     if sensitive and (read.masked_top or read.reference):  # t-closeness compares with every tuple, released or not
-        counted = "COUNT(*)" if read.unit is None else f"COUNT(DISTINCT {db.q(read.unit)})"  # a value's holders
+        counted = f"COUNT(DISTINCT {db.q(read.unit)})" if read.unit and read.holders else "COUNT(*)"  # its holders
         distribution = (
             f"(SELECT {', '.join(sensitive_select)}, {counted} AS cnt FROM {read.reference or table_ref} "
             f"GROUP BY {', '.join(db.q(c) for c in sensitive)}) AS whole_table"

@@ -16,12 +16,13 @@ is at or above the ancestor's level (their node is the ancestor or above it), on
 publishes the ancestor's label.
 
 A person whose rows hold several values of a sensitive attribute (a diagnosis per visit) holds each of them once
-(1:M data, after Gong et al.'s (k, l)-diversity for 1:M data): the persons' table holds the person's set of values
-as one text (`Database.value_set`), which frequency sets group as any value, and the run keeps, per such attribute
-(`HeldValues`), each person's distinct values and each set's members. A criterion then reads, per class, how many
-of its persons hold each value (criteria.view.FrequencySetView.held), and a class's size stays its persons (see
-docs/job-file.md for what each criterion requires of such classes). The lattice search, its publication, `apply` and
-the audit count so; Mondrian, Anatomy, the analyses and the release ledger refuse such persons.
+(1:M data, after Gong et al.'s (k, l)-diversity for 1:M data): the persons' table holds the number of the person's
+set of values (`Database.value_set` orders the sets), which frequency sets group as any value, and the run keeps,
+per such attribute (`HeldValues`), each person's distinct values and each set's members. A criterion then reads,
+per class, how many of its persons hold each value (criteria.view.FrequencySetView.held), and a class's size stays
+its persons (see docs/job-file.md for what each criterion requires of such classes). The lattice search, its
+publication, `apply` and the audit count so; Mondrian, Anatomy, the analyses and the release ledger refuse such
+persons.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ HIGH_PREFIX = "sqlanon_high__"
 class HeldValues:
     """A sensitive attribute whose values differ within persons: `holdings`, a scratch table of each person's
     distinct values (the unit, the attribute's column), and `members`, of each set of values the persons' table
-    holds and its values (`held`, the set as `Database.value_set` writes it; `value`)."""
+    holds and its values (`held`, the set's number in the persons' table; `value`)."""
 
     holdings: str
     members: str
@@ -398,11 +399,11 @@ def _common_ancestors(
 ) -> str:
     """The persons' table, one row per person, where each QI of `hierarchies` holds the person's value as text, or,
     where their rows disagree, the key of their values' lowest common ancestor, each number of `ranged` the
-    person's smallest value, their largest beside it (`high_column`), and each sensitive column of `held` the set
-    of the person's values (`Database.value_set`). One grouping by person of the source's
-    distinct rows (`source`), joined with each such QI's codes by level (a scratch table of the hierarchy's
-    values). A person with a value missing from the hierarchy (or an unmapped NULL) keeps that value, which the
-    star schema's checks then name."""
+    person's smallest value, their largest beside it (`high_column`), and each sensitive column of `held` the
+    number of the person's set of values (`Database.value_set`) among the persons' sets. One grouping by person
+    of the source's distinct rows (`source`), joined with each such QI's codes by level (a scratch table of the
+    hierarchy's values). A person with a value missing from the hierarchy (or an unmapped NULL) keeps that value,
+    which the star schema's checks then name."""
     assert job.unit_column is not None
     table = db.ref_table(source, [job.unit_column, *columns]).alias("r")
     joined: Any = table
@@ -419,8 +420,8 @@ def _common_ancestors(
             keys[column] = _ancestor_key(value, levels, hierarchy.height)
         for column in ranged:
             keys[column] = sa.func.min(table.c[column])
-        for column in held:
-            keys[column] = db.value_set(table.c[column])
+        for column in held:  # the set's number among the sets (its rank): integers group and join faster than text
+            keys[column] = sa.func.dense_rank().over(order_by=db.value_set(table.c[column]))
         selected = [keys[c].label(c) if c in keys else table.c[c] for c in [job.unit_column, *columns]]
         selected += [sa.func.max(table.c[c]).label(high_column(i)) for i, c in enumerate(ranged)]
         grouped = [table.c[c] for c in [job.unit_column, *columns] if c not in keys]

@@ -139,12 +139,10 @@ def publish_generalization(
                 if suppressing and plan.mode == "mask"
                 else None
             )
-            # the values of every person, released or not: the source's rows (a persons' table holds sets of them)
-            reference = (
-                (star.persons.source if star.persons else star.source)
-                if suppressing and plan.mode == "remove"
-                else None
-            )
+            # the values of every person, released or not: the source's rows where the persons' table holds sets
+            holders = bool(star.persons and star.persons.held)
+            whole = star.persons.source if star.persons and holders else star.source
+            reference = whole if suppressing and plan.mode == "remove" else None
             phases.step("auditing")
             classes = PublishedClasses(
                 qi_columns=qi_columns,
@@ -153,6 +151,7 @@ def publish_generalization(
                 masked_top=masked_top,
                 reference=reference,
                 unit=plan.unit,
+                holders=holders,
             )
             report = classes.audit(db, conn, written)
             _check_audit(report, star.rows, plan)
