@@ -455,7 +455,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """In a pytest-xdist worker that groups tests (--dist=loadgroup), the groups took (a grouped test's id ends in
     @group): a pytest whose ids xdist cannot extend would spread the PostgreSQL tests over two workers, which then
     drop each other's roles (pytest-dev/pytest-xdist#1386)."""
-    if not session.config.getvalue("loadgroup"):
+    if not getattr(session.config.option, "loadgroup", False):  # set in a worker only
         return
     lost = next((i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid), None)
     if lost is not None:
