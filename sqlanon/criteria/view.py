@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,9 @@ class FrequencySetView:
     codes: dict[str, dict[str | None, int]] | None = None
     held: dict[str, str] = field(default_factory=dict)
     persons: str | None = None
+    #: per held attribute, the name of a common table expression of its `counts` that the statement defines
+    #: (`with_stored_holders`)
+    stored: dict[str, str] = field(default_factory=dict)
 
     @property
     def one_row_per_class(self) -> bool:
@@ -90,19 +94,29 @@ class FrequencySetView:
             return f"SELECT {self.classes}, {self.count_column} AS n FROM {self.table}"
         return f"SELECT {self.classes}, {count_sum(self.count_column)} AS n FROM {self.table} GROUP BY {self.classes}"
 
+    def with_stored_holders(self) -> tuple[FrequencySetView, list[tuple[str, str]]]:
+        """This view reading each held attribute's counts from a common table expression, and those expressions
+        (name, SELECT), which the caller's statement defines: a criterion's statistic and its bound on the holders
+        of one value (Criterion.violating_classes) then read the holders once (PostgreSQL's wave over 1M patients'
+        sets of diagnoses joined them with their members twice)."""
+        ctes = [(f"holders_{i}", self.counts(a)) for i, a in enumerate(self.held)]
+        return dataclasses.replace(self, stored={a: name for a, (name, _) in zip(self.held, ctes)}), ctes
+
     def counts(self, attribute: str) -> str:
         """Per class and sensitive value s of `attribute`: c (its count)."""
-        s, cnt = self.sensitive_columns[attribute], self.count_column
-        if self.persons is not None:
+        s, cnt, table = self.sensitive_columns[attribute], self.count_column, self.table
+        if attribute in self.stored:  # one row per class and value, as below
+            s, cnt, table = "s", "c", self.stored[attribute]
+        elif self.persons is not None:
             return self._distinct_persons(f"{self.classes}, {s} AS s", f"{self.classes}, {s}", "c")
-        if attribute in self.held:  # each set of values, counted by its persons, adds them to each of its values
+        elif attribute in self.held:  # each set of values, counted by its persons, adds them to each of its values
             classes = ", ".join(f"t.{c}" for c in self.class_columns)
             return (
                 f"SELECT {classes}, m.value AS s, {count_sum('t.' + cnt)} AS c FROM {self.table} t "
                 f"JOIN {self.held[attribute]} m ON t.{s} = m.held GROUP BY {classes}, m.value"
             )
-        if self.grouped and len(self.sensitive_columns) == 1:  # already one row per class and value
-            return f"SELECT {self.classes}, {s} AS s, {cnt} AS c FROM {self.table}"
+        if attribute in self.stored or (self.grouped and len(self.sensitive_columns) == 1):  # one row per class, value
+            return f"SELECT {self.classes}, {s} AS s, {cnt} AS c FROM {table}"
         return f"SELECT {self.classes}, {s} AS s, {count_sum(cnt)} AS c FROM {self.table} GROUP BY {self.classes}, {s}"
 
     def _distinct_persons(self, selected: str, grouped: str, name: str) -> str:

@@ -398,12 +398,13 @@ class WaveChecker:
     ) -> dict[int, tuple[int, int]]:
         """(violating classes, tuples in them) of each node of `forest` with any (by its index in `nodes`)."""
         ctes, definition = self._frequency_sets(nodes, forest, sensitive)
-        view = self.criteria_view("wave", definition, criteria, sensitive)
+        view, holders = self.criteria_view("wave", definition, criteria, sensitive).with_stored_holders()
         params: dict[str, object] = {}
         violators = violating_classes_sql(view, criteria, "w", params)
+        stored = "".join(f", {name} {self.db.wave_cte} ({select})" for name, select in holders)
         rows = self.db.execute(
             self.conn,
-            f"WITH {_with_clause(ctes)}wave {self.db.wave_cte} ({definition}) SELECT node, "
+            f"WITH {_with_clause(ctes)}wave {self.db.wave_cte} ({definition}){stored} SELECT node, "
             f"COUNT(*), SUM(n) FROM ({violators}) AS violators GROUP BY node",
             params,
         ).all()
