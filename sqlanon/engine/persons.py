@@ -38,6 +38,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
+from ..backends.base import value_set_item
 from ..errors import DataError, HierarchyError
 from ..model.hierarchies import Hierarchy
 from ..model.job import Job, QuasiIdentifier
@@ -76,7 +77,7 @@ class Persons:
     varying: list[str] = field(default_factory=list)
     hierarchies: dict[str, Hierarchy] = field(default_factory=dict)
     highs: dict[str, str] = field(default_factory=dict)  # QI -> the column of its persons' largest values
-    #: sensitive columns whose values differ within persons: their column holds each person's set of values
+    #: sensitive columns whose values differ within persons: their column holds the number of each person's set
     held: dict[str, HeldValues] = field(default_factory=dict)
 
     def drop(self, db: Database, conn: Connection) -> None:
@@ -134,9 +135,7 @@ def persons_holding_several(db: Database, conn: Connection, table: str, unit: st
     """How many persons of `table` (a reference) hold several values of `column` (NULL among them): one grouping
     by person."""
     rows = db.ref_table(table, [unit, column])
-    value = sa.func.coalesce(sa.cast(rows.c[column], sa.String), "") + sa.case(
-        (rows.c[column].is_(None), "-"), else_=""
-    )
+    value = value_set_item(rows.c[column])  # NULL as a value of its own
     several = sa.select(rows.c[unit]).group_by(rows.c[unit]).having(sa.func.count(value.distinct()) > 1).subquery("p")
     return int(db.execute(conn, db.as_text(conn, sa.select(sa.func.count()).select_from(several))).scalar_one())
 
