@@ -178,9 +178,8 @@ class StarSchema:
     def with_domain(self, conn: Connection, column: str) -> StarSchema:
         """This star with the value counts of `column` (see `domain_counts`) where it could code it and lacks them:
         one grouping of the table by the column, which codes then repay in every grouping that carries it."""
-        if column in self.domain_counts or not self.db.value_lookups or column not in self.exact_text:
-            return self
-        if column in self.held:
+        known = column in self.domain_counts or column in self.held  # a held column's values are its sets' members
+        if known or not self.db.value_lookups or column not in self.exact_text:
             return self
         counts = _domain_counts(self.db, conn, self.source, column)
         if counts is None or len(counts) > LOOKUP_VALUES:
