@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import RunOptions, analyze, analyze_table, anonymize, audit, load_csv, search
+from sqlanon import RunOptions, analyze, analyze_table, anonymize, apply, audit, load_csv, search
 from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import ConfigError, DataError
 from sqlanon.model.job import Ledger
@@ -275,3 +275,25 @@ def test_spark_counts_holders_as_a_brute_force_does(spark_url: str, tmp_path: Pa
         result = anonymize(job, replace=True)
     assert result.audit.ok and result.audit.counted == "persons"
     assert audit(job, "visits_anon").ok
+
+
+def test_apply_counts_holders_as_anonymize_does(tmp_path):
+    """A batch of the same persons, applied at the node anonymize published: the same classes, holding the
+    criterion over their holders; a batch whose classes cannot hold it is refused, nothing written."""
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    _check_publication(tmp_path, url, "distinct")
+    published = _published_classes(url)
+    _sql(url, "CREATE TABLE batch AS SELECT * FROM visits", "DROP TABLE visits_anon")
+    job = _held_job(tmp_path, url, HIERARCHIES, 4, 0.2, "distinct", output={"table": "visits_anon"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        node = anonymize(job).node
+        _sql(url, "DROP TABLE visits_anon")
+        result = apply(job, "batch", node=node, output="visits_anon")
+    assert result.audit.ok and _published_classes(url) == published
+    _sql(url, "CREATE TABLE flu AS SELECT * FROM visits WHERE pid IN ('p0', 'p1', 'p2', 'p3')")
+    with warnings.catch_warnings():  # four persons, four values, all of them hold d0: their one class fails
+        warnings.simplefilter("ignore")
+        with pytest.raises(DataError, match="batch 'flu' alone violates the criteria at node 2,2: 4 tuple"):
+            apply(job, "flu", node=(2, 2), output="flu_anon")
+    assert not sa.inspect(sa.create_engine(url)).has_table("flu_anon")
