@@ -270,7 +270,9 @@ def _published(
         reference=distribution,
         persons=persons,
     )
-    return f"{first}{view.table} AS MATERIALIZED ({view.definition})", view, masked
+    view, holders = view.with_stored_holders()  # each counted once, however many criteria read them
+    stored = "".join(f", {name} AS MATERIALIZED ({select})" for name, select in holders)
+    return f"{first}{view.table} AS MATERIALIZED ({view.definition}){stored}", view, masked
 
 
 def _masked_condition(db: Database, masked_top: dict[str, list[str]], params: dict[str, object]) -> str:
