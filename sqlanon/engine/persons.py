@@ -163,7 +163,7 @@ def person_table(db: Database, conn: Connection, job: Job, source: str, run_id: 
     which draws them by their sensitive value alone and publishes each row's QIs as they are (a person's rows may
     disagree on those). Refused (DataError, nothing left behind) where a person is NULL, or a person's rows disagree
     on a sensitive column (`_distinct_persons` says which)."""
-    persons, varying = _distinct_persons(db, conn, job, source, run_id, (), qis=False)
+    persons, varying, _ = _distinct_persons(db, conn, job, source, run_id, (), qis=False)
     if varying:
         db.drop_table(conn, persons)
         raise _disagreement(job, varying)
@@ -188,7 +188,7 @@ def counted_persons(
     Refused, nothing left behind: such a number NULL in some of a person's rows, NULL persons, and persons whose rows
     disagree on a sensitive value where the caller does not count several."""
     assert job.unit_column is not None
-    distinct, varying = _distinct_persons(db, conn, job, source, run_id, sensitive)
+    distinct, varying, mixed = _distinct_persons(db, conn, job, source, run_id, sensitive)
     if not varying:
         return Persons(table=distinct, rows=source, source=source, unit=job.unit_column)
     try:
@@ -201,7 +201,7 @@ def counted_persons(
                 ranged.append(qi.column)
             elif qi.column in varying and hierarchy is not None:
                 hierarchies[qi.column] = hierarchy
-        _refuse_numbers_with_nulls(db, conn, job, distinct, ranged)
+        _refuse_numbers_with_nulls(job, mixed, ranged)
         highs = {c: high_column(i) for i, c in enumerate(ranged)}
         columns = person_columns(job, sensitive)[1:]
         clash = next((c for c in columns if any(db.same_name(c, high) for high in highs.values())), None)
@@ -288,35 +288,25 @@ def high_column(i: int) -> str:
     return f"{HIGH_PREFIX}{i}"
 
 
-def _refuse_numbers_with_nulls(db: Database, conn: Connection, job: Job, distinct: str, ranged: list[str]) -> None:
-    """A person whose rows hold a number of a `ranged` QI and NULL has no range: refused (one grouping of the
-    `distinct` rows by person)."""
-    if not ranged:
-        return
-    assert job.unit_column is not None
-    table = db.ref_table(distinct, [job.unit_column, *ranged])
-    rows = sa.func.count()
-    mixed = [
-        sa.case((sa.and_(sa.func.count(table.c[c]) > 0, sa.func.count(table.c[c]) < rows), 1), else_=0) for c in ranged
-    ]
-    per_person = sa.select(*(m.label(f"n{i}") for i, m in enumerate(mixed))).group_by(table.c[job.unit_column])
-    counted = per_person.subquery("p")
-    found = db.execute(conn, db.as_text(conn, sa.select(*(sa.func.sum(c) for c in counted.c)))).one()
-    column, persons = next(((c, int(n)) for c, n in zip(ranged, found) if n), (None, 0))
+def _refuse_numbers_with_nulls(job: Job, mixed: dict[str, int], ranged: list[str]) -> None:
+    """A person whose rows hold a number of a `ranged` QI and NULL has no range: refused (`mixed`: per column, the
+    persons whose rows hold a value and NULL, which `_varying_columns` counted)."""
+    column = next((c for c in ranged if mixed.get(c)), None)
     if column is not None:
         raise DataError(
-            f"{persons} person(s) of unit column {job.unit_column!r} have a NULL in some rows of the quasi-identifier "
-            f"{column!r} and a number in others, which Mondrian cuts as a number (no hierarchy): a range of theirs "
-            "cannot hold a NULL; fill the NULLs, give the column a hierarchy that maps NULL, or use the lattice search"
+            f"{mixed[column]} person(s) of unit column {job.unit_column!r} have a NULL in some rows of the "
+            f"quasi-identifier {column!r} and a number in others, which Mondrian cuts as a number (no hierarchy): a "
+            "range of theirs cannot hold a NULL; fill the NULLs, give the column a hierarchy that maps NULL, or use "
+            "the lattice search"
         )
 
 
 def _distinct_persons(
     db: Database, conn: Connection, job: Job, source: str, run_id: int, sensitive: Sequence[str], qis: bool = True
-) -> tuple[str, dict[str, int]]:
-    """The distinct rows of the source's `person_columns` (one DISTINCT), and the columns whose values differ within
-    a person, each with how many persons (none: the table is the persons', one row each). A NULL person is refused
-    (nothing left behind)."""
+) -> tuple[str, dict[str, int], dict[str, int]]:
+    """The distinct rows of the source's `person_columns` (one DISTINCT), the columns whose values differ within
+    a person, each with how many persons (none: the table is the persons', one row each), and of those the persons
+    whose rows hold a value and NULL (`_varying_columns`). A NULL person is refused (nothing left behind)."""
     assert job.unit_column is not None
     columns = person_columns(job, sensitive, qis)[1:]
     persons = db.create_scratch(conn, person_table_name(run_id), persons_select(db, source, job.unit_column, columns))
@@ -329,10 +319,10 @@ def _distinct_persons(
             # every method joins it: Mondrian's check of 1M persons' values against a hierarchy took 654 s on
             # PostgreSQL without its statistics
             db.analyze(conn, persons)
-            return persons, {}
-        varying = _varying_columns(db, conn, job, source, persons, columns)
+            return persons, {}, {}
+        varying, mixed = _varying_columns(db, conn, job, source, persons, columns)
         assert varying, "a person with two distinct rows has two values of some column"
-        return persons, varying
+        return persons, varying, mixed
     except Exception:
         db.drop_table(conn, persons)
         raise
@@ -340,22 +330,27 @@ def _distinct_persons(
 
 def _varying_columns(
     db: Database, conn: Connection, job: Job, source: str, distinct: str, columns: list[str]
-) -> dict[str, int]:
-    """The `columns` whose values differ within a person, each with how many persons: one grouping by person of the
-    `source`'s `distinct` rows (where a person has one row, nothing differs); a NULL person is refused here."""
+) -> tuple[dict[str, int], dict[str, int]]:
+    """The `columns` whose values differ within a person, each with how many persons, and the persons whose rows
+    hold a value and NULL (Mondrian cannot range them): one grouping by person of the `source`'s `distinct` rows
+    (where a person has one row, nothing differs); a NULL person is refused here."""
     assert job.unit_column is not None
     table = db.ref_table(distinct, [job.unit_column, *columns])
     unit = table.c[job.unit_column]
     rows = sa.func.count()
 
+    def with_null(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:  # a value, and NULL
+        return sa.and_(sa.func.count(column) > 0, sa.func.count(column) < rows)
+
     def differs(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:  # two values, or NULL and not
-        values, text = sa.func.count(column), sa.cast(column, sa.String)  # text: PostgreSQL has no MIN(boolean)
-        return sa.or_(sa.func.min(text) != sa.func.max(text), sa.and_(values > 0, values < rows))
+        text = sa.cast(column, sa.String)  # text: PostgreSQL has no MIN(boolean)
+        return sa.or_(sa.func.min(text) != sa.func.max(text), with_null(column))
 
     per_person = (
         sa.select(
             sa.case((unit.is_(None), rows), else_=0).label("unnamed"),
             *(sa.case((differs(table.c[c]), 1), else_=0).label(f"v{i}") for i, c in enumerate(columns)),
+            *(sa.case((with_null(table.c[c]), 1), else_=0).label(f"n{i}") for i, c in enumerate(columns)),
         )
         .group_by(unit)
         .having(sa.or_(rows > 1, unit.is_(None)))
@@ -369,7 +364,8 @@ def _varying_columns(
             f"unit column {job.unit_column!r} is NULL in {unnamed} row(s): every row must name its person; fill "
             "them in or leave those rows out of the table"
         )
-    return {c: int(n) for c, n in zip(columns, found[1:]) if n}
+    varying, mixed = found[1 : 1 + len(columns)], found[1 + len(columns) :]
+    return {c: int(n) for c, n in zip(columns, varying) if n}, {c: int(n) for c, n in zip(columns, mixed) if n}
 
 
 def _disagreement(job: Job, varying: dict[str, int]) -> DataError:
