@@ -243,7 +243,7 @@ class ReleaseLedger:
         earlier = self.earlier(conn)
         for entry in earlier:
             self._check_key(entry, probe)
-        repair = Repair.of(self, conn, release, repairable)
+        repair = Repair.of(self, release, repairable)
         statements, checked = self._check(conn, earlier, release, progress, repair)
         persons, rows = self.persons_and_rows(conn, release)
         details = {
@@ -496,20 +496,17 @@ class Repair:
     ledger: ReleaseLedger
     release: NewRelease
     table: Repairable
-    persons: int  # the release's persons before any repair
+    persons: int = 0  # the release's persons before any repair (counted by the first round: most releases need none)
     removed: int = 0
     rounds: int = 0
     audit: AuditReport | None = None
 
     @classmethod
-    def of(
-        cls, ledger: ReleaseLedger, conn: Connection, release: NewRelease, repairable: Repairable | None
-    ) -> Repair | None:
+    def of(cls, ledger: ReleaseLedger, release: NewRelease, repairable: Repairable | None) -> Repair | None:
         if not ledger.settings.suppress or ledger.settings.check != "inference":
             return None
         assert repairable is not None, "config: a method whose releases are not repairable refuses ledger.suppress"
-        persons, _ = ledger.persons_and_rows(conn, release)
-        return cls(ledger=ledger, release=release, table=repairable, persons=persons)
+        return cls(ledger=ledger, release=release, table=repairable)
 
     @property
     def at_stake(self) -> str:
@@ -525,7 +522,9 @@ class Repair:
         db, ledger = self.ledger.db, self.ledger
         if self.rounds == ROUNDS:
             return f"after {ROUNDS} rounds of removing the persons at stake it still discloses"
-        held = self._persons(conn)
+        if not self.rounds:
+            self.persons = self._persons(conn)
+        held = self.persons - self.removed  # what the previous round left
         ledger_sql.remove_persons(db, conn, self.table.ref, ledger.settings.person, db.scratch_ref(self.at_stake))
         db.drop_table(conn, db.scratch_ref(self.at_stake))
         if self._persons(conn) == held:
