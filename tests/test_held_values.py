@@ -36,6 +36,7 @@ CRITERIA: dict[str, dict[str, Any]] = {
     "entropy": {"entropy_l_diversity": {"attribute": "diagnosis", "l": 2}},
     "recursive": {"recursive_l_diversity": {"attribute": "diagnosis", "l": 2, "c": 2}},
     "t": {"t_closeness": {"attribute": "diagnosis", "t": 0.25}},
+    "t kl": {"t_closeness": {"attribute": "diagnosis", "t": 0.3, "distance": "kl"}},
 }
 
 
@@ -59,7 +60,10 @@ def holds(name: str, holders: Counter[str], persons: int, table: Counter[str]) -
     ((kind, spec),) = CRITERIA[name].items()
     if kind == "t_closeness":
         whole, held = sum(table.values()), sum(holders.values())
-        distance = 0.5 * sum(abs(holders[s] / held - table[s] / whole) for s in table)
+        if spec.get("distance") == "kl":
+            distance = sum(h / held * math.log(h / held / (table[s] / whole)) for s, h in holders.items() if h)
+        else:
+            distance = 0.5 * sum(abs(holders[s] / held - table[s] / whole) for s in table)
         return distance <= spec["t"] + 1e-9
     l, counts = spec["l"], sorted(holders.values(), reverse=True)
     if max(counts) > persons - (l - 1):  # l - 1 of the class's persons lack each value
