@@ -1,5 +1,5 @@
-"""Persons who hold several values of a sensitive attribute (1:M data: a diagnosis per visit), on DuckDB and
-PostgreSQL.
+"""Persons who hold several values of a sensitive attribute (1:M data: a diagnosis per visit), on DuckDB,
+PostgreSQL and Spark.
 
 A class's count of a value is its persons who hold it, its size its persons, and l-diversity also asks that at least
 l - 1 of a class's persons lack each value. The search is checked against a brute force over every node that
