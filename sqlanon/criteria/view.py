@@ -53,7 +53,8 @@ class FrequencySetView:
     Where rows are persons' (a job's `unit`) and a person may hold several values of a sensitive attribute, a count
     of a value is the class's persons who hold it (`counts`), while a class's size stays its persons
     (`class_sizes`; the criteria read both through `Criterion.violating_classes`): `held`, per attribute whose
-    column holds each person's set of values (engine.persons), the FROM item of the sets' members (`held`, `value`);
+    column holds the number of each person's set of values (engine.persons), the FROM item of the sets' members
+    (`held`, `value`);
     or `persons`, a FROM item of each person's distinct class and values (`person`, the class and sensitive
     columns), whose counts count distinct persons (the audit's own way to them).
     """

@@ -18,17 +18,18 @@ def violating_classes(
     codes = [f"d{d.attr}.c{level}" for d, level in zip(star.dimensions, node)]
     select = [f"{code} AS a{i}" for i, code in enumerate(codes)] + star.sensitive_select("t")
     group = codes + [f"t.{db.q(c)}" for c in star.sensitive]
-    view = FrequencySetView(
+    view, holders = FrequencySetView(
         table="node_classes",
         class_columns=[f"a{i}" for i in range(len(codes))],
         count_column="cnt",
         sensitive_columns=star.sensitive_columns(),
         held=star.held,
-    )
+    ).with_stored_holders()  # where persons hold several values, their holders read once
     bad = violating_classes_sql(view, criteria, "pub", params)
+    stored = "".join(f", {name} AS MATERIALIZED ({sql})" for name, sql in holders)
     with_clause = (
         f"WITH node_classes AS (SELECT {', '.join(select)}, COUNT(*) AS cnt FROM {star.joins('t')} "
-        f"GROUP BY {', '.join(group)}), bad AS ({bad}) "
+        f"GROUP BY {', '.join(group)}){stored}, bad AS ({bad}) "
     )
     on = " AND ".join(f"b.a{i} = {code}" for i, code in enumerate(codes))
     return with_clause, f" LEFT JOIN bad b ON {on}"

@@ -580,15 +580,14 @@ def _check_sensitive_domains(
     per column with at most DOMAIN_VALUES values, the table's count of each value (as text; NULL: None; for a held
     column, its holders), read by one grouping that also serves the checks (StarSchema.domain_counts)."""
     found = {}
-    all_source = source
     for column in sensitive:
-        source = held.get(column, all_source)
-        counts = _domain_counts(db, conn, source, column)
+        read = held.get(column, source)  # a held column: its holdings
+        counts = _domain_counts(db, conn, read, column)
         if counts is not None:
             found[column] = counts
             distinct, values = len(counts), sum(n for value, n in counts.items() if value is not None)
         else:
-            col = db.ref_table(source, [column]).c[column]
+            col = db.ref_table(read, [column]).c[column]
             # NULL is one more value: the criteria group and count it like any other
             with_null = func.count(col.distinct()) + func.max(case((col.is_(None), 1), else_=0))
             distinct, values = conn.execute(select(with_null, func.count(col))).one()
@@ -600,10 +599,10 @@ def _check_sensitive_domains(
         numeric = kinds[db.name_key(column)].numeric
         for criterion in criteria:
             criterion.check_domain(column, int(distinct), numeric)
-            _warn_absent_values(db, conn, source, column, criterion, counts)
+            _warn_absent_values(db, conn, read, column, criterion, counts)
             hierarchy = criterion.covered_values().get(column)
             if hierarchy is not None:
-                _check_sensitive_hierarchy(db, conn, source, column, hierarchy, counts)
+                _check_sensitive_hierarchy(db, conn, read, column, hierarchy, counts)
     return found
 
 
