@@ -140,7 +140,7 @@ def publish_generalization(
                 else None
             )
             # the values of every person, released or not: the source's rows where the persons' table holds sets
-            holders = bool(star.persons and star.persons.held)
+            holders = bool(star.held)  # of a column the criteria read
             whole = star.persons.source if star.persons and holders else star.source
             reference = whole if suppressing and plan.mode == "remove" else None
             phases.step("auditing")
