@@ -1,6 +1,7 @@
 """The re-publication paper's experiments (Wang, Zhu, Du, Teng, section 4) with sqlanon's anatomy and inference.
 
     python bench/bench_releases.py [--skip entropy,overlap,timing,scale] [--scale-rows 10000,100000,1000000]
+                                   [--scale-engines duckdb,postgresql]
 
 1. Entropy, independent against history-guided re-bucketization: two releases D1', D2' of 7,200
    Adult records sharing 6,000; D2 bucketized by sqlanon independently of D1' (with another
@@ -12,7 +13,8 @@
    (independent with new seeds, l = 3): H(S | I) of D2's persons from both releases.
 3. Time against the size (the paper's Figure 5): 1,200 to 7,200 records, independent, l = 3.
 4. Scale: the synthetic hospital table (../shared/tools/gen_hospital.py), two releases of N records
-   sharing 5/6 of them, l = 3, sensitive diagnosis.
+   sharing 5/6 of them, l = 3, sensitive diagnosis; on DuckDB, and with --scale-engines on PostgreSQL too (in
+   its schema bench_releases).
 
 Adult's sensitive attribute is occupation (14 values, none above a seventh of the records, so
 l = 5 is possible); the other categorical columns are the QIs, published exact. Entropies are in
@@ -30,7 +32,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import print_table, timed
+from common import PG_URL, pg_reachable, print_table, timed
 
 from sqlanon import bucketize, inference, job_from_dict, load_csv
 
@@ -40,10 +42,12 @@ ADULT_CSV = Path(str(resources.files("sqlanon.data").joinpath("adult", "adult.cs
 GENERATOR = HERE.parent.parent / "shared" / "tools" / "gen_hospital.py"
 ADULT_QIS = ["sex", "race", "marital-status", "education", "native-country", "workclass", "salary-class"]
 RECORDS, SHARED = 7200, 6000
+PG_SCHEMA = "bench_releases"
 
 
 class Releases:
-    """A DuckDB file with a table of records (pid, QIs, sensitive) and the releases made from it."""
+    """A database (a DuckDB file, or a PostgreSQL schema) with a table of records (pid, QIs, sensitive) and the
+    releases made from it."""
 
     def __init__(self, url: str, source: str, qis: list[str], sensitive: str):
         self.url, self.source, self.qis, self.sensitive = url, source, qis, sensitive
@@ -210,47 +214,74 @@ def timing_rows(data: Releases, l: int = 3) -> list[list[object]]:
     return rows
 
 
-def scale_rows(sizes: list[int], l: int = 3) -> list[list[object]]:
+def scale_url(engine: str, folder: Path) -> str:
+    """Where part 4 runs: a DuckDB file beside the generated CSV, or PostgreSQL's schema `bench_releases` (made
+    here; its unqualified tables are the bench's own)."""
+    if engine == "duckdb":
+        return f"duckdb:///{folder / 'releases.duckdb'}"
+    server = sa.create_engine(PG_URL)
+    with server.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {PG_SCHEMA}")
+    server.dispose()
+    return f"{PG_URL}?options=-csearch_path%3D{PG_SCHEMA}"
+
+
+def scale_rows(sizes: list[int], engines: list[str], l: int = 3) -> list[list[object]]:
     rows = []
     for size in sizes:
         total = size + size // 6  # two versions of `size` records sharing 5/6
         folder = OUT / f"hospital_{total}"
         if not (folder / "hospital.csv").exists():
             subprocess.run([sys.executable, str(GENERATOR), "--rows", str(total), "--out", str(folder)], check=True)
-        url = f"duckdb:///{folder / 'releases.duckdb'}"
-        load_csv(folder / "hospital.csv", "hospital_raw", url, replace=True)
-        data = Releases(url, "hospital", ["zip", "birth_date", "sex", "race", "marital_status"], "diagnosis")
-        # records numbered in file order by one thread: over a parallel scan, ROW_NUMBER() OVER () numbers a
-        # million rows differently from run to run, and so did the releases (528 and 720 IPF passes)
-        data.sql(
-            "SET threads = 1; DROP TABLE IF EXISTS hospital; CREATE TABLE hospital AS SELECT CAST(ROW_NUMBER() "
-            "OVER () - 1 AS INTEGER) AS pid, zip, birth_date, sex, race, marital_status, diagnosis FROM "
-            "hospital_raw; RESET threads"
-        )
-        data.version("d1", 0, size)
-        data.version("d2", total - size, size)
-        publish, _ = timed(lambda: (data.anatomy("d1", l, seed=1), data.anatomy("d2", l, seed=2)))
-        seconds, both = data.infer(["d1", "d2"], "d2")
-        rows.append(
-            [
-                size,
-                both.variables,
-                both.one_constraints + both.relation_constraints,
-                both.iterations,
-                f"{both.max_violation:.1e}",
-                publish,
-                seconds,
-                f"{both.entropy[1].drop:.1%}",
-            ]
-        )
-        data.engine.dispose()
+        for engine in engines:
+            url = scale_url(engine, folder)
+            load_csv(folder / "hospital.csv", "hospital_raw", url, replace=True)
+            data = Releases(url, "hospital", ["zip", "birth_date", "sex", "race", "marital_status"], "diagnosis")
+            # records numbered in file order by one thread: over a parallel scan, ROW_NUMBER() OVER () numbers a
+            # million rows differently from run to run, and so did the releases (528 and 720 IPF passes)
+            numbered = (
+                "DROP TABLE IF EXISTS hospital; CREATE TABLE hospital AS SELECT CAST(ROW_NUMBER() OVER () - 1 AS "
+                "INTEGER) AS pid, zip, birth_date, sex, race, marital_status, diagnosis FROM hospital_raw"
+            )
+            data.sql(
+                f"SET threads = 1; {numbered}; RESET threads" if engine == "duckdb" else f"{numbered}; ANALYZE hospital"
+            )
+            data.version("d1", 0, size)
+            data.version("d2", total - size, size)
+            publish, _ = timed(lambda: (data.anatomy("d1", l, seed=1), data.anatomy("d2", l, seed=2)))
+            seconds, both = data.infer(["d1", "d2"], "d2")
+            rows.append(
+                [
+                    size,
+                    engine,
+                    both.variables,
+                    both.one_constraints + both.relation_constraints,
+                    both.iterations,
+                    f"{both.max_violation:.1e}",
+                    publish,
+                    seconds,
+                    f"{both.entropy[1].drop:.1%}",
+                ]
+            )
+            data.engine.dispose()
     return rows
+
+
+def scale_engines(names: str) -> list[str]:
+    engines = [name for name in names.split(",") if name]
+    if "postgresql" in engines and not pg_reachable():
+        print("PostgreSQL is not reachable: part 4 runs on DuckDB alone", file=sys.stderr)
+        engines.remove("postgresql")
+    return engines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: entropy,overlap,timing,scale")
     parser.add_argument("--scale-rows", default="10000,100000,1000000", help="records per release, part 4")
+    parser.add_argument(
+        "--scale-engines", default="duckdb", help="part 4's databases: duckdb,postgresql (PostgreSQL if reachable)"
+    )
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     OUT.mkdir(parents=True, exist_ok=True)
@@ -295,9 +326,10 @@ def main() -> None:
     data.engine.dispose()
     if "scale" not in skip:
         print_table(
-            "4. Hospital, two releases sharing 5/6 (l = 3, sensitive diagnosis), DuckDB",
+            "4. Hospital, two releases sharing 5/6 (l = 3, sensitive diagnosis)",
             [
                 "records",
+                "database",
                 "variables",
                 "constraints",
                 "passes",
@@ -306,7 +338,7 @@ def main() -> None:
                 "inference s",
                 "lower by",
             ],
-            scale_rows([int(n) for n in args.scale_rows.split(",")]),
+            scale_rows([int(n) for n in args.scale_rows.split(",")], scale_engines(args.scale_engines)),
         )
 
 

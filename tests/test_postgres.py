@@ -304,13 +304,17 @@ def test_bulk_inserts_store_the_values_they_are_given(request, backend: str, row
 
 
 BIG_INPUT = 2_000  # rows on each side of a nested loop that makes it quadratic
+# a join on part of a key (the pairs of 17,000 persons with 9,000 of their groups' values, on the value alone:
+# 8.9 million rows) makes many times its inputs' rows, however it is planned
+BLOW_UP, BLOWN_UP_ROWS = 50, 1_000_000
 
 
 def _nested_loops(plan: dict, actual: bool) -> list[str]:
     """The nested loops of `plan` (EXPLAIN's JSON) that run an inner side of BIG_INPUT rows or more once per row of
     an outer side as large (actual rows per loop with ANALYZE, else the planner's estimates), outside index
     lookups: two large inputs paired, or a large input read again for every row of another (an anti-join whose
-    inner aggregate is recomputed per row took 198 s on 20k rows)."""
+    inner aggregate is recomputed per row took 198 s on 20k rows); with ANALYZE, also the hash and merge joins
+    that make BLOW_UP times the rows of their larger input."""
     found = []
     children = plan.get("Plans", [])
     if plan["Node Type"] == "Nested Loop" and len(children) == 2:
@@ -320,9 +324,21 @@ def _nested_loops(plan: dict, actual: bool) -> list[str]:
         per_loop = _rows_per_run(inner, rows)
         if not lookup and min(outer[rows], per_loop) >= BIG_INPUT:
             found.append(f"{outer['Node Type']} ({outer[rows]} rows) x {inner['Node Type']} ({per_loop} rows a loop)")
+    if plan["Node Type"] in ("Hash Join", "Merge Join") and actual and len(children) == 2:
+        larger = max(_input_rows(child) for child in children)
+        if plan["Actual Rows"] >= BLOWN_UP_ROWS and plan["Actual Rows"] > BLOW_UP * larger:
+            found.append(f"{plan['Node Type']} of {larger:.0f} rows at most made {plan['Actual Rows']} rows")
     for child in children:
         found += _nested_loops(child, actual)
     return found
+
+
+def _input_rows(plan: dict) -> float:
+    """The rows a join's input holds: below a Sort, Hash or Materialize, which a merge join re-reads (its inner
+    Sort counts every row read again), the rows of what they hold."""
+    if plan["Node Type"] in ("Sort", "Hash", "Materialize"):
+        return _input_rows(plan["Plans"][0])
+    return float(plan["Actual Rows"])
 
 
 def _rows_per_run(plan: dict, rows: str) -> float:
@@ -366,7 +382,12 @@ def explained() -> Iterator[Plans]:
         if undone:
             cursor.execute("ROLLBACK TO SAVEPOINT explained")
         plans.explained += 1
-        if found := _nested_loops(plan["Plan"], select or undone):
+        found = _nested_loops(plan["Plan"], select or undone)
+        if "NOT IN (SELECT" in " ".join(statement.upper().split()):
+            # hashed only while the subquery's rows fit in work_mem: beyond, a loop over them per row (two
+            # releases of 100,000 persons: over 20 minutes)
+            found.append("NOT IN over a subquery")
+        if found:
             plans.quadratic.append((statement[:200], found))
 
     sa.event.listen(sa.engine.Engine, "before_cursor_execute", explain)
@@ -374,6 +395,32 @@ def explained() -> Iterator[Plans]:
         yield plans
     finally:
         sa.event.remove(sa.engine.Engine, "before_cursor_execute", explain)
+
+
+def test_the_plan_harness_sees_joins_that_blow_up_and_not_in(pg_server: str, pg_schema: str):
+    """`explained` flags a join of two 3,000-row tables on a column of three values (3 million rows: the shape
+    of the inference's join of its pairs with decided values on the value alone) and a NOT IN over a subquery,
+    and passes their hashable forms."""
+    engine = sa.create_engine(pg_server)
+    with engine.begin() as conn:
+        for table in ("a", "b"):
+            conn.exec_driver_sql(
+                f'CREATE TABLE "{pg_schema}".{table} AS SELECT i AS id, MOD(i, 3) AS v FROM generate_series(1, 3000) i'
+            )
+    blown = f'SELECT COUNT(*) FROM "{pg_schema}".a JOIN "{pg_schema}".b ON a.v = b.v'
+    keyed = f'SELECT COUNT(*) FROM "{pg_schema}".a JOIN "{pg_schema}".b ON a.id = b.id AND a.v = b.v'
+    not_in = f'SELECT COUNT(*) FROM "{pg_schema}".a WHERE id NOT IN (SELECT id FROM "{pg_schema}".b WHERE v = 0)'
+    anti = f'SELECT COUNT(*) FROM "{pg_schema}".a WHERE NOT EXISTS (SELECT 1 FROM "{pg_schema}".b WHERE b.id = a.id)'
+    try:
+        flagged = []
+        for statement in (blown, keyed, not_in, anti):
+            with explained() as plans, engine.connect() as conn:
+                conn.exec_driver_sql(statement).scalar_one()
+            flagged.append([found for _, loops in plans.quadratic for found in loops])
+    finally:
+        engine.dispose()
+    assert "made 3000000 rows" in flagged[0][0] and flagged[1] == [] and flagged[3] == []
+    assert flagged[2] == ["NOT IN over a subquery"]
 
 
 def _holes(url: str, schema: str, table: str = "holes", where: str = "TRUE", analyzed: bool = True) -> None:

@@ -649,7 +649,7 @@ class Mondrian:
         ]
         same = [parts.c[f"lev{j}"] for j in range(len(self.qis))]
         return sa.union_all(
-            select(parts.c.part, *same).where(parts.c.part.not_in(select(self.choice.c.part))),
+            select(parts.c.part, *same).where(~sa.exists().where(self.choice.c.part == parts.c.part)),  # anti-join
             select(n.c.new_part, *levels).join_from(n, p, p.c.part == n.c.part),
         )
 

@@ -47,13 +47,16 @@ def solve(
     possible, propagated, rounds = propagate(db, conn, tables, possible, sub_members, rs, name, progress)
     _check_solvable(db, conn, tables, possible, rs)
     # persons left with one value hold it: they leave the iteration, and their groups' counts shrink by them
+    # every person here has a possible value (_check_solvable): the decided ones are those with exactly one, a
+    # semi-join (PostgreSQL runs a NOT IN over a subquery larger than its work_mem as a loop per row)
     undecided = select(possible.c.person).group_by(possible.c.person).having(func.count() > 1)
+    decided_persons = select(possible.c.person).group_by(possible.c.person).having(func.count() == 1)
     m, p = sub_members.alias("m"), possible.alias("p")
     held = tables.make(
         f"{name}_held",
         select(m.c.r, m.c.grp, p.c.value, func.count().label("n"))
         .join_from(m, p, p.c.person == m.c.person)
-        .where(m.c.person.not_in(undecided))
+        .where(m.c.person.in_(decided_persons))
         .group_by(m.c.r, m.c.grp, p.c.value),
     )
     group_in = [func.max(case((members.c.r == r, members.c.grp))).label(f"b{r}") for r in rs]
@@ -74,7 +77,7 @@ def solve(
         .where(v.c.person.in_(undecided)),
     )
     x, figures = iterate(db, conn, tables, x, rs, settings, name, progress)
-    decided = select(possible.c.person, possible.c.value, sa.literal(1.0)).where(possible.c.person.not_in(undecided))
+    decided = select(possible.c.person, possible.c.value, sa.literal(1.0)).where(possible.c.person.in_(decided_persons))
     db.execute(conn, sa.insert(x).from_select(["person", "value", "p"], decided))
     tables.drop(held)
     figures["snapped"] += propagated
@@ -94,7 +97,7 @@ def _check_solvable(
         conn,
         select(persons.c.pseudonym)
         .join_from(m, persons, persons.c.person == m.c.person)
-        .where(m.c.person.not_in(select(possible.c.person)))
+        .where(~sa.exists().where(possible.c.person == m.c.person))  # an anti-join (a NOT IN loops on PostgreSQL)
         .order_by(persons.c.pseudonym)
         .limit(1),
     ).first()
