@@ -234,41 +234,40 @@ def scale_rows(sizes: list[int], engines: list[str], l: int = 3) -> list[list[ob
         folder = OUT / f"hospital_{total}"
         if not (folder / "hospital.csv").exists():
             subprocess.run([sys.executable, str(GENERATOR), "--rows", str(total), "--out", str(folder)], check=True)
-        for engine in engines:
-            url = scale_url(engine, folder)
-            load_csv(folder / "hospital.csv", "hospital_raw", url, replace=True)
-            data = Releases(url, "hospital", ["zip", "birth_date", "sex", "race", "marital_status"], "diagnosis")
-            # records numbered in file order by one thread: over a parallel scan, ROW_NUMBER() OVER () numbers a
-            # million rows differently from run to run, and so did the releases (528 and 720 IPF passes)
-            numbered = (
-                "DROP TABLE IF EXISTS hospital; CREATE TABLE hospital AS SELECT CAST(ROW_NUMBER() OVER () - 1 AS "
-                "INTEGER) AS pid, zip, birth_date, sex, race, marital_status, diagnosis FROM hospital_raw"
-            )
-            data.sql(
-                f"SET threads = 1; {numbered}; RESET threads" if engine == "duckdb" else f"{numbered}; ANALYZE hospital"
-            )
-            data.version("d1", 0, size)
-            data.version("d2", total - size, size)
-            publish, _ = timed(lambda: (data.anatomy("d1", l, seed=1), data.anatomy("d2", l, seed=2)))
-            seconds, both = data.infer(["d1", "d2"], "d2")
-            group_by = group_by_seconds(url, "hospital", data.qis + [data.sensitive])
-            rows.append(
-                [
-                    size,
-                    engine,
-                    both.variables,
-                    both.one_constraints + both.relation_constraints,
-                    both.iterations,
-                    f"{both.max_violation:.1e}",
-                    publish,
-                    seconds,
-                    group_by,
-                    seconds / group_by,
-                    f"{both.entropy[1].drop:.1%}",
-                ]
-            )
-            data.engine.dispose()
+        rows += [scale_row(size, total, scale_url(engine, folder), folder, engine, l) for engine in engines]
     return rows
+
+
+def scale_row(size: int, total: int, url: str, folder: Path, engine: str, l: int) -> list[object]:
+    """Part 4's row for one size on one database: the two releases' anatomy, then the inference across them."""
+    load_csv(folder / "hospital.csv", "hospital_raw", url, replace=True)
+    data = Releases(url, "hospital", ["zip", "birth_date", "sex", "race", "marital_status"], "diagnosis")
+    # records numbered in file order by one thread: over a parallel scan, ROW_NUMBER() OVER () numbers a million
+    # rows differently from run to run, and so did the releases (528 and 720 IPF passes)
+    numbered = (
+        "DROP TABLE IF EXISTS hospital; CREATE TABLE hospital AS SELECT CAST(ROW_NUMBER() OVER () - 1 AS INTEGER) "
+        "AS pid, zip, birth_date, sex, race, marital_status, diagnosis FROM hospital_raw"
+    )
+    data.sql(f"SET threads = 1; {numbered}; RESET threads" if engine == "duckdb" else f"{numbered}; ANALYZE hospital")
+    data.version("d1", 0, size)
+    data.version("d2", total - size, size)
+    publish, _ = timed(lambda: (data.anatomy("d1", l, seed=1), data.anatomy("d2", l, seed=2)))
+    seconds, both = data.infer(["d1", "d2"], "d2")
+    group_by = group_by_seconds(url, "hospital", data.qis + [data.sensitive])
+    data.engine.dispose()
+    return [
+        size,
+        engine,
+        both.variables,
+        both.one_constraints + both.relation_constraints,
+        both.iterations,
+        f"{both.max_violation:.1e}",
+        publish,
+        seconds,
+        group_by,
+        seconds / group_by,
+        f"{both.entropy[1].drop:.1%}",
+    ]
 
 
 def scale_engines(names: str) -> list[str]:

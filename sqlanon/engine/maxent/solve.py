@@ -47,8 +47,9 @@ def solve(
     possible, propagated, rounds = propagate(db, conn, tables, possible, sub_members, rs, name, progress)
     _check_solvable(db, conn, tables, possible, rs)
     # persons left with one value hold it: they leave the iteration, and their groups' counts shrink by them
-    # every person here has a possible value (_check_solvable): the decided ones are those with exactly one, a
-    # semi-join (PostgreSQL runs a NOT IN over a subquery larger than its work_mem as a loop per row)
+    # every person has a possible value by now (_check_solvable), so the decided ones are those with exactly one:
+    # read by a semi-join, not a NOT IN of the undecided (which PostgreSQL runs as a loop per row once the
+    # subquery's rows outgrow work_mem)
     undecided = select(possible.c.person).group_by(possible.c.person).having(func.count() > 1)
     decided_persons = select(possible.c.person).group_by(possible.c.person).having(func.count() == 1)
     m, p = sub_members.alias("m"), possible.alias("p")
