@@ -96,10 +96,6 @@ class Spark(Database):
     temp_schema = ""
     transactions = False
 
-    def value_set(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
-        """As Database.value_set; Spark has no ordered STRING_AGG, so its items' set, sorted and joined."""
-        return sa.func.array_join(sa.func.array_sort(sa.func.collect_set(value_set_item(column))), "")
-
     def __init__(self, engine: sa.engine.Engine, url: str, metadata: Database):
         super().__init__(engine=engine, url=url)
         self.metadata = metadata
@@ -126,6 +122,10 @@ class Spark(Database):
             Path(warehouse).mkdir(parents=True, exist_ok=True)
         engine = sa.create_engine(parsed.difference_update_query(["metadata"]))
         return cls(engine, url, open_database(metadata_url))
+
+    def value_set(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        """As Database.value_set; Spark has no ordered STRING_AGG, so its items' set, sorted and joined."""
+        return sa.func.array_join(sa.func.array_sort(sa.func.collect_set(value_set_item(column))), "")
 
     @contextmanager
     def connect(self) -> Iterator[Connection]:
