@@ -247,6 +247,7 @@ def lattice_run(
                     )
                     star.record(conn, options.metadata_schema, record.run_id)
                     conn.commit()
+                    max_suppressed = job.suppression.max_suppressed(star.rows)
                     ctx = SearchContext(
                         db=db,
                         conn=conn,
@@ -256,7 +257,9 @@ def lattice_run(
                         schema=options.metadata_schema,
                         use_cube=job.base == "cube",
                         progress=options.progress,
-                        max_suppressed=job.suppression.max_suppressed(star.rows),
+                        max_suppressed=max_suppressed,
+                        # a publication by a policy (or a metric whose best node is minimal) reads no other node
+                        minimal_only=command == "anonymize" and not job.select.reads_every_passing_node(max_suppressed),
                         assume_monotone=job.assume_monotone,
                         resuming=resume_run is not None,
                         metrics_follow=command != "search" or options.metrics,

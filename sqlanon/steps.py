@@ -22,7 +22,7 @@ from .errors import ConfigError, DataError
 from .model.hierarchies import GENERATED_TOP
 from .model.job import Job, Output
 from .model.lattice import minimal_nodes
-from .model.selection import METRICS, best_node, level_metrics, needs_every_passing_node, node_label, selection_metric
+from .model.selection import METRICS, best_node, level_metrics, node_label, selection_metric
 from .publish.generalize import Publication, publish_generalization
 from .publish.ledger import ReleaseLedger
 from .publish.ownership import Ownership, TableName
@@ -45,7 +45,7 @@ HEURISTIC_WARNING = (
 class SearchResult:
     qi: list[str]
     heights: list[int]
-    satisfying: list[tuple[int, ...]]  # every passing node the strategy reports
+    satisfying: list[tuple[int, ...]]  # every passing node the strategy reports (see every_passing_node)
     minimal: list[tuple[int, ...]]
     stats: SearchStats
     run_id: int
@@ -53,6 +53,9 @@ class SearchResult:
     rows: int
     max_suppressed: int = 0
     heuristic: bool = False  # pruning was assumed sound, not proven: passing nodes may be missing
+    # False where the nodes above a passing one were left unchecked (SearchContext.minimal_only, where passing is
+    # not closed under generalization): `satisfying` then holds the minimal nodes alone
+    every_passing_node: bool = True
     metrics: dict[tuple[int, ...], dict[str, Any]] = field(default_factory=dict)
     level_examples: list[list[list[str]]] = field(default_factory=list)  # per QI, per level: a few labels
 
@@ -74,6 +77,7 @@ class SearchResult:
             "heights": self.heights,
             "minimal": [list(n) for n in self.minimal],
             "satisfying_count": len(self.satisfying),
+            "every_passing_node": self.every_passing_node,
             "stats": asdict(self.stats),
             "max_suppressed": self.max_suppressed,
             "heuristic": self.heuristic,
@@ -283,6 +287,7 @@ def run_search(job: Job, ctx: SearchContext) -> SearchResult:
         rows=ctx.star.rows,
         max_suppressed=ctx.max_suppressed,
         heuristic=ctx.heuristic,
+        every_passing_node=stats.unchecked_above_passing == 0,  # the settled nodes above passing ones pass
         level_examples=level_examples(ctx.star),
     )
 
@@ -302,8 +307,7 @@ def select_node(job: Job, ctx: SearchContext, result: SearchResult) -> tuple[int
             "no generalization satisfies the criteria; relax them (e.g. a smaller k or a higher suppression limit)"
         )
     metric = selection_metric(job.select.policy, job.select.metric)
-    wide = needs_every_passing_node(metric, job.select.policy is not None, result.max_suppressed)
-    candidates = result.satisfying if wide else result.minimal
+    candidates = result.satisfying if job.select.reads_every_passing_node(result.max_suppressed) else result.minimal
     if metric.levels_only:  # chosen by the levels alone: the data's figures are needed for the chosen node only
         node = best_node(metric, {n: level_metrics(n, result.heights) for n in candidates})
         add_metrics(job, ctx, result, [node])

@@ -21,6 +21,8 @@ from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
 from sqlanon.model.job import Job
 from sqlanon.model.names import KEPT_DIMENSION_PREFIX
+from sqlanon.session import lattice_run
+from sqlanon.steps import SearchResult, run_search
 from sqlanon.store.migrate import migrate
 from sqlanon.testing import every_node_violations
 
@@ -362,6 +364,13 @@ def k_violations_rolled_up(job: Job, ks: list[int]) -> list[dict[tuple[int, ...]
 def all_qi_oracle(all_qi_violations) -> dict[int, set]:
     """Satisfying nodes over all 9 QIs without suppression, for every k in KS."""
     return {k: {n for n, tuples in found.items() if tuples == 0} for k, found in all_qi_violations.items()}
+
+
+def minimal_only_search(job: Job) -> SearchResult:
+    """The search as a publication choosing among the minimal nodes runs it (SearchContext.minimal_only)."""
+    with lattice_run(job, RunOptions(), "anonymize") as run:
+        assert run.ctx.minimal_only
+        return run_search(job, run.ctx)
 
 
 def passing(violations: dict[tuple, int], max_suppressed: int) -> set[tuple]:

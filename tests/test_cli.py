@@ -62,7 +62,14 @@ def test_search_json_shape(tmp_path: Path):
     assert data["heights"] == [1, 4, 1]
     assert all(len(node) == 3 for node in data["minimal"]) and data["minimal"]
     assert data["satisfying_count"] >= len(data["minimal"])
-    assert set(data["stats"]) == {"nodes_checked", "rollups", "base_scans", "seconds", "statements"}
+    assert set(data["stats"]) == {
+        "nodes_checked",
+        "rollups",
+        "base_scans",
+        "seconds",
+        "statements",
+        "unchecked_above_passing",
+    }
 
 
 def test_db_option_overrides_the_config_url(tmp_path: Path):

@@ -25,7 +25,7 @@ from sqlanon.engine import star as dimensions
 from sqlanon.errors import ConfigError, HierarchyError
 from sqlanon.testing import evaluate_every_node
 
-from .conftest import CASES, QIS, adult_job, passing, reclassified
+from .conftest import CASES, QIS, adult_job, minimal_only_search, passing, reclassified
 
 
 @pytest.fixture(scope="module")
@@ -408,6 +408,9 @@ def test_criteria_on_random_tables(tmp_path_factory, rows, spec, limit):
             for strategy in ("auto", "border"):
                 found = search(dataclasses.replace(job, strategy=strategy))
                 assert (found.satisfying, found.minimal) == (sorted(exhaustive.satisfying), exhaustive.minimal)
+        # as a publication by policy searches: the nodes above a passing one unchecked, the same minimal nodes
+        for strategy in ("auto", "filtered"):
+            assert minimal_only_search(dataclasses.replace(job, strategy=strategy)).minimal == exhaustive.minimal
     lowest = min((sum(n) for n in exhaustive.satisfying), default=None)
     assert samarati.satisfying == sorted(n for n in exhaustive.satisfying if sum(n) == lowest)
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .frames import FRAME_TABLE, MEMORY_URL, SourceFrame
-from .selection import METRICS, POLICIES
+from .selection import METRICS, POLICIES, needs_every_passing_node, selection_metric
 
 if TYPE_CHECKING:
     from ..criteria import Criterion
@@ -214,6 +214,11 @@ class Selection:
 
     def describe(self) -> str:
         return f"policy {self.policy}" if self.policy else f"metric {self.metric}"
+
+    def reads_every_passing_node(self, max_suppressed: int) -> bool:
+        """Whether the best node may lie above the minimal ones (see selection.needs_every_passing_node)."""
+        metric = selection_metric(self.policy, self.metric)
+        return needs_every_passing_node(metric, self.policy is not None, max_suppressed)
 
 
 @dataclass(kw_only=True)

@@ -49,6 +49,8 @@ class SearchStats:
     base_scans: int = 0
     seconds: float = 0.0
     statements: int = 0  # checking statements (wave strategies)
+    # candidates left unchecked above a passing node that no check settled (SearchContext.minimal_only)
+    unchecked_above_passing: int = 0
 
 
 @dataclass(kw_only=True)
@@ -64,6 +66,9 @@ class SearchContext:
     max_suppressed: int = 0  # MaxSup: a node passes when its violating classes hold at most this many tuples
     assume_monotone: bool = False  # prune with suppression even where it is not sound (opt-in heuristic)
     resuming: bool = False  # continue an interrupted run from its last completed iteration (Incognito)
+    # the run reads the minimal nodes alone (a publication whose selection chooses among them): where passing is
+    # not closed under generalization, the nodes above a passing one are left unchecked (Filtered.walk)
+    minimal_only: bool = False
     # per set of sensitive columns: the sum of c ln c over the level-0 cells (QI values and those columns), as a
     # search's cube found it; KL divergence needs it, and it would otherwise cost a scan of the table
     cells_terms: dict[frozenset[str], float] = field(default_factory=dict)
@@ -487,6 +492,10 @@ class Filtered(SearchStrategy):
     closed under generalization) are the only candidates. They are checked bottom up, a height per wave; a node
     with no violating class at all settles its generalizations (without suppression every criterion is
     monotone). Without a monotone criterion among the job's or implied by them, this is Incognito's exact search.
+
+    Where the run reads the minimal nodes alone (SearchContext.minimal_only: a publication choosing among them),
+    a candidate above a passing node is not minimal whatever its own classes hold: it is left unchecked, and the
+    nodes returned are the minimal ones.
     """
 
     name = "filtered"
@@ -545,12 +554,23 @@ class Filtered(SearchStrategy):
             check([node for node in candidates if node not in settled and node not in checked])
             ctx.progress("criteria on the nodes k-anonymity passes", 1, 1)
             return sorted(node for node in candidates if node in settled or checked[node])
-        passing = []
+        passing: list[tuple[int, ...]] = []
+        covered: set[tuple[int, ...]] = set()  # above a passing node: not minimal, whatever they hold
+
+        def above_passing(node: tuple[int, ...]) -> bool:
+            return any(
+                b in covered or b in settled or checked.get(b, False) for b in direct_specializations(node) if b in pool
+            )
+
         for step, height in enumerate(order):
             here = by_height[height]
-            check([node for node in here if node not in settled and node not in checked])
+            if ctx.minimal_only:  # their own check would not change the minimal nodes
+                covered.update(node for node in here if above_passing(node))
+            due = [node for node in here if node not in settled and node not in checked]
+            check([node for node in due if node not in covered])
+            probe.stats.unchecked_above_passing += sum(node in covered for node in due)
             climb(here)
-            passing += [node for node in here if node in settled or checked[node]]
+            passing += [node for node in here if node not in covered and (node in settled or checked[node])]
             ctx.progress("criteria on the nodes k-anonymity passes, bottom up", step + 1, len(by_height))
         return sorted(passing)
 
