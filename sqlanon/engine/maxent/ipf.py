@@ -71,15 +71,13 @@ class _Solver:
         few dozen passes while a few take hundreds)."""
         assert self.offs is not None
         current, offs = self.current, self.offs
-        done = select(offs.c.part).where(offs.c.off <= tolerance)
-        # an anti-join: PostgreSQL runs a NOT IN over a subquery larger than its work_mem as a loop per row
-        open_part = ~sa.exists().where(offs.c.part == current.c.part, offs.c.off <= tolerance)
+        # a semi-join and an anti-join: PostgreSQL runs a NOT IN over a subquery larger than its work_mem as a
+        # loop per row
+        settled = sa.exists().where(offs.c.part == current.c.part, offs.c.off <= tolerance)
         every = [current.c[c] for c in self.columns] + [current.c.x]
-        insert = sa.insert(self.settled).from_select(
-            self.columns + ["x"], select(*every).where(current.c.part.in_(done))
-        )
+        insert = sa.insert(self.settled).from_select(self.columns + ["x"], select(*every).where(settled))
         self.db.execute(self.conn, insert)
-        self._replace(select(*every).where(open_part))
+        self._replace(select(*every).where(~settled))
         self.statements += 1
 
     def _replace(self, query: sa.SelectBase) -> None:
