@@ -260,6 +260,7 @@ def lattice_run(
                         max_suppressed=max_suppressed,
                         # a publication by a policy (or a metric whose best node is minimal) reads no other node
                         minimal_only=command == "anonymize" and not job.select.reads_every_passing_node(max_suppressed),
+                        rank=job.select.levels_rank(star.heights),
                         assume_monotone=job.assume_monotone,
                         resuming=resume_run is not None,
                         metrics_follow=command != "search" or options.metrics,

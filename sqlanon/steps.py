@@ -56,6 +56,9 @@ class SearchResult:
     # False where the nodes above a passing one were left unchecked (SearchContext.minimal_only, where passing is
     # not closed under generalization): `satisfying` then holds the minimal nodes alone
     every_passing_node: bool = True
+    # False where the nodes ranked after a passing one by a selection on the levels alone were left unchecked
+    # (SearchContext.rank): `minimal` then holds those ranked before every other, the best among them
+    every_minimal_node: bool = True
     metrics: dict[tuple[int, ...], dict[str, Any]] = field(default_factory=dict)
     level_examples: list[list[list[str]]] = field(default_factory=list)  # per QI, per level: a few labels
 
@@ -78,6 +81,7 @@ class SearchResult:
             "minimal": [list(n) for n in self.minimal],
             "satisfying_count": len(self.satisfying),
             "every_passing_node": self.every_passing_node,
+            "every_minimal_node": self.every_minimal_node,
             "stats": asdict(self.stats),
             "max_suppressed": self.max_suppressed,
             "heuristic": self.heuristic,
@@ -287,7 +291,9 @@ def run_search(job: Job, ctx: SearchContext) -> SearchResult:
         rows=ctx.star.rows,
         max_suppressed=ctx.max_suppressed,
         heuristic=ctx.heuristic,
-        every_passing_node=stats.unchecked_above_passing == 0,  # the settled nodes above passing ones pass
+        # the settled nodes above passing ones pass
+        every_passing_node=stats.unchecked_above_passing == stats.unchecked_outranked == 0,
+        every_minimal_node=stats.unchecked_outranked == 0,
         level_examples=level_examples(ctx.star),
     )
 

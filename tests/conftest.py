@@ -19,8 +19,9 @@ from sqlanon import RunOptions, hierarchies, search
 from sqlanon.backends import open_database, unreachable_reason
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
-from sqlanon.model.job import Job
+from sqlanon.model.job import Job, Selection
 from sqlanon.model.names import KEPT_DIMENSION_PREFIX
+from sqlanon.model.selection import levels_rank, selection_metric
 from sqlanon.session import lattice_run
 from sqlanon.steps import SearchResult, run_search
 from sqlanon.store.migrate import migrate
@@ -366,11 +367,28 @@ def all_qi_oracle(all_qi_violations) -> dict[int, set]:
     return {k: {n for n, tuples in found.items() if tuples == 0} for k, found in all_qi_violations.items()}
 
 
-def minimal_only_search(job: Job) -> SearchResult:
-    """The search as a publication choosing among the minimal nodes runs it (SearchContext.minimal_only)."""
+def minimal_only_search(job: Job, policy: str = "max_distribution") -> SearchResult:
+    """The search as a publication choosing among the minimal nodes by `policy` runs it (SearchContext.minimal_only;
+    by default a policy on the data, which reads every minimal node: SearchContext.rank is None)."""
+    job = dataclasses.replace(job, select=Selection(policy=policy))
     with lattice_run(job, RunOptions(), "anonymize") as run:
         assert run.ctx.minimal_only
         return run_search(job, run.ctx)
+
+
+def assert_best_ranked(found: SearchResult, minimal: list[tuple[int, ...]], policy: str) -> tuple[int, ...]:
+    """`found`, a search ranked by a policy on the levels alone (SearchContext.rank), returns minimal nodes among
+    `minimal` (every minimal node), the best of them the best of `minimal`, and leaves out only nodes that rank
+    after it; returns that best node."""
+    rank = levels_rank(selection_metric(policy, None), found.heights)
+    assert rank is not None
+    best = min(minimal, key=rank, default=None)
+    assert set(found.minimal) <= set(minimal)
+    assert min(found.minimal, key=rank, default=None) == best
+    assert all(rank(node) > rank(best) for node in set(minimal) - set(found.minimal))
+    assert found.every_minimal_node == (found.stats.unchecked_outranked == 0)
+    assert found.every_minimal_node or not found.every_passing_node
+    return best
 
 
 def passing(violations: dict[tuple, int], max_suppressed: int) -> set[tuple]:

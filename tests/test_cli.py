@@ -69,7 +69,9 @@ def test_search_json_shape(tmp_path: Path):
         "seconds",
         "statements",
         "unchecked_above_passing",
+        "unchecked_outranked",
     }
+    assert data["every_passing_node"] and data["every_minimal_node"]
 
 
 def test_db_option_overrides_the_config_url(tmp_path: Path):

@@ -25,7 +25,7 @@ from sqlanon.engine import star as dimensions
 from sqlanon.errors import ConfigError, HierarchyError
 from sqlanon.testing import evaluate_every_node
 
-from .conftest import CASES, QIS, adult_job, minimal_only_search, passing, reclassified
+from .conftest import CASES, QIS, adult_job, assert_best_ranked, minimal_only_search, passing, reclassified
 
 
 @pytest.fixture(scope="module")
@@ -408,9 +408,13 @@ def test_criteria_on_random_tables(tmp_path_factory, rows, spec, limit):
             for strategy in ("auto", "border"):
                 found = search(dataclasses.replace(job, strategy=strategy))
                 assert (found.satisfying, found.minimal) == (sorted(exhaustive.satisfying), exhaustive.minimal)
-        # as a publication by policy searches: the nodes above a passing one unchecked, the same minimal nodes
+        # as a publication by policy searches: the nodes above a passing one unchecked, the same minimal nodes; by a
+        # policy on the levels alone, also the nodes ranked after a passing one, the best minimal node found
         for strategy in ("auto", "filtered"):
             assert minimal_only_search(dataclasses.replace(job, strategy=strategy)).minimal == exhaustive.minimal
+            for policy in ("min_absolute_distance", "min_relative_distance"):
+                ranked = minimal_only_search(dataclasses.replace(job, strategy=strategy), policy)
+                assert_best_ranked(ranked, exhaustive.minimal, policy)
     lowest = min((sum(n) for n in exhaustive.satisfying), default=None)
     assert samarati.satisfying == sorted(n for n in exhaustive.satisfying if sum(n) == lowest)
 

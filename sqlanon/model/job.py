@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .frames import FRAME_TABLE, MEMORY_URL, SourceFrame
-from .selection import METRICS, POLICIES, needs_every_passing_node, selection_metric
+from .lattice import Levels
+from .selection import METRICS, POLICIES, Rank, levels_rank, needs_every_passing_node, selection_metric
 
 if TYPE_CHECKING:
     from ..criteria import Criterion
@@ -219,6 +220,10 @@ class Selection:
         """Whether the best node may lie above the minimal ones (see selection.needs_every_passing_node)."""
         metric = selection_metric(self.policy, self.metric)
         return needs_every_passing_node(metric, self.policy is not None, max_suppressed)
+
+    def levels_rank(self, heights: list[int]) -> Callable[[Levels], Rank] | None:
+        """Each node's rank where the choice depends on the levels alone (see selection.levels_rank)."""
+        return levels_rank(selection_metric(self.policy, self.metric), heights)
 
 
 @dataclass(kw_only=True)

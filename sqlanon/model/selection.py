@@ -3,6 +3,7 @@ policies, and the tie-breaking rule (no connection: the data-dependent figures c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,13 +97,25 @@ def level_metrics(node: Levels, heights: list[int]) -> dict[str, Any]:
 def best_node(metric: Metric, metrics: dict[Levels, dict[str, Any]]) -> Levels:
     """The best node by `metric`; ties go to the lowest height, then the smallest level vector
     (in QI config order, so the QIs listed first stay the most precise)."""
+    return min(metrics, key=lambda node: rank(metric, metrics[node][metric.name], node))
+
+
+Rank = tuple[float, int, Levels]
+
+
+def rank(metric: Metric, value: Any, node: Levels) -> Rank:
+    """`node`'s place in `metric`'s order, the smaller the better (see best_node)."""
     sign = 1 if metric.better == "min" else -1
+    return (float("inf") if value is None else sign * round(float(value), 9), sum(node), node)
 
-    def key(node: Levels) -> tuple[float, int, Levels]:
-        value = metrics[node][metric.name]
-        return (float("inf") if value is None else sign * round(float(value), 9), sum(node), node)
 
-    return min(metrics, key=key)
+def levels_rank(metric: Metric, heights: list[int]) -> Callable[[Levels], Rank] | None:
+    """Each node's rank by `metric` where it depends on the levels alone, else None. Such a metric gets no
+    better under generalization (height and relative distance grow, precision falls) and a generalization is
+    higher: a node ranks after every node it generalizes."""
+    if not metric.levels_only:
+        return None
+    return lambda node: rank(metric, level_metrics(node, heights)[metric.name], node)
 
 
 def node_label(node: Levels) -> str:

@@ -41,6 +41,8 @@ from .lattice import LatticeStore, Node
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..model.selection import Rank
+
 
 @dataclass(kw_only=True)
 class SearchStats:
@@ -51,6 +53,8 @@ class SearchStats:
     statements: int = 0  # checking statements (wave strategies)
     # candidates left unchecked above a passing node that no check settled (SearchContext.minimal_only)
     unchecked_above_passing: int = 0
+    # candidates left unchecked as ranked after a passing node by the selection (SearchContext.rank)
+    unchecked_outranked: int = 0
 
 
 @dataclass(kw_only=True)
@@ -69,6 +73,10 @@ class SearchContext:
     # the run reads the minimal nodes alone (a publication whose selection chooses among them): where passing is
     # not closed under generalization, the nodes above a passing one are left unchecked (Filtered.walk)
     minimal_only: bool = False
+    # where the publication's choice depends on the levels alone (a policy or metric such as the height, see
+    # selection.levels_rank): each node's rank; with minimal_only, a candidate ranked after a passing node is left
+    # unchecked (Filtered.walk), so the minimal nodes returned are those that rank before every other
+    rank: Callable[[tuple[int, ...]], Rank] | None = None
     # per set of sensitive columns: the sum of c ln c over the level-0 cells (QI values and those columns), as a
     # search's cube found it; KL divergence needs it, and it would otherwise cost a scan of the table
     cells_terms: dict[frozenset[str], float] = field(default_factory=dict)
@@ -528,7 +536,9 @@ class Filtered(SearchStrategy):
         passing node where passing is closed under generalization: then the nodes left are checked in one more
         wave (on the large cube where a monotone search comes here, every statement is a pass over many rows:
         hospital 1M, k=5 and t equal 0.3, 2 statements with the values instead of 4 a height at a time). Else
-        the rest bottom up, a height at a time."""
+        the rest bottom up, a height at a time. Ranked by the selection (SearchContext.rank), a height at a time
+        from the lowest, the first wave left out: the heights above the best passing node are read no further
+        (Adult 8 QIs, k=5 and entropy l=3 with 2%: 384 -> 74 checks after the monotone criteria's)."""
         heights = ctx.star.heights
         pool = set(candidates)
         settled: set[tuple[int, ...]] = set()  # passing as generalizations of a node that settles them
@@ -543,7 +553,11 @@ class Filtered(SearchStrategy):
         def climb(nodes: list[tuple[int, ...]]) -> None:
             settled.update(up for node in nodes if node in settled for up in direct_generalizations(node, heights))
 
-        check([node for node in candidates if not any(m in pool for m in direct_specializations(node))])
+        # a node ranked after a passing one by the selection is not published, nor is any node above it (each
+        # ranks after it: see selection.levels_rank)
+        rank = ctx.rank if ctx.minimal_only and not ctx.monotone else None
+        if rank is None:  # else the lowest ones of the heights above the best passing node would go unread
+            check([node for node in candidates if not any(m in pool for m in direct_specializations(node))])
         by_height: dict[int, list[tuple[int, ...]]] = defaultdict(list)
         for node in candidates:
             by_height[sum(node)].append(node)
@@ -567,10 +581,15 @@ class Filtered(SearchStrategy):
             if ctx.minimal_only:  # their own check would not change the minimal nodes
                 covered.update(node for node in here if above_passing(node))
             due = [node for node in here if node not in settled and node not in checked]
-            check([node for node in due if node not in covered])
+            outranked: set[tuple[int, ...]] = set()
+            if rank is not None and passing:
+                best = min(map(rank, passing))
+                outranked = {node for node in due if node not in covered and rank(node) > best}
+            check([node for node in due if node not in covered and node not in outranked])
             probe.stats.unchecked_above_passing += sum(node in covered for node in due)
+            probe.stats.unchecked_outranked += len(outranked)
             climb(here)
-            passing += [node for node in here if node not in covered and (node in settled or checked[node])]
+            passing += [n for n in here if n not in covered and n not in outranked and (n in settled or checked[n])]
             ctx.progress("criteria on the nodes k-anonymity passes, bottom up", step + 1, len(by_height))
         return sorted(passing)
 
