@@ -435,6 +435,7 @@ CASES = {
     "entropy l=4 Y": {
         "entropy_l_diversity": {"attribute": "occupation", "l": 4, "dont_care": ["Prof-specialty", "Exec-managerial"]}
     },
+    "beta basic 1.0": {"beta_likeness": {"attribute": "occupation", "beta": 1.0, "variant": "basic"}},
 }
 
 

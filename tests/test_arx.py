@@ -35,6 +35,8 @@ OCCUPATION = {
     },
 }
 
+OCCUPATION["beta enhanced 3.0"] = {"beta_likeness": {"attribute": "occupation", "beta": 3.0, "variant": "enhanced"}}
+
 AGE = {"t ordered 0.2": {"t_closeness": {"attribute": "age", "t": 0.2, "distance": "ordered"}}}
 
 

@@ -78,7 +78,7 @@ def test_ordered_t_closeness_on_a_numeric_attribute(adult_duck: str):
 # --- hand-computed classes -----------------------------------------------------
 
 
-def _one_table(tmp_path: Path, classes: dict[str, list[str]], criteria: dict, numeric: bool = False):
+def one_table(tmp_path: Path, classes: dict[str, list[str]], criteria: dict, numeric: bool = False):
     """A table whose QI `q` has one value per class (hierarchy q -> *), sensitive `s` (a new database each
     time: sqlanon reuses a table loaded from a file only while the file is the same)."""
     rows = [(q, s) for q, values in classes.items() for s in values]
@@ -97,7 +97,7 @@ def _one_table(tmp_path: Path, classes: dict[str, list[str]], criteria: dict, nu
 
 
 def _level_zero_passes(tmp_path, classes, criteria, numeric=False) -> bool:
-    return (0,) in search(_one_table(tmp_path, classes, criteria, numeric)).satisfying
+    return (0,) in search(one_table(tmp_path, classes, criteria, numeric)).satisfying
 
 
 @pytest.fixture(params=["values read", "values counted in SQL"])
@@ -189,7 +189,7 @@ def test_the_cube_carries_sensitive_codes_where_no_criterion_reads_values(
     monkeypatch.setattr(WaveChecker, "__init__", spy)
     (tmp_path / "s.csv").write_text("1;A;*\n2;A;*\n3;B;*\na;A;*\nb;B;*\n")
     values = ["1", "1", "2", "3"] if numeric else ["a", "a", "b", "a"]
-    job = _one_table(tmp_path, {"x": values, "y": values[::-1], "z": values[1:]}, spec, bool(numeric))
+    job = one_table(tmp_path, {"x": values, "y": values[::-1], "z": values[1:]}, spec, bool(numeric))
     if numeric == "DOUBLE":
         job = dataclasses.replace(job, source=dataclasses.replace(job.source, csv_options={"types": {"s": "DOUBLE"}}))
     found = search(job)
@@ -229,13 +229,13 @@ def test_bad_criteria(spec, fragment):
 
 
 def test_l_larger_than_the_sensitive_domain(tmp_path: Path, sensitive_domain):
-    job = _one_table(tmp_path, {"x": ["a", "b"], "y": ["a", "b"]}, {"distinct_l_diversity": {"attribute": "s", "l": 3}})
+    job = one_table(tmp_path, {"x": ["a", "b"], "y": ["a", "b"]}, {"distinct_l_diversity": {"attribute": "s", "l": 3}})
     with pytest.raises(ConfigError, match="l=3 is larger than the 2 distinct values"):
         search(job)
 
 
 def test_ordered_distance_needs_numbers(tmp_path: Path):
-    job = _one_table(
+    job = one_table(
         tmp_path, {"x": ["a"], "y": ["b"]}, {"t_closeness": {"attribute": "s", "t": 0.5, "distance": "ordered"}}
     )
     with pytest.raises(ConfigError, match="needs a numeric attribute"):
@@ -342,6 +342,9 @@ RANDOM_CASES = [
         "t_closeness": {"attribute": "occupation", "t": 0.1, "distance": "hierarchical", "hierarchy": "occ.csv"},
     },
     {"k_anonymity": {"k": 2}, "entropy_l_diversity": {"attribute": "occupation", "l": 2}},
+    # beta-likeness: its least class size settled first, as t-closeness's
+    {"beta_likeness": {"attribute": "occupation", "beta": 1.0, "variant": "basic"}},
+    {"k_anonymity": {"k": 2}, "beta_likeness": {"attribute": "occupation", "beta": 1.5}},
 ]
 
 
@@ -505,7 +508,7 @@ def test_figure_3_of_the_l_diversity_paper(tmp_path: Path):
 def _audit_one_class(tmp_path: Path, values: list[str], spec: dict) -> dict:
     from sqlanon import audit
 
-    job = _one_table(tmp_path, {"x": values}, spec)
+    job = one_table(tmp_path, {"x": values}, spec)
     search(dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 1}})))  # loads the table
     source = dataclasses.replace(job.source, csv=None)
     report = audit(dataclasses.replace(job, source=source), "t")
@@ -561,7 +564,7 @@ def test_npd_share_of_w(tmp_path: Path, c2: float, expected: bool):
 
 
 def test_dont_care_values_that_do_not_occur_warn(tmp_path: Path, sensitive_domain):
-    job = _one_table(
+    job = one_table(
         tmp_path,
         {"x": ["a", "b"], "y": ["a", "b"]},
         {"entropy_l_diversity": {"attribute": "s", "l": 2, "dont_care": ["zzz"]}},
@@ -645,7 +648,7 @@ def test_sensitive_hierarchy_must_cover_the_values(tmp_path: Path, sensitive_dom
     (tmp_path / "s.csv").write_text("a;*\n")
     spec = {"t_closeness": {"attribute": "s", "t": 0.5, "distance": "hierarchical", "hierarchy": "s.csv"}}
     with pytest.raises(Exception, match="1 value.s. missing from its hierarchy"):
-        search(_one_table(tmp_path, {"x": ["a"], "y": ["b"]}, spec))
+        search(one_table(tmp_path, {"x": ["a"], "y": ["b"]}, spec))
 
 
 def test_hierarchical_distance_needs_two_levels(tmp_path: Path):
@@ -730,7 +733,7 @@ def test_t_closeness_figures_equal_a_python_reference(
             **({"hierarchy": "s.csv"} if distance == "hierarchical" else {}),
         }
     }
-    job = _one_table(tmp, {f"x{i}": values for i, values in enumerate(classes)}, spec)
+    job = one_table(tmp, {f"x{i}": values for i, values in enumerate(classes)}, spec)
     search(dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 1}})))  # loads the table
     report = audit(dataclasses.replace(job, source=dataclasses.replace(job.source, csv=None)), "t")
     found = report.criteria["t_closeness"].to_dict()["max_t"]
@@ -742,7 +745,7 @@ def test_t_closeness_figures_equal_a_python_reference(
     )
     assert found == pytest.approx(expected, abs=1e-9)
     for sizes_by_join, coded in itertools.product((True, False), (False, True)):
-        assert _bound_max_t(spec, tmp, classes, sizes_by_join, coded) == pytest.approx(expected, abs=1e-9)
+        assert bound_max(spec, tmp, classes, sizes_by_join, coded) == pytest.approx(expected, abs=1e-9)
 
 
 @pytest.mark.parametrize(
@@ -789,8 +792,11 @@ def _t_closeness_on_the_tree(folder: Path, t: float, distance: str):
     ]
 
 
-def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]], sizes_by_join: bool, coded: bool) -> float:
-    """The largest distance of any class as a search's waves compute it: the table's counts of each value read
+def bound_max(
+    spec: dict, folder: Path, classes: list[list[str]], sizes_by_join: bool, coded: bool, column: str = "stat"
+) -> float:
+    """The largest `column` of the criterion's statistic over the classes (t-closeness: the largest distance of any
+    class) as a search's waves compute it: the table's counts of each value read
     beforehand and bound as lists (the hierarchy's nodes' shares, for the hierarchical distance), the class sizes
     joined on the integer class keys (DuckDB's waves) or added up in a window (PostgreSQL's), the values as they are
     or `coded` (integers from 1 in the order the table's counts list them, as a small table's cube holds them)."""
@@ -820,7 +826,7 @@ def _bound_max_t(spec: dict, folder: Path, classes: list[list[str]], sizes_by_jo
     with sa.create_engine("duckdb:///:memory:").connect() as conn:
         conn.exec_driver_sql(f"CREATE TABLE fs (cls INTEGER, s0 {'BIGINT' if coded else 'VARCHAR'}, cnt BIGINT)")
         conn.execute(sa.text("INSERT INTO fs VALUES (:cls, :s0, :cnt)"), rows)
-        return conn.execute(sa.text(f"SELECT MAX(stat) FROM ({fragment.sql}) x"), fragment.params).scalar_one()
+        return conn.execute(sa.text(f"SELECT MAX({column}) FROM ({fragment.sql}) x"), fragment.params).scalar_one()
 
 
 # --- don't-care sets against references in Python ---------------------------------------

@@ -66,12 +66,13 @@ def test_border_search_with_suppression_equals_the_oracle(pg_adult, all_qi_viola
     assert set(result.satisfying) == passing(all_qi_violations[5], Suppression(0.02).max_suppressed(30162))
 
 
+@pytest.mark.parametrize("case", ["t hierarchical 0.15", "beta basic 1.0"])
 @pytest.mark.parametrize("limit", [0, 0.02])
-def test_hierarchical_t_closeness_equals_the_oracle(pg_adult, adult_violations, limit: float):
-    """The search binds the table's shares of the hierarchy's nodes as arrays on PostgreSQL: the oracle's answer
-    (computed on DuckDB from the table's distribution in SQL), with and without suppression."""
+def test_criteria_reading_the_tables_shares_equal_the_oracle(pg_adult, adult_violations, limit: float, case: str):
+    """The search binds the table's shares (of the hierarchy's nodes, of the values with their likeness bounds) as
+    arrays on PostgreSQL: the oracle's answer (computed on DuckDB from the table's distribution in SQL), with and
+    without suppression."""
     url, schema = pg_adult
-    case = "t hierarchical 0.15"
     job = reclassified(
         adult_job(url, QIS, load_csv=False, schema=schema),
         criteria=criteria_from_config(CASES[case]),

@@ -16,7 +16,9 @@ import org.deidentifier.arx.AttributeType;
 import org.deidentifier.arx.AttributeType.Hierarchy;
 import org.deidentifier.arx.Data;
 import org.deidentifier.arx.DataType;
+import org.deidentifier.arx.criteria.BasicBLikeness;
 import org.deidentifier.arx.criteria.DistinctLDiversity;
+import org.deidentifier.arx.criteria.EnhancedBLikeness;
 import org.deidentifier.arx.criteria.EntropyLDiversity;
 import org.deidentifier.arx.criteria.EqualDistanceTCloseness;
 import org.deidentifier.arx.criteria.HierarchicalDistanceTCloseness;
@@ -60,6 +62,8 @@ public class ArxBench {
         criteria.put("t equal 0.2", c -> c.addPrivacyModel(new EqualDistanceTCloseness(OCC, 0.2)));
         criteria.put("t hierarchical 0.2",
                 c -> c.addPrivacyModel(new HierarchicalDistanceTCloseness(OCC, 0.2, occupation)));
+        criteria.put("beta basic 1.0", c -> c.addPrivacyModel(new BasicBLikeness(OCC, 1.0)));
+        criteria.put("beta enhanced 3.0", c -> c.addPrivacyModel(new EnhancedBLikeness(OCC, 3.0)));
         for (double suppression : new double[] {0d, 0.02d}) {
             jobs.put("adult 8 QIs\tk=5 only\t" + suppression, new Job(OCC, suppression, c -> {}, false));
             for (Map.Entry<String, Consumer<ARXConfiguration>> criterion : criteria.entrySet()) {

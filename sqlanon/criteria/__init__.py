@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from . import k_anonymity, l_diversity, t_closeness
+from . import k_anonymity, l_diversity, likeness, t_closeness
 from .base import EPSILON, Criterion
 from .k_anonymity import KAnonymity
 from .l_diversity import (
@@ -29,6 +29,7 @@ from .l_diversity import (
     NpdRecursiveLDiversity,
     RecursiveLDiversity,
 )
+from .likeness import BetaLikeness
 from .t_closeness import TCloseness
 
 #: every criterion by its name under `criteria:`
@@ -37,6 +38,7 @@ CRITERIA = Criterion.registry
 __all__ = [
     "CRITERIA",
     "EPSILON",
+    "BetaLikeness",
     "Criterion",
     "DistinctLDiversity",
     "EntropyLDiversity",
@@ -49,6 +51,7 @@ __all__ = [
     "k_anonymity",
     "l_diversity",
     "least_size_first",
+    "likeness",
     "t_closeness",
 ]
 

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..model.hierarchies import Hierarchy, read_hierarchy_file
 from .base import EPSILON, Criterion, number, spec_of
-from .view import FrequencySetView, SqlFragment, share
+from .view import FrequencySetView, SqlFragment, share, unnested
 
 
 class TCloseness(Criterion):
@@ -100,9 +100,7 @@ class TCloseness(Criterion):
             table, params = fs.distribution(self.attribute), dict[str, Any]()
         else:  # the table's shares bound as lists (a wave over Adult's cube: 1 ms less than grouping the cube)
             sql_type, keys, value = fs.value_keys(self.attribute, list(known))
-            table, params = _unnested(
-                {"s": (sql_type, keys), "q": ("DOUBLE PRECISION", _shares(known.values()))}, "tq_"
-            )
+            table, params = unnested({"s": (sql_type, keys), "q": ("DOUBLE PRECISION", _shares(known.values()))}, "tq_")
             # without a NULL value, an equality: PostgreSQL joins IS NOT DISTINCT FROM by a nested loop
             match = f"{value} {'IS NOT DISTINCT FROM' if None in known else '='} q.s"
         if self.distance == "kl":
@@ -198,7 +196,7 @@ class TCloseness(Criterion):
         for leaf, node, _ in paths:
             shares[node] = shares.get(node, 0.0) + counts.get(leaf, 0) / total
         sql_type, leaves, value = fs.value_keys(self.attribute, [leaf for leaf, _, _ in paths])
-        select, params = _unnested(
+        select, params = unnested(
             {
                 "leaf": (sql_type, leaves),
                 "hn": ("INTEGER", [node for _, node, _ in paths]),
@@ -237,12 +235,3 @@ def _shares(counts: Any) -> list[float]:
     counts = list(counts)
     total = sum(counts) or 1
     return [count / total for count in counts]
-
-
-def _unnested(columns: dict[str, tuple[str, list[Any]]], prefix: str = "") -> tuple[str, dict[str, Any]]:
-    """A SELECT of rows from lists bound as parameters (column name -> SQL type and values; the parameters are
-    named prefix + column), and the parameters. For databases that bind a list as one parameter."""
-    select = ", ".join(
-        f"UNNEST(CAST(:{prefix}{name} AS {sql_type}[])) AS {name}" for name, (sql_type, _) in columns.items()
-    )
-    return f"SELECT {select}", {f"{prefix}{name}": values for name, (_, values) in columns.items()}

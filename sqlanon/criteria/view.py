@@ -223,3 +223,12 @@ class SqlFragment:
             return self.sql
         # one pass over the SQL, whatever the number of parameters (hierarchical t-closeness binds dozens)
         return re.sub(r":(\w+)\b", lambda m: f":{m[1]}_{suffix}" if m[1] in self.params else m[0], self.sql)
+
+
+def unnested(columns: dict[str, tuple[str, list[Any]]], prefix: str = "") -> tuple[str, dict[str, Any]]:
+    """A SELECT of rows from lists bound as parameters (column name -> SQL type and values; the parameters are
+    named prefix + column), and the parameters. For databases that bind a list as one parameter."""
+    select = ", ".join(
+        f"UNNEST(CAST(:{prefix}{name} AS {sql_type}[])) AS {name}" for name, (sql_type, _) in columns.items()
+    )
+    return f"SELECT {select}", {f"{prefix}{name}": values for name, (_, values) in columns.items()}

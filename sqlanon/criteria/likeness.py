@@ -1,0 +1,113 @@
+"""beta-likeness (Cao and Karras, "Publishing microdata with a robust privacy guarantee", VLDB 2012): no value of
+the sensitive attribute may be much more frequent in a class than in the whole table, relative to its frequency
+there. ARX's BasicBLikeness and EnhancedBLikeness, with their semantics."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+from ..errors import ConfigError
+from .base import EPSILON, Criterion, positive, spec_of
+from .view import FrequencySetView, SqlFragment, share, unnested
+
+
+class BetaLikeness(Criterion):
+    """For every value s a class holds, with p its share of the table and q its share of the class, the relative
+    gain (q - p) / p is at most beta (`basic`), or at most min(beta, -ln p) (`enhanced`: the paper's answer to
+    frequent values, whose gain beta would let a class hold nothing else).
+
+    As in ARX, the values the class lacks are not bounded (their gain is -1). Not monotone under suppression (nor
+    is t-closeness): merging classes averages each value's share, so a merged class satisfies it where every
+    part did, but a part that violated can pass once merged, and its tuples stop counting as suppressed."""
+
+    name = "beta_likeness"
+    reads_distribution = True
+    reads_table_counts = True
+    figure_name = "max_gain"
+    figure_sql = "MAX(stat)"
+    statistic_columns = ("stat", "excess")
+    VARIANTS = ("basic", "enhanced")
+
+    def __init__(self, *, attribute: str, beta: float, variant: str = "enhanced"):
+        self.attribute = attribute
+        self.beta = positive(self.name, "beta", beta)
+        if variant not in self.VARIANTS:
+            raise ConfigError(f"{self.name}: variant {variant!r} is unknown; choose one of {', '.join(self.VARIANTS)}")
+        self.variant = variant
+
+    @classmethod
+    def from_config(cls, spec: Any) -> BetaLikeness:
+        return cls(**spec_of(cls.name, spec, {"attribute", "beta"}, {"variant"}))
+
+    def params(self) -> dict[str, Any]:
+        return {"attribute": self.attribute, "beta": self.beta, "variant": self.variant}
+
+    def guarantee(self) -> str:
+        bound = "beta" if self.variant == "basic" else "the smaller of beta and -ln of its share in the table"
+        return (
+            f"in every group, each value of {self.attribute} is at most {self.beta} times more frequent (relative to "
+            f"its share in the whole table; {self.variant} likeness: at most {bound}) than in the table: a person's "
+            "group raises the confidence in any value by a bounded factor"
+        )
+
+    def sensitive_attributes(self) -> list[str]:
+        return [self.attribute]
+
+    def bound(self, share_of_table: float) -> float:
+        """The largest relative gain a value of this share of the table may have in a class."""
+        if self.variant == "basic":
+            return self.beta
+        return min(self.beta, -math.log(share_of_table))
+
+    def least_class_size(self, table_counts: dict[str, dict[str | None, int]]) -> int:
+        """A class's shares add up to 1, and each value s it holds has at most p_s (1 + bound(p_s)): a class of n
+        tuples holds at most n values, so it passes only if the n largest p_s (1 + bound(p_s)) add up to 1 (the
+        check's slack allowed)."""
+        counts = table_counts.get(self.attribute)
+        if not counts:
+            return 1
+        total = sum(counts.values())
+        room = sorted((c / total * (1 + self.bound(c / total) + 2 * EPSILON) for c in counts.values()), reverse=True)
+        for n, held in enumerate(itertools.accumulate(room), 1):
+            if held >= 1 - 2 * EPSILON:
+                return n
+        return len(counts)
+
+    def violation(self) -> SqlFragment:
+        return SqlFragment("excess > :blike_eps", {"blike_eps": EPSILON})
+
+    def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
+        """Per class: stat, the largest relative gain of a value it holds, and excess, the largest by which a
+        value's gain exceeds its bound. The table's shares (and their bounds) bound as lists where the caller read
+        the table's counts, else from the distribution in SQL."""
+        counts, known = fs.sized_counts(self.attribute), (fs.table_counts or {}).get(self.attribute)
+        beta = float(self.beta)
+        if known is None:
+            table = fs.distribution(self.attribute)
+            bound = ":blike_beta" if self.variant == "basic" else "LEAST(:blike_beta, -LN(d.q))"
+            table = f"SELECT d.s, d.q, {bound} AS b FROM ({table}) d"
+            params: dict[str, Any] = {"blike_beta": beta}
+            match = "v.s IS NOT DISTINCT FROM q.s"
+        else:
+            total = sum(known.values()) or 1
+            sql_type, keys, value = fs.value_keys(self.attribute, list(known))
+            shares = [count / total for count in known.values()]
+            table, params = unnested(
+                {
+                    "s": (sql_type, keys),
+                    "q": ("DOUBLE PRECISION", shares),
+                    "b": ("DOUBLE PRECISION", [self.bound(p) if p > 0 else beta for p in shares]),
+                },
+                "bl_",
+            )
+            # without a NULL value, an equality: PostgreSQL joins IS NOT DISTINCT FROM by a nested loop
+            match = f"{value} {'IS NOT DISTINCT FROM' if None in known else '='} q.s"
+        gain = f"({share('v.c', 'v.n')} - q.q) / q.q"
+        cls_v = ", ".join(f"v.{c}" for c in fs.class_columns)
+        return SqlFragment(
+            f"SELECT {cls_v}, MAX(v.n) AS n, MAX({gain}) AS stat, MAX({gain} - q.b) AS excess FROM ({counts}) v "
+            f"JOIN ({table}) q ON {match} GROUP BY {cls_v}",
+            params,
+        )

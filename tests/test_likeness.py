@@ -1,0 +1,129 @@
+"""beta-likeness (basic and enhanced): each class's figures against a reference written from the definition in
+Python, the least class size it implies, its settings; the searches with it against the exhaustive oracle are in
+test_suppression and test_criteria (its cases there), against ARX's tags in test_arx."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sqlanon import audit, search
+from sqlanon.criteria import criteria_from_config
+from sqlanon.errors import ConfigError
+
+from .test_criteria import bound_max, one_table
+
+VALUES = ["a", "b", "c", "d", "e", "f"]
+
+
+def _gains(cls: list[str], table: dict[str, float]) -> dict[str, float]:
+    """Each value the class holds: its relative gain (q - p) / p over its share p of the table."""
+    return {s: (cls.count(s) / len(cls) - table[s]) / table[s] for s in set(cls)}
+
+
+def _bound(variant: str, beta: float, p: float) -> float:
+    return beta if variant == "basic" else min(beta, -math.log(p))
+
+
+def _holds(cls: list[str], table: dict[str, float], variant: str, beta: float) -> bool:
+    return all(gain <= _bound(variant, beta, table[s]) + 1e-9 for s, gain in _gains(cls, table).items())
+
+
+def _spec(variant: str, beta: float) -> dict:
+    return {"beta_likeness": {"attribute": "s", "beta": beta, "variant": variant}}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    classes=st.lists(st.lists(st.sampled_from(VALUES), min_size=1, max_size=8), min_size=1, max_size=3),
+    variant=st.sampled_from(["basic", "enhanced"]),
+    beta=st.sampled_from([0.1, 0.5, 1.0, 2.0, 4.0]),
+)
+def test_beta_likeness_figures_equal_a_python_reference(
+    tmp_path_factory, classes: list[list[str]], variant: str, beta: float
+):
+    """The audit's largest gain (max_gain) and its verdict equal the definition's, computed in Python per class; so
+    do a search wave's, the table's shares bound as lists (the class sizes joined or windowed, the values as they
+    are or coded)."""
+    tmp = tmp_path_factory.mktemp("likeness")
+    spec = _spec(variant, beta)
+    job = one_table(tmp, {f"x{i}": values for i, values in enumerate(classes)}, spec)
+    search(dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 1}})))  # loads the table
+    report = audit(dataclasses.replace(job, source=dataclasses.replace(job.source, csv=None)), "t")
+    everything = [s for values in classes for s in values]
+    table = {s: everything.count(s) / len(everything) for s in set(everything)}
+    expected = max(max(_gains(values, table).values()) for values in classes)
+    figure = report.criteria["beta_likeness"].to_dict()
+    assert figure["max_gain"] == pytest.approx(expected, abs=1e-9)
+    assert figure["holds"] == all(_holds(values, table, variant, beta) for values in classes)
+    excess = max(
+        gain - _bound(variant, beta, table[s]) for values in classes for s, gain in _gains(values, table).items()
+    )
+    for sizes_by_join, coded in itertools.product((True, False), (False, True)):
+        assert bound_max(spec, tmp, classes, sizes_by_join, coded) == pytest.approx(expected, abs=1e-9)
+        assert bound_max(spec, tmp, classes, sizes_by_join, coded, "excess") == pytest.approx(excess, abs=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    table=st.lists(st.integers(0, 40), min_size=6, max_size=6).filter(any),
+    variant=st.sampled_from(["basic", "enhanced"]),
+    beta=st.floats(0.01, 6.0),
+)
+def test_every_class_below_the_least_size_violates_beta_likeness(table: list[int], variant: str, beta: float):
+    """Every class smaller than the least size beta-likeness allows (what a search settles first, as k-anonymity)
+    violates it by the definition: every class of each smaller size the table's values allow is tried."""
+    criterion = criteria_from_config(_spec(variant, beta))[0]
+    counts = {value: n for value, n in zip(VALUES, table) if n}
+    least = criterion.least_class_size({"s": counts})
+    assert 1 <= least <= len(counts)
+    shares = {value: n / sum(counts.values()) for value, n in counts.items()}
+    for size in range(1, least):
+        for values in itertools.combinations_with_replacement(sorted(shares), size):
+            assert not _holds(list(values), shares, variant, beta), (values, least)
+
+
+def test_enhanced_likeness_bounds_frequent_values_by_minus_ln_of_their_share():
+    """A value holding 60% of the table may gain at most -ln 0.6 = 0.51 under enhanced likeness, beta under basic:
+    with beta = 1, a class of two such tuples and one other (a gain of 0.11) passes both, one of its tuples alone
+    (a gain of 0.67) passes basic only; a rare value's bound is beta in both."""
+    table = {"a": 0.6, "b": 0.4}
+    assert _holds(["a", "a", "b"], table, "enhanced", 1.0) and _holds(["a", "a", "b"], table, "basic", 1.0)
+    assert _holds(["a"], table, "basic", 1.0) and not _holds(["a"], table, "enhanced", 1.0)
+    basic, enhanced = (criteria_from_config(_spec(v, 1.0))[0] for v in ("basic", "enhanced"))
+    assert basic.bound(0.6) == 1.0 and enhanced.bound(0.6) == pytest.approx(-math.log(0.6))
+    assert enhanced.bound(0.01) == 1.0
+
+
+def test_beta_likeness_holds_at_level_zero_only_where_every_class_does(tmp_path: Path):
+    """The search's view of the same figures: a table of two classes passes at level 0 when both are within beta,
+    and fails when one is not (no suppression)."""
+    close = {"x": ["a", "b"], "y": ["a", "b"]}
+    far = {"x": ["a", "a", "a", "b"], "y": ["b", "b", "b", "b"]}  # b: 5/8 of the table, y's gain 0.6
+    spec = _spec("basic", 0.5)
+    for name, classes, passes in (("close", close, True), ("far", far, False)):
+        (tmp_path / name).mkdir()
+        assert ((0,) in search(one_table(tmp_path / name, classes, spec)).satisfying) == passes
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"attribute": "s", "beta": 0}, "beta must be > 0"),
+        ({"attribute": "s", "beta": -1.0}, "beta must be > 0"),
+        ({"attribute": "s", "beta": float("nan")}, "finite"),
+        ({"attribute": "s", "beta": "1"}, "must be a number"),
+        ({"attribute": "s", "beta": 1, "variant": "strong"}, "variant 'strong' is unknown"),
+        ({"attribute": "s"}, "missing key 'beta'"),
+        ({"attribute": "s", "beta": 1, "delta": 2}, "unknown key 'delta'"),
+    ],
+)
+def test_bad_beta_likeness_settings_are_refused(params: dict, message: str):
+    with pytest.raises(ConfigError, match=message):
+        criteria_from_config({"beta_likeness": params})
