@@ -50,6 +50,7 @@ CASES = {
     "t kl 0.3": {"t_closeness": {"attribute": OCC, "t": 0.3, "distance": "kl"}},
     "beta basic 1.0": {"beta_likeness": {"attribute": OCC, "beta": 1.0, "variant": "basic"}},
     "beta enhanced 3.0": {"beta_likeness": {"attribute": OCC, "beta": 3.0, "variant": "enhanced"}},
+    "delta disclosure 3.0": {"delta_disclosure": {"attribute": OCC, "delta": 3.0}},
 }
 
 

@@ -436,6 +436,7 @@ CASES = {
         "entropy_l_diversity": {"attribute": "occupation", "l": 4, "dont_care": ["Prof-specialty", "Exec-managerial"]}
     },
     "beta basic 1.0": {"beta_likeness": {"attribute": "occupation", "beta": 1.0, "variant": "basic"}},
+    "delta disclosure 3.0": {"delta_disclosure": {"attribute": "occupation", "delta": 3.0}},
 }
 
 

@@ -345,6 +345,8 @@ RANDOM_CASES = [
     # beta-likeness: its least class size settled first, as t-closeness's
     {"beta_likeness": {"attribute": "occupation", "beta": 1.0, "variant": "basic"}},
     {"k_anonymity": {"k": 2}, "beta_likeness": {"attribute": "occupation", "beta": 1.5}},
+    # delta-disclosure: not monotone even without suppression
+    {"delta_disclosure": {"attribute": "occupation", "delta": 1.0}},
 ]
 
 

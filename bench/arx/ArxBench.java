@@ -17,6 +17,7 @@ import org.deidentifier.arx.AttributeType.Hierarchy;
 import org.deidentifier.arx.Data;
 import org.deidentifier.arx.DataType;
 import org.deidentifier.arx.criteria.BasicBLikeness;
+import org.deidentifier.arx.criteria.DDisclosurePrivacy;
 import org.deidentifier.arx.criteria.DistinctLDiversity;
 import org.deidentifier.arx.criteria.EnhancedBLikeness;
 import org.deidentifier.arx.criteria.EntropyLDiversity;
@@ -64,6 +65,7 @@ public class ArxBench {
                 c -> c.addPrivacyModel(new HierarchicalDistanceTCloseness(OCC, 0.2, occupation)));
         criteria.put("beta basic 1.0", c -> c.addPrivacyModel(new BasicBLikeness(OCC, 1.0)));
         criteria.put("beta enhanced 3.0", c -> c.addPrivacyModel(new EnhancedBLikeness(OCC, 3.0)));
+        criteria.put("delta disclosure 3.0", c -> c.addPrivacyModel(new DDisclosurePrivacy(OCC, 3.0)));
         for (double suppression : new double[] {0d, 0.02d}) {
             jobs.put("adult 8 QIs\tk=5 only\t" + suppression, new Job(OCC, suppression, c -> {}, false));
             for (Map.Entry<String, Consumer<ARXConfiguration>> criterion : criteria.entrySet()) {

@@ -29,7 +29,7 @@ from .l_diversity import (
     NpdRecursiveLDiversity,
     RecursiveLDiversity,
 )
-from .likeness import BetaLikeness
+from .likeness import BetaLikeness, DeltaDisclosure
 from .t_closeness import TCloseness
 
 #: every criterion by its name under `criteria:`
@@ -40,6 +40,7 @@ __all__ = [
     "EPSILON",
     "BetaLikeness",
     "Criterion",
+    "DeltaDisclosure",
     "DistinctLDiversity",
     "EntropyLDiversity",
     "KAnonymity",

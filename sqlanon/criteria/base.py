@@ -23,6 +23,10 @@ class Criterion(ABC):
     #: a merged class violates only if every class merged into it does, so a node's violating
     #: (suppressed) tuples can only shrink under generalization: pruning stays sound with suppression
     monotone_under_suppression: bool = False
+    #: a class merged from classes that satisfy it satisfies it, so without suppression a node with no violating
+    #: class settles its generalizations (every criterion but delta-disclosure privacy); where False, no pruning on
+    #: passing is sound, with or without suppression
+    monotone_under_generalization: bool = True
     #: reads the table's distribution of its sensitive values (FrequencySetView.distribution)
     reads_distribution: bool = False
     #: binds the table's counts of its sensitive values instead, when the caller read them

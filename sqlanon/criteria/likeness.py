@@ -1,6 +1,7 @@
-"""beta-likeness (Cao and Karras, "Publishing microdata with a robust privacy guarantee", VLDB 2012): no value of
-the sensitive attribute may be much more frequent in a class than in the whole table, relative to its frequency
-there. ARX's BasicBLikeness and EnhancedBLikeness, with their semantics."""
+"""Bounds on how far a class moves the belief in each sensitive value, relative to the table: beta-likeness (Cao and
+Karras, "Publishing microdata with a robust privacy guarantee", VLDB 2012; ARX's BasicBLikeness and
+EnhancedBLikeness) and delta-disclosure privacy (Brickell and Shmatikov; ARX's DDisclosurePrivacy), with ARX's
+semantics."""
 
 from __future__ import annotations
 
@@ -109,5 +110,79 @@ class BetaLikeness(Criterion):
         return SqlFragment(
             f"SELECT {cls_v}, MAX(v.n) AS n, MAX({gain}) AS stat, MAX({gain} - q.b) AS excess FROM ({counts}) v "
             f"JOIN ({table}) q ON {match} GROUP BY {cls_v}",
+            params,
+        )
+
+
+class DeltaDisclosure(Criterion):
+    """delta-disclosure privacy (Brickell and Shmatikov, KDD 2008), as ARX's DDisclosurePrivacy: for every value s a
+    class holds, |log2(q / p)| < delta, q its share of the class and p of the table (ARX's base-2 logarithm; the
+    values a class lacks are not bounded, as in ARX).
+
+    Not monotone even without suppression: merging a class that lacks a value with one where it is just within
+    the bound makes it rarer than the bound allows. So no search prunes on a passing node (SearchContext): the
+    candidates left by its least class size are each checked."""
+
+    name = "delta_disclosure"
+    monotone_under_generalization = False
+    reads_distribution = True
+    reads_table_counts = True
+    figure_name = "max_disclosure"
+    figure_sql = "MAX(stat)"
+
+    def __init__(self, *, attribute: str, delta: float):
+        self.attribute = attribute
+        self.delta = positive(self.name, "delta", delta)
+
+    @classmethod
+    def from_config(cls, spec: Any) -> DeltaDisclosure:
+        return cls(**spec_of(cls.name, spec, {"attribute", "delta"}))
+
+    def params(self) -> dict[str, Any]:
+        return {"attribute": self.attribute, "delta": self.delta}
+
+    def guarantee(self) -> str:
+        return (
+            f"in every group, each value of {self.attribute} it holds has a share within a factor 2^{self.delta} of "
+            "its share in the whole table (either way): a person's group moves the belief in any value it holds by "
+            "a bounded factor"
+        )
+
+    def sensitive_attributes(self) -> list[str]:
+        return [self.attribute]
+
+    def least_class_size(self, table_counts: dict[str, dict[str | None, int]]) -> int:
+        """Each value a class holds has a share below 2^delta times its share p of the table, and the shares add up
+        to 1: a class of n tuples (at most n values) passes only if the n largest p exceed 2^-delta."""
+        counts = table_counts.get(self.attribute)
+        if not counts:
+            return 1
+        total, factor = sum(counts.values()), 2.0**self.delta
+        shares = sorted((c / total for c in counts.values()), reverse=True)
+        for n, held in enumerate(itertools.accumulate(shares), 1):
+            if held * factor >= 1 - 2 * EPSILON:
+                return n
+        return len(counts)
+
+    def violation(self) -> SqlFragment:
+        # strict, as ARX's: a value at the bound violates (and so does one within the slack below it)
+        return SqlFragment("stat > :ddisc_delta - :ddisc_eps", {"ddisc_delta": float(self.delta), "ddisc_eps": EPSILON})
+
+    def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
+        """Per class: stat, the largest |log2(q / p)| of a value it holds."""
+        counts, known = fs.sized_counts(self.attribute), (fs.table_counts or {}).get(self.attribute)
+        if known is None:
+            table, params, match = fs.distribution(self.attribute), dict[str, Any](), "v.s IS NOT DISTINCT FROM q.s"
+        else:
+            total = sum(known.values()) or 1
+            sql_type, keys, value = fs.value_keys(self.attribute, list(known))
+            table, params = unnested(
+                {"s": (sql_type, keys), "q": ("DOUBLE PRECISION", [c / total for c in known.values()])}, "dd_"
+            )
+            match = f"{value} {'IS NOT DISTINCT FROM' if None in known else '='} q.s"
+        cls_v = ", ".join(f"v.{c}" for c in fs.class_columns)
+        return SqlFragment(
+            f"SELECT {cls_v}, MAX(v.n) AS n, MAX(ABS(LN({share('v.c', 'v.n')} / q.q))) / LN(2.0) AS stat "
+            f"FROM ({counts}) v JOIN ({table}) q ON {match} GROUP BY {cls_v}",
             params,
         )

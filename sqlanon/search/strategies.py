@@ -106,8 +106,17 @@ class SearchContext:
 
         True without suppression; with it, only for criteria whose violating
         tuples can only shrink when classes merge (k-anonymity, distinct l-diversity).
+        Never for a criterion not monotone under generalization (delta-disclosure).
         """
+        if not self.clean_nodes_settle:
+            return False
         return self.max_suppressed == 0 or all(c.monotone_under_suppression for c in self.criteria)
+
+    @property
+    def clean_nodes_settle(self) -> bool:
+        """Whether a node with no violating class settles its generalizations (none have one either): for criteria
+        monotone under generalization, every one but delta-disclosure privacy."""
+        return all(c.monotone_under_generalization for c in self.criteria)
 
     @property
     def monotone(self) -> bool:
@@ -152,8 +161,8 @@ class Incognito(SearchStrategy):
     monotone under suppression), neither subset pruning nor marking on a pass
     is sound: the full lattice is searched as one iteration, every node is
     checked, and only nodes with no violating class at all mark their
-    generalizations, which then have none either (every criterion is monotone
-    without suppression).
+    generalizations, which then have none either (every criterion but
+    delta-disclosure privacy is monotone without suppression; with it, none do).
     """
 
     name = "incognito"
@@ -204,7 +213,7 @@ class Incognito(SearchStrategy):
             vectors = [graph.by_id[node_id].vector(width) for node_id in to_check]
             for node_id, (classes, tuples) in zip(to_check, probe.violations(vectors)):
                 statuses[node_id] = "pass" if ctx.accepts(tuples) else "fail"
-                if (statuses[node_id] == "pass") if ctx.monotone else classes == 0:
+                if (statuses[node_id] == "pass") if ctx.monotone else (classes == 0 and ctx.clean_nodes_settle):
                     marked.update(graph.up[node_id])
                     continue
                 for succ in graph.up[node_id]:
@@ -547,7 +556,7 @@ class Filtered(SearchStrategy):
         def check(nodes: list[tuple[int, ...]]) -> None:
             for node, (classes, tuples) in zip(nodes, probe.violations(nodes) if nodes else []):
                 checked[node] = probe.checked[node] = ctx.accepts(tuples)
-                if classes == 0 or (ctx.monotone and checked[node]):
+                if (classes == 0 and ctx.clean_nodes_settle) or (ctx.monotone and checked[node]):
                     settled.update(direct_generalizations(node, heights))
 
         def climb(nodes: list[tuple[int, ...]]) -> None:
