@@ -29,6 +29,7 @@ CASES = {
     "k=5 only": {},
     "distinct l=3": {"distinct_l_diversity": {"attribute": OCC, "l": 3}},
     "entropy l=3": {"entropy_l_diversity": {"attribute": OCC, "l": 3}},
+    "entropy l=3 grassberger": {"entropy_l_diversity": {"attribute": OCC, "l": 3, "estimator": "grassberger"}},
     "entropy l=3, don't-care": {"entropy_l_diversity": {"attribute": OCC, "l": 3, "dont_care": ["Prof-specialty"]}},
     "recursive c=4 l=3": {"recursive_l_diversity": {"attribute": OCC, "c": 4, "l": 3}},
     "pd-recursive c=4 l=3": {

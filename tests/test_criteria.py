@@ -347,6 +347,7 @@ RANDOM_CASES = [
     {"k_anonymity": {"k": 2}, "beta_likeness": {"attribute": "occupation", "beta": 1.5}},
     # delta-disclosure: not monotone even without suppression
     {"delta_disclosure": {"attribute": "occupation", "delta": 1.0}},
+    {"entropy_l_diversity": {"attribute": "occupation", "l": 2, "estimator": "grassberger"}},
 ]
 
 

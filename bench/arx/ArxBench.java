@@ -59,6 +59,8 @@ public class ArxBench {
         Map<String, Consumer<ARXConfiguration>> criteria = new LinkedHashMap<>();
         criteria.put("distinct l=3", c -> c.addPrivacyModel(new DistinctLDiversity(OCC, 3)));
         criteria.put("entropy l=3", c -> c.addPrivacyModel(new EntropyLDiversity(OCC, 3)));
+        criteria.put("entropy l=3 grassberger", c -> c.addPrivacyModel(
+                new EntropyLDiversity(OCC, 3, EntropyLDiversity.EntropyEstimator.GRASSBERGER)));
         criteria.put("recursive c=4 l=3", c -> c.addPrivacyModel(new RecursiveCLDiversity(OCC, 4, 3)));
         criteria.put("t equal 0.2", c -> c.addPrivacyModel(new EqualDistanceTCloseness(OCC, 0.2)));
         criteria.put("t hierarchical 0.2",

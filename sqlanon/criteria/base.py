@@ -24,8 +24,8 @@ class Criterion(ABC):
     #: (suppressed) tuples can only shrink under generalization: pruning stays sound with suppression
     monotone_under_suppression: bool = False
     #: a class merged from classes that satisfy it satisfies it, so without suppression a node with no violating
-    #: class settles its generalizations (every criterion but delta-disclosure privacy); where False, no pruning on
-    #: passing is sound, with or without suppression
+    #: class settles its generalizations (all but delta-disclosure privacy and Grassberger's entropy); where
+    #: False, no pruning on passing is sound, with or without suppression
     monotone_under_generalization: bool = True
     #: reads the table's distribution of its sensitive values (FrequencySetView.distribution)
     reads_distribution: bool = False
@@ -36,7 +36,7 @@ class Criterion(ABC):
     figure_name: str = ""
     figure_sql: str = "MIN(stat)"
     #: the columns of `class_statistic` beside the classes and n (what `violation` reads)
-    statistic_columns: ClassVar[tuple[str, ...]] = ("stat",)
+    statistic_columns: tuple[str, ...] = ("stat",)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -3,6 +3,7 @@ positive-disclosure variants, and multi-attribute l-diversity; one sensitive att
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 from ..errors import ConfigError
@@ -79,31 +80,66 @@ class DistinctLDiversity(LDiversity):
 
 class EntropyLDiversity(LDiversity):
     """Entropy of every class's sensitive values at least log(l); with a don't-care set Y,
-    the adjusted entropy (don't-care counts lowered where that raises the entropy)."""
+    the adjusted entropy (don't-care counts lowered where that raises the entropy).
+
+    The entropy is Shannon's, H = log n - (sum c log c) / n, or (`estimator: grassberger`, as ARX's
+    EntropyEstimator.GRASSBERGER) Grassberger's correction for small samples, G(n) - (sum c G(c)) / n, which
+    then also asks for l distinct values, as ARX does. Grassberger's is not monotone under generalization: a
+    class of distinct values merged with its twin loses G(2) - G(1) = 2 per value against G(2n) - G(n), about
+    log 2 (ARX prunes as if it were)."""
 
     name = "entropy_l_diversity"
     figure_name = "entropy_l"
     figure_sql = "EXP(MIN(stat))"
-    extra_keys: ClassVar[set[str]] = {"dont_care"}
+    extra_keys: ClassVar[set[str]] = {"dont_care", "estimator"}
+    ESTIMATORS = ("shannon", "grassberger")
 
-    def __init__(self, attribute: str, l: int, dont_care: list[str] | None = None):
+    def __init__(self, attribute: str, l: int, dont_care: list[str] | None = None, estimator: str = "shannon"):
         super().__init__(attribute, l)
         self.dont_care = values_of(self.name, "dont_care", dont_care)
+        if estimator not in self.ESTIMATORS:
+            raise ConfigError(
+                f"{self.name}: estimator {estimator!r} is unknown; choose one of {', '.join(self.ESTIMATORS)}"
+            )
+        if estimator == "grassberger" and self.dont_care:
+            raise ConfigError(f"{self.name}: the grassberger estimator takes no dont_care set; drop one of them")
+        self.estimator = estimator
+        if estimator == "grassberger":
+            self.monotone_under_generalization = False
+            self.statistic_columns = ("stat", "m")
 
     def params(self) -> dict[str, Any]:
-        return {**super().params(), **({"dont_care": self.dont_care} if self.dont_care else {})}
+        return {
+            **super().params(),
+            **({"dont_care": self.dont_care} if self.dont_care else {}),
+            **({"estimator": self.estimator} if self.estimator != "shannon" else {}),
+        }
 
     def named_values(self) -> dict[str, list[str]]:
         return {self.attribute: self.dont_care}
 
     def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
+        if self.estimator == "grassberger":
+            return self._grassberger(fs)
         if not self.dont_care:  # H = log n - (sum c log c) / n
             n = count_sum("v.c")
             return self._per_class(fs, f"LN({n}) - SUM(v.c * LN(v.c)) / {n}")
         return self._adjusted(fs)
 
     def violation(self) -> SqlFragment:
-        return SqlFragment("stat < LN(:entropy_l) - :entropy_eps", {"entropy_l": float(self.l), "entropy_eps": EPSILON})
+        params = {"entropy_l": float(self.l), "entropy_eps": EPSILON}
+        if self.estimator == "grassberger":  # and l distinct values
+            return SqlFragment("stat < LN(:entropy_l) - :entropy_eps OR m < :entropy_l", params)
+        return SqlFragment("stat < LN(:entropy_l) - :entropy_eps", params)
+
+    def _grassberger(self, fs: FrequencySetView) -> SqlFragment:
+        """Per class: stat, G(n) - (sum c G(c)) / n, and m, its number of values."""
+        cls_v, cls = ", ".join(f"v.{c}" for c in fs.class_columns), fs.classes
+        sums = (
+            f"SELECT {cls_v}, {count_sum('v.c')} AS n, COUNT(*) AS m, SUM(v.c * {grassberger_g('v.c')}) AS a "
+            f"FROM ({fs.counts(self.attribute)}) v GROUP BY {cls_v}"
+        )
+        return SqlFragment(f"SELECT {cls}, n, {grassberger_g('n')} - a / n AS stat, m FROM ({sums}) g", {})
 
     def monotone_part(self) -> list[Criterion]:
         """An entropy of log l needs l distinct values (m values give at most log m); with don't-care values the
@@ -350,3 +386,23 @@ class MultiAttributeLDiversity(Criterion):
 
     def violation(self) -> SqlFragment:
         return SqlFragment("stat > 0", {})
+
+
+#: Euler's constant
+EULER_GAMMA = 0.5772156649015329
+#: below this count G is read from its exact values (as ARX does), above it from the digamma function's expansion
+GRASSBERGER_EXACT = 100
+
+
+def grassberger_g(count: str) -> str:
+    """SQL: Grassberger's G(x) of a count (an integer expression, at least 1), as ARX computes it: G(2k + 1) =
+    G(2k) = -gamma - log 2 + sum over j <= k of 2 / (2j - 1), exact up to 100 (constants), and for larger counts
+    log(2k) + m (1/24 - m (7/960 - m 31/8064)), m = 1 / k^2."""
+    even = f"(({count}) - ({count}) % 2)"
+    exact, total = [], -EULER_GAMMA - math.log(2)
+    for k in range(GRASSBERGER_EXACT // 2 + 1):
+        total += 2 / (2 * k - 1) if k else 0.0
+        exact.append(f"WHEN {2 * k} THEN {total!r}")
+    m = f"(4.0 / (CAST({even} AS DOUBLE PRECISION) * {even}))"
+    expansion = f"LN({even}) + {m} * ({1 / 24!r} - {m} * ({7 / 960!r} - {m} * {31 / 8064!r}))"
+    return f"(CASE WHEN {count} <= {GRASSBERGER_EXACT} THEN CASE {even} {' '.join(exact)} END ELSE {expansion} END)"

@@ -106,7 +106,7 @@ class SearchContext:
 
         True without suppression; with it, only for criteria whose violating
         tuples can only shrink when classes merge (k-anonymity, distinct l-diversity).
-        Never for a criterion not monotone under generalization (delta-disclosure).
+        Never for a criterion not monotone under generalization (delta-disclosure, Grassberger's entropy).
         """
         if not self.clean_nodes_settle:
             return False
@@ -115,7 +115,7 @@ class SearchContext:
     @property
     def clean_nodes_settle(self) -> bool:
         """Whether a node with no violating class settles its generalizations (none have one either): for criteria
-        monotone under generalization, every one but delta-disclosure privacy."""
+        monotone under generalization, all but delta-disclosure and Grassberger's entropy."""
         return all(c.monotone_under_generalization for c in self.criteria)
 
     @property
@@ -161,8 +161,9 @@ class Incognito(SearchStrategy):
     monotone under suppression), neither subset pruning nor marking on a pass
     is sound: the full lattice is searched as one iteration, every node is
     checked, and only nodes with no violating class at all mark their
-    generalizations, which then have none either (every criterion but
-    delta-disclosure privacy is monotone without suppression; with it, none do).
+    generalizations, which then have none either (all criteria but
+    delta-disclosure and Grassberger's entropy are monotone without
+    suppression; with one of those, no node marks any).
     """
 
     name = "incognito"
