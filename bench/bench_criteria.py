@@ -25,6 +25,9 @@ HERE = Path(__file__).parent
 ADULT = Path(str(resources.files("sqlanon.data").joinpath("adult")))
 K = {"k_anonymity": {"k": 5}}
 OCC = "occupation"
+OCCUPATIONS = [
+    line.split(";")[0] for line in (ADULT / "hierarchies" / "occupation.csv").read_text(encoding="utf-8").splitlines()
+]
 CASES = {
     "k=5 only": {},
     "distinct l=3": {"distinct_l_diversity": {"attribute": OCC, "l": 3}},
@@ -52,6 +55,8 @@ CASES = {
     "beta basic 1.0": {"beta_likeness": {"attribute": OCC, "beta": 1.0, "variant": "basic"}},
     "beta enhanced 3.0": {"beta_likeness": {"attribute": OCC, "beta": 3.0, "variant": "enhanced"}},
     "delta disclosure 3.0": {"delta_disclosure": {"attribute": OCC, "delta": 3.0}},
+    # ordered as ARX orders strings
+    "t ordered 0.2": {"t_closeness": {"attribute": OCC, "t": 0.2, "distance": "ordered", "order": sorted(OCCUPATIONS)}},
 }
 
 

@@ -42,6 +42,17 @@ OCCUPATION = {
 }
 
 OCCUPATION["beta enhanced 3.0"] = {"beta_likeness": {"attribute": "occupation", "beta": 3.0, "variant": "enhanced"}}
+OCCUPATION["t ordered 0.2"] = {  # ARX orders the values of a string as strings
+    "t_closeness": {
+        "attribute": "occupation",
+        "t": 0.2,
+        "distance": "ordered",
+        "order": sorted(
+            line.split(";")[0]
+            for line in (ADULT_DIR / "hierarchies" / "occupation.csv").read_text(encoding="utf-8").splitlines()
+        ),
+    }
+}
 OCCUPATION["entropy l=3 grassberger"] = {
     "entropy_l_diversity": {"attribute": "occupation", "l": 3, "estimator": "grassberger"}
 }

@@ -234,12 +234,74 @@ def test_l_larger_than_the_sensitive_domain(tmp_path: Path, sensitive_domain):
         search(job)
 
 
-def test_ordered_distance_needs_numbers(tmp_path: Path):
+def test_ordered_distance_needs_numbers_or_an_order(tmp_path: Path):
     job = one_table(
         tmp_path, {"x": ["a"], "y": ["b"]}, {"t_closeness": {"attribute": "s", "t": 0.5, "distance": "ordered"}}
     )
-    with pytest.raises(ConfigError, match="needs a numeric attribute"):
+    with pytest.raises(ConfigError, match="needs the order of 's''s values, which are not numbers: give order"):
         search(job)
+    ordered = {"t_closeness": {"attribute": "s", "t": 0.5, "distance": "ordered", "order": ["b"]}}
+    with pytest.raises(HierarchyError, match=r"1 value\(s\) missing from its hierarchy \(t_closeness order\): 'a'"):
+        search(one_table(tmp_path, {"x": ["a"], "y": ["b"]}, ordered))
+
+
+def _ordered_distance(values: list[str], everything: list[str], order: list[str]) -> float:
+    """The ordered EMD from its definition: (1/(m-1)) sum over the table's m values, in `order`, of the running sum
+    of the class's share less the table's."""
+    present = [v for v in order if v in everything]
+    running, total = 0.0, 0.0
+    for value in present:
+        running += values.count(value) / len(values) - everything.count(value) / len(everything)
+        total += abs(running)
+    return total / max(len(present) - 1, 1)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    classes=st.lists(st.lists(st.sampled_from("abcde"), min_size=1, max_size=6), min_size=1, max_size=3),
+    order=st.permutations("abcde"),
+    by_hierarchy=st.booleans(),
+)
+def test_ordered_distance_on_a_categorical_attribute_equals_a_python_reference(
+    tmp_path_factory, classes: list[list[str]], order: list[str], by_hierarchy: bool
+):
+    """The audit's largest ordered distance of any class, the values in the order the job lists (or its hierarchy's
+    leaves in the file's order), equals the definition's; against the values' own text order it may differ."""
+    from sqlanon import audit
+
+    tmp = tmp_path_factory.mktemp("ordered")
+    (tmp / "s.csv").write_text("".join(f"{v};*\n" for v in order))
+    source = {"hierarchy": "s.csv"} if by_hierarchy else {"order": list(order)}
+    spec = {"t_closeness": {"attribute": "s", "t": 0.99, "distance": "ordered", **source}}
+    job = one_table(tmp, {f"x{i}": values for i, values in enumerate(classes)}, spec)
+    search(dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 1}})))  # loads the table
+    report = audit(dataclasses.replace(job, source=dataclasses.replace(job.source, csv=None)), "t")
+    everything = [s for values in classes for s in values]
+    expected = max(_ordered_distance(values, everything, list(order)) for values in classes)
+    assert report.criteria["t_closeness"].to_dict()["max_t"] == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"order": ["a", "a"]}, "order must list each value once"),
+        ({"order": []}, "order must list each value once"),
+        ({"order": ["a"], "distance": "equal"}, "order: \\[values\\] goes with distance: ordered"),
+        ({"order": ["a"], "hierarchy": "s.csv"}, "order: \\[values\\] goes with distance: ordered, without"),
+        ({"order": "a"}, "order"),
+    ],
+)
+def test_bad_orders_are_refused(tmp_path: Path, params: dict, message: str):
+    (tmp_path / "s.csv").write_text("a;*\nb;*\n")
+    spec = {"attribute": "s", "t": 0.3, "distance": "ordered", **params}
+    with pytest.raises(ConfigError, match=message):
+        criteria_from_config({"t_closeness": spec}, tmp_path)
+
+
+def test_an_order_on_a_numeric_attribute_is_refused(tmp_path: Path):
+    spec = {"t_closeness": {"attribute": "s", "t": 0.5, "distance": "ordered", "order": ["1", "2"]}}
+    with pytest.raises(ConfigError, match="is numeric, and the ordered distance orders numbers by value"):
+        search(one_table(tmp_path, {"x": ["1"], "y": ["2"]}, spec, numeric=True))
 
 
 def test_sensitive_attribute_that_is_a_quasi_identifier(tmp_path: Path):
@@ -348,6 +410,8 @@ RANDOM_CASES = [
     # delta-disclosure: not monotone even without suppression
     {"delta_disclosure": {"attribute": "occupation", "delta": 1.0}},
     {"entropy_l_diversity": {"attribute": "occupation", "l": 2, "estimator": "grassberger"}},
+    # the ordered distance over categories, in the order listed
+    {"t_closeness": {"attribute": "occupation", "t": 0.3, "distance": "ordered", "order": ["d", "b", "a", "c"]}},
 ]
 
 

@@ -68,6 +68,8 @@ public class ArxBench {
         criteria.put("beta basic 1.0", c -> c.addPrivacyModel(new BasicBLikeness(OCC, 1.0)));
         criteria.put("beta enhanced 3.0", c -> c.addPrivacyModel(new EnhancedBLikeness(OCC, 3.0)));
         criteria.put("delta disclosure 3.0", c -> c.addPrivacyModel(new DDisclosurePrivacy(OCC, 3.0)));
+        // occupation is a string: ARX orders its values as strings (String.compareTo)
+        criteria.put("t ordered 0.2", c -> c.addPrivacyModel(new OrderedDistanceTCloseness(OCC, 0.2)));
         for (double suppression : new double[] {0d, 0.02d}) {
             jobs.put("adult 8 QIs\tk=5 only\t" + suppression, new Job(OCC, suppression, c -> {}, false));
             for (Map.Entry<String, Consumer<ARXConfiguration>> criterion : criteria.entrySet()) {

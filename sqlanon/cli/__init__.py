@@ -1622,9 +1622,9 @@ def _print_search(result: SearchResult) -> None:
     shown = sorted(result.minimal, key=lambda node: (sum(node), node))[:MINIMAL_SHOWN]
     more = f", the {len(shown)} lowest shown (--format csv lists every one)" if len(shown) < len(result.minimal) else ""
     if not result.every_minimal_node:  # anonymize by a selection on the levels alone (SearchContext.rank)
-        found = "ranked first by the selection, the nodes ranked after a passing one left unchecked,"
+        found = "ranked first by the selection, those ranked after a passing one left unchecked"
     elif not result.every_passing_node:  # anonymize choosing among the minimal nodes (SearchContext.minimal_only)
-        found = "found, the nodes above them left unchecked,"
+        found = "found, the nodes above them left unchecked"
     else:
         found = f"of {len(result.satisfying)} satisfying"
     out.print(

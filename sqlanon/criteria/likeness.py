@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .base import EPSILON, Criterion, positive, spec_of
-from .view import FrequencySetView, SqlFragment, share, unnested
+from .view import FrequencySetView, SqlFragment, share
 
 
 class BetaLikeness(Criterion):
@@ -81,37 +81,11 @@ class BetaLikeness(Criterion):
 
     def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
         """Per class: stat, the largest relative gain of a value it holds, and excess, the largest by which a
-        value's gain exceeds its bound. The table's shares (and their bounds) bound as lists where the caller read
-        the table's counts, else from the distribution in SQL."""
-        counts, known = fs.sized_counts(self.attribute), (fs.table_counts or {}).get(self.attribute)
-        beta = float(self.beta)
-        if known is None:
-            table = fs.distribution(self.attribute)
-            bound = ":blike_beta" if self.variant == "basic" else "LEAST(:blike_beta, -LN(d.q))"
-            table = f"SELECT d.s, d.q, {bound} AS b FROM ({table}) d"
-            params: dict[str, Any] = {"blike_beta": beta}
-            match = "v.s IS NOT DISTINCT FROM q.s"
-        else:
-            total = sum(known.values()) or 1
-            sql_type, keys, value = fs.value_keys(self.attribute, list(known))
-            shares = [count / total for count in known.values()]
-            table, params = unnested(
-                {
-                    "s": (sql_type, keys),
-                    "q": ("DOUBLE PRECISION", shares),
-                    "b": ("DOUBLE PRECISION", [self.bound(p) if p > 0 else beta for p in shares]),
-                },
-                "bl_",
-            )
-            # without a NULL value, an equality: PostgreSQL joins IS NOT DISTINCT FROM by a nested loop
-            match = f"{value} {'IS NOT DISTINCT FROM' if None in known else '='} q.s"
+        value's gain exceeds its bound."""
         gain = f"({share('v.c', 'v.n')} - q.q) / q.q"
-        cls_v = ", ".join(f"v.{c}" for c in fs.class_columns)
-        return SqlFragment(
-            f"SELECT {cls_v}, MAX(v.n) AS n, MAX({gain}) AS stat, MAX({gain} - q.b) AS excess FROM ({counts}) v "
-            f"JOIN ({table}) q ON {match} GROUP BY {cls_v}",
-            params,
-        )
+        bound = ":blike_beta" if self.variant == "basic" else "LEAST(:blike_beta, -LN(q.q))"
+        statistic = fs.against_table(self.attribute, f"MAX({gain}) AS stat, MAX({gain} - {bound}) AS excess", "bl_")
+        return SqlFragment(statistic.sql, {**statistic.params, "blike_beta": float(self.beta)})
 
 
 class DeltaDisclosure(Criterion):
@@ -170,19 +144,4 @@ class DeltaDisclosure(Criterion):
 
     def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
         """Per class: stat, the largest |log2(q / p)| of a value it holds."""
-        counts, known = fs.sized_counts(self.attribute), (fs.table_counts or {}).get(self.attribute)
-        if known is None:
-            table, params, match = fs.distribution(self.attribute), dict[str, Any](), "v.s IS NOT DISTINCT FROM q.s"
-        else:
-            total = sum(known.values()) or 1
-            sql_type, keys, value = fs.value_keys(self.attribute, list(known))
-            table, params = unnested(
-                {"s": (sql_type, keys), "q": ("DOUBLE PRECISION", [c / total for c in known.values()])}, "dd_"
-            )
-            match = f"{value} {'IS NOT DISTINCT FROM' if None in known else '='} q.s"
-        cls_v = ", ".join(f"v.{c}" for c in fs.class_columns)
-        return SqlFragment(
-            f"SELECT {cls_v}, MAX(v.n) AS n, MAX(ABS(LN({share('v.c', 'v.n')} / q.q))) / LN(2.0) AS stat "
-            f"FROM ({counts}) v JOIN ({table}) q ON {match} GROUP BY {cls_v}",
-            params,
-        )
+        return fs.against_table(self.attribute, f"MAX(ABS(LN({share('v.c', 'v.n')} / q.q))) / LN(2.0) AS stat", "dd_")

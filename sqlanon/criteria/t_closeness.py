@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..model.hierarchies import Hierarchy, read_hierarchy_file
-from .base import EPSILON, Criterion, number, spec_of
+from .base import EPSILON, Criterion, number, spec_of, values_of
 from .view import FrequencySetView, SqlFragment, share, unnested
 
 
@@ -24,30 +24,65 @@ class TCloseness(Criterion):
     figure_sql = "MAX(stat)"
     DISTANCES = ("equal", "ordered", "hierarchical", "kl")
 
-    def __init__(self, *, attribute: str, t: float, distance: str = "equal", hierarchy: Path | str | None = None):
+    def __init__(
+        self,
+        *,
+        attribute: str,
+        t: float,
+        distance: str = "equal",
+        hierarchy: Path | str | None = None,
+        order: list[str] | None = None,
+    ):
+        """`hierarchy`: the hierarchical distance's tree, or the order of a categorical attribute's values for the
+        ordered distance (its leaves, in the file's order); `order`: that order as a list."""
         self.attribute = attribute
         self.t = number(self.name, "t", t, minimum=0, maximum=1)
         if distance not in self.DISTANCES:
             raise ConfigError(
                 f"{self.name}: distance {distance!r} is unknown; choose one of {', '.join(self.DISTANCES)}"
             )
-        if (hierarchy is None) == (distance == "hierarchical"):
-            raise ConfigError(f"{self.name}: hierarchy: FILE goes with distance: hierarchical, and only with it")
+        ordered_by = distance == "ordered" and (hierarchy is not None or order is not None)
+        if (hierarchy is None) == (distance == "hierarchical") and not ordered_by:
+            raise ConfigError(
+                f"{self.name}: hierarchy: FILE goes with distance: hierarchical (or ordered, for the order of its "
+                "leaves), and only with them"
+            )
+        if order is not None and (distance != "ordered" or hierarchy is not None):
+            raise ConfigError(f"{self.name}: order: [values] goes with distance: ordered, without a hierarchy")
         self.distance = distance
         self.hierarchy_path = Path(hierarchy) if hierarchy is not None else None
         self.hierarchy = read_hierarchy_file(attribute, self.hierarchy_path) if self.hierarchy_path else None
+        self.order = self._order(order)
         self.reads_table_counts = distance != "ordered"
+
+    def _order(self, order: list[str] | None) -> list[str] | None:
+        """The values of a categorical attribute in the order the ordered distance reads them, if given."""
+        if self.distance != "ordered":
+            return None
+        if order is None:
+            return [path[0] for path in self.hierarchy.paths] if self.hierarchy is not None else None
+        values = values_of(self.name, "order", order)
+        if len(set(values)) < len(values) or not values:
+            raise ConfigError(f"{self.name}: order must list each value once")
+        return values
 
     @classmethod
     def from_config(cls, spec: Any) -> TCloseness:
-        return cls(**spec_of(cls.name, spec, {"attribute", "t"}, {"distance", "hierarchy"}))
+        return cls(**spec_of(cls.name, spec, {"attribute", "t"}, {"distance", "hierarchy", "order"}))
 
     def params(self) -> dict[str, Any]:
-        extra = {"hierarchy": str(self.hierarchy_path)} if self.hierarchy_path else {}
+        extra: dict[str, Any] = {"hierarchy": str(self.hierarchy_path)} if self.hierarchy_path else {}
+        if self.order is not None and self.hierarchy_path is None:
+            extra["order"] = self.order
         return {"attribute": self.attribute, "t": self.t, "distance": self.distance, **extra}
 
     def covered_values(self) -> dict[str, Hierarchy]:
-        return {self.attribute: self.hierarchy} if self.hierarchy else {}
+        if self.hierarchy is not None:
+            return {self.attribute: self.hierarchy}
+        if self.order is not None:  # every value must have its place in the order
+            paths = tuple((value, "*") for value in self.order)
+            return {self.attribute: Hierarchy(column=self.attribute, paths=paths, origin=f"{self.name} order")}
+        return {}
 
     def guarantee(self) -> str:
         return (
@@ -62,10 +97,17 @@ class TCloseness(Criterion):
         return {self.attribute} if self.distance == "ordered" else set()
 
     def check_domain(self, attribute: str, distinct_values: int, numeric: bool) -> None:
-        if attribute == self.attribute and self.distance == "ordered" and not numeric:
+        if attribute != self.attribute or self.distance != "ordered":
+            return
+        if not numeric and self.order is None:
             raise ConfigError(
-                f"{self.name}: the ordered distance needs a numeric attribute, and {attribute!r} is "
-                "not numeric; use distance: equal (or kl)"
+                f"{self.name}: the ordered distance needs the order of {attribute!r}'s values, which are not "
+                "numbers: give order: [values, ...] or hierarchy: FILE (its leaves' order), or use distance: equal"
+            )
+        if numeric and self.order is not None:
+            raise ConfigError(
+                f"{self.name}: {attribute!r} is numeric, and the ordered distance orders numbers by value; drop order "
+                "(or hierarchy)"
             )
 
     def least_class_size(self, table_counts: dict[str, dict[str | None, int]]) -> int:
@@ -91,29 +133,23 @@ class TCloseness(Criterion):
 
     def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
         if self.distance == "ordered":
-            return SqlFragment(self._ordered(fs, fs.value_counts(self.attribute), fs.distribution(self.attribute)), {})
-        counts, known = fs.sized_counts(self.attribute), (fs.table_counts or {}).get(self.attribute)
+            params: dict[str, Any] = {}
+            place = "s"
+            if self.order is not None:  # each value's place in the order, compared as text
+                params = {f"tord_{i}": value for i, value in enumerate(self.order)}
+                whens = " ".join(f"WHEN :tord_{i} THEN {i}" for i in range(len(params)))
+                place = f"CASE CAST(s AS VARCHAR) {whens} END"
+            return SqlFragment(
+                self._ordered(fs, fs.value_counts(self.attribute), fs.distribution(self.attribute), place), params
+            )
         if self.distance == "hierarchical":
-            return self._hierarchical(fs, counts, known)
-        match = "v.s IS NOT DISTINCT FROM q.s"
-        if known is None:
-            table, params = fs.distribution(self.attribute), dict[str, Any]()
-        else:  # the table's shares bound as lists (a wave over Adult's cube: 1 ms less than grouping the cube)
-            sql_type, keys, value = fs.value_keys(self.attribute, list(known))
-            table, params = unnested({"s": (sql_type, keys), "q": ("DOUBLE PRECISION", _shares(known.values()))}, "tq_")
-            # without a NULL value, an equality: PostgreSQL joins IS NOT DISTINCT FROM by a nested loop
-            match = f"{value} {'IS NOT DISTINCT FROM' if None in known else '='} q.s"
+            return self._hierarchical(fs, fs.sized_counts(self.attribute), (fs.table_counts or {}).get(self.attribute))
         if self.distance == "kl":
             p = share("v.c", "v.n")
             distance = f"SUM(({p}) * LN(({p}) / q.q))"
         else:  # equal ground distance: half the L1 distance; values absent from the class contribute q
             distance = f"0.5 * (SUM(ABS({share('v.c', 'v.n')} - q.q)) + 1 - SUM(q.q))"
-        cls_v = ", ".join(f"v.{c}" for c in fs.class_columns)
-        return SqlFragment(
-            f"SELECT {cls_v}, MAX(v.n) AS n, {distance} AS stat FROM ({counts}) v "
-            f"JOIN ({table}) q ON {match} GROUP BY {cls_v}",
-            params,
-        )
+        return fs.against_table(self.attribute, f"{distance} AS stat", "tq_")
 
     def _hierarchical(self, fs: FrequencySetView, counts: str, known: dict[str | None, int] | None) -> SqlFragment:
         """The sum over internal nodes N of (level(N)/H) min(pos(N), |neg(N)|), where pos/neg add up the
@@ -208,30 +244,25 @@ class TCloseness(Criterion):
         return select, params, value
 
     @staticmethod
-    def _ordered(fs: FrequencySetView, counts: str, table: str) -> str:
+    def _ordered(fs: FrequencySetView, counts: str, table: str, place: str = "s") -> str:
         """(1/(m-1)) sum_i |sum_{j<=i} (p_j - q_j)| over the table's m values in ascending order.
 
         One running sum per class over the table's values (q, from the classes crossed with the values) and the
         class's own counts (p), each own count ahead of its value's row, which reads the sum. No join matches
         the counts with the values: a join on IS NOT DISTINCT FROM (values may be NULL) is a nested loop of
-        every class with every other on PostgreSQL."""
+        every class with every other on PostgreSQL. Values in the order of `place`, an expression of a value s
+        (s itself for numbers; for a categorical attribute, its place in the order the job gives)."""
         cls = fs.classes
-        classes = f"SELECT DISTINCT {cls}, n FROM ({counts}) c"
-        every = f"SELECT {cls}, n, d.s, d.q, 0 AS c, 1 AS at_value FROM ({classes}) g CROSS JOIN ({table}) d"
+        every = (
+            f"SELECT {cls}, n, d.s, d.q, 0 AS c, 1 AS at_value FROM (SELECT DISTINCT {cls}, n FROM ({counts}) c) g "
+            f"CROSS JOIN ({table}) d"
+        )
         own = f"SELECT {cls}, n, s, 0 AS q, c, 0 AS at_value FROM ({counts}) v"
         cumulative = (
-            f"SELECT {cls}, n, at_value, SUM({share('c', 'n')} - q) OVER (PARTITION BY {cls} ORDER BY s, "
+            f"SELECT {cls}, n, at_value, SUM({share('c', 'n')} - q) OVER (PARTITION BY {cls} ORDER BY {place}, "
             f"at_value ROWS UNBOUNDED PRECEDING) AS cum FROM ({every} UNION ALL {own}) x"
         )
-        steps = f"(SELECT COUNT(*) - 1 FROM ({table}) m)"
         return (
             f"SELECT {cls}, MAX(n) AS n, SUM(CASE WHEN at_value = 1 THEN ABS(cum) ELSE 0 END) / "
-            f"GREATEST({steps}, 1) AS stat FROM ({cumulative}) w GROUP BY {cls}"
+            f"GREATEST((SELECT COUNT(*) - 1 FROM ({table}) m), 1) AS stat FROM ({cumulative}) w GROUP BY {cls}"
         )
-
-
-def _shares(counts: Any) -> list[float]:
-    """Each count's share of their sum."""
-    counts = list(counts)
-    total = sum(counts) or 1
-    return [count / total for count in counts]
