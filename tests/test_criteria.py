@@ -16,13 +16,14 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import RunOptions, anonymize, search
+from sqlanon import RunOptions, anonymize, audit, search
 from sqlanon.config import job_from_dict
 from sqlanon.criteria import criteria_from_config
 from sqlanon.criteria.view import SqlFragment
 from sqlanon.engine import checker
 from sqlanon.engine import star as dimensions
 from sqlanon.errors import ConfigError, HierarchyError
+from sqlanon.model.job import Suppression
 from sqlanon.testing import evaluate_every_node
 
 from .conftest import CASES, QIS, adult_job, assert_best_ranked, minimal_only_search, passing, reclassified
@@ -78,12 +79,14 @@ def test_ordered_t_closeness_on_a_numeric_attribute(adult_duck: str):
 # --- hand-computed classes -----------------------------------------------------
 
 
-def one_table(tmp_path: Path, classes: dict[str, list[str]], criteria: dict, numeric: bool = False):
-    """A table whose QI `q` has one value per class (hierarchy q -> *), sensitive `s` (a new database each
-    time: sqlanon reuses a table loaded from a file only while the file is the same)."""
+def one_table(
+    tmp_path: Path, classes: dict[str, list[str]], criteria: dict, numeric: bool = False, tree: str | None = None
+):
+    """A table whose QI `q` has one value per class (hierarchy q -> *, or the file text `tree`), sensitive `s` (a
+    new database each time: sqlanon reuses a table loaded from a file only while the file is the same)."""
     rows = [(q, s) for q, values in classes.items() for s in values]
     (tmp_path / "data.csv").write_text("q,s\n" + "\n".join(f"{q},{s}" for q, s in rows) + "\n")
-    (tmp_path / "q.csv").write_text("\n".join(f"{q};*" for q in classes) + "\n")
+    (tmp_path / "q.csv").write_text(tree or "\n".join(f"{q};*" for q in classes) + "\n")
     options = {} if numeric else {"all_varchar": True}
     database = f"t_{uuid.uuid4().hex[:8]}.duckdb"
     return job_from_dict(
@@ -94,6 +97,24 @@ def one_table(tmp_path: Path, classes: dict[str, list[str]], criteria: dict, num
         },
         tmp_path,
     )
+
+
+def audited(tmp_path: Path, classes: list[list[str]], criteria: dict) -> dict:
+    """The audit's figures of the first of `criteria` over a table of `classes` (one_table's, classes x0, x1...)."""
+    job = one_table(tmp_path, {f"x{i}": values for i, values in enumerate(classes)}, criteria)
+    search(dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 1}})))  # loads the table
+    report = audit(dataclasses.replace(job, source=dataclasses.replace(job.source, csv=None)), "t")
+    return report.criteria[next(iter(criteria))].to_dict()
+
+
+def assert_fails_between_passing_nodes(tmp_path: Path, classes: dict[str, list[str]], criteria: dict) -> None:
+    """Classes x, y and z under x, y -> G1 and z -> G2 (-> *): every strategy, with and without a suppressed tuple,
+    finds levels 0 and 2 passing and level 1 failing (a criterion not monotone under generalization)."""
+    job = one_table(tmp_path, classes, criteria, tree="x;G1;*\ny;G1;*\nz;G2;*")
+    for strategy in ("auto", "incognito", "topdown", "bottomup", "border", "filtered", "exhaustive"):
+        assert search(dataclasses.replace(job, strategy=strategy)).satisfying == [(0,), (2,)], strategy
+        limited = dataclasses.replace(job, strategy=strategy, suppression=Suppression(1))
+        assert search(limited).satisfying == [(0,), (2,)], strategy
 
 
 def _level_zero_passes(tmp_path, classes, criteria, numeric=False) -> bool:
@@ -267,18 +288,13 @@ def test_ordered_distance_on_a_categorical_attribute_equals_a_python_reference(
 ):
     """The audit's largest ordered distance of any class, the values in the order the job lists (or its hierarchy's
     leaves in the file's order), equals the definition's; against the values' own text order it may differ."""
-    from sqlanon import audit
-
     tmp = tmp_path_factory.mktemp("ordered")
     (tmp / "s.csv").write_text("".join(f"{v};*\n" for v in order))
     source = {"hierarchy": "s.csv"} if by_hierarchy else {"order": list(order)}
     spec = {"t_closeness": {"attribute": "s", "t": 0.99, "distance": "ordered", **source}}
-    job = one_table(tmp, {f"x{i}": values for i, values in enumerate(classes)}, spec)
-    search(dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 1}})))  # loads the table
-    report = audit(dataclasses.replace(job, source=dataclasses.replace(job.source, csv=None)), "t")
     everything = [s for values in classes for s in values]
     expected = max(_ordered_distance(values, everything, list(order)) for values in classes)
-    assert report.criteria["t_closeness"].to_dict()["max_t"] == pytest.approx(expected, abs=1e-9)
+    assert audited(tmp, classes, spec)["max_t"] == pytest.approx(expected, abs=1e-9)
 
 
 @pytest.mark.parametrize(
@@ -787,8 +803,6 @@ def test_t_closeness_figures_equal_a_python_reference(
     tmp_path_factory, classes: list[list[str]], distance: str, rooted: bool
 ):
     """The audit's largest distance of any class (max_t) equals the one computed in Python for each class."""
-    from sqlanon import audit
-
     tmp = tmp_path_factory.mktemp("tclose")
     root = ";*" if rooted else ""
     (tmp / "s.csv").write_text("".join(f"{leaf};{g};{h}{root}\n" for leaf, (g, h) in SENSITIVE_TREE.items()))
@@ -800,10 +814,7 @@ def test_t_closeness_figures_equal_a_python_reference(
             **({"hierarchy": "s.csv"} if distance == "hierarchical" else {}),
         }
     }
-    job = one_table(tmp, {f"x{i}": values for i, values in enumerate(classes)}, spec)
-    search(dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 1}})))  # loads the table
-    report = audit(dataclasses.replace(job, source=dataclasses.replace(job.source, csv=None)), "t")
-    found = report.criteria["t_closeness"].to_dict()["max_t"]
+    found = audited(tmp, classes, spec)["max_t"]
     everything = [s for values in classes for s in values]
     q = {s: everything.count(s) / len(everything) for s in set(everything)}
     expected = max(
@@ -839,14 +850,24 @@ def test_every_class_below_the_least_size_violates_t_closeness(
     the sensitive values) is farther than t from the table, by the distances written from their definitions: all
     the values' counts a class of each smaller size can hold are tried."""
     criterion = _t_closeness_on_the_tree(tmp_path_factory.mktemp("least"), t, distance)
-    counts = {leaf: n for leaf, n in zip(SENSITIVE_TREE, table) if n}
+
+    def violates(values: list[str], q: dict[str, float]) -> bool:
+        return _distances({s: values.count(s) / len(values) for s in set(values)}, q)[distance] > t + 1e-9
+
+    assert_smaller_classes_violate(criterion, dict(zip(SENSITIVE_TREE, table)), violates)
+
+
+def assert_smaller_classes_violate(criterion, counts: dict[str, int], violates) -> None:
+    """Every class smaller than `criterion`'s least class size over a table of these `counts` of each value of `s`
+    violates it by `violates(the class's values, the table's shares)`, a reference from the definition: every class
+    of each smaller size is tried."""
+    counts = {value: n for value, n in counts.items() if n}
     least = criterion.least_class_size({"s": counts})
     assert 1 <= least <= len(counts)
-    q = {leaf: n / sum(counts.values()) for leaf, n in counts.items()}
+    shares = {value: n / sum(counts.values()) for value, n in counts.items()}
     for size in range(1, least):
-        for values in itertools.combinations_with_replacement(sorted(q), size):
-            p = {s: values.count(s) / size for s in set(values)}
-            assert _distances(p, q)[distance] > t + 1e-9, (values, least)
+        for values in itertools.combinations_with_replacement(sorted(shares), size):
+            assert violates(list(values), shares), (values, least)
 
 
 def _t_closeness_on_the_tree(folder: Path, t: float, distance: str):

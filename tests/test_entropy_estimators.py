@@ -5,7 +5,6 @@ against ARX's tags in test_arx."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 
@@ -14,13 +13,11 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import audit, job_from_dict, search
 from sqlanon.criteria import criteria_from_config
 from sqlanon.criteria.l_diversity import grassberger_g
 from sqlanon.errors import ConfigError
-from sqlanon.model.job import Suppression
 
-from .test_criteria import bound_max, one_table
+from .test_criteria import assert_fails_between_passing_nodes, audited, bound_max
 
 #: ARX's own G_1, G_2, G_4 and G_100 (EntropyLDiversity.G_PRECOMPUTED)
 ARX_G = {1: -1.2703628454614782, 2: 0.7296371545385218, 4: 1.3963038212051886, 100: 4.605186851488337}
@@ -71,11 +68,7 @@ def test_grassberger_figures_equal_a_python_reference(tmp_path_factory, classes:
     spec = {"entropy_l_diversity": {"attribute": "s", "l": l, "estimator": "grassberger"}}
     if l > len({s for values in classes for s in values}):
         return  # an impossible l is a configuration error, tested elsewhere
-    job = one_table(tmp, {f"x{i}": values for i, values in enumerate(classes)}, spec)
-    search(dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 1}})))  # loads the table
-    report = audit(dataclasses.replace(job, source=dataclasses.replace(job.source, csv=None)), "t")
-    lowest = min(_entropy(values) for values in classes)
-    figure = report.criteria["entropy_l_diversity"].to_dict()
+    figure, lowest = audited(tmp, classes, spec), min(_entropy(values) for values in classes)
     assert figure["entropy_l"] == pytest.approx(math.exp(lowest), rel=1e-9)
     assert figure["holds"] == all(_holds(values, l) for values in classes)
     highest = max(_entropy(values) for values in classes)
@@ -90,21 +83,8 @@ def test_grassberger_entropy_may_fail_above_a_passing_node(tmp_path: Path):
     classes = {"x": ["a", "b"], "y": ["a", "b"], "z": ["a", "b"]}
     assert all(_holds(values, 2) for values in classes.values())
     assert not _holds(["a", "a", "b", "b"], 2) and _holds(["a", "b"] * 3, 2)
-    rows = [(q, s) for q, values in classes.items() for s in values]
-    (tmp_path / "data.csv").write_text("q,s\n" + "\n".join(f"{q},{s}" for q, s in rows) + "\n")
-    (tmp_path / "q.csv").write_text("x;G1;*\ny;G1;*\nz;G2;*\n")
-    job = job_from_dict(
-        {
-            "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv", "csv_options": {"all_varchar": True}},
-            "quasi_identifiers": {"q": "q.csv"},
-            "criteria": {"entropy_l_diversity": {"attribute": "s", "l": 2, "estimator": "grassberger"}},
-        },
-        tmp_path,
-    )
-    for strategy in ("auto", "incognito", "topdown", "bottomup", "border", "filtered", "exhaustive"):
-        assert search(dataclasses.replace(job, strategy=strategy)).satisfying == [(0,), (2,)], strategy
-        limited = dataclasses.replace(job, strategy=strategy, suppression=Suppression(1))
-        assert search(limited).satisfying == [(0,), (2,)], strategy
+    spec = {"entropy_l_diversity": {"attribute": "s", "l": 2, "estimator": "grassberger"}}
+    assert_fails_between_passing_nodes(tmp_path, classes, spec)
 
 
 @pytest.mark.parametrize(

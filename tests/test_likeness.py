@@ -5,7 +5,6 @@ test_criteria (their cases there), against ARX's tags in test_arx."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from pathlib import Path
@@ -14,12 +13,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import audit, job_from_dict, search
+from sqlanon import search
 from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import ConfigError
-from sqlanon.model.job import Suppression
 
-from .test_criteria import bound_max, one_table
+from .test_criteria import (
+    assert_fails_between_passing_nodes,
+    assert_smaller_classes_violate,
+    audited,
+    bound_max,
+    one_table,
+)
 
 VALUES = ["a", "b", "c", "d", "e", "f"]
 
@@ -35,6 +39,12 @@ def _bound(variant: str, beta: float, p: float) -> float:
 
 def _holds(cls: list[str], table: dict[str, float], variant: str, beta: float) -> bool:
     return all(gain <= _bound(variant, beta, table[s]) + 1e-9 for s, gain in _gains(cls, table).items())
+
+
+def _shares(classes: list[list[str]]) -> dict[str, float]:
+    """Each value's share of the table the classes make."""
+    everything = [s for values in classes for s in values]
+    return {s: everything.count(s) / len(everything) for s in set(everything)}
 
 
 def _spec(variant: str, beta: float) -> dict:
@@ -55,13 +65,8 @@ def test_beta_likeness_figures_equal_a_python_reference(
     are or coded)."""
     tmp = tmp_path_factory.mktemp("likeness")
     spec = _spec(variant, beta)
-    job = one_table(tmp, {f"x{i}": values for i, values in enumerate(classes)}, spec)
-    search(dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 1}})))  # loads the table
-    report = audit(dataclasses.replace(job, source=dataclasses.replace(job.source, csv=None)), "t")
-    everything = [s for values in classes for s in values]
-    table = {s: everything.count(s) / len(everything) for s in set(everything)}
+    figure, table = audited(tmp, classes, spec), _shares(classes)
     expected = max(max(_gains(values, table).values()) for values in classes)
-    figure = report.criteria["beta_likeness"].to_dict()
     assert figure["max_gain"] == pytest.approx(expected, abs=1e-9)
     assert figure["holds"] == all(_holds(values, table, variant, beta) for values in classes)
     excess = max(
@@ -82,13 +87,9 @@ def test_every_class_below_the_least_size_violates_beta_likeness(table: list[int
     """Every class smaller than the least size beta-likeness allows (what a search settles first, as k-anonymity)
     violates it by the definition: every class of each smaller size the table's values allow is tried."""
     criterion = criteria_from_config(_spec(variant, beta))[0]
-    counts = {value: n for value, n in zip(VALUES, table) if n}
-    least = criterion.least_class_size({"s": counts})
-    assert 1 <= least <= len(counts)
-    shares = {value: n / sum(counts.values()) for value, n in counts.items()}
-    for size in range(1, least):
-        for values in itertools.combinations_with_replacement(sorted(shares), size):
-            assert not _holds(list(values), shares, variant, beta), (values, least)
+    assert_smaller_classes_violate(
+        criterion, dict(zip(VALUES, table)), lambda values, shares: not _holds(values, shares, variant, beta)
+    )
 
 
 def test_enhanced_likeness_bounds_frequent_values_by_minus_ln_of_their_share():
@@ -133,13 +134,8 @@ def test_delta_disclosure_figures_equal_a_python_reference(tmp_path_factory, cla
     definition's."""
     tmp = tmp_path_factory.mktemp("disclosure")
     spec = {"delta_disclosure": {"attribute": "s", "delta": delta}}
-    job = one_table(tmp, {f"x{i}": values for i, values in enumerate(classes)}, spec)
-    search(dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 1}})))  # loads the table
-    report = audit(dataclasses.replace(job, source=dataclasses.replace(job.source, csv=None)), "t")
-    everything = [s for values in classes for s in values]
-    table = {s: everything.count(s) / len(everything) for s in set(everything)}
+    figure, table = audited(tmp, classes, spec), _shares(classes)
     expected = max(max(_disclosures(values, table).values()) for values in classes)
-    figure = report.criteria["delta_disclosure"].to_dict()
     assert figure["max_disclosure"] == pytest.approx(expected, abs=1e-9)
     assert figure["holds"] == (not any(_discloses(values, table, delta) for values in classes))
     for sizes_by_join, coded in itertools.product((True, False), (False, True)):
@@ -150,13 +146,9 @@ def test_delta_disclosure_figures_equal_a_python_reference(tmp_path_factory, cla
 @given(table=st.lists(st.integers(0, 40), min_size=6, max_size=6).filter(any), delta=st.floats(0.05, 4.0))
 def test_every_class_below_the_least_size_violates_delta_disclosure(table: list[int], delta: float):
     criterion = criteria_from_config({"delta_disclosure": {"attribute": "s", "delta": delta}})[0]
-    counts = {value: n for value, n in zip(VALUES, table) if n}
-    least = criterion.least_class_size({"s": counts})
-    assert 1 <= least <= len(counts)
-    shares = {value: n / sum(counts.values()) for value, n in counts.items()}
-    for size in range(1, least):
-        for values in itertools.combinations_with_replacement(sorted(shares), size):
-            assert _discloses(list(values), shares, delta), (values, least)
+    assert_smaller_classes_violate(
+        criterion, dict(zip(VALUES, table)), lambda values, shares: _discloses(values, shares, delta)
+    )
 
 
 def test_delta_disclosure_may_fail_above_a_passing_node(tmp_path: Path):
@@ -165,25 +157,11 @@ def test_delta_disclosure_may_fail_above_a_passing_node(tmp_path: Path):
     merged (G1, level 1) hold b at 1/6 of the class, 0.42 of its share. Level 0 passes, level 1 does not, the
     top (the table itself) passes: the search prunes on no passing node, with or without suppression."""
     classes = {"x": ["a", "b"], "y": ["a", "a", "a", "c"], "z": ["b", "b", "b", "c"]}
-    rows = [(q, s) for q, values in classes.items() for s in values]
-    (tmp_path / "data.csv").write_text("q,s\n" + "\n".join(f"{q},{s}" for q, s in rows) + "\n")
-    (tmp_path / "q.csv").write_text("x;G1;*\ny;G1;*\nz;G2;*\n")
-    job = job_from_dict(
-        {
-            "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv", "csv_options": {"all_varchar": True}},
-            "quasi_identifiers": {"q": "q.csv"},
-            "criteria": {"delta_disclosure": {"attribute": "s", "delta": 1.0}},
-        },
-        tmp_path,
-    )
     table = {"a": 0.4, "b": 0.4, "c": 0.2}
     assert not any(_discloses(values, table, 1.0) for values in classes.values())
     assert _discloses(classes["x"] + classes["y"], table, 1.0)
-    for strategy in ("auto", "incognito", "topdown", "bottomup", "border", "filtered", "exhaustive"):
-        assert search(dataclasses.replace(job, strategy=strategy)).satisfying == [(0,), (2,)], strategy
-        # one suppressed tuple: G1's b (1 of 6) still falls short, and suppressing x or y's class is 2 tuples or more
-        limited = dataclasses.replace(job, strategy=strategy, suppression=Suppression(1))
-        assert search(limited).satisfying == [(0,), (2,)], strategy
+    # with one suppressed tuple as well: G1's b (1 of 6) still falls short, and x's or y's class is 2 tuples or more
+    assert_fails_between_passing_nodes(tmp_path, classes, {"delta_disclosure": {"attribute": "s", "delta": 1.0}})
 
 
 @pytest.mark.parametrize(
