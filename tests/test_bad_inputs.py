@@ -431,7 +431,7 @@ CASES: dict[str, Case] = {
     ),
     "t-ordered-text": Case(
         "parameters",
-        "ordered distance needs a numeric attribute",
+        "values, which are not numbers: give order: [values, ...] or hierarchy: FILE",
         _criteria(t_closeness={"attribute": "occupation", "t": 0.2, "distance": "ordered"}),
     ),
     "t-hierarchy-missing-values": Case(

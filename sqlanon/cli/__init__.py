@@ -24,6 +24,7 @@ import click
 import sqlalchemy as sa
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -221,14 +222,15 @@ class Command(click.Group):
         except SqlanonError as exc:
             if Command.debug or interrupted(exc):  # an error that followed Ctrl-C: the interrupt is what to say
                 raise
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            # the message is text, not markup: "order: [values]" or a label like "[20-30]" stays as it is
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             sys.exit(EXIT_ERROR)
         except sa.exc.DBAPIError as exc:
             if Command.debug or interrupted(exc):
                 raise
             first = first_line(exc.orig)
             err.print(
-                f"[bold red]database error:[/] {first}{connect_hint(first)} (rerun with --debug for details)",
+                f"[bold red]database error:[/] {escape(first + connect_hint(first))} (rerun with --debug for details)",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -236,7 +238,8 @@ class Command(click.Group):
         except (sa.exc.SQLAlchemyError, OSError) as exc:  # e.g. a file that cannot be read or written
             if Command.debug or interrupted(exc):
                 raise
-            err.print(f"[bold red]error:[/] {exc} (rerun with --debug for details)", highlight=False, soft_wrap=True)
+            message = f"{escape(str(exc))} (rerun with --debug for details)"
+            err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
             sys.exit(EXIT_ERROR)
 
 
@@ -261,7 +264,7 @@ def _show_warning(
     file: Any = None,
     line: str | None = None,
 ) -> None:
-    err.print(f"[bold yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+    err.print(f"[bold yellow]warning:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
 
 
 @main.command("search")
@@ -765,7 +768,7 @@ def _print_attacks(report: AnalysisReport, settings: dict[str, Any], backgrounds
     )
     for t in report.tables:
         if t.revealed_values:
-            out.print(f"{t.label}: homogeneous classes reveal {', '.join(t.revealed_values)}", highlight=False)
+            out.print(escape(f"{t.label}: homogeneous classes reveal {', '.join(t.revealed_values)}"), highlight=False)
 
 
 def _print_population_bayes_and_utility(report: AnalysisReport, settings: dict[str, Any], fmt: str) -> None:
