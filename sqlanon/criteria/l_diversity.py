@@ -54,13 +54,20 @@ class LDiversity(Criterion):
             )
 
     def _per_class(
-        self, fs: FrequencySetView, stat: str, params: dict[str, Any] | None = None, ranked: bool = False
+        self,
+        fs: FrequencySetView,
+        stat: str,
+        params: dict[str, Any] | None = None,
+        ranked: bool = False,
+        also: str = "",
     ) -> SqlFragment:
-        """`stat`, an aggregate over the class's values' counts v.c (and their ranks v.r when `ranked`)."""
+        """`stat`, an aggregate over the class's values' counts v.c (and their ranks v.r when `ranked`), and the
+        aggregates `also` (", expression AS name", ...)."""
         cls = ", ".join(f"v.{c}" for c in fs.class_columns)
         counts = fs.value_counts(self.attribute) if ranked else fs.counts(self.attribute)
         return SqlFragment(
-            f"SELECT {cls}, {count_sum('v.c')} AS n, {stat} AS stat FROM ({counts}) v GROUP BY {cls}", params or {}
+            f"SELECT {cls}, {count_sum('v.c')} AS n, {stat} AS stat{also} FROM ({counts}) v GROUP BY {cls}",
+            params or {},
         )
 
 
@@ -134,12 +141,9 @@ class EntropyLDiversity(LDiversity):
 
     def _grassberger(self, fs: FrequencySetView) -> SqlFragment:
         """Per class: stat, G(n) - (sum c G(c)) / n, and m, its number of values."""
-        cls_v, cls = ", ".join(f"v.{c}" for c in fs.class_columns), fs.classes
-        sums = (
-            f"SELECT {cls_v}, {count_sum('v.c')} AS n, COUNT(*) AS m, SUM(v.c * {grassberger_g('v.c')}) AS a "
-            f"FROM ({fs.counts(self.attribute)}) v GROUP BY {cls_v}"
-        )
-        return SqlFragment(f"SELECT {cls}, n, {grassberger_g('n')} - a / n AS stat, m FROM ({sums}) g", {})
+        n = count_sum("v.c")
+        stat = f"{grassberger_g(n)} - SUM(v.c * {grassberger_g('v.c')}) / {n}"
+        return self._per_class(fs, stat, also=", COUNT(*) AS m")
 
     def monotone_part(self) -> list[Criterion]:
         """An entropy of log l needs l distinct values (m values give at most log m); with don't-care values the

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError
@@ -66,15 +67,7 @@ class BetaLikeness(Criterion):
         """A class's shares add up to 1, and each value s it holds has at most p_s (1 + bound(p_s)): a class of n
         tuples holds at most n values, so it passes only if the n largest p_s (1 + bound(p_s)) add up to 1 (the
         check's slack allowed)."""
-        counts = table_counts.get(self.attribute)
-        if not counts:
-            return 1
-        total = sum(counts.values())
-        room = sorted((c / total * (1 + self.bound(c / total) + 2 * EPSILON) for c in counts.values()), reverse=True)
-        for n, held in enumerate(itertools.accumulate(room), 1):
-            if held >= 1 - 2 * EPSILON:
-                return n
-        return len(counts)
+        return _least_holding(table_counts.get(self.attribute), lambda p: p * (1 + self.bound(p) + 2 * EPSILON))
 
     def violation(self) -> SqlFragment:
         return SqlFragment("excess > :blike_eps", {"blike_eps": EPSILON})
@@ -128,15 +121,7 @@ class DeltaDisclosure(Criterion):
     def least_class_size(self, table_counts: dict[str, dict[str | None, int]]) -> int:
         """Each value a class holds has a share below 2^delta times its share p of the table, and the shares add up
         to 1: a class of n tuples (at most n values) passes only if the n largest p exceed 2^-delta."""
-        counts = table_counts.get(self.attribute)
-        if not counts:
-            return 1
-        total, factor = sum(counts.values()), 2.0**self.delta
-        shares = sorted((c / total for c in counts.values()), reverse=True)
-        for n, held in enumerate(itertools.accumulate(shares), 1):
-            if held * factor >= 1 - 2 * EPSILON:
-                return n
-        return len(counts)
+        return _least_holding(table_counts.get(self.attribute), lambda p: p * 2.0**self.delta)
 
     def violation(self) -> SqlFragment:
         # strict, as ARX's: a value at the bound violates (and so does one within the slack below it)
@@ -145,3 +130,14 @@ class DeltaDisclosure(Criterion):
     def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
         """Per class: stat, the largest |log2(q / p)| of a value it holds."""
         return fs.against_table(self.attribute, f"MAX(ABS(LN({share('v.c', 'v.n')} / q.q))) / LN(2.0) AS stat", "dd_")
+
+
+def _least_holding(counts: dict[str | None, int] | None, most: Callable[[float], float]) -> int:
+    """The least n for which the n largest most(p), over the shares p of the table's values, add up to 1 (the
+    check's slack allowed): a class's shares add up to 1, and it holds at most n values, each at most most(p) of
+    the class; 1 where the counts were not read."""
+    if not counts:
+        return 1
+    total = sum(counts.values())
+    room = sorted((most(count / total) for count in counts.values()), reverse=True)
+    return next((n for n, held in enumerate(itertools.accumulate(room), 1) if held >= 1 - 2 * EPSILON), len(counts))

@@ -29,8 +29,8 @@ So a table needs about log2(n / k) rounds of a few statements, however many
 partitions each has. Criteria monotone under splitting's reverse (a union of
 parts that satisfy them satisfies them: k-anonymity, the l-diversity family,
 t-closeness and beta-likeness against the whole table) plug in unchanged; so
-do the others (delta-disclosure, Grassberger's entropy), since every partition published was checked
-as a part of the cut that made it (the whole table satisfies it trivially).
+do the others (delta-disclosure, Grassberger's entropy), since every partition
+published was checked as a part of the cut that made it.
 
 This module is the partitioning's SQL (scratch tables of the connection's
 session, its statements in SQLAlchemy Core; the criteria's, which read the

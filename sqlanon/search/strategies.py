@@ -508,8 +508,9 @@ class Filtered(SearchStrategy):
     A node passes when the tuples in classes that violate any criterion fit within the limit; those violating
     the monotone criteria alone are fewer, so a node that fails them fails, and the nodes that pass them (a set
     closed under generalization) are the only candidates. They are checked bottom up, a height per wave; a node
-    with no violating class at all settles its generalizations (without suppression every criterion is
-    monotone). Without a monotone criterion among the job's or implied by them, this is Incognito's exact search.
+    with no violating class at all settles its generalizations (without suppression every criterion but
+    delta-disclosure and Grassberger's entropy is monotone: SearchContext.clean_nodes_settle). Without a monotone
+    criterion among the job's or implied by them, this is Incognito's exact search.
 
     Where the run reads the minimal nodes alone (SearchContext.minimal_only: a publication choosing among them),
     a candidate above a passing node is not minimal whatever its own classes hold: it is left unchecked, and the
@@ -542,7 +543,7 @@ class Filtered(SearchStrategy):
     def walk(ctx: SearchContext, probe: Probe, candidates: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
         """The passing nodes among `candidates` (closed under generalization). The lowest ones first, in one wave
         (no candidate lies below them, so nothing but their own check settles them); a node with no violating
-        class settles its generalizations (every criterion is monotone without suppression), and so does every
+        class settles its generalizations (where SearchContext.clean_nodes_settle), and so does every
         passing node where passing is closed under generalization: then the nodes left are checked in one more
         wave (on the large cube where a monotone search comes here, every statement is a pass over many rows:
         hospital 1M, k=5 and t equal 0.3, 2 statements with the values instead of 4 a height at a time). Else
