@@ -221,6 +221,11 @@ def audit(
     with table_reader(job, options, schema, table, needed, purpose, read) as (db, conn):
         options.progress("audit: one grouping of the table", 0, 1)
         masked_top, reference, source_rows = suppression_audit(db, conn, job, (schema, table))
+        fitted = [c for c in job.criteria if c.fits_table]  # k-map's estimate depends on the sample's size
+        if fitted:
+            sample_rows = source_rows if source_rows is not None else db.count_rows(conn, db.q(schema, table))
+            for criterion in fitted:
+                criterion.fit_table(sample_rows)
         report = audit_table(
             db,
             conn,

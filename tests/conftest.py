@@ -453,7 +453,11 @@ def adult_violations(adult_duck: str) -> dict[str, dict[tuple, int]]:
 
 # the fast part of the suite (README): pytest -m "not slow and not postgres and not spark"
 ORACLE_FIXTURES = {"all_qi_violations", "all_qi_oracle", "adult_violations", "adult_oracle"}
-SLOW_TESTS = {"test_criteria_on_random_tables", "test_runs_killed_at_random_points_leave_nothing_behind"}
+SLOW_TESTS = {
+    "test_criteria_on_random_tables",
+    "test_every_strategy_equals_the_reference_on_random_tables",
+    "test_runs_killed_at_random_points_leave_nothing_behind",
+}
 #: tests that share one worker when pytest-xdist runs the suite (--dist loadgroup): PostgreSQL's (they share the
 #: server's roles and its default metadata schema, and some list every table of the database), Spark's (one session
 #: per worker costs half a minute) and each session-scoped oracle's (computed once, not once per worker; a test's

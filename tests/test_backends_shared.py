@@ -61,9 +61,12 @@ CRITERIA = [
     {"recursive_l_diversity": {"attribute": "occupation", "c": 4, "l": 3}},
     {"t_closeness": {"attribute": "occupation", "t": 0.2, "distance": "equal"}},
     {"t_closeness": {"attribute": "occupation", "t": 0.2, "distance": "hierarchical", "hierarchy": OCCUPATION}},
+    # the risk bounds on the whole release: beside a size bound, and beside a criterion read per class
+    {"k_anonymity": {"k": 2}, "average_risk": {"threshold": 0.1}},
+    {"distinct_l_diversity": {"attribute": "occupation", "l": 2}, "sample_uniqueness": {"threshold": 0.005}},
 ]
-#: with 2% suppression: the border search (k-anonymity), the exact search (entropy, t-closeness)
-SUPPRESSED = [CRITERIA[0], CRITERIA[2], CRITERIA[5]]
+#: with 2% suppression: the border search (k-anonymity), the exact search (entropy, t-closeness), the risk bounds
+SUPPRESSED = [CRITERIA[0], CRITERIA[2], CRITERIA[5], CRITERIA[6], CRITERIA[7]]
 
 
 @dataclass(frozen=True)

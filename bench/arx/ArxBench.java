@@ -10,12 +10,15 @@ import java.util.function.Consumer;
 
 import org.deidentifier.arx.ARXAnonymizer;
 import org.deidentifier.arx.ARXConfiguration;
+import org.deidentifier.arx.ARXPopulationModel;
+import org.deidentifier.arx.ARXPopulationModel.Region;
 import org.deidentifier.arx.ARXLattice.ARXNode;
 import org.deidentifier.arx.ARXResult;
 import org.deidentifier.arx.AttributeType;
 import org.deidentifier.arx.AttributeType.Hierarchy;
 import org.deidentifier.arx.Data;
 import org.deidentifier.arx.DataType;
+import org.deidentifier.arx.criteria.AverageReidentificationRisk;
 import org.deidentifier.arx.criteria.BasicBLikeness;
 import org.deidentifier.arx.criteria.DDisclosurePrivacy;
 import org.deidentifier.arx.criteria.DistinctLDiversity;
@@ -24,8 +27,11 @@ import org.deidentifier.arx.criteria.EntropyLDiversity;
 import org.deidentifier.arx.criteria.EqualDistanceTCloseness;
 import org.deidentifier.arx.criteria.HierarchicalDistanceTCloseness;
 import org.deidentifier.arx.criteria.KAnonymity;
+import org.deidentifier.arx.criteria.KMap;
+import org.deidentifier.arx.criteria.KMap.CellSizeEstimator;
 import org.deidentifier.arx.criteria.OrderedDistanceTCloseness;
 import org.deidentifier.arx.criteria.RecursiveCLDiversity;
+import org.deidentifier.arx.criteria.SampleUniqueness;
 
 /**
  * ARX's times for the Adult jobs of bench_search.py and bench_criteria.py (and the criteria with 2% suppression),
@@ -81,6 +87,25 @@ public class ArxBench {
             jobs.put("adult 8 QIs, age sensitive\tt ordered 0.2\t" + suppression,
                     new Job(AGE, suppression, c -> c.addPrivacyModel(new OrderedDistanceTCloseness(AGE, 0.2))));
         }
+        // the risk models alone (no k-anonymity), on all nine QIs: ARX's TestAnonymizationRiskBased and
+        // TestAnonymizationKMap (whose population is Region.USA's)
+        Map<String, Consumer<ARXConfiguration>> risks = new LinkedHashMap<>();
+        risks.put("average risk 0.01", c -> c.addPrivacyModel(new AverageReidentificationRisk(0.01d)));
+        risks.put("average risk 0.05, highest 0.1, at risk 0.05",
+                c -> c.addPrivacyModel(new AverageReidentificationRisk(0.05d, 0.1d, 0.05d)));
+        risks.put("sample uniqueness 0.01", c -> c.addPrivacyModel(new SampleUniqueness(0.01d)));
+        risks.put("k-map 3 zero-truncated", c -> c.addPrivacyModel(new KMap(3, 0.01d,
+                ARXPopulationModel.create(Region.USA), CellSizeEstimator.ZERO_TRUNCATED_POISSON)));
+        risks.put("k-map 1000 zero-truncated", c -> c.addPrivacyModel(new KMap(1000, 0.01d,
+                ARXPopulationModel.create(Region.USA), CellSizeEstimator.ZERO_TRUNCATED_POISSON)));
+        risks.put("k-map 1000 poisson", c -> c.addPrivacyModel(new KMap(1000, 0.01d,
+                ARXPopulationModel.create(Region.USA), CellSizeEstimator.POISSON)));
+        for (double suppression : new double[] {0d, 0.04d}) {
+            for (Map.Entry<String, Consumer<ARXConfiguration>> risk : risks.entrySet()) {
+                jobs.put("adult\t" + risk.getKey() + "\t" + suppression,
+                        new Job(null, suppression, risk.getValue(), true, false));
+            }
+        }
         PrintWriter lattices = args.length > 3 ? new PrintWriter(args[3], StandardCharsets.UTF_8) : null;
         if (lattices != null) {
             lattices.println("dataset\tcriteria\tsuppression\tnode\tanonymity\toptimum");
@@ -127,9 +152,14 @@ public class ArxBench {
         }
     }
 
-    record Job(String sensitive, double suppression, Consumer<ARXConfiguration> criteria, boolean sensitiveModels) {
+    record Job(String sensitive, double suppression, Consumer<ARXConfiguration> criteria, boolean sensitiveModels,
+               boolean kAnonymity) {
         Job(String sensitive, double suppression, Consumer<ARXConfiguration> criteria) {
-            this(sensitive, suppression, criteria, true);
+            this(sensitive, suppression, criteria, true, true);
+        }
+
+        Job(String sensitive, double suppression, Consumer<ARXConfiguration> criteria, boolean sensitiveModels) {
+            this(sensitive, suppression, criteria, sensitiveModels, true);
         }
 
         Data data(File csv, File hierarchies) throws Exception {
@@ -151,7 +181,9 @@ public class ArxBench {
 
         ARXConfiguration config() {
             ARXConfiguration config = ARXConfiguration.create();
-            config.addPrivacyModel(new KAnonymity(5));
+            if (kAnonymity) {
+                config.addPrivacyModel(new KAnonymity(5));
+            }
             config.setSuppressionLimit(suppression);
             criteria.accept(config);
             return config;

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from . import k_anonymity, l_diversity, likeness, t_closeness
+from . import k_anonymity, l_diversity, likeness, risk, t_closeness
 from .base import EPSILON, Criterion
 from .k_anonymity import KAnonymity
 from .l_diversity import (
@@ -30,6 +30,7 @@ from .l_diversity import (
     RecursiveLDiversity,
 )
 from .likeness import BetaLikeness, DeltaDisclosure
+from .risk import AverageRisk, KMap, ReleaseCriterion, SampleUniqueness
 from .t_closeness import TCloseness
 
 #: every criterion by its name under `criteria:`
@@ -38,21 +39,26 @@ CRITERIA = Criterion.registry
 __all__ = [
     "CRITERIA",
     "EPSILON",
+    "AverageRisk",
     "BetaLikeness",
     "Criterion",
     "DeltaDisclosure",
     "DistinctLDiversity",
     "EntropyLDiversity",
     "KAnonymity",
+    "KMap",
     "MultiAttributeLDiversity",
     "NpdRecursiveLDiversity",
     "RecursiveLDiversity",
+    "ReleaseCriterion",
+    "SampleUniqueness",
     "TCloseness",
     "criteria_from_config",
     "k_anonymity",
     "l_diversity",
     "least_size_first",
     "likeness",
+    "risk",
     "t_closeness",
 ]
 

@@ -27,6 +27,11 @@ class Criterion(ABC):
     #: class settles its generalizations (all but delta-disclosure privacy and Grassberger's entropy); where
     #: False, no pruning on passing is sound, with or without suppression
     monotone_under_generalization: bool = True
+    #: bounds the release's distribution of class sizes rather than each class (risk.ReleaseCriterion): its
+    #: violating classes are the smallest, over the classes the others leave
+    whole_release: bool = False
+    #: depends on the size of the table it is checked on (`fit_table`)
+    fits_table: bool = False
     #: reads the table's distribution of its sensitive values (FrequencySetView.distribution)
     reads_distribution: bool = False
     #: binds the table's counts of its sensitive values instead, when the caller read them
@@ -87,7 +92,11 @@ class Criterion(ABC):
     def violating_classes(self, fs: FrequencySetView, also: SqlFragment | None = None) -> SqlFragment:
         """SELECT the class columns and their size n for every class that violates it (or `also`, a predicate
         over n)."""
-        stat, bad = self._statistic(fs), self.violation()
+        return self._violators(fs, self._statistic(fs), also)
+
+    def _violators(self, fs: FrequencySetView, stat: SqlFragment, also: SqlFragment | None) -> SqlFragment:
+        """SELECT the class columns and n of the classes of `stat` (a statistic) that violate it or `also`."""
+        bad = self.violation()
         conditions = [bad] + ([also] if also is not None else [])
         if self._counts_holders(fs) and self.holders_guard():
             conditions.append(SqlFragment("top > n - :holders_guard", {"holders_guard": self.holders_guard()}))
@@ -150,6 +159,10 @@ class Criterion(ABC):
     def covered_values(self) -> dict[str, Hierarchy]:
         """Hierarchies that must cover every value of a sensitive attribute (checked against the data)."""
         return {}
+
+    def fit_table(self, rows: int) -> None:
+        """Fix what depends on the size of the table the criterion is checked on (k-map's estimated k), before any
+        check."""
 
     def check_table_size(self, rows: int) -> None:
         """Raise ConfigError if the criterion cannot hold on a table of this many rows."""

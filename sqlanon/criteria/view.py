@@ -71,6 +71,12 @@ class FrequencySetView:
     codes: dict[str, dict[str | None, int]] | None = None
     held: dict[str, str] = field(default_factory=dict)
     persons: str | None = None
+    #: the class columns that name a node, where the set holds several nodes' classes (a wave's `node`): criteria
+    #: on a whole release (risk.ReleaseCriterion) take each node's classes apart
+    node_columns: tuple[str, ...] = ()
+    #: only each node's count of violating classes and their tuples are read (a search's wave), which the choice
+    #: among classes of equal size does not change
+    counts_only: bool = False
     #: per attribute whose counts are holders, the name of a common table expression of its `counts` that the
     #: statement defines (`with_stored_holders`), and with `persons`, the one of `class_sizes`
     stored: dict[str, str] = field(default_factory=dict)
@@ -178,6 +184,8 @@ class FrequencySetView:
         return FrequencySetView(
             table=self.table,
             class_columns=self.class_columns + extra,
+            node_columns=self.node_columns,
+            counts_only=self.counts_only,
             count_column=self.count_column,
             sensitive_columns={attribute: self.sensitive_columns[attribute]},
             reference=self.reference,

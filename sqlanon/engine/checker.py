@@ -398,7 +398,8 @@ class WaveChecker:
     ) -> dict[int, tuple[int, int]]:
         """(violating classes, tuples in them) of each node of `forest` with any (by its index in `nodes`)."""
         ctes, definition = self._frequency_sets(nodes, forest, sensitive)
-        view, holders = self.criteria_view("wave", definition, criteria, sensitive).with_stored_holders()
+        wave = self.criteria_view("wave", definition, criteria, sensitive)
+        view, holders = dataclasses.replace(wave, counts_only=True).with_stored_holders()
         params: dict[str, object] = {}
         violators = violating_classes_sql(view, criteria, "w", params)
         stored = "".join(f", {name} {self.db.wave_cte} ({select})" for name, select in holders)
@@ -419,6 +420,7 @@ class WaveChecker:
         return FrequencySetView(
             table=table,
             class_columns=["node"] + self.key_names,
+            node_columns=("node",),
             count_column="cnt",
             sensitive_columns=self._sensitive(sensitive),
             definition=definition,

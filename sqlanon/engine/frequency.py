@@ -97,18 +97,54 @@ def violating_classes_sql(
 
     A criterion that reads class sizes alone (k-anonymity) is tested on the
     statistic of another, which has every class and its size, rather than by a
-    pass and a UNION of its own. Parameters are renamed with `suffix` (a
-    criterion appears once per view and set in a statement) and added to `params`.
+    pass and a UNION of its own. A criterion on the whole release
+    (`Criterion.whole_release`) bounds the classes the others leave: it takes
+    those that fail a size bound itself, and reads the others' violators
+    beside the class sizes. Parameters are renamed with `suffix` (a criterion
+    appears once per view and set in a statement) and added to `params`.
     """
     sizes = [c for c in criteria if c.size_violation() is not None]
-    others = [c for c in criteria if c.size_violation() is None]
-    if others and sizes:
-        also = [v for v in (c.size_violation() for c in sizes) if v is not None]
-        folded = SqlFragment(" OR ".join(f"({a.sql})" for a in also), {k: v for a in also for k, v in a.params.items()})
-        fragments = [others[0].violating_classes(view, folded)] + [c.violating_classes(view) for c in others[1:]]
-    else:
-        fragments = [c.violating_classes(view) for c in criteria]
+    release = [c for c in criteria if c.whole_release]
+    others = [c for c in criteria if c not in sizes and c not in release]
+    bounds = [v for v in (c.size_violation() for c in sizes) if v is not None]
+    folded = None
+    if bounds:
+        folded = SqlFragment(
+            " OR ".join(f"({a.sql})" for a in bounds), {k: v for a in bounds for k, v in a.params.items()}
+        )
+    if not others:
+        fragments = [c.violating_classes(view, folded) for c in release] or [c.violating_classes(view) for c in sizes]
+        return _union(fragments, suffix, params)
+    violators = _union(
+        [others[0].violating_classes(view, folded)] + [c.violating_classes(view) for c in others[1:]], suffix, params
+    )
+    if not release:
+        return violators
+    kept = _union([c.violating_classes(_kept_classes(view, violators)) for c in release], f"{suffix}r", params)
+    return f"{violators} UNION ALL {kept}"
+
+
+def _union(fragments: list[SqlFragment], suffix: str, params: dict[str, object]) -> str:
     return " UNION ".join(f"({fragment.bound(suffix, params)})" for fragment in fragments)
+
+
+def _kept_classes(view: FrequencySetView, violators: str) -> FrequencySetView:
+    """The classes that are not among `violators`, as a set of class sizes: every class's size beside the
+    violators', grouped by class (a grouping matches NULL classes and hashes, where an anti-join on IS NOT
+    DISTINCT FROM is a nested loop on PostgreSQL)."""
+    kept = (
+        f"SELECT {view.classes}, MAX(n) AS n FROM (SELECT {view.classes}, n, 0 AS taken FROM ({view.class_sizes()}) "
+        f"AS s UNION ALL SELECT {view.classes}, n, 1 FROM ({violators}) AS v) AS b "
+        f"GROUP BY {view.classes} HAVING MAX(taken) = 0"
+    )
+    return FrequencySetView(
+        table=f"({kept}) AS kept",
+        class_columns=view.class_columns,
+        node_columns=view.node_columns,
+        counts_only=view.counts_only,
+        count_column="n",
+        sensitive_columns={},
+    )
 
 
 def class_labels(star: StarSchema, node: tuple[int, ...], alias: str) -> tuple[list[str], str]:

@@ -485,6 +485,7 @@ def build_star_schema(
         if rows >= STATISTICS_ROWS and not job.unit_column:  # a persons' table is analyzed as it is made
             db.plan_source_joins(conn, src.schema, src.table)
         for criterion in criteria:
+            criterion.fit_table(rows)
             criterion.check_table_size(rows)
         held = {c: h.holdings for c, h in persons.held.items()} if persons is not None else {}
         counts = _check_sensitive_domains(db, conn, criteria, source, sensitive, kinds, held)

@@ -50,6 +50,12 @@ class MondrianMethod(PublicationMethod):
     def check(cls, job: Job) -> None:
         if not job.criteria:
             raise ConfigError("output.method mondrian needs criteria, e.g. criteria: {k_anonymity: {k: 5}}")
+        release = [c.name for c in job.criteria if c.whole_release]
+        if release:
+            raise ConfigError(
+                f"output.method mondrian checks each partition as it cuts it, and {', '.join(release)} bounds the "
+                "whole release; publish by generalization, or bound each group with k_anonymity"
+            )
         if job.suppression.limit:
             raise ConfigError(
                 "output.method mondrian suppresses no tuples (every partition satisfies the criteria "
@@ -233,6 +239,8 @@ def partition_and_publish(
     )
     started = time.perf_counter()
     rows = work.prepare()
+    for criterion in job.criteria:
+        criterion.fit_table(rows)
     result = work.run()
     partitioned = time.perf_counter()
     audit, first_rows = publish_partitioned(
