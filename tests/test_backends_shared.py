@@ -406,6 +406,23 @@ def test_suppression_metrics_and_publication_equal_duckdbs(compared: Backend, du
         assert found.search.metrics[node] == pytest.approx(values)
 
 
+def test_risk_bounds_publish_duckdbs_release(compared: Backend, duckdb: Backend) -> None:
+    """The bounds on the whole release, with 2% suppression and masking: the smallest classes suppressed, as on
+    DuckDB, and the audit (over a published table, without the wave's nodes) finds them held."""
+    spec = {"k_anonymity": {"k": 2}, "average_risk": {"threshold": 0.05}, "sample_uniqueness": {"threshold": 0.0}}
+    changes = {"criteria": criteria_from_config(spec), "suppression": Suppression(0.02, "mask")}
+    qis = ["sex", "race", "marital-status", "age"]
+    found = anonymize(
+        reclassified(compared.job(qis, output={"table": compared.table("risk")}), **changes),
+        compared.options,
+        replace=True,
+    )
+    expected = anonymize(reclassified(duckdb.job(qis, output={"table": "risk_reference"}), **changes), replace=True)
+    assert found.node == expected.node and found.suppressed == expected.suppressed > 0
+    assert found.audit.ok and found.audit.classes == expected.audit.classes
+    assert found.audit.criteria["average_risk"].figure == pytest.approx(expected.audit.criteria["average_risk"].figure)
+
+
 def test_analysis_with_suppression_equals_duckdbs(compared: Backend, duckdb: Backend) -> None:
     """A node's attacks, risk, utility and Bayes audit with its suppressed classes left out: DuckDB's figures (on
     PostgreSQL the Bayes audit's joins of eight-column intermediate results once nested loops for minutes)."""

@@ -65,22 +65,30 @@ class ReleaseCriterion(Criterion):
         nodes = [c for c in fs.class_columns if c in fs.node_columns]
         # where only each node's count of violators and their tuples are read, ties may break any way: ordering by
         # size alone sorts less (Adult, sample uniqueness at 1% with 4%: 7.7 -> 6.9 s)
-        ties = [] if fs.counts_only else [f"{c} DESC" for c in fs.class_columns if c not in nodes]
-        order = ", ".join(["n DESC", *ties])
-        partition = f"PARTITION BY {', '.join(nodes)} " if nodes else ""
+        ties = [] if fs.counts_only else [c for c in fs.class_columns if c not in nodes]
+        columns, windows = self._kept_columns(nodes, ties, taken)
+        return SqlFragment(
+            f"SELECT {fs.classes}, n, {columns} FROM ({fs.class_sizes()}) AS sizes WINDOW {windows}",
+            {} if taken is None else taken.params,
+        )
+
+    def _kept_columns(self, nodes: list[str], ties: list[str], taken: SqlFragment | None) -> tuple[str, str]:
+        """The kept sums as columns, and the windows they read (per node: `nodes`, ties broken by `ties`): sums
+        from the largest class down."""
         sums = {"kept_classes": "1", "kept_records": "n", **self.kept_sums()}
         if taken is not None:
             sums = {name: f"CASE WHEN {taken.sql} THEN 0 ELSE {sql} END" for name, sql in sums.items()}
         summed = ", ".join(f"CAST(SUM({sql}) OVER w AS BIGINT) AS {name}" for name, sql in sums.items())
-        return SqlFragment(
-            f"SELECT {fs.classes}, n, {summed} FROM ({fs.class_sizes()}) AS sizes "
-            f"WINDOW w AS ({partition}ORDER BY {order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)",
-            {} if taken is None else taken.params,
-        )
+        order = ", ".join(["n DESC", *(f"{c} DESC" for c in ties)])
+        return summed, f"w AS ({_partition(nodes)}ORDER BY {order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
 
     def violation(self) -> SqlFragment:
         holds = self.holds()
         return SqlFragment(f"NOT ({holds.sql})", holds.params)
+
+
+def _partition(columns: list[str]) -> str:
+    return f"PARTITION BY {', '.join(columns)} " if columns else ""
 
 
 def _share(part: str) -> str:
@@ -192,6 +200,23 @@ class SampleUniqueness(ReleaseCriterion):
 
     def kept_sums(self) -> dict[str, str]:
         return {"kept_unique": "CASE WHEN n = 1 THEN 1 ELSE 0 END"}
+
+    def _kept_columns(self, nodes: list[str], ties: list[str], taken: SqlFragment | None) -> tuple[str, str]:
+        """Only unique classes are ever taken (the smallest go first, and once the uniques are gone the bound
+        holds): from the r-th unique kept on (by `ties`), the kept uniques and records are the node's less r - 1,
+        and from a larger class on, no unique is kept. Numbering the uniques alone, in no order where ties may
+        break any way (by n, which they share: Spark asks for an order), sorts fewer rows than sums from the
+        largest class down (Adult, 1% with 4%: 6.9 -> 3.4 s; 2.0 -> 1.7 s without suppression)."""
+        unique = "n = 1" if taken is None else f"n = 1 AND NOT ({taken.sql})"
+        records = "n" if taken is None else f"CASE WHEN {taken.sql} THEN 0 ELSE n END"
+        rank = "(ROW_NUMBER() OVER u - 1)"
+        columns = (
+            f"CASE WHEN {unique} THEN CAST(SUM(CASE WHEN {unique} THEN 1 ELSE 0 END) OVER p AS BIGINT) - {rank} "
+            f"ELSE 0 END AS kept_unique, CAST(SUM({records}) OVER p AS BIGINT) - CASE WHEN {unique} THEN {rank} "
+            "ELSE 0 END AS kept_records"
+        )
+        order = f" ORDER BY {', '.join(ties or ['n'])}"
+        return columns, f"p AS ({_partition(nodes).strip()}), u AS ({_partition([*nodes, f'({unique})'])}{order})"
 
     def holds(self) -> SqlFragment:
         return SqlFragment(f"{_share('kept_unique')} <= :uniq_t", {"uniq_t": self.threshold})
