@@ -415,6 +415,18 @@ CASES: dict[str, Case] = {
     "k-bool": Case("parameters", "whole number", _criteria(k_anonymity={"k": True})),
     "k-nan": Case("parameters", "whole number", _criteria(k_anonymity={"k": NAN})),
     "k-above-table": Case("parameters", f"larger than the table ({ROWS} rows)", _criteria(k_anonymity={"k": 5000})),
+    "risk-zero": Case("parameters", "threshold must be > 0", _criteria(average_risk={"threshold": 0})),
+    "risk-nan": Case("parameters", "threshold must be a finite number", _criteria(average_risk={"threshold": NAN})),
+    "risk-below-table": Case(
+        "parameters", f"is below 1/{ROWS}, the risk of the whole table", _criteria(average_risk={"threshold": 1e-9})
+    ),
+    "uniqueness-above-1": Case(
+        "parameters", "threshold must be between 0.0 and 1.0", _criteria(sample_uniqueness={"threshold": 2})
+    ),
+    "k-map-no-population": Case("parameters", "population_size or sampling_fraction", _criteria(k_map={"k": 5})),
+    "k-map-population-below-table": Case(
+        "parameters", "is smaller than the table", _criteria(k_map={"k": 5, "population_size": 2})
+    ),
     "t-nan": Case(
         "parameters", "t must be a finite number", _criteria(t_closeness={"attribute": "occupation", "t": NAN})
     ),

@@ -268,6 +268,8 @@ def test_k_map_publishes_its_derived_k(adult_duck: str, tmp_path: Path):
         ({"k_map": {"k": 5, "sampling_fraction": 1.5}}, "sampling_fraction must be between"),
         ({"k_map": {"k": 5, "population_size": 1e9}}, "population_size must be a whole number"),
         ({"k_map": {"k": 5, "population_size": 100, "estimator": "normal"}}, "estimator 'normal' is unknown"),
+        ({"k_map": {"k": 0, "population_size": 100}}, "k_map: k must be >= 1"),
+        ({"k_map": {"k": 5, "sampling_fraction": 0}}, "sampling_fraction must be > 0"),
     ],
 )
 def test_bad_settings(spec: dict, fragment: str):

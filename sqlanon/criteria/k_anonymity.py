@@ -18,9 +18,9 @@ class KAnonymity(Criterion):
 
     def __init__(self, k: int):
         if isinstance(k, bool) or not isinstance(k, int):
-            raise ConfigError(f"k_anonymity: k must be a whole number >= 1, got {k!r}")
+            raise ConfigError(f"{self.name}: k must be a whole number >= 1, got {k!r}")
         if k < 1:
-            raise ConfigError(f"k_anonymity: k must be >= 1, got {k}")
+            raise ConfigError(f"{self.name}: k must be >= 1, got {k}")
         self.k = k
 
     @classmethod

@@ -226,10 +226,10 @@ class SampleUniqueness(ReleaseCriterion):
 
 
 def _risk(name: str, key: str, value: Any) -> float:
-    """A share in (0, 1]: 0 holds for no release."""
+    """A share in (0, 1] (a risk of 0 holds for no release, nor samples a fraction 0 anything)."""
     share = float(number(name, key, value, 0.0, 1.0))
     if share == 0:
-        raise ConfigError(f"{name}: {key} must be > 0 (a risk of 0 holds for no release), got {share}")
+        raise ConfigError(f"{name}: {key} must be > 0, got {share}")
     return share
 
 
