@@ -27,20 +27,10 @@ from common import arx_here, databases, print_table
 from sqlanon import RunOptions, anonymize, load_job, search
 from sqlanon.criteria import criteria_from_config
 from sqlanon.model.job import Output, Suppression
+from sqlanon.testing import ARX_RISK_CASES
 
 HERE = Path(__file__).parent
-USA = 317238626  # ARX's Region.USA
-CASES = {
-    "k=5": {"k_anonymity": {"k": 5}},
-    "average risk 0.01": {"average_risk": {"threshold": 0.01}},
-    "average risk 0.05, highest 0.1, at risk 0.05": {
-        "average_risk": {"threshold": 0.05, "highest_risk": 0.1, "records_at_risk": 0.05}
-    },
-    "sample uniqueness 0.01": {"sample_uniqueness": {"threshold": 0.01}},
-    "k-map 3 zero-truncated": {"k_map": {"k": 3, "population_size": USA, "estimator": "zero_truncated_poisson"}},
-    "k-map 1000 zero-truncated": {"k_map": {"k": 1000, "population_size": USA, "estimator": "zero_truncated_poisson"}},
-    "k-map 1000 poisson": {"k_map": {"k": 1000, "population_size": USA, "estimator": "poisson"}},
-}
+CASES = {"k=5": {"k_anonymity": {"k": 5}}, **ARX_RISK_CASES}
 #: beside k=5 on the hospital (k-map's estimate is k-anonymity: nothing to add there)
 HOSPITAL_CASES = {name: spec for name, spec in CASES.items() if name.startswith(("k=5", "average", "sample"))}
 REPEAT = 3

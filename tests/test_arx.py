@@ -23,6 +23,7 @@ import pytest
 from sqlanon import search
 from sqlanon.criteria import criteria_from_config
 from sqlanon.model.job import Suppression
+from sqlanon.testing import ARX_RISK_CASES
 
 from .conftest import ADULT_DIR, ADULT_QIS, CASES, adult_job, reclassified
 from .test_entropy_estimators import grassberger_entropy
@@ -60,18 +61,8 @@ OCCUPATION["entropy l=3 grassberger"] = {
 #: the jobs whose criteria ARX prunes on as if they were monotone under generalization, and are not
 ARX_ASSUMES_MONOTONE = {"entropy l=3 grassberger"}
 
-#: the risk models alone (no k-anonymity), on all nine QIs; ARX's population is Region.USA's
-USA = 317238626
-RISKS = {
-    "average risk 0.01": {"average_risk": {"threshold": 0.01}},
-    "average risk 0.05, highest 0.1, at risk 0.05": {
-        "average_risk": {"threshold": 0.05, "highest_risk": 0.1, "records_at_risk": 0.05}
-    },
-    "sample uniqueness 0.01": {"sample_uniqueness": {"threshold": 0.01}},
-    "k-map 3 zero-truncated": {"k_map": {"k": 3, "population_size": USA, "estimator": "zero_truncated_poisson"}},
-    "k-map 1000 zero-truncated": {"k_map": {"k": 1000, "population_size": USA, "estimator": "zero_truncated_poisson"}},
-    "k-map 1000 poisson": {"k_map": {"k": 1000, "population_size": USA, "estimator": "poisson"}},
-}
+#: the risk models alone (no k-anonymity), on all nine QIs
+RISKS = ARX_RISK_CASES
 
 AGE = {"t ordered 0.2": {"t_closeness": {"attribute": "age", "t": 0.2, "distance": "ordered"}}}
 
