@@ -24,7 +24,7 @@ from sqlanon.criteria.risk import derived_k
 from sqlanon.errors import ConfigError
 from sqlanon.model.job import Suppression
 
-from .conftest import ADULT_DIR, QIS, adult_job, reclassified
+from .conftest import ADULT_DIR, QIS, adult_job, assert_best_ranked, minimal_only_search, reclassified
 
 ADULT_CASES = {
     "average 0.02": {"average_risk": {"threshold": 0.02}},
@@ -188,6 +188,11 @@ def test_every_strategy_equals_the_reference_on_random_tables(tmp_path_factory, 
             assert set(found.satisfying) == {n for n in expected if sum(n) == lowest}
         else:
             assert (set(found.satisfying), found.minimal) == (expected, exhaustive.minimal), strategy
+    for strategy in ("auto", "filtered"):  # as a publication searches: the minimal nodes, or the best one alone
+        assert minimal_only_search(dataclasses.replace(job, strategy=strategy)).minimal == exhaustive.minimal
+        for policy in ("min_absolute_distance", "min_relative_distance"):
+            ranked = minimal_only_search(dataclasses.replace(job, strategy=strategy), policy)
+            assert_best_ranked(ranked, exhaustive.minimal, policy)
 
 
 def _published_job(adult_duck: str, tmp_path: Path, spec: dict, limit: float, table: str):
