@@ -33,9 +33,10 @@ class ReleaseCriterion(Criterion):
 
     whole_release = True
 
-    @abstractmethod
     def kept_sums(self) -> dict[str, str]:
-        """Sums over the classes kept beside `kept_classes` and `kept_records`: name -> SQL over a class's n."""
+        """Sums over the classes kept beside `kept_classes` and `kept_records` (read by `_kept_columns`): name ->
+        SQL over a class's n."""
+        return {}
 
     @abstractmethod
     def holds(self) -> SqlFragment:
@@ -198,9 +199,6 @@ class SampleUniqueness(ReleaseCriterion):
     def guarantee(self) -> str:
         return f"at most a share {self.threshold} of the records are unique (the only one of their group)"
 
-    def kept_sums(self) -> dict[str, str]:
-        return {"kept_unique": "CASE WHEN n = 1 THEN 1 ELSE 0 END"}
-
     def _kept_columns(self, nodes: list[str], ties: list[str], taken: SqlFragment | None) -> tuple[str, str]:
         """Only unique classes are ever taken (the smallest go first, and once the uniques are gone the bound
         holds): from the r-th unique kept on (by `ties`), the kept uniques and records are the node's less r - 1,
@@ -307,9 +305,6 @@ class KMap(KAnonymity):
         fraction = self.sampling_fraction or rows / (self.population_size or rows)
         derived, error = derived_k(self.map_k, fraction * self.map_k, self.significance, self.estimator)
         self.k, self.type_1_error = min(self.map_k, derived, rows), error
-
-    def check_table_size(self, rows: int) -> None:
-        """The derived k is at most the table's size: any table can satisfy it."""
 
 
 def derived_k(k: int, mean: float, significance: float, estimator: str) -> tuple[int, float]:
