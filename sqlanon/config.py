@@ -458,10 +458,10 @@ def _suppression(raw: Any) -> Suppression:
 
 
 def _selection(raw: Any) -> Selection:
-    spec = _mapping(raw, "select", {"policy", "metric"})
-    if len(spec) != 1:
+    spec = _mapping(raw, "select", {"policy", "metric", "gs_factor", "aggregate"})
+    if ("policy" in spec) == ("metric" in spec):
         raise ConfigError("select takes exactly one of policy: NAME or metric: NAME")
-    return Selection(spec.get("policy"), spec.get("metric"))
+    return Selection(spec.get("policy"), spec.get("metric"), spec.get("gs_factor", 0.5), spec.get("aggregate"))
 
 
 def _release_series(raw: Any) -> ReleaseSeries:

@@ -22,7 +22,8 @@ from .errors import ConfigError, DataError
 from .model.hierarchies import GENERATED_TOP
 from .model.job import Job, Output
 from .model.lattice import minimal_nodes
-from .model.selection import METRICS, best_node, level_metrics, node_label, selection_metric
+from .model.quality import QualitySettings
+from .model.selection import METRICS, Metric, best_node, level_metrics, node_label, rank, selection_metric
 from .publish.generalize import Publication, publish_generalization
 from .publish.ledger import ReleaseLedger
 from .publish.ownership import Ownership, TableName
@@ -220,7 +221,9 @@ def empty_result(job: Job, ctx: SearchContext, nodes: list[tuple[int, ...]]) -> 
     )
 
 
-def metrics_evaluator(ctx: SearchContext, sensitive: list[str], nodes: int) -> MetricsEvaluator:
+def metrics_evaluator(
+    ctx: SearchContext, sensitive: list[str], nodes: int, quality: QualitySettings | None = None
+) -> MetricsEvaluator:
     """Frequency sets carrying every sensitive attribute of the job (KL reads them all), for `nodes` nodes: the
     search's cube of the table's rows where it carries them (the evaluator takes it, and drops it); else a packed
     cube stored for several; for one, its statements read the table joined with the dimensions instead (storing
@@ -241,6 +244,7 @@ def metrics_evaluator(ctx: SearchContext, sensitive: list[str], nodes: int) -> M
         cube=ctx.use_cube and nodes > 1,
         cells_term=ctx.cells_terms.get(frozenset(star.sensitive)),
         checker=cube,
+        quality=quality,
     )
 
 
@@ -318,31 +322,70 @@ def select_node(job: Job, ctx: SearchContext, result: SearchResult) -> tuple[int
         node = best_node(metric, {n: level_metrics(n, result.heights) for n in candidates})
         add_metrics(job, ctx, result, [node])
     else:
-        add_metrics(job, ctx, result, candidates)
-        node = best_node(metric, {n: result.metrics[n] for n in candidates})
+        add_metrics(job, ctx, result, candidates, best_by=metric)
+        node = best_node(metric, {n: result.metrics[n] for n in candidates if n in result.metrics})
     record_metrics(ctx, result, node)
     return node
 
 
-def add_metrics(job: Job, ctx: SearchContext, result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
+def add_metrics(
+    job: Job, ctx: SearchContext, result: SearchResult, nodes: list[tuple[int, ...]], best_by: Metric | None = None
+) -> None:
+    """The metrics of `nodes` not computed yet. With `best_by`, a metric the levels bound from below
+    (model.quality.BOUNDED), only those finding the best node by it needs: the nodes best bound first, a batch at
+    a time, until the next bound is worse than the best figure found (exact: every node left is as bad or
+    worse). On Adult's nine QIs with k=5 and every tuple allowed to go, ARX's loss read 1,845 of 12,960 passing
+    nodes (13 s instead of about 60); the non-monotonic entropy with k=100, whose suppressed tuples add much to
+    its bound, 9,225."""
     todo = [n for n in nodes if n not in result.metrics]
-    evaluator = metrics_evaluator(ctx, job.sensitive, len(todo))
+    evaluator = metrics_evaluator(ctx, job.sensitive, len(todo), job.select.quality)
+    bounds = evaluator.bounds(best_by.name, todo) if best_by is not None and todo else None
     # dropped when the statements succeeded; after an error the caller's rollback takes the tables (a DROP there
     # would fail in an aborted transaction and hide the error that stopped them)
-    result.metrics.update(evaluator.evaluate(todo, lambda done, total: ctx.progress("metrics", done, total)))
+    if bounds is None or best_by is None:
+        result.metrics.update(evaluator.evaluate(todo, lambda done, total: ctx.progress("metrics", done, total)))
+    else:
+        todo.sort(key=lambda n: rank(best_by, bounds[n], n))
+        size, best = evaluator.batch_size(), None
+        for start in range(0, len(todo), size):
+            if best is not None and _surely_worse(bounds[todo[start]], best):
+                break
+            result.metrics.update(evaluator.evaluate(todo[start : start + size]))
+            ctx.progress("metrics", min(start + size, len(todo)), len(todo))
+            evaluated = [n for n in nodes if n in result.metrics]
+            best = result.metrics[best_node(best_by, {n: result.metrics[n] for n in evaluated})][best_by.name]
     evaluator.close()
     ctx.conn.commit()
+
+
+def _surely_worse(bound: Any, best: Any, tolerance: float = 1e-9) -> bool:
+    """Whether a lower bound of a smaller-is-better figure (a number, or ARX's rank aggregate: a list compared
+    element by element) is worse than `best` beyond rounding: the bound and the figure add up the same terms
+    in other orders."""
+    pairs = zip(bound, best) if isinstance(bound, list) else [(bound, best)]
+    for b, f in pairs:
+        margin = tolerance * max(1.0, abs(f))
+        if b > f + margin:
+            return True
+        if b < f - margin:
+            return False
+    return False
 
 
 def record_metrics(ctx: SearchContext, result: SearchResult, selected: tuple[int, ...] | None) -> None:
     """Store the computed metrics in node_metrics (replacing the run's earlier rows)."""
     minimal = set(result.minimal)
     rows = [
-        (node_label(node), node in minimal, node == selected, *[values[name] for name in METRICS])
+        (node_label(node), node in minimal, node == selected, *[_stored(values[name]) for name in METRICS])
         for node, values in sorted(result.metrics.items())
     ]
     ctx.run.store.insert(ctx.meta_conn, store_runs.NODE_METRICS, ctx.run.run_id, rows)
     ctx.conn.commit()
+
+
+def _stored(figure: Any) -> Any:
+    """A metric as node_metrics stores it: ARX's rank aggregate (per-QI figures, largest first) by its largest."""
+    return figure[0] if isinstance(figure, list) else figure
 
 
 def method_output(job: Job, method: str, extra: str = "") -> Output:

@@ -347,6 +347,12 @@ CASES: dict[str, Case] = {
         "config file", "exactly one of policy", _set("select", {"policy": "min_suppression", "metric": "precision"})
     ),
     "select-unknown": Case("config file", "select.policy 'best' is unknown", _set("select", {"policy": "best"})),
+    "select-gs-factor": Case(
+        "parameters", "gs_factor must be a number from 0", _set("select", {"metric": "loss", "gs_factor": 2})
+    ),
+    "select-aggregate-of-one": Case(
+        "parameters", "aecs has one figure", _set("select", {"metric": "aecs", "aggregate": "max"})
+    ),
     "output-no-table": Case(
         "config file", "output is missing the required key 'table'", _set("output", {"schema": "main"})
     ),

@@ -20,10 +20,15 @@ def _round_trip(url: str, schema: str) -> None:
     try:
         migrate(db, schema)
         migrate(db, schema)  # idempotent
-        assert current_version(db, schema) == "0015"
+        assert current_version(db, schema) == "0016"
         assert metadata_tables(url, schema) == METADATA_TABLES
         assert "owner_role" in _columns(db, schema, "runs")
-        downgrade(db, schema, "-1")  # the store's routines go first, then the release ledger
+        assert "non_uniform_entropy" in _columns(db, schema, "node_metrics")
+        downgrade(db, schema, "-1")  # the store's routines go first, then ARX's quality models' columns
+        assert current_version(db, schema) == "0015" and metadata_tables(url, schema) == METADATA_TABLES
+        assert "non_uniform_entropy" not in _columns(db, schema, "node_metrics")
+        assert not _routines(db, schema)
+        downgrade(db, schema, "-1")  # the release ledger
         assert current_version(db, schema) == "0014" and metadata_tables(url, schema) == METADATA_TABLES - LEDGER
         assert not _routines(db, schema)
         downgrade(db, schema, "-1")  # the held pseudonym keys
@@ -42,7 +47,7 @@ def _round_trip(url: str, schema: str) -> None:
         downgrade(db, schema, "base")
         assert metadata_tables(url, schema) == {"alembic_version"}
         migrate(db, schema)
-        assert current_version(db, schema) == "0015"
+        assert current_version(db, schema) == "0016"
     finally:
         db.dispose()
 
@@ -107,7 +112,7 @@ def test_lattice_tables_sample_few_rows_for_statistics_on_postgres(pg_server: st
         assert _statistics_targets(db, schema) == {
             t: {10} for t in ("lattice_nodes", "lattice_node_levels", "lattice_edges")
         }
-        downgrade(db, schema, "0011")  # the store's routines, 0015, 0014, 0013, then 0012
+        downgrade(db, schema, "0011")  # the store's routines, 0016 to 0013, then 0012
         assert all(10 not in targets for targets in _statistics_targets(db, schema).values())
     finally:
         db.dispose()
@@ -121,7 +126,7 @@ def test_the_head_read_from_the_files_is_alembic_s():
 
     config = Config()
     config.set_main_option("script_location", str(resources.files("sqlanon.migrations")))
-    assert head_revision() == ScriptDirectory.from_config(config).get_current_head() == "0015"
+    assert head_revision() == ScriptDirectory.from_config(config).get_current_head() == "0016"
 
 
 def test_a_schema_at_head_is_checked_without_alembic(duck_url: str):
@@ -142,6 +147,6 @@ def test_a_schema_at_head_is_checked_without_alembic(duck_url: str):
 def test_migrate_command(duck_url: str):
     runner = CliRunner()
     result = runner.invoke(main, ["migrate", "--db", duck_url])
-    assert result.exit_code == 0 and "version 0015" in result.output
+    assert result.exit_code == 0 and "version 0016" in result.output
     result = runner.invoke(main, ["migrate", "--db", duck_url, "--downgrade", "base"])
     assert result.exit_code == 0 and "base" in result.output

@@ -393,6 +393,12 @@ def test_metrics_match_hand_computed_values(tmp_path: Path):
             "c_avg": 1.25,
             "discernibility": 9 + 4 + 6 * 1,
             "kl_divergence": ln3 / 6,
+            # ARX's: y's tuple covers its share (1/3) plus the rest of the domain; AECS counts it as one class
+            "loss": (5 / 3 + 1 - 2) / (6 - 2),
+            "aecs": 6 / 3,
+            "dm_star": 9 + 1 + 4,
+            "non_uniform_entropy": 0,
+            "non_uniform_entropy_nm": 0,  # one suppressed tuple: no entropy among them
         }
     )  # y's tuple spread over the 3 values of the top
     # level 1: A = {x, y} (4 tuples over 2 values), B = {z} (2)
@@ -408,6 +414,11 @@ def test_metrics_match_hand_computed_values(tmp_path: Path):
             "c_avg": 1.5,
             "discernibility": 16 + 4,
             "kl_divergence": ln2 - ln3 / 2,
+            "loss": (4 * 2 / 3 + 2 / 3 - 2) / (6 - 2),
+            "aecs": 3,
+            "dm_star": 20,
+            "non_uniform_entropy": -(3 * math.log2(3 / 4) + math.log2(1 / 4)),
+            "non_uniform_entropy_nm": -(3 * math.log2(3 / 4) + math.log2(1 / 4)),
         }
     )
     assert found[(2,)] == pytest.approx(
@@ -422,6 +433,11 @@ def test_metrics_match_hand_computed_values(tmp_path: Path):
             "c_avg": 3,
             "discernibility": 36,
             "kl_divergence": ln3 / 2,
+            "loss": 1,
+            "aecs": 6,
+            "dm_star": 36,
+            "non_uniform_entropy": -(3 * math.log2(3 / 6) + math.log2(1 / 6) + 2 * math.log2(2 / 6)),
+            "non_uniform_entropy_nm": -(3 * math.log2(3 / 6) + math.log2(1 / 6) + 2 * math.log2(2 / 6)),
         }
     )
 
@@ -434,6 +450,8 @@ def test_metrics_match_hand_computed_values(tmp_path: Path):
         ({"metric": "discernibility"}, (0,)),  # 19 < 20 < 36
         ({"metric": "kl_divergence"}, (1,)),  # not monotone with suppression: the best node is not minimal
         ({"metric": "classes"}, (0,)),  # 2 classes at levels 0 and 1: the tie goes to the lower node
+        ({"metric": "aecs"}, (0,)),  # 2 < 3 < 6
+        ({"metric": "dm_star"}, (0,)),  # minimal: 14
     ],
 )
 def test_selection_rules_on_the_small_table(tmp_path: Path, select: dict, expected: tuple):

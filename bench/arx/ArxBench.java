@@ -32,11 +32,13 @@ import org.deidentifier.arx.criteria.KMap.CellSizeEstimator;
 import org.deidentifier.arx.criteria.OrderedDistanceTCloseness;
 import org.deidentifier.arx.criteria.RecursiveCLDiversity;
 import org.deidentifier.arx.criteria.SampleUniqueness;
+import org.deidentifier.arx.metric.Metric;
 
 /**
  * ARX's times for the Adult jobs of bench_search.py and bench_criteria.py (and the criteria with 2% suppression),
  * on this machine: the bundled CSV, decompressed, with its hierarchies; Flash (ARX's default), ARX's default loss
- * metric.
+ * metric, except in the quality-model jobs ("adult quality": k=5 on the nine QIs, each with one of ARX's quality
+ * models, as bench_quality.py publishes; timed only, their lattices are not written).
  *
  *   java -cp ARX_CLASSES:. ArxBench ADULT_CSV HIERARCHY_DIR [REPEAT [LATTICES_TSV]]
  *
@@ -106,6 +108,20 @@ public class ArxBench {
                         new Job(null, suppression, risk.getValue(), true, false));
             }
         }
+        // ARX's quality models (bench_quality.py's selections), k=5 on all nine QIs: times only, no lattice
+        Map<String, Consumer<ARXConfiguration>> models = new LinkedHashMap<>();
+        models.put("non_uniform_entropy", c -> c.setQualityModel(Metric.createPrecomputedEntropyMetric(0.1d, true)));
+        models.put("non_uniform_entropy_nm",
+                c -> c.setQualityModel(Metric.createPrecomputedEntropyMetric(0.1d, false)));
+        models.put("loss (geometric)", c -> c.setQualityModel(Metric.createLossMetric()));
+        models.put("aecs", c -> c.setQualityModel(Metric.createAECSMetric()));
+        models.put("dm_star", c -> c.setQualityModel(Metric.createDiscernabilityMetric(true)));
+        for (double suppression : new double[] {0d, 0.04d, 1d}) {
+            for (Map.Entry<String, Consumer<ARXConfiguration>> model : models.entrySet()) {
+                jobs.put("adult quality\t" + model.getKey() + "\t" + suppression,
+                        new Job(null, suppression, model.getValue(), true, true, false));
+            }
+        }
         PrintWriter lattices = args.length > 3 ? new PrintWriter(args[3], StandardCharsets.UTF_8) : null;
         if (lattices != null) {
             lattices.println("dataset\tcriteria\tsuppression\tnode\tanonymity\toptimum");
@@ -127,7 +143,7 @@ public class ArxBench {
                     result.getProcessStatistics().getTransformationsChecked(),
                     result.getGlobalOptimum() == null ? "-"
                             : Arrays.toString(result.getGlobalOptimum().getTransformation()));
-            if (lattices != null) {
+            if (lattices != null && job.getValue().tagged()) {
                 writeLattice(lattices, job.getKey(), result);
             }
         }
@@ -153,13 +169,18 @@ public class ArxBench {
     }
 
     record Job(String sensitive, double suppression, Consumer<ARXConfiguration> criteria, boolean sensitiveModels,
-               boolean kAnonymity) {
+               boolean kAnonymity, boolean tagged) {
         Job(String sensitive, double suppression, Consumer<ARXConfiguration> criteria) {
-            this(sensitive, suppression, criteria, true, true);
+            this(sensitive, suppression, criteria, true, true, true);
         }
 
         Job(String sensitive, double suppression, Consumer<ARXConfiguration> criteria, boolean sensitiveModels) {
-            this(sensitive, suppression, criteria, sensitiveModels, true);
+            this(sensitive, suppression, criteria, sensitiveModels, true, true);
+        }
+
+        Job(String sensitive, double suppression, Consumer<ARXConfiguration> criteria, boolean sensitiveModels,
+            boolean kAnonymity) {
+            this(sensitive, suppression, criteria, sensitiveModels, kAnonymity, true);
         }
 
         Data data(File csv, File hierarchies) throws Exception {

@@ -1668,7 +1668,13 @@ def _print_levels(result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
     out.print(table)
 
 
-def _print_metrics(result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
+def _print_metrics(result: SearchResult, nodes: list[tuple[int, ...]], chosen_by: str = "") -> None:
+    """The nodes' metrics as a table: the usual ones, and the one that chose the node (`chosen_by`, a selection's
+    description) where it is not among them (ARX's quality models)."""
+    names = list(METRIC_HEADERS)
+    chosen = chosen_by.removeprefix("metric ")
+    if chosen in METRICS and chosen not in names:
+        names.append(chosen)
     table = Table(
         title="utility metrics (prec, classes: higher is better)",
         box=box.SIMPLE_HEAD,
@@ -1676,11 +1682,11 @@ def _print_metrics(result: SearchResult, nodes: list[tuple[int, ...]]) -> None:
         collapse_padding=True,
     )
     table.add_column("node", no_wrap=True)
-    for header in METRIC_HEADERS.values():
-        table.add_column(header, justify="right", no_wrap=True)
+    for name in names:
+        table.add_column(METRIC_HEADERS.get(name, name), justify="right", no_wrap=True)
     for node in nodes:
         values = result.metrics[node]
-        table.add_row(node_label(node), *(_shown_number(values[name]) for name in METRIC_HEADERS))
+        table.add_row(node_label(node), *(_shown_number(values[name]) for name in names))
     out.print(table)
 
 
@@ -1781,7 +1787,7 @@ def _print_anonymized(result: AnonymizeResult) -> None:
     )
     audit_report = result.audit
     checks = ", ".join(f"{name} {'holds' if ok else 'FAILS'}" for name, ok in audit_report.holds.items())
-    _print_metrics(result.search, [result.node])
+    _print_metrics(result.search, [result.node], result.selection)
     counted = audit_report.counted
     suppressed = (
         f", {result.suppressed} {counted.replace('rows', 'tuples')} suppressed" if result.search.max_suppressed else ""

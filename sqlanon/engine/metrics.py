@@ -26,10 +26,12 @@ from sqlalchemy.engine import Connection
 
 from ..criteria import Criterion, KAnonymity
 from ..model.lattice import Levels
-from ..model.selection import level_metrics
+from ..model.quality import BOUNDED, QualitySettings, QualitySums, aecs_bound
+from ..model.quality import figures as quality_figures
+from ..model.selection import ARX_AGGREGATES, level_metrics
 from ..store.records import RunRecord
 from .checker import WaveChecker
-from .node_releases import ClassSums, NodeReleases
+from .node_releases import ClassSums, MarginalTerms, NodeReleases
 from .star import StarSchema
 
 METRICS_CUBE = 3  # the metrics' cube among the run's (engine.checker's `part`)
@@ -49,12 +51,16 @@ class MetricsEvaluator:
         cube: bool = True,
         cells_term: float | None = None,
         checker: WaveChecker | None = None,
+        quality: QualitySettings | None = None,
     ):
         """`cube`: store the table grouped at level 0 once and group every node from it (worth it for several
         nodes; for one, each statement that reads it scans the table). `cells_term`: the level-0 cells' sum of c
         ln c, when known (a search's cube computes it). `checker`: a cube of `star` already stored (a search's,
-        see WaveChecker.carrying), which the evaluator reads instead, and drops."""
+        see WaveChecker.carrying), which the evaluator reads instead, and drops. `quality`: the factor and aggregate
+        function of ARX's quality models (default: ARX's)."""
         self.conn, self.star, self.criteria, self.run = conn, star, criteria, run
+        self.quality = quality or QualitySettings()
+        self._marginal_terms: MarginalTerms | None = None
         self.db, self.heights, self.rows = star.db, star.heights, star.rows
         self.use_cube = cube
         self._releases: NodeReleases | None = None
@@ -108,6 +114,65 @@ class MetricsEvaluator:
             self._cells_term = self._batches().checker.cells_term()
         return self._cells_term
 
+    def _terms(self) -> MarginalTerms:
+        """Per QI and level, the table's sums over its values there (read once, from the cube)."""
+        if self._marginal_terms is None:
+            self._marginal_terms = self._batches().marginal_terms()
+        return self._marginal_terms
+
+    def batch_size(self) -> int:
+        """The nodes a batch of `evaluate` reads in one go."""
+        return self._batches().batch_size()
+
+    def bounds(self, metric: str, nodes: list[Levels]) -> dict[Levels, Any] | None:
+        """Per node, a lower bound of `metric` from the levels and the table's marginal terms alone (no class of the
+        node read): ARX's models that suppression only adds to, their figure with nothing suppressed
+        (model.quality.BOUNDED), or AECS's with the most classes the node's levels allow; None for the other
+        metrics."""
+        if metric not in BOUNDED:
+            return None
+        dims, terms = self.star.dimensions, self._terms()
+        found: dict[Levels, Any] = {}
+        if metric == "aecs":
+            for node in nodes:
+                most = math.prod(terms.values[(d.attr, level)] for d, level in zip(dims, node))
+                found[node] = aecs_bound(self.rows, most, self.quality)
+            return found
+        for node in nodes:
+            unsuppressed = QualitySums(
+                rows=self.rows,
+                suppressed=0,
+                classes=0,
+                leaves=[d.leaves for d in dims],
+                released_penalty=[terms.penalty[(d.attr, level)] for d, level in zip(dims, node)],
+                suppressed_penalty=[0.0] * len(dims),
+                entropy_term=self._entropy_terms(node),
+                suppressed_c_ln_c=[0.0] * len(dims),
+            )
+            found[node] = quality_figures(unsuppressed, self.quality, ARX_AGGREGATES)[metric]
+        return found
+
+    def _entropy_terms(self, node: Levels) -> list[float]:
+        """Per QI, the entropy term at the node's level: sum over values of c log2(c / b), b the rows of the value's
+        generalization, so sum c ln c at level 0 minus the same at the node's level (the b of a value adds up its
+        leaves' c), over ln 2."""
+        terms, dims = self._terms().c_ln_c, self.star.dimensions
+        return [(terms[(d.attr, 0)] - terms[(d.attr, level)]) / math.log(2) for d, level in zip(dims, node)]
+
+    def quality_sums(self, node: Levels, sums: ClassSums) -> QualitySums:
+        """What ARX's quality models read of the node (model.quality)."""
+        dims = self.star.dimensions
+        return QualitySums(
+            rows=self.rows,
+            suppressed=sums.suppressed,
+            classes=sums.classes,
+            leaves=[d.leaves for d in dims],
+            released_penalty=sums.released_penalties or [0.0] * len(dims),
+            suppressed_penalty=sums.suppressed_penalties or [0.0] * len(dims),
+            entropy_term=self._entropy_terms(node),
+            suppressed_c_ln_c=sums.suppressed_c_ln_c or [0.0] * len(dims),
+        )
+
     def figures(self, node: Levels, sums: ClassSums) -> dict[str, Any]:
         """The node's metrics from its class sums (over frequency sets carrying every sensitive attribute of the
         star, the classes that violate the criteria suppressed), computed here or by another batch of the run."""
@@ -124,4 +189,6 @@ class MetricsEvaluator:
             "c_avg": average / self.k if average is not None and self.k else None,
             "discernibility": round(sums.squares) + n * suppressed,
             "kl_divergence": max(kl, 0.0),  # clamp rounding noise around an exact 0
+            "dm_star": round(sums.all_squares),
+            **quality_figures(self.quality_sums(node, sums), self.quality, ARX_AGGREGATES),
         }

@@ -20,9 +20,10 @@ computed from the dimension tables once. The audit's figures are a person's what
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -80,7 +81,8 @@ class ClassSums:
     """A node's sums over its classes: released classes, suppressed tuples, n^2 over the released classes and
     over all (DM*), ARX's certainty penalty (suppressed tuples: 1 per QI), and for KL divergence the sum over the
     released (class, values) cells of c ln c - c ln(area of the class), and over the suppressed tuples grouped
-    by their values, c ln c."""
+    by their values, c ln c. Per QI, for ARX's quality models (model.quality): the certainty penalty of the
+    released and of the suppressed tuples, and over the suppressed tuples grouped by the QI's value, c ln c."""
 
     classes: int = 0
     suppressed: int = 0
@@ -89,6 +91,19 @@ class ClassSums:
     penalty: float = 0.0
     kl_released: float = 0.0
     kl_suppressed: float = 0.0
+    released_penalties: tuple[float, ...] = ()
+    suppressed_penalties: tuple[float, ...] = ()
+    suppressed_c_ln_c: tuple[float, ...] = ()
+
+
+@dataclass
+class MarginalTerms:
+    """Per (QI, level): over the table's values at that level, the sum of c ln c, and of c times each value's
+    certainty penalty, and how many values there are (see NodeReleases.marginal_terms)."""
+
+    c_ln_c: dict[tuple[int, int], float] = field(default_factory=dict)
+    penalty: dict[tuple[int, int], float] = field(default_factory=dict)
+    values: dict[tuple[int, int], int] = field(default_factory=dict)  # the distinct values the table holds there
 
 
 class NodeReleases:
@@ -115,10 +130,19 @@ class NodeReleases:
 
     def batches(self, nodes: list[tuple[int, ...]]) -> list[list[tuple[int, ...]]]:
         """`nodes` cut into batches whose cells (cube rows x nodes) stay within ROWS_PER_STATEMENT. (The areas'
-        lookup, made at its first use, covers the levels of the nodes given here.)"""
-        self._levels |= {(attr, level) for node in nodes for attr, level in enumerate(node) if level > 0}
-        size = max(1, ROWS_PER_STATEMENT // max(self.checker.rows, 1))
+        lookup, made at its first use, covers the levels of the nodes given here; one made before for other
+        levels is made again.)"""
+        levels = {(attr, level) for node in nodes for attr, level in enumerate(node) if level > 0}
+        if self._areas is not None and not levels <= self._levels:
+            self.db.drop_table(self.conn, self._areas)
+            self._areas = None
+        self._levels |= levels
+        size = self.batch_size()
         return [nodes[start : start + size] for start in range(0, len(nodes), size)]
+
+    def batch_size(self) -> int:
+        """The nodes a batch holds: its cells (cube rows x nodes) within ROWS_PER_STATEMENT."""
+        return max(1, ROWS_PER_STATEMENT // max(self.checker.rows, 1))
 
     def values(self, nodes: list[tuple[int, ...]], columns: bool = False, only: list[int] | None = None) -> str:
         """The batch's VALUES list (of its nodes numbered `only`, or all): node number, class masks m.., and with
@@ -373,44 +397,118 @@ class NodeReleases:
             )
         penalty = " + ".join(f"COALESCE(a{d.attr}.weight, 0)" for d in dims)
         ln_area = " + ".join(f"COALESCE(a{d.attr}.ln_area, 0)" for d in dims)
+        per_qi = "".join(
+            f", SUM(c.n * {kept} * COALESCE(a{d.attr}.weight, 0))" for d in dims for kept in ("c.kept", "(1 - c.kept)")
+        )
         square = "CAST(c.n AS DOUBLE PRECISION) * c.n"
         rows = self.db.execute(
             self.conn,
             f"SELECT c.{NODE}, SUM(c.kept), SUM(c.n * (1 - c.kept)), SUM({square} * c.kept), "
             f"SUM({square}), "
             f"SUM(CASE WHEN c.kept = 0 THEN c.n * {len(dims)}.0 ELSE c.n * ({penalty}) END), "
-            f"SUM(CASE WHEN c.kept = 1 THEN c.c_ln_c - c.n * ({ln_area}) ELSE 0 END) FROM {batch.classes} c "
+            f"SUM(CASE WHEN c.kept = 1 THEN c.c_ln_c - c.n * ({ln_area}) ELSE 0 END){per_qi} FROM {batch.classes} c "
             f"JOIN {self.values(batch.nodes, columns=True)} ON w.{NODE} = c.{NODE} {' '.join(lookups)} "
             f"GROUP BY c.{NODE}",
         ).all()
         self.statements += 1
         suppressed = self._suppressed_sums(batch)
-        return {
-            int(node): ClassSums(
+        sums = {}
+        for node, classes, out, squares, every, penalty_sum, kl, *penalties in rows:
+            by_part = suppressed.get(int(node), {})
+            sums[int(node)] = ClassSums(
                 int(classes or 0),
                 int(out or 0),
                 float(squares or 0),
                 float(every or 0),
                 float(penalty_sum or 0),
                 float(kl or 0),
-                suppressed.get(int(node), 0.0),
+                by_part.get(-1, 0.0),
+                tuple(float(p or 0) for p in penalties[0::2]),
+                tuple(float(p or 0) for p in penalties[1::2]),
+                tuple(by_part.get(d.attr, 0.0) for d in dims),
             )
-            for node, classes, out, squares, every, penalty_sum, kl in rows
-        }
+        return sums
 
-    def _suppressed_sums(self, batch: NodeBatch) -> dict[int, float]:
-        """Per node: over its suppressed tuples grouped by their sensitive values, the sum of c ln c."""
+    def _suppressed_sums(self, batch: NodeBatch) -> dict[int, dict[int, float]]:
+        """Per node: over its suppressed tuples grouped by their sensitive values, the sum of c ln c (part -1, KL
+        divergence), and per QI (its number) grouped by its value at the node's level (ARX's non-uniform entropy):
+        one statement."""
         if not batch.suppressed:
             return {}
         on = " AND ".join(f"s.{column} = x.{column}" for column in [NODE, *self.keys])
-        group = ", ".join([f"s.{NODE}", *(f"s.{column}" for column in self.sensitive)])
+        parts = [(-1, [f"s.{column}" for column in self.sensitive])] + [
+            (d.attr, [f"s.key{k} & CAST(w.a{d.attr}_{k} AS BIGINT)" for k in self._keys_of(d.attr)])
+            for d in self.checker.star.dimensions
+        ]
+        values = self.values(batch.nodes, columns=True)
+        groupings = [(part, ", ".join([f"s.{NODE}", *group])) for part, group in parts]
         rows = self.db.execute(
             self.conn,
-            f"SELECT {NODE}, {sum_c_ln_c('c')} FROM (SELECT {group}, SUM(s.cnt) AS c FROM "
-            f"{batch.frequency_sets} s JOIN {batch.suppressed} x ON {on} GROUP BY {group}) g GROUP BY {NODE}",
+            " UNION ALL ".join(
+                f"SELECT {NODE}, {part} AS part, {sum_c_ln_c('c')} AS total FROM (SELECT {group}, SUM(s.cnt) AS c "
+                f"FROM {batch.frequency_sets} s JOIN {batch.suppressed} x ON {on} JOIN {values} ON w.{NODE} = "
+                f"s.{NODE} GROUP BY {group}) g GROUP BY {NODE}"
+                for part, group in groupings
+            ),
         ).all()
         self.statements += 1
-        return {int(node): float(total) for node, total in rows}
+        found: dict[int, dict[int, float]] = {}
+        for node, part, total in rows:
+            found.setdefault(int(node), {})[int(part)] = float(total)
+        return found
+
+    def marginal_terms(self) -> MarginalTerms:
+        """Per QI and level, over the table's values at that level: the sum of c ln c (c: the rows holding the
+        value), and of c times the value's certainty penalty. ARX's quality models read them (model.quality). One
+        statement groups the cube by each QI's level-0 bits (GROUPING SETS), one reads the penalties of every
+        value of every level from the dimension tables; both return as many rows as the QIs have values (Adult:
+        201 and 289), and grouping the counts to the higher levels is arithmetic on those few numbers, done here."""
+        dims = self.checker.star.dimensions
+        cube = self.db.ref_table(self.checker.ref, [*self.keys, "cnt"]).alias("c")
+        keyed = {
+            d.attr: [
+                _and(cube.c[f"key{k}"], self.checker.attribute_masks(d.attr, 0)[k]).label(f"q{d.attr}_{k}")
+                for k in self._keys_of(d.attr)
+            ]
+            for d in dims
+        }
+        columns = [column for attr_columns in keyed.values() for column in attr_columns]
+        query = sa.select(*columns, sa.func.sum(cube.c.cnt).label("n")).group_by(
+            sa.func.grouping_sets(*(sa.tuple_(*attr_columns) for attr_columns in keyed.values()))
+        )
+        counts: dict[int, list[tuple[tuple[int, ...], int]]] = {d.attr: [] for d in dims}
+        positions = {attr: [columns.index(c) for c in attr_columns] for attr, attr_columns in keyed.items()}
+        for row in self._rows(query):
+            for attr, at in positions.items():
+                if row[at[0]] is not None:
+                    counts[attr].append((tuple(int(row[i]) for i in at), int(row[-1])))
+        weights = self._value_weights()
+        terms = MarginalTerms()
+        for attr, level in ((d.attr, level) for d in dims for level in range(d.height + 1)):
+            masks = [self.checker.attribute_masks(attr, level)[k] for k in self._keys_of(attr)]
+            grouped: dict[tuple[int, ...], int] = {}
+            for bits, n in counts[attr]:
+                value = tuple(b & m for b, m in zip(bits, masks))
+                grouped[value] = grouped.get(value, 0) + n
+            terms.c_ln_c[(attr, level)] = math.fsum(n * math.log(n) for n in grouped.values())
+            terms.values[(attr, level)] = len(grouped)
+            weight = weights.get((attr, level), {})
+            terms.penalty[(attr, level)] = math.fsum(n * weight.get(value, 0.0) for value, n in grouped.items())
+        return terms
+
+    def _value_weights(self) -> dict[tuple[int, int], dict[tuple[int, ...], float]]:
+        """Per QI and level above 0, each value's certainty penalty by its masked bits (the areas' lookup's rows
+        for every level, read instead of stored)."""
+        dims = self.checker.star.dimensions
+        parts = [self._area_select(d.attr, level) for d in dims for level in range(1, d.height + 1)]
+        weights: dict[tuple[int, int], dict[tuple[int, ...], float]] = {}
+        if not parts:
+            return weights
+        self.statements += 1
+        for attr, level, *bits, weight, _ in self.db.execute(self.conn, " UNION ALL ".join(parts)).all():
+            value = tuple(int(bits[k]) for k in self._keys_of(int(attr)))
+            weights.setdefault((int(attr), int(level)), {})[value] = float(weight)
+        return weights
 
     def person_figures(self, thresholds: dict[str, float]) -> str:
         """The Bayes-optimal audit's figures of each original cell q (a level-0 key) holding several values,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from .frames import FRAME_TABLE, MEMORY_URL, SourceFrame
 from .lattice import Levels
+from .quality import QualitySettings
 from .selection import METRICS, POLICIES, Rank, levels_rank, needs_every_passing_node, selection_metric
 
 if TYPE_CHECKING:
@@ -204,6 +205,9 @@ class Selection:
 
     policy: str | None = "min_absolute_distance"
     metric: str | None = None
+    #: ARX's generalization/suppression factor and aggregate function, for ARX's quality models (model.quality)
+    gs_factor: float = 0.5
+    aggregate: str | None = None
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.metric is None):
@@ -212,6 +216,23 @@ class Selection:
             _choice(self.policy, tuple(POLICIES), "select.policy")
         if self.metric is not None:
             _choice(self.metric, tuple(METRICS), "select.metric")
+        QualitySettings(self.gs_factor, self.aggregate)  # checks the factor and the aggregate
+        chosen = METRICS.get(self.metric or "")
+        arx = [m for m in METRICS.values() if m.arx]
+        if self.gs_factor != 0.5 and not (chosen and chosen.arx):
+            raise ConfigError(
+                f"select.gs_factor weighs ARX's quality models only ({', '.join(m.name for m in arx)}); "
+                f"{self.describe()} takes none"
+            )
+        if self.aggregate is not None and not (chosen and chosen.aggregate):
+            raise ConfigError(
+                "select.aggregate combines the per-QI figures of "
+                f"{', '.join(m.name for m in arx if m.aggregate)} only; {self.describe()} has one figure"
+            )
+
+    @property
+    def quality(self) -> QualitySettings:
+        return QualitySettings(self.gs_factor, self.aggregate)
 
     def describe(self) -> str:
         return f"policy {self.policy}" if self.policy else f"metric {self.metric}"

@@ -16,6 +16,13 @@ class Metric:
     better: str  # "min" or "max"
     levels_only: bool  # depends on the levels alone: its best passing node is minimal even with suppression
     description: str
+    #: gets no better under generalization and ignores what is suppressed, so its best passing node is minimal
+    #: even with suppression (as levels_only), though it reads the data
+    minimal_optimum: bool = False
+    #: one of ARX's quality models (see quality.py): takes ARX's generalization/suppression factor, and where
+    #: it has one figure per QI, the aggregate function that combines them (this one by default)
+    arx: bool = False
+    aggregate: str | None = None
 
 
 METRICS: dict[str, Metric] = {
@@ -58,8 +65,51 @@ METRICS: dict[str, Metric] = {
             levels_only=False,
             description="KL divergence of the (QI, sensitive) distribution, uniformity assumed",
         ),
+        Metric(
+            name="loss",
+            better="min",
+            levels_only=False,
+            description="ARX's loss: per QI, the share of the domain each tuple's value covers, normalized",
+            arx=True,
+            # the mean certainty penalty, which `analyze` reports as loss; ARX's own default is the geometric mean
+            aggregate="arithmetic_mean",
+        ),
+        Metric(
+            name="aecs",
+            better="min",
+            levels_only=False,
+            description="ARX's average equivalence class size: rows / classes, the suppressed tuples one class",
+            arx=True,
+        ),
+        Metric(
+            name="dm_star",
+            better="min",
+            levels_only=False,
+            description="ARX's monotonic discernibility: sum of squared class sizes, suppressed classes included",
+            minimal_optimum=True,
+        ),
+        Metric(
+            name="non_uniform_entropy",
+            better="min",
+            levels_only=False,
+            description="ARX's non-uniform entropy: per QI, the bits the generalization takes from each tuple",
+            minimal_optimum=True,
+            arx=True,
+            aggregate="sum",
+        ),
+        Metric(
+            name="non_uniform_entropy_nm",
+            better="min",
+            levels_only=False,
+            description="ARX's non-monotonic non-uniform entropy: the suppressed tuples' lost bits added",
+            arx=True,
+            aggregate="sum",
+        ),
     )
 }
+
+#: ARX's multi-QI quality models, each with its own default aggregate function
+ARX_AGGREGATES = {m.name: m.aggregate for m in METRICS.values() if m.aggregate}
 
 #: Samarati & Sweeney's preference policies, each the best minimal node by one metric
 POLICIES: dict[str, str] = {
@@ -83,9 +133,10 @@ def needs_every_passing_node(metric: Metric, by_policy: bool, max_suppressed: in
     Policies choose among minimal nodes by definition. Every metric here gets
     no better under generalization without suppression (KL: coarser blocks
     only add divergence), so its optimum is minimal; with suppression the
-    data-dependent ones can improve higher up (fewer suppressed tuples).
+    data-dependent ones can improve higher up (fewer suppressed tuples), except
+    those that ignore what is suppressed (`minimal_optimum`).
     """
-    return not by_policy and not metric.levels_only and max_suppressed > 0
+    return not by_policy and not (metric.levels_only or metric.minimal_optimum) and max_suppressed > 0
 
 
 def level_metrics(node: Levels, heights: list[int]) -> dict[str, Any]:
@@ -100,13 +151,16 @@ def best_node(metric: Metric, metrics: dict[Levels, dict[str, Any]]) -> Levels:
     return min(metrics, key=lambda node: rank(metric, metrics[node][metric.name], node))
 
 
-Rank = tuple[float, int, Levels]
+Rank = tuple[tuple[float, ...], int, Levels]
 
 
 def rank(metric: Metric, value: Any, node: Levels) -> Rank:
-    """`node`'s place in `metric`'s order, the smaller the better (see best_node)."""
+    """`node`'s place in `metric`'s order, the smaller the better (see best_node). A list (ARX's rank aggregate:
+    per-QI figures, largest first) compares element by element."""
     sign = 1 if metric.better == "min" else -1
-    return (float("inf") if value is None else sign * round(float(value), 9), sum(node), node)
+    if isinstance(value, list | tuple):
+        return (tuple(sign * round(float(v), 9) for v in value), sum(node), node)
+    return ((float("inf") if value is None else sign * round(float(value), 9),), sum(node), node)
 
 
 def levels_rank(metric: Metric, heights: list[int]) -> Callable[[Levels], Rank] | None:

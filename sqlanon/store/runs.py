@@ -147,6 +147,11 @@ NODE_METRICS = Insert(
         ("c_avg", "double precision"),
         ("discernibility", "bigint"),
         ("kl_divergence", "double precision"),
+        ("loss", "double precision"),
+        ("aecs", "double precision"),
+        ("dm_star", "double precision"),
+        ("non_uniform_entropy", "double precision"),
+        ("non_uniform_entropy_nm", "double precision"),
     ),
     replace=True,
 )

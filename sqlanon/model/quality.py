@@ -1,0 +1,161 @@
+"""ARX's quality models as selection metrics: the arithmetic on a node's few sums (no connection; the sums come
+from engine.node_releases, in SQL).
+
+Each figure is ARX's own (its class in brackets), with ARX's generalization/suppression factor `gs` (0.5 by
+default: both factors 1; below 0.5 suppression weighs less, above it generalization does) and, where the model
+has one figure per QI, ARX's aggregate function over them:
+
+- `loss` [MetricMDNMLoss]: per QI, each released tuple's value covers a share of the QI's domain (the hierarchy
+  leaves under it / all leaves), times the generalization factor; a suppressed tuple covers its share plus the
+  suppression factor times the rest; the sum over tuples is normalized from its least (every tuple one leaf) to
+  its most (every tuple the whole domain). Default aggregate: the arithmetic mean (then, with the factor 0.5,
+  the normalized certainty penalty `sqlanon analyze` reports as loss); ARX's own default is the geometric mean.
+- `aecs` [MetricSDAECS]: rows / (released classes, times the suppression factor, plus the generalization factor
+  when tuples are suppressed: the suppressed tuples count as one class). ARX swaps the two factors here on purpose.
+- `non_uniform_entropy` [MetricMDNUEntropyPrecomputed, monotonic]: per QI, sum over the table's tuples of
+  log2(rows holding the tuple's generalized value / rows holding its original value), times the generalization
+  factor: computed on the whole table, whatever is suppressed. Default aggregate: sum.
+- `non_uniform_entropy_nm` [MetricMDNUNMEntropyPrecomputed]: the same, plus per QI, times the suppression
+  factor, the suppressed tuples' entropy over their generalized values (sum of c log2(S / c)).
+
+Each per-QI figure is rounded down to ten decimals, as ARX rounds it. The aggregates: `sum`, `max`,
+`arithmetic_mean`, `geometric_mean` (the product of (v + 1) to the power 1/QIs, minus 1) and `rank` (the figures
+largest first, compared element by element).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+
+AGGREGATES = ("sum", "max", "arithmetic_mean", "geometric_mean", "rank")
+#: the models a node's levels and the table's marginal counts bound from below, without reading its classes: loss
+#: and the non-monotonic entropy by their figure with nothing suppressed (a suppressed tuple's share of the domain
+#: is at least what it would be released, g <= 1; the suppressed tuples' entropy is not negative), per QI, so
+#: under every aggregate function; AECS by at most as many classes as the product of the QIs' values at their
+#: levels, or rows (`aecs_bound`). A selection reads the nodes best bound first, and stops where a bound is
+#: worse than the best figure found
+BOUNDED = ("loss", "non_uniform_entropy_nm", "aecs")
+ROUNDING = 1e10  # ARX rounds each figure down to ten decimals (Metric.round)
+
+
+@dataclass(frozen=True)
+class QualitySettings:
+    """ARX's generalization/suppression factor and aggregate function (None: the metric's own default)."""
+
+    gs_factor: float = 0.5
+    aggregate: str | None = None
+
+    def __post_init__(self) -> None:
+        gs = self.gs_factor
+        if isinstance(gs, bool) or not isinstance(gs, int | float) or not math.isfinite(gs) or not 0 <= gs <= 1:
+            raise ConfigError(
+                f"select.gs_factor must be a number from 0 (suppression costs nothing) to 1 (generalization costs "
+                f"nothing), got {gs!r}; 0.5 weighs both alike"
+            )
+        if self.aggregate is not None and self.aggregate not in AGGREGATES:
+            raise ConfigError(f"select.aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
+
+    @property
+    def generalization(self) -> float:
+        return 1.0 if self.gs_factor <= 0.5 else 1.0 - 2.0 * (self.gs_factor - 0.5)
+
+    @property
+    def suppression(self) -> float:
+        return 2.0 * self.gs_factor if self.gs_factor < 0.5 else 1.0
+
+
+@dataclass(frozen=True)
+class QualitySums:
+    """A node's sums the quality models read: `rows` of the table, `suppressed` tuples, released `classes`, and
+    per QI: its hierarchy's `leaves`, the released and the suppressed tuples' certainty penalties (sum of n times
+    (leaves under the class's value - 1) / (leaves - 1)), the table's entropy term at the node's level (sum over
+    the table's values of c log2(c / rows holding its generalized value), at most 0), and over the suppressed
+    tuples grouped by their generalized value, the sum of c ln c."""
+
+    rows: int
+    suppressed: int
+    classes: int
+    leaves: Sequence[int]
+    released_penalty: Sequence[float]
+    suppressed_penalty: Sequence[float]
+    entropy_term: Sequence[float]
+    suppressed_c_ln_c: Sequence[float]
+
+
+def _round(value: float) -> float:
+    return math.floor(value * ROUNDING) / ROUNDING
+
+
+def aggregate(values: Sequence[float], function: str) -> float | list[float]:
+    """The per-QI figures combined as ARX's aggregate function does (weights 1)."""
+    if function == "sum":
+        return math.fsum(values)
+    if function == "max":
+        return max(values, default=0.0)
+    if function == "arithmetic_mean":
+        return math.fsum(values) / len(values) if values else 0.0
+    if function == "geometric_mean":
+        return math.prod((v + 1.0) ** (1.0 / len(values)) for v in values) - 1.0 if values else 0.0
+    assert function == "rank", function
+    return sorted(values, reverse=True)
+
+
+def loss(sums: QualitySums, settings: QualitySettings) -> list[float]:
+    """ARX's loss per QI."""
+    g, s, n = settings.generalization, settings.suppression, sums.rows
+    released, suppressed = n - sums.suppressed, sums.suppressed
+    figures = []
+    for leaves, kept_penalty, out_penalty in zip(sums.leaves, sums.released_penalty, sums.suppressed_penalty):
+        # a tuple's share of the domain, summed: (leaves - 1) / leaves of its penalty, plus 1 / leaves of it
+        kept_share = ((leaves - 1) * kept_penalty + released) / leaves
+        out_share = ((leaves - 1) * out_penalty + suppressed) / leaves
+        total = g * kept_share + out_share + s * (suppressed - out_share)
+        least, most = g * n / leaves, n
+        figures.append(_round(max((total - least) / (most - least), 0.0)) if most > least else 0.0)
+    return figures
+
+
+def aecs(sums: QualitySums, settings: QualitySettings) -> float:
+    """ARX's average equivalence class size (the factors swapped, as ARX swaps them)."""
+    groups = sums.classes * settings.suppression
+    if sums.suppressed:
+        groups += settings.generalization
+    return sums.rows / groups if groups else math.inf
+
+
+def aecs_bound(rows: int, most_classes: int, settings: QualitySettings) -> float:
+    """A lower bound of ARX's AECS for a node of at most `most_classes` classes (suppressed tuples or not)."""
+    groups = min(rows, most_classes) * settings.suppression + settings.generalization
+    return rows / groups if groups else math.inf
+
+
+def non_uniform_entropy(sums: QualitySums, settings: QualitySettings, *, monotonic: bool) -> list[float]:
+    """ARX's non-uniform entropy per QI; not `monotonic`: the suppressed tuples' entropy added."""
+    figures = []
+    out = sums.suppressed
+    for term, c_ln_c in zip(sums.entropy_term, sums.suppressed_c_ln_c):
+        value = settings.generalization * term
+        if not monotonic and out:
+            value += settings.suppression * (c_ln_c - out * math.log(out)) / math.log(2)
+        figures.append(_round(-value) if value else 0.0)
+    return figures
+
+
+def figures(sums: QualitySums, settings: QualitySettings, defaults: dict[str, str]) -> dict[str, float | list[float]]:
+    """Every quality model's figure for one node (`defaults`: each multi-QI model's own aggregate function)."""
+
+    def combined(name: str, values: list[float]) -> float | list[float]:
+        return aggregate(values, settings.aggregate or defaults[name])
+
+    return {
+        "loss": combined("loss", loss(sums, settings)),
+        "aecs": aecs(sums, settings),
+        "non_uniform_entropy": combined("non_uniform_entropy", non_uniform_entropy(sums, settings, monotonic=True)),
+        "non_uniform_entropy_nm": combined(
+            "non_uniform_entropy_nm", non_uniform_entropy(sums, settings, monotonic=False)
+        ),
+    }
