@@ -346,12 +346,13 @@ def add_metrics(
         result.metrics.update(evaluator.evaluate(todo, lambda done, total: ctx.progress("metrics", done, total)))
     else:
         todo.sort(key=lambda n: rank(best_by, bounds[n], n))
-        size, best = evaluator.batch_size(), None
-        for start in range(0, len(todo), size):
-            if best is not None and _surely_worse(bounds[todo[start]], best):
-                break
+        # the first node alone, then twice as many each time up to a batch: where the bound is tight (the
+        # monotonic entropy's is its figure) one node or a few are read; where it is loose, few statements more
+        start, size, most, best = 0, 1, evaluator.batch_size(), None
+        while start < len(todo) and not (best is not None and _surely_worse(bounds[todo[start]], best)):
             result.metrics.update(evaluator.evaluate(todo[start : start + size]))
-            ctx.progress("metrics", min(start + size, len(todo)), len(todo))
+            start, size = start + size, min(2 * size, most)
+            ctx.progress("metrics", min(start, len(todo)), len(todo))
             evaluated = [n for n in nodes if n in result.metrics]
             best = result.metrics[best_node(best_by, {n: result.metrics[n] for n in evaluated})][best_by.name]
     evaluator.close()

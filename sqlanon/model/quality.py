@@ -35,10 +35,10 @@ AGGREGATES = ("sum", "max", "arithmetic_mean", "geometric_mean", "rank")
 #: the models a node's levels and the table's marginal counts bound from below, without reading its classes: loss
 #: and the non-monotonic entropy by their figure with nothing suppressed (a suppressed tuple's share of the domain
 #: is at least what it would be released, g <= 1; the suppressed tuples' entropy is not negative), per QI, so
-#: under every aggregate function; AECS by at most as many classes as the product of the QIs' values at their
-#: levels, or rows (`aecs_bound`). A selection reads the nodes best bound first, and stops where a bound is
-#: worse than the best figure found
-BOUNDED = ("loss", "non_uniform_entropy_nm", "aecs")
+#: under every aggregate function; the monotonic entropy likewise, where the bound is the figure; AECS by at most
+#: as many classes as the product of the QIs' values at their levels, or rows (`aecs_bound`). A selection reads
+#: the nodes best bound first, and stops where a bound is worse than the best figure found
+BOUNDED = ("loss", "non_uniform_entropy_nm", "non_uniform_entropy", "aecs")
 ROUNDING = 1e10  # ARX rounds each figure down to ten decimals (Metric.round)
 
 
