@@ -7,7 +7,8 @@ Adult: all nine QIs with k=5 (ARX's TestAnonymizationKAnonymity job) at 0%, 4% a
 one: ARX's heuristic tests' limit). Hospital (../shared/tools/gen_hospital.py): its five QIs, k=5, 0% and 2%.
 Per selection: `anonymize`'s seconds (search, selection, write and audit; median of REPEAT), the nodes whose
 metrics the selection read, the ratio to the default policy's `anonymize` on the same job and limit, and the
-ratio to one GROUP BY of the table's QIs.
+ratio to one GROUP BY of the table's QIs; and the search and selection alone (what ARX's anonymize() does) beside
+ARX's warm median on this machine (`bench/arx/run.sh`: its "adult quality" jobs, Flash, 100% for "all but 1").
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from bench_hospital import QIS as HOSPITAL_QIS
 from bench_hospital import dataset, load_hospital
 from bench_hospital import job as hospital_job
 from bench_search import ADULT, ADULT_QIS
-from common import databases, group_by_seconds, print_table, timed
+from common import arx_here, databases, group_by_seconds, print_table, timed
 
 from sqlanon import RunOptions, anonymize, load_job, search
 from sqlanon.model.job import Output, Selection, Suppression
@@ -38,7 +39,9 @@ SELECTIONS = {
 }
 
 
-def measure(rows: list, label: str, database: str, job, url: str, limits: list, table: str, qis: list) -> None:
+def measure(
+    rows: list, label: str, database: str, job, url: str, limits: list, table: str, qis: list, arx: dict
+) -> None:
     scan = group_by_seconds(url, table, qis)
     for limit in limits:
         baseline = None
@@ -49,9 +52,11 @@ def measure(rows: list, label: str, database: str, job, url: str, limits: list, 
             seconds, result = timed(lambda j=published: anonymize(j, RunOptions(db_url=url), replace=True), REPEAT)
             baseline = baseline or seconds
             shown = f"{limit:.0%}" if isinstance(limit, float) else "all but 1"
+            chosen = result.search.stats.seconds + result.selection_seconds  # the last run's
+            arx_limit = limit if isinstance(limit, float) else 1.0
             rows.append(
                 [label, database, shown, name, len(result.search.metrics), len(result.search.satisfying), seconds]
-                + [seconds / baseline, seconds / scan]
+                + [seconds / baseline, seconds / scan, chosen, arx.get(("adult quality", name, arx_limit), "-")]
             )
             print(f"{label} {database} {shown} {name}: {seconds:.3f} s", file=sys.stderr, flush=True)
 
@@ -63,11 +68,12 @@ def main() -> None:
     parser.add_argument("--hospital-rows", type=int, default=1_000_000)
     args = parser.parse_args()
     rows: list = []
+    arx = arx_here()
     for database, url in databases("quality.duckdb", args.postgres):
         adult = load_job(ADULT)
         search(adult, RunOptions(db_url=url))  # loads the bundled CSV once (not timed)
         adult = dataclasses.replace(adult, source=dataclasses.replace(adult.source, csv=None))
-        measure(rows, "adult 9 QIs k=5", database, adult, url, [0.0, 0.04, 30161], "adult", ADULT_QIS)
+        measure(rows, "adult 9 QIs k=5", database, adult, url, [0.0, 0.04, 30161], "adult", ADULT_QIS, arx)
         if not args.no_hospital:
             folder = dataset(args.hospital_rows)
             if database == "duckdb":
@@ -75,10 +81,11 @@ def main() -> None:
             load_hospital(folder, url)
             hospital = hospital_job(folder, url, 5, load=False)
             label = f"hospital {args.hospital_rows:,} k=5"
-            measure(rows, label, database, hospital, url, [0.0, 0.02], "hospital", HOSPITAL_QIS)
+            measure(rows, label, database, hospital, url, [0.0, 0.02], "hospital", HOSPITAL_QIS, {})
     print_table(
         f"Publishing by ARX's quality models (anonymize s: median of {REPEAT}; same job, same limit)",
-        ["dataset", "database", "suppression", "selection", "read", "passing", "anonymize s", "ratio", "/ GROUP BY"],
+        ["dataset", "database", "suppression", "selection", "read", "passing", "anonymize s", "ratio", "/ GROUP BY"]
+        + ["search+select s", "ARX here s"],
         rows,
     )
 

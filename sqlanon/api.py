@@ -169,7 +169,9 @@ def generalize(job: Job, options: RunOptions | None = None, replace: bool = Fals
         result = run_search(job, run.ctx)
         searched = time.perf_counter()
         node = select_node(job, run.ctx, result)
+        selected = time.perf_counter()
         anonymized = publish_node_of_run(job, run.ctx, target, result, node, job.select.describe())
+        anonymized.selection_seconds = selected - searched
         anonymized.publishing_seconds = time.perf_counter() - searched
         run.finish(anonymized.to_dict())
     return anonymized

@@ -129,6 +129,7 @@ class AnonymizeResult(Released):
     suppressed: int = 0  # tuples removed or masked in the output
     preview: list[dict[str, Any]] = field(default_factory=list)  # the first rows of the published table
     publishing_seconds: float = 0.0  # after the search: the selection, the write and the independent audit
+    selection_seconds: float = 0.0  # of which choosing the node (the metrics it reads)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -140,6 +141,7 @@ class AnonymizeResult(Released):
             "suppressed": self.suppressed,
             "audit": self.audit.to_dict(),
             "publishing_seconds": round(self.publishing_seconds, 3),
+            "selection_seconds": round(self.selection_seconds, 3),
             "ledger": self.ledger.to_dict() if self.ledger else None,
             "preview": [{k: _plain(v) for k, v in row.items()} for row in self.preview],
         }
@@ -331,12 +333,12 @@ def select_node(job: Job, ctx: SearchContext, result: SearchResult) -> tuple[int
 def add_metrics(
     job: Job, ctx: SearchContext, result: SearchResult, nodes: list[tuple[int, ...]], best_by: Metric | None = None
 ) -> None:
-    """The metrics of `nodes` not computed yet. With `best_by`, a metric the levels bound from below
-    (model.quality.BOUNDED), only those finding the best node by it needs: the nodes best bound first, a batch at
-    a time, until the next bound is worse than the best figure found (exact: every node left is as bad or
-    worse). On Adult's nine QIs with k=5 and every tuple allowed to go, ARX's loss read 1,845 of 12,960 passing
-    nodes (13 s instead of about 60); the non-monotonic entropy with k=100, whose suppressed tuples add much to
-    its bound, 9,225."""
+    """The metrics of `nodes` not computed yet. With `best_by`, a smaller-is-better metric the levels bound from
+    below (model.quality.BOUNDED), only those finding the best node by it needs: the nodes best bound first,
+    until the next bound is worse than the best figure found (exact: every node left is as bad or worse). On
+    Adult's nine QIs with k=5 and 4% suppression, of 4,452 passing nodes ARX's loss read 31, its non-monotonic
+    entropy 7, the monotonic one 1; with every tuple allowed to go, loss read 1,690 of 12,960 (13 s instead of
+    about 60; bench/bench_quality.py)."""
     todo = [n for n in nodes if n not in result.metrics]
     evaluator = metrics_evaluator(ctx, job.sensitive, len(todo), job.select.quality)
     bounds = evaluator.bounds(best_by.name, todo) if best_by is not None and todo else None

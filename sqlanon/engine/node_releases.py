@@ -462,7 +462,8 @@ class NodeReleases:
         value), and of c times the value's certainty penalty. ARX's quality models read them (model.quality). One
         statement groups the cube by each QI's level-0 bits (GROUPING SETS), one reads the penalties of every
         value of every level from the dimension tables; both return as many rows as the QIs have values (Adult:
-        201 and 289), and grouping the counts to the higher levels is arithmetic on those few numbers, done here."""
+        166, and 65 above level 0), and grouping the counts to the higher levels is arithmetic on those few
+        numbers, done here."""
         dims = self.checker.star.dimensions
         cube = self.db.ref_table(self.checker.ref, [*self.keys, "cnt"]).alias("c")
         keyed = {
