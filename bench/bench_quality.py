@@ -13,7 +13,6 @@ ARX's warm median on this machine (`bench/arx/run.sh`: its "adult quality" jobs,
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from bench_hospital import QIS as HOSPITAL_QIS
 from bench_hospital import dataset, load_hospital
 from bench_hospital import job as hospital_job
 from bench_search import ADULT, ADULT_QIS
-from common import arx_here, databases, group_by_seconds, print_table, timed
+from common import adult_and_hospital_arguments, arx_here, databases, group_by_seconds, print_table, timed
 
 from sqlanon import RunOptions, anonymize, load_job, search
 from sqlanon.model.job import Output, Selection, Suppression
@@ -62,11 +61,7 @@ def measure(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--postgres", action="store_true")
-    parser.add_argument("--no-hospital", action="store_true")
-    parser.add_argument("--hospital-rows", type=int, default=1_000_000)
-    args = parser.parse_args()
+    args = adult_and_hospital_arguments(__doc__)
     rows: list = []
     arx = arx_here()
     for database, url in databases("quality.duckdb", args.postgres):

@@ -12,7 +12,6 @@ hospital, the job without the model). "ARX here" is ARX's warm median on this ma
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import statistics
 import sys
@@ -22,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_hospital import dataset, load_hospital
 from bench_hospital import job as hospital_job
 from bench_search import ADULT
-from common import arx_here, databases, print_table
+from common import adult_and_hospital_arguments, arx_here, databases, print_table
 
 from sqlanon import RunOptions, anonymize, load_job, search
 from sqlanon.criteria import criteria_from_config
@@ -88,11 +87,7 @@ def hospital_rows(rows: list, database: str, url: str, size: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--postgres", action="store_true")
-    parser.add_argument("--no-hospital", action="store_true")
-    parser.add_argument("--hospital-rows", type=int, default=1_000_000)
-    args = parser.parse_args()
+    args = adult_and_hospital_arguments(__doc__)
     rows: list = []
     arx = arx_here()
     for database, url in databases("risk.duckdb", args.postgres):

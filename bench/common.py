@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import subprocess
@@ -31,6 +32,16 @@ def arx_here() -> dict[tuple[str, str, float], float]:
         (dataset, criteria, float(limit)): float(warm) / 1000
         for dataset, criteria, limit, _cold, warm, *_ in (line.split("\t") for line in lines)
     }
+
+
+def adult_and_hospital_arguments(doc: str | None) -> argparse.Namespace:
+    """The command line of a benchmark over Adult and the hospital table: --postgres, --no-hospital and
+    --hospital-rows (1M by default)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--postgres", action="store_true")
+    parser.add_argument("--no-hospital", action="store_true")
+    parser.add_argument("--hospital-rows", type=int, default=1_000_000)
+    return parser.parse_args()
 
 
 def pg_reachable(url: str = PG_URL) -> bool:
