@@ -28,7 +28,7 @@ from ..criteria import Criterion, KAnonymity
 from ..model.lattice import Levels
 from ..model.quality import BOUNDED, QualitySettings, QualitySums, aecs_bound
 from ..model.quality import figures as quality_figures
-from ..model.selection import ARX_AGGREGATES, level_metrics
+from ..model.selection import level_metrics
 from ..store.records import RunRecord
 from .checker import WaveChecker
 from .node_releases import ClassSums, MarginalTerms, NodeReleases
@@ -139,17 +139,9 @@ class MetricsEvaluator:
                 found[node] = aecs_bound(self.rows, most, self.quality)
             return found
         for node in nodes:
-            unsuppressed = QualitySums(
-                rows=self.rows,
-                suppressed=0,
-                classes=0,
-                leaves=[d.leaves for d in dims],
-                released_penalty=[terms.penalty[(d.attr, level)] for d, level in zip(dims, node)],
-                suppressed_penalty=[0.0] * len(dims),
-                entropy_term=self._entropy_terms(node),
-                suppressed_c_ln_c=[0.0] * len(dims),
-            )
-            found[node] = quality_figures(unsuppressed, self.quality, ARX_AGGREGATES)[metric]
+            penalties = tuple(terms.penalty[(d.attr, level)] for d, level in zip(dims, node))
+            unsuppressed = self.quality_sums(node, ClassSums(released_penalties=penalties))
+            found[node] = quality_figures(unsuppressed, self.quality)[metric]
         return found
 
     def _entropy_terms(self, node: Levels) -> list[float]:
@@ -190,5 +182,5 @@ class MetricsEvaluator:
             "discernibility": round(sums.squares) + n * suppressed,
             "kl_divergence": max(kl, 0.0),  # clamp rounding noise around an exact 0
             "dm_star": round(sums.all_squares),
-            **quality_figures(self.quality_sums(node, sums), self.quality, ARX_AGGREGATES),
+            **quality_figures(self.quality_sums(node, sums), self.quality),
         }

@@ -88,12 +88,16 @@ class ClassSums:
     suppressed: int = 0
     squares: float = 0.0
     all_squares: float = 0.0
-    penalty: float = 0.0
     kl_released: float = 0.0
     kl_suppressed: float = 0.0
     released_penalties: tuple[float, ...] = ()
     suppressed_penalties: tuple[float, ...] = ()
     suppressed_c_ln_c: tuple[float, ...] = ()
+
+    @property
+    def penalty(self) -> float:
+        """ARX's certainty penalty over every QI: the released tuples' per QI, and 1 per QI for a suppressed one."""
+        return sum(self.released_penalties) + len(self.released_penalties) * self.suppressed
 
 
 @dataclass
@@ -395,7 +399,6 @@ class NodeReleases:
             lookups.append(
                 f"LEFT JOIN {areas} a{d.attr} ON a{d.attr}.attr = {d.attr} AND a{d.attr}.level = w.l{d.attr} AND {bits}"
             )
-        penalty = " + ".join(f"COALESCE(a{d.attr}.weight, 0)" for d in dims)
         ln_area = " + ".join(f"COALESCE(a{d.attr}.ln_area, 0)" for d in dims)
         per_qi = "".join(
             f", SUM(c.n * {kept} * COALESCE(a{d.attr}.weight, 0))" for d in dims for kept in ("c.kept", "(1 - c.kept)")
@@ -405,7 +408,6 @@ class NodeReleases:
             self.conn,
             f"SELECT c.{NODE}, SUM(c.kept), SUM(c.n * (1 - c.kept)), SUM({square} * c.kept), "
             f"SUM({square}), "
-            f"SUM(CASE WHEN c.kept = 0 THEN c.n * {len(dims)}.0 ELSE c.n * ({penalty}) END), "
             f"SUM(CASE WHEN c.kept = 1 THEN c.c_ln_c - c.n * ({ln_area}) ELSE 0 END){per_qi} FROM {batch.classes} c "
             f"JOIN {self.values(batch.nodes, columns=True)} ON w.{NODE} = c.{NODE} {' '.join(lookups)} "
             f"GROUP BY c.{NODE}",
@@ -413,14 +415,13 @@ class NodeReleases:
         self.statements += 1
         suppressed = self._suppressed_sums(batch)
         sums = {}
-        for node, classes, out, squares, every, penalty_sum, kl, *penalties in rows:
+        for node, classes, out, squares, every, kl, *penalties in rows:
             by_part = suppressed.get(int(node), {})
             sums[int(node)] = ClassSums(
                 int(classes or 0),
                 int(out or 0),
                 float(squares or 0),
                 float(every or 0),
-                float(penalty_sum or 0),
                 float(kl or 0),
                 by_part.get(-1, 0.0),
                 tuple(float(p or 0) for p in penalties[0::2]),

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from .selection import ARX_AGGREGATES
 
 AGGREGATES = ("sum", "max", "arithmetic_mean", "geometric_mean", "rank")
 #: the models a node's levels and the table's marginal counts bound from below, without reading its classes: loss
@@ -145,11 +146,12 @@ def non_uniform_entropy(sums: QualitySums, settings: QualitySettings, *, monoton
     return figures
 
 
-def figures(sums: QualitySums, settings: QualitySettings, defaults: dict[str, str]) -> dict[str, float | list[float]]:
-    """Every quality model's figure for one node (`defaults`: each multi-QI model's own aggregate function)."""
+def figures(sums: QualitySums, settings: QualitySettings) -> dict[str, float | list[float]]:
+    """Every quality model's figure for one node (the per-QI ones combined by the settings' aggregate function, or
+    by each model's own: selection.ARX_AGGREGATES)."""
 
     def combined(name: str, values: list[float]) -> float | list[float]:
-        return aggregate(values, settings.aggregate or defaults[name])
+        return aggregate(values, settings.aggregate or ARX_AGGREGATES[name])
 
     return {
         "loss": combined("loss", loss(sums, settings)),

@@ -109,7 +109,7 @@ METRICS: dict[str, Metric] = {
 }
 
 #: ARX's multi-QI quality models, each with its own default aggregate function
-ARX_AGGREGATES = {m.name: m.aggregate for m in METRICS.values() if m.aggregate}
+ARX_AGGREGATES: dict[str, str] = {m.name: m.aggregate for m in METRICS.values() if m.aggregate}
 
 #: Samarati & Sweeney's preference policies, each the best minimal node by one metric
 POLICIES: dict[str, str] = {
