@@ -248,6 +248,8 @@ def lattice_run(
                     star.record(conn, options.metadata_schema, record.run_id)
                     conn.commit()
                     max_suppressed = job.suppression.max_suppressed(star.rows)
+                    for criterion in [*job.criteria, *(extra_criteria or [])]:
+                        criterion.fit_limit(max_suppressed)
                     ctx = SearchContext(
                         db=db,
                         conn=conn,

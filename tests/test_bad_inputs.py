@@ -430,6 +430,16 @@ CASES: dict[str, Case] = {
         "parameters", "threshold must be between 0.0 and 1.0", _criteria(sample_uniqueness={"threshold": 2})
     ),
     "k-map-no-population": Case("parameters", "population_size or sampling_fraction", _criteria(k_map={"k": 5})),
+    "uniqueness-model": Case(
+        "parameters",
+        "model 'poisson' is unknown",
+        _criteria(population_uniqueness={"threshold": 0.01, "sampling_fraction": 0.1, "model": "poisson"}),
+    ),
+    "uniqueness-population": Case(
+        "parameters",
+        "is smaller than the table",
+        _criteria(population_uniqueness={"threshold": 0.01, "population_size": 2}),
+    ),
     "k-map-population-below-table": Case(
         "parameters", "is smaller than the table", _criteria(k_map={"k": 5, "population_size": 2})
     ),

@@ -36,7 +36,11 @@ from .conftest import ADULT_DIR, ADULT_QIS, adult_config, adult_job, reclassifie
 
 CASES: list[dict[str, Any]] = json.loads((Path(__file__).parent / "data" / "arx_quality_cases.json").read_text())
 HEURISTIC = {"TestAnonymizationHeuristic", "TestAnonymizationHeuristicTopDown", "TestAnonymizationGenetic"}
-WHOLE_RELEASE = {"average_risk", "sample_uniqueness"}
+#: the bounds on the whole release, and how close ARX's figure is: which of a size's classes are suppressed is a
+#: tie ARX breaks by their first row's position and sqlanon by their QI values (with population uniqueness at
+#: 0.0001 and 4%, ARX's optimum suppresses 702 of its 4,703 unique records: which ones moves the non-monotonic
+#: entropy by 1.4%)
+WHOLE_RELEASE = {"average_risk": 1e-2, "sample_uniqueness": 1e-2, "population_uniqueness": 2e-2}
 ARX_ROWS = 30162
 
 
@@ -98,10 +102,11 @@ def test_the_published_optimum_agrees_with_arx(adult_duck: str, cases: list[dict
     for case in cases:
         theirs, expected = tuple(case["optimum"]), case["expected"]
         assert theirs in set(published.search.satisfying), f"{case['test']}: ARX's optimum fails"
-        if _exact(case) and not WHOLE_RELEASE & set(case["criteria"]):
+        if _exact(case) and not WHOLE_RELEASE.keys() & set(case["criteria"]):
             assert (ours, figure) == (theirs, pytest.approx(expected, rel=1e-9)), case["test"]
         elif _exact(case):
-            assert (ours, figure) == (theirs, pytest.approx(expected, rel=1e-2)), case["test"]
+            tolerance = max(WHOLE_RELEASE[c] for c in case["criteria"] if c in WHOLE_RELEASE)
+            assert (ours, figure) == (theirs, pytest.approx(expected, rel=tolerance)), case["test"]
         else:  # ARX's answer is not exact: sqlanon's is as good by ARX's figure or better
             assert figure <= expected * (1 + 1e-9), case["test"]
             if not _grassberger(case) and ours != theirs:

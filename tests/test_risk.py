@@ -11,7 +11,9 @@ import dataclasses
 import functools
 import itertools
 import math
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -147,32 +149,13 @@ RANDOM_CASES = [
 )
 def test_every_strategy_equals_the_reference_on_random_tables(tmp_path_factory, rows, spec, limit):
     """Every strategy, with and without suppression, against the reference evaluated on every node in pandas."""
-    tmp = tmp_path_factory.mktemp("risk")
-    (tmp / "data.csv").write_text("p,q,s\n" + "\n".join(",".join(r) for r in rows))
-    (tmp / "p.csv").write_text("v0;A;*\nv1;A;*\nv2;B;*\nv3;B;*\n")
-    (tmp / "q.csv").write_text("w0;*\nw1;*\nw2;*\n")
     if "distinct_l_diversity" in spec and len({r[2] for r in rows}) < 2:
         return  # an impossible l is a configuration error, tested elsewhere
-    job = job_from_dict(
-        {
-            "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv", "csv_options": {"all_varchar": True}},
-            "quasi_identifiers": {"p": "p.csv", "q": "q.csv"},
-            "criteria": spec,
-            **({} if "distinct_l_diversity" in spec else {"insensitive": ["s"]}),
-            "suppression": {"limit": min(limit, len(rows) - 1)},
-        },
-        tmp,
-    )
-    frame = pd.DataFrame(rows, columns=["p", "q", "s"])
-    paths = {
-        "p": {f"v{i}": [f"v{i}", "AB"[i // 2], "*"] for i in range(4)},
-        "q": {f"w{i}": [f"w{i}", "*"] for i in range(3)},
-    }
+    roles = {} if "distinct_l_diversity" in spec else {"insensitive": ["s"]}
+    job = random_job(tmp_path_factory.mktemp("risk"), ["p", "q", "s"], rows, spec, limit, roles)
     exhaustive = search(dataclasses.replace(job, strategy="exhaustive"))
     expected = set()
-    for node in lattice(exhaustive.heights):
-        levels = dict(zip(exhaustive.qi, node))
-        grouped = frame.assign(**{q: frame[q].map(lambda v, q=q: paths[q][v][levels[q]]) for q in ("p", "q")})
+    for node, grouped in generalized(pd.DataFrame(rows, columns=["p", "q", "s"]), exhaustive):
         classes = grouped.groupby(["p", "q"])["s"].agg(["size", "nunique"])
         k = spec.get("k_anonymity", {}).get("k", 1)
         l = spec.get("distinct_l_diversity", {}).get("l", 1)
@@ -180,6 +163,50 @@ def test_every_strategy_equals_the_reference_on_random_tables(tmp_path_factory, 
         fewest = least_suppressed(list(classes["size"][~failing]), spec, list(classes["size"][failing]))
         if fewest <= exhaustive.max_suppressed:
             expected.add(node)
+    assert_every_strategy(job, exhaustive, expected)
+    for strategy in ("auto", "filtered"):  # as a publication searches: the minimal nodes, or the best one alone
+        assert minimal_only_search(dataclasses.replace(job, strategy=strategy)).minimal == exhaustive.minimal
+        for policy in ("min_absolute_distance", "min_relative_distance"):
+            ranked = minimal_only_search(dataclasses.replace(job, strategy=strategy), policy)
+            assert_best_ranked(ranked, exhaustive.minimal, policy)
+
+
+#: the random tables' hierarchies: p's values in two groups, then *; q's straight to *
+PATHS = {
+    "p": {f"v{i}": [f"v{i}", "AB"[i // 2], "*"] for i in range(4)},
+    "q": {f"w{i}": [f"w{i}", "*"] for i in range(3)},
+}
+
+
+def random_job(
+    folder: Path, columns: list[str], rows: list[tuple[str, ...]], spec: dict, limit: int, roles: dict[str, Any]
+) -> Any:
+    """A job over a random table of `rows` (QIs p and q, with PATHS' hierarchies) in `folder`, with `spec`, `roles`
+    for its other columns, and a limit of `limit` tuples (at most all but one)."""
+    (folder / "data.csv").write_text(",".join(columns) + "\n" + "\n".join(",".join(r) for r in rows))
+    for qi in ("p", "q"):
+        (folder / f"{qi}.csv").write_text("".join(";".join(path) + "\n" for path in PATHS[qi].values()))
+    return job_from_dict(
+        {
+            "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv", "csv_options": {"all_varchar": True}},
+            "quasi_identifiers": {"p": "p.csv", "q": "q.csv"},
+            "criteria": spec,
+            **roles,
+            "suppression": {"limit": min(limit, len(rows) - 1)},
+        },
+        folder,
+    )
+
+
+def generalized(frame: pd.DataFrame, result: Any) -> Iterator[tuple[tuple[int, ...], pd.DataFrame]]:
+    """Each node of the random tables' lattice, with the table's p and q at its levels (pandas)."""
+    for node in lattice(result.heights):
+        levels = dict(zip(result.qi, node))
+        yield node, frame.assign(**{q: frame[q].map(lambda v, q=q: PATHS[q][v][levels[q]]) for q in ("p", "q")})
+
+
+def assert_every_strategy(job: Any, exhaustive: Any, expected: set[tuple[int, ...]]) -> None:
+    """The exhaustive oracle and every strategy find the `expected` nodes (Samarati: the lowest of them)."""
     assert set(exhaustive.satisfying) == expected
     for strategy in ("auto", "incognito", "topdown", "bottomup", "border", "filtered", "samarati"):
         found = search(dataclasses.replace(job, strategy=strategy))
@@ -188,11 +215,6 @@ def test_every_strategy_equals_the_reference_on_random_tables(tmp_path_factory, 
             assert set(found.satisfying) == {n for n in expected if sum(n) == lowest}
         else:
             assert (set(found.satisfying), found.minimal) == (expected, exhaustive.minimal), strategy
-    for strategy in ("auto", "filtered"):  # as a publication searches: the minimal nodes, or the best one alone
-        assert minimal_only_search(dataclasses.replace(job, strategy=strategy)).minimal == exhaustive.minimal
-        for policy in ("min_absolute_distance", "min_relative_distance"):
-            ranked = minimal_only_search(dataclasses.replace(job, strategy=strategy), policy)
-            assert_best_ranked(ranked, exhaustive.minimal, policy)
 
 
 def _published_job(adult_duck: str, tmp_path: Path, spec: dict, limit: float, table: str):

@@ -50,6 +50,12 @@ def metric(call: str) -> dict[str, Any] | None:
 
 def criterion(call: str) -> dict[str, Any] | None:
     """A `criteria:` entry for ARX's privacy model constructor call, or None."""
+    # TestAnonymizationRiskBased's helper: the population of the USA, ARX's solver deterministic, 15 steps a try
+    population = re.fullmatch(r"getPopulationUniqueness\(([0-9.]+)d?, PopulationUniquenessModel\.(\w+)\)", call.strip())
+    if population:
+        threshold, model = float(population.group(1)), population.group(2).lower()
+        settings = {"threshold": threshold, "model": model, "population_size": USA, "iterations_per_try": 15}
+        return {"population_uniqueness": settings}
     match = re.fullmatch(r"new (\w+)\((.*)\)", call.strip(), re.S)
     if not match:
         return None

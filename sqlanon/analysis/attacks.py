@@ -29,8 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
+from ..criteria import Criterion
 from ..engine import attacks as attack_sql
 from ..errors import ConfigError, DataError
+from ..model.uniqueness import Histogram
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -100,6 +102,8 @@ class TableAnalysis:
     journalist_highest_risk: float | None = None
     journalist_records_at_risk: int | None = None
     marketer_risk: float | None = None  # the expected share of records re-identified: sum of n / N, over rows
+    # with the job's population uniqueness: its model's estimate of the population's uniques (criteria.risk)
+    population_unique_share: float | None = None
     bayes: dict[str, int] = field(default_factory=dict)  # the Bayes-optimal audit (nodes only: engine.node_releases)
 
     def to_dict(self) -> dict[str, Any]:
@@ -122,11 +126,18 @@ def analyze_frequency_set(
     class_columns: list[str],
     value_column: str,
     settings: AnalysisSettings,
+    uniqueness: Criterion | None = None,
 ) -> TableAnalysis:
     """The figures of one release from `definition`: a SELECT of `class_columns`, `value_column` and cnt."""
     release = attack_sql.Release(definition=definition, classes=class_columns)
     [analysis] = analyze_frequency_sets(
-        conn, release, labels={(): label}, sensitive=sensitive, value_column=value_column, settings=settings
+        conn,
+        release,
+        labels={(): label},
+        sensitive=sensitive,
+        value_column=value_column,
+        settings=settings,
+        uniqueness=uniqueness,
     ).values()
     return analysis
 
@@ -140,6 +151,7 @@ def analyze_frequency_sets(
     value_column: str,
     settings: AnalysisSettings,
     population: str | None = None,
+    uniqueness: Criterion | None = None,
 ) -> dict[tuple[Any, ...], TableAnalysis]:
     """The figures of each release of `release` (by its `by` values, each with its label in `labels`), in two
     statements whatever their number (three with `population`: a SELECT of the same class columns and cnt over
@@ -173,7 +185,22 @@ def analyze_frequency_sets(
         )
     if population is not None:
         _population_risk(conn, analyses, release, population, settings)
+    if uniqueness is not None:
+        _population_uniques(conn, analyses, release, uniqueness)
     return analyses
+
+
+def _population_uniques(
+    conn: Connection, analyses: dict[tuple[Any, ...], TableAnalysis], release: attack_sql.Release, model: Criterion
+) -> None:
+    """Each release's population uniques as the job's population uniqueness estimates them (one statement for
+    every release's class sizes, the models solved together)."""
+    sizes = attack_sql.class_sizes(conn, release)
+    keys = list(analyses)
+    estimate: Any = model  # criteria.risk.PopulationUniqueness
+    shares = estimate.unique_shares([Histogram.of(sizes.get(key, {})) for key in keys])
+    for key, share in zip(keys, shares):
+        analyses[key].population_unique_share = share
 
 
 def _population_risk(

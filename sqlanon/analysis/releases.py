@@ -9,7 +9,7 @@ only, dropped before it returns.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -137,7 +137,17 @@ def analyze_published_table(
         class_columns=classes,
         value_column="s",
         settings=settings,
+        uniqueness=_uniqueness(job.criteria, lambda: db.count_rows(conn, db.q(schema, table))),
     )
+
+
+def _uniqueness(criteria: list[Criterion], rows: Callable[[], int]) -> Criterion | None:
+    """The job's population uniqueness, whose estimate an analysis reports, fitted to the table's rows where its
+    population is a sampling fraction of them and no search fitted it."""
+    found = next((c for c in criteria if c.name == "population_uniqueness"), None)
+    if found is not None and not getattr(found, "population", 0):
+        found.fit_table(rows())
+    return found
 
 
 def _several_values(unit: str, attribute: str, persons: int | None = None) -> DataError:
@@ -308,6 +318,7 @@ def _analyze_batch(
         value_column=release.value,
         settings=settings,
         population=population_sets(population, releases, batch.nodes) if population else None,
+        uniqueness=_uniqueness(ctx.criteria, lambda: ctx.star.rows),
     )
     sums = releases.class_sums(batch)
     audits = releases.bayes_sums(batch, dataclasses.asdict(bayes or BayesSettings())) if attribute else {}

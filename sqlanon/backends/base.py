@@ -236,7 +236,7 @@ class Database:
 
     def count_rows(self, conn: Connection, source: str) -> int:
         """The rows of `source`: a table, a parenthesized subquery with its alias, or a FROM clause with joins."""
-        return int(self.execute(conn, f"SELECT COUNT(*) FROM {source}").scalar_one())
+        return int(self.execute(conn, sa.select(sa.func.count()).select_from(sa.text(source))).scalar_one())
 
     def first_rows(self, conn: Connection, source: str, limit: int, order: str | None = None) -> list[dict[str, Any]]:
         """The first `limit` rows of table `source` (by `order`, a column list, where given), as dicts."""
@@ -470,13 +470,13 @@ class Database:
         return schema if schema is not None else conn.execute(sa.text("SELECT current_schema()")).scalar_one()
 
     def schema_exists(self, conn: Connection, schema: str) -> bool:
+        schemata = sa.table("schemata", sa.column("catalog_name"), schema="information_schema")
+        named = sa.text(self._matches("schema_name", ":s")).bindparams(s=schema)
         return bool(
             conn.execute(
-                sa.text(
-                    "SELECT COUNT(*) FROM information_schema.schemata WHERE catalog_name = current_database() AND "
-                    f"{self._matches('schema_name', ':s')}"
-                ),
-                {"s": schema},
+                sa.select(sa.func.count())
+                .select_from(schemata)
+                .where(schemata.c.catalog_name == sa.func.current_database(), named)
             ).scalar_one()
         )
 

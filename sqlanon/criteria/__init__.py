@@ -30,7 +30,7 @@ from .l_diversity import (
     RecursiveLDiversity,
 )
 from .likeness import BetaLikeness, DeltaDisclosure
-from .risk import AverageRisk, KMap, ReleaseCriterion, SampleUniqueness
+from .risk import AverageRisk, KMap, PopulationUniqueness, ReleaseCriterion, SampleUniqueness
 from .t_closeness import TCloseness
 
 #: every criterion by its name under `criteria:`
@@ -49,6 +49,7 @@ __all__ = [
     "KMap",
     "MultiAttributeLDiversity",
     "NpdRecursiveLDiversity",
+    "PopulationUniqueness",
     "RecursiveLDiversity",
     "ReleaseCriterion",
     "SampleUniqueness",
@@ -81,7 +82,21 @@ def criteria_from_config(raw: Any, base_dir: Path | str = ".") -> list[Criterion
                 **{key: Path(base_dir) / str(spec[key]) for key in kind.file_keys if spec.get(key) is not None},
             }
         criteria.append(kind.from_config(spec))
+    _check_histograms(criteria)
     return criteria
+
+
+def _check_histograms(criteria: list[Criterion]) -> None:
+    """A criterion decided over the release's histogram chooses the classes to suppress in Python, over the classes
+    the per-class criteria leave: beside another bound on the whole release, which chooses its own in SQL, neither
+    would see the other's."""
+    decided = [c.name for c in criteria if c.decided_by_histogram]
+    release = [c.name for c in criteria if c.whole_release and not c.decided_by_histogram]
+    if decided and (release or len(decided) > 1):
+        raise ConfigError(
+            f"{decided[0]} cannot be combined with {', '.join(release + decided[1:])} (both bound the whole "
+            "release); keep one of them, with per-class criteria such as k_anonymity beside it"
+        )
 
 
 def least_size_first(criteria: list[Criterion], table_counts: dict[str, dict[str | None, int]]) -> list[Criterion]:

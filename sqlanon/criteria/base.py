@@ -30,6 +30,9 @@ class Criterion(ABC):
     #: bounds the release's distribution of class sizes rather than each class (risk.ReleaseCriterion): its
     #: violating classes are the smallest, over the classes the others leave
     whole_release: bool = False
+    #: decided in Python over each release's class-size histogram, read from SQL (risk.PopulationUniqueness; see
+    #: engine.histograms): a whole-release bound whose classes to suppress are chosen there, then taken by rank
+    decided_by_histogram: bool = False
     #: depends on the size of the table it is checked on (`fit_table`)
     fits_table: bool = False
     #: reads the table's distribution of its sensitive values (FrequencySetView.distribution)
@@ -163,6 +166,10 @@ class Criterion(ABC):
     def fit_table(self, rows: int) -> None:
         """Fix what depends on the size of the table the criterion is checked on (k-map's estimated k), before any
         check."""
+
+    def fit_limit(self, max_suppressed: int) -> None:
+        """Know the search's suppression limit in tuples (a criterion decided by histogram stops its own search for
+        the classes to suppress once past it)."""
 
     def check_table_size(self, rows: int) -> None:
         """Raise ConfigError if the criterion cannot hold on a table of this many rows."""

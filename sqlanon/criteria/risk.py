@@ -1,15 +1,19 @@
 """Re-identification risk, ARX's risk-based models with ARX's semantics: bounds on the whole release's distribution
 of class sizes (average re-identification risk, with its optional highest-risk and records-at-risk bounds, and
-sample uniqueness: ARX's AverageReidentificationRisk and SampleUniqueness), and k-map estimated from the sample
-(El Emam and Dankar; ARX's KMap with a cell size estimator)."""
+sample uniqueness: ARX's AverageReidentificationRisk and SampleUniqueness), population uniqueness estimated from
+the release's class sizes (ARX's PopulationUniqueness: Pitman, Zayatz, SNB, Dankar), and k-map estimated from the
+sample (El Emam and Dankar; ARX's KMap with a cell size estimator)."""
 
 from __future__ import annotations
 
+import copy
 import math
 from abc import abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
+from ..model import uniqueness
 from .base import Criterion, number, spec_of
 from .k_anonymity import KAnonymity
 from .view import FrequencySetView, SqlFragment
@@ -234,6 +238,45 @@ def _risk(name: str, key: str, value: Any) -> float:
     return share
 
 
+@dataclass(frozen=True)
+class Sampled:
+    """The population a table samples, as a criterion on it names it: `population_size` people, or the table's rows
+    over `sampling_fraction` (one of the two)."""
+
+    population_size: int | None
+    sampling_fraction: float | None
+
+    @staticmethod
+    def of(name: str, population_size: Any, sampling_fraction: Any) -> Sampled:
+        if (population_size is None) == (sampling_fraction is None):
+            raise ConfigError(
+                f"{name}: give the population the table samples, as population_size or sampling_fraction (one of them)"
+            )
+        return Sampled(
+            None if population_size is None else number(name, "population_size", population_size, 1, whole=True),
+            None if sampling_fraction is None else _risk(name, "sampling_fraction", sampling_fraction),
+        )
+
+    def params(self) -> dict[str, Any]:
+        if self.population_size is not None:
+            return {"population_size": self.population_size}
+        return {"sampling_fraction": self.sampling_fraction}
+
+    def fraction(self, name: str, rows: int) -> float:
+        """The table's share of the population (a population smaller than the table is refused)."""
+        if self.population_size is not None and self.population_size < rows:
+            raise ConfigError(
+                f"{name}: population_size={self.population_size} is smaller than the table ({rows} rows), "
+                "which samples it; give the size of the population the table was drawn from"
+            )
+        return self.sampling_fraction or rows / (self.population_size or rows)
+
+    def size(self, name: str, rows: int) -> int:
+        """The population's size, for a table of `rows` (ARX's population model: rows over the fraction, rounded)."""
+        fraction = self.fraction(name, rows)  # checks the population holds the table
+        return self.population_size or round(rows / fraction)
+
+
 class KMap(KAnonymity):
     """k-map estimated from the sample (ARX's KMap with a cell size estimator): each class is estimated to match at
     least k people of the population the table samples, at a significance level. As ARX does, the estimate is a
@@ -258,17 +301,7 @@ class KMap(KAnonymity):
     ):
         super().__init__(k)
         self.map_k = k
-        if (population_size is None) == (sampling_fraction is None):
-            raise ConfigError(
-                f"{self.name}: give the population the table samples, as population_size or sampling_fraction "
-                "(one of them)"
-            )
-        self.population_size = (
-            None if population_size is None else number(self.name, "population_size", population_size, 1, whole=True)
-        )
-        self.sampling_fraction = (
-            None if sampling_fraction is None else _risk(self.name, "sampling_fraction", sampling_fraction)
-        )
+        self.sampled = Sampled.of(self.name, population_size, sampling_fraction)
         self.significance = float(number(self.name, "significance", significance, 0.0, 1.0))
         if estimator not in self.ESTIMATORS:
             raise ConfigError(
@@ -283,11 +316,7 @@ class KMap(KAnonymity):
         return cls(**spec_of(cls.name, spec, {"k"}, optional))
 
     def params(self) -> dict[str, Any]:
-        population = (
-            {"population_size": self.population_size}
-            if self.population_size is not None
-            else {"sampling_fraction": self.sampling_fraction}
-        )
+        population = self.sampled.params()
         return {"k": self.map_k, **population, "significance": self.significance, "estimator": self.estimator}
 
     def guarantee(self) -> str:
@@ -297,12 +326,7 @@ class KMap(KAnonymity):
         )
 
     def fit_table(self, rows: int) -> None:
-        if self.population_size is not None and self.population_size < rows:
-            raise ConfigError(
-                f"{self.name}: population_size={self.population_size} is smaller than the table ({rows} rows), "
-                "which samples it; give the size of the population the table was drawn from"
-            )
-        fraction = self.sampling_fraction or rows / (self.population_size or rows)
+        fraction = self.sampled.fraction(self.name, rows)
         derived, error = derived_k(self.map_k, fraction * self.map_k, self.significance, self.estimator)
         self.k, self.type_1_error = min(self.map_k, derived, rows), error
 
@@ -334,3 +358,119 @@ def derived_k(k: int, mean: float, significance: float, estimator: str) -> tuple
             value = 1.0
             break
     return counter, 1 - value
+
+
+class PopulationUniqueness(Criterion):
+    """At most a share `threshold` of the population the table samples is estimated unique on the released QIs
+    (ARX's PopulationUniqueness), by a model of the release's class-size histogram (model.uniqueness: Dankar's
+    rule by default, or Pitman's, Zayatz's or SNB's), for a population of `population_size` people, or of the
+    table's rows over `sampling_fraction`.
+
+    Decided in Python over each release's histogram (`decided_by_histogram`: the histogram comes from SQL, see
+    engine.histograms, and the model is a small numeric solve): with suppression, ARX's binary search over how
+    many of the smallest classes to suppress (`classes_to_suppress`), which the engine then takes in SQL by rank
+    (`with_cuts`). Monotone neither under generalization nor under suppression (ARX claims the first for Zayatz's
+    model; sqlanon does not prune on it): the search checks every node."""
+
+    name = "population_uniqueness"
+    figure_name = "population_unique_share"
+    whole_release = True
+    decided_by_histogram = True
+    fits_table = True
+    monotone_under_generalization = False
+
+    def __init__(
+        self,
+        *,
+        threshold: float,
+        model: str = "dankar",
+        population_size: int | None = None,
+        sampling_fraction: float | None = None,
+        accuracy: float = uniqueness.ACCURACY,
+        iterations_per_try: int = uniqueness.ITERATIONS_PER_TRY,
+    ):
+        self.threshold = float(number(self.name, "threshold", threshold, 0.0, 1.0))
+        if model not in uniqueness.MODELS:
+            raise ConfigError(f"{self.name}: model {model!r} is unknown; choose one of {', '.join(uniqueness.MODELS)}")
+        self.model = model
+        self.sampled = Sampled.of(self.name, population_size, sampling_fraction)
+        self.solver = uniqueness.Solver(
+            accuracy=_risk(self.name, "accuracy", accuracy),
+            iterations_per_try=int(number(self.name, "iterations_per_try", iterations_per_try, 1, 1000, True)),
+        )
+        self.population = self.sampled.population_size or 0  # fit_table fixes it from the sampling fraction
+        self.suppression_limit: int | None = None  # tuples: ARX's search stops once past it (fit_limit)
+        self.cuts: dict[Any, int] | None = None  # per node: the smallest classes to suppress (with_cuts)
+
+    @classmethod
+    def from_config(cls, spec: Any) -> PopulationUniqueness:
+        optional = {"model", "population_size", "sampling_fraction", "accuracy", "iterations_per_try"}
+        return cls(**spec_of(cls.name, spec, {"threshold"}, optional))
+
+    def params(self) -> dict[str, Any]:
+        solver = {"accuracy": self.solver.accuracy, "iterations_per_try": self.solver.iterations_per_try}
+        return {"threshold": self.threshold, "model": self.model, **self.sampled.params(), **solver}
+
+    def guarantee(self) -> str:
+        return (
+            f"at most a share {self.threshold} of the population of {self.population or 'the'} people the table "
+            f"samples is estimated unique on the published quasi-identifiers ({self.model.capitalize()}'s model)"
+        )
+
+    def fit_table(self, rows: int) -> None:
+        self.population = self.sampled.size(self.name, rows)
+
+    def fit_limit(self, max_suppressed: int) -> None:
+        self.suppression_limit = max_suppressed
+
+    def unique_shares(self, histograms: list[uniqueness.Histogram]) -> list[float | None]:
+        """Per release, the estimated share of population uniques (None: the model found no estimate)."""
+        return uniqueness.unique_shares(self.model, histograms, self.population, self.solver)
+
+    def holds_over(self, histograms: list[uniqueness.Histogram]) -> list[bool]:
+        return uniqueness.holds(self.model, histograms, self.population, self.threshold, self.solver)
+
+    def classes_to_suppress(
+        self, histograms: list[uniqueness.Histogram], budgets: list[int | None]
+    ) -> list[int | None]:
+        """Per release (the classes the other criteria leave), how many of its smallest classes to suppress, or
+        None where it cannot hold within its budget of tuples (ARX's binary search: uniqueness.suppressed_classes)."""
+        return uniqueness.suppressed_classes(self.holds_over, histograms, budgets)
+
+    def with_cuts(self, cuts: dict[Any, int]) -> PopulationUniqueness:
+        """A copy that takes, per node (its `node` column's value, or None for a set of one node), that many of
+        the smallest classes (ties by their class columns), where engine.histograms decided them."""
+        bound = copy.copy(self)
+        bound.cuts = dict(cuts)
+        return bound
+
+    def violating_classes(self, fs: FrequencySetView, also: SqlFragment | None = None) -> SqlFragment:
+        """The classes `also` takes, and per node the smallest others by rank, as many as its cut (none before
+        `with_cuts`: the engine reads the histogram first)."""
+        nodes = [c for c in fs.class_columns if c in fs.node_columns]
+        assert len(nodes) <= 1, "a set's nodes are named by one column"
+        ties = [c for c in fs.class_columns if c not in nodes]
+        cuts = self.cuts or {}
+        if nodes:
+            cases = " ".join(f"WHEN {int(node)} THEN {int(cut)}" for node, cut in cuts.items() if node is not None)
+            cut = f"CASE {nodes[0]} {cases} ELSE 0 END" if cases else "0"
+        else:
+            cut = str(int(cuts.get(None, 0)))
+        # the classes `also` takes are ranked apart: the cut counts the others only
+        partition = [*nodes, *([f"CASE WHEN {also.sql} THEN 1 ELSE 0 END"] if also is not None else [])]
+        ranked = SqlFragment(
+            f"SELECT {fs.classes}, n, ROW_NUMBER() OVER ({_partition(partition)}ORDER BY {', '.join(['n', *ties])}) "
+            f"AS r, {cut} AS cut FROM ({fs.class_sizes()}) AS sizes",
+            {} if also is None else also.params,
+        )
+        return self._violators(fs, ranked, also)
+
+    def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
+        raise AssertionError("decided over the release's class sizes: engine.histograms, not a class's statistic")
+
+    def violation(self) -> SqlFragment:
+        return SqlFragment("r <= cut", {})
+
+    def audit_figure(self, fs: FrequencySetView) -> SqlFragment:
+        """None in SQL: the audit estimates it from the published histogram (engine.histograms)."""
+        return SqlFragment("SELECT CAST(NULL AS DOUBLE PRECISION)", {})

@@ -87,6 +87,19 @@ class Release:
         return {tuple(row[:width]): tuple(row[width:]) for row in rows}
 
 
+def class_sizes(conn: Connection, release: Release) -> dict[tuple[Any, ...], dict[int, int]]:
+    """Per release, its released classes by size (size -> classes): the histogram a model of the population reads
+    (criteria.risk.PopulationUniqueness), one statement for every release."""
+    flagged = sa.table("flagged", *(sa.column(c) for c in (*release.by, "n", "kept")))
+    columns = [flagged.c[c] for c in (*release.by, "n")]
+    query = sa.select(*columns, sa.func.count()).where(flagged.c.kept == 1).group_by(*columns)
+    compiled = query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})
+    found: dict[tuple[Any, ...], dict[int, int]] = {}
+    for *key, n, classes in conn.execute(text(release.with_classes(values=False) + " " + str(compiled))).all():
+        found.setdefault(tuple(key), {})[int(n)] = int(classes)
+    return found
+
+
 RELEASE_FIGURES = ["rows", "classes", "every_tuple", "homogeneous_classes", "homogeneous_tuples"]
 RELEASE_FIGURES += ["nearly_homogeneous_classes", "nearly_homogeneous_tuples", "highest_risk", "records_at_risk"]
 RELEASE_FIGURES += ["unique"]

@@ -20,7 +20,8 @@ from ..backends import Database
 from ..criteria import Criterion
 from ..criteria.view import FrequencySetView
 from ..errors import AuditError
-from .frequency import violating_classes_sql
+from . import histograms
+from .frequency import histogram_statement, resolve_histograms, violating_classes_sql
 from .persons import persons_select
 
 if TYPE_CHECKING:
@@ -178,6 +179,9 @@ class PublishedClasses:
                 violating_classes=int(bad_classes),
                 violating_tuples=int(bad_tuples),
             )
+        for criterion in self.criteria:
+            if criterion.decided_by_histogram:
+                report.criteria[criterion.name] = _histogram_audit(conn, criterion, published, view, params)
         return report
 
     def remove_violating(self, db: Database, conn: Connection, table_ref: str, scratch: str) -> None:
@@ -186,7 +190,8 @@ class PublishedClasses:
         params: dict[str, object] = {}
         published, view, _ = _published(db, self, table_ref, params)
         classes = ", ".join(f"v.{c} AS {c}" for c in view.class_columns)
-        violators = violating_classes_sql(view, self.criteria, "r", params)
+        criteria = resolve_histograms(conn, view, self.criteria, "WITH " + published + " ", params)
+        violators = violating_classes_sql(view, criteria, "r", params)
         found = db.create_scratch(conn, scratch, f"WITH {published} SELECT {classes} FROM ({violators}) AS v", params)
         table = db.ref_table(table_ref, self.qi_columns)
         bad = db.ref_table(found, view.class_columns)
@@ -230,6 +235,28 @@ def audit_table(
         unit=unit,
         holders=holders,
     ).audit(db, conn, table_ref)
+
+
+def _histogram_audit(
+    conn: Connection, criterion: Criterion, published: str, view: FrequencySetView, params: dict[str, object]
+) -> CriterionAudit:
+    """A criterion decided by histogram over the published classes (nothing more suppressed): its figure estimated
+    from their sizes (one statement); where it fails, its violating classes are the sample uniques, which make
+    it fail."""
+    statement = "WITH " + published + " " + histogram_statement(view, [criterion], params)
+    found = histograms.read_histograms(conn, statement, params, by_node=False)
+    released = found[None].kept if found else histograms.NodeClasses().kept
+    decider: histograms.HistogramCriterion = criterion  # type: ignore[assignment]
+    [share], [holds] = decider.unique_shares([released]), decider.holds_over([released])
+    uniques = 0 if holds else released.of_size(1)
+    return CriterionAudit(
+        params=criterion.params(),
+        figure_name=criterion.figure_name,
+        figure=share,
+        holds=holds,
+        violating_classes=uniques,
+        violating_tuples=uniques,
+    )
 
 
 def _published(

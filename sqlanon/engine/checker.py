@@ -39,7 +39,8 @@ from ..criteria.view import FrequencySetView, count_sum, sum_c_ln_c
 from ..model.names import cube_table, rows_table
 from ..store import runs
 from ..store.records import RunRecord
-from .frequency import violating_classes_sql
+from . import histograms
+from .frequency import histogram_statement, violating_classes_sql
 from .rollups import RollUp, nodes_of, plan, statements
 from .star import STATISTICS_ROWS, StarSchema
 
@@ -401,15 +402,19 @@ class WaveChecker:
         wave = self.criteria_view("wave", definition, criteria, sensitive)
         view, holders = dataclasses.replace(wave, counts_only=True).with_stored_holders()
         params: dict[str, object] = {}
-        violators = violating_classes_sql(view, criteria, "w", params)
         stored = "".join(f", {name} {self.db.wave_cte} ({select})" for name, select in holders)
-        rows = self.db.execute(
-            self.conn,
-            f"WITH {_with_clause(ctes)}wave {self.db.wave_cte} ({definition}){stored} SELECT node, "
-            f"COUNT(*), SUM(n) FROM ({violators}) AS violators GROUP BY node",
-            params,
-        ).all()
+        decided = histograms.decided(criteria)
+        if decided is not None:  # each node's class sizes, decided in Python
+            select = histogram_statement(view, criteria, params)
+        else:
+            violators = violating_classes_sql(view, criteria, "w", params)
+            select = "SELECT node, COUNT(*), SUM(n) FROM (" + violators + ") AS violators GROUP BY node"
+        statement = f"WITH {_with_clause(ctes)}wave {self.db.wave_cte} ({definition}){stored} {select}"
         self.statements += 1
+        if decided is not None:
+            answers = histograms.violations(decided, histograms.read_histograms(self.conn, statement, params, True))
+            return {int(node): answer for node, answer in answers.items() if answer[0]}
+        rows = self.db.execute(self.conn, statement, params).all()
         return {int(node): (int(classes), int(tuples)) for node, classes, tuples in rows}
 
     def criteria_view(

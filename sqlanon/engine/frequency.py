@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ..criteria import Criterion
+from ..criteria import Criterion, KAnonymity
 from ..criteria.view import FrequencySetView, SqlFragment
+from . import histograms
 from .star import StarSchema
 
 COUNT = "cnt"
@@ -70,6 +71,8 @@ def count_violations_batch(
     frequency sets, so the search evaluates whole waves of nodes this way.
     `params` binds names the views' definitions use.
     """
+    if any(histograms.decided(criteria) for criteria in criteria_sets):
+        return [_histogram_counts(conn, view, criteria_sets, dict(params or {})) for view in views]
     ctes, selects, params = [], [], dict(params or {})
     for j, view in enumerate(views):
         if view.definition:  # computed once, however many criteria read it
@@ -88,6 +91,28 @@ def count_violations_batch(
         rows_j = int(size) if i == 0 else answers[j][0]
         answers[j] = (rows_j, answers[j][1] + [(int(classes), int(tuples))])
     return answers
+
+
+def _histogram_counts(
+    conn: Connection, view: FrequencySetView, criteria_sets: list[list[Criterion]], params: dict[str, object]
+) -> tuple[int, list[tuple[int, int]]]:
+    """`count_violations_batch`'s answer for one view where a set holds a criterion decided by histogram: the other
+    sets as the batch answers them, and a statement per set that holds one (the histogram of its classes)."""
+    plain = [criteria for criteria in criteria_sets if histograms.decided(criteria) is None]
+    # k-anonymity with k = 1 takes no class: the table's size, where no set is plain
+    [(size, answered)] = count_violations_batch(conn, [view], plain or [[KAnonymity(1)]], params)
+    found = iter(answered)
+    with_clause = "WITH " + view.table + " AS (" + str(view.definition) + ") " if view.definition else ""
+    answers = []
+    for criteria in criteria_sets:
+        criterion = histograms.decided(criteria)
+        if criterion is None:
+            answers.append(next(found))
+            continue
+        own = dict(params)
+        nodes = histograms.read_histograms(conn, with_clause + histogram_statement(view, criteria, own), own, False)
+        answers.append(histograms.violations(criterion, nodes).get(None, (0, 0)))
+    return size, answers
 
 
 def violating_classes_sql(
@@ -128,15 +153,20 @@ def _union(fragments: list[SqlFragment], suffix: str, params: dict[str, object])
     return " UNION ".join(f"({fragment.bound(suffix, params)})" for fragment in fragments)
 
 
-def _kept_classes(view: FrequencySetView, violators: str) -> FrequencySetView:
-    """The classes that are not among `violators`, as a set of class sizes: every class's size beside the
-    violators', grouped by class (a grouping matches NULL classes and hashes, where an anti-join on IS NOT
+def flagged_classes(view: FrequencySetView, violators: str) -> str:
+    """Per class of the view: n and taken (1: one of the classes `violators` SELECTs), every class's size beside
+    the violators', grouped by class (a grouping matches NULL classes and hashes, where an anti-join on IS NOT
     DISTINCT FROM is a nested loop on PostgreSQL)."""
-    kept = (
-        f"SELECT {view.classes}, MAX(n) AS n FROM (SELECT {view.classes}, n, 0 AS taken FROM ({view.class_sizes()}) "
-        f"AS s UNION ALL SELECT {view.classes}, n, 1 FROM ({violators}) AS v) AS b "
-        f"GROUP BY {view.classes} HAVING MAX(taken) = 0"
+    return (
+        f"SELECT {view.classes}, MAX(n) AS n, MAX(taken) AS taken FROM (SELECT {view.classes}, n, 0 AS taken FROM "
+        f"({view.class_sizes()}) AS s UNION ALL SELECT {view.classes}, n, 1 FROM ({violators}) AS v) AS b "
+        f"GROUP BY {view.classes}"
     )
+
+
+def _kept_classes(view: FrequencySetView, violators: str) -> FrequencySetView:
+    """The classes that are not among `violators`, as a set of class sizes (`flagged_classes`)."""
+    kept = flagged_classes(view, violators) + " HAVING MAX(taken) = 0"
     return FrequencySetView(
         table=f"({kept}) AS kept",
         class_columns=view.class_columns,
@@ -179,6 +209,7 @@ def violating_classes_labelled(
     definition = node_frequency_set(star, node)
     view = node_set_view(star, "node_fs", definition)
     params: dict[str, object] = {}
+    criteria = resolve_histograms(conn, view, criteria, "WITH node_fs AS (" + definition + ") ", params)
     labels, joins = class_labels(star, node, "v")
     rows = conn.execute(
         text(
@@ -189,3 +220,28 @@ def violating_classes_labelled(
         params,
     ).all()
     return [(list(row[:-2]), int(row[-2]), int(row[-1])) for row in rows]
+
+
+def histogram_statement(view: FrequencySetView, criteria: list[Criterion], params: dict[str, object]) -> str:
+    """SELECT the view's node columns, n, taken (1: a class the criteria not decided by histogram take) and the
+    number of such classes: the histogram of each node's classes (engine.histograms reads it)."""
+    others = [c for c in criteria if not c.decided_by_histogram]
+    # without others, no class is taken: the sizes themselves, none of them kept, stand for the violators
+    taken = violating_classes_sql(view, others, "hist", params) if others else view.class_sizes() + " LIMIT 0"
+    group = ", ".join([*view.node_columns, "n", "taken"])
+    return f"SELECT {group}, COUNT(*) AS classes FROM ({flagged_classes(view, taken)}) AS f GROUP BY {group}"
+
+
+def resolve_histograms(
+    conn: Connection, view: FrequencySetView, criteria: list[Criterion], with_clause: str, params: dict[str, object]
+) -> list[Criterion]:
+    """`criteria`, the one decided by histogram bound to each node's cut (one statement: `with_clause`, the WITH
+    clause defining the view's table, then the histogram of its classes); unchanged without one."""
+    criterion = histograms.decided(criteria)
+    if criterion is None:
+        return criteria
+    own: dict[str, object] = dict(params)
+    statement = with_clause + histogram_statement(view, criteria, own)
+    nodes = histograms.read_histograms(conn, statement, own, bool(view.node_columns))
+    bound = histograms.bind(criterion, histograms.cuts(criterion, nodes))
+    return [bound if c is criterion else c for c in criteria]

@@ -3,18 +3,26 @@ each QI at its level, and the classes that violate the criteria (removed or mask
 
 from __future__ import annotations
 
+from sqlalchemy.engine import Connection
+
 from ..backends import Database
 from ..criteria import Criterion
 from ..criteria.view import FrequencySetView
-from .frequency import violating_classes_sql
+from .frequency import resolve_histograms, violating_classes_sql
 from .star import Dimension, StarSchema
 
 
 def violating_classes(
-    db: Database, star: StarSchema, node: tuple[int, ...], criteria: list[Criterion], params: dict[str, object]
+    db: Database,
+    conn: Connection,
+    star: StarSchema,
+    node: tuple[int, ...],
+    criteria: list[Criterion],
+    params: dict[str, object],
 ) -> tuple[str, str]:
     """A WITH clause naming the node's violating classes `bad`, and the LEFT JOIN that flags their tuples (b.n is
-    NULL for a tuple of a class that satisfies the criteria)."""
+    NULL for a tuple of a class that satisfies the criteria). A criterion decided by histogram reads the node's
+    class sizes first (one statement: engine.histograms)."""
     codes = [f"d{d.attr}.c{level}" for d, level in zip(star.dimensions, node)]
     select = [f"{code} AS a{i}" for i, code in enumerate(codes)] + star.sensitive_select("t")
     group = codes + [f"t.{db.q(c)}" for c in star.sensitive]
@@ -25,12 +33,13 @@ def violating_classes(
         sensitive_columns=star.sensitive_columns(),
         held=star.held,
     ).with_stored_holders()  # where persons hold several values, their holders read once
-    bad = violating_classes_sql(view, criteria, "pub", params)
     stored = "".join(f", {name} AS MATERIALIZED ({sql})" for name, sql in holders)
-    with_clause = (
+    classes = (
         f"WITH node_classes AS (SELECT {', '.join(select)}, COUNT(*) AS cnt FROM {star.joins('t')} "
-        f"GROUP BY {', '.join(group)}){stored}, bad AS ({bad}) "
+        f"GROUP BY {', '.join(group)}){stored}"
     )
+    criteria = resolve_histograms(conn, view, criteria, f"{classes} ", params)
+    with_clause = classes + ", bad AS (" + violating_classes_sql(view, criteria, "pub", params) + ") "
     on = " AND ".join(f"b.a{i} = {code}" for i, code in enumerate(codes))
     return with_clause, f" LEFT JOIN bad b ON {on}"
 

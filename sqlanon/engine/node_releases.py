@@ -32,7 +32,7 @@ from ..criteria import Criterion
 from ..criteria.view import count_sum, share, sum_c_ln_c
 from .attacks import Release, flagged_classes, most_frequent
 from .checker import ROWS_PER_STATEMENT, WaveChecker
-from .frequency import violating_classes_sql
+from .frequency import resolve_histograms, violating_classes_sql
 
 NODE = "node"
 NO_VALUE = "no_value"  # the constant value column of a release analyzed without a sensitive attribute
@@ -219,7 +219,9 @@ class NodeReleases:
         definition = f"SELECT * FROM {sets}"
         view = self.checker.criteria_view("criteria_fs", definition, self.criteria)
         params: dict[str, Any] = {}
-        violators = violating_classes_sql(view, self.criteria, "a", params)
+        with_clause = "WITH criteria_fs AS (" + definition + ") "
+        criteria = resolve_histograms(self.conn, view, self.criteria, with_clause, params)
+        violators = violating_classes_sql(view, criteria, "a", params)
         return self._store(
             f"suppressed_{tag}",
             f"WITH criteria_fs AS ({definition}) SELECT DISTINCT {', '.join([NODE, *self.keys])} FROM ({violators}) v",

@@ -101,7 +101,7 @@ def publish_generalization(
     phases.step("starting")  # the last point where a cancel stops the run before anything is written
     suppressing = plan.max_suppressed > 0 and any(level < d.height for d, level in zip(star.dimensions, plan.node))
     params: dict[str, object] = {}
-    violating = generalize_sql.violating_classes(db, star, plan.node, criteria, params) if suppressing else None
+    violating = generalize_sql.violating_classes(db, conn, star, plan.node, criteria, params) if suppressing else None
     if conn.in_transaction():
         conn.commit()
     destination = Destination(name=plan.target, source=plan.source, replace=plan.replace, grant_to=plan.output.grant_to)
