@@ -427,6 +427,10 @@ class PopulationUniqueness(Criterion):
         """Per release, the estimated share of population uniques (None: the model found no estimate)."""
         return uniqueness.unique_shares(self.model, histograms, self.population, self.solver)
 
+    def holds_at(self, histogram: uniqueness.Histogram, share: float | None) -> bool:
+        """Whether it holds over a release whose share is known (`unique_shares`): the audit solves it once."""
+        return uniqueness.holds_at(histogram, share, self.threshold)
+
     def holds_over(self, histograms: list[uniqueness.Histogram]) -> list[bool]:
         return uniqueness.holds(self.model, histograms, self.population, self.threshold, self.solver)
 

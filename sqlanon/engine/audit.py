@@ -247,7 +247,8 @@ def _histogram_audit(
     found = histograms.read_histograms(conn, statement, params, by_node=False)
     released = found[None].kept if found else histograms.NodeClasses().kept
     decider: histograms.HistogramCriterion = criterion  # type: ignore[assignment]
-    [share], [holds] = decider.unique_shares([released]), decider.holds_over([released])
+    [share] = decider.unique_shares([released])
+    holds = decider.holds_at(released, share)
     uniques = 0 if holds else released.of_size(1)
     return CriterionAudit(
         params=criterion.params(),

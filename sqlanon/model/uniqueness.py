@@ -113,7 +113,12 @@ def holds(
     """Per histogram, ARX's PopulationUniqueness.isFulfilled: an empty release, one without sample uniques, or one
     whose estimated share is positive and at most `threshold`."""
     shares = unique_shares(model, histograms, population, solver)
-    return [h.classes == 0 or s == 0 or (s is not None and 0 < s <= threshold) for h, s in zip(histograms, shares)]
+    return [holds_at(h, s, threshold) for h, s in zip(histograms, shares)]
+
+
+def holds_at(histogram: Histogram, share: float | None, threshold: float) -> bool:
+    """`holds` for a release whose share (`unique_shares`) is known already."""
+    return histogram.classes == 0 or share == 0 or (share is not None and 0 < share <= threshold)
 
 
 Search = Generator[Histogram, bool, "int | None"]
