@@ -30,6 +30,7 @@ from .model.job import (
     ReleaseSeries,
     Selection,
     Source,
+    Subset,
     Suppression,
     _choice,
     check_roles,
@@ -102,6 +103,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
             "unit",
             "others",
             "ledger",
+            "subset",
         },
     )
     source = _source(
@@ -146,8 +148,10 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
             f"others must be drop (the columns the job gives no role are left out of every output), got {others!r}; "
             "a column is published only under a role the job names: list it as insensitive to publish it as it is"
         )
+    subset = _subset(cfg["subset"]) if cfg.get("subset") is not None else None
     job = Job(
         source=source,
+        subset=subset,
         quasi_identifiers=qis,
         criteria=criteria,
         output=output,
@@ -170,7 +174,27 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
     )
     check_roles(job)
     _check_method(job)
+    _check_subset(job)
     return job
+
+
+def _subset(raw: Any) -> Subset:
+    """`subset: {column: FLAG}` (the rows where a BOOLEAN or 0/1 column is true) or `subset: {table: T, schema: S,
+    key: K}` (the rows whose column K appears in column K of table T): the research subset, of the source table as
+    its population."""
+    spec = _mapping(raw, "subset", {"column", "table", "schema", "key"})
+    if ("column" in spec) == ("table" in spec) or ("column" in spec and {"key", "schema"} & set(spec)):
+        raise ConfigError(
+            "subset takes either {column: FLAG} (the rows where a BOOLEAN or 0/1 column is true) or {table: T, key: "
+            "K} (the rows whose column K appears in table T's column K), e.g. subset: {column: in_study}"
+        )
+    if "column" in spec:
+        return Subset(column=_identifier(spec["column"], "subset.column"))
+    return Subset(
+        table=_identifier(spec["table"], "subset.table"),
+        schema=_optional_identifier(spec.get("schema"), "subset.schema"),
+        key=_identifier(_required(spec, "key", "subset"), "subset.key"),
+    )
 
 
 def _unit(
@@ -265,6 +289,36 @@ def _output(raw: Any) -> Output:
         method=method,
         settings=METHODS[method].parse(out),
     )
+
+
+def _check_subset(job: Job) -> None:
+    """A research subset and what reads it: the criteria that compare classes with the population need one, and
+    it is not (yet) combined with persons counted by a unit, nor published by another method than generalize."""
+    needs = [c.name for c in job.criteria if c.reads_population]
+    subset = job.subset
+    if subset is None:
+        if needs:
+            raise ConfigError(
+                f"{needs[0]} compares each class with the population the published rows were drawn from: declare "
+                "them as a research subset of the table, e.g. subset: {column: in_study} (a BOOLEAN or 0/1 column) "
+                "or subset: {table: study, key: patient_id}"
+            )
+        return
+    if job.unit_column:
+        raise ConfigError(
+            f"subset and unit {job.unit_column!r} cannot be combined yet; anonymize the subset as its own table"
+        )
+    if job.output is not None and job.output.method != "generalize":
+        raise ConfigError(
+            f"subset is published by method: generalize only (not {job.output.method} yet); remove the method"
+        )
+    if subset.column is not None:
+        role = next((role for column, role in job.column_roles() if column == subset.column), None)
+        if role in ("quasi_identifiers", "sensitive"):
+            raise ConfigError(
+                f"subset.column {subset.column!r} is listed under {role}; the column that flags the research subset "
+                "has no other role (it is not published, unless listed as insensitive)"
+            )
 
 
 def _check_method(job: Job) -> None:

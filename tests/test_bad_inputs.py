@@ -440,6 +440,18 @@ CASES: dict[str, Case] = {
         "is smaller than the table",
         _criteria(population_uniqueness={"threshold": 0.01, "population_size": 2}),
     ),
+    "presence-no-subset": Case(
+        "parameters", "declare them as a research subset", _criteria(delta_presence={"d_min": 0.0, "d_max": 0.5})
+    ),
+    "presence-bounds-crossed": Case(
+        "parameters", "is above d_max", _criteria(delta_presence={"d_min": 0.6, "d_max": 0.5})
+    ),
+    "subset-unknown-column": Case(
+        "parameters", "subset.column 'nowhere' is not in table", _set("subset", {"column": "nowhere"})
+    ),
+    "subset-text-column": Case(
+        "parameters", "must be a BOOLEAN or an integer column of 0 and 1", _set("subset", {"column": "education"})
+    ),
     "k-map-population-below-table": Case(
         "parameters", "is smaller than the table", _criteria(k_map={"k": 5, "population_size": 2})
     ),

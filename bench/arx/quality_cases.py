@@ -7,8 +7,9 @@ tests/test_quality.py runs (sqlanon's optimum and its figure against ARX's expec
 Each case: the ARX test it comes from, the suppression limit, the selection (`select:` of a job), the criteria
 (`criteria:` of a job), the sensitive attribute (eight QIs) or none (nine), ARX's expected figure of its optimum,
 its optimum (levels in the data's column order; None: no transformation passes), and whether ARX ran it with
-practical monotonicity. Cases of models sqlanon lacks (d-presence, profitability, differential privacy, ...) and
-of other data are left out, and counted on stderr.
+practical monotonicity. Cases of models sqlanon lacks (profitability, differential privacy, ...) and of other data
+are left out, and counted on stderr. ARX's research subset of Adult (data/adult_subset.csv, which its d-presence
+cases read) is written as the numbers of its rows in Adult (from 0) to tests/data/arx_adult_subset_rows.txt.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 OUT = Path(__file__).parents[2] / "tests" / "data" / "arx_quality_cases.json"
+SUBSET_ROWS = OUT.with_name("arx_adult_subset_rows.txt")
 ADULT_HIERARCHIES = Path(__file__).parents[2] / "sqlanon" / "data" / "adult" / "hierarchies"
 
 NUMBER = r"(-?[0-9.E+-]+)d?"
@@ -74,7 +76,7 @@ def criterion(call: str) -> dict[str, Any] | None:
     if name == "EqualDistanceTCloseness":
         return {"t_closeness": {"attribute": attribute, "t": float(parts[1]), "distance": "equal"}}
     if name == "HierarchicalDistanceTCloseness":
-        hierarchy = str(ADULT_HIERARCHIES / f"{attribute}.csv")
+        hierarchy = f"{attribute}.csv"  # in sqlanon's copy of Adult's hierarchies (the tests resolve it there)
         t = float(parts[1])
         return {"t_closeness": {"attribute": attribute, "t": t, "distance": "hierarchical", "hierarchy": hierarchy}}
     if name == "OrderedDistanceTCloseness":  # ARX orders a string attribute's values as strings
@@ -92,6 +94,8 @@ def criterion(call: str) -> dict[str, Any] | None:
         estimator = "zero_truncated_poisson" if "ZERO_TRUNCATED" in args else "poisson"
         k_map = {"k": int(parts[0]), "significance": float(parts[1]), "population_size": USA, "estimator": estimator}
         return {"k_map": k_map}
+    if name == "DPresence" and "adult_subset.csv" in args:  # the research subset: SUBSET_ROWS
+        return {"delta_presence": {"d_min": float(parts[0]), "d_max": float(parts[1])}}
     if name in ("BasicBLikeness", "EnhancedBLikeness"):
         variant = "basic" if name.startswith("Basic") else "enhanced"
         return {"beta_likeness": {"attribute": attribute, "beta": float(parts[1]), "variant": variant}}
@@ -124,7 +128,7 @@ def cases(source: Path) -> tuple[list[dict[str, Any]], Counter[str]]:
             if select is None or not models or None in models:
                 left_out[file.stem] += 1
                 continue
-            tail = case[case.index('"./data/adult.csv"') :]
+            tail = case[case.rindex('"./data/adult.csv"') :]  # the data, after any subset read from it
             sensitive = re.search(r'\)\)*,\s*"(\w[\w-]*)",\s*"\./data/adult\.csv"', case)
             expected = re.match(r'"\./data/adult\.csv",\s*"?' + NUMBER + r'"?,', tail)
             node = re.search(r"new int\[\]\s*\{([^}]*)\}", tail)
@@ -137,7 +141,7 @@ def cases(source: Path) -> tuple[list[dict[str, Any]], Counter[str]]:
                 criteria.update(model)  # type: ignore[arg-type]
             if file.stem == "TestAnonymizationTCloseness" and "t_closeness" not in criteria:
                 # the test adds hierarchical 0.2-closeness on the sensitive attribute to a case that has none
-                hierarchy = str(ADULT_HIERARCHIES / f"{sensitive.group(1)}.csv")  # type: ignore[union-attr]
+                hierarchy = f"{sensitive.group(1)}.csv"  # type: ignore[union-attr]
                 criteria["t_closeness"] = {
                     "attribute": sensitive.group(1),  # type: ignore[union-attr]
                     "t": 0.2,
@@ -159,9 +163,24 @@ def cases(source: Path) -> tuple[list[dict[str, Any]], Counter[str]]:
     return kept, left_out
 
 
+def subset_rows(source: Path) -> list[int]:
+    """The rows of Adult that ARX's research subset holds, as ARX's DataSubset.create matches them: each subset
+    row takes a row of the data with the same values (which of equal rows does not change any class)."""
+    lines = (source / "data" / "adult.csv").read_text(encoding="utf-8").splitlines()[1:]
+    wanted = Counter((source / "data" / "adult_subset.csv").read_text(encoding="utf-8").splitlines()[1:])
+    found = []
+    for number, line in enumerate(lines):
+        if wanted[line] > 0:
+            wanted[line] -= 1
+            found.append(number)
+    assert not +wanted, "every row of the subset is a row of the data"
+    return found
+
+
 def main() -> None:
     found, left_out = cases(Path(sys.argv[1]))
     OUT.write_text(json.dumps(found, indent=1) + "\n", encoding="utf-8")
+    SUBSET_ROWS.write_text("".join(f"{row}\n" for row in subset_rows(Path(sys.argv[1]))), encoding="utf-8")
     print(f"{len(found)} cases written to {OUT}; left out: {dict(left_out)}", file=sys.stderr)
 
 

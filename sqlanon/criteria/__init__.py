@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from . import k_anonymity, l_diversity, likeness, risk, t_closeness
+from . import k_anonymity, l_diversity, likeness, presence, risk, t_closeness
 from .base import EPSILON, Criterion
 from .k_anonymity import KAnonymity
 from .l_diversity import (
@@ -30,6 +30,7 @@ from .l_diversity import (
     RecursiveLDiversity,
 )
 from .likeness import BetaLikeness, DeltaDisclosure
+from .presence import DeltaPresence
 from .risk import AverageRisk, KMap, PopulationUniqueness, ReleaseCriterion, SampleUniqueness
 from .t_closeness import TCloseness
 
@@ -43,6 +44,7 @@ __all__ = [
     "BetaLikeness",
     "Criterion",
     "DeltaDisclosure",
+    "DeltaPresence",
     "DistinctLDiversity",
     "EntropyLDiversity",
     "KAnonymity",
@@ -59,6 +61,7 @@ __all__ = [
     "l_diversity",
     "least_size_first",
     "likeness",
+    "presence",
     "risk",
     "t_closeness",
 ]

@@ -33,6 +33,9 @@ class Criterion(ABC):
     #: decided in Python over each release's class-size histogram, read from SQL (risk.PopulationUniqueness; see
     #: engine.histograms): a whole-release bound whose classes to suppress are chosen there, then taken by rank
     decided_by_histogram: bool = False
+    #: compares each class with the population the table's rows were drawn from (a job's research subset: its
+    #: classes' sizes in the population are FrequencySetView.population)
+    reads_population: bool = False
     #: depends on the size of the table it is checked on (`fit_table`)
     fits_table: bool = False
     #: reads the table's distribution of its sensitive values (FrequencySetView.distribution)

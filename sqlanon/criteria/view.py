@@ -81,6 +81,13 @@ class FrequencySetView:
     #: statement defines (`with_stored_holders`), and with `persons`, the one of `class_sizes`
     stored: dict[str, str] = field(default_factory=dict)
     stored_sizes: str | None = None
+    #: where the set counts a research subset's rows (a job's `subset:`): a FROM item (a name, or a parenthesized
+    #: SELECT and its alias) of the class columns and cnt, the class's rows in the population (the table the subset
+    #: was drawn from), a row per class of the population; with `population_withheld`, also withheld: the class's
+    #: rows of the subset before a release suppressed any (the audit's: a class of the population whose subset rows
+    #: were all suppressed is not one of the release's)
+    population: str | None = None
+    population_withheld: bool = False
 
     @property
     def one_row_per_class(self) -> bool:

@@ -129,6 +129,9 @@ class PublishedClasses:
     reference: str | None = None
     unit: str | None = None
     holders: bool = False
+    #: where the table publishes a research subset: the population's classes as it publishes them
+    #: (engine.generalize.published_population), which delta-presence compares the published classes with
+    population: str | None = None
 
     def audit(self, db: Database, conn: Connection, table_ref: str) -> AuditReport:
         """The table's audit (see `audit_table`)."""
@@ -297,6 +300,8 @@ def _published(
         f"GROUP BY {', '.join(grouping)}",
         reference=distribution,
         persons=persons,
+        population=read.population,
+        population_withheld=True,
     )
     view, holders = view.with_stored_holders()  # each counted once, however many criteria read them
     stored = "".join(f", {name} AS MATERIALIZED ({select})" for name, select in holders)

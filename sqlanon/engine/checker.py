@@ -58,6 +58,8 @@ SMALL_CUBE = 100_000
 # a large table whose rows are estimated distinct at level 0 beyond this share keeps them ungrouped as its cube
 KEYED_ROWS = 0.5
 GROUP_FIRST = 0.5  # on a large cube a roll-up groups its parent only when that is expected to halve it at least
+#: a cube of the population (the table a job's research subset is drawn from) is numbered its checker's part plus this
+POPULATION_PART = 10
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,7 @@ class WaveChecker:
         self.codes = {} if from_table else star.sensitive_codes(read_by_value)
         self.registered: list[tuple[object, ...]] = []  # registry rows of the scratch tables (see `_register`)
         self.carry = list(carry)  # the columns a cube of the table's rows carries beyond the star's
+        self._population: WaveChecker | None = None  # the population's cube, made when first read
         if from_table:
             self.grouped = False  # a row per row of the table
             keys = [f"{k} AS key{j}" for j, k in enumerate(self._packed_keys())]
@@ -399,7 +402,10 @@ class WaveChecker:
     ) -> dict[int, tuple[int, int]]:
         """(violating classes, tuples in them) of each node of `forest` with any (by its index in `nodes`)."""
         ctes, definition = self._frequency_sets(nodes, forest, sensitive)
-        wave = self.criteria_view("wave", definition, criteria, sensitive)
+        population = self.population_sets(nodes, criteria)
+        if population is not None:
+            ctes += population
+        wave = self.criteria_view("wave", definition, criteria, sensitive, "population" if population else None)
         view, holders = dataclasses.replace(wave, counts_only=True).with_stored_holders()
         params: dict[str, object] = {}
         stored = "".join(f", {name} {self.db.wave_cte} ({select})" for name, select in holders)
@@ -417,12 +423,38 @@ class WaveChecker:
         rows = self.db.execute(self.conn, statement, params).all()
         return {int(node): (int(classes), int(tuples)) for node, classes, tuples in rows}
 
+    def population_sets(self, nodes: list[tuple[int, ...]], criteria: list[Criterion]) -> list[tuple[str, str]] | None:
+        """Where `criteria` compare classes with the population of the star's research subset: (name, SELECT) of
+        common table expressions, the last, `population`, of node (its index in `nodes`), key.. and cnt: every
+        node's classes over the population, from its own cube (made on first use), read as a wave reads the cube.
+        None where no criterion reads the population."""
+        if self.star.population is None or not any(c.reads_population for c in criteria):
+            return None
+        if self._population is None:
+            over = dataclasses.replace(
+                self.star, source=self.star.population, rows=self.star.population_rows, sensitive=[], population=None
+            )
+            self._population = WaveChecker(
+                db=self.db, conn=self.conn, star=over, run=self.run, part=self.part + POPULATION_PART
+            )
+        population = self._population
+        forest = population._planned(nodes, False) if population.large else population._clusters(nodes)
+        ctes, definition = population._frequency_sets(nodes, forest, False, prefix="population_rollup")
+        return [*ctes, ("population", definition)]
+
     def criteria_view(
-        self, table: str, definition: str, criteria: list[Criterion], sensitive: bool = True
+        self,
+        table: str,
+        definition: str,
+        criteria: list[Criterion],
+        sensitive: bool = True,
+        population: str | None = None,
     ) -> FrequencySetView:
         """How `criteria` see `table`, the name of a CTE whose SELECT is `definition`: frequency sets of node, key
-        columns (the classes), the cube's sensitive columns (`sensitive`) and cnt, one row per class and values."""
+        columns (the classes), the cube's sensitive columns (`sensitive`) and cnt, one row per class and values;
+        `population`, the name of a CTE of `population_sets`."""
         return FrequencySetView(
+            population=population,
             table=table,
             class_columns=["node"] + self.key_names,
             node_columns=("node",),
@@ -476,10 +508,11 @@ class WaveChecker:
         return [RollUp(tuple(self._meet([nodes[j] for j in cluster])), cluster) for cluster in clusters]
 
     def _frequency_sets(
-        self, nodes: list[tuple[int, ...]], forest: list[RollUp], sensitive_too: bool
+        self, nodes: list[tuple[int, ...]], forest: list[RollUp], sensitive_too: bool, prefix: str = "rollup"
     ) -> tuple[list[tuple[str, str]], str]:
-        """(name, SELECT) of the roll-ups that several others read, and the SELECT of node (its index in `nodes`),
-        key(s), sensitive columns, cnt: the frequency sets of the nodes of `forest`, each from its roll-up."""
+        """(name, SELECT) of the roll-ups that several others read (named `prefix` and a number), and the SELECT of
+        node (its index in `nodes`), key(s), sensitive columns, cnt: the frequency sets of the nodes of `forest`,
+        each from its roll-up."""
         names = ", ".join(["node"] + [f"m{key}" for key in range(self.layout.keys)])
         keys = [f"c.key{key} & CAST(w.m{key} AS BIGINT)" for key in range(self.layout.keys)]
         sensitive = [f"c.{s}" for s in self._sensitive(sensitive_too).values()]
@@ -498,7 +531,7 @@ class WaveChecker:
                     self._rows_at(roll_up.meet, sensitive_too),
                 )
                 if roll_up.below:  # read by several: computed once
-                    ctes.append((f"rollup{len(ctes)}", source))
+                    ctes.append((f"{prefix}{len(ctes)}", source))
                     source = ctes[-1][0]
             if self.from_table and parent == self.ref and (grouped or roll_up.nodes):
                 self.scans += 1  # without a cube, whatever reads the source is a scan of the table
@@ -560,6 +593,8 @@ class WaveChecker:
         )
 
     def close(self) -> None:
+        if self._population is not None:
+            self._population.close()
         if self.reference:
             self.db.drop_table(self.conn, self.reference)
         if not self.from_table:

@@ -38,6 +38,12 @@ def node_frequency_set(star: StarSchema, node: Sequence[int]) -> str:
     )
 
 
+def population_set(star: StarSchema, codes: list[tuple[str, str]]) -> str:
+    """A FROM item (alias p) of the population's classes (FrequencySetView.population): the population (the table
+    a research subset was drawn from) joined with the dimensions and grouped on `codes` ((SQL, name) of each)."""
+    return "(" + _grouped(star, codes, source=star.population_joins("t"), sensitive=[]) + ") AS p"
+
+
 def _grouped(
     star: StarSchema,
     codes: list[tuple[str, str]],

@@ -3,12 +3,15 @@ each QI at its level, and the classes that violate the criteria (removed or mask
 
 from __future__ import annotations
 
+from typing import Any
+
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
 from ..criteria import Criterion
 from ..criteria.view import FrequencySetView
-from .frequency import resolve_histograms, violating_classes_sql
+from .frequency import population_set, resolve_histograms, violating_classes_sql
 from .star import Dimension, StarSchema
 
 
@@ -26,12 +29,14 @@ def violating_classes(
     codes = [f"d{d.attr}.c{level}" for d, level in zip(star.dimensions, node)]
     select = [f"{code} AS a{i}" for i, code in enumerate(codes)] + star.sensitive_select("t")
     group = codes + [f"t.{db.q(c)}" for c in star.sensitive]
+    reads_population = star.population is not None and any(c.reads_population for c in criteria)
     view, holders = FrequencySetView(
         table="node_classes",
         class_columns=[f"a{i}" for i in range(len(codes))],
         count_column="cnt",
         sensitive_columns=star.sensitive_columns(),
         held=star.held,
+        population=population_set(star, [(c, f"a{i}") for i, c in enumerate(codes)]) if reads_population else None,
     ).with_stored_holders()  # where persons hold several values, their holders read once
     stored = "".join(f", {name} AS MATERIALIZED ({sql})" for name, sql in holders)
     classes = (
@@ -42,6 +47,32 @@ def violating_classes(
     with_clause = classes + ", bad AS (" + violating_classes_sql(view, criteria, "pub", params) + ") "
     on = " AND ".join(f"b.a{i} = {code}" for i, code in enumerate(codes))
     return with_clause, f" LEFT JOIN bad b ON {on}"
+
+
+def published_population(db: Database, conn: Connection, star: StarSchema, node: tuple[int, ...]) -> str:
+    """A FROM item (alias p) of the population's classes as the node publishes them (FrequencySetView.population,
+    for the audit): per class, its QIs' published values (g0..), cnt, its rows in the population (the table the
+    research subset was drawn from), and withheld, its rows of the subset before any suppression. Both tables are
+    labelled as `generalized_value` writes the published table."""
+    labels: list[sa.ColumnElement[Any]] = [
+        sa.literal_column(generalized_value(db, d.column, d, level, False)) for d, level in zip(star.dimensions, node)
+    ]
+
+    def rows(joins: str, population: bool) -> sa.Select[Any]:
+        counts: tuple[sa.ColumnElement[Any], ...] = (
+            sa.literal_column("1" if population else "0"),
+            sa.literal_column("0" if population else "1"),
+        )
+        return sa.select(
+            *(label.label(f"g{i}") for i, label in enumerate(labels)), counts[0].label("p"), counts[1].label("s")
+        ).select_from(sa.text(joins))
+
+    union = sa.union_all(rows(star.population_joins("t"), True), rows(star.joins("t"), False)).subquery("u")
+    classes = [union.c[f"g{i}"] for i in range(len(labels))]
+    query = sa.select(*classes, sa.func.sum(union.c.p).label("cnt"), sa.func.sum(union.c.s).label("withheld")).group_by(
+        *classes
+    )
+    return "(" + db.as_text(conn, query) + ") AS p"
 
 
 def generalized_value(db: Database, column: str, dim: Dimension, level: int, masking: bool) -> str:

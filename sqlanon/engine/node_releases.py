@@ -57,14 +57,14 @@ class NodeBatch:
     def release(self) -> Release:
         """The batch's releases over the analyzed attribute, by node, as engine.attacks reads them (without one, a
         constant value: every class one cell, which the risk figures read)."""
-        definition = f"SELECT * FROM {self.frequency_sets}"
+        selected, grouping = "*", ""
         if self.value is None:
             assert not self.sensitive, "without an analyzed attribute the cube carries no sensitive column"
-            group = ", ".join([NODE, *self.keys])
-            definition = f"SELECT {group}, 0 AS {NO_VALUE}, cnt FROM {self.frequency_sets}"
+            selected = ", ".join([NODE, *self.keys, f"0 AS {NO_VALUE}", "cnt"])
         elif self.sensitive != [self.value]:  # one row per class and value of the attribute
             group = ", ".join([NODE, *self.keys, str(self.value)])
-            definition = f"SELECT {group}, {count_sum('cnt')} AS cnt FROM {self.frequency_sets} GROUP BY {group}"
+            selected, grouping = f"{group}, {count_sum('cnt')} AS cnt", f" GROUP BY {group}"
+        definition = f"SELECT {selected} FROM {self.frequency_sets}{grouping}"
         return Release(
             definition=definition,
             classes=[NODE, *self.keys],
@@ -179,7 +179,7 @@ class NodeReleases:
         else:
             sets = self._store(f"sets_{tag}", node_sets)
             stored.append(sets)
-        suppressed = self._suppressed(sets, tag) if self.suppress else None
+        suppressed = self._suppressed(sets, tag, nodes) if self.suppress else None
         stored += [suppressed] if suppressed else []
         classes = self._classes(sets, suppressed)
         if read_once:
@@ -214,17 +214,21 @@ class NodeReleases:
         suppressed_classes = f"SELECT * FROM {suppressed}" if suppressed else None
         return flagged_classes(f"({cells}) v", [NODE, *self.keys], suppressed_classes, ", SUM(c_ln_c) AS c_ln_c")
 
-    def _suppressed(self, sets: str, tag: str) -> str:
+    def _suppressed(self, sets: str, tag: str, nodes: list[tuple[int, ...]]) -> str:
         """The batch's classes that violate the criteria (node, key..), stored."""
         definition = f"SELECT * FROM {sets}"
-        view = self.checker.criteria_view("criteria_fs", definition, self.criteria)
+        population = self.checker.population_sets(nodes, self.criteria) or []
+        view = self.checker.criteria_view(
+            "criteria_fs", definition, self.criteria, population=population[-1][0] if population else None
+        )
         params: dict[str, Any] = {}
-        with_clause = "WITH criteria_fs AS (" + definition + ") "
+        with_clause = "WITH " + "".join(f"{name} AS ({select}), " for name, select in population)
+        with_clause += "criteria_fs AS (" + definition + ") "
         criteria = resolve_histograms(self.conn, view, self.criteria, with_clause, params)
         violators = violating_classes_sql(view, criteria, "a", params)
         return self._store(
             f"suppressed_{tag}",
-            f"WITH criteria_fs AS ({definition}) SELECT DISTINCT {', '.join([NODE, *self.keys])} FROM ({violators}) v",
+            f"{with_clause}SELECT DISTINCT {', '.join([NODE, *self.keys])} FROM ({violators}) v",
             params,
         )
 

@@ -36,7 +36,7 @@ from ..model.hierarchies import (
     generate_hierarchy,
 )
 from ..model.job import ROLE_NAMES, ROLES, Job, QuasiIdentifier, check_roles
-from ..model.names import KEPT_DIMENSION_PREFIX, dimension_table, kept_dimension_table
+from ..model.names import KEPT_DIMENSION_PREFIX, dimension_table, kept_dimension_table, subset_table
 from ..store import Store, runs
 from .persons import LCA_PREFIX, Persons, ancestor_areas, counted_persons, hierarchy_key
 
@@ -138,6 +138,15 @@ class StarSchema:
     #: where the job names each row's person (`unit`): its persons, whose table (one row each) is `source`, which
     #: every frequency set counts, while a publication writes the source's rows (`published_rows`)
     persons: Persons | None = None
+    #: where the job names a research subset (`subset:`): the source table, its population, whose rows of the subset
+    #: are `source` (a scratch table the run made)
+    population: str | None = None
+    population_rows: int = 0  # its rows, where a criterion reads it (counted as its values are checked)
+
+    def population_joins(self, alias: str = "t") -> str:
+        """`joins` over the population (the source table of a job with a research subset)."""
+        assert self.population is not None, "a star with a research subset"
+        return dataclasses.replace(self, source=self.population, persons=None).joins(alias)
 
     @property
     def published_rows(self) -> str:
@@ -262,6 +271,8 @@ class StarSchema:
         later runs (see `KeptDimensions`); a kept table the run reused stays as it is."""
         if self.persons is not None:
             self.persons.drop(self.db, conn)
+        if self.population is not None:  # the research subset's rows
+            self.db.drop_table(conn, self.source)
         built = [d for d in self.dimensions if not d.reused]
         kept = [(d.table, d.kept_as, d.shape) for d in built if keep and d.kept_as is not None]
         for d in built:
@@ -381,6 +392,11 @@ def check_columns(db: Database, conn: Connection, job: Job) -> dict[str, str]:
                 f"(its columns: {', '.join(columns)}); fix the name in the config"
             )
     classified = {db.name_key(name) for name, _ in job.column_roles()}
+    flag = job.subset.column if job.subset is not None else None
+    if flag is not None and db.name_key(flag) not in present:
+        raise DataError(f"subset.column {flag!r} is not in table {src.table!r}; fix the name")
+    if flag is not None and db.name_key(flag) not in classified:  # the subset's flag: read, never published
+        columns = {c: kind for c, kind in columns.items() if db.name_key(c) != db.name_key(flag)}
     unclassified = [c for c in columns if db.name_key(c) not in classified]
     if unclassified and job.others == "drop":  # what the run reads from here on: the columns with a role
         warnings.warn(
@@ -474,15 +490,19 @@ def build_star_schema(
 
         persons = counted_persons(db, conn, job, table, run_id, sensitive, hierarchy_of, several_values=True)
         source = persons.table
-    try:  # the persons' table goes with an error, as the dimension tables do below
+    population = None
+    if job.subset is not None:
+        population, source = table, subset_rows(db, conn, job, table, run_id)
+    try:  # the persons' (or subset's) table goes with an error, as the dimension tables do below
         if persons is not None:
             _check_held(criteria, persons)
         rows = db.count_rows(conn, source)
         if rows == 0:
-            raise DataError(f"table {src.table!r} is empty; there is nothing to anonymize")
+            where = f"the research subset ({job.subset.describe()}) of " if job.subset else ""
+            raise DataError(f"{where}table {src.table!r} is empty; there is nothing to anonymize")
         # below, the search's badly planned joins still take a moment; the verbs that join a whole source with its
         # dimensions at any size (publication, inference) plan them with hash joins themselves (Database.hash_joins)
-        if rows >= STATISTICS_ROWS and not job.unit_column:  # a persons' table is analyzed as it is made
+        if rows >= STATISTICS_ROWS and not job.unit_column and not job.subset:  # scratch tables are analyzed as made
             db.plan_source_joins(conn, src.schema, src.table)
         for criterion in criteria:
             criterion.fit_table(rows)
@@ -492,6 +512,8 @@ def build_star_schema(
     except Exception:
         if persons is not None:
             persons.drop(db, conn)
+        if population is not None:
+            db.drop_table(conn, source)
         raise
     star = StarSchema(
         db=db,
@@ -504,6 +526,7 @@ def build_star_schema(
         exact_text={c for c in columns if kinds[db.name_key(c)] is not ColumnKind.FLOAT},
         work_schema=schema,
         persons=persons,
+        population=population,
     )
     try:
         for attr, qi in enumerate(job.quasi_identifiers):
@@ -521,6 +544,8 @@ def build_star_schema(
                 _create_dimension_table(db, conn, dim)
             star.dimensions.append(dim)
         _check_one_row_per_tuple(db, conn, star)
+        if any(c.reads_population for c in criteria):
+            _check_population_covered(db, conn, star)
         for dim in star.dimensions:  # every join of the source with its dimensions is planned with them
             if not dim.reused:  # analyzed as it was built
                 db.analyze(conn, dim.table)
@@ -528,6 +553,73 @@ def build_star_schema(
         star.drop(conn)
         raise
     return star
+
+
+def subset_rows(db: Database, conn: Connection, job: Job, table: str, run_id: int) -> str:
+    """A scratch table of the rows of the job's research subset of `table` (the source), analyzed: the rows the run
+    anonymizes and publishes. Session-scoped, as the persons' table is: it holds the rows themselves."""
+    subset, src = job.subset, job.source
+    assert subset is not None, "a job with a research subset"
+    types = db.column_types(conn, src.schema, src.table)
+    rows = db.ref_table(table, list(types)).alias("t")
+    by_key = {db.name_key(c): c for c in types}
+    if subset.column is not None:
+        column = by_key.get(db.name_key(subset.column))
+        if column is None:
+            raise DataError(f"subset.column {subset.column!r} is not in table {src.table!r}; fix the name")
+        flag = _subset_flag(db, conn, rows, column, types[column], src.table)
+        where: sa.ColumnElement[bool] = flag == 1
+    else:
+        assert subset.table is not None and subset.key is not None
+        found = db.column_types(conn, subset.schema, subset.table, "check subset.table (and its schema)")
+        key = {db.name_key(c): c for c in found}.get(db.name_key(subset.key))
+        column = by_key.get(db.name_key(subset.key))
+        if key is None or column is None:
+            where_missing = f"table {subset.table!r}" if key is None else f"table {src.table!r}"
+            raise DataError(f"subset.key {subset.key!r} is not a column of {where_missing}; both tables need it")
+        keys = db.ref_table(db.q(subset.schema, subset.table), [key]).alias("s")
+        where = sa.exists(sa.select(sa.literal(1)).select_from(keys).where(keys.c[key] == rows.c[column]))
+    query = sa.select(*rows.c).select_from(rows).where(where)
+    ref = db.create_scratch(conn, subset_table(run_id), db.as_text(conn, query))
+    db.analyze(conn, ref)
+    return ref
+
+
+def _subset_flag(
+    db: Database, conn: Connection, rows: sa.FromClause, column: str, type_name: str, table: str
+) -> sa.ColumnElement[Any]:
+    """The subset's flag column as an integer (1: in the subset), after checking it is a BOOLEAN or holds 0 and 1
+    only (NULL: not in the subset)."""
+    flag = sa.cast(rows.c[column], sa.Integer)
+    boolean = type_name.lower().startswith("bool")
+    if not boolean and not db.column_kind(type_name).integer:
+        raise DataError(
+            f"subset.column {column!r} is {type_name}; it must be a BOOLEAN or an integer column of 0 and 1 "
+            "(1: the row is in the research subset)"
+        )
+    if not boolean:
+        others = db.execute(conn, sa.select(sa.func.count()).select_from(rows).where(flag.not_in([0, 1]))).scalar_one()
+        if others:
+            raise DataError(
+                f"subset.column {column!r} of table {table!r} holds {others} value(s) other than 0 and 1; flag the "
+                "research subset's rows with 1 and the others with 0"
+            )
+    return flag
+
+
+def _check_population_covered(db: Database, conn: Connection, star: StarSchema) -> None:
+    """Every row of the population (the table a research subset was drawn from) joins the dimensions: a criterion
+    that compares classes with the population would otherwise miss its rows whose values the hierarchies lack."""
+    assert star.population is not None
+    total = db.count_rows(conn, star.population)
+    matched = db.count_rows(conn, star.population_joins())
+    star.population_rows = total
+    if matched != total:
+        raise HierarchyError(
+            f"{total - matched} of the {total} rows of the population (the table the research subset is drawn "
+            "from) have quasi-identifier values missing from the hierarchies, which must cover the whole table; "
+            "add them to the hierarchy files"
+        )
 
 
 def _dimension(

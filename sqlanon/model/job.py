@@ -74,6 +74,24 @@ class Source:
         return {k: str(v) if isinstance(v, Path) else v for k, v in fields.items()}
 
 
+@dataclass(kw_only=True, frozen=True)
+class Subset:
+    """A research subset of the source table (ARX's DataSubset), which is then the population it was drawn from:
+    only the subset's rows are anonymized and published, and the criteria that read the population (delta-presence)
+    compare each class with the population's. The rows where `column` is true (a BOOLEAN, or an integer 0/1), or
+    those whose `key` appears in the `key` column of table `table` (in `schema`)."""
+
+    column: str | None = None
+    table: str | None = None
+    schema: str | None = None
+    key: str | None = None
+
+    def describe(self) -> str:
+        if self.column is not None:
+            return f"the rows where {self.column} is true"
+        return f"the rows whose {self.key} is in table {self.table}"
+
+
 @dataclass(kw_only=True)
 class QuasiIdentifier:
     """A QI column and where its hierarchy comes from: a file or a generator."""
@@ -271,6 +289,8 @@ class Job:
     unit: str | None = None
     #: the column naming each row's person (`unit: {column: ...}`): the criteria count persons, not rows
     unit_column: str | None = None
+    #: the research subset that is anonymized and published, of the source table as its population (`subset:`)
+    subset: Subset | None = None
     #: what becomes of the source's columns the job gives no role: None (the job is refused, naming them) or
     #: "drop" (left out of every output, listed in a warning when the run reads the source)
     others: str | None = None
@@ -327,6 +347,7 @@ class Job:
             "unit": self.unit,
             "unit_column": self.unit_column,
             "others": self.others,
+            "subset": asdict(self.subset) if self.subset else None,
             "releases": asdict(self.releases) if self.releases else None,
             "inference": asdict(self.inference),
             "ledger": asdict(self.ledger) if self.ledger else None,

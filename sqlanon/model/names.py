@@ -22,6 +22,11 @@ def rows_table(run_id: int, part: int = 0) -> str:
     return f"packed_rows_{run_id}" + (f"_{part}" if part else "")
 
 
+def subset_table(run_id: int) -> str:
+    """The rows of a job's research subset, which the run anonymizes (the source table is their population)."""
+    return f"subset_rows_{run_id}"
+
+
 def kept_dimension_table(digest: str) -> str:
     """A dimension table kept across runs (engine.star.KeptDimensions), by the digest of its hierarchy: no run's,
     so cleanup never takes it for a killed run's."""
@@ -31,7 +36,7 @@ def kept_dimension_table(digest: str) -> str:
 KEPT_DIMENSION_PREFIX = kept_dimension_table("")
 
 # parents_<run>: the parent-code arrays that earlier sqlanon versions made per run (a killed one may have left them)
-_RUN_TABLE = re.compile(r"dim_(\d+)_\d+|parents_(\d+)|packed_(?:cube|rows)_(\d+)(?:_\d+)?")
+_RUN_TABLE = re.compile(r"dim_(\d+)_\d+|parents_(\d+)|packed_(?:cube|rows)_(\d+)(?:_\d+)?|subset_rows_(\d+)")
 
 
 def run_of_table(name: str) -> int | None:

@@ -152,6 +152,9 @@ def publish_generalization(
                 reference=reference,
                 unit=plan.unit,
                 holders=holders,
+                population=generalize_sql.published_population(db, conn, star, plan.node)
+                if star.population is not None and any(c.reads_population for c in criteria)
+                else None,
             )
             report = classes.audit(db, conn, written)
             _check_audit(report, star.rows, plan)

@@ -272,13 +272,17 @@ class Exhaustive(SearchStrategy):
         nodes = full_lattice(ctx.star.heights)
         violating: list[dict[tuple[int, ...], int]] = [{} for _ in criteria_sets]
         labels = create_label_table(ctx.db, ctx.conn, ctx.star, f"exhaustive_{ctx.run.run_id}")
+        population = None
+        if ctx.star.population is not None and any(c.reads_population for s in criteria_sets for c in s):
+            name = f"exhaustive_population_{ctx.run.run_id}"
+            population = create_label_table(ctx.db, ctx.conn, ctx.star, name, population=True)
         ctx.conn.commit()
         stats.base_scans += 1
         try:
             batch = max(1, BATCH // len(criteria_sets))  # statements of about BATCH node-and-criteria checks
             for start in range(0, len(nodes), batch):
                 chunk = nodes[start : start + batch]
-                views = [node_view(ctx.star, labels, j, node) for j, node in enumerate(chunk)]
+                views = [node_view(ctx.star, labels, j, node, population) for j, node in enumerate(chunk)]
                 for node, (_, per_set) in zip(chunk, count_violations_batch(ctx.conn, views, criteria_sets)):
                     for found, (_, tuples) in zip(violating, per_set):
                         found[node] = tuples
@@ -287,7 +291,9 @@ class Exhaustive(SearchStrategy):
                 ctx.conn.commit()
                 ctx.progress("every node", stats.nodes_checked, len(nodes))
         finally:
-            ctx.db.drop_table(ctx.conn, labels)
+            for table in (labels, population):
+                if table is not None:
+                    ctx.db.drop_table(ctx.conn, table)
             ctx.conn.commit()
         return violating
 

@@ -1,0 +1,186 @@
+"""delta-presence and the research subset: a job anonymizes and publishes the rows of a subset of its table, and
+delta-presence bounds each class's share of the subset among the population's rows (the whole table), checked
+against a pandas reference on random tables with every strategy, through publication and its audit, and with
+bad settings."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sqlanon import anonymize, job_from_dict, search
+from sqlanon.criteria import KAnonymity
+from sqlanon.errors import ConfigError, DataError, HierarchyError
+
+from .test_risk import PATHS, assert_every_strategy, generalized
+
+COLUMNS = ["p", "q", "f"]
+
+
+def subset_job(folder: Path, rows: list[tuple[Any, ...]], spec: dict, limit: int, **extra: Any) -> Any:
+    """A job over a random table of `rows` (QIs p and q with test_risk's hierarchies, subset flag f) in `folder`."""
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame.to_csv(folder / "data.csv", index=False)
+    for qi in ("p", "q"):
+        (folder / f"{qi}.csv").write_text("".join(";".join(path) + "\n" for path in PATHS[qi].values()))
+    subset_rows = int(frame["f"].sum())
+    config = {
+        "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"},
+        "quasi_identifiers": {"p": "p.csv", "q": "q.csv"},
+        "criteria": spec,
+        "subset": {"column": "f"},
+        "suppression": {"limit": max(0, min(limit, subset_rows - 1))},
+        **extra,
+    }
+    return job_from_dict(config, folder)
+
+
+def reference(rows: list[tuple[Any, ...]], job: Any, spec: dict, limit: int) -> tuple[set, dict]:
+    """The nodes that pass, and each one's suppressed tuples, in pandas: every class of the population (the whole
+    table) holds n of the subset's rows among its pn; one without any (n = 0) below d_min fails the node, the
+    others that break delta-presence or k-anonymity are suppressed (their n tuples) within the limit."""
+    presence = spec["delta_presence"]
+    k = spec.get("k_anonymity", {}).get("k", 1)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    passing, suppressed = set(), {}
+    for node, grouped in generalized(frame, job):
+        classes = grouped.groupby(["p", "q"])["f"].agg(["sum", "size"])
+        share = classes["sum"] / classes["size"]
+        if ((classes["sum"] == 0) & (share < presence["d_min"])).any():
+            continue
+        breaks = (share < presence["d_min"]) | (share > presence["d_max"]) | (classes["sum"] < k)
+        tuples = int(classes["sum"][breaks & (classes["sum"] > 0)].sum())
+        if tuples <= limit:
+            passing.add(node)
+            suppressed[node] = tuples
+    return passing, suppressed
+
+
+CASES = [
+    {"delta_presence": {"d_min": 0.0, "d_max": 0.6}},
+    {"delta_presence": {"d_min": 0.3, "d_max": 0.8}},
+    {"delta_presence": {"d_min": 0.2, "d_max": 1.0}},
+    {"delta_presence": {"d_min": 0.25, "d_max": 0.75}, "k_anonymity": {"k": 2}},
+]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(
+        st.tuples(st.sampled_from(["v0", "v1", "v2", "v3"]), st.sampled_from(["w0", "w1", "w2"]), st.integers(0, 1)),
+        min_size=4,
+        max_size=40,
+    ).filter(lambda rows: any(r[2] for r in rows)),
+    spec=st.sampled_from(CASES),
+    limit=st.integers(0, 5),
+)
+def test_every_strategy_equals_the_reference_on_random_tables(tmp_path_factory, rows, spec, limit):
+    if spec.get("k_anonymity", {}).get("k", 1) > sum(r[2] for r in rows):
+        return  # a k above the subset's rows is a configuration error, tested elsewhere
+    job = subset_job(tmp_path_factory.mktemp("presence"), rows, spec, limit)
+    exhaustive = search(dataclasses.replace(job, strategy="exhaustive"))
+    expected, _ = reference(rows, exhaustive, spec, exhaustive.max_suppressed)
+    assert exhaustive.rows == sum(r[2] for r in rows)  # the subset's rows are the table the job anonymizes
+    assert_every_strategy(job, exhaustive, expected)
+
+
+def test_a_publication_writes_the_subset_s_rows_and_its_audit_holds(tmp_path: Path):
+    rows = [(f"v{i % 4}", f"w{i % 3}", int(i % 5 < 2)) for i in range(60)] + [("v0", "w0", 1)] * 3
+    spec = {"delta_presence": {"d_min": 0.2, "d_max": 0.6}}
+    job = subset_job(tmp_path, rows, spec, 4, output={"table": "published"}, insensitive=[])
+    report = anonymize(job)
+    passing, suppressed = reference(rows, report.search, spec, report.search.max_suppressed)
+    assert report.node in passing and report.suppressed == suppressed[report.node]
+    presence = report.audit.criteria["delta_presence"]
+    assert presence.holds and 0.2 <= presence.figure <= 0.6
+    with duckdb.connect(str(tmp_path / "t.duckdb")) as con:
+        published = con.sql("SELECT * FROM published").df()
+    assert list(published.columns) == ["p", "q"]  # the flag is not published
+    assert len(published) == sum(r[2] for r in rows) - report.suppressed
+
+
+def test_a_subset_given_as_a_table_of_keys(tmp_path: Path):
+    rows = [(f"v{i % 4}", f"w{i % 3}", i) for i in range(24)]
+    pd.DataFrame(rows, columns=["p", "q", "id"]).to_csv(tmp_path / "data.csv", index=False)
+    for qi in ("p", "q"):
+        (tmp_path / f"{qi}.csv").write_text("".join(";".join(path) + "\n" for path in PATHS[qi].values()))
+    with duckdb.connect(str(tmp_path / "t.duckdb")) as con:
+        con.execute("CREATE TABLE study AS SELECT range * 3 AS id FROM range(8)")
+    job = job_from_dict(
+        {
+            "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"},
+            "quasi_identifiers": {"p": "p.csv", "q": "q.csv"},
+            "identifying": ["id"],
+            "criteria": {"delta_presence": {"d_min": 0.0, "d_max": 0.5}},
+            "subset": {"table": "study", "key": "id"},
+        },
+        tmp_path,
+    )
+    found = search(dataclasses.replace(job, strategy="exhaustive"))
+    flagged = [(p, q, int(i % 3 == 0)) for p, q, i in rows]
+    assert found.rows == 8
+    assert set(found.satisfying) == reference(flagged, found, {"delta_presence": {"d_min": 0, "d_max": 0.5}}, 0)[0]
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "fragment"),
+    [
+        ({"subset": None}, ConfigError, "declare them as a research subset"),
+        ({"criteria": {"delta_presence": {"d_min": 0.6, "d_max": 0.5}}}, ConfigError, "is above d_max"),
+        ({"criteria": {"delta_presence": {"d_min": -0.1, "d_max": 0.5}}}, ConfigError, "between 0.0 and 1.0"),
+        ({"criteria": {"delta_presence": {"d_max": 0.5}}}, ConfigError, "missing key 'd_min'"),
+        ({"subset": {"column": "f", "key": "id"}}, ConfigError, "subset takes either"),
+        ({"subset": {"column": "p"}}, ConfigError, "is listed under quasi_identifiers"),
+        ({"subset": {"column": "g"}}, DataError, "subset.column 'g' is not in table"),
+        ({"subset": {"table": "nowhere", "key": "p"}, "others": "drop"}, DataError, "nowhere"),
+        ({"output": {"table": "o", "method": "mondrian"}}, ConfigError, "method: generalize only"),
+    ],
+)
+def test_bad_settings(tmp_path: Path, change: dict, error: type, fragment: str):
+    rows = [("v0", "w0", 1), ("v1", "w1", 0), ("v2", "w2", 1)]
+    spec = {"delta_presence": {"d_min": 0.0, "d_max": 0.9}}
+    job = subset_job(tmp_path, rows, spec, 0)
+    config = {
+        "source": {"url": "t.duckdb", "table": "t", "csv": "data.csv"},
+        "quasi_identifiers": {"p": "p.csv", "q": "q.csv"},
+        "criteria": spec,
+        "subset": {"column": "f"},
+    }
+    assert job.subset is not None
+    config.update(change)
+    with pytest.raises(error, match=fragment):
+        search(job_from_dict({k: v for k, v in config.items() if v is not None}, tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("values", "fragment"),
+    [
+        (["a", "b", "a"], "must be a BOOLEAN or an integer column of 0 and 1"),
+        ([1, 2, 0], "holds 1 value(s) other than 0 and 1"),
+        ([0, 0, 0], "the research subset (the rows where f is true) of table 't' is empty"),
+    ],
+)
+def test_bad_flags(tmp_path: Path, values: list[Any], fragment: str):
+    rows = [("v0", "w0", values[0]), ("v1", "w1", values[1]), ("v2", "w2", values[2])]
+    pd.DataFrame(rows, columns=COLUMNS).to_csv(tmp_path / "data.csv", index=False)
+    job = subset_job(tmp_path, [("v0", "w0", 1)], {"delta_presence": {"d_min": 0.0, "d_max": 0.9}}, 0)
+    pd.DataFrame(rows, columns=COLUMNS).to_csv(tmp_path / "data.csv", index=False)
+    with pytest.raises(DataError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        search(job)
+
+
+def test_the_hierarchies_must_cover_the_population(tmp_path: Path):
+    rows = [("v0", "w0", 1), ("v1", "w1", 0), ("v2", "w2", 1)]
+    job = subset_job(tmp_path, rows, {"delta_presence": {"d_min": 0.0, "d_max": 0.9}}, 0)
+    (tmp_path / "p.csv").write_text("v0;A;*\nv2;B;*\n")  # v1, outside the subset, is missing
+    with pytest.raises(HierarchyError, match="1 of the 3 rows of the population"):
+        search(job)
+    job = dataclasses.replace(job, criteria=[KAnonymity(1)])  # the plain research subset does not read the population
+    assert search(dataclasses.replace(job, strategy="exhaustive")).rows == 2
