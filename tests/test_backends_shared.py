@@ -34,7 +34,7 @@ from sqlanon import (
 from sqlanon.cli import main
 from sqlanon.criteria import KAnonymity, criteria_from_config
 from sqlanon.errors import ConfigError, DataError, HierarchyError, SqlanonError
-from sqlanon.model.job import Job, Selection, Suppression
+from sqlanon.model.job import Job, Selection, Subset, Suppression
 from sqlanon.model.selection import node_label
 
 from .conftest import (
@@ -441,6 +441,46 @@ def test_risk_bounds_publish_duckdbs_release(compared: Backend, duckdb: Backend,
     assert found.node == expected.node and found.suppressed == expected.suppressed > 0
     assert found.audit.ok and found.audit.classes == expected.audit.classes
     assert found.audit.criteria[bound].figure == pytest.approx(expected.audit.criteria[bound].figure)
+
+
+def _study(backend: Backend, name: str) -> str:
+    """Adult with a research subset flagged (the rows of two educations), as the backend's table `name`."""
+    name = backend.table(name)
+    flag = "CASE WHEN education IN ('Bachelors', 'Some-college') THEN 1 ELSE 0 END"
+    backend.as_owner(f"DROP TABLE IF EXISTS {{schema}}{name}")
+    backend.as_owner(f"CREATE TABLE {{schema}}{name} {{using}} AS SELECT *, {flag} AS in_study FROM {{schema}}adult")
+    return name
+
+
+@pytest.mark.parametrize("limit", [0, 0.02])
+def test_presence_publishes_duckdbs_release(compared: Backend, duckdb: Backend, limit: float) -> None:
+    """delta-presence over a research subset: the search's nodes (the population read from a cube of its own),
+    the node published, its suppressed rows and the audit's figure (the population read through the published
+    labels), as on DuckDB."""
+    qis = ["sex", "race", "marital-status", "age"]
+    spec = {"k_anonymity": {"k": 2}, "delta_presence": {"d_min": 0.05, "d_max": 0.6}}
+    found = []
+    for backend in (compared, duckdb):
+        job = reclassified(
+            backend.job(qis, output={"table": backend.table(f"presence_{int(limit * 100)}")}),
+            criteria=criteria_from_config(spec),
+            suppression=Suppression(limit),
+            subset=Subset(column="in_study"),
+        )
+        study = _study(backend, f"adult_study_{int(limit * 100)}")
+        job = dataclasses.replace(job, source=dataclasses.replace(job.source, table=study))
+        result = anonymize(job, backend.options, replace=True)
+        assert result.audit.ok
+        found.append(
+            (
+                result.search.rows,
+                result.node,
+                sorted(result.search.satisfying),
+                result.suppressed,
+                result.audit.to_dict(),
+            )
+        )
+    assert found[0] == found[1]
 
 
 def test_analysis_with_suppression_equals_duckdbs(compared: Backend, duckdb: Backend) -> None:
