@@ -294,14 +294,15 @@ def _output(raw: Any) -> Output:
 def _check_subset(job: Job) -> None:
     """A research subset and what reads it: the criteria that compare classes with the population need one, and
     it is not (yet) combined with persons counted by a unit, nor published by another method than generalize."""
-    needs = [c.name for c in job.criteria if c.reads_population]
+    needs = [c for c in job.criteria if c.reads_population]
     subset = job.subset
     if subset is None:
         if needs:
+            hint = f"; {needs[0].population_hint}" if needs[0].population_hint else ""
             raise ConfigError(
-                f"{needs[0]} compares each class with the population the published rows were drawn from: declare "
-                "them as a research subset of the table, e.g. subset: {column: in_study} (a BOOLEAN or 0/1 column) "
-                "or subset: {table: study, key: patient_id}"
+                f"{needs[0].name} compares each class with the population the published rows were drawn from: "
+                "declare them as a research subset of the table, e.g. subset: {column: in_study} (a BOOLEAN or 0/1 "
+                f"column) or subset: {{table: study, key: patient_id}}{hint}"
             )
         return
     if job.unit_column:

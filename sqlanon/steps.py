@@ -17,7 +17,7 @@ from .backends import Database
 from .engine.audit import AuditReport
 from .engine.metrics import MetricsEvaluator
 from .engine.persons import persons_from
-from .engine.star import StarSchema, needed_sensitive, read_hierarchy_files
+from .engine.star import StarSchema, needed_sensitive, read_hierarchy_files, subset_select
 from .errors import ConfigError, DataError
 from .model.hierarchies import GENERATED_TOP
 from .model.job import Job, Output
@@ -261,6 +261,8 @@ def suppression_audit(
     audited = TableName(db.resolved_schema(conn, target[0]), target[1])
     source_there = not source.same_as(audited, db) and db.table_exists(conn, src.schema, src.table)
     table = counted = db.q(src.schema, src.table)
+    if job.subset is not None and source_there:  # the rows a publication of the job may hold: its subset's
+        table = counted = "(" + db.as_text(conn, subset_select(db, conn, job, table)) + ") AS subset_rows"
     if job.unit_column:  # the audit counts persons: so do the source's figures it is compared with
         # a person may hold several sensitive values: one row each in the reference, counted once
         counted = persons_from(db, table, job.unit_column, [])

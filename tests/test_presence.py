@@ -1,7 +1,7 @@
 """delta-presence and the research subset: a job anonymizes and publishes the rows of a subset of its table, and
-delta-presence bounds each class's share of the subset among the population's rows (the whole table), checked
-against a pandas reference on random tables with every strategy, through publication and its audit, and with
-bad settings."""
+delta-presence bounds each class's share of the subset among the population's rows (the whole table), as k-map
+without a population size bounds each class's rows of the population: checked against a pandas reference on random
+tables with every strategy, through publication and its audit, and with bad settings."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import anonymize, job_from_dict, search
-from sqlanon.criteria import KAnonymity
+from sqlanon import anonymize, audit, job_from_dict, search
+from sqlanon.criteria import KAnonymity, criteria_from_config
 from sqlanon.errors import ConfigError, DataError, HierarchyError
 
 from .test_risk import PATHS, assert_every_strategy, generalized
@@ -46,8 +46,9 @@ def reference(rows: list[tuple[Any, ...]], job: Any, spec: dict, limit: int) -> 
     """The nodes that pass, and each one's suppressed tuples, in pandas: every class of the population (the whole
     table) holds n of the subset's rows among its pn; one without any (n = 0) below d_min fails the node, the
     others that break delta-presence or k-anonymity are suppressed (their n tuples) within the limit."""
-    presence = spec["delta_presence"]
+    presence = spec.get("delta_presence", {"d_min": 0.0, "d_max": 1.0})
     k = spec.get("k_anonymity", {}).get("k", 1)
+    k_map = spec.get("k_map", {}).get("k", 1)  # counted in the population: a class's rows of the whole table
     frame = pd.DataFrame(rows, columns=COLUMNS)
     passing, suppressed = set(), {}
     for node, grouped in generalized(frame, job):
@@ -56,6 +57,7 @@ def reference(rows: list[tuple[Any, ...]], job: Any, spec: dict, limit: int) -> 
         if ((classes["sum"] == 0) & (share < presence["d_min"])).any():
             continue
         breaks = (share < presence["d_min"]) | (share > presence["d_max"]) | (classes["sum"] < k)
+        breaks |= classes["size"] < k_map
         tuples = int(classes["sum"][breaks & (classes["sum"] > 0)].sum())
         if tuples <= limit:
             passing.add(node)
@@ -68,6 +70,8 @@ CASES = [
     {"delta_presence": {"d_min": 0.3, "d_max": 0.8}},
     {"delta_presence": {"d_min": 0.2, "d_max": 1.0}},
     {"delta_presence": {"d_min": 0.25, "d_max": 0.75}, "k_anonymity": {"k": 2}},
+    {"k_map": {"k": 3}},
+    {"k_map": {"k": 4}, "delta_presence": {"d_min": 0.1, "d_max": 0.9}},
 ]
 
 
@@ -141,6 +145,8 @@ def test_a_subset_given_as_a_table_of_keys(tmp_path: Path):
         ({"subset": {"column": "g"}}, DataError, "subset.column 'g' is not in table"),
         ({"subset": {"table": "nowhere", "key": "p"}, "others": "drop"}, DataError, "nowhere"),
         ({"output": {"table": "o", "method": "mondrian"}}, ConfigError, "method: generalize only"),
+        ({"criteria": {"k_map": {"k": 5, "significance": 0.05}}}, ConfigError, "significance and estimator apply"),
+        ({"criteria": {"k_map": {"k": 5}}, "subset": None}, ConfigError, "give population_size or sampling_fraction"),
     ],
 )
 def test_bad_settings(tmp_path: Path, change: dict, error: type, fragment: str):
@@ -184,3 +190,17 @@ def test_the_hierarchies_must_cover_the_population(tmp_path: Path):
         search(job)
     job = dataclasses.replace(job, criteria=[KAnonymity(1)])  # the plain research subset does not read the population
     assert search(dataclasses.replace(job, strategy="exhaustive")).rows == 2
+
+
+def test_the_audit_of_a_published_subset_counts_its_suppressed_rows_among_the_subset(tmp_path: Path):
+    """`sqlanon audit` of a subset's publication (k-anonymity, a row suppressed): the rows missing from the output
+    are counted among the subset's rows, not the table's; delta-presence is refused there (no population read)."""
+    rows = [("v0", "w0", 1)] * 6 + [("v1", "w1", 1)] * 6 + [("v2", "w2", 1)] + [("v3", "w0", 0)] * 20
+    job = subset_job(tmp_path, rows, {"k_anonymity": {"k": 3}}, 4, output={"table": "published"})
+    report = anonymize(job)
+    again = audit(job, "published")
+    assert report.node == (0, 0) and again.ok and again.rows == 12
+    assert again.suppressed == report.suppressed == 1
+    presence = dataclasses.replace(job, criteria=criteria_from_config({"delta_presence": {"d_min": 0, "d_max": 1}}))
+    with pytest.raises(ConfigError, match="not supported by this verb yet"):
+        audit(presence, "published")

@@ -9,7 +9,9 @@ Grassberger's entropy, whose check in ARX (EntropyLDiversity.isAnonymous) stops 
 passes its bound, though G(1) is negative: it fails classes the definition passes, by the order of its hash
 buckets. On the whole release's bounds (average risk, sample uniqueness) the optimum is ARX's and the figure
 within a percent: which of the boundary's classes of equal size go ARX decides by their first rows' positions,
-which a table in a database does not have.
+which a table in a database does not have. ARX's cases on a research subset of Adult (delta-presence, k-map counted
+in the population, and its plain subsets: TestAnonymizationSubset's random rows, drawn as Java draws them) publish
+the subset's rows of a copy of Adult that flags them.
 """
 
 from __future__ import annotations
@@ -49,41 +51,74 @@ def _label(case: dict[str, Any]) -> str:
     select = case["select"]
     settings = f"gs{select.get('gs_factor', 0.5)}-{select.get('aggregate', 'default')}"
     criteria = "+".join(sorted(case["criteria"]))
-    return f"{case['test'][len('TestAnonymization') :]}-{criteria}-{case['limit']}-{select['metric']}-{settings}"
+    subset = case.get("subset")
+    subset = "" if subset is None else "-subset" if subset == "adult_subset" else f"-random{subset['java_random']}"
+    return (
+        f"{case['test'][len('TestAnonymization') :]}-{criteria}{subset}-{case['limit']}-{select['metric']}-{settings}"
+    )
 
 
-#: ARX's research subset of Adult (its data/adult_subset.csv), which its d-presence cases read: the numbers of
-#: its rows (bench/arx/quality_cases.py)
+#: ARX's research subset of Adult (its data/adult_subset.csv), which its d-presence and k-map cases read: the
+#: numbers of its rows (bench/arx/quality_cases.py)
 SUBSET_ROWS = [int(row) for row in (Path(__file__).parent / "data" / "arx_adult_subset_rows.txt").read_text().split()]
-SUBSET_TABLE, SUBSET_FLAG = "adult_presence", "in_subset"
+SUBSET_FLAG = "in_subset"
+JAVA_MASK = (1 << 48) - 1
 
 
-def _with_subset(url: str) -> None:
-    """Adult with a column flagging the rows of ARX's research subset, as SUBSET_TABLE (once per database)."""
+def java_random_rows(size: int) -> list[int]:
+    """TestAnonymizationSubset.getSubset(size): the distinct values of java.util.Random(0xDEADBEEF).nextInt(size)
+    drawn size times (Java's linear congruential generator and its nextInt, the seed an int literal widened)."""
+    seed = (-559038737 ^ 0x5DEECE66D) & JAVA_MASK  # 0xDEADBEEF as Java's int
+
+    def bits31() -> int:
+        nonlocal seed
+        seed = (seed * 0x5DEECE66D + 0xB) & JAVA_MASK
+        return seed >> 17
+
+    def next_int(bound: int) -> int:
+        if bound & -bound == bound:
+            return (bound * bits31()) >> 31
+        while True:
+            bits = bits31()
+            value = bits % bound
+            if bits - value + bound - 1 < 1 << 31:  # Java's int would overflow: draw again
+                return value
+
+    return sorted({next_int(size) for _ in range(size)})
+
+
+def _subset_rows(subset: Any) -> list[int]:
+    return SUBSET_ROWS if subset == "adult_subset" else java_random_rows(subset["java_random"])
+
+
+def _with_subset(url: str, subset: Any) -> str:
+    """Adult with a column flagging the rows of a case's research subset ("adult_subset": ARX's data file;
+    {"java_random": size}: `java_random_rows`), as a table of its own (made once per database); its name."""
+    rows = _subset_rows(subset)
+    table = "adult_subset" if subset == "adult_subset" else f"adult_random_{subset['java_random']}"
     with duckdb.connect(url.removeprefix("duckdb:///")) as con:
-        if con.execute(
-            f"SELECT COUNT(*) FROM information_schema.tables WHERE table_name = '{SUBSET_TABLE}'"
-        ).fetchall()[0][0]:
-            return
-        rows = pd.read_csv(ADULT_DIR / "adult.csv.gz", sep=";", dtype=str)
-        rows[SUBSET_FLAG] = rows.index.isin(SUBSET_ROWS)
-        con.register("rows_frame", rows)
-        con.execute(f"CREATE TABLE {SUBSET_TABLE} AS SELECT * FROM rows_frame")
+        found = f"SELECT COUNT(*) FROM information_schema.tables WHERE table_name = '{table}'"
+        if not con.execute(found).fetchall()[0][0]:
+            frame = pd.read_csv(ADULT_DIR / "adult.csv.gz", sep=";", dtype=str)
+            frame[SUBSET_FLAG] = frame.index.isin(rows)
+            con.register("rows_frame", frame)
+            con.execute(f"CREATE TABLE {table} AS SELECT * FROM rows_frame")
+    return table
 
 
 def _job(url: str, case: dict[str, Any], output: str) -> Any:
     """ARX's case as a job: eight QIs (the ninth sensitive) or nine, its criteria, limit and quality model (and
-    with delta-presence, ARX's research subset of Adult)."""
+    with delta-presence or k-map counted in the population, ARX's research subset of Adult)."""
     sensitive = case["sensitive"]
     job = adult_job(url, [q for q in ADULT_QIS if q != sensitive], load_csv=False)
-    if "delta_presence" in case["criteria"]:
-        _with_subset(url)
-        subset = Subset(column=SUBSET_FLAG)
-        job = dataclasses.replace(job, source=dataclasses.replace(job.source, table=SUBSET_TABLE), subset=subset)
     parsed = criteria_from_config(case["criteria"], ADULT_DIR / "hierarchies")  # the files its cases name
+    if case.get("subset"):
+        table = _with_subset(url, case["subset"])
+        subset = Subset(column=SUBSET_FLAG)
+        job = dataclasses.replace(job, source=dataclasses.replace(job.source, table=table), subset=subset)
     attributes = sorted({getattr(c, "attribute", None) for c in parsed} - {None})
     # ARX allows every row suppressed (1.0); sqlanon refuses a limit that could publish nothing: all but one
-    rows = len(SUBSET_ROWS) if job.subset else ARX_ROWS
+    rows = len(_subset_rows(case["subset"])) if job.subset else ARX_ROWS
     limit = case["limit"] if case["limit"] < 1 else rows - 1
     select = case["select"]
     return reclassified(
@@ -126,7 +161,9 @@ def _grassberger(case: dict[str, Any]) -> bool:
 #: ARX's cases by the job they make (its heuristic tests repeat its other tests' jobs): one run each
 JOBS: dict[str, list[dict[str, Any]]] = {}
 for _case in CASES:
-    JOBS.setdefault(json.dumps([_case[k] for k in ("criteria", "limit", "sensitive", "select")]), []).append(_case)
+    JOBS.setdefault(
+        json.dumps([_case.get(k) for k in ("criteria", "limit", "sensitive", "select", "subset")]), []
+    ).append(_case)
 
 
 @pytest.mark.parametrize("cases", list(JOBS.values()), ids=[_label(c[0]) for c in JOBS.values()])

@@ -290,7 +290,7 @@ def test_k_map_publishes_its_derived_k(adult_duck: str, tmp_path: Path):
         ({"average_risk": {"threshold": 0.1, "records_at_risk": 0.1}}, "give highest_risk"),
         ({"sample_uniqueness": {"threshold": -0.1}}, "between 0.0 and 1.0"),
         ({"sample_uniqueness": {"limit": 0.1}}, "unknown key 'limit'"),
-        ({"k_map": {"k": 5}}, "population_size or sampling_fraction"),
+        ({"k_map": {"k": 5, "significance": 0.05}}, "significance and estimator apply to an estimate"),
         ({"k_map": {"k": 5, "population_size": 10, "sampling_fraction": 0.1}}, "(one of them)"),
         ({"k_map": {"k": 5, "sampling_fraction": 1.5}}, "sampling_fraction must be between"),
         ({"k_map": {"k": 5, "population_size": 1e9}}, "population_size must be a whole number"),

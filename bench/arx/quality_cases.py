@@ -23,6 +23,9 @@ from typing import Any
 
 OUT = Path(__file__).parents[2] / "tests" / "data" / "arx_quality_cases.json"
 SUBSET_ROWS = OUT.with_name("arx_adult_subset_rows.txt")
+#: a case's research subset, where it has one: "adult_subset" (ARX's data/adult_subset.csv: SUBSET_ROWS), or
+#: {"java_random": size} (the distinct draws of java.util.Random(0xDEADBEEF).nextInt(size), size times)
+SUBSET = "subset"
 ADULT_HIERARCHIES = Path(__file__).parents[2] / "sqlanon" / "data" / "adult" / "hierarchies"
 
 NUMBER = r"(-?[0-9.E+-]+)d?"
@@ -94,6 +97,10 @@ def criterion(call: str) -> dict[str, Any] | None:
         estimator = "zero_truncated_poisson" if "ZERO_TRUNCATED" in args else "poisson"
         k_map = {"k": int(parts[0]), "significance": float(parts[1]), "population_size": USA, "estimator": estimator}
         return {"k_map": k_map}
+    if name == "Inclusion":  # ARX's plain research subset: TestAnonymizationSubset's getSubset(size)
+        return {SUBSET: {"java_random": int(re.fullmatch(r"getSubset\((\d+)\)", args.strip()).group(1))}}  # type: ignore[union-attr]
+    if name == "KMap" and "adult_subset.csv" in args:  # counted in the population: Adult, of which SUBSET_ROWS
+        return {"k_map": {"k": int(parts[0])}}
     if name == "DPresence" and "adult_subset.csv" in args:  # the research subset: SUBSET_ROWS
         return {"delta_presence": {"d_min": float(parts[0]), "d_max": float(parts[1])}}
     if name in ("BasicBLikeness", "EnhancedBLikeness"):
@@ -139,6 +146,7 @@ def cases(source: Path) -> tuple[list[dict[str, Any]], Counter[str]]:
             criteria: dict[str, Any] = {}
             for model in models:
                 criteria.update(model)  # type: ignore[arg-type]
+            subset = criteria.pop(SUBSET, "adult_subset" if "adult_subset.csv" in case else None)
             if file.stem == "TestAnonymizationTCloseness" and "t_closeness" not in criteria:
                 # the test adds hierarchical 0.2-closeness on the sensitive attribute to a case that has none
                 hierarchy = f"{sensitive.group(1)}.csv"  # type: ignore[union-attr]
@@ -158,6 +166,7 @@ def cases(source: Path) -> tuple[list[dict[str, Any]], Counter[str]]:
                     "expected": float(expected.group(1)),
                     "optimum": [int(v) for v in node.group(1).split(",")] if node else None,  # None: none passes
                     "practical_monotonicity": bool(practical and practical.group(1) == "true"),
+                    **({SUBSET: subset} if subset else {}),
                 }
             )
     return kept, left_out

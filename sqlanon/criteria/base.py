@@ -36,6 +36,8 @@ class Criterion(ABC):
     #: compares each class with the population the table's rows were drawn from (a job's research subset: its
     #: classes' sizes in the population are FrequencySetView.population)
     reads_population: bool = False
+    #: where it reads the population: what it takes instead, where the job declares no research subset
+    population_hint: str = ""
     #: depends on the size of the table it is checked on (`fit_table`)
     fits_table: bool = False
     #: reads the table's distribution of its sensitive values (FrequencySetView.distribution)

@@ -46,7 +46,7 @@ class KAnonymity(Criterion):
     def least_class_size(self, table_counts: dict[str, dict[str | None, int]]) -> int:
         return self.k
 
-    def size_violation(self) -> SqlFragment:
+    def size_violation(self) -> SqlFragment | None:
         return SqlFragment("n < :kanon_k", {"kanon_k": self.k})
 
     def check_table_size(self, rows: int) -> None:

@@ -54,24 +54,37 @@ class DeltaPresence(Criterion):
     def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
         """Per class of the subset, and per class of the population without a row of the subset that breaks d_min
         (n = 0: unless the release suppressed its rows, see FrequencySetView.population_withheld): n, pn and stat,
-        n / pn, grouped over both (a grouping matches NULL classes and hashes). In a search's wave (`counts_only`)
-        such a class counts as more tuples than the subset holds: no suppression makes the node pass."""
-        if fs.population is None:
-            raise ConfigError(
-                f"{self.name} is not supported by this verb yet (it needs the population's classes); it is by the "
-                "search, the publication and its audit"
-            )
-        classes, withheld = fs.classes, "withheld" if fs.population_withheld else "0"
+        n / pn. In a search's wave (`counts_only`) such a class counts as more tuples than the subset holds: no
+        suppression makes the node pass."""
         n = "CASE WHEN n = 0 THEN :presence_unfixable ELSE n END" if fs.counts_only else "n"
-        return SqlFragment(
-            f"SELECT {classes}, {n} AS n, pn, {share('n', 'pn')} AS stat FROM (SELECT {classes}, {count_sum('n')} "
-            f"AS n, {count_sum('pn')} AS pn, {count_sum('withheld')} AS withheld FROM (SELECT {classes}, n, 0 AS pn, "
-            f"0 AS withheld FROM ({fs.class_sizes()}) AS s UNION ALL SELECT {classes}, 0, cnt, {withheld} FROM "
-            f"{fs.population}) AS u GROUP BY {classes}) AS c WHERE n > 0 OR (withheld = 0 AND :presence_min > 0)",
-            {"presence_min": self.d_min, "presence_unfixable": self.unfixable},
+        return population_statistic(
+            self.name,
+            fs,
+            SqlFragment(f"{n} AS n, pn, {share('n', 'pn')} AS stat", {"presence_unfixable": self.unfixable}),
+            SqlFragment("withheld = 0 AND :presence_min > 0", {"presence_min": self.d_min}),
         )
 
     def violation(self) -> SqlFragment:
         # as ARX compares them: exactly, in floating point
         bounds = {"presence_min": self.d_min, "presence_max": self.d_max}
         return SqlFragment("stat < :presence_min OR stat > :presence_max", bounds)
+
+
+def population_statistic(name: str, fs: FrequencySetView, selected: SqlFragment, empty: SqlFragment) -> SqlFragment:
+    """SELECT the class columns and `selected` (SQL over n, the class's rows of the subset, pn, its rows in the
+    population, and withheld: see FrequencySetView.population) for every class of the subset, and every class of
+    the population without a row of it where `empty` holds. Grouped over the subset's class sizes and the
+    population's classes (a grouping matches NULL classes and hashes)."""
+    if fs.population is None:
+        raise ConfigError(
+            f"{name} is not supported by this verb yet (it needs the population's classes); it is by the search, the "
+            "publication and its audit"
+        )
+    classes, withheld = fs.classes, "withheld" if fs.population_withheld else "0"
+    return SqlFragment(
+        f"SELECT {classes}, {selected.sql} FROM (SELECT {classes}, {count_sum('n')} AS n, {count_sum('pn')} AS pn, "
+        f"{count_sum('withheld')} AS withheld FROM (SELECT {classes}, n, 0 AS pn, 0 AS withheld FROM "
+        f"({fs.class_sizes()}) AS s UNION ALL SELECT {classes}, 0, cnt, {withheld} FROM {fs.population}) AS u "
+        f"GROUP BY {classes}) AS c WHERE n > 0 OR ({empty.sql})",
+        {**selected.params, **empty.params},
+    )

@@ -16,6 +16,7 @@ from ..errors import ConfigError
 from ..model import uniqueness
 from .base import Criterion, number, spec_of
 from .k_anonymity import KAnonymity
+from .presence import population_statistic
 from .view import FrequencySetView, SqlFragment
 
 
@@ -278,17 +279,20 @@ class Sampled:
 
 
 class KMap(KAnonymity):
-    """k-map estimated from the sample (ARX's KMap with a cell size estimator): each class is estimated to match at
-    least k people of the population the table samples, at a significance level. As ARX does, the estimate is a
-    smaller k', the least class size whose population count is at least k with probability 1 - significance under
-    a Poisson (or zero-truncated Poisson) model of that count with mean k times the sampling fraction; the
-    classes must then hold k' records (k-anonymity with k', so `k` below is k' once the table's size is known, and
-    the job's k until then)."""
+    """k-map (El Emam and Dankar; ARX's KMap): each class matches at least k people of the population the table
+    samples. Counted where the job names the population (a research subset of its table, `subset:`): a class's
+    rows in the population, which must be at least k (ARX's KMap with a DataSubset; monotone under generalization
+    and suppression, as k-anonymity; the classes of the population without a row of the subset publish nothing
+    and are not checked). Else estimated from the sample, as ARX's KMap with a cell size estimator: k', the least
+    class size whose population count is at least k with probability 1 - significance under a Poisson (or
+    zero-truncated Poisson) model of that count with mean k times the sampling fraction; the classes must then hold
+    k' records (k-anonymity with k', so `k` below is k' once the table's size is known, and the job's k until
+    then)."""
 
     name = "k_map"
-    fits_table = True
     figure_name = "min_class_size"
     ESTIMATORS = ("poisson", "zero_truncated_poisson")
+    population_hint = "or estimate it from the sample: give population_size or sampling_fraction"
 
     def __init__(
         self,
@@ -296,19 +300,33 @@ class KMap(KAnonymity):
         k: int,
         population_size: int | None = None,
         sampling_fraction: float | None = None,
-        significance: float = 0.01,
-        estimator: str = "poisson",
+        significance: float | None = None,
+        estimator: str | None = None,
     ):
         super().__init__(k)
         self.map_k = k
+        # without a size of the population: the job's research subset names it (config checks there is one)
+        self.reads_population = population_size is None and sampling_fraction is None
+        self.fits_table = not self.reads_population
+        self.type_1_error: float | None = None
+        if self.reads_population:
+            if significance is not None or estimator is not None:
+                raise ConfigError(
+                    f"{self.name}: significance and estimator apply to an estimate from population_size or "
+                    "sampling_fraction; without them, the population is the table a research subset is drawn from"
+                )
+            self.figure_name = "min_population_size"
+            return
         self.sampled = Sampled.of(self.name, population_size, sampling_fraction)
-        self.significance = float(number(self.name, "significance", significance, 0.0, 1.0))
+        self.significance = float(
+            number(self.name, "significance", 0.01 if significance is None else significance, 0.0, 1.0)
+        )
+        estimator = estimator or "poisson"
         if estimator not in self.ESTIMATORS:
             raise ConfigError(
                 f"{self.name}: estimator {estimator!r} is unknown; choose one of {', '.join(self.ESTIMATORS)}"
             )
         self.estimator = estimator
-        self.type_1_error: float | None = None
 
     @classmethod
     def from_config(cls, spec: Any) -> KMap:
@@ -316,19 +334,45 @@ class KMap(KAnonymity):
         return cls(**spec_of(cls.name, spec, {"k"}, optional))
 
     def params(self) -> dict[str, Any]:
+        if self.reads_population:
+            return {"k": self.map_k}
         population = self.sampled.params()
         return {"k": self.map_k, **population, "significance": self.significance, "estimator": self.estimator}
 
     def guarantee(self) -> str:
+        if self.reads_population:
+            return (
+                f"every group matches at least {self.map_k} people of the population (the table the published "
+                "research subset was drawn from)"
+            )
         return (
             f"every group holds at least {self.k} records, so that it matches at least {self.map_k} people of the "
             f"population (estimated: {self.estimator.replace('_', '-')} model, significance {self.significance})"
         )
 
     def fit_table(self, rows: int) -> None:
+        if self.reads_population:
+            return
         fraction = self.sampled.fraction(self.name, rows)
         derived, error = derived_k(self.map_k, fraction * self.map_k, self.significance, self.estimator)
         self.k, self.type_1_error = min(self.map_k, derived, rows), error
+
+    def class_statistic(self, fs: FrequencySetView) -> SqlFragment:
+        """Counted in the population: per class of the subset, n and its rows in the population as stat (which
+        `violation`, k-anonymity's, bounds)."""
+        if not self.reads_population:
+            return super().class_statistic(fs)
+        return population_statistic(self.name, fs, SqlFragment("n, pn AS stat", {}), SqlFragment("FALSE", {}))
+
+    def size_violation(self) -> SqlFragment | None:
+        return None if self.reads_population else super().size_violation()
+
+    def least_class_size(self, table_counts: dict[str, dict[str | None, int]]) -> int:
+        return 1 if self.reads_population else super().least_class_size(table_counts)
+
+    def check_table_size(self, rows: int) -> None:
+        if not self.reads_population:  # the population may hold k people where the subset has fewer rows
+            super().check_table_size(rows)
 
 
 def derived_k(k: int, mean: float, significance: float, estimator: str) -> tuple[int, float]:

@@ -558,6 +558,13 @@ def build_star_schema(
 def subset_rows(db: Database, conn: Connection, job: Job, table: str, run_id: int) -> str:
     """A scratch table of the rows of the job's research subset of `table` (the source), analyzed: the rows the run
     anonymizes and publishes. Session-scoped, as the persons' table is: it holds the rows themselves."""
+    ref = db.create_scratch(conn, subset_table(run_id), db.as_text(conn, subset_select(db, conn, job, table)))
+    db.analyze(conn, ref)
+    return ref
+
+
+def subset_select(db: Database, conn: Connection, job: Job, table: str) -> sa.Select[Any]:
+    """SELECT the rows of the job's research subset of `table` (the source), after checking what names them."""
     subset, src = job.subset, job.source
     assert subset is not None, "a job with a research subset"
     types = db.column_types(conn, src.schema, src.table)
@@ -579,10 +586,7 @@ def subset_rows(db: Database, conn: Connection, job: Job, table: str, run_id: in
             raise DataError(f"subset.key {subset.key!r} is not a column of {where_missing}; both tables need it")
         keys = db.ref_table(db.q(subset.schema, subset.table), [key]).alias("s")
         where = sa.exists(sa.select(sa.literal(1)).select_from(keys).where(keys.c[key] == rows.c[column]))
-    query = sa.select(*rows.c).select_from(rows).where(where)
-    ref = db.create_scratch(conn, subset_table(run_id), db.as_text(conn, query))
-    db.analyze(conn, ref)
-    return ref
+    return sa.select(*rows.c).select_from(rows).where(where)
 
 
 def _subset_flag(
