@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from sqlanon import anonymize, audit, job_from_dict, search
 from sqlanon.criteria import KAnonymity, criteria_from_config
+from sqlanon.engine import checker
 from sqlanon.errors import ConfigError, DataError, HierarchyError
 
 from .test_risk import PATHS, assert_every_strategy, generalized
@@ -204,3 +205,16 @@ def test_the_audit_of_a_published_subset_counts_its_suppressed_rows_among_the_su
     presence = dataclasses.replace(job, criteria=criteria_from_config({"delta_presence": {"d_min": 0, "d_max": 1}}))
     with pytest.raises(ConfigError, match="not supported by this verb yet"):
         audit(presence, "published")
+
+
+@pytest.mark.parametrize("spec", CASES[1:])
+def test_a_large_cube_reads_the_population_through_planned_roll_ups(tmp_path: Path, monkeypatch, spec: dict):
+    """Where the cubes count as large (here from 10 rows), a wave reads the population's cube through roll-ups
+    planned for its nodes, not clusters: every strategy still finds the reference's nodes."""
+    monkeypatch.setattr(checker, "SMALL_CUBE", 10)
+    rows = [(f"v{i % 4}", f"w{(i * 7) % 3}", int(i % 5 < 2 or i % 11 == 0)) for i in range(90)]
+    job = subset_job(tmp_path, rows, spec, 3)
+    exhaustive = search(dataclasses.replace(job, strategy="exhaustive"))
+    expected, _ = reference(rows, exhaustive, spec, exhaustive.max_suppressed)
+    assert 0 < len(expected) < 12
+    assert_every_strategy(job, exhaustive, expected)
