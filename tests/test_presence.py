@@ -210,8 +210,10 @@ def test_the_audit_of_a_published_subset_counts_its_suppressed_rows_among_the_su
 @pytest.mark.parametrize("spec", CASES[1:])
 def test_a_large_cube_reads_the_population_through_planned_roll_ups(tmp_path: Path, monkeypatch, spec: dict):
     """Where the cubes count as large (here from 10 rows), a wave reads the population's cube through roll-ups
-    planned for its nodes, not clusters: every strategy still finds the reference's nodes."""
+    planned for its nodes, not clusters, and a wave cut into statements (here one per roll-up) reads the
+    population's sets of each statement's nodes: every strategy still finds the reference's nodes."""
     monkeypatch.setattr(checker, "SMALL_CUBE", 10)
+    monkeypatch.setattr(checker, "ROWS_PER_STATEMENT", 1)
     rows = [(f"v{i % 4}", f"w{(i * 7) % 3}", int(i % 5 < 2 or i % 11 == 0)) for i in range(90)]
     job = subset_job(tmp_path, rows, spec, 3)
     exhaustive = search(dataclasses.replace(job, strategy="exhaustive"))

@@ -402,7 +402,7 @@ class WaveChecker:
     ) -> dict[int, tuple[int, int]]:
         """(violating classes, tuples in them) of each node of `forest` with any (by its index in `nodes`)."""
         ctes, definition = self._frequency_sets(nodes, forest, sensitive)
-        population = self.population_sets(nodes, criteria)
+        population = self.population_sets(nodes, criteria, nodes_of(forest))
         if population is not None:
             ctes += population
         wave = self.criteria_view("wave", definition, criteria, sensitive, "population" if population else None)
@@ -423,11 +423,14 @@ class WaveChecker:
         rows = self.db.execute(self.conn, statement, params).all()
         return {int(node): (int(classes), int(tuples)) for node, classes, tuples in rows}
 
-    def population_sets(self, nodes: list[tuple[int, ...]], criteria: list[Criterion]) -> list[tuple[str, str]] | None:
+    def population_sets(
+        self, nodes: list[tuple[int, ...]], criteria: list[Criterion], only: list[int] | None = None
+    ) -> list[tuple[str, str]] | None:
         """Where `criteria` compare classes with the population of the star's research subset: (name, SELECT) of
-        common table expressions, the last, `population`, of node (its index in `nodes`), key.. and cnt: every
-        node's classes over the population, from its own cube (made on first use), read as a wave reads the cube.
-        None where no criterion reads the population."""
+        common table expressions, the last, `population`, of node (its index in `nodes`), key.. and cnt: the
+        classes over the population of every node (or of those numbered `only`: a statement's part of a wave),
+        from its own cube (made on first use), read as a wave reads the cube. None where no criterion reads the
+        population."""
         if self.star.population is None or not any(c.reads_population for c in criteria):
             return None
         if self._population is None:
@@ -438,7 +441,10 @@ class WaveChecker:
                 db=self.db, conn=self.conn, star=over, run=self.run, part=self.part + POPULATION_PART
             )
         population = self._population
-        forest = population._planned(nodes, False) if population.large else population._clusters(nodes)
+        numbers = sorted(only) if only is not None else list(range(len(nodes)))
+        picked = [nodes[j] for j in numbers]
+        forest = population._planned(picked, False) if population.large else population._clusters(picked)
+        forest = _renumbered(forest, numbers)  # as `nodes` numbers them
         ctes, definition = population._frequency_sets(nodes, forest, False, prefix="population_rollup")
         return [*ctes, ("population", definition)]
 
@@ -603,6 +609,11 @@ class WaveChecker:
             self.run.store.insert(
                 self.db.metadata_connection(self.conn), runs.FREQUENCY_SETS, self.run_id, self.registered
             )
+
+
+def _renumbered(forest: list[RollUp], numbers: list[int]) -> list[RollUp]:
+    """`forest`, whose roll-ups name nodes by their index in a list, naming them by `numbers` of those indexes."""
+    return [RollUp(r.meet, [numbers[j] for j in r.nodes], _renumbered(r.below, numbers)) for r in forest]
 
 
 def _with_clause(ctes: list[tuple[str, str]]) -> str:
