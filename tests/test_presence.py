@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import anonymize, audit, job_from_dict, search
+from sqlanon import analyze, anonymize, audit, job_from_dict, search
 from sqlanon.criteria import KAnonymity, criteria_from_config
 from sqlanon.engine import checker
 from sqlanon.errors import ConfigError, DataError, HierarchyError
@@ -109,6 +109,9 @@ def test_a_publication_writes_the_subset_s_rows_and_its_audit_holds(tmp_path: Pa
         published = con.sql("SELECT * FROM published").df()
     assert list(published.columns) == ["p", "q"]  # the flag is not published
     assert len(published) == sum(r[2] for r in rows) - report.suppressed
+    # `analyze` reads the population as the search does: its release of the node suppresses the same rows
+    [release] = analyze(job, node=report.node).tables
+    assert (release.rows, release.suppressed) == (len(published), report.suppressed)
 
 
 def test_a_subset_given_as_a_table_of_keys(tmp_path: Path):
