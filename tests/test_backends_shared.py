@@ -452,22 +452,30 @@ def _study(backend: Backend, name: str) -> str:
     return name
 
 
-@pytest.mark.parametrize("limit", [0, 0.02])
-def test_presence_publishes_duckdbs_release(compared: Backend, duckdb: Backend, limit: float) -> None:
-    """delta-presence over a research subset: the search's nodes (the population read from a cube of its own),
-    the node published, its suppressed rows and the audit's figure (the population read through the published
-    labels), as on DuckDB."""
+POPULATION_CRITERIA = {
+    "presence": {"k_anonymity": {"k": 2}, "delta_presence": {"d_min": 0.05, "d_max": 0.6}},
+    "k_map": {"k_map": {"k": 30}},
+}
+
+
+@pytest.mark.parametrize(("name", "limit"), [("presence", 0), ("presence", 0.02), ("k_map", 0.02)])
+def test_population_criteria_publish_duckdbs_release(
+    compared: Backend, duckdb: Backend, name: str, limit: float
+) -> None:
+    """delta-presence, and k-map counted in the population, over a research subset: the search's nodes (the
+    population read from a cube of its own), the node published, its suppressed rows and the audit's figure (the
+    population read through the published labels), as on DuckDB."""
     qis = ["sex", "race", "marital-status", "age"]
-    spec = {"k_anonymity": {"k": 2}, "delta_presence": {"d_min": 0.05, "d_max": 0.6}}
+    spec = POPULATION_CRITERIA[name]
     found = []
     for backend in (compared, duckdb):
         job = reclassified(
-            backend.job(qis, output={"table": backend.table(f"presence_{int(limit * 100)}")}),
+            backend.job(qis, output={"table": backend.table(f"{name}_{int(limit * 100)}")}),
             criteria=criteria_from_config(spec),
             suppression=Suppression(limit),
             subset=Subset(column="in_study"),
         )
-        study = _study(backend, f"adult_study_{int(limit * 100)}")
+        study = _study(backend, f"adult_study_{name}_{int(limit * 100)}")
         job = dataclasses.replace(job, source=dataclasses.replace(job.source, table=study))
         result = anonymize(job, backend.options, replace=True)
         assert result.audit.ok
