@@ -30,7 +30,7 @@ from ..engine.checker import WaveChecker
 from ..engine.metrics import MetricsEvaluator
 from ..engine.node_releases import ClassSums, NodeBatch, NodeReleases, population_sets
 from ..engine.persons import persons_holding_several
-from ..engine.star import StarSchema
+from ..engine.star import StarSchema, uncovered_rows
 from ..errors import ConfigError, DataError
 from ..model.job import Job
 from ..model.selection import node_label
@@ -82,17 +82,14 @@ def population_star(job: Job, ctx: SearchContext) -> StarSchema | None:
     schema, table = job.population
     db, conn = ctx.db, ctx.conn
     columns = {db.name_key(c) for c in db.columns(conn, schema, table, "check population.table (and its schema)")}
-    missing = [q for q in job.qi_names if db.name_key(q) not in columns]
+    absent = [q for q in job.qi_names if db.name_key(q) not in columns]
+    if absent:
+        raise DataError(f"population table {table!r} has no column {absent[0]!r}; it needs the job's quasi-identifiers")
+    star = dataclasses.replace(ctx.star, source=db.q(schema, table), sensitive=[])
+    total, missing = uncovered_rows(db, conn, star)
     if missing:
         raise DataError(
-            f"population table {table!r} has no column {missing[0]!r}; it needs the job's quasi-identifiers"
-        )
-    star = dataclasses.replace(ctx.star, source=db.q(schema, table), sensitive=[])
-    total = star.db.count_rows(conn, star.source)
-    matched = star.db.count_rows(conn, star.joins())
-    if matched != total:
-        raise DataError(
-            f"population table {table!r}: {total - matched} of its {total} rows have quasi-identifier "
+            f"population table {table!r}: {missing} of its {total} rows have quasi-identifier "
             "values missing from the job's hierarchies; add them to the hierarchies"
         )
     return star

@@ -15,7 +15,7 @@ import hashlib
 import json
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -143,10 +143,15 @@ class StarSchema:
     population: str | None = None
     population_rows: int = 0  # its rows, where a criterion reads it (counted as its values are checked)
 
-    def population_joins(self, alias: str = "t") -> str:
-        """`joins` over the population (the source table of a job with a research subset)."""
+    @property
+    def over_population(self) -> StarSchema:
+        """This star over the population (the source table of a job with a research subset)."""
         assert self.population is not None, "a star with a research subset"
-        return dataclasses.replace(self, source=self.population, persons=None).joins(alias)
+        return dataclasses.replace(self, source=self.population, persons=None)
+
+    def population_joins(self, alias: str = "t") -> str:
+        """`joins` over the population."""
+        return self.over_population.joins(alias)
 
     @property
     def published_rows(self) -> str:
@@ -392,9 +397,7 @@ def check_columns(db: Database, conn: Connection, job: Job) -> dict[str, str]:
                 f"(its columns: {', '.join(columns)}); fix the name in the config"
             )
     classified = {db.name_key(name) for name, _ in job.column_roles()}
-    flag = job.subset.column if job.subset is not None else None
-    if flag is not None and db.name_key(flag) not in present:
-        raise DataError(f"subset.column {flag!r} is not in table {src.table!r}; fix the name")
+    flag = subset_flag_column(db, job, columns) if job.subset is not None else None
     if flag is not None and db.name_key(flag) not in classified:  # the subset's flag: read, never published
         columns = {c: kind for c, kind in columns.items() if db.name_key(c) != db.name_key(flag)}
     unclassified = [c for c in columns if db.name_key(c) not in classified]
@@ -545,7 +548,7 @@ def build_star_schema(
             star.dimensions.append(dim)
         _check_one_row_per_tuple(db, conn, star)
         if any(c.reads_population for c in criteria):
-            _check_population_covered(db, conn, star)
+            star.population_rows = _population_rows(db, conn, star)
         for dim in star.dimensions:  # every join of the source with its dimensions is planned with them
             if not dim.reused:  # analyzed as it was built
                 db.analyze(conn, dim.table)
@@ -570,10 +573,8 @@ def subset_select(db: Database, conn: Connection, job: Job, table: str) -> sa.Se
     types = db.column_types(conn, src.schema, src.table)
     rows = db.ref_table(table, list(types)).alias("t")
     by_key = {db.name_key(c): c for c in types}
-    if subset.column is not None:
-        column = by_key.get(db.name_key(subset.column))
-        if column is None:
-            raise DataError(f"subset.column {subset.column!r} is not in table {src.table!r}; fix the name")
+    column = subset_flag_column(db, job, types)
+    if column is not None:
         flag = _subset_flag(db, conn, rows, column, types[column], src.table)
         where: sa.ColumnElement[bool] = flag == 1
     else:
@@ -587,6 +588,19 @@ def subset_select(db: Database, conn: Connection, job: Job, table: str) -> sa.Se
         keys = db.ref_table(db.q(subset.schema, subset.table), [key]).alias("s")
         where = sa.exists(sa.select(sa.literal(1)).select_from(keys).where(keys.c[key] == rows.c[column]))
     return sa.select(*rows.c).select_from(rows).where(where)
+
+
+def subset_flag_column(db: Database, job: Job, columns: Iterable[str]) -> str | None:
+    """The source's column (as the database spells it) that flags the job's research subset, None for a subset
+    given by a table of keys; a flag the source lacks is refused."""
+    assert job.subset is not None, "a job with a research subset"
+    name = job.subset.column
+    if name is None:
+        return None
+    column = {db.name_key(c): c for c in columns}.get(db.name_key(name))
+    if column is None:
+        raise DataError(f"subset.column {name!r} is not in table {job.source.table!r}; fix the name")
+    return column
 
 
 def _subset_flag(
@@ -611,19 +625,24 @@ def _subset_flag(
     return flag
 
 
-def _check_population_covered(db: Database, conn: Connection, star: StarSchema) -> None:
-    """Every row of the population (the table a research subset was drawn from) joins the dimensions: a criterion
-    that compares classes with the population would otherwise miss its rows whose values the hierarchies lack."""
-    assert star.population is not None
-    total = db.count_rows(conn, star.population)
-    matched = db.count_rows(conn, star.population_joins())
-    star.population_rows = total
-    if matched != total:
+def uncovered_rows(db: Database, conn: Connection, star: StarSchema) -> tuple[int, int]:
+    """The rows of `star`'s source and how many of them miss a dimension (a QI value its hierarchy lacks): a
+    criterion or analysis reading a table the hierarchies were not built from would otherwise miss those rows."""
+    total = db.count_rows(conn, star.source)
+    return total, total - db.count_rows(conn, star.joins())
+
+
+def _population_rows(db: Database, conn: Connection, star: StarSchema) -> int:
+    """The rows of the population (the table a research subset was drawn from), after checking that every one
+    joins the dimensions."""
+    total, missing = uncovered_rows(db, conn, star.over_population)
+    if missing:
         raise HierarchyError(
-            f"{total - matched} of the {total} rows of the population (the table the research subset is drawn "
+            f"{missing} of the {total} rows of the population (the table the research subset is drawn "
             "from) have quasi-identifier values missing from the hierarchies, which must cover the whole table; "
             "add them to the hierarchy files"
         )
+    return total
 
 
 def _dimension(
