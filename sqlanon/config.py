@@ -8,6 +8,7 @@ need the data (columns exist, values covered by hierarchies) happen against the 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from itertools import chain
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 import yaml
 
 from .backends import normalize_url
-from .criteria import criteria_from_config
+from .criteria import Profitability, criteria_from_config
 from .errors import ConfigError
 from .model.hierarchies import GENERATORS, read_groups_file
 from .model.job import (
@@ -35,6 +36,7 @@ from .model.job import (
     _choice,
     check_roles,
 )
+from .model.quality import CostBenefit
 from .publish.methods import METHODS
 from .search.strategies import STRATEGIES
 
@@ -104,6 +106,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
             "others",
             "ledger",
             "subset",
+            "cost_benefit",
         },
     )
     source = _source(
@@ -116,7 +119,8 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
     )
     qis = _quasi_identifiers(_required(cfg, "quasi_identifiers", "the config"), base_dir)
     sensitive = _column_list(cfg, "sensitive")
-    criteria = criteria_from_config(cfg["criteria"], base_dir) if cfg.get("criteria") is not None else []
+    cost_benefit = _cost_benefit(cfg["cost_benefit"]) if cfg.get("cost_benefit") is not None else CostBenefit()
+    criteria = criteria_from_config(cfg["criteria"], base_dir, cost_benefit) if cfg.get("criteria") is not None else []
     for criterion in criteria:  # an attribute a criterion protects is sensitive, listed or not
         sensitive += [a for a in criterion.sensitive_attributes() if a not in sensitive]
     insensitive = _column_list(cfg, "insensitive")
@@ -130,6 +134,13 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
         raise ConfigError(f"search.assume_monotone must be true or false, got {assume_monotone!r}")
     suppression = _suppression(cfg["suppression"]) if cfg.get("suppression") is not None else Suppression()
     select = _selection(cfg["select"]) if cfg.get("select") is not None else Selection()
+    select = dataclasses.replace(select, cost_benefit=cost_benefit)
+    read_by = select.metric == "publisher_payout" or any(isinstance(c, Profitability) for c in criteria)
+    if cfg.get("cost_benefit") is not None and not read_by:
+        raise ConfigError(
+            "cost_benefit is read by the profitability criterion and the publisher_payout metric only; this job "
+            "has neither: remove it, or name one of them"
+        )
     name = cfg.get("name", default_name)
     population = None
     if cfg.get("population") is not None:
@@ -510,6 +521,11 @@ def _suppression(raw: Any) -> Suppression:
         return Suppression(raw)
     spec = _mapping(raw, "suppression", {"limit", "mode"})
     return Suppression(_required(spec, "limit", "suppression"), spec.get("mode", "remove"))
+
+
+def _cost_benefit(raw: Any) -> CostBenefit:
+    spec = _mapping(raw, "cost_benefit", {f.name for f in dataclasses.fields(CostBenefit)})
+    return CostBenefit(**spec)
 
 
 def _selection(raw: Any) -> Selection:

@@ -165,6 +165,14 @@ def _criteria(**spec: Any) -> Callable[[Env], None]:
     return lambda env: env.criteria(**spec)
 
 
+def _both(first: Callable[[Env], None], then: Callable[[Env], None]) -> Callable[[Env], None]:
+    def change(env: Env) -> None:
+        first(env)
+        then(env)
+
+    return change
+
+
 def _raw_yaml(text: str) -> Callable[[Env], None]:
     def change(env: Env) -> None:
         env.config = {"__raw__": text}
@@ -451,6 +459,32 @@ CASES: dict[str, Case] = {
     ),
     "subset-text-column": Case(
         "parameters", "must be a BOOLEAN or an integer column of 0 and 1", _set("subset", {"column": "education"})
+    ),
+    "profitability-attack": Case(
+        "parameters",
+        "attack: True is not supported",
+        _criteria(profitability={"attacker": "prosecutor", "attack": True}),
+    ),
+    "profitability-attacker": Case(
+        "parameters",
+        "attacker must be one of prosecutor, journalist",
+        _criteria(profitability={"attacker": "marketer"}),
+    ),
+    "profitability-journalist-no-subset": Case(
+        "parameters", "declare them as a research subset", _criteria(profitability={"attacker": "journalist"})
+    ),
+    "profitability-k-above-table": Case(
+        "parameters",
+        "more than the table's 2000 rows; raise cost_benefit.adversary_cost",
+        _both(_set("cost_benefit", {"adversary_gain": 1e6}), _criteria(profitability={"attacker": "prosecutor"})),
+    ),
+    "cost-benefit-negative": Case(
+        "parameters",
+        "cost_benefit.adversary_cost must be a finite number >= 0",
+        _both(_set("cost_benefit", {"adversary_cost": -1}), _criteria(profitability={"attacker": "prosecutor"})),
+    ),
+    "cost-benefit-unread": Case(
+        "parameters", "cost_benefit is read by the profitability criterion", _set("cost_benefit", {"adversary_cost": 1})
     ),
     "k-map-population-below-table": Case(
         "parameters", "is smaller than the table", _criteria(k_map={"k": 5, "population_size": 2})

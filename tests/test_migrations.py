@@ -20,11 +20,16 @@ def _round_trip(url: str, schema: str) -> None:
     try:
         migrate(db, schema)
         migrate(db, schema)  # idempotent
-        assert current_version(db, schema) == "0016"
+        assert current_version(db, schema) == "0017"
         assert metadata_tables(url, schema) == METADATA_TABLES
         assert "owner_role" in _columns(db, schema, "runs")
-        assert "non_uniform_entropy" in _columns(db, schema, "node_metrics")
-        downgrade(db, schema, "-1")  # the store's routines go first, then ARX's quality models' columns
+        assert "publisher_payout" in _columns(db, schema, "node_metrics")
+        downgrade(db, schema, "-1")  # the store's routines go first, then the payout models' columns
+        assert current_version(db, schema) == "0016" and metadata_tables(url, schema) == METADATA_TABLES
+        columns = _columns(db, schema, "node_metrics")
+        assert "non_uniform_entropy" in columns and "publisher_payout" not in columns
+        assert not _routines(db, schema)
+        downgrade(db, schema, "-1")  # ARX's quality models' columns
         assert current_version(db, schema) == "0015" and metadata_tables(url, schema) == METADATA_TABLES
         assert "non_uniform_entropy" not in _columns(db, schema, "node_metrics")
         assert not _routines(db, schema)
@@ -47,7 +52,7 @@ def _round_trip(url: str, schema: str) -> None:
         downgrade(db, schema, "base")
         assert metadata_tables(url, schema) == {"alembic_version"}
         migrate(db, schema)
-        assert current_version(db, schema) == "0016"
+        assert current_version(db, schema) == "0017"
     finally:
         db.dispose()
 
@@ -112,7 +117,7 @@ def test_lattice_tables_sample_few_rows_for_statistics_on_postgres(pg_server: st
         assert _statistics_targets(db, schema) == {
             t: {10} for t in ("lattice_nodes", "lattice_node_levels", "lattice_edges")
         }
-        downgrade(db, schema, "0011")  # the store's routines, 0016 to 0013, then 0012
+        downgrade(db, schema, "0011")  # the store's routines, 0017 to 0013, then 0012
         assert all(10 not in targets for targets in _statistics_targets(db, schema).values())
     finally:
         db.dispose()
@@ -126,7 +131,7 @@ def test_the_head_read_from_the_files_is_alembic_s():
 
     config = Config()
     config.set_main_option("script_location", str(resources.files("sqlanon.migrations")))
-    assert head_revision() == ScriptDirectory.from_config(config).get_current_head() == "0016"
+    assert head_revision() == ScriptDirectory.from_config(config).get_current_head() == "0017"
 
 
 def test_a_schema_at_head_is_checked_without_alembic(duck_url: str):
@@ -147,6 +152,6 @@ def test_a_schema_at_head_is_checked_without_alembic(duck_url: str):
 def test_migrate_command(duck_url: str):
     runner = CliRunner()
     result = runner.invoke(main, ["migrate", "--db", duck_url])
-    assert result.exit_code == 0 and "version 0016" in result.output
+    assert result.exit_code == 0 and "version 0017" in result.output
     result = runner.invoke(main, ["migrate", "--db", duck_url, "--downgrade", "base"])
     assert result.exit_code == 0 and "base" in result.output

@@ -6,10 +6,11 @@ tests/test_quality.py runs (sqlanon's optimum and its figure against ARX's expec
 
 Each case: the ARX test it comes from, the suppression limit, the selection (`select:` of a job), the criteria
 (`criteria:` of a job), the sensitive attribute (eight QIs) or none (nine), ARX's expected figure of its optimum,
-its optimum (levels in the data's column order; None: no transformation passes), and whether ARX ran it with
-practical monotonicity. Cases of models sqlanon lacks (profitability, differential privacy, ...) and of other data
-are left out, and counted on stderr. ARX's research subset of Adult (data/adult_subset.csv, which its d-presence
-cases read) is written as the numbers of its rows in Adult (from 0) to tests/data/arx_adult_subset_rows.txt.
+its optimum (levels in the data's column order; None: no transformation passes), whether ARX ran it with
+practical monotonicity, and its cost/benefit model where it sets one. Cases of models sqlanon lacks (profitability
+with an attack, differential privacy, ...) and of other data are left out, and counted on stderr. ARX's research
+subset of Adult (data/adult_subset.csv, which its d-presence cases read) is written as the numbers of its rows in
+Adult (from 0) to tests/data/arx_adult_subset_rows.txt.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ def metric(call: str) -> dict[str, Any] | None:
         return {"metric": "loss", "aggregate": "geometric_mean"}
     if name == "AECSMetric" and not values:
         return {"metric": "aecs"}
+    if name == "EntropyBasedInformationLossMetric":  # ([gsFactor])
+        return {"metric": "entropy_loss"} | ({"gs_factor": float(values[0])} if values else {})
+    if name == "PublisherPayoutMetric" and values[0] == "false":  # (journalist[, gsFactor]): the prosecutor's
+        return {"metric": "publisher_payout"} | ({"gs_factor": float(values[1])} if len(values) > 1 else {})
     if name == "DiscernabilityMetric":
         return {"metric": "dm_star" if values == ["true"] else "discernibility"}
     return None
@@ -103,10 +108,34 @@ def criterion(call: str) -> dict[str, Any] | None:
         return {"k_map": {"k": int(parts[0])}}
     if name == "DPresence" and "adult_subset.csv" in args:  # the research subset: SUBSET_ROWS
         return {"delta_presence": {"d_min": float(parts[0]), "d_max": float(parts[1])}}
+    if name == "ProfitabilityProsecutorNoAttack":
+        return {"profitability": {"attacker": "prosecutor"}}
+    if name == "ProfitabilityJournalistNoAttack" and "adult_subset.csv" in args:  # the population: Adult
+        return {"profitability": {"attacker": "journalist"}}
     if name in ("BasicBLikeness", "EnhancedBLikeness"):
         variant = "basic" if name.startswith("Basic") else "enhanced"
         return {"beta_likeness": {"attribute": attribute, "beta": float(parts[1]), "variant": variant}}
     return None
+
+
+COST_BENEFIT = {  # ARXCostBenefitConfiguration's setters, as the job's cost_benefit: names them
+    "PublisherBenefit": "publisher_benefit",
+    "PublisherLoss": "publisher_loss",
+    "AdversaryGain": "adversary_gain",
+    "AdversaryCost": "adversary_cost",
+}
+
+
+def cost_benefit(case: str, text: str) -> dict[str, float] | None:
+    """The cost/benefit model a case sets (`.setCostBenefitConfiguration(getConfigN())`, read from the test's
+    getConfigN), or None for ARX's defaults (sqlanon's too)."""
+    called = re.search(r"setCostBenefitConfiguration\((\w+)\(\)\)", case)
+    if called is None:
+        return None
+    body = re.search(r"ARXCostBenefitConfiguration " + called.group(1) + r"\(\)\s*\{(.*?)\}", text, re.S)
+    assert body is not None, f"{called.group(1)} is defined in the test"
+    setters = re.findall(r"\.set(\w+)\(" + NUMBER + r"\)", body.group(1))
+    return {COST_BENEFIT[setter]: float(value) for setter, value in setters}
 
 
 def calls(text: str, opening: str) -> list[str]:
@@ -126,7 +155,8 @@ def calls(text: str, opening: str) -> list[str]:
 def cases(source: Path) -> tuple[list[dict[str, Any]], Counter[str]]:
     kept, left_out = [], Counter()
     for file in sorted((source / "src" / "test").rglob("TestAnonymization*.java")):
-        for case in calls(file.read_text(encoding="utf-8"), "new ARXAnonymizationTestCase("):
+        text = file.read_text(encoding="utf-8")
+        for case in calls(text, "new ARXAnonymizationTestCase("):
             if '"./data/adult.csv"' not in case or "ARXConfiguration.create(" not in case:
                 continue
             limit = float(re.search(r"ARXConfiguration\.create\(" + NUMBER, case).group(1))  # type: ignore[union-attr]
@@ -167,6 +197,7 @@ def cases(source: Path) -> tuple[list[dict[str, Any]], Counter[str]]:
                     "optimum": [int(v) for v in node.group(1).split(",")] if node else None,  # None: none passes
                     "practical_monotonicity": bool(practical and practical.group(1) == "true"),
                     **({SUBSET: subset} if subset else {}),
+                    **({"cost_benefit": model} if (model := cost_benefit(case, text)) else {}),
                 }
             )
     return kept, left_out

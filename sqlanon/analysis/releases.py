@@ -317,7 +317,7 @@ def _analyze_batch(
         population=population_sets(population, releases, batch.nodes) if population else None,
         uniqueness=_uniqueness(ctx.criteria, lambda: ctx.star.rows),
     )
-    sums = releases.class_sums(batch)
+    sums = releases.class_sums(batch, evaluator.quality.cost_benefit.largest_attacked_size if evaluator else 0)
     audits = releases.bayes_sums(batch, dataclasses.asdict(bayes or BayesSettings())) if attribute else {}
     found = {}
     for (j,), analysis in analyses.items():

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from . import k_anonymity, l_diversity, likeness, presence, risk, t_closeness
+from ..model.quality import CostBenefit
+from . import k_anonymity, l_diversity, likeness, presence, profitability, risk, t_closeness
 from .base import EPSILON, Criterion
 from .k_anonymity import KAnonymity
 from .l_diversity import (
@@ -31,6 +32,7 @@ from .l_diversity import (
 )
 from .likeness import BetaLikeness, DeltaDisclosure
 from .presence import DeltaPresence
+from .profitability import Profitability
 from .risk import AverageRisk, KMap, PopulationUniqueness, ReleaseCriterion, SampleUniqueness
 from .t_closeness import TCloseness
 
@@ -52,6 +54,7 @@ __all__ = [
     "MultiAttributeLDiversity",
     "NpdRecursiveLDiversity",
     "PopulationUniqueness",
+    "Profitability",
     "RecursiveLDiversity",
     "ReleaseCriterion",
     "SampleUniqueness",
@@ -62,15 +65,19 @@ __all__ = [
     "least_size_first",
     "likeness",
     "presence",
+    "profitability",
     "risk",
     "t_closeness",
 ]
 
 
-def criteria_from_config(raw: Any, base_dir: Path | str = ".") -> list[Criterion]:
+def criteria_from_config(
+    raw: Any, base_dir: Path | str = ".", cost_benefit: CostBenefit | None = None
+) -> list[Criterion]:
     """Build the criteria listed under `criteria:`; all of them must hold.
 
-    Settings that name files (a criterion's `file_keys`, e.g. t-closeness's hierarchy) resolve against base_dir.
+    Settings that name files (a criterion's `file_keys`, e.g. t-closeness's hierarchy) resolve against base_dir;
+    the profitability criterion reads the job's `cost_benefit` (ARX's defaults where it has none).
     """
     if not isinstance(raw, dict) or not raw:
         raise ConfigError("criteria must map criterion names to their parameters, e.g. k_anonymity: {k: 5}")
@@ -84,7 +91,7 @@ def criteria_from_config(raw: Any, base_dir: Path | str = ".") -> list[Criterion
                 **spec,
                 **{key: Path(base_dir) / str(spec[key]) for key in kind.file_keys if spec.get(key) is not None},
             }
-        criteria.append(kind.from_config(spec))
+        criteria.append(kind.from_job(spec, cost_benefit or CostBenefit()))
     _check_histograms(criteria)
     return criteria
 

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from ..errors import ConfigError
 from ..model.hierarchies import Hierarchy
+from ..model.quality import CostBenefit
 from .view import FrequencySetView, SqlFragment
 
 
@@ -60,6 +61,12 @@ class Criterion(ABC):
     def from_config(cls, spec: Any) -> Criterion:
         """The criterion from its settings under `criteria:` (checked: ConfigError names what is wrong)."""
         raise NotImplementedError
+
+    @classmethod
+    def from_job(cls, spec: Any, cost_benefit: CostBenefit) -> Criterion:
+        """The criterion from its settings and the job's settings outside `criteria:` it may read (the cost/benefit
+        model); most read none."""
+        return cls.from_config(spec)
 
     def monotone_part(self) -> list[Criterion]:
         """Criteria monotone under suppression that hold in every class where this one holds (itself, when it is

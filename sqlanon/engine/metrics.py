@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 
 from ..criteria import Criterion, KAnonymity
 from ..model.lattice import Levels
-from ..model.quality import BOUNDED, QualitySettings, QualitySums, aecs_bound
+from ..model.quality import BOUNDED, BOUNDED_IF_SUPPRESSION_COSTS_MORE, QualitySettings, QualitySums, aecs_bound
 from ..model.quality import figures as quality_figures
 from ..model.selection import level_metrics
 from ..store.records import RunRecord
@@ -102,7 +102,8 @@ class MetricsEvaluator:
         with self.db.hash_joins(self.conn):
             for number, batch_nodes in enumerate(releases.batches(nodes)):
                 with releases.batch(batch_nodes, f"m{self.run.run_id}_{number}", read_once=True) as batch:
-                    for j, sums in releases.class_sums(batch).items():
+                    attacked = self.quality.cost_benefit.largest_attacked_size
+                    for j, sums in releases.class_sums(batch, attacked).items():
                         found[batch_nodes[j]] = self.figures(batch_nodes[j], sums)
                 progress(len(found), len(nodes))
         return found
@@ -131,6 +132,8 @@ class MetricsEvaluator:
         metrics."""
         if metric not in BOUNDED:
             return None
+        if metric in BOUNDED_IF_SUPPRESSION_COSTS_MORE and not self.quality.suppression_costs_more:
+            return None
         dims, terms = self.star.dimensions, self._terms()
         found: dict[Levels, Any] = {}
         if metric == "aecs":
@@ -140,7 +143,8 @@ class MetricsEvaluator:
             return found
         for node in nodes:
             penalties = tuple(terms.penalty[(d.attr, level)] for d, level in zip(dims, node))
-            unsuppressed = self.quality_sums(node, ClassSums(released_penalties=penalties))
+            ln_areas = tuple(terms.ln_area[(d.attr, level)] for d, level in zip(dims, node))
+            unsuppressed = self.quality_sums(node, ClassSums(released_penalties=penalties, released_ln_area=ln_areas))
             found[node] = quality_figures(unsuppressed, self.quality)[metric]
         return found
 
@@ -163,6 +167,8 @@ class MetricsEvaluator:
             suppressed_penalty=sums.suppressed_penalties or [0.0] * len(dims),
             entropy_term=self._entropy_terms(node),
             suppressed_c_ln_c=sums.suppressed_c_ln_c or [0.0] * len(dims),
+            released_ln_area=sums.released_ln_area or [0.0] * len(dims),
+            attacked_classes=sums.attacked_classes,
         )
 
     def figures(self, node: Levels, sums: ClassSums) -> dict[str, Any]:

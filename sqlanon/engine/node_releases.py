@@ -35,6 +35,8 @@ from .checker import ROWS_PER_STATEMENT, WaveChecker
 from .frequency import resolve_histograms, violating_classes_sql
 
 NODE = "node"
+#: per (QI, level), a figure of each value by its masked key bits
+ValueFigures = dict[tuple[int, int], dict[tuple[int, ...], float]]
 NO_VALUE = "no_value"  # the constant value column of a release analyzed without a sensitive attribute
 
 
@@ -93,6 +95,8 @@ class ClassSums:
     released_penalties: tuple[float, ...] = ()
     suppressed_penalties: tuple[float, ...] = ()
     suppressed_c_ln_c: tuple[float, ...] = ()
+    released_ln_area: tuple[float, ...] = ()
+    attacked_classes: int = 0  # released classes of at most `attacked_size` tuples (NodeReleases.class_sums)
 
     @property
     def penalty(self) -> float:
@@ -107,6 +111,7 @@ class MarginalTerms:
 
     c_ln_c: dict[tuple[int, int], float] = field(default_factory=dict)
     penalty: dict[tuple[int, int], float] = field(default_factory=dict)
+    ln_area: dict[tuple[int, int], float] = field(default_factory=dict)  # sum of c ln(leaves under the value)
     values: dict[tuple[int, int], int] = field(default_factory=dict)  # the distinct values the table holds there
 
 
@@ -393,8 +398,9 @@ class NodeReleases:
         self.statements += 1
         return list(self.db.execute(self.conn, self.db.as_text(self.conn, query)).all())
 
-    def class_sums(self, batch: NodeBatch) -> dict[int, ClassSums]:
-        """Per node of the batch, its ClassSums: one statement, and one more for the suppressed tuples."""
+    def class_sums(self, batch: NodeBatch, attacked_size: int = 0) -> dict[int, ClassSums]:
+        """Per node of the batch, its ClassSums (counting the released classes of at most `attacked_size` tuples):
+        one statement, and one more for the suppressed tuples."""
         dims = self.checker.star.dimensions
         areas = self.areas()
         lookups = []
@@ -407,21 +413,24 @@ class NodeReleases:
             )
         ln_area = " + ".join(f"COALESCE(a{d.attr}.ln_area, 0)" for d in dims)
         per_qi = "".join(
-            f", SUM(c.n * {kept} * COALESCE(a{d.attr}.weight, 0))" for d in dims for kept in ("c.kept", "(1 - c.kept)")
+            f", SUM(c.n * {kept} * COALESCE(a{d.attr}.{column}, 0))"
+            for d in dims
+            for kept, column in (("c.kept", "weight"), ("(1 - c.kept)", "weight"), ("c.kept", "ln_area"))
         )
         square = "CAST(c.n AS DOUBLE PRECISION) * c.n"
         rows = self.db.execute(
             self.conn,
             f"SELECT c.{NODE}, SUM(c.kept), SUM(c.n * (1 - c.kept)), SUM({square} * c.kept), "
-            f"SUM({square}), "
+            f"SUM({square}), SUM(CASE WHEN c.kept = 1 AND c.n <= :attacked_size THEN 1 ELSE 0 END), "
             f"SUM(CASE WHEN c.kept = 1 THEN c.c_ln_c - c.n * ({ln_area}) ELSE 0 END){per_qi} FROM {batch.classes} c "
             f"JOIN {self.values(batch.nodes, columns=True)} ON w.{NODE} = c.{NODE} {' '.join(lookups)} "
             f"GROUP BY c.{NODE}",
+            {"attacked_size": attacked_size},
         ).all()
         self.statements += 1
         suppressed = self._suppressed_sums(batch)
         sums = {}
-        for node, classes, out, squares, every, kl, *penalties in rows:
+        for node, classes, out, squares, every, attacked, kl, *per_qi_sums in rows:
             by_part = suppressed.get(int(node), {})
             sums[int(node)] = ClassSums(
                 int(classes or 0),
@@ -430,9 +439,11 @@ class NodeReleases:
                 float(every or 0),
                 float(kl or 0),
                 by_part.get(-1, 0.0),
-                tuple(float(p or 0) for p in penalties[0::2]),
-                tuple(float(p or 0) for p in penalties[1::2]),
+                tuple(float(p or 0) for p in per_qi_sums[0::3]),
+                tuple(float(p or 0) for p in per_qi_sums[1::3]),
                 tuple(by_part.get(d.attr, 0.0) for d in dims),
+                tuple(float(p or 0) for p in per_qi_sums[2::3]),
+                int(attacked or 0),
             )
         return sums
 
@@ -490,7 +501,7 @@ class NodeReleases:
             for attr, at in positions.items():
                 if row[at[0]] is not None:
                     counts[attr].append((tuple(int(row[i]) for i in at), int(row[-1])))
-        weights = self._value_weights()
+        weights, ln_areas = self._value_weights()
         terms = MarginalTerms()
         for attr, level in ((d.attr, level) for d in dims for level in range(d.height + 1)):
             masks = [self.checker.attribute_masks(attr, level)[k] for k in self._keys_of(attr)]
@@ -502,21 +513,25 @@ class NodeReleases:
             terms.values[(attr, level)] = len(grouped)
             weight = weights.get((attr, level), {})
             terms.penalty[(attr, level)] = math.fsum(n * weight.get(value, 0.0) for value, n in grouped.items())
+            ln_area = ln_areas.get((attr, level), {})
+            terms.ln_area[(attr, level)] = math.fsum(n * ln_area.get(value, 0.0) for value, n in grouped.items())
         return terms
 
-    def _value_weights(self) -> dict[tuple[int, int], dict[tuple[int, ...], float]]:
-        """Per QI and level above 0, each value's certainty penalty by its masked bits (the areas' lookup's rows
-        for every level, read instead of stored)."""
+    def _value_weights(self) -> tuple[ValueFigures, ValueFigures]:
+        """Per QI and level above 0, each value's certainty penalty and ln(leaves under it) by its masked bits (the
+        areas' lookup's rows for every level, read instead of stored)."""
         dims = self.checker.star.dimensions
         parts = [self._area_select(d.attr, level) for d in dims for level in range(1, d.height + 1)]
-        weights: dict[tuple[int, int], dict[tuple[int, ...], float]] = {}
+        weights: ValueFigures = {}
+        ln_areas: ValueFigures = {}
         if not parts:
-            return weights
+            return weights, ln_areas
         self.statements += 1
-        for attr, level, *bits, weight, _ in self.db.execute(self.conn, " UNION ALL ".join(parts)).all():
+        for attr, level, *bits, weight, ln_area in self.db.execute(self.conn, " UNION ALL ".join(parts)).all():
             value = tuple(int(bits[k]) for k in self._keys_of(int(attr)))
             weights.setdefault((int(attr), int(level)), {})[value] = float(weight)
-        return weights
+            ln_areas.setdefault((int(attr), int(level)), {})[value] = float(ln_area)
+        return weights, ln_areas
 
     def person_figures(self, thresholds: dict[str, float]) -> str:
         """The Bayes-optimal audit's figures of each original cell q (a level-0 key) holding several values,

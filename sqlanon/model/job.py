@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from .frames import FRAME_TABLE, MEMORY_URL, SourceFrame
 from .lattice import Levels
-from .quality import QualitySettings
+from .quality import CostBenefit, QualitySettings
 from .selection import METRICS, POLICIES, Rank, levels_rank, needs_every_passing_node, selection_metric
 
 if TYPE_CHECKING:
@@ -226,6 +226,8 @@ class Selection:
     #: ARX's generalization/suppression factor and aggregate function, for ARX's quality models (model.quality)
     gs_factor: float = 0.5
     aggregate: str | None = None
+    #: the job's cost/benefit model (`cost_benefit:`), which the publisher payout reads
+    cost_benefit: CostBenefit = field(default_factory=CostBenefit)
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.metric is None):
@@ -250,7 +252,7 @@ class Selection:
 
     @property
     def quality(self) -> QualitySettings:
-        return QualitySettings(self.gs_factor, self.aggregate)
+        return QualitySettings(self.gs_factor, self.aggregate, self.cost_benefit)
 
     def describe(self) -> str:
         return f"policy {self.policy}" if self.policy else f"metric {self.metric}"

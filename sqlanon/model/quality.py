@@ -18,6 +18,18 @@ has one figure per QI, ARX's aggregate function over them:
 - `non_uniform_entropy_nm` [MetricMDNUNMEntropyPrecomputed]: the same, plus per QI, times the suppression
   factor, the suppressed tuples' entropy over their generalized values (sum of c log2(S / c)).
 
+- `entropy_loss` [MetricSDNMEntropyBasedInformationLoss]: per released class, the information it loses: the log of
+  the product over QIs of its value's share of the domain, over the log of the product of the domains' sizes,
+  plus 1 (0: every value one leaf, 1: every value the whole domain), which is the sum over QIs of ln(leaves under
+  the value) over the sum of ln(leaves); summed over the released tuples, times the generalization factor, plus
+  the suppressed tuples times the suppression factor.
+- `publisher_payout` [MetricSDNMPublisherPayout, prosecutor]: what the publisher forgoes of its best payout (the
+  job's `cost_benefit`: each tuple's publisher_benefit): a released tuple's payout is the benefit times (1 - its
+  class's information loss), less publisher_loss times the adversary's success probability (1 / the class's size)
+  where an attack pays (adversary_gain times that probability above adversary_cost); a suppressed tuple forgoes
+  all of it. Summed as ARX does: the generalization factor times the benefit times each released tuple's loss,
+  plus publisher_loss per attacked class; the suppression factor times the benefit per suppressed tuple.
+
 Each per-QI figure is rounded down to ten decimals, as ARX rounds it. The aggregates: `sum`, `max`,
 `arithmetic_mean`, `geometric_mean` (the product of (v + 1) to the power 1/QIs, minus 1) and `rank` (the figures
 largest first, compared element by element).
@@ -25,9 +37,10 @@ largest first, compared element by element).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from .selection import ARX_AGGREGATES
@@ -39,16 +52,64 @@ AGGREGATES = ("sum", "max", "arithmetic_mean", "geometric_mean", "rank")
 #: under every aggregate function; the monotonic entropy likewise, where the bound is the figure; AECS by at most
 #: as many classes as the product of the QIs' values at their levels, or rows (`aecs_bound`). A selection reads
 #: the nodes best bound first, and stops where a bound is worse than the best figure found
-BOUNDED = ("loss", "non_uniform_entropy_nm", "non_uniform_entropy", "aecs")
+BOUNDED = ("loss", "non_uniform_entropy_nm", "non_uniform_entropy", "aecs", "entropy_loss", "publisher_payout")
+#: the models whose bound holds where a suppressed tuple costs at least what it would released (entropy_loss and
+#: publisher_payout: a released tuple costs at most the generalization factor, a suppressed one the suppression
+#: factor; QualitySettings.suppression_costs_more)
+BOUNDED_IF_SUPPRESSION_COSTS_MORE = ("entropy_loss", "publisher_payout")
 ROUNDING = 1e10  # ARX rounds each figure down to ten decimals (Metric.round)
 
 
 @dataclass(frozen=True)
+class CostBenefit:
+    """ARX's cost/benefit model of a publication (ARXCostBenefitConfiguration, its defaults): what the publisher
+    gains per published record and loses per record re-identified, what an adversary gains per re-identification
+    and what an attack costs them. The job's `cost_benefit:`, read by the profitability criterion and the publisher
+    payout metric."""
+
+    publisher_benefit: float = 1200.0
+    publisher_loss: float = 300.0
+    adversary_gain: float = 300.0
+    adversary_cost: float = 4.0
+
+    def __post_init__(self) -> None:
+        for key, value in dataclasses.asdict(self).items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"cost_benefit.{key} must be a finite number >= 0, got {value!r}")
+
+    @property
+    def least_unattacked_size(self) -> int:
+        """The least class size an adversary gains nothing by attacking (ARX's ProfitabilityProsecutorNoAttack: the
+        success probability 1 / size must stay at or below adversary_cost / adversary_gain)."""
+        gain, cost = self.adversary_gain, self.adversary_cost
+        if gain == 0:
+            return 1
+        if cost == 0:
+            return MAX_CLASS_SIZE
+        threshold = gain / cost
+        return int(threshold) + 1 if threshold == math.floor(threshold) else math.ceil(threshold)
+
+    @property
+    def largest_attacked_size(self) -> int:
+        """The largest class size whose records an adversary attacks: gain times 1 / size above the cost, in ARX's
+        floating point arithmetic (RiskModelCostBenefit.getExpectedAdversaryPayout), 0 where none."""
+        size = min(self.least_unattacked_size, MAX_CLASS_SIZE - 1) + 1
+        while size > 0 and not self.adversary_gain * (1.0 / size) - self.adversary_cost > 0:
+            size -= 1
+        return size
+
+
+MAX_CLASS_SIZE = 2**31 - 1  # ARX's Integer.MAX_VALUE: no class is large enough
+
+
+@dataclass(frozen=True)
 class QualitySettings:
-    """ARX's generalization/suppression factor and aggregate function (None: the metric's own default)."""
+    """ARX's generalization/suppression factor and aggregate function (None: the metric's own default), and the
+    job's cost/benefit model (the publisher payout)."""
 
     gs_factor: float = 0.5
     aggregate: str | None = None
+    cost_benefit: CostBenefit = field(default_factory=CostBenefit)
 
     def __post_init__(self) -> None:
         gs = self.gs_factor
@@ -68,6 +129,10 @@ class QualitySettings:
     def suppression(self) -> float:
         return 2.0 * self.gs_factor if self.gs_factor < 0.5 else 1.0
 
+    @property
+    def suppression_costs_more(self) -> bool:
+        return self.suppression >= self.generalization
+
 
 @dataclass(frozen=True)
 class QualitySums:
@@ -85,6 +150,10 @@ class QualitySums:
     suppressed_penalty: Sequence[float]
     entropy_term: Sequence[float]
     suppressed_c_ln_c: Sequence[float]
+    #: per QI, the sum over the released tuples of ln(leaves under the value); the released classes an adversary
+    #: attacks (of at most CostBenefit.largest_attacked_size tuples)
+    released_ln_area: Sequence[float] = ()
+    attacked_classes: int = 0
 
 
 def _round(value: float) -> float:
@@ -146,6 +215,22 @@ def non_uniform_entropy(sums: QualitySums, settings: QualitySettings, *, monoton
     return figures
 
 
+def entropy_loss(sums: QualitySums, settings: QualitySettings) -> float:
+    """ARX's entropy-based information loss: each released tuple's class's loss (the sum of ln(area) over the sum of
+    ln(leaves), 0 where every domain is one value) times the generalization factor, plus the suppression factor per
+    suppressed tuple."""
+    most = math.fsum(math.log(leaves) for leaves in sums.leaves)
+    released = math.fsum(sums.released_ln_area) / most if most > 0 else 0.0
+    return settings.generalization * released + settings.suppression * sums.suppressed
+
+
+def publisher_payout(sums: QualitySums, settings: QualitySettings) -> float:
+    """ARX's publisher payout metric (prosecutor): the payout the release forgoes (see the module's docstring)."""
+    model = settings.cost_benefit
+    attacked = settings.generalization * model.publisher_loss * sums.attacked_classes
+    return model.publisher_benefit * entropy_loss(sums, settings) + attacked
+
+
 def figures(sums: QualitySums, settings: QualitySettings) -> dict[str, float | list[float]]:
     """Every quality model's figure for one node (the per-QI ones combined by the settings' aggregate function, or
     by each model's own: selection.ARX_AGGREGATES)."""
@@ -160,4 +245,6 @@ def figures(sums: QualitySums, settings: QualitySettings) -> dict[str, float | l
         "non_uniform_entropy_nm": combined(
             "non_uniform_entropy_nm", non_uniform_entropy(sums, settings, monotonic=False)
         ),
+        "entropy_loss": entropy_loss(sums, settings),
+        "publisher_payout": publisher_payout(sums, settings),
     }

@@ -105,6 +105,20 @@ METRICS: dict[str, Metric] = {
             arx=True,
             aggregate="sum",
         ),
+        Metric(
+            name="entropy_loss",
+            better="min",
+            levels_only=False,
+            description="ARX's entropy-based information loss: per tuple, the log of its class's share of the domain",
+            arx=True,
+        ),
+        Metric(
+            name="publisher_payout",
+            better="min",
+            levels_only=False,
+            description="ARX's publisher payout: the benefit the release forgoes by its loss and its attacked classes",
+            arx=True,
+        ),
     )
 }
 

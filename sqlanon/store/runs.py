@@ -152,6 +152,8 @@ NODE_METRICS = Insert(
         ("dm_star", "double precision"),
         ("non_uniform_entropy", "double precision"),
         ("non_uniform_entropy_nm", "double precision"),
+        ("entropy_loss", "double precision"),
+        ("publisher_payout", "double precision"),
     ),
     replace=True,
 )
