@@ -218,6 +218,9 @@ def test_the_published_optimum_agrees_with_arx(adult_duck: str, cases: list[dict
         ("aecs", {"gs_factor": 0.7}, 0.05),
         ("entropy_loss", {}, 0.1),
         ("publisher_payout", {"gs_factor": 0.6}, 0.05),
+        ("normalized_entropy", {}, 0.1),
+        ("precision_loss_nm", {"aggregate": "geometric_mean"}, 0.1),
+        ("precision_loss", {"gs_factor": 0.3}, 0.1),
     ],
 )
 def test_the_bounded_selection_finds_the_best_of_every_passing_node(
@@ -259,9 +262,12 @@ def _reference(rows: pd.DataFrame, node: tuple[int, ...], k: int, settings: Qual
     sizes = generalized.groupby(QIS)[QIS[0]].transform("size")
     out = sizes < k
     n, suppressed = len(rows), int(out.sum())
-    loss, entropy, entropy_nm = [], [], []
+    loss, entropy, entropy_nm, normalized, precision, precision_nm = [], [], [], [], [], []
     for q, level in zip(QIS, node):
         hierarchy = _hierarchy(q)
+        relative = level / (hierarchy.shape[1] - 1)
+        precision.append(g_factor * relative)
+        precision_nm.append(((n - suppressed) * relative * g_factor + suppressed * s_factor) / n)
         leaves = len(hierarchy)
         under = hierarchy.groupby(level)[0].transform("size")
         share = generalized[q].map(dict(zip(hierarchy[level], under / leaves)))
@@ -276,6 +282,8 @@ def _reference(rows: pd.DataFrame, node: tuple[int, ...], k: int, settings: Qual
         entropy.append(math.floor(-g_factor * term * 1e10) / 1e10 if term else 0.0)
         value = g_factor * term + s_factor * lost
         entropy_nm.append(math.floor(-value * 1e10) / 1e10 if value else 0.0)
+        most = math.floor(-g_factor * sum(c * math.log2(c / n) for c in original) * 1e10) / 1e10
+        normalized.append(entropy_nm[-1] / most)
     classes = int((~out).groupby([generalized[q] for q in QIS]).any().sum())
     groups = classes * s_factor + (g_factor if suppressed else 0)  # ARX swaps the factors here
     entropy_loss, payout = _entropy_loss_and_payout(generalized, node, k, settings)
@@ -287,6 +295,9 @@ def _reference(rows: pd.DataFrame, node: tuple[int, ...], k: int, settings: Qual
         "dm_star": float((generalized.groupby(QIS).size() ** 2).sum()),
         "non_uniform_entropy": aggregate(entropy, settings.aggregate or "sum"),
         "non_uniform_entropy_nm": aggregate(entropy_nm, settings.aggregate or "sum"),
+        "normalized_entropy": aggregate(normalized, settings.aggregate or "sum"),
+        "precision_loss": aggregate(precision, settings.aggregate or "arithmetic_mean"),
+        "precision_loss_nm": aggregate(precision_nm, settings.aggregate or "arithmetic_mean"),
     }
 
 

@@ -169,6 +169,8 @@ class MetricsEvaluator:
             suppressed_c_ln_c=sums.suppressed_c_ln_c or [0.0] * len(dims),
             released_ln_area=sums.released_ln_area or [0.0] * len(dims),
             attacked_classes=sums.attacked_classes,
+            relative_levels=[level / d.height if d.height else 0.0 for d, level in zip(dims, node)],
+            top_entropy_term=self._entropy_terms(tuple(d.height for d in dims)),
         )
 
     def figures(self, node: Levels, sums: ClassSums) -> dict[str, Any]:

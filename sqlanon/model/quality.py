@@ -18,6 +18,12 @@ has one figure per QI, ARX's aggregate function over them:
 - `non_uniform_entropy_nm` [MetricMDNUNMEntropyPrecomputed]: the same, plus per QI, times the suppression
   factor, the suppressed tuples' entropy over their generalized values (sum of c log2(S / c)).
 
+- `normalized_entropy` [MetricMDNUNMNormalizedEntropy]: per QI, `non_uniform_entropy_nm` over its most (the table's
+  entropy at the top of the hierarchy: every value generalized to one), so within [0, 1]. Default aggregate: sum.
+- `precision_loss` [MetricMDPrecision, monotonic]: per QI, the node's level over the hierarchy's height, times the
+  generalization factor, whatever is suppressed. Default aggregate: the arithmetic mean.
+- `precision_loss_nm` [MetricMDNMPrecision]: per QI, over the rows, the released tuples' level / height times the
+  generalization factor, and the suppressed tuples' 1 times the suppression factor.
 - `entropy_loss` [MetricSDNMEntropyBasedInformationLoss]: per released class, the information it loses: the log of
   the product over QIs of its value's share of the domain, over the log of the product of the domains' sizes,
   plus 1 (0: every value one leaf, 1: every value the whole domain), which is the sum over QIs of ln(leaves under
@@ -52,11 +58,21 @@ AGGREGATES = ("sum", "max", "arithmetic_mean", "geometric_mean", "rank")
 #: under every aggregate function; the monotonic entropy likewise, where the bound is the figure; AECS by at most
 #: as many classes as the product of the QIs' values at their levels, or rows (`aecs_bound`). A selection reads
 #: the nodes best bound first, and stops where a bound is worse than the best figure found
-BOUNDED = ("loss", "non_uniform_entropy_nm", "non_uniform_entropy", "aecs", "entropy_loss", "publisher_payout")
-#: the models whose bound holds where a suppressed tuple costs at least what it would released (entropy_loss and
-#: publisher_payout: a released tuple costs at most the generalization factor, a suppressed one the suppression
-#: factor; QualitySettings.suppression_costs_more)
-BOUNDED_IF_SUPPRESSION_COSTS_MORE = ("entropy_loss", "publisher_payout")
+BOUNDED = (
+    "loss",
+    "non_uniform_entropy_nm",
+    "non_uniform_entropy",
+    "normalized_entropy",
+    "precision_loss",
+    "precision_loss_nm",
+    "aecs",
+    "entropy_loss",
+    "publisher_payout",
+)
+#: the models whose bound holds where a suppressed tuple costs at least what it would released (a released tuple
+#: costs at most the generalization factor, a suppressed one the suppression factor;
+#: QualitySettings.suppression_costs_more)
+BOUNDED_IF_SUPPRESSION_COSTS_MORE = ("entropy_loss", "publisher_payout", "precision_loss_nm")
 ROUNDING = 1e10  # ARX rounds each figure down to ten decimals (Metric.round)
 
 
@@ -154,6 +170,10 @@ class QualitySums:
     #: attacks (of at most CostBenefit.largest_attacked_size tuples)
     released_ln_area: Sequence[float] = ()
     attacked_classes: int = 0
+    #: per QI, the node's level over the hierarchy's height (0 for a QI of one level), and the table's entropy term
+    #: at the top of its hierarchy
+    relative_levels: Sequence[float] = ()
+    top_entropy_term: Sequence[float] = ()
 
 
 def _round(value: float) -> float:
@@ -215,6 +235,26 @@ def non_uniform_entropy(sums: QualitySums, settings: QualitySettings, *, monoton
     return figures
 
 
+def normalized_entropy(sums: QualitySums, settings: QualitySettings) -> list[float]:
+    """ARX's normalized non-uniform entropy per QI: the non-monotonic entropy over its most, each rounded first as
+    ARX rounds them (0 for a QI of one value)."""
+    figures = []
+    for value, top in zip(non_uniform_entropy(sums, settings, monotonic=False), sums.top_entropy_term):
+        most = _round(-settings.generalization * top) if top else 0.0
+        figures.append(value / most if most > 0 else 0.0)
+    return figures
+
+
+def precision_loss(sums: QualitySums, settings: QualitySettings, *, monotonic: bool) -> list[float]:
+    """ARX's precision per QI; not `monotonic`: the suppressed tuples count as generalized to the top, times the
+    suppression factor, and each QI's figure is a mean over the rows."""
+    g, s = settings.generalization, settings.suppression
+    if monotonic:
+        return [g * level for level in sums.relative_levels]
+    released = sums.rows - sums.suppressed
+    return [(released * level * g + sums.suppressed * s) / sums.rows for level in sums.relative_levels]
+
+
 def entropy_loss(sums: QualitySums, settings: QualitySettings) -> float:
     """ARX's entropy-based information loss: each released tuple's class's loss (the sum of ln(area) over the sum of
     ln(leaves), 0 where every domain is one value) times the generalization factor, plus the suppression factor per
@@ -245,6 +285,9 @@ def figures(sums: QualitySums, settings: QualitySettings) -> dict[str, float | l
         "non_uniform_entropy_nm": combined(
             "non_uniform_entropy_nm", non_uniform_entropy(sums, settings, monotonic=False)
         ),
+        "normalized_entropy": combined("normalized_entropy", normalized_entropy(sums, settings)),
+        "precision_loss": combined("precision_loss", precision_loss(sums, settings, monotonic=True)),
+        "precision_loss_nm": combined("precision_loss_nm", precision_loss(sums, settings, monotonic=False)),
         "entropy_loss": entropy_loss(sums, settings),
         "publisher_payout": publisher_payout(sums, settings),
     }

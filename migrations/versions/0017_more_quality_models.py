@@ -1,5 +1,6 @@
-"""ARX's entropy-based information loss and publisher payout among the stored utility metrics of a run's nodes
-(node_metrics; sqlanon.model.quality). Rows stored before have none (NULL).
+"""ARX's normalized entropy, precision (monotonic and not), entropy-based information loss and publisher payout
+among the stored utility metrics of a run's nodes (node_metrics; sqlanon.model.quality). Rows stored before have
+none (NULL).
 
 Revision ID: 0017
 Revises: 0016
@@ -13,7 +14,7 @@ down_revision = "0016"
 branch_labels = None
 depends_on = None
 
-COLUMNS = ("entropy_loss", "publisher_payout")
+COLUMNS = ("normalized_entropy", "precision_loss", "precision_loss_nm", "entropy_loss", "publisher_payout")
 
 
 def upgrade(schema: str, quoted_schema: str) -> None:
