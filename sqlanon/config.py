@@ -135,6 +135,12 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
     suppression = _suppression(cfg["suppression"]) if cfg.get("suppression") is not None else Suppression()
     select = _selection(cfg["select"]) if cfg.get("select") is not None else Selection()
     select = dataclasses.replace(select, cost_benefit=cost_benefit)
+    outside = [t for t in select.targets if t not in sensitive]
+    if outside:
+        raise ConfigError(
+            f"select.targets: {outside[0]!r} is not a sensitive attribute of the job; list it under sensitive: "
+            "(a quasi-identifier cannot be a target yet)"
+        )
     read_by = select.metric == "publisher_payout" or any(isinstance(c, Profitability) for c in criteria)
     if cfg.get("cost_benefit") is not None and not read_by:
         raise ConfigError(
@@ -529,10 +535,13 @@ def _cost_benefit(raw: Any) -> CostBenefit:
 
 
 def _selection(raw: Any) -> Selection:
-    spec = _mapping(raw, "select", {"policy", "metric", "gs_factor", "aggregate"})
+    spec = _mapping(raw, "select", {"policy", "metric", "gs_factor", "aggregate", "targets"})
     if ("policy" in spec) == ("metric" in spec):
         raise ConfigError("select takes exactly one of policy: NAME or metric: NAME")
-    return Selection(spec.get("policy"), spec.get("metric"), spec.get("gs_factor", 0.5), spec.get("aggregate"))
+    targets = tuple(_column_list({"select.targets": spec.get("targets")}, "select.targets"))
+    return Selection(
+        spec.get("policy"), spec.get("metric"), spec.get("gs_factor", 0.5), spec.get("aggregate"), targets=targets
+    )
 
 
 def _release_series(raw: Any) -> ReleaseSeries:

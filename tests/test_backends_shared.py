@@ -385,15 +385,22 @@ def test_cli_search_prints_duckdbs_nodes(backend: Backend, duckdb: Backend, tmp_
     assert json.loads(result.stdout)["minimal"] == [list(n) for n in search(duckdb.job(k=3)).minimal]
 
 
-def test_suppression_metrics_and_publication_equal_duckdbs(compared: Backend, duckdb: Backend) -> None:
+CLASSIFICATION = Selection(None, "classification", targets=("salary-class", "occupation"))
+
+
+@pytest.mark.parametrize("select", [Selection(None, "non_uniform_entropy_nm"), CLASSIFICATION])
+def test_suppression_metrics_and_publication_equal_duckdbs(
+    compared: Backend, duckdb: Backend, select: Selection
+) -> None:
     """Entropy l-diversity with 2% suppression (the exact, non-pruning search), every minimal node's metrics,
-    selection by ARX's non-monotonic non-uniform entropy (its marginal counts, its suppressed tuples' entropy)
-    and a masked output: what DuckDB gives."""
+    selection by ARX's non-monotonic non-uniform entropy (its marginal counts, its suppressed tuples' entropy) or
+    by its classification metric (each class's most frequent values, a window over the stored sets), and a masked
+    output: what DuckDB gives."""
     changes = {
         "criteria": criteria_from_config({"entropy_l_diversity": {"attribute": "occupation", "l": 3}}),
-        "sensitive": ["occupation"],
+        "sensitive": ["occupation", "salary-class"],
         "suppression": Suppression(0.02, "mask"),
-        "select": Selection(None, "non_uniform_entropy_nm"),
+        "select": select,
     }
     qis = ["sex", "race", "marital-status"]  # metrics of 12 nodes (each costs Spark a few statements)
     found = anonymize(

@@ -486,6 +486,19 @@ CASES: dict[str, Case] = {
     "cost-benefit-unread": Case(
         "parameters", "cost_benefit is read by the profitability criterion", _set("cost_benefit", {"adversary_cost": 1})
     ),
+    "classification-no-targets": Case(
+        "parameters", "select.targets names the attributes", _set("select", {"metric": "classification"})
+    ),
+    "targets-without-classification": Case(
+        "parameters",
+        "select.targets names the attributes",
+        _set("select", {"metric": "loss", "targets": ["occupation"]}),
+    ),
+    "classification-target-not-sensitive": Case(
+        "parameters",
+        "select.targets: 'nowhere' is not a sensitive attribute",
+        _set("select", {"metric": "classification", "targets": ["nowhere"]}),
+    ),
     "k-map-population-below-table": Case(
         "parameters", "is smaller than the table", _criteria(k_map={"k": 5, "population_size": 2})
     ),

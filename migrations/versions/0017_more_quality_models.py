@@ -1,6 +1,6 @@
-"""ARX's normalized entropy, precision (monotonic and not), entropy-based information loss and publisher payout
-among the stored utility metrics of a run's nodes (node_metrics; sqlanon.model.quality). Rows stored before have
-none (NULL).
+"""ARX's normalized entropy, precision (monotonic and not), classification, entropy-based information loss and
+publisher payout among the stored utility metrics of a run's nodes (node_metrics; sqlanon.model.quality). Rows
+stored before have none (NULL).
 
 Revision ID: 0017
 Revises: 0016
@@ -14,7 +14,14 @@ down_revision = "0016"
 branch_labels = None
 depends_on = None
 
-COLUMNS = ("normalized_entropy", "precision_loss", "precision_loss_nm", "entropy_loss", "publisher_payout")
+COLUMNS = (
+    "normalized_entropy",
+    "precision_loss",
+    "precision_loss_nm",
+    "classification",
+    "entropy_loss",
+    "publisher_payout",
+)
 
 
 def upgrade(schema: str, quoted_schema: str) -> None:

@@ -317,7 +317,9 @@ def _analyze_batch(
         population=population_sets(population, releases, batch.nodes) if population else None,
         uniqueness=_uniqueness(ctx.criteria, lambda: ctx.star.rows),
     )
-    sums = releases.class_sums(batch, evaluator.quality.cost_benefit.largest_attacked_size if evaluator else 0)
+    quality = evaluator.quality if evaluator else None
+    attacked, targets = (quality.cost_benefit.largest_attacked_size, quality.targets) if quality else (0, ())
+    sums = releases.class_sums(batch, attacked, targets)
     audits = releases.bayes_sums(batch, dataclasses.asdict(bayes or BayesSettings())) if attribute else {}
     found = {}
     for (j,), analysis in analyses.items():

@@ -101,9 +101,11 @@ class MetricsEvaluator:
         releases = self._batches()
         with self.db.hash_joins(self.conn):
             for number, batch_nodes in enumerate(releases.batches(nodes)):
-                with releases.batch(batch_nodes, f"m{self.run.run_id}_{number}", read_once=True) as batch:
+                # the classification's targets read the batch's stored sets in a statement of their own
+                read_once = not self.quality.targets
+                with releases.batch(batch_nodes, f"m{self.run.run_id}_{number}", read_once=read_once) as batch:
                     attacked = self.quality.cost_benefit.largest_attacked_size
-                    for j, sums in releases.class_sums(batch, attacked).items():
+                    for j, sums in releases.class_sums(batch, attacked, self.quality.targets).items():
                         found[batch_nodes[j]] = self.figures(batch_nodes[j], sums)
                 progress(len(found), len(nodes))
         return found
@@ -171,6 +173,8 @@ class MetricsEvaluator:
             attacked_classes=sums.attacked_classes,
             relative_levels=[level / d.height if d.height else 0.0 for d, level in zip(dims, node)],
             top_entropy_term=self._entropy_terms(tuple(d.height for d in dims)),
+            mispredicted=sums.mispredicted,
+            undecided=sums.undecided,
         )
 
     def figures(self, node: Levels, sums: ClassSums) -> dict[str, Any]:

@@ -97,6 +97,8 @@ class ClassSums:
     suppressed_c_ln_c: tuple[float, ...] = ()
     released_ln_area: tuple[float, ...] = ()
     attacked_classes: int = 0  # released classes of at most `attacked_size` tuples (NodeReleases.class_sums)
+    mispredicted: int = 0  # over the classification's targets (NodeReleases.prediction_sums)
+    undecided: int = 0
 
     @property
     def penalty(self) -> float:
@@ -398,9 +400,12 @@ class NodeReleases:
         self.statements += 1
         return list(self.db.execute(self.conn, self.db.as_text(self.conn, query)).all())
 
-    def class_sums(self, batch: NodeBatch, attacked_size: int = 0) -> dict[int, ClassSums]:
-        """Per node of the batch, its ClassSums (counting the released classes of at most `attacked_size` tuples):
-        one statement, and one more for the suppressed tuples."""
+    def class_sums(
+        self, batch: NodeBatch, attacked_size: int = 0, targets: tuple[str, ...] = ()
+    ) -> dict[int, ClassSums]:
+        """Per node of the batch, its ClassSums (counting the released classes of at most `attacked_size` tuples,
+        and with `targets`, the classification's sums): one statement, one more for the suppressed tuples, and one
+        for the targets."""
         dims = self.checker.star.dimensions
         areas = self.areas()
         lookups = []
@@ -429,6 +434,7 @@ class NodeReleases:
         ).all()
         self.statements += 1
         suppressed = self._suppressed_sums(batch)
+        predicted = self.prediction_sums(batch, targets) if targets else {}
         sums = {}
         for node, classes, out, squares, every, attacked, kl, *per_qi_sums in rows:
             by_part = suppressed.get(int(node), {})
@@ -444,8 +450,51 @@ class NodeReleases:
                 tuple(by_part.get(d.attr, 0.0) for d in dims),
                 tuple(float(p or 0) for p in per_qi_sums[2::3]),
                 int(attacked or 0),
+                *predicted.get(int(node), (0, 0)),
             )
         return sums
+
+    def prediction_sums(self, batch: NodeBatch, targets: tuple[str, ...]) -> dict[int, tuple[int, int]]:
+        """Per node, over the `targets` (sensitive attributes the cube carries) and the released classes: the
+        tuples outside the class's most frequent value where one value is the most frequent, and the tuples of the
+        classes where several tie (ARX's classification metric). One statement; the batch's sets are stored."""
+        keys, columns = [NODE, *self.keys], self.checker.star.sensitive_columns()
+        sets = self.db.ref_table(batch.frequency_sets, [*keys, *self.sensitive, "cnt"])
+        parts = []
+        for target in targets:
+            value = sets.c[columns[target]]
+            cells = (
+                sa.select(*(sets.c[k] for k in keys), sa.func.sum(sets.c.cnt).label("c"))
+                .group_by(*(sets.c[k] for k in keys), value)
+                .subquery("cells")
+            )
+            top = sa.func.max(cells.c.c).over(partition_by=[cells.c[k] for k in keys])
+            ranked = sa.select(*(cells.c[k] for k in keys), cells.c.c, top.label("top")).subquery("ranked")
+            tied = sa.func.sum(sa.case((ranked.c.c == ranked.c.top, 1), else_=0))
+            parts.append(
+                sa.select(
+                    *(ranked.c[k] for k in keys),
+                    sa.func.sum(ranked.c.c).label("n"),
+                    sa.func.max(ranked.c.top).label("top"),
+                    tied.label("tied"),
+                ).group_by(*(ranked.c[k] for k in keys))
+            )
+        classes = sa.union_all(*parts).subquery("classes")
+        released: sa.ColumnElement[bool] = sa.true()
+        if batch.suppressed:
+            out = self.db.ref_table(batch.suppressed, keys).alias("x")
+            released = ~sa.exists().where(*(out.c[k] == classes.c[k] for k in keys))
+        unique = classes.c.tied == 1
+        query = (
+            sa.select(
+                classes.c[NODE],
+                sa.func.sum(sa.case((unique, classes.c.n - classes.c.top), else_=0)),
+                sa.func.sum(sa.case((unique, 0), else_=classes.c.n)),
+            )
+            .where(released)
+            .group_by(classes.c[NODE])
+        )
+        return {int(node): (int(wrong or 0), int(tied or 0)) for node, wrong, tied in self._rows(query)}
 
     def _suppressed_sums(self, batch: NodeBatch) -> dict[int, dict[int, float]]:
         """Per node: over its suppressed tuples grouped by their sensitive values, the sum of c ln c (part -1, KL

@@ -228,6 +228,8 @@ class Selection:
     aggregate: str | None = None
     #: the job's cost/benefit model (`cost_benefit:`), which the publisher payout reads
     cost_benefit: CostBenefit = field(default_factory=CostBenefit)
+    #: the classification metric's target attributes (sensitive ones; ARX's response variables)
+    targets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.metric is None):
@@ -244,6 +246,11 @@ class Selection:
                 f"select.gs_factor weighs ARX's quality models only ({', '.join(m.name for m in arx)}); "
                 f"{self.describe()} takes none"
             )
+        if (self.metric == "classification") != bool(self.targets):
+            raise ConfigError(
+                "select.targets names the attributes the classification metric predicts, and only it: "
+                "select: {metric: classification, targets: [salary]} (sensitive attributes of the job)"
+            )
         if self.aggregate is not None and not (chosen and chosen.aggregate):
             raise ConfigError(
                 "select.aggregate combines the per-QI figures of "
@@ -252,7 +259,7 @@ class Selection:
 
     @property
     def quality(self) -> QualitySettings:
-        return QualitySettings(self.gs_factor, self.aggregate, self.cost_benefit)
+        return QualitySettings(self.gs_factor, self.aggregate, self.cost_benefit, self.targets)
 
     def describe(self) -> str:
         return f"policy {self.policy}" if self.policy else f"metric {self.metric}"

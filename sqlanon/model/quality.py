@@ -24,6 +24,11 @@ has one figure per QI, ARX's aggregate function over them:
   generalization factor, whatever is suppressed. Default aggregate: the arithmetic mean.
 - `precision_loss_nm` [MetricMDNMPrecision]: per QI, over the rows, the released tuples' level / height times the
   generalization factor, and the suppressed tuples' 1 times the suppression factor.
+- `classification` [MetricSDClassification]: how badly a classifier trained on the release predicts the `targets`
+  (ARX's response variables; sensitive attributes here): per target and released class, its tuples outside the
+  class's most frequent value where one value is most frequent (a penalty of the generalization factor each), or
+  all of them where several tie (the suppression factor each); per suppressed tuple and target, `gs_factor`
+  itself; the sum over the rows times the largest of the three penalties.
 - `entropy_loss` [MetricSDNMEntropyBasedInformationLoss]: per released class, the information it loses: the log of
   the product over QIs of its value's share of the domain, over the log of the product of the domains' sizes,
   plus 1 (0: every value one leaf, 1: every value the whole domain), which is the sum over QIs of ln(leaves under
@@ -126,6 +131,7 @@ class QualitySettings:
     gs_factor: float = 0.5
     aggregate: str | None = None
     cost_benefit: CostBenefit = field(default_factory=CostBenefit)
+    targets: tuple[str, ...] = ()  # the classification's target attributes (ARX's response variables)
 
     def __post_init__(self) -> None:
         gs = self.gs_factor
@@ -174,6 +180,10 @@ class QualitySums:
     #: at the top of its hierarchy
     relative_levels: Sequence[float] = ()
     top_entropy_term: Sequence[float] = ()
+    #: summed over the classification's targets and the released classes: the tuples outside a class's most
+    #: frequent value where one value is the most frequent, and the tuples of classes where several tie
+    mispredicted: int = 0
+    undecided: int = 0
 
 
 def _round(value: float) -> float:
@@ -255,6 +265,18 @@ def precision_loss(sums: QualitySums, settings: QualitySettings, *, monotonic: b
     return [(released * level * g + sums.suppressed * s) / sums.rows for level in sums.relative_levels]
 
 
+def classification(sums: QualitySums, settings: QualitySettings) -> float | None:
+    """ARX's classification metric (its penalties: `gs_factor` per suppressed tuple, the generalization factor per
+    tuple outside its class's unique most frequent value, the suppression factor per tuple of a class without
+    one), over the rows times the largest penalty; None without targets."""
+    if not settings.targets:
+        return None
+    g, s, gs = settings.generalization, settings.suppression, settings.gs_factor
+    penalty = g * sums.mispredicted + s * sums.undecided + gs * sums.suppressed * len(settings.targets)
+    most = max(g, s, gs) * sums.rows
+    return penalty / most if most else 0.0
+
+
 def entropy_loss(sums: QualitySums, settings: QualitySettings) -> float:
     """ARX's entropy-based information loss: each released tuple's class's loss (the sum of ln(area) over the sum of
     ln(leaves), 0 where every domain is one value) times the generalization factor, plus the suppression factor per
@@ -271,7 +293,7 @@ def publisher_payout(sums: QualitySums, settings: QualitySettings) -> float:
     return model.publisher_benefit * entropy_loss(sums, settings) + attacked
 
 
-def figures(sums: QualitySums, settings: QualitySettings) -> dict[str, float | list[float]]:
+def figures(sums: QualitySums, settings: QualitySettings) -> dict[str, float | list[float] | None]:
     """Every quality model's figure for one node (the per-QI ones combined by the settings' aggregate function, or
     by each model's own: selection.ARX_AGGREGATES)."""
 
@@ -288,6 +310,7 @@ def figures(sums: QualitySums, settings: QualitySettings) -> dict[str, float | l
         "normalized_entropy": combined("normalized_entropy", normalized_entropy(sums, settings)),
         "precision_loss": combined("precision_loss", precision_loss(sums, settings, monotonic=True)),
         "precision_loss_nm": combined("precision_loss_nm", precision_loss(sums, settings, monotonic=False)),
+        "classification": classification(sums, settings),
         "entropy_loss": entropy_loss(sums, settings),
         "publisher_payout": publisher_payout(sums, settings),
     }

@@ -131,6 +131,13 @@ METRICS: dict[str, Metric] = {
             aggregate="arithmetic_mean",
         ),
         Metric(
+            name="classification",
+            better="min",
+            levels_only=False,
+            description="ARX's classification metric: the targets' tuples a class's most frequent value mispredicts",
+            arx=True,
+        ),
+        Metric(
             name="entropy_loss",
             better="min",
             levels_only=False,

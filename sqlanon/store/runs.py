@@ -155,6 +155,7 @@ NODE_METRICS = Insert(
         ("normalized_entropy", "double precision"),
         ("precision_loss", "double precision"),
         ("precision_loss_nm", "double precision"),
+        ("classification", "double precision"),
         ("entropy_loss", "double precision"),
         ("publisher_payout", "double precision"),
     ),
