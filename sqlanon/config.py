@@ -313,6 +313,12 @@ def _check_subset(job: Job) -> None:
     it is not (yet) combined with persons counted by a unit, nor published by another method than generalize."""
     needs = [c for c in job.criteria if c.reads_population]
     subset = job.subset
+    if subset is None and job.select.attacker == "journalist":
+        raise ConfigError(
+            "select.attacker journalist counts each class's rows in the population the published rows were drawn "
+            "from: declare them as a research subset of the table, e.g. subset: {column: in_study}; or take the "
+            "prosecutor (attacker: prosecutor)"
+        )
     if subset is None:
         if needs:
             hint = f"; {needs[0].population_hint}" if needs[0].population_hint else ""
@@ -535,12 +541,17 @@ def _cost_benefit(raw: Any) -> CostBenefit:
 
 
 def _selection(raw: Any) -> Selection:
-    spec = _mapping(raw, "select", {"policy", "metric", "gs_factor", "aggregate", "targets"})
+    spec = _mapping(raw, "select", {"policy", "metric", "gs_factor", "aggregate", "targets", "attacker"})
     if ("policy" in spec) == ("metric" in spec):
         raise ConfigError("select takes exactly one of policy: NAME or metric: NAME")
     targets = tuple(_column_list({"select.targets": spec.get("targets")}, "select.targets"))
     return Selection(
-        spec.get("policy"), spec.get("metric"), spec.get("gs_factor", 0.5), spec.get("aggregate"), targets=targets
+        spec.get("policy"),
+        spec.get("metric"),
+        spec.get("gs_factor", 0.5),
+        spec.get("aggregate"),
+        targets=targets,
+        attacker=spec.get("attacker", "prosecutor"),
     )
 
 

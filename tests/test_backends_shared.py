@@ -470,8 +470,9 @@ def test_population_criteria_publish_duckdbs_release(
     compared: Backend, duckdb: Backend, name: str, limit: float
 ) -> None:
     """delta-presence, and k-map counted in the population, over a research subset: the search's nodes (the
-    population read from a cube of its own), the node published, its suppressed rows and the audit's figure (the
-    population read through the published labels), as on DuckDB."""
+    population read from a cube of its own), the node published by the journalist's publisher payout (the
+    population's classes grouped per batch), its suppressed rows and the audit's figure (the population read
+    through the published labels), as on DuckDB."""
     qis = ["sex", "race", "marital-status", "age"]
     spec = POPULATION_CRITERIA[name]
     found = []
@@ -481,6 +482,7 @@ def test_population_criteria_publish_duckdbs_release(
             criteria=criteria_from_config(spec),
             suppression=Suppression(limit),
             subset=Subset(column="in_study"),
+            select=Selection(None, "publisher_payout", attacker="journalist"),  # counted in the population too
         )
         study = _study(backend, f"adult_study_{name}_{int(limit * 100)}")
         job = dataclasses.replace(job, source=dataclasses.replace(job.source, table=study))
@@ -493,6 +495,7 @@ def test_population_criteria_publish_duckdbs_release(
                 sorted(result.search.satisfying),
                 result.suppressed,
                 result.audit.to_dict(),
+                round(result.search.metrics[result.node]["publisher_payout"], 6),
             )
         )
     assert found[0] == found[1]

@@ -499,6 +499,21 @@ CASES: dict[str, Case] = {
         "select.targets: 'nowhere' is not a sensitive attribute",
         _set("select", {"metric": "classification", "targets": ["nowhere"]}),
     ),
+    "payout-journalist-no-subset": Case(
+        "parameters",
+        "select.attacker journalist counts each class's rows in the population",
+        _set("select", {"metric": "publisher_payout", "attacker": "journalist"}),
+    ),
+    "attacker-without-payout": Case(
+        "parameters",
+        "select.attacker names the publisher payout's adversary",
+        _set("select", {"metric": "loss", "attacker": "journalist"}),
+    ),
+    "payout-attacker-unknown": Case(
+        "parameters",
+        "select.attacker 'marketer' is unknown; choose one of prosecutor, journalist",
+        _set("select", {"metric": "publisher_payout", "attacker": "marketer"}),
+    ),
     "k-map-population-below-table": Case(
         "parameters", "is smaller than the table", _criteria(k_map={"k": 5, "population_size": 2})
     ),

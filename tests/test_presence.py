@@ -7,6 +7,7 @@ settings."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import analyze, anonymize, audit, job_from_dict, search
+from sqlanon import analyze, anonymize, audit, job_from_dict, node_metrics, search
 from sqlanon.criteria import KAnonymity, criteria_from_config
 from sqlanon.engine import checker
 from sqlanon.errors import ConfigError, DataError, HierarchyError
+from sqlanon.model.quality import CostBenefit
 
 from .test_risk import PATHS, assert_every_strategy, generalized
 
@@ -233,3 +235,44 @@ def test_a_large_cube_reads_the_population_through_planned_roll_ups(tmp_path: Pa
     expected, _ = reference(rows, exhaustive, spec, exhaustive.max_suppressed)
     assert 0 < len(expected) < 12
     assert_every_strategy(job, exhaustive, expected)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(
+        st.tuples(st.sampled_from(["v0", "v1", "v2", "v3"]), st.sampled_from(["w0", "w1", "w2"]), st.integers(0, 1)),
+        min_size=4,
+        max_size=40,
+    ).filter(lambda rows: any(r[2] for r in rows)),
+    limit=st.integers(0, 5),
+)
+def test_the_journalist_s_payout_counts_each_class_in_the_population(tmp_path_factory, rows, limit):
+    """ARX's publisher payout with the journalist as adversary (success 1 / the class's rows in the population)
+    against a pandas reference of every passing node, ARX's way: per class, the entropy-based loss from the
+    values' shares of the domains, and the payout less publisher_loss / its population where an attack pays."""
+    select = {"metric": "publisher_payout", "attacker": "journalist"}
+    job = subset_job(
+        tmp_path_factory.mktemp("payout"), rows, {"k_map": {"k": 2}}, limit, cost_benefit=PROFITABLE, select=select
+    )
+    result = search(job)
+    found = node_metrics(job, result.satisfying)
+    leaves = {"p": 4, "q": 3}
+    model = CostBenefit(**PROFITABLE)
+    for node, grouped in generalized(pd.DataFrame(rows, columns=COLUMNS), result):
+        if node not in found:
+            continue
+        classes = grouped.groupby(["p", "q"])["f"].agg(["sum", "size"])
+        subset_classes = classes[classes["sum"] > 0]
+        kept = subset_classes[subset_classes["size"] >= 2]  # k-map: 2 rows of the population
+        expected = float(subset_classes["sum"][subset_classes["size"] < 2].sum()) * model.publisher_benefit
+        for (p, q), (n, population) in kept.iterrows():
+            shares = [
+                sum(path[level] == value for path in PATHS[qi].values()) / leaves[qi]
+                for qi, value, level in (("p", p, node[0]), ("q", q, node[1]))
+            ]
+            loss = math.log10(math.prod(shares)) / math.log10(math.prod(leaves.values())) + 1
+            success = 1 / population
+            attacked = model.adversary_gain * success - model.adversary_cost > 0
+            payout = model.publisher_benefit * (1 - loss) - (model.publisher_loss * success if attacked else 0)
+            expected += n * (model.publisher_benefit - payout)
+        assert found[node]["publisher_payout"] == pytest.approx(expected, rel=1e-9), node

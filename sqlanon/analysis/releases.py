@@ -317,9 +317,7 @@ def _analyze_batch(
         population=population_sets(population, releases, batch.nodes) if population else None,
         uniqueness=_uniqueness(ctx.criteria, lambda: ctx.star.rows),
     )
-    quality = evaluator.quality if evaluator else None
-    attacked, targets = (quality.cost_benefit.largest_attacked_size, quality.targets) if quality else (0, ())
-    sums = releases.class_sums(batch, attacked, targets)
+    sums = releases.class_sums(batch, evaluator.quality if evaluator else None)
     audits = releases.bayes_sums(batch, dataclasses.asdict(bayes or BayesSettings())) if attribute else {}
     found = {}
     for (j,), analysis in analyses.items():

@@ -7,11 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
-from ..model.quality import CostBenefit
+from ..model.quality import ATTACKERS, CostBenefit
 from .k_anonymity import KAnonymity
 from .risk import KMap
-
-ATTACKERS = ("prosecutor", "journalist")
 
 
 class Profitability(KMap):

@@ -433,6 +433,18 @@ class WaveChecker:
         population."""
         if self.star.population is None or not any(c.reads_population for c in criteria):
             return None
+        population = self.population_checker()
+        numbers = sorted(only) if only is not None else list(range(len(nodes)))
+        picked = [nodes[j] for j in numbers]
+        forest = population._planned(picked, False) if population.large else population._clusters(picked)
+        forest = _renumbered(forest, numbers)  # as `nodes` numbers them
+        ctes, definition = population._frequency_sets(nodes, forest, False, prefix="population_rollup")
+        return [*ctes, ("population", definition)]
+
+    def population_checker(self) -> WaveChecker:
+        """A checker of the population of the star's research subset, over its own cube (made on first use, with
+        the same key layout), which this one closes."""
+        assert self.star.population is not None, "a star with a research subset"
         if self._population is None:
             over = dataclasses.replace(
                 self.star, source=self.star.population, rows=self.star.population_rows, sensitive=[], population=None
@@ -440,13 +452,7 @@ class WaveChecker:
             self._population = WaveChecker(
                 db=self.db, conn=self.conn, star=over, run=self.run, part=self.part + POPULATION_PART
             )
-        population = self._population
-        numbers = sorted(only) if only is not None else list(range(len(nodes)))
-        picked = [nodes[j] for j in numbers]
-        forest = population._planned(picked, False) if population.large else population._clusters(picked)
-        forest = _renumbered(forest, numbers)  # as `nodes` numbers them
-        ctes, definition = population._frequency_sets(nodes, forest, False, prefix="population_rollup")
-        return [*ctes, ("population", definition)]
+        return self._population
 
     def criteria_view(
         self,

@@ -104,8 +104,7 @@ class MetricsEvaluator:
                 # the classification's targets read the batch's stored sets in a statement of their own
                 read_once = not self.quality.targets
                 with releases.batch(batch_nodes, f"m{self.run.run_id}_{number}", read_once=read_once) as batch:
-                    attacked = self.quality.cost_benefit.largest_attacked_size
-                    for j, sums in releases.class_sums(batch, attacked, self.quality.targets).items():
+                    for j, sums in releases.class_sums(batch, self.quality).items():
                         found[batch_nodes[j]] = self.figures(batch_nodes[j], sums)
                 progress(len(found), len(nodes))
         return found
@@ -170,7 +169,7 @@ class MetricsEvaluator:
             entropy_term=self._entropy_terms(node),
             suppressed_c_ln_c=sums.suppressed_c_ln_c or [0.0] * len(dims),
             released_ln_area=sums.released_ln_area or [0.0] * len(dims),
-            attacked_classes=sums.attacked_classes,
+            attacked=sums.attacked,
             relative_levels=[level / d.height if d.height else 0.0 for d, level in zip(dims, node)],
             top_entropy_term=self._entropy_terms(tuple(d.height for d in dims)),
             mispredicted=sums.mispredicted,

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 
 from ..criteria import Criterion
 from ..criteria.view import count_sum, share, sum_c_ln_c
+from ..model.quality import QualitySettings
 from .attacks import Release, flagged_classes, most_frequent
 from .checker import ROWS_PER_STATEMENT, WaveChecker
 from .frequency import resolve_histograms, violating_classes_sql
@@ -96,7 +97,7 @@ class ClassSums:
     suppressed_penalties: tuple[float, ...] = ()
     suppressed_c_ln_c: tuple[float, ...] = ()
     released_ln_area: tuple[float, ...] = ()
-    attacked_classes: int = 0  # released classes of at most `attacked_size` tuples (NodeReleases.class_sums)
+    attacked: float = 0.0  # see model.quality.QualitySums
     mispredicted: int = 0  # over the classification's targets (NodeReleases.prediction_sums)
     undecided: int = 0
 
@@ -400,12 +401,12 @@ class NodeReleases:
         self.statements += 1
         return list(self.db.execute(self.conn, self.db.as_text(self.conn, query)).all())
 
-    def class_sums(
-        self, batch: NodeBatch, attacked_size: int = 0, targets: tuple[str, ...] = ()
-    ) -> dict[int, ClassSums]:
-        """Per node of the batch, its ClassSums (counting the released classes of at most `attacked_size` tuples,
-        and with `targets`, the classification's sums): one statement, one more for the suppressed tuples, and one
-        for the targets."""
+    def class_sums(self, batch: NodeBatch, quality: QualitySettings | None = None) -> dict[int, ClassSums]:
+        """Per node of the batch, its ClassSums (with the `quality` models' settings: the classes an attack pays on,
+        counted in the population for the journalist, and the classification's targets): one statement, one more
+        for the suppressed tuples, and one for the targets."""
+        quality = quality or QualitySettings()
+        attacked_size = quality.cost_benefit.largest_attacked_size
         dims = self.checker.star.dimensions
         areas = self.areas()
         lookups = []
@@ -416,6 +417,13 @@ class NodeReleases:
             lookups.append(
                 f"LEFT JOIN {areas} a{d.attr} ON a{d.attr}.attr = {d.attr} AND a{d.attr}.level = w.l{d.attr} AND {bits}"
             )
+        if quality.attacker == "journalist":  # the classes' rows in the population, from its own cube
+            population = population_sets(self.checker.population_checker(), self, batch.nodes)
+            on = " AND ".join(f"p.{k} = c.{k}" for k in [NODE, *self.keys])
+            lookups.append(f"JOIN ({population}) p ON {on}")
+            size, success = "p.cnt", share("c.n", "p.cnt")
+        else:
+            size, success = "c.n", "1"
         ln_area = " + ".join(f"COALESCE(a{d.attr}.ln_area, 0)" for d in dims)
         per_qi = "".join(
             f", SUM(c.n * {kept} * COALESCE(a{d.attr}.{column}, 0))"
@@ -426,7 +434,7 @@ class NodeReleases:
         rows = self.db.execute(
             self.conn,
             f"SELECT c.{NODE}, SUM(c.kept), SUM(c.n * (1 - c.kept)), SUM({square} * c.kept), "
-            f"SUM({square}), SUM(CASE WHEN c.kept = 1 AND c.n <= :attacked_size THEN 1 ELSE 0 END), "
+            f"SUM({square}), SUM(CASE WHEN c.kept = 1 AND {size} <= :attacked_size THEN {success} ELSE 0 END), "
             f"SUM(CASE WHEN c.kept = 1 THEN c.c_ln_c - c.n * ({ln_area}) ELSE 0 END){per_qi} FROM {batch.classes} c "
             f"JOIN {self.values(batch.nodes, columns=True)} ON w.{NODE} = c.{NODE} {' '.join(lookups)} "
             f"GROUP BY c.{NODE}",
@@ -434,7 +442,7 @@ class NodeReleases:
         ).all()
         self.statements += 1
         suppressed = self._suppressed_sums(batch)
-        predicted = self.prediction_sums(batch, targets) if targets else {}
+        predicted = self.prediction_sums(batch, quality.targets) if quality.targets else {}
         sums = {}
         for node, classes, out, squares, every, attacked, kl, *per_qi_sums in rows:
             by_part = suppressed.get(int(node), {})
@@ -449,7 +457,7 @@ class NodeReleases:
                 tuple(float(p or 0) for p in per_qi_sums[1::3]),
                 tuple(by_part.get(d.attr, 0.0) for d in dims),
                 tuple(float(p or 0) for p in per_qi_sums[2::3]),
-                int(attacked or 0),
+                float(attacked or 0),
                 *predicted.get(int(node), (0, 0)),
             )
         return sums

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from .frames import FRAME_TABLE, MEMORY_URL, SourceFrame
 from .lattice import Levels
-from .quality import CostBenefit, QualitySettings
+from .quality import ATTACKERS, CostBenefit, QualitySettings
 from .selection import METRICS, POLICIES, Rank, levels_rank, needs_every_passing_node, selection_metric
 
 if TYPE_CHECKING:
@@ -230,6 +230,8 @@ class Selection:
     cost_benefit: CostBenefit = field(default_factory=CostBenefit)
     #: the classification metric's target attributes (sensitive ones; ARX's response variables)
     targets: tuple[str, ...] = ()
+    #: the publisher payout's adversary (model.quality.QualitySettings.attacker)
+    attacker: str = "prosecutor"
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.metric is None):
@@ -251,6 +253,9 @@ class Selection:
                 "select.targets names the attributes the classification metric predicts, and only it: "
                 "select: {metric: classification, targets: [salary]} (sensitive attributes of the job)"
             )
+        _choice(self.attacker, ATTACKERS, "select.attacker")
+        if self.attacker != "prosecutor" and self.metric != "publisher_payout":
+            raise ConfigError(f"select.attacker names the publisher payout's adversary; {self.describe()} takes none")
         if self.aggregate is not None and not (chosen and chosen.aggregate):
             raise ConfigError(
                 "select.aggregate combines the per-QI figures of "
@@ -259,7 +264,7 @@ class Selection:
 
     @property
     def quality(self) -> QualitySettings:
-        return QualitySettings(self.gs_factor, self.aggregate, self.cost_benefit, self.targets)
+        return QualitySettings(self.gs_factor, self.aggregate, self.cost_benefit, self.targets, self.attacker)
 
     def describe(self) -> str:
         return f"policy {self.policy}" if self.policy else f"metric {self.metric}"

@@ -34,12 +34,14 @@ has one figure per QI, ARX's aggregate function over them:
   plus 1 (0: every value one leaf, 1: every value the whole domain), which is the sum over QIs of ln(leaves under
   the value) over the sum of ln(leaves); summed over the released tuples, times the generalization factor, plus
   the suppressed tuples times the suppression factor.
-- `publisher_payout` [MetricSDNMPublisherPayout, prosecutor]: what the publisher forgoes of its best payout (the
-  job's `cost_benefit`: each tuple's publisher_benefit): a released tuple's payout is the benefit times (1 - its
-  class's information loss), less publisher_loss times the adversary's success probability (1 / the class's size)
-  where an attack pays (adversary_gain times that probability above adversary_cost); a suppressed tuple forgoes
-  all of it. Summed as ARX does: the generalization factor times the benefit times each released tuple's loss,
-  plus publisher_loss per attacked class; the suppression factor times the benefit per suppressed tuple.
+- `publisher_payout` [MetricSDNMPublisherPayout]: what the publisher forgoes of its best payout (the job's
+  `cost_benefit`: each tuple's publisher_benefit): a released tuple's payout is the benefit times (1 - its class's
+  information loss), less publisher_loss times the adversary's success probability (1 / the class's size for the
+  prosecutor, 1 / its rows in the population for the journalist) where an attack pays (adversary_gain times that
+  probability above adversary_cost); a suppressed tuple forgoes all of it. Summed as ARX does: the generalization
+  factor times the benefit times each released tuple's loss, plus publisher_loss times each attacked class's
+  tuples times the probability (the prosecutor's: 1 per class); the suppression factor times the benefit per
+  suppressed tuple.
 
 Each per-QI figure is rounded down to ten decimals, as ARX rounds it. The aggregates: `sum`, `max`,
 `arithmetic_mean`, `geometric_mean` (the product of (v + 1) to the power 1/QIs, minus 1) and `rank` (the figures
@@ -120,6 +122,9 @@ class CostBenefit:
         return size
 
 
+#: who attacks a release, in ARX's profitability models: the prosecutor knows the person is in the table, the
+#: journalist only that they are in the population the table (a research subset) was drawn from
+ATTACKERS = ("prosecutor", "journalist")
 MAX_CLASS_SIZE = 2**31 - 1  # ARX's Integer.MAX_VALUE: no class is large enough
 
 
@@ -132,6 +137,9 @@ class QualitySettings:
     aggregate: str | None = None
     cost_benefit: CostBenefit = field(default_factory=CostBenefit)
     targets: tuple[str, ...] = ()  # the classification's target attributes (ARX's response variables)
+    #: the publisher payout's adversary: the prosecutor (knows the person is in the table: success 1 / the class's
+    #: size) or the journalist (1 / the class's rows in the population a research subset is drawn from)
+    attacker: str = "prosecutor"
 
     def __post_init__(self) -> None:
         gs = self.gs_factor
@@ -172,10 +180,12 @@ class QualitySums:
     suppressed_penalty: Sequence[float]
     entropy_term: Sequence[float]
     suppressed_c_ln_c: Sequence[float]
-    #: per QI, the sum over the released tuples of ln(leaves under the value); the released classes an adversary
-    #: attacks (of at most CostBenefit.largest_attacked_size tuples)
+    #: per QI, the sum over the released tuples of ln(leaves under the value); over the released classes an
+    #: adversary attacks (their size, or their rows in the population for the journalist, at most
+    #: CostBenefit.largest_attacked_size), their tuples times the attack's success probability (1 / that size; the
+    #: prosecutor's: 1 per class)
     released_ln_area: Sequence[float] = ()
-    attacked_classes: int = 0
+    attacked: float = 0.0
     #: per QI, the node's level over the hierarchy's height (0 for a QI of one level), and the table's entropy term
     #: at the top of its hierarchy
     relative_levels: Sequence[float] = ()
@@ -289,7 +299,7 @@ def entropy_loss(sums: QualitySums, settings: QualitySettings) -> float:
 def publisher_payout(sums: QualitySums, settings: QualitySettings) -> float:
     """ARX's publisher payout metric (prosecutor): the payout the release forgoes (see the module's docstring)."""
     model = settings.cost_benefit
-    attacked = settings.generalization * model.publisher_loss * sums.attacked_classes
+    attacked = settings.generalization * model.publisher_loss * sums.attacked
     return model.publisher_benefit * entropy_loss(sums, settings) + attacked
 
 
