@@ -82,20 +82,18 @@ CASES = [
     {"profitability": {"attacker": "journalist"}},
     {"profitability": {"attacker": "prosecutor"}, "delta_presence": {"d_min": 0.0, "d_max": 0.7}},
 ]
+#: random tables of p, q and the subset's flag f, with at least one row in the subset
+RANDOM_ROWS = st.lists(
+    st.tuples(st.sampled_from(["v0", "v1", "v2", "v3"]), st.sampled_from(["w0", "w1", "w2"]), st.integers(0, 1)),
+    min_size=4,
+    max_size=40,
+).filter(lambda rows: any(r[2] for r in rows))
 #: the cost/benefit model of the profitability cases: an attack costs 2 and gains 5, so it pays below 2.5 records
 PROFITABLE = {"adversary_gain": 5, "adversary_cost": 2}
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    rows=st.lists(
-        st.tuples(st.sampled_from(["v0", "v1", "v2", "v3"]), st.sampled_from(["w0", "w1", "w2"]), st.integers(0, 1)),
-        min_size=4,
-        max_size=40,
-    ).filter(lambda rows: any(r[2] for r in rows)),
-    spec=st.sampled_from(CASES),
-    limit=st.integers(0, 5),
-)
+@given(rows=RANDOM_ROWS, spec=st.sampled_from(CASES), limit=st.integers(0, 5))
 def test_every_strategy_equals_the_reference_on_random_tables(tmp_path_factory, rows, spec, limit):
     prosecutor = spec.get("profitability", {}).get("attacker") == "prosecutor"
     if max(spec.get("k_anonymity", {}).get("k", 1), 3 if prosecutor else 1) > sum(r[2] for r in rows):
@@ -238,14 +236,7 @@ def test_a_large_cube_reads_the_population_through_planned_roll_ups(tmp_path: Pa
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    rows=st.lists(
-        st.tuples(st.sampled_from(["v0", "v1", "v2", "v3"]), st.sampled_from(["w0", "w1", "w2"]), st.integers(0, 1)),
-        min_size=4,
-        max_size=40,
-    ).filter(lambda rows: any(r[2] for r in rows)),
-    limit=st.integers(0, 5),
-)
+@given(rows=RANDOM_ROWS, limit=st.integers(0, 5))
 def test_the_journalist_s_payout_counts_each_class_in_the_population(tmp_path_factory, rows, limit):
     """ARX's publisher payout with the journalist as adversary (success 1 / the class's rows in the population)
     against a pandas reference of every passing node, ARX's way: per class, the entropy-based loss from the

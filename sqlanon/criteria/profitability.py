@@ -4,6 +4,7 @@ attacking, under the job's cost/benefit model (`cost_benefit:`, model.quality.Co
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..errors import ConfigError
@@ -55,7 +56,7 @@ class Profitability(KMap):
         return cls(attacker=spec["attacker"], attack=spec.get("attack", False), cost_benefit=cost_benefit)
 
     def params(self) -> dict[str, Any]:
-        return {"attacker": self.attacker, "attack": False, "k": self.k, **self.cost_benefit.__dict__}
+        return {"attacker": self.attacker, "attack": False, "k": self.k, **dataclasses.asdict(self.cost_benefit)}
 
     def guarantee(self) -> str:
         where = "people of the population" if self.reads_population else "records"

@@ -25,6 +25,19 @@ class Metric:
     aggregate: str | None = None
 
 
+def _arx(name: str, description: str, aggregate: str | None = None, minimal_optimum: bool = False) -> Metric:
+    """One of ARX's quality models (model.quality): lower is better, read from the data."""
+    return Metric(
+        name=name,
+        better="min",
+        levels_only=False,
+        description=description,
+        minimal_optimum=minimal_optimum,
+        arx=True,
+        aggregate=aggregate,
+    )
+
+
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
@@ -65,22 +78,13 @@ METRICS: dict[str, Metric] = {
             levels_only=False,
             description="KL divergence of the (QI, sensitive) distribution, uniformity assumed",
         ),
-        Metric(
-            name="loss",
-            better="min",
-            levels_only=False,
-            description="ARX's loss: per QI, the share of the domain each tuple's value covers, normalized",
-            arx=True,
+        _arx(
+            "loss",
+            "ARX's loss: per QI, the share of the domain each tuple's value covers, normalized",
             # the mean certainty penalty, which `analyze` reports as loss; ARX's own default is the geometric mean
             aggregate="arithmetic_mean",
         ),
-        Metric(
-            name="aecs",
-            better="min",
-            levels_only=False,
-            description="ARX's average equivalence class size: rows / classes, the suppressed tuples one class",
-            arx=True,
-        ),
+        _arx("aecs", "ARX's average equivalence class size: rows / classes, the suppressed tuples one class"),
         Metric(
             name="dm_star",
             better="min",
@@ -88,68 +92,44 @@ METRICS: dict[str, Metric] = {
             description="ARX's monotonic discernibility: sum of squared class sizes, suppressed classes included",
             minimal_optimum=True,
         ),
-        Metric(
-            name="non_uniform_entropy",
-            better="min",
-            levels_only=False,
-            description="ARX's non-uniform entropy: per QI, the bits the generalization takes from each tuple",
+        _arx(
+            "non_uniform_entropy",
+            "ARX's non-uniform entropy: per QI, the bits the generalization takes from each tuple",
+            aggregate="sum",
             minimal_optimum=True,
-            arx=True,
+        ),
+        _arx(
+            "non_uniform_entropy_nm",
+            "ARX's non-monotonic non-uniform entropy: the suppressed tuples' lost bits added",
             aggregate="sum",
         ),
-        Metric(
-            name="non_uniform_entropy_nm",
-            better="min",
-            levels_only=False,
-            description="ARX's non-monotonic non-uniform entropy: the suppressed tuples' lost bits added",
-            arx=True,
+        _arx(
+            "normalized_entropy",
+            "ARX's normalized non-uniform entropy: the non-monotonic entropy over its most, per QI",
             aggregate="sum",
         ),
-        Metric(
-            name="normalized_entropy",
-            better="min",
-            levels_only=False,
-            description="ARX's normalized non-uniform entropy: the non-monotonic entropy over its most, per QI",
-            arx=True,
-            aggregate="sum",
-        ),
-        Metric(
-            name="precision_loss",
-            better="min",
-            levels_only=False,
-            description="ARX's precision: per QI, the level over the hierarchy's height",
+        _arx(
+            "precision_loss",
+            "ARX's precision: per QI, the level over the hierarchy's height",
+            aggregate="arithmetic_mean",
             minimal_optimum=True,
-            arx=True,
+        ),
+        _arx(
+            "precision_loss_nm",
+            "ARX's non-monotonic precision: suppressed tuples count as generalized to the top",
             aggregate="arithmetic_mean",
         ),
-        Metric(
-            name="precision_loss_nm",
-            better="min",
-            levels_only=False,
-            description="ARX's non-monotonic precision: suppressed tuples count as generalized to the top",
-            arx=True,
-            aggregate="arithmetic_mean",
+        _arx(
+            "classification",
+            "ARX's classification metric: the targets' tuples a class's most frequent value mispredicts",
         ),
-        Metric(
-            name="classification",
-            better="min",
-            levels_only=False,
-            description="ARX's classification metric: the targets' tuples a class's most frequent value mispredicts",
-            arx=True,
+        _arx(
+            "entropy_loss",
+            "ARX's entropy-based information loss: per tuple, the log of its class's share of the domain",
         ),
-        Metric(
-            name="entropy_loss",
-            better="min",
-            levels_only=False,
-            description="ARX's entropy-based information loss: per tuple, the log of its class's share of the domain",
-            arx=True,
-        ),
-        Metric(
-            name="publisher_payout",
-            better="min",
-            levels_only=False,
-            description="ARX's publisher payout: the benefit the release forgoes by its loss and its attacked classes",
-            arx=True,
+        _arx(
+            "publisher_payout",
+            "ARX's publisher payout: the benefit the release forgoes by its loss and its attacked classes",
         ),
     )
 }
