@@ -1,7 +1,7 @@
 """Publishing by ARX's quality models (sqlanon.model.quality) beside publishing by the default policy on the same
 job, in the same run, on DuckDB (and PostgreSQL with --postgres).
 
-    python bench/bench_quality.py [--postgres] [--no-hospital] [--hospital-rows 1000000]
+    python bench/bench_quality.py [--postgres] [--no-hospital] [--hospital-rows 1000000] [--selections a,b]
 
 Adult: all nine QIs with k=5 (ARX's TestAnonymizationKAnonymity job) at 0%, 4% and 100% suppression (all rows but
 one: ARX's heuristic tests' limit). Hospital (../shared/tools/gen_hospital.py): its five QIs, k=5, 0% and 2%.
@@ -22,7 +22,7 @@ from bench_hospital import QIS as HOSPITAL_QIS
 from bench_hospital import dataset, load_hospital
 from bench_hospital import job as hospital_job
 from bench_search import ADULT, ADULT_QIS
-from common import adult_and_hospital_arguments, arx_here, databases, group_by_seconds, print_table, timed
+from common import adult_and_hospital_parser, arx_here, databases, group_by_seconds, print_table, timed
 
 from sqlanon import RunOptions, anonymize, load_job, search
 from sqlanon.model.job import Output, Selection, Suppression
@@ -35,16 +35,22 @@ SELECTIONS = {
     "loss (geometric)": Selection(None, "loss", aggregate="geometric_mean"),
     "aecs": Selection(None, "aecs"),
     "dm_star": Selection(None, "dm_star"),
+    "normalized_entropy": Selection(None, "normalized_entropy"),
+    "precision_loss_nm": Selection(None, "precision_loss_nm"),
+    "entropy_loss": Selection(None, "entropy_loss"),
+    "publisher_payout": Selection(None, "publisher_payout"),
 }
 
 
 def measure(
-    rows: list, label: str, database: str, job, url: str, limits: list, table: str, qis: list, arx: dict
+    rows: list, label: str, database: str, job, url: str, limits: list, table: str, qis: list, arx: dict, only: list
 ) -> None:
     scan = group_by_seconds(url, table, qis)
     for limit in limits:
         baseline = None
         for name, select in SELECTIONS.items():
+            if only and name not in only and select.policy is None:  # the default policy is every run's baseline
+                continue
             published = dataclasses.replace(
                 job, suppression=Suppression(limit), select=select, output=Output(table="bench_quality_out")
             )
@@ -61,14 +67,18 @@ def measure(
 
 
 def main() -> None:
-    args = adult_and_hospital_arguments(__doc__)
+    parser = adult_and_hospital_parser(__doc__)
+    parser.add_argument("--selections", default="", help="comma-separated selections to time (default: all)")
+    args = parser.parse_args()
+    only = [name for name in args.selections.split(",") if name]
     rows: list = []
     arx = arx_here()
     for database, url in databases("quality.duckdb", args.postgres):
         adult = load_job(ADULT)
         search(adult, RunOptions(db_url=url))  # loads the bundled CSV once (not timed)
         adult = dataclasses.replace(adult, source=dataclasses.replace(adult.source, csv=None))
-        measure(rows, "adult 9 QIs k=5", database, adult, url, [0.0, 0.04, 30161], "adult", ADULT_QIS, arx)
+        limits = [0.0, 0.04, 30161]
+        measure(rows, "adult 9 QIs k=5", database, adult, url, limits, "adult", ADULT_QIS, arx, only)
         if not args.no_hospital:
             folder = dataset(args.hospital_rows)
             if database == "duckdb":
@@ -76,7 +86,7 @@ def main() -> None:
             load_hospital(folder, url)
             hospital = hospital_job(folder, url, 5, load=False)
             label = f"hospital {args.hospital_rows:,} k=5"
-            measure(rows, label, database, hospital, url, [0.0, 0.02], "hospital", HOSPITAL_QIS, {})
+            measure(rows, label, database, hospital, url, [0.0, 0.02], "hospital", HOSPITAL_QIS, {}, only)
     print_table(
         f"Publishing by ARX's quality models (anonymize s: median of {REPEAT}; same job, same limit)",
         ["dataset", "database", "suppression", "selection", "read", "passing", "anonymize s", "ratio", "/ GROUP BY"]

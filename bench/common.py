@@ -34,14 +34,19 @@ def arx_here() -> dict[tuple[str, str, float], float]:
     }
 
 
-def adult_and_hospital_arguments(doc: str | None) -> argparse.Namespace:
+def adult_and_hospital_parser(doc: str | None) -> argparse.ArgumentParser:
     """The command line of a benchmark over Adult and the hospital table: --postgres, --no-hospital and
-    --hospital-rows (1M by default)."""
+    --hospital-rows (1M by default); a benchmark may add its own."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--postgres", action="store_true")
     parser.add_argument("--no-hospital", action="store_true")
     parser.add_argument("--hospital-rows", type=int, default=1_000_000)
-    return parser.parse_args()
+    return parser
+
+
+def adult_and_hospital_arguments(doc: str | None) -> argparse.Namespace:
+    """The parsed command line of `adult_and_hospital_parser`."""
+    return adult_and_hospital_parser(doc).parse_args()
 
 
 def pg_reachable(url: str = PG_URL) -> bool:

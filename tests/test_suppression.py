@@ -377,6 +377,10 @@ def _small(tmp_path: Path, limit: int = 2, select: dict | None = None, mode: str
     return job_from_dict(config, tmp_path)
 
 
+#: the small table's non-uniform entropy at the top: every value generalized to one
+TOP_ENTROPY = -(3 * math.log2(3 / 6) + math.log2(1 / 6) + 2 * math.log2(2 / 6))
+
+
 def test_metrics_match_hand_computed_values(tmp_path: Path):
     found = node_metrics(_small(tmp_path), [(0,), (1,), (2,)])
     ln2, ln3 = math.log(2), math.log(3)
@@ -399,6 +403,13 @@ def test_metrics_match_hand_computed_values(tmp_path: Path):
             "dm_star": 9 + 1 + 4,
             "non_uniform_entropy": 0,
             "non_uniform_entropy_nm": 0,  # one suppressed tuple: no entropy among them
+            "normalized_entropy": 0,
+            "precision_loss": 0,
+            "precision_loss_nm": 1 / 6,  # y's tuple counts as generalized to the top
+            "classification": None,  # no targets
+            "entropy_loss": 1,  # released classes lose nothing (one leaf each), the suppressed tuple 1
+            # ARX's defaults: an attack on a class of up to 74 tuples pays (300 / n > 4): x and z, 300 each
+            "publisher_payout": 1200 * 1 + 300 * 2,
         }
     )  # y's tuple spread over the 3 values of the top
     # level 1: A = {x, y} (4 tuples over 2 values), B = {z} (2)
@@ -419,6 +430,12 @@ def test_metrics_match_hand_computed_values(tmp_path: Path):
             "dm_star": 20,
             "non_uniform_entropy": -(3 * math.log2(3 / 4) + math.log2(1 / 4)),
             "non_uniform_entropy_nm": -(3 * math.log2(3 / 4) + math.log2(1 / 4)),
+            "normalized_entropy": -(3 * math.log2(3 / 4) + math.log2(1 / 4)) / TOP_ENTROPY,
+            "precision_loss": 0.5,
+            "precision_loss_nm": 0.5,
+            "classification": None,
+            "entropy_loss": 4 * ln2 / ln3,  # A covers 2 of the 3 leaves: ln 2 / ln 3 for each of its 4 tuples
+            "publisher_payout": 1200 * 4 * ln2 / ln3 + 300 * 2,
         }
     )
     assert found[(2,)] == pytest.approx(
@@ -436,8 +453,14 @@ def test_metrics_match_hand_computed_values(tmp_path: Path):
             "loss": 1,
             "aecs": 6,
             "dm_star": 36,
-            "non_uniform_entropy": -(3 * math.log2(3 / 6) + math.log2(1 / 6) + 2 * math.log2(2 / 6)),
-            "non_uniform_entropy_nm": -(3 * math.log2(3 / 6) + math.log2(1 / 6) + 2 * math.log2(2 / 6)),
+            "non_uniform_entropy": TOP_ENTROPY,
+            "non_uniform_entropy_nm": TOP_ENTROPY,
+            "normalized_entropy": 1,
+            "precision_loss": 1,
+            "precision_loss_nm": 1,
+            "classification": None,
+            "entropy_loss": 6,
+            "publisher_payout": 1200 * 6 + 300,
         }
     )
 

@@ -116,6 +116,10 @@ public class ArxBench {
         models.put("loss (geometric)", c -> c.setQualityModel(Metric.createLossMetric()));
         models.put("aecs", c -> c.setQualityModel(Metric.createAECSMetric()));
         models.put("dm_star", c -> c.setQualityModel(Metric.createDiscernabilityMetric(true)));
+        models.put("normalized_entropy", c -> c.setQualityModel(Metric.createNormalizedEntropyMetric()));
+        models.put("precision_loss_nm", c -> c.setQualityModel(Metric.createPrecisionMetric()));
+        models.put("entropy_loss", c -> c.setQualityModel(Metric.createEntropyBasedInformationLossMetric()));
+        models.put("publisher_payout", c -> c.setQualityModel(Metric.createPublisherPayoutMetric(false)));
         for (double suppression : new double[] {0d, 0.04d, 1d}) {
             for (Map.Entry<String, Consumer<ARXConfiguration>> model : models.entrySet()) {
                 jobs.put("adult quality\t" + model.getKey() + "\t" + suppression,
