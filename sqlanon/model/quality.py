@@ -17,7 +17,6 @@ has one figure per QI, ARX's aggregate function over them:
   factor: computed on the whole table, whatever is suppressed. Default aggregate: sum.
 - `non_uniform_entropy_nm` [MetricMDNUNMEntropyPrecomputed]: the same, plus per QI, times the suppression
   factor, the suppressed tuples' entropy over their generalized values (sum of c log2(S / c)).
-
 - `normalized_entropy` [MetricMDNUNMNormalizedEntropy]: per QI, `non_uniform_entropy_nm` over its most (the table's
   entropy at the top of the hierarchy: every value generalized to one), so within [0, 1]. Default aggregate: sum.
 - `precision_loss` [MetricMDPrecision, monotonic]: per QI, the node's level over the hierarchy's height, times the
@@ -60,11 +59,13 @@ from .selection import ARX_AGGREGATES
 
 AGGREGATES = ("sum", "max", "arithmetic_mean", "geometric_mean", "rank")
 #: the models a node's levels and the table's marginal counts bound from below, without reading its classes: loss
-#: and the non-monotonic entropy by their figure with nothing suppressed (a suppressed tuple's share of the domain
-#: is at least what it would be released, g <= 1; the suppressed tuples' entropy is not negative), per QI, so
-#: under every aggregate function; the monotonic entropy likewise, where the bound is the figure; AECS by at most
-#: as many classes as the product of the QIs' values at their levels, or rows (`aecs_bound`). A selection reads
-#: the nodes best bound first, and stops where a bound is worse than the best figure found
+#: and the non-monotonic (and normalized) entropy by their figure with nothing suppressed (a suppressed tuple's
+#: share of the domain is at least what it would be released, g <= 1; the suppressed tuples' entropy is not
+#: negative), per QI, so under every aggregate function; the monotonic entropy and precision likewise, where the
+#: bound is the figure; the entropy-based loss, the payout and the non-monotonic precision likewise where
+#: suppression costs at least generalization (below); AECS by at most as many classes as the product of the QIs'
+#: values at their levels, or rows (`aecs_bound`). A selection reads the nodes best bound first, and stops where
+#: a bound is worse than the best figure found
 BOUNDED = (
     "loss",
     "non_uniform_entropy_nm",
