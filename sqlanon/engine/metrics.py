@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -156,6 +157,11 @@ class MetricsEvaluator:
         terms, dims = self._terms().c_ln_c, self.star.dimensions
         return [(terms[(d.attr, 0)] - terms[(d.attr, level)]) / math.log(2) for d, level in zip(dims, node)]
 
+    @cached_property
+    def _top_entropy_terms(self) -> list[float]:
+        """Per QI, the entropy term at the top of its hierarchy: the same for every node (normalized entropy)."""
+        return self._entropy_terms(tuple(d.height for d in self.star.dimensions))
+
     def quality_sums(self, node: Levels, sums: ClassSums) -> QualitySums:
         """What ARX's quality models read of the node (model.quality)."""
         dims = self.star.dimensions
@@ -171,7 +177,7 @@ class MetricsEvaluator:
             released_ln_area=sums.released_ln_area or [0.0] * len(dims),
             attacked=sums.attacked,
             relative_levels=[level / d.height if d.height else 0.0 for d, level in zip(dims, node)],
-            top_entropy_term=self._entropy_terms(tuple(d.height for d in dims)),
+            top_entropy_term=self._top_entropy_terms,
             mispredicted=sums.mispredicted,
             undecided=sums.undecided,
         )

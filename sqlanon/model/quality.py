@@ -131,8 +131,8 @@ MAX_CLASS_SIZE = 2**31 - 1  # ARX's Integer.MAX_VALUE: no class is large enough
 
 @dataclass(frozen=True)
 class QualitySettings:
-    """ARX's generalization/suppression factor and aggregate function (None: the metric's own default), and the
-    job's cost/benefit model (the publisher payout)."""
+    """ARX's generalization/suppression factor and aggregate function (None: the metric's own default), the job's
+    cost/benefit model and attacker (the publisher payout), and the classification's targets."""
 
     gs_factor: float = 0.5
     aggregate: str | None = None
@@ -256,11 +256,11 @@ def non_uniform_entropy(sums: QualitySums, settings: QualitySettings, *, monoton
     return figures
 
 
-def normalized_entropy(sums: QualitySums, settings: QualitySettings) -> list[float]:
-    """ARX's normalized non-uniform entropy per QI: the non-monotonic entropy over its most, each rounded first as
-    ARX rounds them (0 for a QI of one value)."""
+def normalized_entropy(entropy_nm: list[float], sums: QualitySums, settings: QualitySettings) -> list[float]:
+    """ARX's normalized non-uniform entropy per QI: the non-monotonic entropy (`entropy_nm`, per QI) over its most,
+    each rounded first as ARX rounds them (0 for a QI of one value)."""
     figures = []
-    for value, top in zip(non_uniform_entropy(sums, settings, monotonic=False), sums.top_entropy_term):
+    for value, top in zip(entropy_nm, sums.top_entropy_term):
         most = _round(-settings.generalization * top) if top else 0.0
         figures.append(value / most if most > 0 else 0.0)
     return figures
@@ -297,11 +297,12 @@ def entropy_loss(sums: QualitySums, settings: QualitySettings) -> float:
     return settings.generalization * released + settings.suppression * sums.suppressed
 
 
-def publisher_payout(sums: QualitySums, settings: QualitySettings) -> float:
-    """ARX's publisher payout metric (prosecutor): the payout the release forgoes (see the module's docstring)."""
+def publisher_payout(loss: float, sums: QualitySums, settings: QualitySettings) -> float:
+    """ARX's publisher payout metric, of either attacker: the payout the release forgoes (see the module's
+    docstring), from the node's entropy-based `loss`."""
     model = settings.cost_benefit
     attacked = settings.generalization * model.publisher_loss * sums.attacked
-    return model.publisher_benefit * entropy_loss(sums, settings) + attacked
+    return model.publisher_benefit * loss + attacked
 
 
 def figures(sums: QualitySums, settings: QualitySettings) -> dict[str, float | list[float] | None]:
@@ -311,17 +312,16 @@ def figures(sums: QualitySums, settings: QualitySettings) -> dict[str, float | l
     def combined(name: str, values: list[float]) -> float | list[float]:
         return aggregate(values, settings.aggregate or ARX_AGGREGATES[name])
 
+    entropy_nm, based_on_entropy = non_uniform_entropy(sums, settings, monotonic=False), entropy_loss(sums, settings)
     return {
         "loss": combined("loss", loss(sums, settings)),
         "aecs": aecs(sums, settings),
         "non_uniform_entropy": combined("non_uniform_entropy", non_uniform_entropy(sums, settings, monotonic=True)),
-        "non_uniform_entropy_nm": combined(
-            "non_uniform_entropy_nm", non_uniform_entropy(sums, settings, monotonic=False)
-        ),
-        "normalized_entropy": combined("normalized_entropy", normalized_entropy(sums, settings)),
+        "non_uniform_entropy_nm": combined("non_uniform_entropy_nm", entropy_nm),
+        "normalized_entropy": combined("normalized_entropy", normalized_entropy(entropy_nm, sums, settings)),
         "precision_loss": combined("precision_loss", precision_loss(sums, settings, monotonic=True)),
         "precision_loss_nm": combined("precision_loss_nm", precision_loss(sums, settings, monotonic=False)),
         "classification": classification(sums, settings),
-        "entropy_loss": entropy_loss(sums, settings),
-        "publisher_payout": publisher_payout(sums, settings),
+        "entropy_loss": based_on_entropy,
+        "publisher_payout": publisher_payout(based_on_entropy, sums, settings),
     }
