@@ -160,7 +160,7 @@ class NotSupportedError(DatabaseError):
 _VARCHAR = re.compile(r"\bVARCHAR\b(?!\s*\()")
 _DOUBLE = re.compile(r"\bDOUBLE PRECISION\b")
 #: Spark's planner takes no hint to materialize a common table expression
-_MATERIALIZED = re.compile(r"\bAS MATERIALIZED \(")
+_MATERIALIZED = re.compile(r"\bAS MATERIALIZED\s*\(")  # SQLAlchemy's CTEs break the line before the parenthesis
 
 
 def spark_sql(sql: str) -> str:
