@@ -226,7 +226,7 @@ class NodeAnalysis:
         satisfy the criteria, as minimal nodes do (metrics suppress the classes that violate them, a release
         without a limit does not: steps.add_metrics gives any other node's)."""
         ctx, releases = self.ctx, self.releases
-        evaluator = _metrics(ctx, self.star, releases.checker, need=[node for node in nodes if node not in metrics])
+        evaluator = _metrics(ctx, self.star, releases, need=[node for node in nodes if node not in metrics])
         analyses: dict[tuple[int, ...], TableAnalysis] = {}
         done = 0
         for number, batch_nodes in enumerate(releases.batches(nodes)):
@@ -260,9 +260,10 @@ class NodeAnalysis:
 
 
 def _metrics(
-    ctx: SearchContext, star: StarSchema, checker: WaveChecker, need: list[tuple[int, ...]]
+    ctx: SearchContext, star: StarSchema, releases: NodeReleases, need: list[tuple[int, ...]]
 ) -> MetricsEvaluator | None:
-    """The metrics of the analyzed nodes, from the analysis' class sums (None: every node has its metrics)."""
+    """The metrics of the analyzed nodes, from the analysis' class sums and the table's terms read from its cube
+    (None: every node has its metrics)."""
     if not need:
         return None
     cells = ctx.cells_terms.get(frozenset(star.sensitive))
@@ -271,7 +272,8 @@ def _metrics(
         star=star,
         criteria=ctx.criteria,
         run=ctx.run,
-        cells_term=checker.cells_term() if cells is None else cells,
+        cells_term=releases.checker.cells_term() if cells is None else cells,
+        marginal_terms=releases.marginal_terms(),
     )
 
 

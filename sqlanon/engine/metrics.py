@@ -53,15 +53,17 @@ class MetricsEvaluator:
         cells_term: float | None = None,
         checker: WaveChecker | None = None,
         quality: QualitySettings | None = None,
+        marginal_terms: MarginalTerms | None = None,
     ):
         """`cube`: store the table grouped at level 0 once and group every node from it (worth it for several
         nodes; for one, each statement that reads it scans the table). `cells_term`: the level-0 cells' sum of c
-        ln c, when known (a search's cube computes it). `checker`: a cube of `star` already stored (a search's,
-        see WaveChecker.carrying), which the evaluator reads instead, and drops. `quality`: the factor and aggregate
-        function of ARX's quality models (default: ARX's)."""
+        ln c, and `marginal_terms` the table's sums per QI and level, when known (read from a cube of the table
+        the run already has). `checker`: a cube of `star` already stored (a search's, see WaveChecker.carrying),
+        which the evaluator reads instead, and drops. `quality`: the factor and aggregate function of ARX's quality
+        models (default: ARX's)."""
         self.conn, self.star, self.criteria, self.run = conn, star, criteria, run
         self.quality = quality or QualitySettings()
-        self._marginal_terms: MarginalTerms | None = None
+        self._marginal_terms = marginal_terms
         self.db, self.heights, self.rows = star.db, star.heights, star.rows
         self.use_cube = cube
         self._releases: NodeReleases | None = None
