@@ -29,8 +29,10 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
+from typing import Any
 
 import numpy as np
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..backends import Database
@@ -217,11 +219,22 @@ class WaveChecker:
             known = math.prod(len(star.domain_counts[col]) for col in star.sensitive if col in star.domain_counts)
         values: list[int] = []
         if rows is None or counted:  # a statement only for what the cube's creation did not tell
-            distinct = "".join(f", COUNT(DISTINCT {s})" for s in counted)
-            rows, *values = db.execute(self.conn, f"SELECT COUNT(*){distinct} FROM {self.ref}").one()
+            rows, *values = db.execute(self.conn, db.as_text(self.conn, self._sizes(counted))).one()
         self.sensitive_values = known * math.prod(max(int(v), 1) for v in values)
         self._register("packed_cube", self.name, rows)
         return int(rows)
+
+    def _sizes(self, counted: list[str]) -> sa.Select[Any]:
+        """The cube's rows, and the distinct values of each of its columns `counted` (each a grouping of its own:
+        PostgreSQL sorts for a COUNT(DISTINCT), hospital 1M 0.23 s, and hashes a DISTINCT)."""
+        cube = self.db.ref_table(self.ref, counted)
+        distinct = [
+            sa.select(sa.func.count())
+            .select_from(sa.select(cube.c[s]).where(cube.c[s].is_not(None)).distinct().subquery())
+            .scalar_subquery()
+            for s in counted
+        ]
+        return sa.select(sa.select(sa.func.count()).select_from(cube).scalar_subquery(), *distinct)
 
     def carrying(self) -> StarSchema | None:
         """The star whose frequency sets this cube serves beside its own: its sensitive columns and those it
