@@ -55,8 +55,9 @@ class MetricsEvaluator:
         quality: QualitySettings | None = None,
         marginal_terms: MarginalTerms | None = None,
     ):
-        """`cube`: store the table grouped at level 0 once and group every node from it (worth it for several
-        nodes; for one, each statement that reads it scans the table). `cells_term`: the level-0 cells' sum of c
+        """`cube`: store the table's keyed rows (or grouped at level 0) once and read every node from it (worth it
+        for one node too: its sets, the cells' term and the marginal terms read it; without, each of those
+        statements scans the table joined with its dimensions). `cells_term`: the level-0 cells' sum of c
         ln c, and `marginal_terms` the table's sums per QI and level, when known (read from a cube of the table
         the run already has). `checker`: a cube of `star` already stored (a search's, see WaveChecker.carrying),
         which the evaluator reads instead, and drops. `quality`: the factor and aggregate function of ARX's quality
