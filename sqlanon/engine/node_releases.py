@@ -588,7 +588,8 @@ class NodeReleases:
             .subquery(f"g{attr}_{level}")
         )
         c = grouped.c.c
-        figures: list[sa.ColumnElement[Any]] = [_sum_n_ln_n(c), sa.func.count()]
+        # the subquery's own names (g<attr>_<level>.c): sqlanon's, never a user's
+        figures: list[sa.ColumnElement[Any]] = [sa.literal_column(sum_c_ln_c(f"{grouped.name}.c")), sa.func.count()]
         joined: sa.FromClause = grouped
         if level == 0:
             figures += [_ZERO] * 2
@@ -734,11 +735,6 @@ def _and(value: Any, mask: int) -> sa.ColumnElement[Any]:
 
 
 _ZERO = sa.cast(sa.literal(0), sa.Double)
-
-
-def _sum_n_ln_n(count: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
-    """The sum of c ln c over a column of counts (0 for no rows), as criteria.view.sum_c_ln_c writes it."""
-    return sa.func.coalesce(sa.func.sum(count * sa.func.ln(sa.cast(count, sa.Double))), 0)
 
 
 def _n(count: sa.ColumnElement[Any]) -> sa.Label[Any]:
