@@ -24,6 +24,14 @@ from .analysis.attacks import (
 )
 from .analysis.inference import InferenceReport, InferenceTarget, check_inference_job, infer
 from .analysis.profile import Profile, profile_table
+from .analysis.reconstruction import (
+    DEFAULT_INTERVALS,
+    DEFAULT_MAX_ITERATIONS,
+    DEFAULT_TOLERANCE,
+    Grid,
+    ReconstructionReport,
+    reconstruct_distribution,
+)
 from .analysis.releases import (
     analyze_nodes,
     analyze_published_table,
@@ -43,6 +51,7 @@ from .errors import ConfigError
 from .model.frames import FRAME_TABLE, MEMORY_URL, READ_TABLE, SourceFrame
 from .model.hierarchies import Hierarchy
 from .model.job import MIN_KEY_BYTES, Job, Output
+from .model.noise import Noise
 from .model.progress import Phases
 from .publish import ledger
 from .publish.anatomy import Anatomy, AnatomyReport, BucketTargets, publish_bucketized
@@ -53,6 +62,7 @@ from .publish.ledger import ReleaseLedger
 from .publish.methods import METHODS, publishes
 from .publish.mondrian import MondrianMethod, MondrianReport, partition_and_publish
 from .publish.ownership import Ownership
+from .publish.randomize import Randomization, RandomizationReport, randomize_and_publish
 from .publish.staging import Destination
 from .registry import opened_registry
 from .session import RunOptions as RunOptions  # re-exported: every verb takes one
@@ -313,6 +323,40 @@ def partition(job: Job, options: RunOptions | None = None, replace: bool = False
             )
         run.finish(published.to_dict())
     return published
+
+
+@publishes(Randomization.name)
+def randomize(job: Job, options: RunOptions | None = None, replace: bool = False) -> RandomizationReport:
+    """Publish the job's table with additive noise on the columns `output.noise` names, and the noise's
+    distribution in `output.noise_table` (output.method randomize): both written and audited in one transaction.
+    Criteria, suppression and the lattice play no part."""
+    options = options or RunOptions()
+    output = method_output(job, Randomization.name, "noise: {COLUMN: {distribution: uniform, width: NUMBER}}")
+    target = Target(output=output, replace=replace, pseudonyms=Pseudonyms.of(job))
+    described = dataclasses.replace(output, table=Randomization.noise_table(output))
+    noise_target = Target(output=described, replace=replace, setting="output.noise_table")
+    what = "a randomized publication"
+    with table_run(job, options, Randomization.name, targets=[target, noise_target], transactional=what) as run:
+        db, conn = run.db, run.conn
+        with conn.begin(), target.pseudonyms.loaded(db, conn) as pseudonyms:  # both tables, audited, or nothing
+            report = randomize_and_publish(
+                db,
+                conn,
+                job=run.job,
+                columns=run.columns,
+                destination=Destination(
+                    name=target.name, source=target.source, replace=replace, grant_to=output.grant_to
+                ),
+                noise_destination=Destination(
+                    name=noise_target.name, source=target.source, replace=replace, grant_to=output.grant_to
+                ),
+                pseudonyms=pseudonyms,
+                ownership=run.ownership,
+                run_id=run.id,
+                progress=options.progress,
+            )
+        run.finish(report.to_dict())
+    return report
 
 
 def inference(job: Job, options: RunOptions | None = None, replace: bool = False) -> InferenceReport:
@@ -714,6 +758,40 @@ def profile(
         candidates=candidates,
         greedy=greedy,
         progress=options.progress,
+    )
+
+
+def reconstruct(
+    db_url: str,
+    table: str,
+    column: str,
+    schema: str | None = None,
+    *,
+    noise: Mapping[str, Any] | None = None,
+    noise_table: str | None = None,
+    intervals: int = DEFAULT_INTERVALS,
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    original: str | None = None,
+    original_schema: str | None = None,
+    original_column: str | None = None,
+    options: RunOptions | None = None,
+) -> ReconstructionReport:
+    """The original distribution of a randomized `column` of `table`, reconstructed on a grid of `intervals`
+    (see sqlanon.analysis.reconstruction). The noise is read from `noise_table` (by default TABLE_noise, as
+    `anonymize` publishes it by output.method randomize) unless `noise` gives it ({distribution: uniform, width:
+    W} or {distribution: gaussian, sd: S}). With the `original` table (its `original_column`, by default the same
+    name), the report compares both distributions with the true one. Writes nothing."""
+    options = options or RunOptions()
+    given = None if noise is None else Noise.parse(column, noise, "noise")
+    grid = Grid(
+        intervals=intervals,
+        tolerance=tolerance,
+        max_iterations=max_iterations,
+        original=None if original is None else (original_schema, original, original_column or column),
+    )
+    return reconstruct_distribution(
+        db_url, table, column, schema, noise=given, noise_table=noise_table, grid=grid, progress=options.progress
     )
 
 

@@ -125,7 +125,7 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
         sensitive += [a for a in criterion.sensitive_attributes() if a not in sensitive]
     insensitive = _column_list(cfg, "insensitive")
     identifying = _identifying(cfg.get("identifying"), base_dir)
-    output = _output(cfg["output"]) if cfg.get("output") is not None else None
+    output = _output(cfg["output"], base_dir) if cfg.get("output") is not None else None
     search = _mapping(cfg.get("search") or {}, "search", {"strategy", "base", "assume_monotone"})
     strategy = _choice(search.get("strategy", "auto"), tuple(STRATEGIES), "search.strategy")
     base = _choice(search.get("base", "cube"), BASES, "search.base")
@@ -286,7 +286,7 @@ def _ledger(raw: Any, identifying: list[Identifier], unit_column: str | None, se
     return ledger
 
 
-def _output(raw: Any) -> Output:
+def _output(raw: Any, base_dir: Path) -> Output:
     settings = {name: method.settings for name, method in METHODS.items()}
     out = _mapping(raw, "output", {"table", "schema", "grant_to", "method", *chain(*settings.values())})
     grant_to = out.get("grant_to") or []
@@ -304,7 +304,7 @@ def _output(raw: Any) -> Output:
         schema=_optional_identifier(out.get("schema"), "output.schema"),
         grant_to=[_identifier(role, "output.grant_to") for role in grant_to],
         method=method,
-        settings=METHODS[method].parse(out),
+        settings=METHODS[method].parse(out, base_dir),
     )
 
 

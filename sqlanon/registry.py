@@ -334,6 +334,13 @@ def _refuse_file_access(config: dict[str, Any]) -> None:
             "a registered job cannot read a pseudonym key from a file of the machine that runs it; "
             "use pseudonym: {key_env: VARIABLE}"
         )
+    output = config.get("output")
+    noise_key = output.get("noise_key") if isinstance(output, dict) else None
+    if isinstance(noise_key, dict) and "key_file" in noise_key:
+        raise ConfigError(
+            "a registered job cannot read a noise key from a file of the machine that runs it; use noise_key: "
+            "{key_env: VARIABLE}, or leave noise_key out for fresh noise on every run"
+        )
 
 
 def _file_references(config: dict[str, Any]) -> Iterator[tuple[Any, str, Callable[[str], None]]]:

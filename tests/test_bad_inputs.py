@@ -269,7 +269,8 @@ def _command(command: str, *args: str) -> Callable[[Env], None]:
 
 
 def _method(method: str, **settings: Any) -> Callable[[Env], None]:
-    """Publish by `method` (mondrian, or anatomy: exact QIs, no criteria, l values per bucket)."""
+    """Publish by `method` (mondrian; anatomy: exact QIs, no criteria, l values per bucket; randomize: noise on
+    age, no criteria)."""
 
     def change(env: Env) -> None:
         env.config["output"].update(method=method, **settings)
@@ -277,6 +278,11 @@ def _method(method: str, **settings: Any) -> Callable[[Env], None]:
             env.config["quasi_identifiers"] = list(env.config["quasi_identifiers"])
             env.config.pop("criteria")
             env.config["output"].setdefault("l", 2)
+        if method == "randomize":  # age with noise, the other QIs published as they are
+            env.config["quasi_identifiers"] = ["age"]
+            env.config["insensitive"] += ["sex", "race"]
+            env.config.pop("criteria")
+            env.config["output"].setdefault("noise", {"age": {"distribution": "uniform", "width": 10}})
 
     return change
 
@@ -863,6 +869,79 @@ CASES: dict[str, Case] = {
             ),
             _method("mondrian"),
             lambda env: env.qi("score", None),
+        ),
+    ),
+    "randomize-negative-width": Case(
+        "config file",
+        "output.noise.age.width must be a finite number above 0",
+        _method("randomize", noise={"age": {"distribution": "uniform", "width": -5}}),
+    ),
+    "randomize-zero-sd": Case(
+        "config file",
+        "output.noise.age.sd must be a finite number above 0",
+        _method("randomize", noise={"age": {"distribution": "gaussian", "sd": 0}}),
+    ),
+    "randomize-unknown-distribution": Case(
+        "config file",
+        "output.noise.age must be {distribution: uniform, width: NUMBER} or",
+        _method("randomize", noise={"age": {"distribution": "laplace", "b": 2}}),
+    ),
+    "randomize-undeclared-column": Case(
+        "config file",
+        "the job publishes no column 'patient_id'",
+        _method(
+            "randomize",
+            noise={
+                "age": {"distribution": "uniform", "width": 2},
+                "patient_id": {"distribution": "uniform", "width": 2},
+            },
+        ),
+    ),
+    "randomize-with-criteria": Case(
+        "config file",
+        "adds noise and checks no criteria",
+        _then(_method("randomize"), _set("criteria", {"k_anonymity": {"k": 5}})),
+    ),
+    "randomize-qi-without-noise": Case(
+        "config file",
+        "quasi-identifier 'sex' would be published as it is",
+        _then(
+            _method("randomize"),
+            lambda env: env.config.update(
+                quasi_identifiers=["age", "sex"], insensitive=[c for c in env.config["insensitive"] if c != "sex"]
+            ),
+        ),
+    ),
+    "randomize-short-key": Case(
+        "config file",
+        "output.noise_key: the key has 5 bytes",
+        _then(_file("noise.key", "short"), _method("randomize", noise_key={"key_file": "noise.key"})),
+    ),
+    "randomize-text-column": Case(
+        "data",
+        "column 'occupation' holds VARCHAR, not numbers",
+        _method(
+            "randomize",
+            noise={
+                "age": {"distribution": "uniform", "width": 2},
+                "occupation": {"distribution": "uniform", "width": 2},
+            },
+        ),
+    ),
+    "randomize-nan": Case(
+        "data",
+        "column 'score' holds 1 values that are not finite numbers",
+        _then(
+            _sql(
+                "ALTER TABLE people ADD COLUMN score DOUBLE",
+                "UPDATE people SET score = patient_id * 1.5",
+                "UPDATE people SET score = 'NaN' WHERE patient_id = 7",
+            ),
+            _method(
+                "randomize",
+                noise={"age": {"distribution": "uniform", "width": 2}, "score": {"distribution": "gaussian", "sd": 1}},
+            ),
+            lambda env: env.config["insensitive"].append("score"),
         ),
     ),
     "unknown-table": Case("data", "table 'persons' not found", _set("source.table", "persons")),

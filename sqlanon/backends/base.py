@@ -547,6 +547,10 @@ class Database:
         """SQL for HMAC-SHA256 of `value` as text, in hex, from the two padded keys (SQL expressions)."""
         raise NotImplementedError
 
+    def hex_integer(self, hex_digits: str) -> str:
+        """SQL of the whole number that `hex_digits` (an SQL text of at most 15 hexadecimal digits) writes."""
+        raise NotImplementedError
+
     def lower_median(self, value: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
         """The aggregate giving the ceil(n/2)-th smallest of `value` in a group (the lower median): the SQL
         standard's ordered-set aggregate, which PostgreSQL and Spark have."""

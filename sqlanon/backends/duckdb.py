@@ -207,6 +207,9 @@ class DuckDB(Database):
         inner = f"unhex(sha256(CAST({inner_key} AS BLOB) || encode(CAST({value} AS VARCHAR))))"
         return f"sha256(CAST({outer_key} AS BLOB) || {inner})"
 
+    def hex_integer(self, hex_digits: str) -> str:
+        return f"CAST(('0x' || {hex_digits}) AS BIGINT)"
+
     def lower_median(self, value: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
         return sa.func.quantile_disc(value, 0.5)
 

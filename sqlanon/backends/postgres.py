@@ -319,6 +319,9 @@ class PostgreSQL(Database):
         inner = f"sha256(CAST({inner_key} AS BYTEA) || {text_bytes})"
         return f"encode(sha256(CAST({outer_key} AS BYTEA) || {inner}), 'hex')"
 
+    def hex_integer(self, hex_digits: str) -> str:
+        return f"CAST(CAST(('x' || lpad({hex_digits}, 16, '0')) AS BIT(64)) AS BIGINT)"
+
     def hash_sum(self, values: list[str]) -> str:
         """The row's text (a row of the same types prints the same) hashed to 64 bits; SUM of BIGINT is NUMERIC."""
         return f"SUM(hashtextextended(CAST(ROW({', '.join(values)}) AS TEXT), 0))"

@@ -235,6 +235,9 @@ class Spark(Database):
         return None if found is None else found.description
 
     # --- SQL fragments --------------------------------------------------------
+    def hex_integer(self, hex_digits: str) -> str:
+        return f"CAST(conv({hex_digits}, 16, 10) AS BIGINT)"
+
     def hash_sum(self, values: list[str]) -> str:
         return f"SUM(CAST(xxhash64({', '.join(values)}) AS DECIMAL(38, 0)))"
 

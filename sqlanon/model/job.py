@@ -136,26 +136,31 @@ class Identifier:
 
     def key(self) -> bytes:
         """The pseudonym key, read now (never stored by sqlanon)."""
-        where = f"identifying.{self.column}.pseudonym"
-        if self.key_env is not None:
-            value = os.environ.get(self.key_env)
-            if value is None:
-                raise ConfigError(
-                    f"{where}: environment variable {self.key_env!r} is not set; set it to the secret "
-                    f"key (at least {MIN_KEY_BYTES} bytes)"
-                )
-            key = value.encode()
-        else:
-            assert self.key_file is not None
-            if not self.key_file.is_file():
-                raise ConfigError(f"{where}: key file {str(self.key_file)!r} not found")
-            key = self.key_file.read_bytes().rstrip(b"\r\n")
-        if len(key) < MIN_KEY_BYTES:
+        return read_key(f"identifying.{self.column}.pseudonym", self.key_env, self.key_file)
+
+
+def read_key(where: str, env: str | None, file: Path | None) -> bytes:
+    """A secret key read now from the environment variable `env` or else from `file` (its last line break aside),
+    at least MIN_KEY_BYTES long; `where` names the setting in errors. sqlanon never stores or logs it."""
+    if env is not None:
+        value = os.environ.get(env)
+        if value is None:
             raise ConfigError(
-                f"{where}: the key has {len(key)} bytes; use at least {MIN_KEY_BYTES} random bytes "
-                "(e.g. from: openssl rand -hex 32)"
+                f"{where}: environment variable {env!r} is not set; set it to the secret key (at least "
+                f"{MIN_KEY_BYTES} bytes)"
             )
-        return key
+        key = value.encode()
+    else:
+        assert file is not None, "a key comes from an environment variable or a file"
+        if not file.is_file():
+            raise ConfigError(f"{where}: key file {str(file)!r} not found")
+        key = file.read_bytes().rstrip(b"\r\n")
+    if len(key) < MIN_KEY_BYTES:
+        raise ConfigError(
+            f"{where}: the key has {len(key)} bytes; use at least {MIN_KEY_BYTES} random bytes "
+            "(e.g. from: openssl rand -hex 32)"
+        )
+    return key
 
 
 @dataclass(kw_only=True)

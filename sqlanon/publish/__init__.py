@@ -1,12 +1,12 @@
 """Publication methods and what every publication shares.
 
 Methods (`methods.METHODS`, one module each): `generalize` (full-domain generalization of the chosen node, with
-suppression), `anatomy` (the quasi identifier table and the sensitive table of l-diverse buckets) and `mondrian`
-(multidimensional partitioning). Shared: `staging` (the one path by which an output table appears: staged,
-audited, owned, granted), `identifiers` (pseudonyms of identifying columns), `ownership` (which tables sqlanon
-created and may replace), `ledger` (a job's releases recorded, and each new one checked against them). Every
-output is re-checked before it is committed by `engine.audit`, which groups the written table itself
-(independent of frequency sets and dimension tables).
+suppression), `anatomy` (the quasi identifier table and the sensitive table of l-diverse buckets), `mondrian`
+(multidimensional partitioning) and `randomize` (additive noise, its distribution published beside it). Shared:
+`staging` (the one path by which an output table appears: staged, audited, owned, granted), `identifiers`
+(pseudonyms of identifying columns), `ownership` (which tables sqlanon created and may replace), `ledger` (a job's
+releases recorded, and each new one checked against them). Every output is re-checked before it is committed by
+`engine.audit`, which groups the written table itself (independent of frequency sets and dimension tables).
 
 Contract: imports `engine`, `search`, `store`, `criteria`, `model` and `backends`; analysis, the API and the CLI
 sit above it. A method's statements are built in `engine` (engine.generalize, engine.anatomy, engine.invariant,
@@ -16,4 +16,4 @@ itself.
 
 # each module registers its method in methods.METHODS, the default first (the order the config lists them in)
 from . import generalize  # noqa: I001, F401
-from . import anatomy, mondrian  # noqa: F401
+from . import anatomy, mondrian, randomize  # noqa: F401

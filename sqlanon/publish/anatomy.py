@@ -24,6 +24,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
@@ -102,7 +103,7 @@ class Anatomy(PublicationMethod):
     settings = ("l", "sensitive_table", "seed", "invariant")
 
     @classmethod
-    def parse(cls, output: Mapping[str, Any]) -> dict[str, Any]:
+    def parse(cls, output: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
         l_value, seed, sensitive_table = output.get("l"), output.get("seed", 0), output.get("sensitive_table")
         invariant = output.get("invariant", False)
         if not isinstance(invariant, bool):

@@ -15,6 +15,7 @@ function that writes and audits its tables through `staged_table`), a verb in `s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from ..model.job import Job, Output
@@ -36,9 +37,10 @@ class PublicationMethod:
         METHODS[cls.name] = cls
 
     @classmethod
-    def parse(cls, output: Mapping[str, Any]) -> dict[str, Any]:
+    def parse(cls, output: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
         """The method's own settings from the job's `output:` mapping, checked, with their defaults (the job's
-        `Output.settings`); by default each of `settings` given, as it is."""
+        `Output.settings`; files named relative to `base_dir`, the config's folder, resolved); by default each of
+        `settings` given, as it is."""
         return {key: output[key] for key in cls.settings if key in output}
 
     @classmethod

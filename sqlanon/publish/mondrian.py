@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -40,7 +41,7 @@ class MondrianMethod(PublicationMethod):
     numeric_outputs = ("range", "mean")  # a numeric QI published as its partition's range, or its mean
 
     @classmethod
-    def parse(cls, output: Mapping[str, Any]) -> dict[str, Any]:
+    def parse(cls, output: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
         relaxed, numeric = output.get("relaxed", False), output.get("numeric", "range")
         if not isinstance(relaxed, bool):
             raise ConfigError(f"output.relaxed must be true or false, got {relaxed!r}")
