@@ -359,3 +359,28 @@ def test_a_registered_job_reads_no_noise_key_file(duck_url, tmp_path):
     config.write_text(yaml.safe_dump(job))
     with pytest.raises(ConfigError, match="cannot read a noise key from a file"):
         register_job("noisy", config, duck_url)
+
+
+def test_hostile_column_names_are_quoted(duck_url):
+    column = 'Age "in years"; DROP TABLE x'
+    engine = sa.create_engine(duck_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql('CREATE TABLE "People" ("Age ""in years""; DROP TABLE x" INTEGER, city VARCHAR)')
+        conn.exec_driver_sql("""INSERT INTO "People" SELECT 20 + i % 50, 'Lyon' FROM range(300) t(i)""")
+    engine.dispose()
+    job = job_from_dict(
+        {
+            "source": {"url": duck_url, "table": "People"},
+            "quasi_identifiers": [column],
+            "insensitive": ["city"],
+            "output": {
+                "table": "Noisy People",
+                "method": "randomize",
+                "noise": {column: {"distribution": "gaussian", "sd": 2}},
+            },
+        }
+    )
+    report = anonymize(job)
+    assert report.rows == 300 and all(report.audit.values())
+    found = reconstruct(duck_url, "Noisy People", column, original="People")
+    assert found.column == column and found.converged

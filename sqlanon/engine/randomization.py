@@ -1,12 +1,12 @@
 """The SQL of randomized publications (sqlanon.publish.randomize) and of the reconstruction of a randomized
 column's distribution (sqlanon.analysis.reconstruction).
 
-Noise is drawn in the database, keyed: each row gets a key, md5 of the run's secret key (bound as `:noise_key`,
-never written into a statement), the row's values and its occurrence among identical rows; the first noised
-column reads the row's key, each other column j md5(row key '#' j), whose first two 13-digit hexadecimal
-prefixes are two independent uniform fractions in [0, 1). The uniform noise of width w is w (u1 - 1/2); the
-gaussian of deviation s is s sqrt(-2 ln(1 - u1)) cos(2 pi u2) (Box-Muller). The same key and table give the same
-noise, row for row; without the key the noise cannot be told from random.
+Noise is drawn in the database, keyed: each row gets a key, md5 of the run's secret key (in a one-row session
+table, `noise_key_table`: no statement's text or parameters hold it), the row's values and its occurrence among
+identical rows; the first noised column reads the row's key, each other column j md5(row key '#' j), whose first
+two 13-digit hexadecimal prefixes are two independent uniform fractions in [0, 1). The uniform noise of width w
+is w (u1 - 1/2); the gaussian of deviation s is s sqrt(-2 ln(1 - u1)) cos(2 pi u2) (Box-Muller). The same key
+and table give the same noise, row for row; without the key the noise cannot be told from random.
 
 The reconstruction (Agrawal and Srikant, as the PPDM chapter's 20.2.1 states it) works on interval counts: the
 perturbed values counted on a grid of k intervals (one scan of the table), then each iteration one INSERT over
@@ -16,7 +16,9 @@ the k x k pairs of intervals, returning the new estimate for the caller's stoppi
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -27,7 +29,7 @@ from ..backends import Database
 from ..model.noise import Noise
 from .scratch import Scratch
 
-KEY_PARAM = "noise_key"  # the bound parameter holding the run's secret key (hex)
+KEY_COLUMN = "noise_key"  # the key table's one column: the run's secret key (hex)
 FRACTION = 2**52  # 13 hexadecimal digits, as a fraction of 1: exact in a double
 ROW_KEY = "sqlanon_row_key"
 # PostgreSQL raises on a product that underflows a double (1e-308): the gaussian's density is 0 beyond exp(-300)
@@ -40,38 +42,55 @@ LOWEST_EXPONENT, LOWEST_SHARE = (
 
 def randomized_select(
     db: Database,
+    conn: Connection,
     *,
     source: str,
+    keys: str,
     columns: Sequence[str],
     noises: Sequence[Noise],
     select_other: Callable[[str, str], str | None],
 ) -> tuple[str, list[str]]:
-    """The SELECT of the published table, binding :noise_key: every column of `source` in order, a noised one as
-    its value (cast to double precision) plus its noise, the others as `select_other(column, its value in SQL)`
-    says (None: not published); and the published names."""
-    quoted = [db.q(c) for c in columns]
+    """The SELECT of the published table, reading the key from `keys` (see `noise_key_table`): every column of
+    `source` in order, a noised one as its value (cast to double precision) plus its noise, the others as
+    `select_other(column, its value in SQL)` says (None: not published); and the published names."""
+    s = db.ref_table(source, columns).alias("s")
     row_key = ROW_KEY
     while any(db.same_name(row_key, c) for c in columns):
         row_key += "_"
-    items = [
-        f"COALESCE(CAST(LENGTH(CAST(s.{c} AS VARCHAR)) AS VARCHAR) || ':' || CAST(s.{c} AS VARCHAR), '-')"
-        for c in quoted
-    ]  # a value's text prefixed with its length, NULL as '-': no two rows write one text
-    occurrence = f"CAST(ROW_NUMBER() OVER (PARTITION BY {', '.join(f's.{c}' for c in quoted)}) AS VARCHAR)"
-    keyed = f"md5(concat_ws('|', CAST(:{KEY_PARAM} AS VARCHAR), {', '.join(items)}, {occurrence})) AS {db.q(row_key)}"
+    # a value's text prefixed with its length, NULL as '-': no two rows write one text
+    items = [func.coalesce(_text(func.length(_text(s.c[c]))) + ":" + _text(s.c[c]), "-") for c in columns]
+    occurrence = _text(func.row_number().over(partition_by=[s.c[c] for c in columns]))
+    k = db.ref_table(keys, [KEY_COLUMN])
+    key = select(k.c[KEY_COLUMN]).scalar_subquery()  # one value: a cross join with its table cost 0.15 s of 1M rows
+    keyed = func.md5(func.concat_ws("|", key, *items, occurrence)).label(row_key)
+    t = select(*(s.c[c] for c in columns), keyed).subquery("t")
     noised = {db.name_key(n.column): (j, n) for j, n in enumerate(noises)}
-    select_list, published = [], []
-    for column, q in zip(columns, quoted, strict=True):
+    select_list: list[sa.ColumnElement[Any]] = []
+    published = []
+    for column in columns:
+        q = db.q(column)
+        value = select_other(column, f"t.{q}")
         if db.name_key(column) in noised:
             j, noise = noised[db.name_key(column)]
-            value: str | None = f"CAST(t.{q} AS DOUBLE PRECISION) + {noise_of(db, noise, f't.{db.q(row_key)}', j)}"
-        else:
-            value = select_other(column, f"t.{q}")
-            if value is None:
-                continue
-        select_list.append(f"{value} AS {q}")
+            value = f"CAST(t.{q} AS DOUBLE PRECISION) + {noise_of(db, noise, f't.{db.q(row_key)}', j)}"
+        if value is None:
+            continue
+        select_list.append(sa.literal_column(value).label(column))
         published.append(column)
-    return f"SELECT {', '.join(select_list)} FROM (SELECT s.*, {keyed} FROM {source} s) t", published
+    return db.as_text(conn, select(*select_list).select_from(t)), published
+
+
+def _text(value: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+    return sa.cast(value, sa.String)
+
+
+@contextmanager
+def noise_key_table(db: Database, conn: Connection, key: bytes) -> Iterator[str]:
+    """Within: a one-row session table holding `key` (hex, column KEY_COLUMN), loaded as pseudonym keys are (no
+    statement's text or parameters, and so no log, hold it); its reference."""
+    columns = [(KEY_COLUMN, "VARCHAR")]
+    with db.secret_table(conn, f"sqlanon_noise_key_{uuid.uuid4().hex[:12]}", columns, [(key.hex(),)]) as ref:
+        yield ref
 
 
 def noise_of(db: Database, noise: Noise, row_key: str, j: int) -> str:

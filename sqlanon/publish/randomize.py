@@ -6,7 +6,7 @@ each column's distribution (sqlanon.analysis.reconstruction).
 The noise is drawn in the database from a secret key (sqlanon.engine.randomization): `output.noise_key`, read at
 run time from an environment variable or a file as pseudonym keys are, makes a run reproducible (the same key
 and table give the same release); without it every run draws a fresh key that nobody keeps. The key is never
-stored, logged or written into a statement: whoever holds it can take the noise off.
+stored, logged or part of a statement or its parameters: whoever holds it can take the noise off.
 
 What it guarantees: each published value is its record's plus noise of the declared distribution, independent
 of everything else. What it does not: no k-anonymity or other criterion (a job with criteria or suppression is
@@ -29,9 +29,9 @@ from ..backends import Database
 from ..backends.base import ColumnKind
 from ..engine.audit import check_published_columns, check_published_values
 from ..engine.randomization import (
-    KEY_PARAM,
     Figures,
     described_noise,
+    noise_key_table,
     noise_table_select,
     numeric_figures,
     randomized_select,
@@ -200,34 +200,30 @@ def randomize_and_publish(
             )
     key, reproducible = Randomization.key(job)
     identifying = list(job.identifying)
-    select, published = randomized_select(
-        db,
-        source=source,
-        columns=list(columns),
-        noises=noises,
-        select_other=lambda column, value: pseudonyms.select(db, identifying, column, value),
-    )
     phases.step("writing the table")
     name = str(destination.name)
-    with staged_table(
-        db,
-        conn,
-        destination=destination,
-        select=select,
-        params={KEY_PARAM: key.hex()},
-        ownership=ownership,
-        run_id=run_id,
-    ) as staged:
-        phases.step("auditing")
-        check_published_columns(db, conn, staged.ref, name, published)
-        noised = {db.name_key(n.column) for n in noises}
-        kept = [c for c in published if db.name_key(c) not in noised]
-        check_published_values(
-            db, conn, staged.ref, name, source, unchanged_columns(db, pseudonyms, identifying, kept), every_row=True
+    with noise_key_table(db, conn, key) as keys:
+        select, published = randomized_select(
+            db,
+            conn,
+            source=source,
+            keys=keys,
+            columns=list(columns),
+            noises=noises,
+            select_other=lambda column, value: pseudonyms.select(db, identifying, column, value),
         )
-        written, after = numeric_figures(db, conn, staged.ref, [n.column for n in noises])
-        audit = audit_noise(name, noises, (rows, before), (written, after))
-        staged.audited(written)
+        with staged_table(
+            db, conn, destination=destination, select=select, ownership=ownership, run_id=run_id
+        ) as staged:
+            phases.step("auditing")
+            check_published_columns(db, conn, staged.ref, name, published)
+            noised = {db.name_key(n.column) for n in noises}
+            kept = [c for c in published if db.name_key(c) not in noised]
+            unchanged = unchanged_columns(db, pseudonyms, identifying, kept)
+            check_published_values(db, conn, staged.ref, name, source, unchanged, every_row=True)
+            written, after = numeric_figures(db, conn, staged.ref, [n.column for n in noises])
+            audit = audit_noise(name, noises, (rows, before), (written, after))
+            staged.audited(written)
     described, params = noise_table_select(noises)
     with staged_table(
         db, conn, destination=noise_destination, select=described, params=params, ownership=ownership, run_id=run_id
