@@ -56,6 +56,7 @@ from .model.progress import Phases
 from .publish import ledger
 from .publish.anatomy import Anatomy, AnatomyReport, BucketTargets, publish_bucketized
 from .publish.batches import published_node, refuse_violating_batch
+from .publish.condense import Condensation, CondensationReport, CondensedTables, condense_and_publish
 from .publish.generalize import Generalization
 from .publish.identifiers import Pseudonyms, hmac_pads
 from .publish.ledger import ReleaseLedger
@@ -351,6 +352,39 @@ def randomize(job: Job, options: RunOptions | None = None, replace: bool = False
                     name=noise_target.name, source=target.source, replace=replace, grant_to=output.grant_to
                 ),
                 pseudonyms=pseudonyms,
+                ownership=run.ownership,
+                run_id=run.id,
+                progress=options.progress,
+            )
+        run.finish(report.to_dict())
+    return report
+
+
+@publishes(Condensation.name)
+def condense(job: Job, options: RunOptions | None = None, replace: bool = False) -> CondensationReport:
+    """Publish synthetic records of the job's numeric QIs drawn from groups of at least `output.k` records
+    (output.method condense), and keep the groups' statistics in `output.groups_table` (never granted): both
+    written and audited in one transaction."""
+    options = options or RunOptions()
+    output = method_output(job, Condensation.name, "k: K")
+    target = Target(output=output, replace=replace)
+    kept = dataclasses.replace(output, table=Condensation.groups_table(output))
+    groups_target = Target(output=kept, replace=replace, setting="output.groups_table")
+    what = "a condensed publication"
+    with table_run(job, options, Condensation.name, targets=[target, groups_target], transactional=what) as run:
+        with run.conn.begin():  # both tables, audited, or nothing
+            tables = CondensedTables(
+                synthetic=Destination(
+                    name=target.name, source=target.source, replace=replace, grant_to=output.grant_to
+                ),
+                groups=Destination(name=groups_target.name, source=target.source, replace=replace),
+            )
+            report = condense_and_publish(
+                run.db,
+                run.conn,
+                job=run.job,
+                columns=run.columns,
+                tables=tables,
                 ownership=run.ownership,
                 run_id=run.id,
                 progress=options.progress,

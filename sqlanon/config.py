@@ -295,6 +295,7 @@ def _output(raw: Any, base_dir: Path) -> Output:
         raise ConfigError("output.grant_to must be a role name or a list of role names")
     method = _choice(out.get("method", "generalize"), tuple(METHODS), "output.method")
     for other, keys in settings.items():
+        keys = tuple(key for key in keys if key not in settings[method])  # a name both methods take is this one's
         if other != method and any(out.get(key) is not None for key in keys):
             names = [f"output.{key}" for key in keys]
             listed = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]

@@ -899,7 +899,7 @@ CASES: dict[str, Case] = {
     ),
     "randomize-with-criteria": Case(
         "config file",
-        "adds noise and checks no criteria",
+        "adds noise to every record and checks no criteria",
         _then(_method("randomize"), _set("criteria", {"k_anonymity": {"k": 5}})),
     ),
     "randomize-qi-without-noise": Case(

@@ -311,7 +311,7 @@ def test_what_randomization_cannot_publish_is_refused_and_nothing_written(duck_u
     with pytest.raises(DataError, match="column 'income' holds 2 values that are not finite numbers"):
         anonymize(_job(duck_url, {"age": uniform, "income": uniform}))
     assert user_tables(duck_url) == before
-    with pytest.raises(ConfigError, match="checks no criteria"):
+    with pytest.raises(ConfigError, match="adds noise to every record and checks no criteria"):
         job_from_dict(
             {
                 "source": {"url": duck_url, "table": "people"},

@@ -63,6 +63,7 @@ from ..errors import USER_INTERRUPT, ConfigError, SqlanonError, interrupted
 from ..model.job import Job, Suppression
 from ..model.selection import METRICS, best_node, level_metrics, node_label, selection_metric
 from ..publish.anatomy import AnatomyReport
+from ..publish.condense import CondensationReport
 from ..publish.ledger import LedgerCheck
 from ..publish.mondrian import MondrianReport
 from ..publish.randomize import RandomizationReport
@@ -1683,6 +1684,30 @@ def _show_randomized(report: RandomizationReport, fmt: str) -> None:
     figures.append(["the same noise again", "with the job's noise_key" if report.reproducible else "never (no key)"])
     figures += [[f"audit: {name}", "holds" if ok else "FAILS"] for name, ok in report.audit.items()]
     _print_rows("Published randomized, audited:", ["figure", "value"], figures, fmt)
+    if fmt == "table" and report.preview:
+        _print_rows(
+            "First rows:", list(report.preview[0]), [[str(v) for v in row.values()] for row in report.preview], fmt
+        )
+
+
+@_show.register
+def _show_condensed(report: CondensationReport, fmt: str) -> None:
+    """What condensation published: the synthetic table and the groups table, the groups, the audit, the first
+    rows."""
+    if fmt == "json":
+        print(json.dumps(report.to_dict()))
+        return
+    figures = [
+        ["synthetic table", report.output],
+        ["groups table (not granted)", report.groups_table],
+        ["records", str(report.rows)],
+        [f"groups (at least k = {report.k})", str(report.groups)],
+        ["smallest / largest group", f"{report.smallest} / {report.largest}"],
+        ["rounds (statements)", f"{report.rounds} ({report.statements})"],
+        ["the same records again", "with the job's noise_key" if report.reproducible else "never (no key)"],
+    ]
+    figures += [[f"audit: {name}", "holds" if ok else "FAILS"] for name, ok in report.audit.items()]
+    _print_rows("Published condensed (synthetic records), audited:", ["figure", "value"], figures, fmt)
     if fmt == "table" and report.preview:
         _print_rows(
             "First rows:", list(report.preview[0]), [[str(v) for v in row.values()] for row in report.preview], fmt

@@ -160,7 +160,7 @@ def numeric_figures(db: Database, conn: Connection, table: str, columns: Sequenc
     t = db.ref_table(table, list(columns))
     figures: list[Any] = [func.count()]
     for column in columns:
-        value = sa.cast(t.c[column], sa.Float)
+        value = sa.cast(t.c[column], sa.Double)
         kept = sa.case((finite(value), value))
         figures += [func.count(t.c[column]), func.count(kept), func.min(kept), func.max(kept), func.avg(kept)]
     found = db.execute(conn, select(*figures)).one()
@@ -176,7 +176,7 @@ def numeric_figures(db: Database, conn: Connection, table: str, columns: Sequenc
 def interval_of(value: sa.ColumnElement[Any], low: float, width: float, intervals: int) -> sa.ColumnElement[Any]:
     """The interval (0 .. intervals-1) of the grid from `low` in steps of `width` that `value` falls in; values
     beyond the grid go to its end intervals."""
-    step = sa.cast(func.floor((sa.cast(value, sa.Float) - low) / width), sa.Integer)
+    step = sa.cast(func.floor((sa.cast(value, sa.Double) - low) / width), sa.Integer)
     return func.least(func.greatest(step, 0), intervals - 1)
 
 
@@ -185,7 +185,7 @@ def interval_counts(
 ) -> list[int]:
     """How many of `table`'s finite `column` values fall in each interval of the grid (one scan)."""
     t = db.ref_table(table, [column])
-    value = sa.cast(t.c[column], sa.Float)
+    value = sa.cast(t.c[column], sa.Double)
     bin_ = interval_of(value, low, width, intervals).label("bin")
     query = select(bin_, func.count()).where(finite(value)).group_by(bin_)
     counts = [0] * intervals
@@ -227,7 +227,7 @@ class Reconstruction:
         K(z - b) f(b), the new estimate inserted as iteration :iteration + 1 and returned."""
         o, e = self.observed, self.estimates
         current = select(e.c.bin, e.c.f).where(e.c.iteration == sa.bindparam("iteration")).subquery("e")
-        distance = sa.cast(o.c.bin - current.c.bin, sa.Float) * width
+        distance = sa.cast(o.c.bin - current.c.bin, sa.Double) * width
         pairs = (
             select(
                 o.c.bin.label("zb"),
@@ -267,7 +267,7 @@ class Reconstruction:
 
 
 def _double(value: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
-    return sa.type_coerce(value, sa.Float)
+    return sa.type_coerce(value, sa.Double)
 
 
 def spread(counts: Sequence[float]) -> list[float]:

@@ -10,11 +10,14 @@ sqlanon.publish.randomize).
 from __future__ import annotations
 
 import math
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .job import read_key
 
 #: each distribution and the one parameter that sets its spread
 DISTRIBUTIONS = {"uniform": "width", "gaussian": "sd"}
@@ -65,3 +68,25 @@ def positive_number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ConfigError(f"{where} must be a finite number above 0, got {value!r}")
     return float(value)
+
+
+def key_source(raw: Any, base_dir: Path) -> dict[str, str] | None:
+    """`output.noise_key`: `{key_env: VARIABLE}` or `{key_file: FILE}` (relative to the config's folder), where the
+    key that draws a publication's noise is read from at run time; None when the job names none."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or len(raw) != 1 or not set(raw) <= {"key_env", "key_file"}:
+        raise ConfigError(f"output.noise_key takes one of key_env: VARIABLE or key_file: FILE, got {raw!r}")
+    ((kind, value),) = raw.items()
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"output.noise_key.{kind} must be a name, got {value!r}")
+    return {kind: value if kind == "key_env" else str((base_dir / value).resolve())}
+
+
+def read_noise_key(source: Mapping[str, str] | None) -> tuple[bytes, bool]:
+    """The noise's key, read now from where `key_source` says, and True; without a source, a fresh 32-byte key that
+    nobody keeps, and False (the noise can never be drawn again)."""
+    if source is None:
+        return secrets.token_bytes(32), False
+    file = source.get("key_file")
+    return read_key("output.noise_key", source.get("key_env"), None if file is None else Path(file)), True

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from ..errors import ConfigError
 from ..model.job import Job, Output
 
 
@@ -54,6 +55,18 @@ class PublicationMethod:
 
 
 METHODS: dict[str, type[PublicationMethod]] = {}
+
+
+def refuse_criteria(job: Job, method: str, does: str) -> None:
+    """ConfigError for a job publishing by `method`, which `does` (what it publishes) and checks no criteria: one
+    with criteria, suppression, a ledger or a research subset."""
+    if job.criteria or job.suppression.limit:
+        raise ConfigError(
+            f"output.method {method} {does} and checks no criteria (it guarantees none of them); remove criteria "
+            "and suppression, or publish by generalization"
+        )
+    if job.ledger is not None or job.subset is not None:
+        raise ConfigError(f"output.method {method} {does}: remove ledger and subset, or publish by generalization")
 
 
 Verb = TypeVar("Verb", bound=Callable[..., Any])

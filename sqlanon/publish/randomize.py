@@ -16,7 +16,6 @@ refused), and columns without noise are published as they are (a quasi-identifie
 from __future__ import annotations
 
 import math
-import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,12 +36,12 @@ from ..engine.randomization import (
     randomized_select,
 )
 from ..errors import AuditError, ConfigError, DataError
-from ..model.job import Job, read_key
-from ..model.noise import Noise
+from ..model.job import Job
+from ..model.noise import Noise, key_source, read_noise_key
 from ..model.progress import Phases, Progress, silent
 from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
-from .methods import PublicationMethod
+from .methods import PublicationMethod, refuse_criteria
 from .staging import Destination, PublishedTable, Released, preview, staged_table
 
 __all__ = ["Randomization", "RandomizationReport", "randomize_and_publish"]
@@ -72,21 +71,12 @@ class Randomization(PublicationMethod):
         return {
             "noise": {n.column: n.describe() for n in noises},
             "noise_table": table,
-            "noise_key": None if key is None else _key_source(key, base_dir),
+            "noise_key": key_source(key, base_dir),
         }
 
     @classmethod
     def check(cls, job: Job) -> None:
-        if job.criteria or job.suppression.limit:
-            raise ConfigError(
-                "output.method randomize adds noise and checks no criteria (randomization guarantees none of them); "
-                "remove criteria and suppression, or publish by generalization"
-            )
-        if job.ledger is not None or job.subset is not None:
-            raise ConfigError(
-                "output.method randomize publishes every record with noise: remove ledger and subset, or publish by "
-                "generalization"
-            )
+        refuse_criteria(job, cls.name, "adds noise to every record")
         assert job.output is not None
         roles = {column.lower(): role for column, role in job.column_roles()}
         noised = {n.column.lower() for n in cls.noises(job)}
@@ -123,21 +113,7 @@ class Randomization(PublicationMethod):
     def key(job: Job) -> tuple[bytes, bool]:
         """The noise's key, read now, and whether it is the job's (reproducible) or drawn for this run only."""
         assert job.output is not None
-        source = job.output.settings["noise_key"]
-        if source is None:
-            return secrets.token_bytes(32), False
-        where, file = "output.noise_key", source.get("key_file")
-        return read_key(where, source.get("key_env"), None if file is None else Path(file)), True
-
-
-def _key_source(raw: Any, base_dir: Path) -> dict[str, str]:
-    """`{key_env: VARIABLE}` or `{key_file: FILE}` (relative to the config's folder): where the key is read from."""
-    if not isinstance(raw, Mapping) or len(raw) != 1 or not set(raw) <= {"key_env", "key_file"}:
-        raise ConfigError(f"output.noise_key takes one of key_env: VARIABLE or key_file: FILE, got {raw!r}")
-    ((kind, value),) = raw.items()
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"output.noise_key.{kind} must be a name, got {value!r}")
-    return {kind: value if kind == "key_env" else str((base_dir / value).resolve())}
+        return read_noise_key(job.output.settings["noise_key"])
 
 
 @dataclass(kw_only=True)

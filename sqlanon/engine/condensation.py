@@ -1,0 +1,287 @@
+"""The SQL of condensation (Aggarwal and Yu; sqlanon.publish.condense): records grouped into groups of at least k
+on the numeric quasi-identifiers, each group's condensed statistics, and synthetic records drawn from them.
+
+Grouping, a depth per round: every group of at least 2k records is cut in two halves (floor and ceiling of n/2,
+so both keep at least k) along the attribute of largest variance, normalized by that attribute's variance over
+the table (ties: the first in QI order), its records in order of that attribute and then of all of them (equal
+records are interchangeable, so the statistics do not depend on the database's order); groups under 2k are
+final. A group's two halves are numbered 2g and 2g + 1. This is the k-d tree form of Aggarwal and Yu's nearest
+neighbour grouping: a few statements per round for all groups at once, about log2(n / k) rounds, where the
+record-by-record form costs a statement per group.
+
+The condensed statistics of a group are its count n, first-order sums Fs_j and second-order sums Sc_ij: one
+grouping of the records. Its covariance C = Sc / n - Fs Fs' / n^2 and eigen-decomposition (a d x d matrix) are
+computed by the caller (numpy). Synthetic records, n per group: the mean plus, along each eigenvector e_l, a
+uniform draw of variance lambda_l (range sqrt(12 lambda_l) centred at 0). Draw i of group g reads md5 of the
+run's key (a session table, see engine.randomization.noise_key_table), g, i and a pair number: two 52-bit
+fractions per hash.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from ..backends import Database
+from ..errors import DataError
+from ..model.progress import Progress, silent
+from .randomization import FRACTION, KEY_COLUMN, Figures, numeric_figures
+from .scratch import Scratch
+
+MAX_ROUNDS = 64  # group numbers double each round: 2^63 is a BIGINT's limit (a table needs log2(n / k) rounds)
+
+
+def group_columns(d: int) -> list[str]:
+    """The groups table's columns for d attributes (1-based, in QI order): the group, its count, first-order sums,
+    second-order sums (i <= j), mean, and each principal axis l: its unit vector and its width sqrt(12 lambda_l)."""
+    pairs = [(i, j) for i in range(1, d + 1) for j in range(i, d + 1)]
+    return (
+        ["grp", "n"]
+        + [f"sum_{j}" for j in range(1, d + 1)]
+        + [f"sum_{i}_{j}" for i, j in pairs]
+        + [f"mean_{j}" for j in range(1, d + 1)]
+        + [f"axis_{l}_{j}" for l in range(1, d + 1) for j in range(1, d + 1)]
+        + [f"width_{l}" for l in range(1, d + 1)]
+    )
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """What the grouping made: per group (in group order) its number, count, first-order sums and second-order
+    sums (a d x d list, symmetric); the rounds and statements."""
+
+    groups: list[tuple[int, int, list[float], list[list[float]]]]
+    rounds: int
+    statements: int
+
+
+class Grouping:
+    """The k-d grouping of one table's records on `columns` (numeric, no NULLs), in scratch tables."""
+
+    def __init__(self, db: Database, conn: Connection, source: str, columns: Sequence[str], k: int, prefix: str):
+        self.db, self.conn, self.columns, self.k = db, conn, list(columns), k
+        self.d = len(self.columns)
+        self.source, self.source_ref = db.ref_table(source, self.columns), source
+        self.scratch = Scratch(db, conn, prefix)
+
+    def check(self) -> tuple[int, list[Figures]]:
+        """The source's rows and its attributes' figures, refused where a record lacks a finite number or the
+        table has fewer than k records."""
+        rows, figures = numeric_figures(self.db, self.conn, self.source_ref, self.columns)
+        for column, f in zip(self.columns, figures, strict=True):
+            if f.finite != rows:
+                missing = "NULL" if f.values != rows else "NaN or an infinity"
+                raise DataError(
+                    f"column {column!r} holds {rows - f.finite} records without a number ({missing}); condensation "
+                    "needs a finite number in every record: fill or remove them"
+                )
+        if rows < self.k:
+            raise DataError(f"k = {self.k} is above the table's {rows} records; choose k of at most {rows}")
+        return rows, figures
+
+    def run(self, progress: Progress = silent) -> Grouped:
+        """Group the records and return the groups' statistics."""
+        x = [sa.cast(self.source.c[c], sa.Double).label(f"x{j}") for j, c in enumerate(self.columns)]
+        work = self.scratch.make("work", select(sa.cast(sa.literal(1), sa.BigInteger).label("grp"), *x))
+        done = self.scratch.make("done", select(work).where(sa.false()))
+        # each attribute's variance over the table, what a group's are normalized by (0: never cut along)
+        spread = self.db.execute(self.conn, select(*(func.var_pop(work.c[f"x{j}"]) for j in range(self.d)))).one()
+        weights = [1 / float(v) if v and v > 0 else 0.0 for v in spread]
+        rounds = 0
+        for rounds in range(1, MAX_ROUNDS + 1):
+            cuts = self.scratch.make("cuts", self._cuts(work, weights))
+            progress("condense: grouping (rounds)", rounds, None)
+            self.db.execute(self.conn, sa.insert(done).from_select(list(done.c.keys()), self._final(work, cuts)))
+            self.scratch.statements += 1
+            if self.scratch.count(cuts) == 0:
+                break
+            work = self.scratch.remake(work, self._halves(work, cuts))
+            self.scratch.drop(cuts)
+        else:
+            raise DataError(f"the grouping did not end in {MAX_ROUNDS} rounds")
+        groups = self._statistics(done)
+        self.scratch.drop_all()
+        return Grouped(groups=groups, rounds=rounds, statements=self.scratch.statements)
+
+    def _cuts(self, work: sa.TableClause, weights: Sequence[float]) -> sa.Select[Any]:
+        """Per group of at least 2k records: its count and the attribute it is cut along."""
+        spreads = [func.var_pop(work.c[f"x{j}"]) * weights[j] for j in range(self.d)]
+        g = (
+            select(work.c.grp, func.count().label("n"), *(v.label(f"v{j}") for j, v in enumerate(spreads)))
+            .group_by(work.c.grp)
+            .having(func.count() >= 2 * self.k)
+            .subquery("g")
+        )
+        widest = [
+            (sa.and_(sa.true(), *(g.c[f"v{j}"] >= g.c[f"v{m}"] for m in range(j + 1, self.d))), j)
+            for j in range(self.d - 1)
+        ]
+        dim = sa.case(*widest, else_=self.d - 1) if widest else sa.literal(0)
+        return select(g.c.grp, g.c.n, dim.label("dim"))
+
+    def _final(self, work: sa.TableClause, cuts: sa.TableClause) -> sa.Select[Any]:
+        """The records of groups that are not cut (under 2k records): final."""
+        cut = select(cuts.c.grp).where(cuts.c.grp == work.c.grp)
+        return select(work).where(~cut.exists())
+
+    def _halves(self, work: sa.TableClause, cuts: sa.TableClause) -> sa.Select[Any]:
+        """The records of the groups cut: each to half 2g (the first floor(n/2) in order) or 2g + 1."""
+        xs = [work.c[f"x{j}"] for j in range(self.d)]
+        along = sa.case(*((cuts.c.dim == j, xs[j]) for j in range(self.d)))
+        rank = func.row_number().over(partition_by=work.c.grp, order_by=[along, *xs])
+        half = sa.case((2 * rank > cuts.c.n, 1), else_=0)
+        return select((2 * work.c.grp + half).label("grp"), *xs).select_from(work.join(cuts, cuts.c.grp == work.c.grp))
+
+    def _statistics(self, done: sa.TableClause) -> list[tuple[int, int, list[float], list[list[float]]]]:
+        """Each group's count, first-order and second-order sums (one grouping of the records)."""
+        xs = [done.c[f"x{j}"] for j in range(self.d)]
+        pairs = [(i, j) for i in range(self.d) for j in range(i, self.d)]
+        query = (
+            select(done.c.grp, func.count(), *(func.sum(x) for x in xs), *(func.sum(xs[i] * xs[j]) for i, j in pairs))
+            .group_by(done.c.grp)
+            .order_by(done.c.grp)
+        )
+        found = []
+        for row in self.db.execute(self.conn, query):
+            sums = [float(v) for v in row[2 : 2 + self.d]]
+            second = [[0.0] * self.d for _ in range(self.d)]
+            for (i, j), v in zip(pairs, row[2 + self.d :], strict=True):
+                second[i][j] = second[j][i] = float(v)
+            found.append((int(row[0]), int(row[1]), sums, second))
+        self.scratch.statements += 1
+        return found
+
+
+def synthetic_select(
+    db: Database, conn: Connection, *, groups: str, numbers: str, keys: str, names: Sequence[str]
+) -> str:
+    """The SELECT of the synthetic records: n per group of the groups table `groups` (`group_columns`), the
+    attributes published as `names`, drawn with the key of `keys` (see the module); `numbers`: a table of the
+    whole numbers 1 .. the largest group (column i)."""
+    d = len(names)
+    g = db.ref_table(groups, group_columns(d)).alias("g")
+    r = db.ref_table(numbers, ["i"]).alias("r")
+    key = select(db.ref_table(keys, [KEY_COLUMN]).c[KEY_COLUMN]).scalar_subquery()
+    drawn = [
+        func.md5(func.concat_ws("|", key, sa.cast(g.c.grp, sa.String), sa.cast(r.c.i, sa.String), str(m))).label(
+            f"h{m}"
+        )
+        for m in range((d + 1) // 2)
+    ]
+    draws = select(g, *drawn).select_from(g.join(r, r.c.i <= g.c.n)).subquery("t")
+    fractions = []
+    for axis in range(d):  # two fractions per hash
+        digits = f"substr(t.h{axis // 2}, {1 + 13 * (axis % 2)}, 13)"
+        fractions.append(f"(CAST({db.hex_integer(digits)} AS DOUBLE PRECISION) / {FRACTION} - 0.5)")
+    values: list[sa.ColumnElement[Any]] = []
+    for j in range(1, d + 1):
+        moves = " + ".join(f"t.axis_{l}_{j} * t.width_{l} * {fractions[l - 1]}" for l in range(1, d + 1))
+        values.append(sa.literal_column(f"t.mean_{j} + {moves}").label(names[j - 1]))
+    return db.as_text(conn, select(*values).select_from(draws))
+
+
+def group_figures(
+    db: Database, conn: Connection, groups: str, d: int
+) -> tuple[int, int, int, list[float], list[float]]:
+    """The groups table's groups, smallest and total count, and the totals of its first-order sums and of its
+    second-order sums (i <= j, in `group_columns` order): what its audit compares with the source's."""
+    g = db.ref_table(groups, group_columns(d))
+    pairs = [f"sum_{i}_{j}" for i in range(1, d + 1) for j in range(i, d + 1)]
+    query = select(
+        func.count(),
+        func.min(g.c.n),
+        func.sum(g.c.n),
+        *(func.sum(g.c[f"sum_{j}"]) for j in range(1, d + 1)),
+        *(func.sum(g.c[p]) for p in pairs),
+    )
+    row = db.execute(conn, query).one()
+    return (
+        int(row[0]),
+        int(row[1] or 0),
+        int(row[2] or 0),
+        [float(v) for v in row[3 : 3 + d]],
+        [float(v) for v in row[3 + d :]],
+    )
+
+
+def source_sums(
+    db: Database, conn: Connection, table: str, columns: Sequence[str]
+) -> tuple[int, list[float], list[float]]:
+    """The table's rows, each attribute's sum and each pair's sum of products (i <= j), in one scan."""
+    t = db.ref_table(table, list(columns))
+    xs = [sa.cast(t.c[c], sa.Double) for c in columns]
+    d = len(xs)
+    query = select(
+        func.count(), *(func.sum(x) for x in xs), *(func.sum(xs[i] * xs[j]) for i in range(d) for j in range(i, d))
+    )
+    row = db.execute(conn, query).one()
+    return int(row[0]), [float(v or 0) for v in row[1 : 1 + d]], [float(v or 0) for v in row[1 + d :]]
+
+
+@dataclass
+class Group:
+    """A group's condensed statistics: its number, count, first-order sums (d) and second-order sums (d x d)."""
+
+    grp: int
+    n: int
+    sums: np.ndarray
+    products: np.ndarray
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.sums / self.n
+
+    @property
+    def covariance(self) -> np.ndarray:
+        """C_ij = Sc_ij / n - Fs_i Fs_j / n^2."""
+        return self.products / self.n - np.outer(self.sums, self.sums) / self.n**2
+
+    def halves(self, first: int, second: int) -> tuple[Group, Group]:
+        """The group split in two along its largest eigenvector (the dynamic version, the PPDM chapter's exercise
+        6), numbered `first` and `second`: floor(n/2) and ceil(n/2) records, spread uniformly along that axis over
+        sqrt(12 lambda), so the halves' means lie sqrt(12 lambda) / 2 apart on it (each a quarter of the range from
+        the middle when n is even), and its variance along the axis takes what the two means' spread adds, so that
+        the halves' sums add up to the group's exactly."""
+        values, vectors = np.linalg.eigh(self.covariance)
+        lam, axis = max(float(values[-1]), 0.0), vectors[:, -1]
+        n1, n2 = self.n // 2, self.n - self.n // 2
+        apart = math.sqrt(12 * lam) / 2
+        means = (self.mean - (n2 / self.n) * apart * axis, self.mean + (n1 / self.n) * apart * axis)
+        shrunk = self.covariance - (n1 * n2 / self.n**2) * apart**2 * np.outer(axis, axis)
+        return tuple(  # type: ignore[return-value]  # two
+            Group(grp, n, n * m, n * (shrunk + np.outer(m, m))) for grp, n, m in zip((first, second), (n1, n2), means)
+        )
+
+
+def group_rows(groups: Sequence[Group]) -> list[list[Any]]:
+    """Rows of the groups table (`group_columns`): the statistics, the mean and the principal axes with their
+    widths sqrt(12 lambda) (eigenvalues below 0, rounding's, as 0), decomposed together (numpy)."""
+    if not groups:
+        return []
+    d = len(groups[0].sums)
+    covariances = np.stack([g.covariance for g in groups])
+    values, vectors = np.linalg.eigh((covariances + covariances.transpose(0, 2, 1)) / 2)
+    widths = np.sqrt(12 * np.clip(values, 0, None))
+    upper = [(i, j) for i in range(d) for j in range(i, d)]
+    rows = []
+    for g, width, axes in zip(groups, widths, vectors, strict=True):
+        rows.append(
+            [g.grp, g.n]
+            + [float(v) for v in g.sums]
+            + [float(g.products[i, j]) for i, j in upper]
+            + [float(v) for v in g.mean]
+            + [float(axes[j, l]) for l in range(d) for j in range(d)]  # axis l: eigenvector l (a column)
+            + [float(w) for w in width]
+        )
+    return rows
+
+
+def as_groups(grouped: Grouped) -> list[Group]:
+    return [Group(grp, n, np.array(sums), np.array(products)) for grp, n, sums, products in grouped.groups]

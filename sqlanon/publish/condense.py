@@ -1,0 +1,323 @@
+"""Condensation as a publication method (`output.method: condense`, Aggarwal and Yu; the PPDM chapter's 20.3 and
+exercises 5 and 6): the records grouped into groups of at least k on the numeric quasi-identifiers, and a
+synthetic table of as many records drawn from each group's mean and covariance as it held; the groups'
+condensed statistics kept in `output.groups_table` (by default TABLE_groups) for the dynamic version
+(`condense_add`: new records join their nearest group, a group of 2k splits along its longest eigenvector).
+
+The grouping, the statistics and the synthetic records are SQL (sqlanon.engine.condensation); each group's
+covariance eigen-decomposition, a d x d matrix, is numpy's. The draws' key is `output.noise_key` (as
+randomization's: the same key and groups give the same records; without it, fresh draws every run).
+
+What it guarantees: every published record is drawn from a group of at least k records' first and second
+moments, and no record of the source is published. What it does not: no other criterion (criteria and
+suppression are refused), and the groups table holds each group's exact sums, so it is never granted to the
+output's readers.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from ..backends import Database
+from ..backends.base import ColumnKind
+from ..engine.audit import check_published_columns
+from ..engine.condensation import (
+    Group,
+    Grouping,
+    as_groups,
+    group_columns,
+    group_figures,
+    group_rows,
+    source_sums,
+    synthetic_select,
+)
+from ..engine.randomization import Figures, noise_key_table, numeric_figures
+from ..engine.scratch import Scratch
+from ..errors import AuditError, ConfigError, DataError
+from ..model.job import Job
+from ..model.noise import key_source, read_noise_key
+from ..model.progress import Phases, Progress, silent
+from .methods import PublicationMethod, refuse_criteria
+from .ownership import Ownership
+from .staging import Destination, PublishedTable, Released, preview, staged_table
+
+__all__ = ["Condensation", "CondensationReport", "condense_and_publish"]
+
+#: how far a synthetic attribute's mean may move, in standard errors of the draws' mean, before the audit fails
+MEAN_TOLERANCE = 6.0
+#: relative difference tolerated between two sums of the same products in other orders
+SUM_TOLERANCE = 1e-8
+
+
+class Condensation(PublicationMethod):
+    """Synthetic records drawn from groups of at least k records' condensed statistics."""
+
+    name = "condense"
+    settings = ("k", "groups_table", "noise_key")
+
+    @classmethod
+    def parse(cls, output: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
+        k, table = output.get("k"), output.get("groups_table")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"output.k must be a whole number of at least 1 (the smallest group), got {k!r}")
+        if table is not None and not isinstance(table, str):
+            raise ConfigError(f"output.groups_table must be a table name, got {table!r}")
+        return {"k": k, "groups_table": table, "noise_key": key_source(output.get("noise_key"), base_dir)}
+
+    @classmethod
+    def check(cls, job: Job) -> None:
+        refuse_criteria(job, cls.name, "publishes synthetic records")
+        others = job.sensitive + job.insensitive
+        if others:
+            raise ConfigError(
+                f"output.method condense publishes synthetic records of the quasi-identifiers only, so column "
+                f"{others[0]!r} cannot be published: leave it out (others: drop), or publish by another method"
+            )
+        pseudonyms = [i.column for i in job.identifying if i.action != "drop"]
+        if pseudonyms:
+            raise ConfigError(
+                f"identifying column {pseudonyms[0]!r}: a synthetic record belongs to nobody, so it has no pseudonym; "
+                "drop it"
+            )
+        hierarchies = [qi.column for qi in job.quasi_identifiers if qi.hierarchy is not None or qi.generate]
+        if hierarchies:
+            raise ConfigError(
+                f"quasi-identifier {hierarchies[0]!r} has a hierarchy; condensation reads numbers: list the numeric "
+                "QIs without one (quasi_identifiers: [age, ...])"
+            )
+
+    @classmethod
+    def tables(cls, output: Any) -> list[str]:
+        return [output.table, cls.groups_table(output)]
+
+    @staticmethod
+    def groups_table(output: Any) -> str:
+        """The table of the groups' statistics: output.groups_table, by default TABLE_groups."""
+        return str(output.settings.get("groups_table") or f"{output.table}_groups")
+
+
+@dataclass(kw_only=True)
+class CondensationReport(Released):
+    """What `condense` published: the synthetic table and the groups table, the groups' sizes, the rounds of the
+    grouping, whether the draws can be made again (the job's key), the audit, the first rows and the seconds."""
+
+    output: str
+    groups_table: str
+    rows: int
+    k: int
+    groups: int
+    smallest: int
+    largest: int
+    rounds: int
+    statements: int
+    reproducible: bool
+    audit: dict[str, bool]
+    preview: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": Condensation.name,
+            "output": self.output,
+            "groups_table": self.groups_table,
+            "rows": self.rows,
+            "k": self.k,
+            "groups": self.groups,
+            "smallest_group": self.smallest,
+            "largest_group": self.largest,
+            "rounds": self.rounds,
+            "statements": self.statements,
+            "reproducible": self.reproducible,
+            "audit": self.audit,
+            "seconds": round(self.seconds, 3),
+            "preview": self.preview,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class CondensedTables:
+    """Where a condensation publishes: the synthetic table and the groups table (never granted)."""
+
+    synthetic: Destination
+    groups: Destination
+
+
+def condense_and_publish(
+    db: Database,
+    conn: Connection,
+    *,
+    job: Job,
+    columns: dict[str, str],
+    tables: CondensedTables,
+    ownership: Ownership,
+    run_id: int,
+    progress: Progress = silent,
+) -> CondensationReport:
+    """Group the job's source, publish its groups table and its synthetic table, each written and audited, in the
+    caller's transaction (`columns`: the source's columns and their types)."""
+    assert job.output is not None
+    started = time.perf_counter()
+    phases = Phases(progress, "condense", 3)
+    phases.step("grouping")
+    names = numeric_qis(db, job, columns)
+    k = int(job.output.settings["k"])
+    source = db.q(tables.synthetic.source.schema, tables.synthetic.source.table)
+    grouping = Grouping(db, conn, source, names, k, f"condense_{run_id}")
+    rows, _ = grouping.check()
+    grouped = grouping.run(progress)
+    groups = as_groups(grouped)
+    phases.step("writing the tables")
+    key, reproducible = read_noise_key(job.output.settings["noise_key"])
+    audit, statements = publish_groups(
+        db,
+        conn,
+        k=k,
+        groups=groups,
+        names=names,
+        key=key,
+        tables=tables,
+        expected=source_sums(db, conn, source, names),
+        ownership=ownership,
+        run_id=run_id,
+        phases=phases,
+    )
+    sizes = [g.n for g in groups]
+    return CondensationReport(
+        output=str(tables.synthetic.name),
+        groups_table=str(tables.groups.name),
+        rows=rows,
+        k=k,
+        groups=len(groups),
+        smallest=min(sizes),
+        largest=max(sizes),
+        rounds=grouped.rounds,
+        statements=grouped.statements + statements,
+        reproducible=reproducible,
+        audit=audit,
+        preview=preview(db, conn, tables.synthetic.name),
+        seconds=time.perf_counter() - started,
+        release=PublishedTable.of(db, tables.synthetic.name),
+    )
+
+
+def numeric_qis(db: Database, job: Job, columns: dict[str, str]) -> list[str]:
+    """The job's QIs as the source spells them, each of which must hold numbers."""
+    found = []
+    for qi in job.qi_names:
+        column = next((c for c in columns if db.same_name(c, qi)), qi)
+        if db.column_kind(columns.get(column, "")) is ColumnKind.OTHER:
+            raise DataError(
+                f"quasi-identifier {column!r} holds {columns.get(column)}, not numbers; condensation reads numbers: "
+                "publish the others generalized, or leave them out"
+            )
+        found.append(column)
+    return found
+
+
+def publish_groups(
+    db: Database,
+    conn: Connection,
+    *,
+    k: int,
+    groups: list[Group],
+    names: list[str],
+    key: bytes,
+    tables: CondensedTables,
+    expected: tuple[int, list[float], list[float]],
+    ownership: Ownership,
+    run_id: int,
+    phases: Phases,
+) -> tuple[dict[str, bool], int]:
+    """Write the groups table of `groups` and the synthetic table drawn from them (`key`), each audited: the groups
+    against `expected` (the records' count, sums and sums of products, as `source_sums` gives them), the synthetic
+    records against the groups. The audit's figures and the statements run."""
+    d = len(names)
+    scratch = Scratch(db, conn, f"condensed_{run_id}")
+    kinds = ["BIGINT", "BIGINT"] + ["DOUBLE PRECISION"] * (len(group_columns(d)) - 2)
+    made = scratch.make_from_rows("groups", list(zip(group_columns(d), kinds, strict=True)), group_rows(groups))
+    largest = max(g.n for g in groups)
+    numbers = scratch.make_from_rows("numbers", [("i", "BIGINT")], [(i,) for i in range(1, largest + 1)])
+    with staged_table(
+        db,
+        conn,
+        destination=tables.groups,
+        select=db.as_text(conn, select(made)),
+        ownership=ownership,
+        run_id=run_id,
+    ) as staged:
+        audit = audit_groups(str(tables.groups.name), group_figures(db, conn, staged.ref, d), expected, k)
+        staged.audited(len(groups))
+    phases.step("auditing")
+    with noise_key_table(db, conn, key) as keys:
+        synthetic = synthetic_select(
+            db, conn, groups=scratch.ref_of(made), numbers=scratch.ref_of(numbers), keys=keys, names=names
+        )
+        name = str(tables.synthetic.name)
+        with staged_table(
+            db, conn, destination=tables.synthetic, select=synthetic, ownership=ownership, run_id=run_id
+        ) as staged:
+            check_published_columns(db, conn, staged.ref, name, names)
+            figures = numeric_figures(db, conn, staged.ref, names)
+            audit |= audit_synthetic(name, names, figures, groups)
+            staged.audited(figures[0])
+    statements = scratch.statements + 6  # the two tables' writes, audits and checks
+    scratch.drop_all()
+    return audit, statements
+
+
+def audit_groups(
+    name: str,
+    found: tuple[int, int, int, list[float], list[float]],
+    expected: tuple[int, list[float], list[float]],
+    k: int,
+) -> dict[str, bool]:
+    """The groups table as written (`group_figures`), against the records' own figures (`source_sums`, a query of
+    their own): every group holds at least k records, and the groups' counts, sums and sums of products add up
+    to the records'. Raises AuditError on the first that fails."""
+    _, smallest, total, sums, products = found
+    rows, record_sums, record_products = expected
+    holds = {
+        f"every group holds at least k = {k} records": smallest >= k,
+        "the groups hold every record": total == rows,
+        "the groups' sums are the records'": all(map(_close, sums, record_sums)),
+        "the groups' sums of products are the records'": all(map(_close, products, record_products)),
+    }
+    return _passed(name, holds)
+
+
+def audit_synthetic(
+    name: str, names: list[str], figures: tuple[int, list[Figures]], groups: list[Group]
+) -> dict[str, bool]:
+    """The synthetic table as written, against its groups: as many records as they hold, every value a finite
+    number, and each attribute's mean within MEAN_TOLERANCE standard errors of the groups' (the draws are
+    centred on each group's mean, with its covariance: the mean of n of them has a variance of the sum of the
+    groups' n C_jj over n^2)."""
+    written, found = figures
+    total = sum(g.n for g in groups)
+    holds = {"as many synthetic records as the groups hold": written == total}
+    for j, (column, f) in enumerate(zip(names, found, strict=True)):
+        expected = math.fsum(float(g.sums[j]) for g in groups) / total
+        spread = math.fsum(max(float(g.n * g.covariance[j, j]), 0.0) for g in groups)
+        bound = MEAN_TOLERANCE * math.sqrt(spread) / total + SUM_TOLERANCE * max(1.0, abs(expected))
+        holds[f"{column}: finite numbers"] = f.finite == written
+        holds[f"{column}: mean kept"] = f.mean is not None and abs(f.mean - expected) <= bound
+    return _passed(name, holds)
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= SUM_TOLERANCE * max(1.0, abs(a), abs(b))
+
+
+def _passed(name: str, holds: dict[str, bool]) -> dict[str, bool]:
+    failed = [what for what, ok in holds.items() if not ok]
+    if failed:
+        raise AuditError(f"table {name!r} failed its audit ({failed[0]}); nothing was written")
+    return holds

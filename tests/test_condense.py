@@ -1,0 +1,254 @@
+"""Condensation (output.method condense): the grouping against an independent k-d grouping in Python, the groups'
+statistics, the synthetic records against their definition computed in Python, the covariance they keep, the
+groups table kept from the output's readers, and bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import statistics
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from sqlanon import anonymize, condense, job_from_dict
+from sqlanon.errors import ConfigError, DataError
+from sqlanon.publish.condense import CondensationReport
+
+from .conftest import PG_URL, user_tables
+
+KEY = "a-key-of-the-tests-0123456789abcdef"
+QIS = ["age", "income", "hours"]
+
+
+def _people(url: str, rows: list[tuple[Any, ...]], schema: str | None = None) -> None:
+    table = f'"{schema}".people' if schema else "people"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE TABLE {table} (age INTEGER, income INTEGER, hours DOUBLE PRECISION)")
+        conn.execute(sa.text(f"INSERT INTO {table} VALUES (:a, :i, :h)"), [dict(zip("aih", r)) for r in rows])
+    engine.dispose()
+
+
+def _rows(n: int, seed: int = 5) -> list[tuple[int, int, float]]:
+    """Three correlated attributes (income and hours grow with age), some records repeated."""
+    rng = random.Random(seed)
+    found = []
+    for _ in range(n):
+        age = rng.randint(18, 80)
+        found.append((age, int(age * 900 + rng.gauss(0, 8000)), round(20 + age / 4 + rng.gauss(0, 5), 1)))
+    return found + found[:7]
+
+
+def _job(url: str, k: int, schema: str | None = None, **output: Any):
+    source = {"url": url, "table": "people", **({"schema": schema} if schema else {})}
+    return job_from_dict(
+        {
+            "source": source,
+            "quasi_identifiers": QIS,
+            "output": {"table": "people_synthetic", "method": "condense", "k": k, **output},
+        }
+    )
+
+
+def _keyed(monkeypatch) -> dict[str, Any]:
+    monkeypatch.setenv("TEST_NOISE_KEY", KEY)
+    return {"noise_key": {"key_env": "TEST_NOISE_KEY"}}
+
+
+def reference_groups(points: list[tuple[float, ...]], k: int) -> dict[int, list[tuple[float, ...]]]:
+    """The k-d grouping as the module states it, in Python: a group of at least 2k records is cut in halves
+    (floor(n/2) first) along the attribute of largest variance over the table's, records in order of that attribute
+    and then of all; halves numbered 2g and 2g + 1."""
+    d = len(points[0])
+    weights = [1 / v if (v := statistics.pvariance([p[j] for p in points])) > 0 else 0.0 for j in range(d)]
+    open_groups, final = {1: points}, {}
+    while open_groups:
+        following = {}
+        for g, members in open_groups.items():
+            if len(members) < 2 * k:
+                final[g] = members
+                continue
+            spreads = [statistics.pvariance([p[j] for p in members]) * weights[j] for j in range(d)]
+            dim = spreads.index(max(spreads))
+            ordered = sorted(members, key=lambda p: (p[dim], *p))
+            following[2 * g], following[2 * g + 1] = ordered[: len(members) // 2], ordered[len(members) // 2 :]
+        open_groups = following
+    return final
+
+
+def groups_table(url: str, schema: str | None = None) -> list[dict[str, Any]]:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        table = f'"{schema}".people_synthetic_groups' if schema else "people_synthetic_groups"
+        found = [dict(r._mapping) for r in conn.exec_driver_sql(f"SELECT * FROM {table} ORDER BY grp")]
+    engine.dispose()
+    return found
+
+
+def synthetic(url: str, schema: str | None = None) -> list[tuple[float, ...]]:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        table = f'"{schema}".people_synthetic' if schema else "people_synthetic"
+        found = [tuple(r) for r in conn.exec_driver_sql(f"SELECT age, income, hours FROM {table}")]
+    engine.dispose()
+    return found
+
+
+def expected_records(groups: list[dict[str, Any]], key: str, d: int) -> Counter:
+    """The synthetic records from the groups table, computed in Python from the definition: draw i of group g reads
+    md5(key|g|i|m) for pair m, two 52-bit fractions each; the record is the mean plus, along each axis, its width
+    times (fraction - 1/2)."""
+    found: Counter = Counter()
+    for g in groups:
+        for i in range(1, g["n"] + 1):
+            hashes = [hashlib.md5(f"{key}|{g['grp']}|{i}|{m}".encode()).hexdigest() for m in range((d + 1) // 2)]
+            u = [int(hashes[a // 2][13 * (a % 2) : 13 * (a % 2) + 13], 16) / 2**52 - 0.5 for a in range(d)]
+            record = [
+                g[f"mean_{j}"] + sum(g[f"axis_{l}_{j}"] * g[f"width_{l}"] * u[l - 1] for l in range(1, d + 1))
+                for j in range(1, d + 1)
+            ]
+            found[tuple(round(v, 6) for v in record)] += 1
+    return found
+
+
+@pytest.mark.parametrize("engine_name", ["duckdb", "postgres"])
+def test_the_groups_are_the_kd_grouping_and_the_records_their_draws(duck_url, request, monkeypatch, engine_name):
+    rows = _rows(600)
+    url, schema = duck_url, None
+    if engine_name == "postgres":
+        url, schema = PG_URL, request.getfixturevalue("pg_schema")
+    _people(url, rows, schema)
+    k = 7
+    report = anonymize(_job(url, k, schema, **_keyed(monkeypatch)))
+    assert isinstance(report, CondensationReport) and all(report.audit.values()) and report.rows == len(rows)
+    expected = reference_groups([tuple(float(v) for v in r) for r in rows], k)
+    found = groups_table(url, schema)
+    assert [g["grp"] for g in found] == sorted(expected)
+    for g in found:
+        members = np.array(expected[g["grp"]])
+        assert g["n"] == len(members) and k <= g["n"] < 2 * k
+        assert [g[f"sum_{j}"] for j in (1, 2, 3)] == pytest.approx(members.sum(axis=0).tolist(), rel=1e-12)
+        assert g["sum_1_2"] == pytest.approx(float((members[:, 0] * members[:, 1]).sum()), rel=1e-12)
+        covariance = np.cov(members.T, bias=True)
+        axes = np.array([[g[f"axis_{l}_{j}"] for l in (1, 2, 3)] for j in (1, 2, 3)])
+        widths = np.array([g[f"width_{l}"] for l in (1, 2, 3)])
+        rebuilt = axes @ np.diag(widths**2 / 12) @ axes.T  # V diag(lambda) V'
+        assert rebuilt == pytest.approx(covariance, rel=1e-6, abs=1e-6 * np.abs(covariance).max())
+    assert Counter(tuple(round(v, 6) for v in r) for r in synthetic(url, schema)) == expected_records(
+        found, KEY.encode().hex(), 3
+    )
+    assert (report.groups, report.smallest, report.largest) == (
+        len(found),
+        min(len(m) for m in expected.values()),
+        max(len(m) for m in expected.values()),
+    )
+
+
+def test_the_synthetic_table_keeps_the_covariance(duck_url):
+    rows = _rows(4000)
+    _people(duck_url, rows)
+    condense(_job(duck_url, 10))
+    original = np.corrcoef(np.array(rows, dtype=float).T)
+    drawn = np.corrcoef(np.array(synthetic(duck_url)).T)
+    assert np.abs(original - drawn).max() < 0.03
+    means = np.array(rows, dtype=float).mean(axis=0)
+    assert np.array(synthetic(duck_url)).mean(axis=0) == pytest.approx(means, rel=0.01)
+
+
+def test_the_same_key_draws_the_same_records_and_no_key_new_ones(duck_url, monkeypatch):
+    _people(duck_url, _rows(300))
+    anonymize(_job(duck_url, 5, **_keyed(monkeypatch)))
+    first = Counter(synthetic(duck_url))
+    anonymize(_job(duck_url, 5, **_keyed(monkeypatch)), replace=True)
+    assert Counter(synthetic(duck_url)) == first
+    fresh = anonymize(_job(duck_url, 5), replace=True)
+    assert not fresh.reproducible and Counter(synthetic(duck_url)) != first
+
+
+def test_the_groups_table_is_not_granted_to_the_readers(pg_schema):
+    _people(PG_URL, _rows(200), pg_schema)
+    engine = sa.create_engine(PG_URL)
+    role = f"{pg_schema}_reader"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE ROLE "{role}"')
+        conn.exec_driver_sql(f'GRANT USAGE ON SCHEMA "{pg_schema}" TO "{role}"')
+    try:
+        condense(_job(PG_URL, 5, pg_schema, grant_to=[role]))
+        with engine.connect() as conn:
+            granted = {
+                table: conn.execute(
+                    sa.text("SELECT has_table_privilege(:r, :t, 'SELECT')"), {"r": role, "t": f'"{pg_schema}".{table}'}
+                ).scalar()
+                for table in ("people_synthetic", "people_synthetic_groups")
+            }
+        assert granted == {"people_synthetic": True, "people_synthetic_groups": False}
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
+        engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"k": 0}, "output.k must be a whole number of at least 1"),
+        ({"k": True}, "output.k must be a whole number of at least 1"),
+        ({"k": 2.5}, "output.k must be a whole number of at least 1"),
+        ({"k": 3, "noise_key": {"key_env": ""}}, "output.noise_key.key_env must be a name"),
+    ],
+)
+def test_bad_settings_are_refused_when_the_job_is_read(duck_url, change, error):
+    with pytest.raises(ConfigError, match=error):
+        job_from_dict(
+            {
+                "source": {"url": duck_url, "table": "people"},
+                "quasi_identifiers": QIS,
+                "output": {"table": "people_synthetic", "method": "condense", **change},
+            }
+        )
+
+
+@pytest.mark.filterwarnings("ignore:others. drop leaves")
+def test_what_condensation_cannot_publish_is_refused_and_nothing_written(duck_url):
+    _people(duck_url, _rows(30))
+    before = user_tables(duck_url)
+    with pytest.raises(DataError, match="k = 100 is above the table's 37 records"):
+        condense(_job(duck_url, 100))
+    engine = sa.create_engine(duck_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE people SET income = NULL WHERE age = (SELECT MIN(age) FROM people)")
+    with pytest.raises(DataError, match="column 'income' holds .* records without a number \\(NULL\\)"):
+        condense(_job(duck_url, 5))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE people SET income = 1 WHERE income IS NULL")
+        conn.exec_driver_sql("UPDATE people SET hours = 'NaN' WHERE age = (SELECT MAX(age) FROM people)")
+    with pytest.raises(DataError, match="column 'hours' holds .* records without a number \\(NaN or an infinity\\)"):
+        condense(_job(duck_url, 5))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE people ADD COLUMN city VARCHAR")
+    engine.dispose()
+    config = {
+        "source": {"url": duck_url, "table": "people"},
+        "quasi_identifiers": ["age", "city"],
+        "others": "drop",
+        "output": {"table": "people_synthetic", "method": "condense", "k": 2},
+    }
+    with pytest.raises(DataError, match="quasi-identifier 'city' holds VARCHAR, not numbers"):
+        condense(job_from_dict(config))
+    assert user_tables(duck_url) == before
+    refused = {
+        "criteria": ({"criteria": {"k_anonymity": {"k": 2}}}, "publishes synthetic records and checks no criteria"),
+        "insensitive": ({"insensitive": ["city"]}, "column 'city' cannot be published"),
+        "pseudonym": (
+            {"identifying": {"city": {"pseudonym": {"key_env": "X"}}}},
+            "a synthetic record belongs to nobody",
+        ),
+    }
+    for change, error in refused.values():
+        with pytest.raises(ConfigError, match=error):
+            job_from_dict({**config, "quasi_identifiers": ["age"], **change})
