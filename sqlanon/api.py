@@ -56,7 +56,7 @@ from .model.progress import Phases
 from .publish import ledger
 from .publish.anatomy import Anatomy, AnatomyReport, BucketTargets, publish_bucketized
 from .publish.batches import published_node, refuse_violating_batch
-from .publish.condense import Condensation, CondensationReport, CondensedTables, condense_and_publish
+from .publish.condense import Condensation, CondensationReport, CondensedTables, add_and_publish, condense_and_publish
 from .publish.generalize import Generalization
 from .publish.identifiers import Pseudonyms, hmac_pads
 from .publish.ledger import ReleaseLedger
@@ -380,6 +380,42 @@ def condense(job: Job, options: RunOptions | None = None, replace: bool = False)
                 groups=Destination(name=groups_target.name, source=target.source, replace=replace),
             )
             report = condense_and_publish(
+                run.db,
+                run.conn,
+                job=run.job,
+                columns=run.columns,
+                tables=tables,
+                ownership=run.ownership,
+                run_id=run.id,
+                progress=options.progress,
+            )
+        run.finish(report.to_dict())
+    return report
+
+
+def condense_add(
+    job: Job, batch: str, batch_schema: str | None = None, options: RunOptions | None = None
+) -> CondensationReport:
+    """Condensation's dynamic version: the records of `batch` (a table with the job's QIs) join the groups that
+    `condense` kept in `output.groups_table`, each its nearest group, a group of 2k splitting in two along its
+    longest eigenvector; the groups table and the synthetic table are written anew, audited, in one transaction.
+    The job's source is not read: only the groups' statistics are kept of earlier records."""
+    options = options or RunOptions()
+    output = method_output(job, Condensation.name, "k: K")
+    job = on_db(job, options.db_url)
+    source = dataclasses.replace(job.source, table=batch, schema=batch_schema or job.source.schema, csv=None)
+    batch_job = dataclasses.replace(job, source=source)
+    target = Target(output=output, replace=True)
+    kept = dataclasses.replace(output, table=Condensation.groups_table(output))
+    groups_target = Target(output=kept, replace=True, setting="output.groups_table")
+    what = "a condensed publication"
+    with table_run(batch_job, options, "condense-add", targets=[target, groups_target], transactional=what) as run:
+        with run.conn.begin():  # both tables, audited, or nothing
+            tables = CondensedTables(
+                synthetic=Destination(name=target.name, source=target.source, replace=True, grant_to=output.grant_to),
+                groups=Destination(name=groups_target.name, source=target.source, replace=True),
+            )
+            report = add_and_publish(
                 run.db,
                 run.conn,
                 job=run.job,

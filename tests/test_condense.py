@@ -5,6 +5,7 @@ groups table kept from the output's readers, and bad input."""
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import statistics
 from collections import Counter
@@ -14,7 +15,8 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from sqlanon import anonymize, condense, job_from_dict
+from sqlanon import anonymize, condense, condense_add, job_from_dict
+from sqlanon.engine.condensation import Group
 from sqlanon.errors import ConfigError, DataError
 from sqlanon.publish.condense import CondensationReport
 
@@ -252,3 +254,104 @@ def test_what_condensation_cannot_publish_is_refused_and_nothing_written(duck_ur
     for change, error in refused.values():
         with pytest.raises(ConfigError, match=error):
             job_from_dict({**config, "quasi_identifiers": ["age"], **change})
+
+
+def _batch(url: str, rows: list[tuple[Any, ...]], schema: str | None = None) -> None:
+    table = f'"{schema}".batch' if schema else "batch"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE TABLE {table} (age INTEGER, income INTEGER, hours DOUBLE PRECISION)")
+        conn.execute(sa.text(f"INSERT INTO {table} VALUES (:a, :i, :h)"), [dict(zip("aih", r)) for r in rows])
+    engine.dispose()
+
+
+def test_a_split_is_the_exercise_s_closed_form():
+    """Exercise 6: a group of 2k records spread uniformly along its longest eigenvector V (eigenvalue lambda)
+    splits into halves whose means are mu +- sqrt(12 lambda) / 4 V, with variance lambda / 4 along V and the rest
+    unchanged; the halves' sums add up to the group's."""
+    rng = np.random.default_rng(1)
+    points = rng.normal(size=(10, 3)) @ np.array([[3.0, 1, 0], [0, 1, 0.5], [0, 0, 0.2]])
+    group = Group(7, 10, points.sum(axis=0), points.T @ points)
+    values, vectors = np.linalg.eigh(group.covariance)
+    lam, axis = values[-1], vectors[:, -1]
+    first, second = group.halves(8, 9)
+    assert (first.grp, first.n, second.grp, second.n) == (8, 5, 9, 5)
+    offsets = sorted([first.mean - group.mean, second.mean - group.mean], key=lambda v: float(v @ axis))
+    assert offsets[0] == pytest.approx(-math.sqrt(12 * lam) / 4 * axis)
+    assert offsets[1] == pytest.approx(math.sqrt(12 * lam) / 4 * axis)
+    expected = group.covariance - 0.75 * lam * np.outer(axis, axis)
+    assert first.covariance == pytest.approx(expected) and second.covariance == pytest.approx(expected)
+    assert first.sums + second.sums == pytest.approx(group.sums)
+    assert first.products + second.products == pytest.approx(group.products)
+
+
+def reference_addition(
+    before: list[dict[str, Any]], batch: list[tuple[float, ...]]
+) -> dict[int, tuple[int, list[float]]]:
+    """Each batch record to the group of nearest mean (squared distance, each attribute over its variance over
+    the groups' records; ties to the lowest group), in Python: the touched groups' counts and sums."""
+    total = sum(g["n"] for g in before)
+    weights = []
+    for j in (1, 2, 3):
+        mean = sum(g[f"sum_{j}"] for g in before) / total
+        weights.append(1 / (sum(g[f"sum_{j}_{j}"] for g in before) / total - mean * mean))
+    touched: dict[int, tuple[int, list[float]]] = {}
+    for record in batch:
+        grp = min(
+            before,
+            key=lambda g: (
+                sum(w * (x - g[f"mean_{j}"]) ** 2 for j, (w, x) in enumerate(zip(weights, record), 1)),
+                g["grp"],
+            ),
+        )
+        n, sums = touched.get(grp["grp"], (grp["n"], [grp[f"sum_{j}"] for j in (1, 2, 3)]))
+        touched[grp["grp"]] = (n + 1, [s + x for s, x in zip(sums, record)])
+    return touched
+
+
+@pytest.mark.parametrize("engine_name", ["duckdb", "postgres"])
+def test_new_records_join_their_nearest_groups_which_split_at_2k(duck_url, request, monkeypatch, engine_name):
+    url, schema = duck_url, None
+    if engine_name == "postgres":
+        url, schema = PG_URL, request.getfixturevalue("pg_schema")
+    rows = _rows(400)
+    first, added = rows[:300], rows[300:]
+    _people(url, first, schema)
+    _batch(url, added, schema)
+    job = _job(url, 5, schema, **_keyed(monkeypatch))
+    condense(job)
+    before = groups_table(url, schema)
+    report = condense_add(job, "batch")
+    assert report.added == len(added) and report.rows == len(rows) and all(report.audit.values())
+    after = {g["grp"]: g for g in groups_table(url, schema)}
+    touched = reference_addition(before, [tuple(float(v) for v in r) for r in added])
+    untouched = [g for g in before if g["grp"] not in touched]
+    assert all(after[g["grp"]] == g for g in untouched)  # the groups no record joined are kept as they were
+    grown = {grp: n for grp, (n, _) in touched.items()}
+    assert sum(1 for n in grown.values() if n >= 10) == report.splits  # each split once (no group reached 4k)
+    for grp, (n, sums) in touched.items():
+        if n < 10:
+            assert after[grp]["n"] == n and [after[grp][f"sum_{j}"] for j in (1, 2, 3)] == pytest.approx(sums)
+        else:
+            assert grp not in after
+    assert all(5 <= g["n"] < 10 for g in after.values())
+    totals = np.array(rows, dtype=float).sum(axis=0)
+    assert [sum(g[f"sum_{j}"] for g in after.values()) for j in (1, 2, 3)] == pytest.approx(totals.tolist())
+    assert len(synthetic(url, schema)) == len(rows)
+    # the groups no record joined draw the same records as before (the same key, group and draw numbers)
+    assert expected_records(untouched, KEY.encode().hex(), 3) <= Counter(
+        tuple(round(v, 6) for v in r) for r in synthetic(url, schema)
+    )
+
+
+def test_an_addition_needs_the_groups_and_numbers(duck_url):
+    _people(duck_url, _rows(50))
+    _batch(duck_url, [(30, 1000, None)])
+    job = _job(duck_url, 5)
+    with pytest.raises(DataError, match="no groups table 'main.people_synthetic_groups': publish the job first"):
+        condense_add(job, "batch")
+    condense(job)
+    before = groups_table(duck_url)
+    with pytest.raises(DataError, match="column 'hours' holds 1 records without a number"):
+        condense_add(job, "batch")
+    assert groups_table(duck_url) == before

@@ -41,6 +41,7 @@ from ..api import (
     anonymize,
     apply,
     audit,
+    condense_add,
     create_key,
     generalize,
     hierarchies,
@@ -1072,6 +1073,29 @@ def _option_pair(text: str) -> tuple[str, str]:
     return name.strip(), value
 
 
+@main.command("condense-add")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--table", "batch", required=True, help="The new records: a table with the job's quasi-identifiers.")
+@click.option("--schema", default=None, help="Schema of the table (default: the source's).")
+@DB_OPTION
+@SCHEMA_OPTION
+@output_format
+def condense_add_command(
+    config: Path, batch: str, schema: str | None, db_url: str | None, metadata_schema: str, fmt: str
+) -> None:
+    """Add new records to a condensed publication (output.method condense).
+
+    Each record of --table joins the group whose mean is nearest; a
+    group that reaches 2k records splits in two along its longest
+    eigenvector. The groups table and the synthetic table are written
+    anew and audited in one transaction; the job's source is not read.
+    """
+    with _progress(fmt) as progress:
+        options = RunOptions(db_url=db_url, metadata_schema=metadata_schema, progress=progress)
+        published = condense_add(load_job(config), batch, schema, options)
+    _show(published, fmt)
+
+
 @main.command("reconstruct")
 @click.argument("table")
 @click.option("--column", required=True, help="The randomized column.")
@@ -1706,6 +1730,8 @@ def _show_condensed(report: CondensationReport, fmt: str) -> None:
         ["rounds (statements)", f"{report.rounds} ({report.statements})"],
         ["the same records again", "with the job's noise_key" if report.reproducible else "never (no key)"],
     ]
+    if report.added:
+        figures += [["records added", str(report.added)], ["groups split", str(report.splits)]]
     figures += [[f"audit: {name}", "holds" if ok else "FAILS"] for name, ok in report.audit.items()]
     _print_rows("Published condensed (synthetic records), audited:", ["figure", "value"], figures, fmt)
     if fmt == "table" and report.preview:

@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..errors import DataError
 from ..model.progress import Progress, silent
-from .randomization import FRACTION, KEY_COLUMN, Figures, numeric_figures
+from .randomization import FRACTION, KEY_COLUMN, numeric_figures
 from .scratch import Scratch
 
 MAX_ROUNDS = 64  # group numbers double each round: 2^63 is a BIGINT's limit (a table needs log2(n / k) rounds)
@@ -62,6 +62,19 @@ class Grouped:
     statements: int
 
 
+def checked_records(db: Database, conn: Connection, table: str, columns: Sequence[str]) -> int:
+    """The table's records, refused where one lacks a finite number in one of `columns`."""
+    rows, figures = numeric_figures(db, conn, table, columns)
+    for column, f in zip(columns, figures, strict=True):
+        if f.finite != rows:
+            missing = "NULL" if f.values != rows else "NaN or an infinity"
+            raise DataError(
+                f"column {column!r} holds {rows - f.finite} records without a number ({missing}); condensation "
+                "needs a finite number in every record: fill or remove them"
+            )
+    return rows
+
+
 class Grouping:
     """The k-d grouping of one table's records on `columns` (numeric, no NULLs), in scratch tables."""
 
@@ -71,20 +84,13 @@ class Grouping:
         self.source, self.source_ref = db.ref_table(source, self.columns), source
         self.scratch = Scratch(db, conn, prefix)
 
-    def check(self) -> tuple[int, list[Figures]]:
-        """The source's rows and its attributes' figures, refused where a record lacks a finite number or the
-        table has fewer than k records."""
-        rows, figures = numeric_figures(self.db, self.conn, self.source_ref, self.columns)
-        for column, f in zip(self.columns, figures, strict=True):
-            if f.finite != rows:
-                missing = "NULL" if f.values != rows else "NaN or an infinity"
-                raise DataError(
-                    f"column {column!r} holds {rows - f.finite} records without a number ({missing}); condensation "
-                    "needs a finite number in every record: fill or remove them"
-                )
+    def check(self) -> int:
+        """The source's rows, refused where a record lacks a finite number or the table has fewer than k
+        records."""
+        rows = checked_records(self.db, self.conn, self.source_ref, self.columns)
         if rows < self.k:
             raise DataError(f"k = {self.k} is above the table's {rows} records; choose k of at most {rows}")
-        return rows, figures
+        return rows
 
     def run(self, progress: Progress = silent) -> Grouped:
         """Group the records and return the groups' statistics."""
@@ -187,28 +193,122 @@ def synthetic_select(
     return db.as_text(conn, select(*values).select_from(draws))
 
 
-def group_figures(
-    db: Database, conn: Connection, groups: str, d: int
-) -> tuple[int, int, int, list[float], list[float]]:
-    """The groups table's groups, smallest and total count, and the totals of its first-order sums and of its
-    second-order sums (i <= j, in `group_columns` order): what its audit compares with the source's."""
+@dataclass(frozen=True)
+class GroupFigures:
+    """A groups table's figures (one scan of it): its groups, smallest and largest count, total count, the totals
+    of its first-order sums and of its second-order sums (i <= j, in `group_columns` order), and per attribute
+    the sum over groups of n C_jj (Sc_jj - Fs_j^2 / n: the variance the synthetic draws add to a mean of them)."""
+
+    groups: int
+    smallest: int
+    largest: int
+    total: int
+    sums: list[float]
+    products: list[float]
+    spread: list[float]
+
+
+def group_figures(db: Database, conn: Connection, groups: str, d: int) -> GroupFigures:
+    """`GroupFigures` of the groups table `groups` (`group_columns` of d attributes)."""
     g = db.ref_table(groups, group_columns(d))
     pairs = [f"sum_{i}_{j}" for i in range(1, d + 1) for j in range(i, d + 1)]
+    n = sa.cast(g.c.n, sa.Double)
+    spread = [func.sum(g.c[f"sum_{j}_{j}"] - g.c[f"sum_{j}"] * g.c[f"sum_{j}"] / n) for j in range(1, d + 1)]
     query = select(
         func.count(),
         func.min(g.c.n),
+        func.max(g.c.n),
         func.sum(g.c.n),
         *(func.sum(g.c[f"sum_{j}"]) for j in range(1, d + 1)),
         *(func.sum(g.c[p]) for p in pairs),
+        *spread,
     )
-    row = db.execute(conn, query).one()
-    return (
-        int(row[0]),
-        int(row[1] or 0),
-        int(row[2] or 0),
-        [float(v) for v in row[3 : 3 + d]],
-        [float(v) for v in row[3 + d :]],
+    row = [0 if v is None else v for v in db.execute(conn, query).one()]
+    floats = [float(v) for v in row[4:]]
+    return GroupFigures(
+        groups=int(row[0]),
+        smallest=int(row[1]),
+        largest=int(row[2]),
+        total=int(row[3]),
+        sums=floats[:d],
+        products=floats[d : d + len(pairs)],
+        spread=floats[d + len(pairs) :],
     )
+
+
+def nearest_groups(
+    scratch: Scratch, batch: str, columns: Sequence[str], groups: str, weights: Sequence[float]
+) -> sa.TableClause:
+    """A scratch table of `batch`'s records (x0 .., as doubles) with the group each joins (grp): the one whose mean
+    is nearest, by the squared distance weighted per attribute (`weights`; ties: the lowest group number). Two
+    passes over the pairs of records and groups, each a grouping (hashed, not sorted): the least distance per
+    record, then the lowest group at that distance."""
+    db, d = scratch.db, len(columns)
+    source = db.ref_table(batch, list(columns))
+    xs = [sa.cast(source.c[c], sa.Double).label(f"x{j}") for j, c in enumerate(columns)]
+    b = scratch.make("batch", select(func.row_number().over().label("rid"), *xs))
+    g = db.ref_table(groups, group_columns(d))
+
+    def distance() -> sa.ColumnElement[Any]:
+        return sum(
+            (
+                weights[j] * (b.c[f"x{j}"] - g.c[f"mean_{j + 1}"]) * (b.c[f"x{j}"] - g.c[f"mean_{j + 1}"])
+                for j in range(d)
+            ),
+            sa.literal(0.0, sa.Double),
+        )
+
+    pairs = b.join(g, sa.true())
+    least = scratch.make(
+        "least", select(b.c.rid, func.min(distance()).label("dist")).select_from(pairs).group_by(b.c.rid)
+    )
+    at_least = pairs.join(least, sa.and_(least.c.rid == b.c.rid, least.c.dist == distance()))
+    chosen = select(b.c.rid, func.min(g.c.grp).label("grp")).select_from(at_least).group_by(b.c.rid).subquery("c")
+    joined = select(chosen.c.grp, *(b.c[f"x{j}"] for j in range(d))).select_from(
+        b.join(chosen, chosen.c.rid == b.c.rid)
+    )
+    return scratch.make("joined", joined)
+
+
+def group_deltas(
+    db: Database, conn: Connection, joined: sa.TableClause, d: int
+) -> dict[int, tuple[int, list[float], list[list[float]]]]:
+    """Per group that records join (`nearest_groups`): their count, sums and sums of products (d x d)."""
+    xs = [joined.c[f"x{j}"] for j in range(d)]
+    pairs = [(i, j) for i in range(d) for j in range(i, d)]
+    query = select(
+        joined.c.grp, func.count(), *(func.sum(x) for x in xs), *(func.sum(xs[i] * xs[j]) for i, j in pairs)
+    ).group_by(joined.c.grp)
+    found = {}
+    for row in db.execute(conn, query):
+        second = [[0.0] * d for _ in range(d)]
+        for (i, j), v in zip(pairs, row[2 + d :], strict=True):
+            second[i][j] = second[j][i] = float(v)
+        found[int(row[0])] = (int(row[1]), [float(v) for v in row[2 : 2 + d]], second)
+    return found
+
+
+def touched_groups(db: Database, conn: Connection, groups: str, joined: sa.TableClause, d: int) -> list[Group]:
+    """The groups of the groups table that records join, as they stand."""
+    g = db.ref_table(groups, group_columns(d))
+    joins = select(joined.c.grp).where(joined.c.grp == g.c.grp).exists()
+    found = []
+    pairs = [(i, j) for i in range(d) for j in range(i, d)]
+    for row in db.execute(conn, select(g).where(joins)):
+        values = row._mapping
+        products = np.zeros((d, d))
+        for i, j in pairs:
+            products[i, j] = products[j, i] = float(values[f"sum_{i + 1}_{j + 1}"])
+        sums = np.array([float(values[f"sum_{j}"]) for j in range(1, d + 1)])
+        found.append(Group(int(values["grp"]), int(values["n"]), sums, products))
+    return found
+
+
+def kept_groups(scratch: Scratch, groups: str, joined: sa.TableClause, d: int) -> sa.TableClause:
+    """A scratch copy of the groups table's groups that no record joins (the caller adds the others)."""
+    g = scratch.db.ref_table(groups, group_columns(d))
+    joins = select(joined.c.grp).where(joined.c.grp == g.c.grp).exists()
+    return scratch.make("groups", select(*(g.c[c] for c in group_columns(d))).where(~joins))
 
 
 def source_sums(

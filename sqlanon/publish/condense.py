@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import sqlalchemy as sa
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
@@ -31,13 +33,19 @@ from ..backends.base import ColumnKind
 from ..engine.audit import check_published_columns
 from ..engine.condensation import (
     Group,
+    GroupFigures,
     Grouping,
     as_groups,
+    checked_records,
     group_columns,
+    group_deltas,
     group_figures,
     group_rows,
+    kept_groups,
+    nearest_groups,
     source_sums,
     synthetic_select,
+    touched_groups,
 )
 from ..engine.randomization import Figures, noise_key_table, numeric_figures
 from ..engine.scratch import Scratch
@@ -122,10 +130,14 @@ class CondensationReport(Released):
     audit: dict[str, bool]
     preview: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    added: int = 0  # records a dynamic addition joined to the groups (`condense_add`)
+    splits: int = 0  # groups it split in two
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "method": Condensation.name,
+            "added": self.added,
+            "splits": self.splits,
             "output": self.output,
             "groups_table": self.groups_table,
             "rows": self.rows,
@@ -165,47 +177,54 @@ def condense_and_publish(
     caller's transaction (`columns`: the source's columns and their types)."""
     assert job.output is not None
     started = time.perf_counter()
-    phases = Phases(progress, "condense", 3)
+    phases = Phases(progress, "condense", 2)
     phases.step("grouping")
     names = numeric_qis(db, job, columns)
     k = int(job.output.settings["k"])
     source = db.q(tables.synthetic.source.schema, tables.synthetic.source.table)
     grouping = Grouping(db, conn, source, names, k, f"condense_{run_id}")
-    rows, _ = grouping.check()
+    rows = grouping.check()
     grouped = grouping.run(progress)
     groups = as_groups(grouped)
-    phases.step("writing the tables")
+    phases.step("writing and auditing the tables")
     key, reproducible = read_noise_key(job.output.settings["noise_key"])
-    audit, statements = publish_groups(
+    scratch = Scratch(db, conn, f"condensed_{run_id}")
+    audit, figures = publish_groups(
         db,
         conn,
+        groups=scratch,
+        made=groups_scratch(scratch, len(names), group_rows(groups)),
         k=k,
-        groups=groups,
         names=names,
         key=key,
         tables=tables,
         expected=source_sums(db, conn, source, names),
         ownership=ownership,
         run_id=run_id,
-        phases=phases,
     )
-    sizes = [g.n for g in groups]
+    scratch.drop_all()
     return CondensationReport(
         output=str(tables.synthetic.name),
         groups_table=str(tables.groups.name),
         rows=rows,
         k=k,
-        groups=len(groups),
-        smallest=min(sizes),
-        largest=max(sizes),
+        groups=figures.groups,
+        smallest=figures.smallest,
+        largest=figures.largest,
         rounds=grouped.rounds,
-        statements=grouped.statements + statements,
+        statements=grouped.statements + scratch.statements,
         reproducible=reproducible,
         audit=audit,
         preview=preview(db, conn, tables.synthetic.name),
         seconds=time.perf_counter() - started,
         release=PublishedTable.of(db, tables.synthetic.name),
     )
+
+
+def groups_scratch(scratch: Scratch, d: int, rows: list[list[Any]]) -> sa.TableClause:
+    """A scratch groups table (`group_columns` of d attributes) holding `rows`."""
+    kinds = ["BIGINT", "BIGINT"] + ["DOUBLE PRECISION"] * (len(group_columns(d)) - 2)
+    return scratch.make_from_rows("groups", list(zip(group_columns(d), kinds, strict=True)), rows)
 
 
 def numeric_qis(db: Database, job: Job, columns: dict[str, str]) -> list[str]:
@@ -226,25 +245,21 @@ def publish_groups(
     db: Database,
     conn: Connection,
     *,
+    groups: Scratch,
+    made: sa.TableClause,
     k: int,
-    groups: list[Group],
     names: list[str],
     key: bytes,
     tables: CondensedTables,
     expected: tuple[int, list[float], list[float]],
     ownership: Ownership,
     run_id: int,
-    phases: Phases,
-) -> tuple[dict[str, bool], int]:
-    """Write the groups table of `groups` and the synthetic table drawn from them (`key`), each audited: the groups
-    against `expected` (the records' count, sums and sums of products, as `source_sums` gives them), the synthetic
-    records against the groups. The audit's figures and the statements run."""
+) -> tuple[dict[str, bool], GroupFigures]:
+    """Write the groups table from the scratch table `made` (of `groups`, `group_columns`) and the synthetic table
+    drawn from it (`key`), each audited: the groups against `expected` (the records' count, sums and sums of
+    products, as `source_sums` gives them), the synthetic records against the groups. The audit's holds and the
+    groups table's figures."""
     d = len(names)
-    scratch = Scratch(db, conn, f"condensed_{run_id}")
-    kinds = ["BIGINT", "BIGINT"] + ["DOUBLE PRECISION"] * (len(group_columns(d)) - 2)
-    made = scratch.make_from_rows("groups", list(zip(group_columns(d), kinds, strict=True)), group_rows(groups))
-    largest = max(g.n for g in groups)
-    numbers = scratch.make_from_rows("numbers", [("i", "BIGINT")], [(i,) for i in range(1, largest + 1)])
     with staged_table(
         db,
         conn,
@@ -253,60 +268,54 @@ def publish_groups(
         ownership=ownership,
         run_id=run_id,
     ) as staged:
-        audit = audit_groups(str(tables.groups.name), group_figures(db, conn, staged.ref, d), expected, k)
-        staged.audited(len(groups))
-    phases.step("auditing")
+        figures = group_figures(db, conn, staged.ref, d)
+        audit = audit_groups(str(tables.groups.name), figures, expected, k)
+        staged.audited(figures.groups)
+    numbers = groups.make_from_rows("numbers", [("i", "BIGINT")], [(i,) for i in range(1, figures.largest + 1)])
     with noise_key_table(db, conn, key) as keys:
         synthetic = synthetic_select(
-            db, conn, groups=scratch.ref_of(made), numbers=scratch.ref_of(numbers), keys=keys, names=names
+            db, conn, groups=groups.ref_of(made), numbers=groups.ref_of(numbers), keys=keys, names=names
         )
         name = str(tables.synthetic.name)
         with staged_table(
             db, conn, destination=tables.synthetic, select=synthetic, ownership=ownership, run_id=run_id
         ) as staged:
             check_published_columns(db, conn, staged.ref, name, names)
-            figures = numeric_figures(db, conn, staged.ref, names)
-            audit |= audit_synthetic(name, names, figures, groups)
-            staged.audited(figures[0])
-    statements = scratch.statements + 6  # the two tables' writes, audits and checks
-    scratch.drop_all()
-    return audit, statements
+            drawn = numeric_figures(db, conn, staged.ref, names)
+            audit |= audit_synthetic(name, names, drawn, figures)
+            staged.audited(drawn[0])
+    groups.statements += 6  # the two tables' writes and their audits
+    return audit, figures
 
 
 def audit_groups(
-    name: str,
-    found: tuple[int, int, int, list[float], list[float]],
-    expected: tuple[int, list[float], list[float]],
-    k: int,
+    name: str, found: GroupFigures, expected: tuple[int, list[float], list[float]], k: int
 ) -> dict[str, bool]:
     """The groups table as written (`group_figures`), against the records' own figures (`source_sums`, a query of
-    their own): every group holds at least k records, and the groups' counts, sums and sums of products add up
+    their own): every group holds k to 2k - 1 records, and the groups' counts, sums and sums of products add up
     to the records'. Raises AuditError on the first that fails."""
-    _, smallest, total, sums, products = found
     rows, record_sums, record_products = expected
     holds = {
-        f"every group holds at least k = {k} records": smallest >= k,
-        "the groups hold every record": total == rows,
-        "the groups' sums are the records'": all(map(_close, sums, record_sums)),
-        "the groups' sums of products are the records'": all(map(_close, products, record_products)),
+        f"every group holds k = {k} to 2k - 1 records": k <= found.smallest and found.largest < 2 * k,
+        "the groups hold every record": found.total == rows,
+        "the groups' sums are the records'": all(map(_close, found.sums, record_sums)),
+        "the groups' sums of products are the records'": all(map(_close, found.products, record_products)),
     }
     return _passed(name, holds)
 
 
 def audit_synthetic(
-    name: str, names: list[str], figures: tuple[int, list[Figures]], groups: list[Group]
+    name: str, names: list[str], figures: tuple[int, list[Figures]], groups: GroupFigures
 ) -> dict[str, bool]:
     """The synthetic table as written, against its groups: as many records as they hold, every value a finite
-    number, and each attribute's mean within MEAN_TOLERANCE standard errors of the groups' (the draws are
-    centred on each group's mean, with its covariance: the mean of n of them has a variance of the sum of the
-    groups' n C_jj over n^2)."""
+    number, and each attribute's mean within MEAN_TOLERANCE standard errors of the groups' (the draws are centred
+    on each group's mean, with its covariance: the mean of all of them has a variance of the sum over groups of
+    n C_jj, over the count squared)."""
     written, found = figures
-    total = sum(g.n for g in groups)
-    holds = {"as many synthetic records as the groups hold": written == total}
-    for j, (column, f) in enumerate(zip(names, found, strict=True)):
-        expected = math.fsum(float(g.sums[j]) for g in groups) / total
-        spread = math.fsum(max(float(g.n * g.covariance[j, j]), 0.0) for g in groups)
-        bound = MEAN_TOLERANCE * math.sqrt(spread) / total + SUM_TOLERANCE * max(1.0, abs(expected))
+    holds = {"as many synthetic records as the groups hold": written == groups.total}
+    for column, f, total, spread in zip(names, found, groups.sums, groups.spread, strict=True):
+        expected = total / groups.total
+        bound = MEAN_TOLERANCE * math.sqrt(max(spread, 0.0)) / groups.total + SUM_TOLERANCE * max(1.0, abs(expected))
         holds[f"{column}: finite numbers"] = f.finite == written
         holds[f"{column}: mean kept"] = f.mean is not None and abs(f.mean - expected) <= bound
     return _passed(name, holds)
@@ -321,3 +330,124 @@ def _passed(name: str, holds: dict[str, bool]) -> dict[str, bool]:
     if failed:
         raise AuditError(f"table {name!r} failed its audit ({failed[0]}); nothing was written")
     return holds
+
+
+def add_and_publish(
+    db: Database,
+    conn: Connection,
+    *,
+    job: Job,
+    columns: dict[str, str],
+    tables: CondensedTables,
+    ownership: Ownership,
+    run_id: int,
+    progress: Progress = silent,
+) -> CondensationReport:
+    """The dynamic version: the records of the batch (`tables.synthetic.source`, its `columns`) join the groups of
+    the job's groups table, each the one whose mean is nearest (squared distance, each attribute weighted by one
+    over its variance over the groups' records); a group that reaches 2k records splits in two along its longest
+    eigenvector (`Group.halves`) until none does; the groups table and the synthetic table are written anew and
+    audited, in the caller's transaction. The batch's records join the groups as they stood before it (a set
+    at once, where Aggarwal and Yu take one record at a time: the means do not move between its records)."""
+    assert job.output is not None
+    started = time.perf_counter()
+    phases = Phases(progress, "condense-add", 2)
+    phases.step("joining the groups")
+    names, k = numeric_qis(db, job, columns), int(job.output.settings["k"])
+    d, kept = len(names), tables.groups.name
+    if not db.table_exists(conn, kept.schema, kept.table):
+        raise DataError(
+            f"no groups table {str(kept)!r}: publish the job first (sqlanon anonymize JOB), then add records to it"
+        )
+    groups_ref = db.q(kept.schema, kept.table)
+    batch = db.q(tables.synthetic.source.schema, tables.synthetic.source.table)
+    added = checked_records(db, conn, batch, names)
+    if not added:
+        raise DataError(f"table {str(tables.synthetic.source)!r} holds no records to add")
+    before = group_figures(db, conn, groups_ref, d)
+    scratch = Scratch(db, conn, f"condense_add_{run_id}")
+    joined = nearest_groups(scratch, batch, names, groups_ref, _weights(before, d))
+    deltas = group_deltas(db, conn, joined, d)
+    following, splits = _joined(
+        touched_groups(db, conn, groups_ref, joined, d), deltas, k, _next_group(db, conn, groups_ref, d)
+    )
+    made = kept_groups(scratch, groups_ref, joined, d)
+    db.insert_rows(conn, scratch.ref_of(made), group_columns(d), group_rows(following))
+    phases.step("writing and auditing the tables")
+    records, sums, products = source_sums(db, conn, batch, names)
+    expected = (
+        before.total + records,
+        [a + b for a, b in zip(before.sums, sums, strict=True)],
+        [a + b for a, b in zip(before.products, products, strict=True)],
+    )
+    key, reproducible = read_noise_key(job.output.settings["noise_key"])
+    audit, figures = publish_groups(
+        db,
+        conn,
+        groups=scratch,
+        made=made,
+        k=k,
+        names=names,
+        key=key,
+        tables=tables,
+        expected=expected,
+        ownership=ownership,
+        run_id=run_id,
+    )
+    scratch.drop_all()
+    return CondensationReport(
+        output=str(tables.synthetic.name),
+        groups_table=str(kept),
+        rows=figures.total,
+        k=k,
+        groups=figures.groups,
+        smallest=figures.smallest,
+        largest=figures.largest,
+        rounds=0,
+        statements=scratch.statements,
+        reproducible=reproducible,
+        audit=audit,
+        preview=preview(db, conn, tables.synthetic.name),
+        seconds=time.perf_counter() - started,
+        release=PublishedTable.of(db, tables.synthetic.name),
+        added=added,
+        splits=splits,
+    )
+
+
+def _weights(figures: GroupFigures, d: int) -> list[float]:
+    """One over each attribute's variance over the groups' records (0 for an attribute that does not vary)."""
+    diagonal = [k for k, (i, j) in enumerate((i, j) for i in range(d) for j in range(i, d)) if i == j]
+    weights = []
+    for j in range(d):
+        mean = figures.sums[j] / figures.total
+        variance = figures.products[diagonal[j]] / figures.total - mean * mean
+        weights.append(1 / variance if variance > 0 else 0.0)
+    return weights
+
+
+def _next_group(db: Database, conn: Connection, groups: str, d: int) -> int:
+    g = db.ref_table(groups, group_columns(d))
+    return int(db.execute(conn, select(sa.func.max(g.c.grp))).scalar_one() or 0) + 1
+
+
+def _joined(
+    touched: list[Group], deltas: dict[int, tuple[int, list[float], list[list[float]]]], k: int, next_group: int
+) -> tuple[list[Group], int]:
+    """The touched groups with the records that joined them, split while any holds 2k or more (new numbers from
+    `next_group` on); and how many splits that took."""
+    queue = [
+        Group(
+            g.grp, g.n + deltas[g.grp][0], g.sums + np.array(deltas[g.grp][1]), g.products + np.array(deltas[g.grp][2])
+        )
+        for g in touched
+    ]
+    final, splits = [], 0
+    while queue:
+        group = queue.pop()
+        if group.n < 2 * k:
+            final.append(group)
+            continue
+        queue += group.halves(next_group, next_group + 1)
+        next_group, splits = next_group + 2, splits + 1
+    return sorted(final, key=lambda g: g.grp), splits
