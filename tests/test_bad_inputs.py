@@ -270,7 +270,7 @@ def _command(command: str, *args: str) -> Callable[[Env], None]:
 
 def _method(method: str, **settings: Any) -> Callable[[Env], None]:
     """Publish by `method` (mondrian; anatomy: exact QIs, no criteria, l values per bucket; randomize: noise on
-    age, no criteria)."""
+    age, no criteria; condense: synthetic ages, k = 5)."""
 
     def change(env: Env) -> None:
         env.config["output"].update(method=method, **settings)
@@ -278,6 +278,13 @@ def _method(method: str, **settings: Any) -> Callable[[Env], None]:
             env.config["quasi_identifiers"] = list(env.config["quasi_identifiers"])
             env.config.pop("criteria")
             env.config["output"].setdefault("l", 2)
+        if method == "condense":  # synthetic ages from groups of 5, the other columns dropped
+            env.config["quasi_identifiers"] = ["age"]
+            env.config.pop("criteria")
+            dropped = env.config.pop("sensitive") + env.config.pop("insensitive") + ["sex", "race"]
+            env.config["identifying"] = env.config["identifying"] + dropped
+            env.config["unit"] = "rows"  # the dropped columns repeat: rows, not persons, are what k counts
+            env.config["output"].setdefault("k", 5)
         if method == "randomize":  # age with noise, the other QIs published as they are
             env.config["quasi_identifiers"] = ["age"]
             env.config["insensitive"] += ["sex", "race"]
@@ -943,6 +950,38 @@ CASES: dict[str, Case] = {
             ),
             lambda env: env.config["insensitive"].append("score"),
         ),
+    ),
+    "condense-k-zero": Case("config file", "output.k must be a whole number of at least 1", _method("condense", k=0)),
+    "condense-k-above-rows": Case("data", "k = 5000 is above the table's 2000 records", _method("condense", k=5000)),
+    "condense-null": Case(
+        "data",
+        "column 'age' holds 1 records without a number (NULL)",
+        _then(_sql("UPDATE people SET age = NULL WHERE patient_id = 7"), _method("condense")),
+    ),
+    "condense-text-qi": Case(
+        "data",
+        "quasi-identifier 'race' holds VARCHAR, not numbers",
+        _then(
+            _method("condense"),
+            lambda env: env.config.update(
+                quasi_identifiers=["age", "race"], identifying=[c for c in env.config["identifying"] if c != "race"]
+            ),
+        ),
+    ),
+    "condense-insensitive": Case(
+        "config file",
+        "column 'race' cannot be published",
+        _then(
+            _method("condense"),
+            lambda env: env.config.update(
+                insensitive=["race"], identifying=[c for c in env.config["identifying"] if c != "race"]
+            ),
+        ),
+    ),
+    "condense-add-without-groups": Case(
+        "tables",
+        "no groups table 'main.people_anon_groups': publish the job first",
+        _then(_method("condense"), _command("condense-add", "--table", "people")),
     ),
     "unknown-table": Case("data", "table 'persons' not found", _set("source.table", "persons")),
     "csv-missing": Case("data", "CSV file not found", _then(_csv_source, _set("source.csv", "none.csv"))),

@@ -315,7 +315,8 @@ def test_new_records_join_their_nearest_groups_which_split_at_2k(duck_url, reque
     if engine_name == "postgres":
         url, schema = PG_URL, request.getfixturevalue("pg_schema")
     rows = _rows(400)
-    first, added = rows[:300], rows[300:]
+    first, added = rows[:300], rows[300:] + [(150, 0, 12.5), (19, 900000, 80.0)]  # two outliers: far from any cell
+    rows = first + added
     _people(url, first, schema)
     _batch(url, added, schema)
     job = _job(url, 5, schema, **_keyed(monkeypatch))

@@ -19,6 +19,7 @@ fractions per hash.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,11 +54,50 @@ def group_columns(d: int) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Grouped:
-    """What the grouping made: per group (in group order) its number, count, first-order sums and second-order
-    sums (a d x d list, symmetric); the rounds and statements."""
+class Statistics:
+    """Groups' condensed statistics, as arrays (G groups, d attributes): numbers, counts, first-order sums (G x d)
+    and second-order sums (G x d x d)."""
 
-    groups: list[tuple[int, int, list[float], list[list[float]]]]
+    grp: np.ndarray
+    n: np.ndarray
+    sums: np.ndarray
+    products: np.ndarray
+
+    @classmethod
+    def of(cls, groups: Sequence[Group]) -> Statistics:
+        return cls(
+            np.array([g.grp for g in groups], dtype=np.int64),
+            np.array([g.n for g in groups], dtype=np.int64),
+            np.stack([g.sums for g in groups]),
+            np.stack([g.products for g in groups]),
+        )
+
+    def rows(self) -> list[list[Any]]:
+        """Rows of the groups table (`group_columns`): the statistics, the mean and the principal axes with their
+        widths sqrt(12 lambda) (eigenvalues below 0, rounding's, as 0), decomposed together (numpy)."""
+        if not len(self.grp):
+            return []
+        d, n = self.sums.shape[1], self.n[:, None].astype(float)
+        means = self.sums / n
+        covariances = self.products / n[:, :, None] - means[:, :, None] * means[:, None, :]
+        values, vectors = np.linalg.eigh((covariances + covariances.transpose(0, 2, 1)) / 2)
+        upper = np.triu_indices(d)
+        columns = [
+            self.sums,
+            self.products[:, upper[0], upper[1]],
+            means,
+            vectors.transpose(0, 2, 1).reshape(len(self.grp), d * d),  # axis l's components: eigenvector l (a column)
+            np.sqrt(12 * np.clip(values, 0, None)),
+        ]
+        figures = np.column_stack(columns).tolist()
+        return [[int(g), int(c), *rest] for g, c, rest in zip(self.grp.tolist(), self.n.tolist(), figures, strict=True)]
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """What the grouping made: the groups' statistics (in group order), the rounds and statements."""
+
+    statistics: Statistics
     rounds: int
     statements: int
 
@@ -112,9 +152,9 @@ class Grouping:
             self.scratch.drop(cuts)
         else:
             raise DataError(f"the grouping did not end in {MAX_ROUNDS} rounds")
-        groups = self._statistics(done)
+        statistics = self._statistics(done)
         self.scratch.drop_all()
-        return Grouped(groups=groups, rounds=rounds, statements=self.scratch.statements)
+        return Grouped(statistics=statistics, rounds=rounds, statements=self.scratch.statements)
 
     def _cuts(self, work: sa.TableClause, weights: Sequence[float]) -> sa.Select[Any]:
         """Per group of at least 2k records: its count and the attribute it is cut along."""
@@ -145,7 +185,7 @@ class Grouping:
         half = sa.case((2 * rank > cuts.c.n, 1), else_=0)
         return select((2 * work.c.grp + half).label("grp"), *xs).select_from(work.join(cuts, cuts.c.grp == work.c.grp))
 
-    def _statistics(self, done: sa.TableClause) -> list[tuple[int, int, list[float], list[list[float]]]]:
+    def _statistics(self, done: sa.TableClause) -> Statistics:
         """Each group's count, first-order and second-order sums (one grouping of the records)."""
         xs = [done.c[f"x{j}"] for j in range(self.d)]
         pairs = [(i, j) for i in range(self.d) for j in range(i, self.d)]
@@ -154,23 +194,30 @@ class Grouping:
             .group_by(done.c.grp)
             .order_by(done.c.grp)
         )
-        found = []
-        for row in self.db.execute(self.conn, query):
-            sums = [float(v) for v in row[2 : 2 + self.d]]
-            second = [[0.0] * self.d for _ in range(self.d)]
-            for (i, j), v in zip(pairs, row[2 + self.d :], strict=True):
-                second[i][j] = second[j][i] = float(v)
-            found.append((int(row[0]), int(row[1]), sums, second))
+        found = np.array([tuple(row) for row in self.db.execute(self.conn, query)], dtype=float)  # not Rows
         self.scratch.statements += 1
-        return found
+        products = np.zeros((len(found), self.d, self.d))
+        for k, (i, j) in enumerate(pairs):
+            products[:, i, j] = products[:, j, i] = found[:, 2 + self.d + k]
+        return Statistics(
+            found[:, 0].astype(np.int64), found[:, 1].astype(np.int64), found[:, 2 : 2 + self.d], products
+        )
 
 
 def synthetic_select(
-    db: Database, conn: Connection, *, groups: str, numbers: str, keys: str, names: Sequence[str]
+    db: Database,
+    conn: Connection,
+    *,
+    groups: str,
+    numbers: str,
+    keys: str,
+    names: Sequence[str],
+    with_group: bool = False,
 ) -> str:
     """The SELECT of the synthetic records: n per group of the groups table `groups` (`group_columns`), the
     attributes published as `names`, drawn with the key of `keys` (see the module); `numbers`: a table of the
-    whole numbers 1 .. the largest group (column i)."""
+    whole numbers 1 .. the largest group (column i). `with_group`: each record's group too (grp), for analyses
+    of the draws group by group (never published)."""
     d = len(names)
     g = db.ref_table(groups, group_columns(d)).alias("g")
     r = db.ref_table(numbers, ["i"]).alias("r")
@@ -181,15 +228,21 @@ def synthetic_select(
         )
         for m in range((d + 1) // 2)
     ]
-    draws = select(g, *drawn).select_from(g.join(r, r.c.i <= g.c.n)).subquery("t")
-    fractions = []
+    # each layer computed once: PostgreSQL would inline a plain subquery and compute a hash for every reference to
+    # it (d x d per record: 24.7 s of 1M records' 4 attributes, against DuckDB's 1.2 s); OFFSET 0 keeps it apart
+    hashed = select(g, *drawn).select_from(g.join(r, r.c.i <= g.c.n)).offset(0).subquery("h")
+    fractions: list[sa.ColumnElement[Any]] = []
     for axis in range(d):  # two fractions per hash
-        digits = f"substr(t.h{axis // 2}, {1 + 13 * (axis % 2)}, 13)"
-        fractions.append(f"(CAST({db.hex_integer(digits)} AS DOUBLE PRECISION) / {FRACTION} - 0.5)")
+        digits = f"substr(h.h{axis // 2}, {1 + 13 * (axis % 2)}, 13)"
+        fraction = f"CAST({db.hex_integer(digits)} AS DOUBLE PRECISION) / {FRACTION} - 0.5"
+        fractions.append(sa.literal_column(fraction).label(f"u{axis + 1}"))
+    draws = select(hashed, *fractions).offset(0).subquery("t")
     values: list[sa.ColumnElement[Any]] = []
     for j in range(1, d + 1):
-        moves = " + ".join(f"t.axis_{l}_{j} * t.width_{l} * {fractions[l - 1]}" for l in range(1, d + 1))
+        moves = " + ".join(f"t.axis_{l}_{j} * t.width_{l} * t.u{l}" for l in range(1, d + 1))
         values.append(sa.literal_column(f"t.mean_{j} + {moves}").label(names[j - 1]))
+    if with_group:
+        values.append(sa.literal_column("t.grp").label("grp"))
     return db.as_text(conn, select(*values).select_from(draws))
 
 
@@ -236,38 +289,117 @@ def group_figures(db: Database, conn: Connection, groups: str, d: int) -> GroupF
     )
 
 
+#: attributes a batch's records and the groups' means are laid on a grid by, to find the nearest group among
+#: the 3^GRID_ATTRIBUTES cells around a record's
+GRID_ATTRIBUTES = 3
+#: the grids' cell sides, in units of the side that gives about one cell per group: a record whose nearest mean
+#: the first grid cannot vouch for tries the next, then every group
+GRID_SIDES = (1.0, 3.0)
+
+
 def nearest_groups(
     scratch: Scratch, batch: str, columns: Sequence[str], groups: str, weights: Sequence[float]
 ) -> sa.TableClause:
     """A scratch table of `batch`'s records (x0 .., as doubles) with the group each joins (grp): the one whose mean
-    is nearest, by the squared distance weighted per attribute (`weights`; ties: the lowest group number). Two
-    passes over the pairs of records and groups, each a grouping (hashed, not sorted): the least distance per
+    is nearest, by the squared distance weighted per attribute (`weights`; ties: the lowest group number).
+
+    Comparing every record with every group costs records x groups (10,000 records and 65,536 groups: 384 s on
+    PostgreSQL). So the records and the means are laid on a grid of the first GRID_ATTRIBUTES attributes, scaled
+    by the square roots of their weights, with cells of side s: a mean outside the 3 x 3 x 3 cells around a
+    record's is further than s from it, so the nearest mean among those cells is the nearest of all wherever it
+    is within s. The records for which it is not try a grid of larger cells (GRID_SIDES), and the rest (outliers)
+    are compared with every group. Each comparison is two groupings (hashed, not sorted): the least distance per
     record, then the lowest group at that distance."""
     db, d = scratch.db, len(columns)
+    m = min(d, GRID_ATTRIBUTES)
+    g = db.ref_table(groups, group_columns(d))
+    unit = _cell_side(db, scratch.conn, g, weights[:m])
     source = db.ref_table(batch, list(columns))
     xs = [sa.cast(source.c[c], sa.Double).label(f"x{j}") for j, c in enumerate(columns)]
     b = scratch.make("batch", select(func.row_number().over().label("rid"), *xs))
-    g = db.ref_table(groups, group_columns(d))
+    placed = scratch.make("placed", select(*(g.c[c] for c in ["grp", *(f"mean_{j}" for j in range(1, d + 1))])))
+    offsets = scratch.make_from_rows(
+        "offsets", [(f"o{j}", "INTEGER") for j in range(m)], list(itertools.product((-1, 0, 1), repeat=m))
+    )
 
     def distance() -> sa.ColumnElement[Any]:
         return sum(
             (
-                weights[j] * (b.c[f"x{j}"] - g.c[f"mean_{j + 1}"]) * (b.c[f"x{j}"] - g.c[f"mean_{j + 1}"])
+                weights[j] * (b.c[f"x{j}"] - placed.c[f"mean_{j + 1}"]) * (b.c[f"x{j}"] - placed.c[f"mean_{j + 1}"])
                 for j in range(d)
             ),
             sa.literal(0.0, sa.Double),
         )
 
-    pairs = b.join(g, sa.true())
-    least = scratch.make(
-        "least", select(b.c.rid, func.min(distance()).label("dist")).select_from(pairs).group_by(b.c.rid)
-    )
-    at_least = pairs.join(least, sa.and_(least.c.rid == b.c.rid, least.c.dist == distance()))
-    chosen = select(b.c.rid, func.min(g.c.grp).label("grp")).select_from(at_least).group_by(b.c.rid).subquery("c")
+    found: list[sa.TableClause] = []
+    for k, factor in enumerate(GRID_SIDES):
+        side = unit * factor
+        scale = [math.sqrt(w) / side for w in weights[:m]]
+        near = b.join(offsets, sa.true()).join(
+            placed,
+            sa.and_(
+                *(
+                    _cell(placed.c[f"mean_{j + 1}"], scale[j]) == _cell(b.c[f"x{j}"], scale[j]) + offsets.c[f"o{j}"]
+                    for j in range(m)
+                )
+            ),
+        )
+        within = side * side * (1 - 1e-9)  # the grid's promise, with room for the doubles' rounding
+        found.append(_nearest(scratch, f"near{k}", b, near, placed, distance, within, _unresolved(b, found)))
+    everywhere = b.join(placed, sa.true())
+    found.append(_nearest(scratch, "everywhere", b, everywhere, placed, distance, None, _unresolved(b, found)))
+    chosen = sa.union_all(*(select(f.c.rid, f.c.grp) for f in found)).subquery("c")
     joined = select(chosen.c.grp, *(b.c[f"x{j}"] for j in range(d))).select_from(
         b.join(chosen, chosen.c.rid == b.c.rid)
     )
     return scratch.make("joined", joined)
+
+
+def _unresolved(b: sa.TableClause, found: Sequence[sa.TableClause]) -> sa.ColumnElement[bool] | None:
+    """The records of `b` that none of the `found` tables (rid, grp) holds (None: all)."""
+    if not found:
+        return None
+    return sa.and_(*(~select(f.c.rid).where(f.c.rid == b.c.rid).exists() for f in found))
+
+
+def _cell(value: sa.ColumnElement[Any], scale: float) -> sa.ColumnElement[Any]:
+    return sa.cast(func.floor(value * scale), sa.BigInteger)
+
+
+def _cell_side(db: Database, conn: Connection, g: sa.TableClause, weights: Sequence[float]) -> float:
+    """The side of the grid's cells: the volume the groups' means span (scaled by the square roots of the
+    weights), shared by about as many cells as groups."""
+    spans = [func.max(g.c[f"mean_{j + 1}"]) - func.min(g.c[f"mean_{j + 1}"]) for j in range(len(weights))]
+    groups, *found = db.execute(conn, select(func.count(), *spans)).one()
+    widths = [float(span or 0) * math.sqrt(w) for span, w in zip(found, weights, strict=True)]
+    kept = [w for w in widths if w > 0]
+    if not kept:
+        return 1.0
+    return float(max(math.prod(kept) / max(int(groups), 1), 1e-300) ** (1 / len(kept)))
+
+
+def _nearest(
+    scratch: Scratch,
+    name: str,
+    b: sa.TableClause,
+    pairs: sa.FromClause,
+    placed: sa.TableClause,
+    distance: Any,
+    within: float | None,
+    only: sa.ColumnElement[bool] | None = None,
+) -> sa.TableClause:
+    """A scratch table of (rid, grp): for each record of `pairs` (of `only` those), the lowest group at the
+    least distance, where that distance is at most `within` (None: any)."""
+    least_query = select(b.c.rid, func.min(distance()).label("dist")).select_from(pairs)
+    if only is not None:
+        least_query = least_query.where(only)
+    least_query = least_query.group_by(b.c.rid)
+    if within is not None:
+        least_query = least_query.having(func.min(distance()) <= within)
+    least = scratch.make(f"{name}_least", least_query)
+    at_least = pairs.join(least, sa.and_(least.c.rid == b.c.rid, least.c.dist == distance()))
+    chosen = select(b.c.rid, func.min(placed.c.grp).label("grp")).select_from(at_least).group_by(b.c.rid)
+    return scratch.make(name, chosen)
 
 
 def group_deltas(
@@ -358,30 +490,3 @@ class Group:
         return tuple(  # type: ignore[return-value]  # two
             Group(grp, n, n * m, n * (shrunk + np.outer(m, m))) for grp, n, m in zip((first, second), (n1, n2), means)
         )
-
-
-def group_rows(groups: Sequence[Group]) -> list[list[Any]]:
-    """Rows of the groups table (`group_columns`): the statistics, the mean and the principal axes with their
-    widths sqrt(12 lambda) (eigenvalues below 0, rounding's, as 0), decomposed together (numpy)."""
-    if not groups:
-        return []
-    d = len(groups[0].sums)
-    covariances = np.stack([g.covariance for g in groups])
-    values, vectors = np.linalg.eigh((covariances + covariances.transpose(0, 2, 1)) / 2)
-    widths = np.sqrt(12 * np.clip(values, 0, None))
-    upper = [(i, j) for i in range(d) for j in range(i, d)]
-    rows = []
-    for g, width, axes in zip(groups, widths, vectors, strict=True):
-        rows.append(
-            [g.grp, g.n]
-            + [float(v) for v in g.sums]
-            + [float(g.products[i, j]) for i, j in upper]
-            + [float(v) for v in g.mean]
-            + [float(axes[j, l]) for l in range(d) for j in range(d)]  # axis l: eigenvector l (a column)
-            + [float(w) for w in width]
-        )
-    return rows
-
-
-def as_groups(grouped: Grouped) -> list[Group]:
-    return [Group(grp, n, np.array(sums), np.array(products)) for grp, n, sums, products in grouped.groups]

@@ -35,12 +35,11 @@ from ..engine.condensation import (
     Group,
     GroupFigures,
     Grouping,
-    as_groups,
+    Statistics,
     checked_records,
     group_columns,
     group_deltas,
     group_figures,
-    group_rows,
     kept_groups,
     nearest_groups,
     source_sums,
@@ -185,7 +184,6 @@ def condense_and_publish(
     grouping = Grouping(db, conn, source, names, k, f"condense_{run_id}")
     rows = grouping.check()
     grouped = grouping.run(progress)
-    groups = as_groups(grouped)
     phases.step("writing and auditing the tables")
     key, reproducible = read_noise_key(job.output.settings["noise_key"])
     scratch = Scratch(db, conn, f"condensed_{run_id}")
@@ -193,7 +191,7 @@ def condense_and_publish(
         db,
         conn,
         groups=scratch,
-        made=groups_scratch(scratch, len(names), group_rows(groups)),
+        made=groups_scratch(scratch, len(names), grouped.statistics.rows()),
         k=k,
         names=names,
         key=key,
@@ -372,7 +370,8 @@ def add_and_publish(
         touched_groups(db, conn, groups_ref, joined, d), deltas, k, _next_group(db, conn, groups_ref, d)
     )
     made = kept_groups(scratch, groups_ref, joined, d)
-    db.insert_rows(conn, scratch.ref_of(made), group_columns(d), group_rows(following))
+    if following:
+        db.insert_rows(conn, scratch.ref_of(made), group_columns(d), Statistics.of(following).rows())
     phases.step("writing and auditing the tables")
     records, sums, products = source_sums(db, conn, batch, names)
     expected = (
