@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -265,7 +265,7 @@ def bucketize(job: Job, options: RunOptions | None = None, replace: bool = False
     options = options or RunOptions()
     output = method_output(job, "anatomy", "l: L")
     qi_target = Target(output=output, replace=replace, pseudonyms=Pseudonyms.of(job))
-    sensitive = dataclasses.replace(output, table=Anatomy.sensitive_table(output))
+    sensitive = dataclasses.replace(output, table=Anatomy.companion_table(output))
     sa_target = Target(output=sensitive, replace=replace, setting="output.sensitive_table")
     targets = [qi_target, sa_target]
     counterfeit_table = Anatomy.counterfeit_table(output)
@@ -334,7 +334,7 @@ def randomize(job: Job, options: RunOptions | None = None, replace: bool = False
     options = options or RunOptions()
     output = method_output(job, Randomization.name, "noise: {COLUMN: {distribution: uniform, width: NUMBER}}")
     target = Target(output=output, replace=replace, pseudonyms=Pseudonyms.of(job))
-    described = dataclasses.replace(output, table=Randomization.noise_table(output))
+    described = dataclasses.replace(output, table=Randomization.companion_table(output))
     noise_target = Target(output=described, replace=replace, setting="output.noise_table")
     what = "a randomized publication"
     with table_run(job, options, Randomization.name, targets=[target, noise_target], transactional=what) as run:
@@ -367,30 +367,7 @@ def condense(job: Job, options: RunOptions | None = None, replace: bool = False)
     written and audited in one transaction."""
     options = options or RunOptions()
     output = method_output(job, Condensation.name, "k: K")
-    target = Target(output=output, replace=replace)
-    kept = dataclasses.replace(output, table=Condensation.groups_table(output))
-    groups_target = Target(output=kept, replace=replace, setting="output.groups_table")
-    what = "a condensed publication"
-    with table_run(job, options, Condensation.name, targets=[target, groups_target], transactional=what) as run:
-        with run.conn.begin():  # both tables, audited, or nothing
-            tables = CondensedTables(
-                synthetic=Destination(
-                    name=target.name, source=target.source, replace=replace, grant_to=output.grant_to
-                ),
-                groups=Destination(name=groups_target.name, source=target.source, replace=replace),
-            )
-            report = condense_and_publish(
-                run.db,
-                run.conn,
-                job=run.job,
-                columns=run.columns,
-                tables=tables,
-                ownership=run.ownership,
-                run_id=run.id,
-                progress=options.progress,
-            )
-        run.finish(report.to_dict())
-    return report
+    return _condensed(job, output, options, Condensation.name, replace, condense_and_publish)
 
 
 def condense_add(
@@ -404,23 +381,28 @@ def condense_add(
     output = method_output(job, Condensation.name, "k: K")
     job = on_db(job, options.db_url)
     source = dataclasses.replace(job.source, table=batch, schema=batch_schema or job.source.schema, csv=None)
-    batch_job = dataclasses.replace(job, source=source)
-    target = Target(output=output, replace=True)
-    kept = dataclasses.replace(output, table=Condensation.groups_table(output))
-    groups_target = Target(output=kept, replace=True, setting="output.groups_table")
+    return _condensed(dataclasses.replace(job, source=source), output, options, "condense-add", True, add_and_publish)
+
+
+def _condensed(
+    job: Job, output: Output, options: RunOptions, command: str, replace: bool, publish: Callable[..., Any]
+) -> CondensationReport:
+    """Run `publish` (condense_and_publish, add_and_publish) on the job's source into the output's two tables (the
+    groups table never granted), in one transaction, and record the run."""
+    target = Target(output=output, replace=replace)
+    kept = dataclasses.replace(output, table=Condensation.companion_table(output))
+    groups_target = Target(output=kept, replace=replace, setting="output.groups_table")
     what = "a condensed publication"
-    with table_run(batch_job, options, "condense-add", targets=[target, groups_target], transactional=what) as run:
+    with table_run(job, options, command, targets=[target, groups_target], transactional=what) as run:
         with run.conn.begin():  # both tables, audited, or nothing
-            tables = CondensedTables(
-                synthetic=Destination(name=target.name, source=target.source, replace=True, grant_to=output.grant_to),
-                groups=Destination(name=groups_target.name, source=target.source, replace=True),
-            )
-            report = add_and_publish(
+            synthetic = Destination(name=target.name, source=target.source, replace=replace, grant_to=output.grant_to)
+            groups = Destination(name=groups_target.name, source=target.source, replace=replace)
+            report: CondensationReport = publish(
                 run.db,
                 run.conn,
                 job=run.job,
                 columns=run.columns,
-                tables=tables,
+                tables=CondensedTables(synthetic=synthetic, groups=groups),
                 ownership=run.ownership,
                 run_id=run.id,
                 progress=options.progress,

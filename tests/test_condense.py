@@ -26,12 +26,13 @@ KEY = "a-key-of-the-tests-0123456789abcdef"
 QIS = ["age", "income", "hours"]
 
 
-def _people(url: str, rows: list[tuple[Any, ...]], schema: str | None = None) -> None:
-    table = f'"{schema}".people' if schema else "people"
+def _people(url: str, rows: list[tuple[Any, ...]], schema: str | None = None, table: str = "people") -> None:
+    """`rows` (age, income, hours) as a new table `table`."""
+    ref = f'"{schema}".{table}' if schema else table
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        conn.exec_driver_sql(f"CREATE TABLE {table} (age INTEGER, income INTEGER, hours DOUBLE PRECISION)")
-        conn.execute(sa.text(f"INSERT INTO {table} VALUES (:a, :i, :h)"), [dict(zip("aih", r)) for r in rows])
+        conn.exec_driver_sql(f"CREATE TABLE {ref} (age INTEGER, income INTEGER, hours DOUBLE PRECISION)")
+        conn.execute(sa.text(f"INSERT INTO {ref} VALUES (:a, :i, :h)"), [dict(zip("aih", r)) for r in rows])
     engine.dispose()
 
 
@@ -257,12 +258,7 @@ def test_what_condensation_cannot_publish_is_refused_and_nothing_written(duck_ur
 
 
 def _batch(url: str, rows: list[tuple[Any, ...]], schema: str | None = None) -> None:
-    table = f'"{schema}".batch' if schema else "batch"
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"CREATE TABLE {table} (age INTEGER, income INTEGER, hours DOUBLE PRECISION)")
-        conn.execute(sa.text(f"INSERT INTO {table} VALUES (:a, :i, :h)"), [dict(zip("aih", r)) for r in rows])
-    engine.dispose()
+    _people(url, rows, schema, "batch")
 
 
 def test_a_split_is_the_exercise_s_closed_form():

@@ -101,6 +101,7 @@ class Anatomy(PublicationMethod):
     name = "anatomy"
     counts_persons = True
     settings = ("l", "sensitive_table", "seed", "invariant")
+    companion = ("sensitive_table", "sensitive")  # the bucket, value, count table
 
     @classmethod
     def parse(cls, output: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
@@ -122,18 +123,13 @@ class Anatomy(PublicationMethod):
         return {"l": l_value, "sensitive_table": sensitive_table, "seed": seed, "invariant": invariant}
 
     @classmethod
-    def sensitive_table(cls, output: Output) -> str:
-        """The bucket, value, count table's name (default: TABLE_sensitive)."""
-        return str(output.settings.get("sensitive_table") or f"{output.table}_sensitive")
-
-    @classmethod
     def counterfeit_table(cls, output: Output) -> str | None:
         """With output.invariant, the (bucket, counterfeit) table: TABLE_counterfeits."""
         return f"{output.table}_counterfeits" if output.settings.get("invariant") else None
 
     @classmethod
     def tables(cls, output: Output) -> list[str]:
-        return [output.table, cls.sensitive_table(output), *filter(None, [cls.counterfeit_table(output)])]
+        return [*super().tables(output), *filter(None, [cls.counterfeit_table(output)])]
 
     @classmethod
     def check(cls, job: Job) -> None:

@@ -69,6 +69,7 @@ class Condensation(PublicationMethod):
 
     name = "condense"
     settings = ("k", "groups_table", "noise_key")
+    companion = ("groups_table", "groups")  # the groups' statistics
 
     @classmethod
     def parse(cls, output: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
@@ -100,15 +101,6 @@ class Condensation(PublicationMethod):
                 f"quasi-identifier {hierarchies[0]!r} has a hierarchy; condensation reads numbers: list the numeric "
                 "QIs without one (quasi_identifiers: [age, ...])"
             )
-
-    @classmethod
-    def tables(cls, output: Any) -> list[str]:
-        return [output.table, cls.groups_table(output)]
-
-    @staticmethod
-    def groups_table(output: Any) -> str:
-        """The table of the groups' statistics: output.groups_table, by default TABLE_groups."""
-        return str(output.settings.get("groups_table") or f"{output.table}_groups")
 
 
 @dataclass(kw_only=True)

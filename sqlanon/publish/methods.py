@@ -32,6 +32,8 @@ class PublicationMethod:
     counts_persons: ClassVar[bool] = False
     #: the verb that publishes a job by this method, `run(job, options, replace=...)`: set by `publishes`
     run: ClassVar[Callable[..., Any] | None] = None
+    #: a second table the method writes beside output.table: the setting naming it, and its default name's suffix
+    companion: ClassVar[tuple[str, str] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -51,7 +53,14 @@ class PublicationMethod:
     @classmethod
     def tables(cls, output: Output) -> list[str]:
         """The names of the tables the method writes."""
-        return [output.table]
+        return [output.table] + ([cls.companion_table(output)] if cls.companion else [])
+
+    @classmethod
+    def companion_table(cls, output: Output) -> str:
+        """The name of the method's second table (`companion`): its setting's, by default TABLE_SUFFIX."""
+        assert cls.companion is not None, f"output.method {cls.name} writes one table"
+        setting, suffix = cls.companion
+        return str(output.settings.get(setting) or f"{output.table}_{suffix}")
 
 
 METHODS: dict[str, type[PublicationMethod]] = {}

@@ -56,6 +56,7 @@ class Randomization(PublicationMethod):
 
     name = "randomize"
     settings = ("noise", "noise_table", "noise_key")
+    companion = ("noise_table", "noise")  # the table describing the noise
 
     @classmethod
     def parse(cls, output: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
@@ -93,15 +94,6 @@ class Randomization(PublicationMethod):
                 f"quasi-identifier {bare[0]!r} would be published as it is: give it noise under output.noise, or "
                 "list it as insensitive"
             )
-
-    @classmethod
-    def tables(cls, output: Any) -> list[str]:
-        return [output.table, cls.noise_table(output)]
-
-    @staticmethod
-    def noise_table(output: Any) -> str:
-        """The table describing the noise: output.noise_table, by default TABLE_noise."""
-        return str(output.settings.get("noise_table") or f"{output.table}_noise")
 
     @staticmethod
     def noises(job: Job) -> list[Noise]:
