@@ -64,8 +64,8 @@ def _keyed(monkeypatch) -> dict[str, Any]:
 
 def reference_groups(points: list[tuple[float, ...]], k: int) -> dict[int, list[tuple[float, ...]]]:
     """The k-d grouping as the module states it, in Python: a group of at least 2k records is cut in halves
-    (floor(n/2) first) along the attribute of largest variance over the table's, records in order of that attribute
-    and then of all; halves numbered 2g and 2g + 1."""
+    (floor(n/2) first) along the attribute of largest variance over the table's (to 1e-9), records in order of that
+    attribute and then of all; halves numbered 2g and 2g + 1."""
     d = len(points[0])
     weights = [1 / v if (v := statistics.pvariance([p[j] for p in points])) > 0 else 0.0 for j in range(d)]
     open_groups, final = {1: points}, {}
@@ -75,7 +75,9 @@ def reference_groups(points: list[tuple[float, ...]], k: int) -> dict[int, list[
             if len(members) < 2 * k:
                 final[g] = members
                 continue
-            spreads = [statistics.pvariance([p[j] for p in members]) * weights[j] for j in range(d)]
+            spreads = [
+                math.floor(statistics.pvariance([p[j] for p in members]) * weights[j] * 1e9 + 0.5) for j in range(d)
+            ]
             dim = spreads.index(max(spreads))
             ordered = sorted(members, key=lambda p: (p[dim], *p))
             following[2 * g], following[2 * g + 1] = ordered[: len(members) // 2], ordered[len(members) // 2 :]

@@ -3,9 +3,10 @@ on the numeric quasi-identifiers, each group's condensed statistics, and synthet
 
 Grouping, a depth per round: every group of at least 2k records is cut in two halves (floor and ceiling of n/2,
 so both keep at least k) along the attribute of largest variance, normalized by that attribute's variance over
-the table (ties: the first in QI order), its records in order of that attribute and then of all of them (equal
-records are interchangeable, so the statistics do not depend on the database's order); groups under 2k are
-final. A group's two halves are numbered 2g and 2g + 1. This is the k-d tree form of Aggarwal and Yu's nearest
+the table and compared to 1e-9 (ties: the first in QI order; at the top every one is 1, and the doubles'
+rounding must not choose), its records in order of that attribute and then of all of them (equal records are
+interchangeable, so the statistics do not depend on the database's order); groups under 2k are final. A
+group's two halves are numbered 2g and 2g + 1. This is the k-d tree form of Aggarwal and Yu's nearest
 neighbour grouping: a few statements per round for all groups at once, about log2(n / k) rounds, where the
 record-by-record form costs a statement per group.
 
@@ -36,6 +37,7 @@ from ..model.progress import Progress, silent
 from .randomization import FRACTION, KEY_COLUMN, numeric_figures
 from .scratch import Scratch
 
+SPREAD_STEPS = 1e9  # normalized variances are compared in steps of 1 / SPREAD_STEPS
 MAX_ROUNDS = 64  # group numbers double each round: 2^63 is a BIGINT's limit (a table needs log2(n / k) rounds)
 
 
@@ -158,7 +160,9 @@ class Grouping:
 
     def _cuts(self, work: sa.TableClause, weights: Sequence[float]) -> sa.Select[Any]:
         """Per group of at least 2k records: its count and the attribute it is cut along."""
-        spreads = [func.var_pop(work.c[f"x{j}"]) * weights[j] for j in range(self.d)]
+        # normalized variances compared to 1e-9: at the top every attribute's is 1, and the doubles' rounding (its
+        # order the database's) must not pick the attribute cut along
+        spreads = [func.floor(func.var_pop(work.c[f"x{j}"]) * weights[j] * SPREAD_STEPS + 0.5) for j in range(self.d)]
         g = (
             select(work.c.grp, func.count().label("n"), *(v.label(f"v{j}") for j, v in enumerate(spreads)))
             .group_by(work.c.grp)
