@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,7 +83,7 @@ class ReconstructionReport:
         """L1 distance of the reconstruction to the original's distribution (None without the original)."""
         return self._l1(lambda i: i.reconstructed)
 
-    def _l1(self, share: Any) -> float | None:
+    def _l1(self, share: Callable[[Interval], float]) -> float | None:
         if not self.intervals or self.intervals[0].original is None:
             return None
         return l1_distance([share(i) for i in self.intervals], [i.original or 0.0 for i in self.intervals])

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -388,7 +388,7 @@ def _nearest(
     b: sa.TableClause,
     pairs: sa.FromClause,
     placed: sa.TableClause,
-    distance: Any,
+    distance: Callable[[], sa.ColumnElement[Any]],
     within: float | None,
     only: sa.ColumnElement[bool] | None = None,
 ) -> sa.TableClause:

@@ -42,6 +42,7 @@ from ..model.progress import Phases, Progress, silent
 from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod, refuse_criteria
+from .ownership import Ownership
 from .staging import Destination, PublishedTable, Released, preview, staged_table
 
 __all__ = ["Randomization", "RandomizationReport", "randomize_and_publish"]
@@ -148,7 +149,7 @@ def randomize_and_publish(
     destination: Destination,
     noise_destination: Destination,
     pseudonyms: Pseudonyms,
-    ownership: Any,
+    ownership: Ownership,
     run_id: int,
     progress: Progress = silent,
 ) -> RandomizationReport:
