@@ -48,6 +48,7 @@ from .engine.star import (
     needed_sensitive,
 )
 from .errors import ConfigError
+from .model.differential_privacy import Table
 from .model.frames import FRAME_TABLE, MEMORY_URL, READ_TABLE, SourceFrame
 from .model.hierarchies import Hierarchy
 from .model.job import MIN_KEY_BYTES, Job, Output
@@ -57,6 +58,14 @@ from .publish import ledger
 from .publish.anatomy import Anatomy, AnatomyReport, BucketTargets, publish_bucketized
 from .publish.batches import published_node, refuse_violating_batch
 from .publish.condense import Condensation, CondensationReport, CondensedTables, add_and_publish, condense_and_publish
+from .publish.differential_privacy import (
+    DifferentialPrivacy,
+    PrivacyPlan,
+    PrivateRelease,
+    chosen_node,
+    privacy_row,
+    write_privacy_table,
+)
 from .publish.generalize import Generalization
 from .publish.identifiers import Pseudonyms, hmac_pads
 from .publish.ledger import ReleaseLedger
@@ -84,6 +93,7 @@ from .steps import (
     add_metrics,
     empty_result,
     method_output,
+    metrics_evaluator,
     publish_node_of_run,
     record_metrics,
     run_search,
@@ -368,6 +378,72 @@ def condense(job: Job, options: RunOptions | None = None, replace: bool = False)
     options = options or RunOptions()
     output = method_output(job, Condensation.name, "k: K")
     return _condensed(job, output, options, Condensation.name, replace, condense_and_publish)
+
+
+@publishes(DifferentialPrivacy.name)
+def differentially_private(job: Job, options: RunOptions | None = None, replace: bool = False) -> PrivateRelease:
+    """Publish a random sample of the job's table generalized to one node, every class below the k that
+    (`output.epsilon`, `output.delta`) imply suppressed, for (epsilon, delta)-differential privacy (output.method
+    differential_privacy, SafePub): the node the job fixes (`generalization`) or the exponential mechanism's
+    (`search`); the table and its privacy table (the guarantee's parameters) written and audited in one
+    transaction."""
+    started = time.perf_counter()
+    options = options or RunOptions()
+    output = method_output(job, DifferentialPrivacy.name, "epsilon: E, delta: D, generalization: low_medium")
+    plan = PrivacyPlan.of(job)
+    sampled = plan.sampled_job(job)
+    target = Target(output=output, replace=replace)
+    kept = dataclasses.replace(output, table=DifferentialPrivacy.companion_table(output))
+    privacy = Target(output=kept, replace=replace, setting="output.privacy_table")
+    with lattice_run(sampled, options, "anonymize", target, companions=[privacy]) as run:
+        ctx, src = run.ctx, run.job.source
+        table = Table(
+            rows=ctx.db.count_rows(ctx.conn, ctx.db.q(src.schema, src.table)),
+            sampled=ctx.star.rows,
+            k=plan.implied.k,
+            heights=tuple(ctx.star.heights),
+            leaves=tuple(d.leaves for d in ctx.star.dimensions),
+            single_top=tuple(len(d.shape.top_labels) == 1 for d in ctx.star.dimensions),
+        )
+        evaluator = metrics_evaluator(ctx, job.sensitive, job.select.quality)
+        try:
+            node, walk = chosen_node(plan, evaluator, table, job.qi_names, options.progress)
+            result = empty_result(sampled, ctx, [node])
+            result.metrics[node] = evaluator.evaluate([node])[node]
+        finally:
+            evaluator.close()
+        row = privacy_row(plan, job.qi_names, node)
+        destination = Destination(name=privacy.name, source=target.source, replace=replace, grant_to=output.grant_to)
+        ownership = Ownership(ctx.db, ctx.schema)
+        published = publish_node_of_run(
+            sampled,
+            ctx,
+            target,
+            result,
+            node,
+            plan.describe(),
+            beside=lambda: write_privacy_table(ctx.db, ctx.conn, destination, row, ownership, run.id),
+        )
+        report = PrivateRelease(
+            output=published.output,
+            privacy_table=str(privacy.name),
+            row=row,
+            node_levels=dict(zip(job.qi_names, node)),
+            rows=table.rows,
+            sampled=table.sampled,
+            published=published.audit.rows,
+            walk=walk.pivots if walk else [],
+            walk_scores=[walk.scores[p] for p in walk.pivots] if walk else [],
+            score=walk.scores[node] if walk else None,
+            loss=float(result.metrics[node]["loss"]),
+            reproducible=plan.reproducible,
+            audit=published.audit.to_dict(),
+            preview=published.preview,
+            seconds=time.perf_counter() - started,
+            release=published.release,
+        )
+        run.finish(report.to_dict())
+    return report
 
 
 def condense_add(

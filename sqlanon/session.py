@@ -201,13 +201,19 @@ def remove_if_unused(file: Path, schema: str) -> None:
 
 @contextmanager
 def lattice_run(
-    job: Job, options: RunOptions, command: str, target: Target | None = None, extra_criteria: Sequence[Criterion] = ()
+    job: Job,
+    options: RunOptions,
+    command: str,
+    target: Target | None = None,
+    extra_criteria: Sequence[Criterion] = (),
+    companions: Sequence[Target] = (),
 ) -> Iterator[Run]:
     """A run with a lattice to search: checks, run record, star schema, cleanup.
 
     Everything that can be checked before the search is: the files, the
     pseudonym keys, the source's columns and their roles, and where the
-    output goes (schema, rights, not the source, replaced only if sqlanon's).
+    output goes (schema, rights, not the source, replaced only if sqlanon's), and where the method's `companions`
+    (its second table) go.
     """
     job = on_db(job, options.db_url)
     require_lattice(job)
@@ -217,8 +223,10 @@ def lattice_run(
     with job_database(job, options) as db:
         if target is not None and job.ledger is not None:  # refused before the search, not after it
             db.require_transactions(LEDGER)
+        if job.sample is not None:  # its key goes through a session table, its two tables in one transaction
+            db.require_transactions("a publication of a random sample (output.method differential_privacy)")
         kept = kept_dimensions(db, options.metadata_schema, files)  # malformed files fail before anything is written
-        columns = checked_source(db, job, options, [target] if target else [])
+        columns = checked_source(db, job, options, ([target] if target else []) + list(companions))
         cleanup_dead_runs(db, options.metadata_schema)  # tables of runs killed earlier
         config = run_config(job, files)
         resume_run = options.resume_run

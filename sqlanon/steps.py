@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -159,9 +160,16 @@ def _plain(value: Any) -> Any:
 
 
 def publish_node_of_run(
-    job: Job, ctx: SearchContext, target: Target, result: SearchResult, node: tuple[int, ...], selection: str
+    job: Job,
+    ctx: SearchContext,
+    target: Target,
+    result: SearchResult,
+    node: tuple[int, ...],
+    selection: str,
+    beside: Callable[[], None] | None = None,
 ) -> AnonymizeResult:
-    """Write `node` (its metrics already in `result`) as the audited output, suppressing as the job says."""
+    """Write `node` (its metrics already in `result`) as the audited output, suppressing as the job says (and
+    `beside`'s companion table in the same transaction)."""
     plan = Publication(
         node=node,
         output=target.output,
@@ -186,6 +194,7 @@ def publish_node_of_run(
         Ownership(ctx.db, ctx.schema),
         ctx.progress,
         ledger,
+        beside,
     )
     return AnonymizeResult(
         search=result,

@@ -270,7 +270,8 @@ def _command(command: str, *args: str) -> Callable[[Env], None]:
 
 def _method(method: str, **settings: Any) -> Callable[[Env], None]:
     """Publish by `method` (mondrian; anatomy: exact QIs, no criteria, l values per bucket; randomize: noise on
-    age, no criteria; condense: synthetic ages, k = 5)."""
+    age, no criteria; condense: synthetic ages, k = 5; differential_privacy: epsilon 1, delta 1e-5, the medium
+    degree, no criteria)."""
 
     def change(env: Env) -> None:
         env.config["output"].update(method=method, **settings)
@@ -285,6 +286,14 @@ def _method(method: str, **settings: Any) -> Callable[[Env], None]:
             env.config["identifying"] = env.config["identifying"] + dropped
             env.config["unit"] = "rows"  # the dropped columns repeat: rows, not persons, are what k counts
             env.config["output"].setdefault("k", 5)
+        if method == "differential_privacy":  # the QIs published, every other column dropped
+            env.config.pop("criteria")
+            env.config["identifying"] += env.config.pop("sensitive") + env.config.pop("insensitive")
+            env.config["unit"] = "rows"  # the dropped columns repeat: rows, not persons, are what k counts
+            for key, value in {"epsilon": 1.0, "delta": 1e-5, "generalization": "medium"}.items():
+                env.config["output"].setdefault(key, value)
+            if "search" in settings and "generalization" not in settings:
+                env.config["output"].pop("generalization")
         if method == "randomize":  # age with noise, the other QIs published as they are
             env.config["quasi_identifiers"] = ["age"]
             env.config["insensitive"] += ["sex", "race"]
@@ -982,6 +991,47 @@ CASES: dict[str, Case] = {
         "tables",
         "no groups table 'main.people_anon_groups': publish the job first",
         _then(_method("condense"), _command("condense-add", "--table", "people")),
+    ),
+    "dp-epsilon-zero": Case(
+        "config file", "output.epsilon must be a finite number above 0", _method("differential_privacy", epsilon=0)
+    ),
+    "dp-delta-one": Case(
+        "config file", "output.delta must be a number between 0 and 1", _method("differential_privacy", delta=1)
+    ),
+    "dp-search-budget-above-epsilon": Case(
+        "config file",
+        "output.search.budget must be above 0 and below epsilon",
+        _method("differential_privacy", search={"budget": 1.5, "steps": 10}),
+    ),
+    "dp-generalization-and-search": Case(
+        "config file",
+        "not both",
+        _method("differential_privacy", generalization="low", search={"budget": 0.5}),
+    ),
+    "dp-with-criteria": Case(
+        "config file",
+        "brings its own k",
+        _then(_method("differential_privacy"), _set("criteria", {"k_anonymity": {"k": 5}})),
+    ),
+    "dp-level-above-top": Case(
+        "config file",
+        "output.generalization.age: level 9 is above its hierarchy's top",
+        _method("differential_privacy", generalization={"sex": 0, "age": 9, "race": 0}),
+    ),
+    "dp-column-as-is": Case(
+        "config file",
+        "column 'occupation' would be published as it is",
+        _then(
+            _method("differential_privacy"),
+            lambda env: env.config.update(
+                insensitive=["occupation"], identifying=[c for c in env.config["identifying"] if c != "occupation"]
+            ),
+        ),
+    ),
+    "dp-sample-below-k": Case(
+        "data",
+        "needs classes of at least k=50 rows, more than the random sample holds",
+        _method("differential_privacy", epsilon=0.01),
     ),
     "unknown-table": Case("data", "table 'persons' not found", _set("source.table", "persons")),
     "csv-missing": Case("data", "CSV file not found", _then(_csv_source, _set("source.csv", "none.csv"))),

@@ -2,6 +2,7 @@
 # ARX's times for bench_search.py's Adult jobs, measured on this machine (see ArxBench.java).
 #
 #   bash bench/arx/run.sh ARX_SOURCE [REPEAT]
+#   bash bench/arx/run.sh ARX_SOURCE RUNS dp     # ARX's differential privacy cases (ArxDp.java) -> dp.tsv
 #
 # ARX_SOURCE: a checkout of https://github.com/arx-deidentifier/arx (its lib/ant holds the jars it needs).
 # Needs a JDK 17+. Writes bench/out/arx/figures.tsv, which bench_search.py shows beside its own figures, and
@@ -27,8 +28,13 @@ if [ ! -f "$out/classes/org/deidentifier/arx/ARXAnonymizer.class" ]; then
     2> "$out/javac.log" || { cat "$out/javac.log" >&2; exit 1; }
   (cd "$src/src/main" && find . -type f ! -name '*.java' -exec cp --parents {} "$out/classes/" \;)
 fi
-javac -nowarn -cp "$libs$out/classes" -d "$out" "$here/ArxBench.java"
 adult="$here/../../sqlanon/data/adult"
 gzip -dc "$adult/adult.csv.gz" > "$out/adult.csv"
+if [ "${3:-}" = dp ]; then  # bench_dp.py reads dp.tsv: ARX's k for (epsilon, delta), and RUNS runs of each case
+  javac -nowarn -cp "$libs$out/classes" -d "$out" "$here/ArxDp.java"
+  java -cp "$libs$out/classes:$out" ArxDp "$out/adult.csv" "$adult/hierarchies" "$repeat" > "$out/dp.tsv"
+  exit 0
+fi
+javac -nowarn -cp "$libs$out/classes" -d "$out" "$here/ArxBench.java"
 java -cp "$libs$out/classes:$out" ArxBench "$out/adult.csv" "$adult/hierarchies" "$repeat" "$out/lattices.tsv" \
   | tee "$out/figures.tsv"

@@ -65,6 +65,7 @@ from ..model.job import Job, Suppression
 from ..model.selection import METRICS, best_node, level_metrics, node_label, selection_metric
 from ..publish.anatomy import AnatomyReport
 from ..publish.condense import CondensationReport
+from ..publish.differential_privacy import PrivateRelease
 from ..publish.ledger import LedgerCheck
 from ..publish.mondrian import MondrianReport
 from ..publish.randomize import RandomizationReport
@@ -1734,6 +1735,47 @@ def _show_condensed(report: CondensationReport, fmt: str) -> None:
         figures += [["records added", str(report.added)], ["groups split", str(report.splits)]]
     figures += [[f"audit: {name}", "holds" if ok else "FAILS"] for name, ok in report.audit.items()]
     _print_rows("Published condensed (synthetic records), audited:", ["figure", "value"], figures, fmt)
+    if fmt == "table" and report.preview:
+        _print_rows(
+            "First rows:", list(report.preview[0]), [[str(v) for v in row.values()] for row in report.preview], fmt
+        )
+
+
+@_show.register
+def _show_private(report: PrivateRelease, fmt: str) -> None:
+    """What a differentially private publication published: the tables, the guarantee and what it implies, the
+    node, the rows (sampled and suppressed: for the data owner only), the audit, the first rows."""
+    if fmt == "json":
+        print(json.dumps(report.to_dict()))
+        return
+    row = report.row
+    figures = [
+        ["table", report.output],
+        ["privacy table", report.privacy_table],
+        ["guarantee", f"({_shown_number(row['epsilon'])}, {row['delta']:g})-differential privacy"],
+        ["implied: sampling probability beta, least class size k", f"{_shown_number(row['beta'])}, {row['k']}"],
+    ]
+    if row["search_steps"]:
+        figures.append(
+            [
+                "node chosen by the exponential mechanism",
+                f"budget {_shown_number(row['search_budget'])}, {row['search_steps']} steps, "
+                f"score {row['search_score']} ({len(report.walk)} nodes stood on; "
+                f"the node's {_shown_number(report.score)})",
+            ]
+        )
+    figures += [
+        ["node", row["node"]],
+        ["rows: source / sampled / published", f"{report.rows} / {report.sampled} / {report.published}"],
+        ["loss of the release", _shown_number(report.loss)],
+        ["the same release again", "with the job's noise_key" if report.reproducible else "never (no key)"],
+        [
+            "audit: every class of at least k rows",
+            "holds" if report.audit.get("k_anonymity", {}).get("holds") else "FAILS",
+        ],
+    ]
+    _print_rows("Published differentially private (sampled, generalized), audited:", ["figure", "value"], figures, fmt)
+    print("The rows sampled and suppressed are for you alone: they are not differentially private.", file=sys.stderr)
     if fmt == "table" and report.preview:
         _print_rows(
             "First rows:", list(report.preview[0]), [[str(v) for v in row.values()] for row in report.preview], fmt

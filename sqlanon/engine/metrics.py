@@ -18,6 +18,7 @@ counts C_gs and suppressed tuples S_s per sensitive value, over n rows:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from functools import cached_property
@@ -99,17 +100,29 @@ class MetricsEvaluator:
     def evaluate(
         self, nodes: list[Levels], progress: Callable[[int, int], None] = lambda done, total: None
     ) -> dict[Levels, dict[str, Any]]:
-        found: dict[Levels, dict[str, Any]] = {}
+        """Every metric of each of `nodes` (see `figures`)."""
+        return {node: self.figures(node, sums) for node, sums in self.class_sums(nodes, progress).items()}
+
+    def class_sums(
+        self,
+        nodes: list[Levels],
+        progress: Callable[[int, int], None] = lambda done, total: None,
+        value_squares: bool = False,
+    ) -> dict[Levels, ClassSums]:
+        """Each of `nodes`' sums over its classes (engine.node_releases.ClassSums), the nodes in batches; with
+        `value_squares`, their per-QI sums of squared value counts too (a statement more per batch)."""
+        found: dict[Levels, ClassSums] = {}
         if not nodes:
             return found
         releases = self._batches()
         with self.db.hash_joins(self.conn):
             for number, batch_nodes in enumerate(releases.batches(nodes)):
-                # the classification's targets read the batch's stored sets in a statement of their own
-                read_once = not self.quality.targets
+                # the classification's targets and the value squares read the batch's stored classes again
+                read_once = not self.quality.targets and not value_squares
                 with releases.batch(batch_nodes, f"m{self.run.run_id}_{number}", read_once=read_once) as batch:
+                    squares = releases.value_squares(batch) if value_squares else {}
                     for j, sums in releases.class_sums(batch, self.quality).items():
-                        found[batch_nodes[j]] = self.figures(batch_nodes[j], sums)
+                        found[batch_nodes[j]] = dataclasses.replace(sums, value_squares=squares.get(j, ()))
                 progress(len(found), len(nodes))
         return found
 

@@ -99,6 +99,9 @@ class ClassSums:
     attacked: float = 0.0  # see model.quality.QualitySums
     mispredicted: int = 0  # over the classification's targets (NodeReleases.prediction_sums)
     undecided: int = 0
+    #: per QI, over the released tuples grouped by its value, the sum of the groups' sizes squared, where asked
+    #: (NodeReleases.value_squares)
+    value_squares: tuple[float, ...] = ()
 
     @property
     def penalty(self) -> float:
@@ -460,6 +463,49 @@ class NodeReleases:
                 *predicted.get(int(node), (0, 0)),
             )
         return sums
+
+    def value_squares(self, batch: NodeBatch) -> dict[int, tuple[float, ...]]:
+        """Per node of the batch and per QI, over its released tuples grouped by the QI's value at the node's
+        level, the sum of the groups' sizes squared (ARX's entropy score): one statement, a grouping per QI of
+        the released classes (the batch's classes, stored)."""
+        c, dims = self._classes_table(batch), self.checker.star.dimensions
+        names = [NODE] + [f"a{d.attr}_{k}" for d in dims for k in self._keys_of(d.attr)]
+        rows = [
+            (
+                j,
+                *(
+                    m
+                    for d in dims
+                    for k, m in enumerate(self.checker.attribute_masks(d.attr, node[d.attr]))
+                    if k in self._keys_of(d.attr)
+                ),
+            )
+            for j, node in enumerate(batch.nodes)
+        ]
+        w = sa.values(*(sa.column(n, sa.BigInteger) for n in names), name="w").data(rows)
+        branches = []
+        for d in dims:
+            value = [
+                sa.cast(c.c[f"key{k}"].op("&")(w.c[f"a{d.attr}_{k}"]), sa.BigInteger).label(f"v{k}")
+                for k in self._keys_of(d.attr)
+            ]
+            grouped = (
+                sa.select(c.c[NODE], *value, _n(c.c.n))
+                .select_from(c.join(w, w.c[NODE] == c.c[NODE]))
+                .where(c.c.kept == 1)
+                .group_by(c.c[NODE], *value)
+                .subquery(f"g{d.attr}")
+            )
+            square = sa.cast(grouped.c.n, sa.Double) * grouped.c.n
+            branches.append(
+                sa.select(grouped.c[NODE], sa.literal(d.attr).label("part"), sa.func.sum(square)).group_by(
+                    grouped.c[NODE]
+                )
+            )
+        found: dict[int, list[float]] = {j: [0.0] * len(dims) for j in range(len(batch.nodes))}
+        for node, part, total in self._rows(sa.union_all(*branches)):
+            found[int(node)][[d.attr for d in dims].index(int(part))] = float(total or 0)
+        return {j: tuple(values) for j, values in found.items()}
 
     def prediction_sums(self, batch: NodeBatch, targets: tuple[str, ...]) -> dict[int, tuple[int, int]]:
         """Per node, over the `targets` (sensitive attributes the cube carries) and the released classes: the

@@ -1,4 +1,5 @@
-"""The SQL of randomized publications (sqlanon.publish.randomize) and of the reconstruction of a randomized
+"""The SQL of randomized publications (sqlanon.publish.randomize; the random sample and the privacy table of
+sqlanon.publish.differential_privacy) and of the reconstruction of a randomized
 column's distribution (sqlanon.analysis.reconstruction).
 
 Noise is drawn in the database, keyed: each row gets a key, md5 of the run's secret key (in a one-row session
@@ -53,17 +54,7 @@ def randomized_select(
     """The SELECT of the published table, reading the key from `keys` (see `noise_key_table`): every column of
     `source` in order, a noised one as its value (cast to double precision) plus its noise, the others as
     `select_other(column, its value in SQL)` says (None: not published); and the published names."""
-    s = db.ref_table(source, columns).alias("s")
-    row_key = ROW_KEY
-    while any(db.same_name(row_key, c) for c in columns):
-        row_key += "_"
-    # a value's text prefixed with its length, NULL as '-': no two rows write one text
-    items = [func.coalesce(_text(func.length(_text(s.c[c]))) + ":" + _text(s.c[c]), "-") for c in columns]
-    occurrence = _text(func.row_number().over(partition_by=[s.c[c] for c in columns]))
-    k = db.ref_table(keys, [KEY_COLUMN])
-    key = select(k.c[KEY_COLUMN]).scalar_subquery()  # one value: a cross join with its table cost 0.15 s of 1M rows
-    keyed = func.md5(func.concat_ws("|", key, *items, occurrence)).label(row_key)
-    t = select(*(s.c[c] for c in columns), keyed).subquery("t")
+    t, row_key = keyed_rows(db, source, keys, columns)
     noised = {db.name_key(n.column): (j, n) for j, n in enumerate(noises)}
     select_list: list[sa.ColumnElement[Any]] = []
     published = []
@@ -78,6 +69,36 @@ def randomized_select(
         select_list.append(sa.literal_column(value).label(column))
         published.append(column)
     return db.as_text(conn, select(*select_list).select_from(t)), published
+
+
+def keyed_rows(db: Database, source: str, keys: str, columns: Sequence[str]) -> tuple[sa.Subquery, str]:
+    """The rows of `source` (subquery t), each with its key (see the module) in a column of its own, and that
+    column's name (ROW_KEY, lengthened until no column of the source has it)."""
+    s = db.ref_table(source, columns).alias("s")
+    row_key = ROW_KEY
+    while any(db.same_name(row_key, c) for c in columns):
+        row_key += "_"
+    # a value's text prefixed with its length, NULL as '-': no two rows write one text
+    items = [func.coalesce(_text(func.length(_text(s.c[c]))) + ":" + _text(s.c[c]), "-") for c in columns]
+    occurrence = _text(func.row_number().over(partition_by=[s.c[c] for c in columns]))
+    k = db.ref_table(keys, [KEY_COLUMN])
+    key = select(k.c[KEY_COLUMN]).scalar_subquery()  # one value: a cross join with its table cost 0.15 s of 1M rows
+    keyed = func.md5(func.concat_ws("|", key, *items, occurrence)).label(row_key)
+    return select(*(s.c[c] for c in columns), keyed).subquery("t"), row_key
+
+
+def sampled_select(db: Database, source: str, keys: str, columns: Sequence[str], probability: float) -> sa.Select[Any]:
+    """SELECT the rows of `source` (its `columns`) that a random sample keeps, each with `probability`: those whose
+    key's first fraction (see the module) is below it. The same key and table give the same sample."""
+    t, row_key = keyed_rows(db, source, keys, columns)
+    fraction: sa.ColumnElement[float] = sa.literal_column(uniform_fraction(db, f"t.{db.q(row_key)}", 1), sa.Double)
+    return select(*(t.c[c] for c in columns)).select_from(t).where(fraction < sa.literal(probability, sa.Double))
+
+
+def uniform_fraction(db: Database, hashed: str, start: int) -> str:
+    """SQL of the uniform fraction in [0, 1) that the 13 hexadecimal digits of `hashed` (an md5 in SQL) from
+    `start` on give."""
+    return f"(CAST({db.hex_integer(f'substr({hashed}, {int(start)}, 13)')} AS DOUBLE PRECISION) / {FRACTION})"
 
 
 def _text(value: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
@@ -98,10 +119,7 @@ def noise_of(db: Database, noise: Noise, row_key: str, j: int) -> str:
     fractions are the key's own digits (a hash less per row: 0.1 s of 1M rows on DuckDB), the others' a hash of
     it."""
     drawn = row_key if j == 0 else f"md5({row_key} || '#{int(j)}')"
-    u1, u2 = (
-        f"(CAST({db.hex_integer(f'substr({drawn}, {start}, 13)')} AS DOUBLE PRECISION) / {FRACTION})"
-        for start in (1, 14)
-    )
+    u1, u2 = (uniform_fraction(db, drawn, start) for start in (1, 14))
     scale = f"CAST({float(noise.scale)!r} AS DOUBLE PRECISION)"
     if noise.distribution == "uniform":
         return f"({scale} * ({u1} - 0.5))"
@@ -279,3 +297,19 @@ def spread(counts: Sequence[float]) -> list[float]:
 def l1_distance(a: Sequence[float], b: Sequence[float]) -> float:
     """The L1 distance between two distributions on one grid (0 to 2)."""
     return math.fsum(abs(x - y) for x, y in zip(a, b, strict=True))
+
+
+#: the privacy table's columns and their types: the guarantee's parameters, the k and beta they imply, the search's
+#: budget, steps and score (0, 0 and NULL where the job fixed the generalization) and the published node (QI=level)
+PRIVACY_COLUMNS = {
+    "epsilon": "DOUBLE PRECISION",
+    "delta": "DOUBLE PRECISION",
+    "k": "INTEGER",
+    "beta": "DOUBLE PRECISION",
+    "search_budget": "DOUBLE PRECISION",
+    "search_steps": "INTEGER",
+    "search_score": "VARCHAR",
+    "node": "VARCHAR",
+}
+#: the privacy table's SELECT, its values bound (PRIVACY_COLUMNS' names)
+PRIVACY_SELECT = "SELECT " + ", ".join(f"CAST(:{c} AS {t}) AS {c}" for c, t in PRIVACY_COLUMNS.items())

@@ -35,10 +35,11 @@ from ..model.hierarchies import (
     HierarchyShape,
     generate_hierarchy,
 )
-from ..model.job import ROLE_NAMES, ROLES, Job, QuasiIdentifier, check_roles
-from ..model.names import KEPT_DIMENSION_PREFIX, dimension_table, kept_dimension_table, subset_table
+from ..model.job import ROLE_NAMES, ROLES, Job, QuasiIdentifier, Sample, check_roles
+from ..model.names import KEPT_DIMENSION_PREFIX, dimension_table, kept_dimension_table, sample_table, subset_table
 from ..store import Store, runs
 from .persons import LCA_PREFIX, Persons, ancestor_areas, counted_persons, hierarchy_key
+from .randomization import noise_key_table, sampled_select
 
 MISSING_SHOWN = 10
 #: the layout of a dimension table (its columns, codes and labels): a table kept across runs serves the runs of its
@@ -142,6 +143,8 @@ class StarSchema:
     #: are `source` (a scratch table the run made)
     population: str | None = None
     population_rows: int = 0  # its rows, where a criterion reads it (counted as its values are checked)
+    #: `source` is a scratch table of the run's (a research subset's or a random sample's rows), dropped with the star
+    own_source: bool = False
 
     @property
     def over_population(self) -> StarSchema:
@@ -276,7 +279,7 @@ class StarSchema:
         later runs (see `KeptDimensions`); a kept table the run reused stays as it is."""
         if self.persons is not None:
             self.persons.drop(self.db, conn)
-        if self.population is not None:  # the research subset's rows
+        if self.own_source:  # the research subset's or the sample's rows
             self.db.drop_table(conn, self.source)
         built = [d for d in self.dimensions if not d.reused]
         kept = [(d.table, d.kept_as, d.shape) for d in built if keep and d.kept_as is not None]
@@ -496,16 +499,25 @@ def build_star_schema(
     population = None
     if job.subset is not None:
         population, source = table, subset_rows(db, conn, job, table, run_id)
-    try:  # the persons' (or subset's) table goes with an error, as the dimension tables do below
+    if job.sample is not None:
+        source = sample_rows(db, conn, job.sample, table, list(columns), run_id)
+    own_source = job.subset is not None or job.sample is not None
+    try:  # the persons' (or subset's or sample's) table goes with an error, as the dimension tables do below
         if persons is not None:
             _check_held(criteria, persons)
         rows = db.count_rows(conn, source)
+        if job.sample is not None and rows < job.sample.least:
+            raise ConfigError(
+                f"{job.sample.guarantee} needs classes of at least k={job.sample.least} rows, more than the random "
+                "sample holds: every row would be suppressed; raise output.epsilon or output.delta, or publish a "
+                "larger table"
+            )
         if rows == 0:
             where = f"the research subset ({job.subset.describe()}) of " if job.subset else ""
             raise DataError(f"{where}table {src.table!r} is empty; there is nothing to anonymize")
         # below, the search's badly planned joins still take a moment; the verbs that join a whole source with its
         # dimensions at any size (publication, inference) plan them with hash joins themselves (Database.hash_joins)
-        if rows >= STATISTICS_ROWS and not job.unit_column and not job.subset:  # scratch tables are analyzed as made
+        if rows >= STATISTICS_ROWS and not job.unit_column and not own_source:  # scratch tables are analyzed as made
             db.plan_source_joins(conn, src.schema, src.table)
         for criterion in criteria:
             criterion.fit_table(rows)
@@ -515,7 +527,7 @@ def build_star_schema(
     except Exception:
         if persons is not None:
             persons.drop(db, conn)
-        if population is not None:
+        if own_source:
             db.drop_table(conn, source)
         raise
     star = StarSchema(
@@ -530,6 +542,7 @@ def build_star_schema(
         work_schema=schema,
         persons=persons,
         population=population,
+        own_source=own_source,
     )
     try:
         for attr, qi in enumerate(job.quasi_identifiers):
@@ -562,6 +575,16 @@ def subset_rows(db: Database, conn: Connection, job: Job, table: str, run_id: in
     """A scratch table of the rows of the job's research subset of `table` (the source), analyzed: the rows the run
     anonymizes and publishes. Session-scoped, as the persons' table is: it holds the rows themselves."""
     ref = db.create_scratch(conn, subset_table(run_id), db.as_text(conn, subset_select(db, conn, job, table)))
+    db.analyze(conn, ref)
+    return ref
+
+
+def sample_rows(db: Database, conn: Connection, sample: Sample, table: str, columns: list[str], run_id: int) -> str:
+    """A scratch table of a random sample of the rows of `table` (the source), analyzed: the rows the run
+    anonymizes and publishes, each drawn with the sample's probability from its key (engine.randomization)."""
+    with noise_key_table(db, conn, sample.key) as keys:
+        select = sampled_select(db, table, keys, columns, sample.probability)
+        ref = db.create_scratch(conn, sample_table(run_id), db.as_text(conn, select))
     db.analyze(conn, ref)
     return ref
 

@@ -92,6 +92,19 @@ class Subset:
         return f"the rows whose {self.key} is in table {self.table}"
 
 
+@dataclass(frozen=True)
+class Sample:
+    """A random sample of the source's rows that a run anonymizes and publishes instead of the table (the
+    differentially private publication's, sqlanon.publish.differential_privacy): each row kept with `probability`,
+    drawn in the database from the secret `key` and the row's values in the columns the job names (see
+    engine.randomization.sampled_select), never printed."""
+
+    probability: float
+    key: bytes = field(repr=False)
+    least: int = 1  # the rows a class needs (the k the guarantee implies): a smaller sample is refused
+    guarantee: str = ""  # what needs them, for that refusal
+
+
 @dataclass(kw_only=True)
 class QuasiIdentifier:
     """A QI column and where its hierarchy comes from: a file or a generator."""
@@ -310,6 +323,8 @@ class Job:
     unit_column: str | None = None
     #: the research subset that is anonymized and published, of the source table as its population (`subset:`)
     subset: Subset | None = None
+    #: the random sample of the source's rows anonymized and published instead of the table (set by a method)
+    sample: Sample | None = None
     #: what becomes of the source's columns the job gives no role: None (the job is refused, naming them) or
     #: "drop" (left out of every output, listed in a warning when the run reads the source)
     others: str | None = None
@@ -367,6 +382,7 @@ class Job:
             "unit_column": self.unit_column,
             "others": self.others,
             "subset": asdict(self.subset) if self.subset else None,
+            "sample": self.sample.probability if self.sample else None,  # never its key
             "releases": asdict(self.releases) if self.releases else None,
             "inference": asdict(self.inference),
             "ledger": asdict(self.ledger) if self.ledger else None,

@@ -27,6 +27,12 @@ def subset_table(run_id: int) -> str:
     return f"subset_rows_{run_id}"
 
 
+def sample_table(run_id: int) -> str:
+    """The rows of a random sample of a job's source, which the run anonymizes (a differentially private
+    publication's)."""
+    return f"sample_rows_{run_id}"
+
+
 def kept_dimension_table(digest: str) -> str:
     """A dimension table kept across runs (engine.star.KeptDimensions), by the digest of its hierarchy: no run's,
     so cleanup never takes it for a killed run's."""

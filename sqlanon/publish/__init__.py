@@ -2,8 +2,9 @@
 
 Methods (`methods.METHODS`, one module each): `generalize` (full-domain generalization of the chosen node, with
 suppression), `anatomy` (the quasi identifier table and the sensitive table of l-diverse buckets), `mondrian`
-(multidimensional partitioning), `randomize` (additive noise, its distribution published beside it) and
-`condense` (synthetic records drawn from groups of at least k). Shared:
+(multidimensional partitioning), `randomize` (additive noise, its distribution published beside it), `condense`
+(synthetic records drawn from groups of at least k) and `differential_privacy` (a random sample generalized, classes
+below k suppressed: SafePub). Shared:
 `staging` (the one path by which an output table appears: staged, audited, owned, granted), `identifiers`
 (pseudonyms of identifying columns), `ownership` (which tables sqlanon created and may replace), `ledger` (a job's
 releases recorded, and each new one checked against them). Every output is re-checked before it is committed by
@@ -17,4 +18,4 @@ itself.
 
 # each module registers its method in methods.METHODS, the default first (the order the config lists them in)
 from . import generalize  # noqa: I001, F401
-from . import anatomy, condense, mondrian, randomize  # noqa: F401
+from . import anatomy, condense, differential_privacy, mondrian, randomize  # noqa: F401

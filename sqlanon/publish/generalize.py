@@ -15,7 +15,7 @@ sqlanon.publish.identifiers). A column without a role stops the publication.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -88,9 +88,11 @@ def publish_generalization(
     ownership: Ownership,
     progress: Progress = silent,
     ledger: ReleaseLedger | None = None,
+    beside: Callable[[], None] | None = None,
 ) -> AuditReport:
     """Create the generalized table for the plan's node and commit it only if the audit passes (and, with a
-    `ledger`, only if the release and the job's earlier ones together disclose nothing)."""
+    `ledger`, only if the release and the job's earlier ones together disclose nothing); `beside` writes the
+    method's companion table in the same transaction, after the table's audit."""
     if ledger is not None and star.persons is not None and star.persons.held:
         raise DataError(
             f"persons of unit column {star.persons.unit!r} hold several values of "
@@ -165,6 +167,8 @@ def publish_generalization(
                 report = admitted.audit or report
             # the audit counted persons where a unit names them; the ledger of outputs records rows
             staged.audited(report.rows if plan.unit is None else db.count_rows(conn, written))
+        if beside is not None:
+            beside()
         phases.step("committing")  # the last report: after the commit, a cancel (inserver) must not be raised
     return report
 
