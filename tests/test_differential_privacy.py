@@ -326,6 +326,7 @@ def test_the_key_is_in_no_record(duck_url, monkeypatch):
     [
         ({"epsilon": 0, "delta": 1e-5, "generalization": "low"}, "output.epsilon must be a finite number above 0"),
         ({"epsilon": float("inf"), "delta": 1e-5, "generalization": "low"}, "output.epsilon must be a finite number"),
+        ({"epsilon": 6, "delta": 1e-5, "generalization": "low"}, "output.epsilon 6 is above 5"),
         ({"epsilon": 1, "delta": 1, "generalization": "low"}, "output.delta must be a number between 0 and 1"),
         ({"epsilon": 1, "delta": 0, "generalization": "low"}, "output.delta must be a number between 0 and 1"),
         ({"epsilon": 1, "delta": 1e-5}, "needs either generalization"),

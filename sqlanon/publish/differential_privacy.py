@@ -76,8 +76,7 @@ class DifferentialPrivacy(PublicationMethod):
 
     @classmethod
     def parse(cls, output: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
-        epsilon, delta = output.get("epsilon"), output.get("delta")
-        check_budget(epsilon, delta)  # type: ignore[arg-type]
+        epsilon, delta = check_budget(output.get("epsilon"), output.get("delta"))
         generalization, search = output.get("generalization"), output.get("search")
         if (generalization is None) == (search is None):
             raise ConfigError(
@@ -88,10 +87,10 @@ class DifferentialPrivacy(PublicationMethod):
         if table is not None and not isinstance(table, str):
             raise ConfigError(f"output.privacy_table must be a table name, got {table!r}")
         return {
-            "epsilon": float(epsilon),  # type: ignore[arg-type]
-            "delta": float(delta),  # type: ignore[arg-type]
+            "epsilon": epsilon,
+            "delta": delta,
             "generalization": _generalization(generalization) if generalization is not None else None,
-            "search": _search(search, float(epsilon)) if search is not None else None,  # type: ignore[arg-type]
+            "search": _search(search, epsilon) if search is not None else None,
             "privacy_table": table,
             "noise_key": key_source(output.get("noise_key"), base_dir),
         }
