@@ -48,7 +48,6 @@ from .engine.star import (
     needed_sensitive,
 )
 from .errors import ConfigError
-from .model.differential_privacy import Table
 from .model.frames import FRAME_TABLE, MEMORY_URL, READ_TABLE, SourceFrame
 from .model.hierarchies import Hierarchy
 from .model.job import MIN_KEY_BYTES, Job, Output
@@ -64,6 +63,7 @@ from .publish.differential_privacy import (
     PrivateRelease,
     chosen_node,
     privacy_row,
+    sampled_table,
     write_privacy_table,
 )
 from .publish.generalize import Generalization
@@ -397,14 +397,7 @@ def differentially_private(job: Job, options: RunOptions | None = None, replace:
     privacy = Target(output=kept, replace=replace, setting="output.privacy_table")
     with lattice_run(sampled, options, "anonymize", target, companions=[privacy]) as run:
         ctx, src = run.ctx, run.job.source
-        table = Table(
-            rows=ctx.db.count_rows(ctx.conn, ctx.db.q(src.schema, src.table)),
-            sampled=ctx.star.rows,
-            k=plan.implied.k,
-            heights=tuple(ctx.star.heights),
-            leaves=tuple(d.leaves for d in ctx.star.dimensions),
-            single_top=tuple(len(d.shape.top_labels) == 1 for d in ctx.star.dimensions),
-        )
+        table = sampled_table(ctx.star, ctx.db.count_rows(ctx.conn, ctx.db.q(src.schema, src.table)), plan.implied.k)
         evaluator = metrics_evaluator(ctx, job.sensitive, job.select.quality)
         try:
             node, walk = chosen_node(plan, evaluator, table, job.qi_names, options.progress)
@@ -435,7 +428,7 @@ def differentially_private(job: Job, options: RunOptions | None = None, replace:
             walk=walk.pivots if walk else [],
             walk_scores=[walk.scores[p] for p in walk.pivots] if walk else [],
             score=walk.scores[node] if walk else None,
-            loss=float(result.metrics[node]["loss"]),
+            loss=result.metrics[node]["loss"],
             reproducible=plan.reproducible,
             audit=published.audit.to_dict(),
             preview=published.preview,

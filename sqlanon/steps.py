@@ -28,7 +28,7 @@ from .model.selection import METRICS, Metric, best_node, level_metrics, node_lab
 from .publish.generalize import Publication, publish_generalization
 from .publish.ledger import ReleaseLedger
 from .publish.ownership import Ownership, TableName
-from .publish.staging import PublishedTable, Released, preview
+from .publish.staging import PublishedTable, Released, plain_rows, preview
 from .search.strategies import STRATEGIES, SearchContext, SearchStats
 from .session import Target
 from .store import runs as store_runs
@@ -144,7 +144,7 @@ class AnonymizeResult(Released):
             "publishing_seconds": round(self.publishing_seconds, 3),
             "selection_seconds": round(self.selection_seconds, 3),
             "ledger": self.ledger.to_dict() if self.ledger else None,
-            "preview": [{k: _plain(v) for k, v in row.items()} for row in self.preview],
+            "preview": plain_rows(self.preview),
         }
 
     def preview_frame(self) -> pd.DataFrame:
@@ -152,11 +152,6 @@ class AnonymizeResult(Released):
         import pandas as pd
 
         return pd.DataFrame(self.preview)
-
-
-def _plain(value: Any) -> Any:
-    """A value JSON can carry (numbers and text as they are, anything else as text)."""
-    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
 def publish_node_of_run(

@@ -1767,7 +1767,7 @@ def _show_private(report: PrivateRelease, fmt: str) -> None:
     figures += [
         ["node", row["node"]],
         ["rows: source / sampled / published", f"{report.rows} / {report.sampled} / {report.published}"],
-        ["loss of the release", _shown_number(report.loss)],
+        ["loss of the release", _shown_number(report.loss) if isinstance(report.loss, float) else str(report.loss)],
         ["the same release again", "with the job's noise_key" if report.reproducible else "never (no key)"],
         [
             "audit: every class of at least k rows",

@@ -192,16 +192,11 @@ class Grouping:
     def _statistics(self, done: sa.TableClause) -> Statistics:
         """Each group's count, first-order and second-order sums (one grouping of the records)."""
         xs = [done.c[f"x{j}"] for j in range(self.d)]
-        pairs = [(i, j) for i in range(self.d) for j in range(i, self.d)]
-        query = (
-            select(done.c.grp, func.count(), *(func.sum(x) for x in xs), *(func.sum(xs[i] * xs[j]) for i, j in pairs))
-            .group_by(done.c.grp)
-            .order_by(done.c.grp)
-        )
+        query = select(done.c.grp, *moment_sums(xs)).group_by(done.c.grp).order_by(done.c.grp)
         found = np.array([tuple(row) for row in self.db.execute(self.conn, query)], dtype=float)  # not Rows
         self.scratch.statements += 1
         products = np.zeros((len(found), self.d, self.d))
-        for k, (i, j) in enumerate(pairs):
+        for k, (i, j) in enumerate(_pairs(self.d)):
             products[:, i, j] = products[:, j, i] = found[:, 2 + self.d + k]
         return Statistics(
             found[:, 0].astype(np.int64), found[:, 1].astype(np.int64), found[:, 2 : 2 + self.d], products
@@ -410,15 +405,11 @@ def group_deltas(
     db: Database, conn: Connection, joined: sa.TableClause, d: int
 ) -> dict[int, tuple[int, list[float], list[list[float]]]]:
     """Per group that records join (`nearest_groups`): their count, sums and sums of products (d x d)."""
-    xs = [joined.c[f"x{j}"] for j in range(d)]
-    pairs = [(i, j) for i in range(d) for j in range(i, d)]
-    query = select(
-        joined.c.grp, func.count(), *(func.sum(x) for x in xs), *(func.sum(xs[i] * xs[j]) for i, j in pairs)
-    ).group_by(joined.c.grp)
+    query = select(joined.c.grp, *moment_sums([joined.c[f"x{j}"] for j in range(d)])).group_by(joined.c.grp)
     found = {}
     for row in db.execute(conn, query):
         second = [[0.0] * d for _ in range(d)]
-        for (i, j), v in zip(pairs, row[2 + d :], strict=True):
+        for (i, j), v in zip(_pairs(d), row[2 + d :], strict=True):
             second[i][j] = second[j][i] = float(v)
         found[int(row[0])] = (int(row[1]), [float(v) for v in row[2 : 2 + d]], second)
     return found
@@ -429,11 +420,10 @@ def touched_groups(db: Database, conn: Connection, groups: str, joined: sa.Table
     g = db.ref_table(groups, group_columns(d))
     joins = select(joined.c.grp).where(joined.c.grp == g.c.grp).exists()
     found = []
-    pairs = [(i, j) for i in range(d) for j in range(i, d)]
     for row in db.execute(conn, select(g).where(joins)):
         values = row._mapping
         products = np.zeros((d, d))
-        for i, j in pairs:
+        for i, j in _pairs(d):
             products[i, j] = products[j, i] = float(values[f"sum_{i + 1}_{j + 1}"])
         sums = np.array([float(values[f"sum_{j}"]) for j in range(1, d + 1)])
         found.append(Group(int(values["grp"]), int(values["n"]), sums, products))
@@ -452,13 +442,21 @@ def source_sums(
 ) -> tuple[int, list[float], list[float]]:
     """The table's rows, each attribute's sum and each pair's sum of products (i <= j), in one scan."""
     t = db.ref_table(table, list(columns))
-    xs = [sa.cast(t.c[c], sa.Double) for c in columns]
-    d = len(xs)
-    query = select(
-        func.count(), *(func.sum(x) for x in xs), *(func.sum(xs[i] * xs[j]) for i in range(d) for j in range(i, d))
-    )
-    row = db.execute(conn, query).one()
+    d = len(columns)
+    row = db.execute(conn, select(*moment_sums([sa.cast(t.c[c], sa.Double) for c in columns]))).one()
     return int(row[0]), [float(v or 0) for v in row[1 : 1 + d]], [float(v or 0) for v in row[1 + d :]]
+
+
+def moment_sums(xs: Sequence[sa.ColumnElement[Any]]) -> list[sa.ColumnElement[Any]]:
+    """The aggregates a group's statistics are made of: its count, each attribute's sum and each pair's sum of
+    products (i <= j, in `_pairs` order)."""
+    d = len(xs)
+    return [func.count(), *(func.sum(x) for x in xs), *(func.sum(xs[i] * xs[j]) for i, j in _pairs(d))]
+
+
+def _pairs(d: int) -> list[tuple[int, int]]:
+    """The attribute pairs (i <= j) whose products the statistics sum, in order."""
+    return [(i, j) for i in range(d) for j in range(i, d)]
 
 
 @dataclass

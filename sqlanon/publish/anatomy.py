@@ -43,7 +43,7 @@ from .identifiers import Pseudonyms
 from .ledger import NewRelease, ReleaseLedger
 from .methods import PublicationMethod
 from .ownership import Ownership, TableName
-from .staging import Destination, PublishedTable, Released, Staged, preview, staged_table
+from .staging import Destination, PublishedTable, Released, Staged, plain_rows, preview, staged_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -88,10 +88,7 @@ class AnatomyReport(Released):
             "counterfeit_table": self.counterfeit_table,
             "invariant": self.invariant,
             "ledger": self.ledger.to_dict() if self.ledger else None,
-            "preview": [
-                {k: v if v is None or isinstance(v, (int, float, str)) else str(v) for k, v in row.items()}
-                for row in self.preview
-            ],
+            "preview": plain_rows(self.preview),
         }
 
 

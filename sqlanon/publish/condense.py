@@ -54,7 +54,7 @@ from ..model.noise import key_source, read_noise_key
 from ..model.progress import Phases, Progress, silent
 from .methods import PublicationMethod, refuse_criteria
 from .ownership import Ownership
-from .staging import Destination, PublishedTable, Released, preview, staged_table
+from .staging import Destination, PublishedTable, Released, plain_rows, preview, staged_table
 
 __all__ = ["Condensation", "CondensationReport", "condense_and_publish"]
 
@@ -141,7 +141,7 @@ class CondensationReport(Released):
             "reproducible": self.reproducible,
             "audit": self.audit,
             "seconds": round(self.seconds, 3),
-            "preview": self.preview,
+            "preview": plain_rows(self.preview),
         }
 
 

@@ -36,6 +36,7 @@ from ..criteria import KAnonymity
 from ..engine.metrics import MetricsEvaluator
 from ..engine.node_releases import ClassSums
 from ..engine.randomization import PRIVACY_COLUMNS, PRIVACY_SELECT
+from ..engine.star import StarSchema
 from ..errors import AuditError, ConfigError
 from ..model.differential_privacy import (
     DEGREES,
@@ -53,15 +54,17 @@ from ..model.differential_privacy import (
 )
 from ..model.job import Job, Sample, Suppression
 from ..model.noise import key_source, read_noise_key
+from ..model.progress import Progress, silent
 from .methods import PublicationMethod, refuse_criteria
 from .ownership import Ownership
-from .staging import Destination, Released, staged_table
+from .staging import Destination, Released, plain_rows, staged_table
 
 __all__ = [
     "DifferentialPrivacy",
     "PrivacyPlan",
     "PrivateRelease",
     "chosen_node",
+    "sampled_table",
     "search_node",
     "write_privacy_table",
 ]
@@ -235,8 +238,20 @@ class PrivacyPlan:
         return node
 
 
+def sampled_table(star: StarSchema, rows: int, k: int) -> Table:
+    """What the scores read of a run's sample (`star`, built on it) and of the source's `rows`."""
+    return Table(
+        rows=rows,
+        sampled=star.rows,
+        k=k,
+        heights=tuple(star.heights),
+        leaves=tuple(d.leaves for d in star.dimensions),
+        single_top=tuple(len(d.shape.top_labels) == 1 for d in star.dimensions),
+    )
+
+
 def chosen_node(
-    plan: PrivacyPlan, evaluator: MetricsEvaluator, table: Table, qi_names: list[str], progress: Any = None
+    plan: PrivacyPlan, evaluator: MetricsEvaluator, table: Table, qi_names: list[str], progress: Progress = silent
 ) -> tuple[tuple[int, ...], Walk | None]:
     """The node to publish: the job's (`fixed_node`), or the search's with its walk (`search_node`)."""
     if plan.search is None:
@@ -245,7 +260,7 @@ def chosen_node(
 
 
 def search_node(
-    plan: PrivacyPlan, evaluator: MetricsEvaluator, table: Table, progress: Any = None
+    plan: PrivacyPlan, evaluator: MetricsEvaluator, table: Table, progress: Progress = silent
 ) -> tuple[tuple[int, ...], Walk]:
     """The exponential mechanism's walk from the top of the lattice (model.differential_privacy.walk), each
     step's new nodes scored from their frequency sets over the sample in one batch; the node it publishes and the
@@ -257,9 +272,8 @@ def search_node(
 
     def score(nodes: list[tuple[int, ...]]) -> dict[tuple[int, ...], float]:
         sums = evaluator.class_sums(nodes, value_squares=score_of is entropy_score)
-        if progress is not None:
-            done[0] += 1
-            progress("search: the exponential mechanism's steps", min(done[0], steps), steps)
+        done[0] += 1
+        progress("search: the exponential mechanism's steps", min(done[0], steps), steps)
         return {node: score_of(_release(node, s), table) for node, s in sums.items()}
 
     found = walk(
@@ -337,7 +351,7 @@ class PrivateRelease(Released):
     walk: list[tuple[int, ...]]  # the nodes the search stood on (empty without a search)
     walk_scores: list[float]  # their scores
     score: float | None  # the published node's, with a search
-    loss: float  # the release's loss (model.quality), over the sample
+    loss: float | list[float]  # the release's loss (model.quality, the job's aggregate), over the sample
     reproducible: bool
     audit: dict[str, Any]
     preview: list[dict[str, Any]] = field(default_factory=list)
@@ -360,8 +374,5 @@ class PrivateRelease(Released):
             "reproducible": self.reproducible,
             "audit": self.audit,
             "seconds": round(self.seconds, 3),
-            "preview": [
-                {k: v if v is None or isinstance(v, (int, float, str)) else str(v) for k, v in row.items()}
-                for row in self.preview
-            ],
+            "preview": plain_rows(self.preview),
         }

@@ -27,7 +27,7 @@ from .identifiers import Pseudonyms
 from .ledger import NewRelease, ReleaseLedger, Repairable
 from .methods import PublicationMethod
 from .ownership import Ownership
-from .staging import Destination, PublishedTable, Released, preview, staged_table
+from .staging import Destination, PublishedTable, Released, plain_rows, preview, staged_table
 
 __all__ = ["MondrianMethod", "MondrianReport", "partition_and_publish"]
 
@@ -93,10 +93,7 @@ class MondrianReport(Released):
             "publishing_seconds": round(self.publishing_seconds, 3),
             "audit": self.audit.to_dict(),
             "ledger": self.ledger.to_dict() if self.ledger else None,
-            "preview": [
-                {k: v if v is None or isinstance(v, (int, float, str)) else str(v) for k, v in row.items()}
-                for row in self.preview
-            ],
+            "preview": plain_rows(self.preview),
         }
 
 

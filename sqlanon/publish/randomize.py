@@ -43,7 +43,7 @@ from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
 from .methods import PublicationMethod, refuse_criteria
 from .ownership import Ownership
-from .staging import Destination, PublishedTable, Released, preview, staged_table
+from .staging import Destination, PublishedTable, Released, plain_rows, preview, staged_table
 
 __all__ = ["Randomization", "RandomizationReport", "randomize_and_publish"]
 
@@ -133,10 +133,7 @@ class RandomizationReport(Released):
             "reproducible": self.reproducible,
             "audit": self.audit,
             "seconds": round(self.seconds, 3),
-            "preview": [
-                {k: v if v is None or isinstance(v, (int, float, str)) else str(v) for k, v in row.items()}
-                for row in self.preview
-            ],
+            "preview": plain_rows(self.preview),
         }
 
 

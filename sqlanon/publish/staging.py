@@ -80,6 +80,16 @@ def preview(db: Database, conn: Connection, name: TableName, order: str | None =
     return db.first_rows(conn, db.q(name.schema, name.table), PREVIEW_ROWS, order)
 
 
+def plain_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows (a preview's) with values JSON can carry: numbers and text as they are, anything else as text."""
+    return [{k: plain(v) for k, v in row.items()} for row in rows]
+
+
+def plain(value: Any) -> Any:
+    """A value JSON can carry (numbers, text and NULL as they are, anything else as text)."""
+    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
+
+
 @dataclass(frozen=True, eq=False)
 class PublishedTable:
     """A published table, read back as pandas DataFrames or an Arrow stream: from its database, opened again for
