@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import math
 from collections import Counter
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+import yaml
 
 from sqlanon import anonymize, job_from_dict
-from sqlanon.errors import ConfigError
+from sqlanon.errors import ConfigError, SqlanonError
 from sqlanon.model.differential_privacy import (
     Release,
     Table,
@@ -34,6 +36,7 @@ from sqlanon.model.differential_privacy import (
 from sqlanon.publish.differential_privacy import PrivateRelease
 
 from .conftest import ADULT_DIR, ADULT_QIS, PG_URL, adult_config, user_tables
+from .test_cli import run as invoke
 from .test_randomize import _text
 
 KEY = "a-key-of-the-tests-0123456789abcdef"
@@ -367,3 +370,39 @@ def test_what_cannot_be_published_is_refused_and_nothing_written(duck_url, tmp_p
     with pytest.raises(ConfigError, match=r"needs classes of at least k=62 rows, more than the random sample holds"):
         anonymize(job_from_dict(tiny, ADULT_DIR))
     assert user_tables(duck_url) - before <= {("main", "adult"), ("main", "small")}  # the sources, loaded from files
+
+
+def test_a_table_of_the_users_in_the_privacy_tables_place_stops_both_and_replace_rewrites_sqlanons(duck_url):
+    """The privacy table goes through ownership as the table does: a table sqlanon did not create under its name
+    stops the run before anything is written; a second run replaces both of sqlanon's only with `replace`."""
+    config = _config(duck_url, ["sex", "age"], epsilon=1.0, delta=1e-5, generalization="low")
+    engine = sa.create_engine(duck_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE adult_dp_privacy (note VARCHAR)")
+    engine.dispose()
+    with pytest.raises(SqlanonError, match="adult_dp_privacy"):
+        anonymize(job_from_dict(config, ADULT_DIR))
+    assert ("main", "adult_dp") not in user_tables(duck_url)
+    config["output"]["privacy_table"] = "adult_guarantee"
+    anonymize(job_from_dict(config, ADULT_DIR))
+    with pytest.raises(SqlanonError, match="already exists"):
+        anonymize(job_from_dict(config, ADULT_DIR))
+    anonymize(job_from_dict(config, ADULT_DIR), replace=True)
+    assert _read(duck_url, "SELECT note FROM adult_dp_privacy") == []  # the user's table, untouched
+    assert _read(duck_url, "SELECT k FROM adult_guarantee") == [(parameters(1.0, 1e-5).k,)]
+
+
+def test_the_cli_shows_the_guarantee_and_warns_that_the_rows_are_the_owners(duck_url, tmp_path):
+    config = _config(duck_url, ["sex", "age"], epsilon=1.0, delta=1e-5, search={"budget": 0.5, "steps": 3})
+    path = tmp_path / "dp.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = invoke("anonymize", str(path))
+    assert result.exit_code == 0, result.output
+    assert (
+        "(1, 1e-05)-differential privacy" in result.stdout
+        and "node chosen by the exponential mechanism" in result.stdout
+    )
+    assert "they are not differentially private" in result.stderr
+    shown = json.loads(invoke("anonymize", str(path), "--replace", "--json").stdout)
+    assert shown["method"] == "differential_privacy" and shown["k"] == parameters(0.5, 1e-5).k
+    assert len(shown["walk"]) == len(shown["walk_scores"]) == 4
