@@ -1,12 +1,12 @@
 """(epsilon, delta)-differential privacy by sampling and generalization (output.method differential_privacy).
 
-1. Utility against ARX (Adult, all nine QIs, DuckDB): ARX's TestAnonymizationDifferentialPrivacy cases on Adult
-   that sqlanon runs, each RUNS times with a different key: for a fixed generalization (ARX's degree) the loss
-   of the release (ARX's loss model and its default aggregate, the geometric mean), for a search the published
-   node's score (loss, precision, entropy, AECS or discernibility; epsilon 2 of which 1 for the search, delta 1e-5, 10
-   or 100 steps). Beside each, the same figure of ARX's own runs (random sampling and mechanism, not its fixed
-   seed) from bench/out/arx/dp.tsv, which `java ... ArxDp` writes (bench/arx/ArxDp.java; compiled as run.sh
-   compiles ArxBench). sqlanon's mean should lie within ARX's spread.
+1. Utility against ARX (Adult, all nine QIs, DuckDB): ARX's 23 TestAnonymizationDifferentialPrivacy cases on
+   Adult, each RUNS times with a different key: for a fixed generalization (ARX's degree) the loss of the release
+   (ARX's loss model and its default aggregate, the geometric mean), for a search the published node's score
+   (loss, precision, entropy, AECS, discernibility, or classification of QI targets; epsilon 2 of which 1 for
+   the search, delta 1e-5, 1, 10 or 100 steps). Beside each, the same figure of ARX's own runs (random sampling
+   and mechanism, not its fixed seed) from bench/out/arx/dp.tsv, which `bash bench/arx/run.sh ARX_SOURCE RUNS dp`
+   writes (bench/arx/ArxDp.java). sqlanon's mean should lie within ARX's spread.
 2. Cost at scale (hospital, 1M rows by default; DuckDB, and PostgreSQL with --postgres): a fixed generalization
    (medium) and a search of 20 steps, each beside one GROUP BY of the table's five QIs in the same run.
 
@@ -37,8 +37,12 @@ KEY_VARIABLE = "SQLANON_BENCH_DP_KEY"
 FIXED = [(2.0, 1e-5, "low_medium"), (1.5, 1e-6, "high"), (math.log(2), 1e-7, "low_medium")]
 FIXED += [(math.log(3), 1e-8, "medium"), (2.0, 1e-5, "medium_high"), (1.5, 1e-6, "low_medium")]
 FIXED += [(0.01, 1e-9, "low_medium")]
-SEARCHES = [
-    (score, steps) for score in ("loss", "precision", "entropy", "aecs", "discernibility") for steps in (10, 100)
+SCORED = ("loss", "precision", "entropy", "aecs", "discernibility")
+SEARCHES: list[tuple[str, int, list[str]]] = [(score, steps, []) for score in SCORED for steps in (10, 100)]
+SEARCHES += [
+    ("classification", steps, targets)
+    for targets in (["salary-class"], ["occupation", "salary-class"])
+    for steps in (1, 10, 100)
 ]
 
 
@@ -51,9 +55,10 @@ def cases() -> list[tuple[str, dict[str, Any]]]:
         )
         for epsilon, delta, degree in FIXED
     ]
-    for score, steps in SEARCHES:
-        search = {"budget": 1.0, "steps": steps, "score": score}
-        found.append((f"search {score}, {steps} steps", {"epsilon": 2.0, "delta": 1e-5, "search": search}))
+    for score, steps, targets in SEARCHES:
+        search = {"budget": 1.0, "steps": steps, "score": score, **({"targets": targets} if targets else {})}
+        what = f"{score} of {' and '.join(targets)}" if targets else score
+        found.append((f"search {what}, {steps} steps", {"epsilon": 2.0, "delta": 1e-5, "search": search}))
     return found
 
 

@@ -397,7 +397,7 @@ def differentially_private(job: Job, options: RunOptions | None = None, replace:
     privacy = Target(output=kept, replace=replace, setting="output.privacy_table")
     with lattice_run(sampled, options, "anonymize", target, companions=[privacy]) as run:
         ctx, src = run.ctx, run.job.source
-        table = sampled_table(ctx.star, ctx.db.count_rows(ctx.conn, ctx.db.q(src.schema, src.table)), plan.implied.k)
+        table = sampled_table(ctx.star, ctx.db.count_rows(ctx.conn, ctx.db.q(src.schema, src.table)), plan)
         evaluator = metrics_evaluator(ctx, job.sensitive, job.select.quality)
         try:
             node, walk = chosen_node(plan, evaluator, table, job.qi_names, options.progress)

@@ -17,14 +17,14 @@ import org.deidentifier.arx.dp.ParameterCalculation;
 import org.deidentifier.arx.metric.Metric;
 
 /**
- * ARX's (epsilon, delta)-differential privacy on Adult, for bench_dp.py: the 17 cases of ARX's
- * TestAnonymizationDifferentialPrivacy on Adult that sqlanon runs (the 7 data-independent ones and the 10
- * data-dependent ones whose score is loss, precision, entropy, AECS or discernibility; not the 6 classification
- * ones, whose target is a QI), each RUNS times with ARX's
+ * ARX's (epsilon, delta)-differential privacy on Adult, for bench_dp.py: the 23 cases of ARX's
+ * TestAnonymizationDifferentialPrivacy on Adult (the 7 data-independent ones, the 10
+ * data-dependent ones whose score is loss, precision, entropy, AECS or discernibility), then its 6 classification
+ * ones (QI targets salary-class, and occupation and salary-class; 1, 10 and 100 steps), each RUNS times with ARX's
  * random sampling and exponential mechanism (not its fixed seed), and the k and beta of ARX's ParameterCalculation
  * for a grid of (epsilon, delta), which tests/test_differential_privacy.py holds.
  *
- *   java -cp ARX_CLASSES:. ArxDp ADULT_CSV HIERARCHY_DIR [RUNS]
+ *   java -cp ARX_CLASSES:. ArxDp ADULT_CSV HIERARCHY_DIR [RUNS [FIRST_CASE]]
  *
  * Prints "k<TAB>epsilon<TAB>delta<TAB>k<TAB>beta" lines, then per case and run "case<TAB>name<TAB>run<TAB>figure
  * <TAB>levels": the figure ARX's test reads (the optimum's highest score: for a fixed generalization, the loss of
@@ -34,7 +34,7 @@ public class ArxDp {
     static final double LN2 = Math.log(2), LN3 = Math.log(3);
 
     record Case(String name, double suppression, Metric<?> metric, double epsilon, double delta, GeneralizationDegree degree,
-                double budget, int steps) {
+                double budget, int steps, String... targets) {
         ARXConfiguration config() {
             ARXConfiguration config = ARXConfiguration.create(suppression, metric);
             DataGeneralizationScheme scheme = degree == null ? null : DataGeneralizationScheme.create(degree);
@@ -51,16 +51,20 @@ public class ArxDp {
         return new Case("fixed " + degree, suppression, Metric.createLossMetric(), epsilon, delta, degree, 0, 0);
     }
 
-    static Case search(String score, Metric<?> metric, int steps) {
-        return new Case("search " + score, 1d, metric, 2d, 1e-5d, null, 1d, steps);
+    static Case search(String score, Metric<?> metric, int steps, String... targets) {
+        return new Case("search " + score, 1d, metric, 2d, 1e-5d, null, 1d, steps, targets);
     }
 
     public static void main(String[] args) throws Exception {
         File csv = new File(args[0]);
         File hierarchies = new File(args[1]);
         int runs = args.length > 2 ? Integer.parseInt(args[2]) : 20;
+        int first = args.length > 3 ? Integer.parseInt(args[3]) : 0;  // the first case to run (0: the k table too)
         for (double epsilon : new double[] {0.01, 0.1, 0.5, LN2, 1.0, LN3, 1.5, 2.0, 3.0}) {
             for (double delta : new double[] {1e-3, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9}) {
+                if (first > 0) {
+                    continue;
+                }
                 ParameterCalculation parameters = new ParameterCalculation(epsilon, delta);
                 System.out.printf("k\t%s\t%s\t%d\t%s%n", epsilon, delta, parameters.getK(), parameters.getBeta());
             }
@@ -88,7 +92,13 @@ public class ArxDp {
         for (int steps : new int[] {10, 100}) {
             cases.add(search("discernibility", Metric.createDiscernabilityMetric(), steps));
         }
-        for (int number = 0; number < cases.size(); number++) {
+        for (String[] targets : new String[][] {{"salary-class"}, {"occupation", "salary-class"}}) {
+            for (int steps : new int[] {1, 10, 100}) {
+                cases.add(search("classification of " + String.join(" and ", targets), Metric.createClassificationMetric(),
+                        steps, targets));
+            }
+        }
+        for (int number = first; number < cases.size(); number++) {
             Case c = cases.get(number);
             String name = c.name() + (c.degree() == null ? " steps=" + c.steps() : " eps=" + c.epsilon());
             for (int run = 0; run < runs; run++) {
@@ -96,6 +106,9 @@ public class ArxDp {
                 for (File file : hierarchies.listFiles()) {
                     data.getDefinition().setAttributeType(file.getName().replace(".csv", ""),
                             Hierarchy.create(file, StandardCharsets.UTF_8, ';'));
+                }
+                for (String target : c.targets()) {
+                    data.getDefinition().setResponseVariable(target, true);
                 }
                 ARXResult result = new ARXAnonymizer().anonymize(data, c.config());
                 String figure = result.getGlobalOptimum() == null ? "-"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -108,9 +108,11 @@ class MetricsEvaluator:
         nodes: list[Levels],
         progress: Callable[[int, int], None] = lambda done, total: None,
         value_squares: bool = False,
+        target_tops: Sequence[int] = (),
     ) -> dict[Levels, ClassSums]:
         """Each of `nodes`' sums over its classes (engine.node_releases.ClassSums), the nodes in batches; with
-        `value_squares`, their per-QI sums of squared value counts too (a statement more per batch)."""
+        `value_squares`, their per-QI sums of squared value counts too, with `target_tops` (QI numbers) those
+        targets' sums of most frequent counts (a statement more per batch each)."""
         found: dict[Levels, ClassSums] = {}
         if not nodes:
             return found
@@ -118,11 +120,14 @@ class MetricsEvaluator:
         with self.db.hash_joins(self.conn):
             for number, batch_nodes in enumerate(releases.batches(nodes)):
                 # the classification's targets and the value squares read the batch's stored classes again
-                read_once = not self.quality.targets and not value_squares
+                read_once = not self.quality.targets and not value_squares and not target_tops
                 with releases.batch(batch_nodes, f"m{self.run.run_id}_{number}", read_once=read_once) as batch:
                     squares = releases.value_squares(batch) if value_squares else {}
+                    tops = releases.target_tops(batch, target_tops) if target_tops else {}
                     for j, sums in releases.class_sums(batch, self.quality).items():
-                        found[batch_nodes[j]] = dataclasses.replace(sums, value_squares=squares.get(j, ()))
+                        found[batch_nodes[j]] = dataclasses.replace(
+                            sums, value_squares=squares.get(j, ()), target_tops=tops.get(j, ())
+                        )
                 progress(len(found), len(nodes))
         return found
 

@@ -20,7 +20,7 @@ computed from the dimension tables once. The audit's figures are a person's what
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,6 +102,9 @@ class ClassSums:
     #: per QI, over the released tuples grouped by its value, the sum of the groups' sizes squared, where asked
     #: (NodeReleases.value_squares)
     value_squares: tuple[float, ...] = ()
+    #: per QI target, over the released classes grouped by the other QIs, the most frequent value's count, summed,
+    #: where asked (NodeReleases.target_tops)
+    target_tops: tuple[float, ...] = ()
 
     @property
     def penalty(self) -> float:
@@ -505,6 +508,38 @@ class NodeReleases:
         found: dict[int, list[float]] = {j: [0.0] * len(dims) for j in range(len(batch.nodes))}
         for node, part, total in self._rows(sa.union_all(*branches)):
             found[int(node)][[d.attr for d in dims].index(int(part))] = float(total or 0)
+        return {j: tuple(values) for j, values in found.items()}
+
+    def target_tops(self, batch: NodeBatch, targets: Sequence[int]) -> dict[int, tuple[float, ...]]:
+        """Per node of the batch and per QI of `targets` (attribute numbers): its released classes grouped by every
+        other QI's value (ARX's MetaHashGroupify), and over those groups the count of the target's most frequent
+        value, summed (ARX's classification score with QI targets): one statement."""
+        c, width = self._classes_table(batch), self.checker.layout.keys
+        everything = (1 << 63) - 1  # the keys are BIGINT, their sign bit unused
+        branches = []
+        for target in targets:
+            field = self.checker.attribute_masks(target, 0)  # every bit of the target's value
+            others = [_and(c.c[f"key{k}"], everything & ~field[k]).label(f"o{k}") for k in range(width)]
+            value = [_and(c.c[f"key{k}"], field[k]).label(f"t{k}") for k in self._keys_of(target)]
+            cells = (
+                sa.select(c.c[NODE], *others, *value, _n(c.c.n))
+                .where(c.c.kept == 1)
+                .group_by(c.c[NODE], *others, *value)
+                .subquery(f"v{target}")
+            )
+            groups = (
+                sa.select(cells.c[NODE], sa.func.max(cells.c.n).label("top"))
+                .group_by(cells.c[NODE], *(cells.c[f"o{k}"] for k in range(width)))
+                .subquery(f"g{target}")
+            )
+            branches.append(
+                sa.select(groups.c[NODE], sa.literal(target).label("part"), sa.func.sum(groups.c.top)).group_by(
+                    groups.c[NODE]
+                )
+            )
+        found: dict[int, list[float]] = {j: [0.0] * len(targets) for j in range(len(batch.nodes))}
+        for node, part, total in self._rows(sa.union_all(*branches)):
+            found[int(node)][list(targets).index(int(part))] = float(total or 0)
         return {j: tuple(values) for j, values in found.items()}
 
     def prediction_sums(self, batch: NodeBatch, targets: tuple[str, ...]) -> dict[int, tuple[int, int]]:

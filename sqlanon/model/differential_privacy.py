@@ -169,6 +169,7 @@ class Table:
     heights: tuple[int, ...]
     leaves: tuple[int, ...]
     single_top: tuple[bool, ...] = ()  # per QI: its hierarchy's top is one value (ARX's root)
+    targets: tuple[int, ...] = ()  # the classification's target QIs (their positions)
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,8 @@ class Release:
     squares: float
     penalties: tuple[float, ...]
     value_squares: tuple[float, ...] = ()  # per QI, over the released tuples grouped by its value: sizes squared
+    #: per target QI, over the released classes grouped by the other QIs, the most frequent value's count, summed
+    target_tops: tuple[float, ...] = ()
 
     def out(self, table: Table) -> int:
         """The table's tuples the release leaves out: the sample's suppressed ones and every unsampled one."""
@@ -242,6 +245,17 @@ def entropy_score(release: Release, table: Table) -> float:
     return -total / (table.rows * len(table.heights)) / _class_sensitivity(table)
 
 
+def classification_score(release: Release, table: Table) -> float:
+    """ARX's score of classification with QI targets (MetricSDClassification.getScore): per target, over the
+    released classes grouped by the other QIs, the count of the target's most frequent value, summed, times 1 less
+    the target's level over its height; over k times the targets."""
+    total = 0.0
+    for target, tops in zip(table.targets, release.target_tops, strict=True):
+        height = table.heights[target]
+        total += tops * (1.0 - release.node[target] / height if height else 1.0)
+    return total / (table.k * len(table.targets))
+
+
 def aecs_score(release: Release, table: Table) -> float:
     """ARX's score of the average class size (MetricSDAECS.getScore): the released classes, and one more where a
     tuple is left out (sensitivity 1)."""
@@ -255,6 +269,7 @@ SCORES = {
     "entropy": entropy_score,
     "discernibility": discernibility_score,
     "aecs": aecs_score,
+    "classification": classification_score,
 }
 
 

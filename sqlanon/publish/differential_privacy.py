@@ -120,6 +120,13 @@ class DifferentialPrivacy(PublicationMethod):
                 "quasi-identifier: give it a hierarchy file or a generator"
             )
         assert job.output is not None
+        search = job.output.settings["search"] or {}
+        strangers = [t for t in search.get("targets", []) if t.lower() not in {q.lower() for q in job.qi_names}]
+        if strangers:
+            raise ConfigError(
+                f"output.search.targets: {strangers[0]!r} is not a quasi-identifier; the classification score "
+                f"predicts quasi-identifiers ({', '.join(job.qi_names)})"
+            )
         levels = job.output.settings["generalization"]
         if isinstance(levels, dict):
             names = {qi.lower(): qi for qi in job.qi_names}
@@ -154,10 +161,22 @@ def _search(value: Any, epsilon: float) -> dict[str, Any]:
     """The search's budget (a share of epsilon), steps and score, checked."""
     if not isinstance(value, Mapping):
         raise ConfigError("output.search must be {budget: B, steps: N, score: loss}, e.g. {budget: 1.0, steps: 100}")
-    unknown = set(value) - {"budget", "steps", "score"}
+    unknown = set(value) - {"budget", "steps", "score", "targets"}
     if unknown:
-        raise ConfigError(f"output.search: unknown setting {sorted(unknown)[0]!r}; it takes budget, steps and score")
+        raise ConfigError(
+            f"output.search: unknown setting {sorted(unknown)[0]!r}; it takes budget, steps, score (and targets)"
+        )
     budget, steps, score = value.get("budget"), value.get("steps", 100), value.get("score", "loss")
+    targets = value.get("targets", [])
+    if isinstance(targets, str):
+        targets = [targets]
+    if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+        raise ConfigError(f"output.search.targets must list quasi-identifiers, got {targets!r}")
+    if (score == "classification") != bool(targets):
+        raise ConfigError(
+            "output.search.targets names the quasi-identifiers the classification score predicts: give them with "
+            "score: classification, and only then"
+        )
     if isinstance(budget, bool) or not isinstance(budget, int | float) or not math.isfinite(budget):
         raise ConfigError(
             f"output.search.budget must be a number, the share of epsilon the search spends, got {budget!r}"
@@ -170,7 +189,7 @@ def _search(value: Any, epsilon: float) -> dict[str, Any]:
         raise ConfigError(f"output.search.steps must be a whole number >= 1, got {steps!r}")
     if score not in SCORES:
         raise ConfigError(f"output.search.score must be one of {', '.join(SCORES)}, got {score!r}")
-    return {"budget": float(budget), "steps": steps, "score": score}
+    return {"budget": float(budget), "steps": steps, "score": score, "targets": list(targets)}
 
 
 @dataclass(frozen=True)
@@ -238,15 +257,18 @@ class PrivacyPlan:
         return node
 
 
-def sampled_table(star: StarSchema, rows: int, k: int) -> Table:
-    """What the scores read of a run's sample (`star`, built on it) and of the source's `rows`."""
+def sampled_table(star: StarSchema, rows: int, plan: PrivacyPlan) -> Table:
+    """What the plan's scores read of a run's sample (`star`, built on it) and of the source's `rows`."""
+    names = [d.column.lower() for d in star.dimensions]
+    targets = (plan.search or {}).get("targets", [])
     return Table(
         rows=rows,
         sampled=star.rows,
-        k=k,
+        k=plan.implied.k,
         heights=tuple(star.heights),
         leaves=tuple(d.leaves for d in star.dimensions),
         single_top=tuple(len(d.shape.top_labels) == 1 for d in star.dimensions),
+        targets=tuple(names.index(t.lower()) for t in targets),
     )
 
 
@@ -271,7 +293,7 @@ def search_node(
     done = [0]
 
     def score(nodes: list[tuple[int, ...]]) -> dict[tuple[int, ...], float]:
-        sums = evaluator.class_sums(nodes, value_squares=score_of is entropy_score)
+        sums = evaluator.class_sums(nodes, value_squares=score_of is entropy_score, target_tops=table.targets)
         done[0] += 1
         progress("search: the exponential mechanism's steps", min(done[0], steps), steps)
         return {node: score_of(_release(node, s), table) for node, s in sums.items()}
@@ -294,12 +316,15 @@ def _release(node: tuple[int, ...], sums: ClassSums) -> Release:
         squares=sums.squares,
         penalties=sums.released_penalties,
         value_squares=sums.value_squares,
+        target_tops=sums.target_tops,
     )
 
 
 def privacy_row(plan: PrivacyPlan, qi_names: list[str], node: tuple[int, ...]) -> dict[str, Any]:
     """The privacy table's one row."""
     search = plan.search or {}
+    targets = search.get("targets")
+    score = f"{search['score']}{' of ' + ', '.join(targets) if targets else ''}" if search else None
     return {
         "epsilon": plan.epsilon,
         "delta": plan.delta,
@@ -307,7 +332,7 @@ def privacy_row(plan: PrivacyPlan, qi_names: list[str], node: tuple[int, ...]) -
         "beta": plan.implied.beta,
         "search_budget": float(search.get("budget", 0.0)),
         "search_steps": int(search.get("steps", 0)),
-        "search_score": search.get("score"),
+        "search_score": score,
         "node": ", ".join(f"{qi}={level}" for qi, level in zip(qi_names, node)),
     }
 
