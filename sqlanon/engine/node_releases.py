@@ -470,31 +470,14 @@ class NodeReleases:
     def value_squares(self, batch: NodeBatch) -> dict[int, tuple[float, ...]]:
         """Per node of the batch and per QI, over its released tuples grouped by the QI's value at the node's
         level, the sum of the groups' sizes squared (ARX's entropy score): one statement, a grouping per QI of
-        the released classes (the batch's classes, stored)."""
+        the released classes, whose keys hold each QI's value at the node's level already."""
         c, dims = self._classes_table(batch), self.checker.star.dimensions
-        names = [NODE] + [f"a{d.attr}_{k}" for d in dims for k in self._keys_of(d.attr)]
-        rows = [
-            (
-                j,
-                *(
-                    m
-                    for d in dims
-                    for k, m in enumerate(self.checker.attribute_masks(d.attr, node[d.attr]))
-                    if k in self._keys_of(d.attr)
-                ),
-            )
-            for j, node in enumerate(batch.nodes)
-        ]
-        w = sa.values(*(sa.column(n, sa.BigInteger) for n in names), name="w").data(rows)
         branches = []
         for d in dims:
-            value = [
-                sa.cast(c.c[f"key{k}"].op("&")(w.c[f"a{d.attr}_{k}"]), sa.BigInteger).label(f"v{k}")
-                for k in self._keys_of(d.attr)
-            ]
+            field = self.checker.attribute_masks(d.attr, 0)  # every bit of the QI's value
+            value = [_and(c.c[f"key{k}"], field[k]).label(f"v{k}") for k in self._keys_of(d.attr)]
             grouped = (
                 sa.select(c.c[NODE], *value, _n(c.c.n))
-                .select_from(c.join(w, w.c[NODE] == c.c[NODE]))
                 .where(c.c.kept == 1)
                 .group_by(c.c[NODE], *value)
                 .subquery(f"g{d.attr}")
