@@ -400,9 +400,11 @@ def differentially_private(job: Job, options: RunOptions | None = None, replace:
         table = sampled_table(ctx.star, ctx.db.count_rows(ctx.conn, ctx.db.q(src.schema, src.table)), plan)
         evaluator = metrics_evaluator(ctx, job.sensitive, job.select.quality)
         try:
-            node, walk = chosen_node(plan, evaluator, table, job.qi_names, options.progress)
+            choice = chosen_node(plan, evaluator, table, job.qi_names, options.progress)
+            node, walk = choice.node, choice.walk
+            sums = choice.sums or evaluator.class_sums([node])[node]
             result = empty_result(sampled, ctx, [node])
-            result.metrics[node] = evaluator.evaluate([node])[node]
+            result.metrics[node] = evaluator.figures(node, sums)
         finally:
             evaluator.close()
         row = privacy_row(plan, job.qi_names, node)

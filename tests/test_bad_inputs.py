@@ -1030,7 +1030,7 @@ CASES: dict[str, Case] = {
     ),
     "dp-sample-below-k": Case(
         "data",
-        "needs classes of at least k=50 rows, more than the random sample holds",
+        "needs classes of at least k=50 rows, more than the",
         _method("differential_privacy", epsilon=0.01),
     ),
     "unknown-table": Case("data", "table 'persons' not found", _set("source.table", "persons")),

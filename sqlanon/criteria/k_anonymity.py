@@ -16,12 +16,15 @@ class KAnonymity(Criterion):
     monotone_under_suppression = True  # a merged class smaller than k is made of classes smaller than k
     figure_name = "min_class_size"
 
-    def __init__(self, k: int):
+    def __init__(self, k: int, *, implied_by: str = "", remedy: str = ""):
+        """`implied_by`: what sets k when the job does not name it (a guarantee whose parameters imply it), and
+        `remedy`, what lowers it: a table smaller than k is refused in those terms."""
         if isinstance(k, bool) or not isinstance(k, int):
             raise ConfigError(f"{self.name}: k must be a whole number >= 1, got {k!r}")
         if k < 1:
             raise ConfigError(f"{self.name}: k must be >= 1, got {k}")
         self.k = k
+        self.implied_by, self.remedy = implied_by, remedy
 
     @classmethod
     def from_config(cls, spec: Any) -> KAnonymity:
@@ -50,6 +53,11 @@ class KAnonymity(Criterion):
         return SqlFragment("n < :kanon_k", {"kanon_k": self.k})
 
     def check_table_size(self, rows: int) -> None:
+        if self.k > rows and self.implied_by:
+            raise ConfigError(
+                f"{self.implied_by} needs classes of at least k={self.k} rows, more than the {rows} rows it reads: "
+                f"every row would be suppressed; {self.remedy}"
+            )
         if self.k > rows:
             raise ConfigError(
                 f"k_anonymity: k={self.k} is larger than the table ({rows} rows); "

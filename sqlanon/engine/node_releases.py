@@ -20,7 +20,7 @@ computed from the dimension tables once. The audit's figures are a person's what
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -471,27 +471,20 @@ class NodeReleases:
         """Per node of the batch and per QI, over its released tuples grouped by the QI's value at the node's
         level, the sum of the groups' sizes squared (ARX's entropy score): one statement, a grouping per QI of
         the released classes, whose keys hold each QI's value at the node's level already."""
-        c, dims = self._classes_table(batch), self.checker.star.dimensions
-        branches = []
-        for d in dims:
-            field = self.checker.attribute_masks(d.attr, 0)  # every bit of the QI's value
-            value = [_and(c.c[f"key{k}"], field[k]).label(f"v{k}") for k in self._keys_of(d.attr)]
+        c = self._classes_table(batch)
+
+        def squares(attr: int) -> tuple[sa.Subquery, sa.ColumnElement[Any]]:
+            field = self.checker.attribute_masks(attr, 0)  # every bit of the QI's value
+            value = [_and(c.c[f"key{k}"], field[k]).label(f"v{k}") for k in self._keys_of(attr)]
             grouped = (
                 sa.select(c.c[NODE], *value, _n(c.c.n))
                 .where(c.c.kept == 1)
                 .group_by(c.c[NODE], *value)
-                .subquery(f"g{d.attr}")
+                .subquery(f"g{attr}")
             )
-            square = sa.cast(grouped.c.n, sa.Double) * grouped.c.n
-            branches.append(
-                sa.select(grouped.c[NODE], sa.literal(d.attr).label("part"), sa.func.sum(square)).group_by(
-                    grouped.c[NODE]
-                )
-            )
-        found: dict[int, list[float]] = {j: [0.0] * len(dims) for j in range(len(batch.nodes))}
-        for node, part, total in self._rows(sa.union_all(*branches)):
-            found[int(node)][[d.attr for d in dims].index(int(part))] = float(total or 0)
-        return {j: tuple(values) for j, values in found.items()}
+            return grouped, sa.cast(grouped.c.n, sa.Double) * grouped.c.n
+
+        return self._summed_per_part(batch, [d.attr for d in self.checker.star.dimensions], squares)
 
     def target_tops(self, batch: NodeBatch, targets: Sequence[int]) -> dict[int, tuple[float, ...]]:
         """Per node of the batch and per QI of `targets` (attribute numbers): its released classes grouped by every
@@ -499,8 +492,8 @@ class NodeReleases:
         value, summed (ARX's classification score with QI targets): one statement."""
         c, width = self._classes_table(batch), self.checker.layout.keys
         everything = (1 << 63) - 1  # the keys are BIGINT, their sign bit unused
-        branches = []
-        for target in targets:
+
+        def tops(target: int) -> tuple[sa.Subquery, sa.ColumnElement[Any]]:
             field = self.checker.attribute_masks(target, 0)  # every bit of the target's value
             others = [_and(c.c[f"key{k}"], everything & ~field[k]).label(f"o{k}") for k in range(width)]
             value = [_and(c.c[f"key{k}"], field[k]).label(f"t{k}") for k in self._keys_of(target)]
@@ -515,14 +508,27 @@ class NodeReleases:
                 .group_by(cells.c[NODE], *(cells.c[f"o{k}"] for k in range(width)))
                 .subquery(f"g{target}")
             )
-            branches.append(
-                sa.select(groups.c[NODE], sa.literal(target).label("part"), sa.func.sum(groups.c.top)).group_by(
-                    groups.c[NODE]
-                )
-            )
-        found: dict[int, list[float]] = {j: [0.0] * len(targets) for j in range(len(batch.nodes))}
+            return groups, groups.c.top
+
+        return self._summed_per_part(batch, list(targets), tops)
+
+    def _summed_per_part(
+        self,
+        batch: NodeBatch,
+        parts: list[int],
+        grouping: Callable[[int], tuple[sa.Subquery, sa.ColumnElement[Any]]],
+    ) -> dict[int, tuple[float, ...]]:
+        """Per node of the batch and per part (an attribute number), the sum over the part's grouping (a subquery
+        with the node's column, and the value summed, from `grouping(part)`); 0 where a node has no row. One
+        statement: the union of the parts' sums."""
+        branches = []
+        for part in parts:
+            grouped, value = grouping(part)
+            summed = sa.select(grouped.c[NODE], sa.literal(part).label("part"), sa.func.sum(value))
+            branches.append(summed.group_by(grouped.c[NODE]))
+        found: dict[int, list[float]] = {j: [0.0] * len(parts) for j in range(len(batch.nodes))}
         for node, part, total in self._rows(sa.union_all(*branches)):
-            found[int(node)][list(targets).index(int(part))] = float(total or 0)
+            found[int(node)][parts.index(int(part))] = float(total or 0)
         return {j: tuple(values) for j, values in found.items()}
 
     def prediction_sums(self, batch: NodeBatch, targets: tuple[str, ...]) -> dict[int, tuple[int, int]]:

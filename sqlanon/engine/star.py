@@ -506,12 +506,6 @@ def build_star_schema(
         if persons is not None:
             _check_held(criteria, persons)
         rows = db.count_rows(conn, source)
-        if job.sample is not None and rows < job.sample.least:
-            raise ConfigError(
-                f"{job.sample.guarantee} needs classes of at least k={job.sample.least} rows, more than the random "
-                "sample holds: every row would be suppressed; raise output.epsilon or output.delta, or publish a "
-                "larger table"
-            )
         if rows == 0:
             where = f"the research subset ({job.subset.describe()}) of " if job.subset else ""
             raise DataError(f"{where}table {src.table!r} is empty; there is nothing to anonymize")

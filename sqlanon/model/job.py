@@ -101,8 +101,6 @@ class Sample:
 
     probability: float
     key: bytes = field(repr=False)
-    least: int = 1  # the rows a class needs (the k the guarantee implies): a smaller sample is refused
-    guarantee: str = ""  # what needs them, for that refusal
 
 
 @dataclass(kw_only=True)

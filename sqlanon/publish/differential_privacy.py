@@ -60,6 +60,7 @@ from .ownership import Ownership
 from .staging import Destination, Released, plain_rows, staged_table
 
 __all__ = [
+    "Choice",
     "DifferentialPrivacy",
     "PrivacyPlan",
     "PrivateRelease",
@@ -68,6 +69,9 @@ __all__ = [
     "search_node",
     "write_privacy_table",
 ]
+
+#: what lowers the k the guarantee implies, when a sample is smaller
+REMEDY = "raise output.epsilon or output.delta, or publish a larger table"
 
 
 class DifferentialPrivacy(PublicationMethod):
@@ -239,9 +243,9 @@ class PrivacyPlan:
         """The job a run anonymizes: the sample, k-anonymous with every violating class suppressed (removed)."""
         return dataclasses.replace(
             job,
-            criteria=[KAnonymity(self.implied.k)],
+            criteria=[KAnonymity(self.implied.k, implied_by=f"{self.describe()} (its random sample)", remedy=REMEDY)],
             suppression=SuppressedBelowK(limit=1.0, mode="remove"),
-            sample=Sample(probability=self.implied.beta, key=self.key, least=self.implied.k, guarantee=self.describe()),
+            sample=Sample(probability=self.implied.beta, key=self.key),
         )
 
     def fixed_node(self, qi_names: list[str], heights: list[int]) -> tuple[int, ...]:
@@ -272,28 +276,38 @@ def sampled_table(star: StarSchema, rows: int, plan: PrivacyPlan) -> Table:
     )
 
 
+@dataclass(frozen=True)
+class Choice:
+    """The node to publish, the walk that chose it (None when the job fixes it) and, when the walk read them, the
+    node's class sums (so that its metrics cost no statement more)."""
+
+    node: tuple[int, ...]
+    walk: Walk | None = None
+    sums: ClassSums | None = None
+
+
 def chosen_node(
     plan: PrivacyPlan, evaluator: MetricsEvaluator, table: Table, qi_names: list[str], progress: Progress = silent
-) -> tuple[tuple[int, ...], Walk | None]:
+) -> Choice:
     """The node to publish: the job's (`fixed_node`), or the search's with its walk (`search_node`)."""
     if plan.search is None:
-        return plan.fixed_node(qi_names, list(table.heights)), None
+        return Choice(plan.fixed_node(qi_names, list(table.heights)))
     return search_node(plan, evaluator, table, progress)
 
 
-def search_node(
-    plan: PrivacyPlan, evaluator: MetricsEvaluator, table: Table, progress: Progress = silent
-) -> tuple[tuple[int, ...], Walk]:
+def search_node(plan: PrivacyPlan, evaluator: MetricsEvaluator, table: Table, progress: Progress = silent) -> Choice:
     """The exponential mechanism's walk from the top of the lattice (model.differential_privacy.walk), each
-    step's new nodes scored from their frequency sets over the sample in one batch; the node it publishes and the
-    walk."""
+    step's new nodes scored from their frequency sets over the sample in one batch; the node it publishes, the
+    walk and the node's class sums."""
     assert plan.search is not None
     score_of = SCORES[plan.search["score"]]
     steps = plan.search["steps"]
+    read: dict[tuple[int, ...], ClassSums] = {}
     done = [0]
 
     def score(nodes: list[tuple[int, ...]]) -> dict[tuple[int, ...], float]:
         sums = evaluator.class_sums(nodes, value_squares=score_of is entropy_score, target_tops=table.targets)
+        read.update(sums)
         done[0] += 1
         progress("search: the exponential mechanism's steps", min(done[0], steps), steps)
         return {node: score_of(_release(node, s), table) for node, s in sums.items()}
@@ -305,7 +319,7 @@ def search_node(
         epsilon=plan.search["budget"] / steps,
         fractions=keyed_fractions(plan.key, "exponential mechanism"),
     )
-    return found.best, found
+    return Choice(found.best, found, read[found.best])
 
 
 def _release(node: tuple[int, ...], sums: ClassSums) -> Release:
