@@ -34,7 +34,7 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..errors import DataError
 from ..model.progress import Progress, silent
-from .randomization import FRACTION, KEY_COLUMN, numeric_figures
+from .randomization import FRACTION, KEY_COLUMN, finite
 from .scratch import Scratch
 
 SPREAD_STEPS = 1e9  # normalized variances are compared in steps of 1 / SPREAD_STEPS
@@ -104,17 +104,29 @@ class Grouped:
     statements: int
 
 
-def checked_records(db: Database, conn: Connection, table: str, columns: Sequence[str]) -> int:
-    """The table's records, refused where one lacks a finite number in one of `columns`."""
-    rows, figures = numeric_figures(db, conn, table, columns)
-    for column, f in zip(columns, figures, strict=True):
-        if f.finite != rows:
-            missing = "NULL" if f.values != rows else "NaN or an infinity"
+#: a table's record count, each attribute's sum and each pair's sum of products (i <= j, in `_pairs` order)
+Moments = tuple[int, list[float], list[float]]
+
+
+def checked_moments(db: Database, conn: Connection, table: str, columns: Sequence[str]) -> Moments:
+    """The table's records, each attribute's sum and each pair's sum of products (the audit's figures of the
+    records), in one scan that also refuses the table where a record lacks a finite number in one of `columns`."""
+    t = db.ref_table(table, list(columns))
+    xs = [sa.cast(t.c[c], sa.Double) for c in columns]
+    sums = moment_sums(xs)
+    counts = [(func.count(t.c[c]), func.count(sa.case((finite(x), x)))) for c, x in zip(columns, xs, strict=True)]
+    row = db.execute(conn, select(*sums, *(a for pair in counts for a in pair))).one()
+    rows, moments, found = int(row[0]), [float(v or 0) for v in row[1 : len(sums)]], row[len(sums) :]
+    for j, column in enumerate(columns):
+        values, kept = found[2 * j], found[2 * j + 1]
+        if kept != rows:
+            missing = "NULL" if values != rows else "NaN or an infinity"
             raise DataError(
-                f"column {column!r} holds {rows - f.finite} records without a number ({missing}); condensation "
+                f"column {column!r} holds {rows - kept} records without a number ({missing}); condensation "
                 "needs a finite number in every record: fill or remove them"
             )
-    return rows
+    d = len(columns)
+    return rows, moments[:d], moments[d:]
 
 
 class Grouping:
@@ -126,13 +138,14 @@ class Grouping:
         self.source, self.source_ref = db.ref_table(source, self.columns), source
         self.scratch = Scratch(db, conn, prefix)
 
-    def check(self) -> int:
-        """The source's rows, refused where a record lacks a finite number or the table has fewer than k
-        records."""
-        rows = checked_records(self.db, self.conn, self.source_ref, self.columns)
-        if rows < self.k:
+    def check(self) -> Moments:
+        """The source's `checked_moments`, refused where a record lacks a finite number or the table has fewer than
+        k records."""
+        moments = checked_moments(self.db, self.conn, self.source_ref, self.columns)
+        if moments[0] < self.k:
+            rows = moments[0]
             raise DataError(f"k = {self.k} is above the table's {rows} records; choose k of at most {rows}")
-        return rows
+        return moments
 
     def run(self, progress: Progress = silent) -> Grouped:
         """Group the records and return the groups' statistics."""
@@ -435,16 +448,6 @@ def kept_groups(scratch: Scratch, groups: str, joined: sa.TableClause, d: int) -
     g = scratch.db.ref_table(groups, group_columns(d))
     joins = select(joined.c.grp).where(joined.c.grp == g.c.grp).exists()
     return scratch.make("groups", select(*(g.c[c] for c in group_columns(d))).where(~joins))
-
-
-def source_sums(
-    db: Database, conn: Connection, table: str, columns: Sequence[str]
-) -> tuple[int, list[float], list[float]]:
-    """The table's rows, each attribute's sum and each pair's sum of products (i <= j), in one scan."""
-    t = db.ref_table(table, list(columns))
-    d = len(columns)
-    row = db.execute(conn, select(*moment_sums([sa.cast(t.c[c], sa.Double) for c in columns]))).one()
-    return int(row[0]), [float(v or 0) for v in row[1 : 1 + d]], [float(v or 0) for v in row[1 + d :]]
 
 
 def moment_sums(xs: Sequence[sa.ColumnElement[Any]]) -> list[sa.ColumnElement[Any]]:

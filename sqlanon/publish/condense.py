@@ -35,14 +35,14 @@ from ..engine.condensation import (
     Group,
     GroupFigures,
     Grouping,
+    Moments,
     Statistics,
-    checked_records,
+    checked_moments,
     group_columns,
     group_deltas,
     group_figures,
     kept_groups,
     nearest_groups,
-    source_sums,
     synthetic_select,
     touched_groups,
 )
@@ -174,7 +174,7 @@ def condense_and_publish(
     k = int(job.output.settings["k"])
     source = db.q(tables.synthetic.source.schema, tables.synthetic.source.table)
     grouping = Grouping(db, conn, source, names, k, f"condense_{run_id}")
-    rows = grouping.check()
+    moments = grouping.check()
     grouped = grouping.run(progress)
     phases.step("writing and auditing the tables")
     key, reproducible = read_noise_key(job.output.settings["noise_key"])
@@ -188,7 +188,7 @@ def condense_and_publish(
         names=names,
         key=key,
         tables=tables,
-        expected=source_sums(db, conn, source, names),
+        expected=moments,
         ownership=ownership,
         run_id=run_id,
     )
@@ -196,7 +196,7 @@ def condense_and_publish(
     return CondensationReport(
         output=str(tables.synthetic.name),
         groups_table=str(tables.groups.name),
-        rows=rows,
+        rows=moments[0],
         k=k,
         groups=figures.groups,
         smallest=figures.smallest,
@@ -241,13 +241,13 @@ def publish_groups(
     names: list[str],
     key: bytes,
     tables: CondensedTables,
-    expected: tuple[int, list[float], list[float]],
+    expected: Moments,
     ownership: Ownership,
     run_id: int,
 ) -> tuple[dict[str, bool], GroupFigures]:
     """Write the groups table from the scratch table `made` (of `groups`, `group_columns`) and the synthetic table
     drawn from it (`key`), each audited: the groups against `expected` (the records' count, sums and sums of
-    products, as `source_sums` gives them), the synthetic records against the groups. The audit's holds and the
+    products, as `checked_moments` gives them), the synthetic records against the groups. The audit's holds and the
     groups table's figures."""
     d = len(names)
     with staged_table(
@@ -278,10 +278,8 @@ def publish_groups(
     return audit, figures
 
 
-def audit_groups(
-    name: str, found: GroupFigures, expected: tuple[int, list[float], list[float]], k: int
-) -> dict[str, bool]:
-    """The groups table as written (`group_figures`), against the records' own figures (`source_sums`, a query of
+def audit_groups(name: str, found: GroupFigures, expected: Moments, k: int) -> dict[str, bool]:
+    """The groups table as written (`group_figures`), against the records' own figures (`checked_moments`, a query of
     their own): every group holds k to 2k - 1 records, and the groups' counts, sums and sums of products add up
     to the records'. Raises AuditError on the first that fails."""
     rows, record_sums, record_products = expected
@@ -351,8 +349,8 @@ def add_and_publish(
         )
     groups_ref = db.q(kept.schema, kept.table)
     batch = db.q(tables.synthetic.source.schema, tables.synthetic.source.table)
-    added = checked_records(db, conn, batch, names)
-    if not added:
+    records, sums, products = checked_moments(db, conn, batch, names)  # the check, and the audit's figures
+    if not records:
         raise DataError(f"table {str(tables.synthetic.source)!r} holds no records to add")
     before = group_figures(db, conn, groups_ref, d)
     scratch = Scratch(db, conn, f"condense_add_{run_id}")
@@ -365,7 +363,6 @@ def add_and_publish(
     if following:
         db.insert_rows(conn, scratch.ref_of(made), group_columns(d), Statistics.of(following).rows())
     phases.step("writing and auditing the tables")
-    records, sums, products = source_sums(db, conn, batch, names)
     expected = (
         before.total + records,
         [a + b for a, b in zip(before.sums, sums, strict=True)],
@@ -401,7 +398,7 @@ def add_and_publish(
         preview=preview(db, conn, tables.synthetic.name),
         seconds=time.perf_counter() - started,
         release=PublishedTable.of(db, tables.synthetic.name),
-        added=added,
+        added=records,
         splits=splits,
     )
 
