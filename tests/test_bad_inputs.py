@@ -987,6 +987,22 @@ CASES: dict[str, Case] = {
             ),
         ),
     ),
+    "condense-label-undeclared": Case(
+        "config file",
+        "output.label 'race' is not a sensitive or insensitive column of the job",
+        _method("condense", label="race"),
+    ),
+    "condense-label-null": Case(
+        "data",
+        "column 'race' (output.label) holds 1 records without a value (NULL)",
+        _then(
+            _sql("UPDATE people SET race = NULL WHERE patient_id = 7"),
+            _method("condense", label="race"),
+            lambda env: env.config.update(
+                insensitive=["race"], identifying=[c for c in env.config["identifying"] if c != "race"]
+            ),
+        ),
+    ),
     "condense-add-without-groups": Case(
         "tables",
         "no groups table 'main.people_anon_groups': publish the job first",

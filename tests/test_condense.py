@@ -62,13 +62,17 @@ def _keyed(monkeypatch) -> dict[str, Any]:
     return {"noise_key": {"key_env": "TEST_NOISE_KEY"}}
 
 
-def reference_groups(points: list[tuple[float, ...]], k: int) -> dict[int, list[tuple[float, ...]]]:
+def reference_groups(
+    points: list[tuple[float, ...]], k: int, first: int = 1, spread_of: list[tuple[float, ...]] | None = None
+) -> dict[int, list[tuple[float, ...]]]:
     """The k-d grouping as the module states it, in Python: a group of at least 2k records is cut in halves
-    (floor(n/2) first) along the attribute of largest variance over the table's (to 1e-9), records in order of that
-    attribute and then of all; halves numbered 2g and 2g + 1."""
+    (floor(n/2) first) along the attribute of largest variance over the table's (`spread_of`'s, by default the
+    points'; to 1e-9), records in order of that attribute and then of all; halves numbered 2g and 2g + 1 from
+    group `first`."""
     d = len(points[0])
-    weights = [1 / v if (v := statistics.pvariance([p[j] for p in points])) > 0 else 0.0 for j in range(d)]
-    open_groups, final = {1: points}, {}
+    table = spread_of or points
+    weights = [1 / v if (v := statistics.pvariance([p[j] for p in table])) > 0 else 0.0 for j in range(d)]
+    open_groups, final = {first: points}, {}
     while open_groups:
         following = {}
         for g, members in open_groups.items():
@@ -284,15 +288,17 @@ def test_a_split_is_the_exercise_s_closed_form():
 
 
 def reference_addition(
-    before: list[dict[str, Any]], batch: list[tuple[float, ...]]
+    before: list[dict[str, Any]], batch: list[tuple[float, ...]], weigh_by: list[dict[str, Any]] | None = None
 ) -> dict[int, tuple[int, list[float]]]:
     """Each batch record to the group of nearest mean (squared distance, each attribute over its variance over
-    the groups' records; ties to the lowest group), in Python: the touched groups' counts and sums."""
-    total = sum(g["n"] for g in before)
+    the groups' records, of `weigh_by`'s groups where given; ties to the lowest group), in Python: the touched
+    groups' counts and sums."""
+    spread = weigh_by or before
+    total = sum(g["n"] for g in spread)
     weights = []
     for j in (1, 2, 3):
-        mean = sum(g[f"sum_{j}"] for g in before) / total
-        weights.append(1 / (sum(g[f"sum_{j}_{j}"] for g in before) / total - mean * mean))
+        mean = sum(g[f"sum_{j}"] for g in spread) / total
+        weights.append(1 / (sum(g[f"sum_{j}_{j}"] for g in spread) / total - mean * mean))
     touched: dict[int, tuple[int, list[float]]] = {}
     for record in batch:
         grp = min(
@@ -354,3 +360,133 @@ def test_an_addition_needs_the_groups_and_numbers(duck_url):
     with pytest.raises(DataError, match="column 'hours' holds 1 records without a number"):
         condense_add(job, "batch")
     assert groups_table(duck_url) == before
+
+
+def _graded(url: str, rows: list[tuple[Any, ...]], schema: str | None = None, table: str = "people") -> None:
+    """`rows` (age, income, hours, grade) as a new table `table`: grade is the class label."""
+    ref = f'"{schema}".{table}' if schema else table
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"CREATE TABLE {ref} (age INTEGER, income INTEGER, hours DOUBLE PRECISION, grade VARCHAR(8))"
+        )
+        conn.execute(sa.text(f"INSERT INTO {ref} VALUES (:a, :i, :h, :g)"), [dict(zip("aihg", r)) for r in rows])
+    engine.dispose()
+
+
+def _grades(rows: list[tuple[Any, ...]], seed: int = 3) -> list[tuple[Any, ...]]:
+    """Each record with a grade that leans on its age (three values, of unequal counts)."""
+    rng = random.Random(seed)
+    return [(*r, "low" if r[0] + rng.randint(-15, 15) < 40 else rng.choice(["high", "mid", "mid"])) for r in rows]
+
+
+def _labelled_job(url: str, k: int, schema: str | None = None, **output: Any):
+    """The condensation of `people` (`_graded`) within each grade, the grade published beside the records."""
+    source = {"url": url, "table": "people", **({"schema": schema} if schema else {})}
+    out = {"table": "people_synthetic", "method": "condense", "k": k, "label": "grade", **output}
+    return job_from_dict({"source": source, "quasi_identifiers": QIS, "insensitive": ["grade"], "output": out})
+
+
+@pytest.mark.parametrize("engine_name", ["duckdb", "postgres"])
+def test_with_a_label_the_groups_form_within_each_of_its_values(duck_url, request, monkeypatch, engine_name):
+    """Each grade's records grouped on their own (the k-d grouping of the grade's records alone, its first group
+    numbered 2^D + the grade's rank, D = 2 bits for three grades), and each synthetic record drawn from its group
+    carries the group's grade."""
+    url, schema = duck_url, None
+    if engine_name == "postgres":
+        url, schema = PG_URL, request.getfixturevalue("pg_schema")
+    rows = _grades(_rows(500))
+    _graded(url, rows, schema)
+    k = 6
+    report = anonymize(_labelled_job(url, k, schema, **_keyed(monkeypatch)))
+    assert all(report.audit.values()) and "the groups of each label hold its records" in report.audit
+    found = groups_table(url, schema)
+    expected: dict[int, tuple[str, list[tuple[float, ...]]]] = {}
+    everyone = [tuple(float(v) for v in r[:3]) for r in rows]  # the variances the cuts are normalized by
+    for rank, grade in enumerate(sorted({r[3] for r in rows})):
+        points = [tuple(float(v) for v in r[:3]) for r in rows if r[3] == grade]
+        for grp, members in reference_groups(points, k, first=4 + rank, spread_of=everyone).items():
+            expected[grp] = (grade, members)
+    assert [g["grp"] for g in found] == sorted(expected)
+    for g in found:
+        grade, members = expected[g["grp"]]
+        assert (g["label"], g["n"]) == (grade, len(members)) and k <= g["n"] < 2 * k
+        assert [g[f"sum_{j}"] for j in (1, 2, 3)] == pytest.approx(np.array(members).sum(axis=0).tolist())
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        table = f'"{schema}".people_synthetic' if schema else "people_synthetic"
+        drawn = [tuple(r) for r in conn.exec_driver_sql(f"SELECT age, income, hours, grade FROM {table}")]
+    engine.dispose()
+    assert Counter(r[3] for r in drawn) == Counter(r[3] for r in rows)
+    for grade in {r[3] for r in rows}:  # each record drawn from a group of its own grade
+        groups = [g for g in found if g["label"] == grade]
+        assert Counter(tuple(round(v, 6) for v in r[:3]) for r in drawn if r[3] == grade) == expected_records(
+            groups, KEY.encode().hex(), 3
+        )
+
+
+@pytest.mark.parametrize("engine_name", ["duckdb", "postgres"])
+def test_with_a_label_new_records_join_the_nearest_group_of_their_value(duck_url, request, monkeypatch, engine_name):
+    url, schema = duck_url, None
+    if engine_name == "postgres":
+        url, schema = PG_URL, request.getfixturevalue("pg_schema")
+    rows = _grades(_rows(400))
+    first, added = rows[:300], rows[300:]
+    _graded(url, first, schema)
+    _graded(url, added, schema, table="batch")
+    job = _labelled_job(url, 5, schema, **_keyed(monkeypatch))
+    condense(job)
+    before = groups_table(url, schema)
+    report = condense_add(job, "batch")
+    assert report.added == len(added) and all(report.audit.values())
+    after = {g["grp"]: g for g in groups_table(url, schema)}
+    touched: dict[int, tuple[int, list[float]]] = {}
+    for grade in {r[3] for r in added}:  # the nearest group of the record's grade, in Python
+        joined = reference_addition(
+            [g for g in before if g["label"] == grade],
+            [tuple(float(v) for v in r[:3]) for r in added if r[3] == grade],
+            weigh_by=before,
+        )
+        touched |= joined
+    for grp, (n, sums) in touched.items():
+        if n < 10:
+            assert after[grp]["n"] == n and [after[grp][f"sum_{j}"] for j in (1, 2, 3)] == pytest.approx(sums)
+    assert all(5 <= g["n"] < 10 for g in after.values())
+    grades = Counter(r[3] for r in rows)
+    assert {grade: sum(g["n"] for g in after.values() if g["label"] == grade) for grade in grades} == grades
+
+
+@pytest.mark.filterwarnings("ignore:others. drop leaves")
+def test_a_label_that_cannot_be_condensed_is_refused_and_nothing_written(duck_url):
+    rows = _grades(_rows(100))
+    _graded(duck_url, rows)
+    before = user_tables(duck_url)
+    fewest = min(Counter(r[3] for r in rows).items(), key=lambda item: item[1])
+    with pytest.raises(DataError, match=f"value '{fewest[0]}' has {fewest[1]} records, fewer than k = 60"):
+        condense(_labelled_job(duck_url, 60))
+    engine = sa.create_engine(duck_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE people SET grade = NULL WHERE age = (SELECT MIN(age) FROM people)")
+    with pytest.raises(DataError, match="column 'grade' \\(output.label\\) holds .* records without a value"):
+        condense(_labelled_job(duck_url, 5))
+    assert user_tables(duck_url) == before
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE people SET grade = 'low' WHERE grade IS NULL")
+    engine.dispose()
+    condense(_labelled_job(duck_url, 5))
+    _graded(duck_url, [(30, 20000, 30.0, "new")], table="batch")
+    published = groups_table(duck_url)
+    with pytest.raises(DataError, match="value 'new' has no group to join \\(1 records of the batch\\)"):
+        condense_add(_labelled_job(duck_url, 5), "batch")
+    assert groups_table(duck_url) == published
+    config = {
+        "source": {"url": duck_url, "table": "people"},
+        "quasi_identifiers": QIS,
+        "output": {"table": "people_synthetic", "method": "condense", "k": 5, "label": "grade"},
+    }
+    with pytest.raises(ConfigError, match="output.label 'grade' is not a sensitive or insensitive column"):
+        job_from_dict(config)
+    with pytest.raises(ConfigError, match="output.label 'age' is not a sensitive or insensitive column"):
+        job_from_dict({**config, "insensitive": ["grade"], "output": {**config["output"], "label": "age"}})
+    with pytest.raises(ConfigError, match="output.label must name a column"):
+        job_from_dict({**config, "output": {**config["output"], "label": 3}})

@@ -41,9 +41,14 @@ SPREAD_STEPS = 1e9  # normalized variances are compared in steps of 1 / SPREAD_S
 MAX_ROUNDS = 64  # group numbers double each round: 2^63 is a BIGINT's limit (a table needs log2(n / k) rounds)
 
 
-def group_columns(d: int) -> list[str]:
+#: the groups table's column of the groups' label (`output.label`)
+LABEL = "label"
+
+
+def group_columns(d: int, labelled: bool = False) -> list[str]:
     """The groups table's columns for d attributes (1-based, in QI order): the group, its count, first-order sums,
-    second-order sums (i <= j), mean, and each principal axis l: its unit vector and its width sqrt(12 lambda_l)."""
+    second-order sums (i <= j), mean, and each principal axis l: its unit vector and its width sqrt(12 lambda_l);
+    then, where the groups are `labelled`, their label's value."""
     pairs = [(i, j) for i in range(1, d + 1) for j in range(i, d + 1)]
     return (
         ["grp", "n"]
@@ -52,18 +57,20 @@ def group_columns(d: int) -> list[str]:
         + [f"mean_{j}" for j in range(1, d + 1)]
         + [f"axis_{l}_{j}" for l in range(1, d + 1) for j in range(1, d + 1)]
         + [f"width_{l}" for l in range(1, d + 1)]
+        + ([LABEL] if labelled else [])
     )
 
 
 @dataclass(frozen=True)
 class Statistics:
     """Groups' condensed statistics, as arrays (G groups, d attributes): numbers, counts, first-order sums (G x d)
-    and second-order sums (G x d x d)."""
+    and second-order sums (G x d x d); with a label (`output.label`), each group's value of it."""
 
     grp: np.ndarray
     n: np.ndarray
     sums: np.ndarray
     products: np.ndarray
+    labels: list[Any] | None = None
 
     @classmethod
     def of(cls, groups: Sequence[Group]) -> Statistics:
@@ -72,11 +79,13 @@ class Statistics:
             np.array([g.n for g in groups], dtype=np.int64),
             np.stack([g.sums for g in groups]),
             np.stack([g.products for g in groups]),
+            [g.label for g in groups] if groups and groups[0].label is not None else None,
         )
 
     def rows(self) -> list[list[Any]]:
-        """Rows of the groups table (`group_columns`): the statistics, the mean and the principal axes with their
-        widths sqrt(12 lambda) (eigenvalues below 0, rounding's, as 0), decomposed together (numpy)."""
+        """Rows of the groups table (`group_columns`, then the label where there is one): the statistics, the mean
+        and the principal axes with their widths sqrt(12 lambda) (eigenvalues below 0, rounding's, as 0),
+        decomposed together (numpy)."""
         if not len(self.grp):
             return []
         d, n = self.sums.shape[1], self.n[:, None].astype(float)
@@ -92,7 +101,8 @@ class Statistics:
             np.sqrt(12 * np.clip(values, 0, None)),
         ]
         figures = np.column_stack(columns).tolist()
-        return [[int(g), int(c), *rest] for g, c, rest in zip(self.grp.tolist(), self.n.tolist(), figures, strict=True)]
+        rows = [[int(g), int(c), *rest] for g, c, rest in zip(self.grp.tolist(), self.n.tolist(), figures, strict=True)]
+        return rows if self.labels is None else [[*row, label] for row, label in zip(rows, self.labels, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -129,34 +139,70 @@ def checked_moments(db: Database, conn: Connection, table: str, columns: Sequenc
     return rows, moments[:d], moments[d:]
 
 
-class Grouping:
-    """The k-d grouping of one table's records on `columns` (numeric, no NULLs), in scratch tables."""
+def label_counts(db: Database, conn: Connection, table: str, label: str) -> dict[Any, int]:
+    """The records of `table` per value of its column `label` (one grouping; NULL counted as None)."""
+    t = db.ref_table(table, [label])
+    return {value: int(n) for value, n in db.execute(conn, select(t.c[label], func.count()).group_by(t.c[label]))}
 
-    def __init__(self, db: Database, conn: Connection, source: str, columns: Sequence[str], k: int, prefix: str):
-        self.db, self.conn, self.columns, self.k = db, conn, list(columns), k
+
+def check_labels(counts: dict[Any, int], label: str, k: int) -> None:
+    """Refuse labels (`label_counts`) that cannot be condensed: NULL, or a value of fewer than k records."""
+    if None in counts:
+        raise DataError(
+            f"column {label!r} (output.label) holds {counts[None]} records without a value (NULL); the label "
+            "groups the records: fill or remove them"
+        )
+    value, fewest = min(counts.items(), key=lambda item: item[1])
+    if fewest < k:
+        raise DataError(
+            f"column {label!r} (output.label): value {value!r} has {fewest} records, fewer than k = {k}, so no "
+            f"group of k can hold them; choose k of at most {fewest}, or leave those records out of the source"
+        )
+
+
+class Grouping:
+    """The k-d grouping of one table's records on `columns` (numeric, no NULLs), in scratch tables; with a `label`
+    column, within each of its values (Aggarwal and Yu's condensation for classification): the value's first
+    group numbered 2^D + its rank (D: bits enough for every value), so its halves' numbers are its own."""
+
+    def __init__(
+        self,
+        db: Database,
+        conn: Connection,
+        source: str,
+        columns: Sequence[str],
+        k: int,
+        prefix: str,
+        label: str | None = None,
+    ):
+        self.db, self.conn, self.columns, self.k, self.label = db, conn, list(columns), k, label
         self.d = len(self.columns)
-        self.source, self.source_ref = db.ref_table(source, self.columns), source
+        self.source = db.ref_table(source, [*self.columns, *([label] if label else [])])
+        self.source_ref = source
         self.scratch = Scratch(db, conn, prefix)
 
     def check(self) -> Moments:
         """The source's `checked_moments`, refused where a record lacks a finite number or the table has fewer than
-        k records."""
+        k records, or where the label has a value that cannot be condensed (`check_labels`)."""
         moments = checked_moments(self.db, self.conn, self.source_ref, self.columns)
         if moments[0] < self.k:
             rows = moments[0]
             raise DataError(f"k = {self.k} is above the table's {rows} records; choose k of at most {rows}")
+        if self.label is not None:
+            check_labels(label_counts(self.db, self.conn, self.source_ref, self.label), self.label, self.k)
         return moments
 
     def run(self, progress: Progress = silent) -> Grouped:
         """Group the records and return the groups' statistics."""
         x = [sa.cast(self.source.c[c], sa.Double).label(f"x{j}") for j, c in enumerate(self.columns)]
-        work = self.scratch.make("work", select(sa.cast(sa.literal(1), sa.BigInteger).label("grp"), *x))
+        labels, first, depth = self._labels()
+        work = self.scratch.make("work", first.add_columns(*x))
         done = self.scratch.make("done", select(work).where(sa.false()))
         # each attribute's variance over the table, what a group's are normalized by (0: never cut along)
         spread = self.db.execute(self.conn, select(*(func.var_pop(work.c[f"x{j}"]) for j in range(self.d)))).one()
         weights = [1 / float(v) if v and v > 0 else 0.0 for v in spread]
         rounds = 0
-        for rounds in range(1, MAX_ROUNDS + 1):
+        for rounds in range(1, MAX_ROUNDS - depth + 1):
             cuts = self.scratch.make("cuts", self._cuts(work, weights))
             progress("condense: grouping (rounds)", rounds, None)
             self.db.execute(self.conn, sa.insert(done).from_select(list(done.c.keys()), self._final(work, cuts)))
@@ -166,10 +212,27 @@ class Grouping:
             work = self.scratch.remake(work, self._halves(work, cuts))
             self.scratch.drop(cuts)
         else:
-            raise DataError(f"the grouping did not end in {MAX_ROUNDS} rounds")
-        statistics = self._statistics(done)
+            raise DataError(f"the grouping did not end in {MAX_ROUNDS - depth} rounds")
+        statistics = self._statistics(done, labels)
         self.scratch.drop_all()
         return Grouped(statistics=statistics, rounds=rounds, statements=self.scratch.statements)
+
+    def _labels(self) -> tuple[dict[int, Any], sa.Select[int, int], int]:
+        """The label's values by rank (none without a label), the select of each record's first group and rank
+        (grp, lab; the records' attributes to be added), and the bits D the first groups' numbers take."""
+        if self.label is None:
+            one, zero = (sa.cast(sa.literal(v), sa.BigInteger) for v in (1, 0))
+            return {}, select(one.label("grp"), zero.label("lab")).select_from(self.source), 0
+        value = self.source.c[self.label]
+        ranked = select(value.label("value"), (func.row_number().over(order_by=value) - 1).label("lab"))
+        ranks = self.scratch.make("labels", ranked.group_by(value))
+        labels = {int(lab): v for v, lab in self.db.execute(self.conn, select(ranks.c.value, ranks.c.lab))}
+        depth = max(len(labels) - 1, 0).bit_length()
+        first = select(
+            sa.cast((1 << depth) + ranks.c.lab, sa.BigInteger).label("grp"),
+            sa.cast(ranks.c.lab, sa.BigInteger).label("lab"),
+        )
+        return labels, first.select_from(self.source.join(ranks, ranks.c.value == value)), depth
 
     def _cuts(self, work: sa.TableClause, weights: Sequence[float]) -> sa.Select[Any]:
         """Per group of at least 2k records: its count and the attribute it is cut along."""
@@ -200,19 +263,25 @@ class Grouping:
         along = sa.case(*((cuts.c.dim == j, xs[j]) for j in range(self.d)))
         rank = func.row_number().over(partition_by=work.c.grp, order_by=[along, *xs])
         half = sa.case((2 * rank > cuts.c.n, 1), else_=0)
-        return select((2 * work.c.grp + half).label("grp"), *xs).select_from(work.join(cuts, cuts.c.grp == work.c.grp))
+        halves = select((2 * work.c.grp + half).label("grp"), work.c.lab, *xs)
+        return halves.select_from(work.join(cuts, cuts.c.grp == work.c.grp))
 
-    def _statistics(self, done: sa.TableClause) -> Statistics:
-        """Each group's count, first-order and second-order sums (one grouping of the records)."""
+    def _statistics(self, done: sa.TableClause, labels: dict[int, Any]) -> Statistics:
+        """Each group's count, first-order and second-order sums (one grouping of the records), and its label's
+        value (of `labels`, by rank) where there is a label."""
         xs = [done.c[f"x{j}"] for j in range(self.d)]
-        query = select(done.c.grp, *moment_sums(xs)).group_by(done.c.grp).order_by(done.c.grp)
+        query = select(done.c.grp, done.c.lab, *moment_sums(xs)).group_by(done.c.grp, done.c.lab).order_by(done.c.grp)
         found = np.array([tuple(row) for row in self.db.execute(self.conn, query)], dtype=float)  # not Rows
         self.scratch.statements += 1
         products = np.zeros((len(found), self.d, self.d))
         for k, (i, j) in enumerate(_pairs(self.d)):
-            products[:, i, j] = products[:, j, i] = found[:, 2 + self.d + k]
+            products[:, i, j] = products[:, j, i] = found[:, 3 + self.d + k]
         return Statistics(
-            found[:, 0].astype(np.int64), found[:, 1].astype(np.int64), found[:, 2 : 2 + self.d], products
+            found[:, 0].astype(np.int64),
+            found[:, 2].astype(np.int64),
+            found[:, 3 : 3 + self.d],
+            products,
+            [labels[int(lab)] for lab in found[:, 1]] if self.label is not None else None,
         )
 
 
@@ -224,14 +293,15 @@ def synthetic_select(
     numbers: str,
     keys: str,
     names: Sequence[str],
+    label: str | None = None,
     with_group: bool = False,
 ) -> str:
     """The SELECT of the synthetic records: n per group of the groups table `groups` (`group_columns`), the
-    attributes published as `names`, drawn with the key of `keys` (see the module); `numbers`: a table of the
-    whole numbers 1 .. the largest group (column i). `with_group`: each record's group too (grp), for analyses
-    of the draws group by group (never published)."""
+    attributes published as `names`, drawn with the key of `keys` (see the module), and the group's label as
+    `label` where the groups have one; `numbers`: a table of the whole numbers 1 .. the largest group (column i).
+    `with_group`: each record's group too (grp), for analyses of the draws group by group (never published)."""
     d = len(names)
-    g = db.ref_table(groups, group_columns(d)).alias("g")
+    g = db.ref_table(groups, group_columns(d, label is not None)).alias("g")
     r = db.ref_table(numbers, ["i"]).alias("r")
     key = select(db.ref_table(keys, [KEY_COLUMN]).c[KEY_COLUMN]).scalar_subquery()
     drawn = [
@@ -253,6 +323,8 @@ def synthetic_select(
     for j in range(1, d + 1):
         moves = " + ".join(f"t.axis_{l}_{j} * t.width_{l} * t.u{l}" for l in range(1, d + 1))
         values.append(sa.literal_column(f"t.mean_{j} + {moves}").label(names[j - 1]))
+    if label is not None:
+        values.append(sa.literal_column(f"t.{LABEL}").label(label))
     if with_group:
         values.append(sa.literal_column("t.grp").label("grp"))
     return db.as_text(conn, select(*values).select_from(draws))
@@ -301,6 +373,13 @@ def group_figures(db: Database, conn: Connection, groups: str, d: int) -> GroupF
     )
 
 
+def label_totals(db: Database, conn: Connection, groups: str, d: int) -> dict[Any, int]:
+    """The records of the groups table `groups` (labelled, d attributes) per value of their label."""
+    g = db.ref_table(groups, group_columns(d, True))
+    query = select(g.c[LABEL], func.sum(g.c.n)).group_by(g.c[LABEL])
+    return {value: int(n) for value, n in db.execute(conn, query)}
+
+
 #: attributes a batch's records and the groups' means are laid on a grid by, to find the nearest group among
 #: the 3^GRID_ATTRIBUTES cells around a record's
 GRID_ATTRIBUTES = 3
@@ -310,10 +389,16 @@ GRID_SIDES = (1.0, 3.0)
 
 
 def nearest_groups(
-    scratch: Scratch, batch: str, columns: Sequence[str], groups: str, weights: Sequence[float]
+    scratch: Scratch,
+    batch: str,
+    columns: Sequence[str],
+    groups: str,
+    weights: Sequence[float],
+    label: str | None = None,
 ) -> sa.TableClause:
     """A scratch table of `batch`'s records (x0 .., as doubles) with the group each joins (grp): the one whose mean
-    is nearest, by the squared distance weighted per attribute (`weights`; ties: the lowest group number).
+    is nearest, by the squared distance weighted per attribute (`weights`; ties: the lowest group number); with a
+    `label` column, the nearest of the groups of the record's value of it (every value must have groups).
 
     Comparing every record with every group costs records x groups (10,000 records and 65,536 groups: 384 s on
     PostgreSQL). So the records and the means are laid on a grid of the first GRID_ATTRIBUTES attributes, scaled
@@ -324,12 +409,15 @@ def nearest_groups(
     record, then the lowest group at that distance."""
     db, d = scratch.db, len(columns)
     m = min(d, GRID_ATTRIBUTES)
-    g = db.ref_table(groups, group_columns(d))
+    g = db.ref_table(groups, group_columns(d, label is not None))
     unit = _cell_side(db, scratch.conn, g, weights[:m])
-    source = db.ref_table(batch, list(columns))
+    source = db.ref_table(batch, [*columns, *([label] if label else [])])
     xs = [sa.cast(source.c[c], sa.Double).label(f"x{j}") for j, c in enumerate(columns)]
-    b = scratch.make("batch", select(func.row_number().over().label("rid"), *xs))
-    placed = scratch.make("placed", select(*(g.c[c] for c in ["grp", *(f"mean_{j}" for j in range(1, d + 1))])))
+    tags = [source.c[label].label(LABEL)] if label else []
+    b = scratch.make("batch", select(func.row_number().over().label("rid"), *xs, *tags))
+    means = [g.c[c] for c in ["grp", *(f"mean_{j}" for j in range(1, d + 1)), *([LABEL] if label else [])]]
+    placed = scratch.make("placed", select(*means))
+    same = [placed.c[LABEL] == b.c[LABEL]] if label else []  # a hashable equality: labels hold no NULL
     offsets = scratch.make_from_rows(
         "offsets", [(f"o{j}", "INTEGER") for j in range(m)], list(itertools.product((-1, 0, 1), repeat=m))
     )
@@ -350,15 +438,16 @@ def nearest_groups(
         near = b.join(offsets, sa.true()).join(
             placed,
             sa.and_(
+                *same,
                 *(
                     _cell(placed.c[f"mean_{j + 1}"], scale[j]) == _cell(b.c[f"x{j}"], scale[j]) + offsets.c[f"o{j}"]
                     for j in range(m)
-                )
+                ),
             ),
         )
         within = side * side * (1 - 1e-9)  # the grid's promise, with room for the doubles' rounding
         found.append(_nearest(scratch, f"near{k}", b, near, placed, distance, within, _unresolved(b, found)))
-    everywhere = b.join(placed, sa.true())
+    everywhere = b.join(placed, sa.and_(sa.true(), *same))
     found.append(_nearest(scratch, "everywhere", b, everywhere, placed, distance, None, _unresolved(b, found)))
     chosen = sa.union_all(*(select(f.c.rid, f.c.grp) for f in found)).subquery("c")
     joined = select(chosen.c.grp, *(b.c[f"x{j}"] for j in range(d))).select_from(
@@ -428,9 +517,11 @@ def group_deltas(
     return found
 
 
-def touched_groups(db: Database, conn: Connection, groups: str, joined: sa.TableClause, d: int) -> list[Group]:
-    """The groups of the groups table that records join, as they stand."""
-    g = db.ref_table(groups, group_columns(d))
+def touched_groups(
+    db: Database, conn: Connection, groups: str, joined: sa.TableClause, d: int, labelled: bool = False
+) -> list[Group]:
+    """The groups of the groups table that records join, as they stand (with their label, where `labelled`)."""
+    g = db.ref_table(groups, group_columns(d, labelled))
     joins = select(joined.c.grp).where(joined.c.grp == g.c.grp).exists()
     found = []
     for row in db.execute(conn, select(g).where(joins)):
@@ -439,15 +530,17 @@ def touched_groups(db: Database, conn: Connection, groups: str, joined: sa.Table
         for i, j in _pairs(d):
             products[i, j] = products[j, i] = float(values[f"sum_{i + 1}_{j + 1}"])
         sums = np.array([float(values[f"sum_{j}"]) for j in range(1, d + 1)])
-        found.append(Group(int(values["grp"]), int(values["n"]), sums, products))
+        found.append(Group(int(values["grp"]), int(values["n"]), sums, products, values[LABEL] if labelled else None))
     return found
 
 
-def kept_groups(scratch: Scratch, groups: str, joined: sa.TableClause, d: int) -> sa.TableClause:
+def kept_groups(
+    scratch: Scratch, groups: str, joined: sa.TableClause, d: int, labelled: bool = False
+) -> sa.TableClause:
     """A scratch copy of the groups table's groups that no record joins (the caller adds the others)."""
-    g = scratch.db.ref_table(groups, group_columns(d))
+    g = scratch.db.ref_table(groups, group_columns(d, labelled))
     joins = select(joined.c.grp).where(joined.c.grp == g.c.grp).exists()
-    return scratch.make("groups", select(*(g.c[c] for c in group_columns(d))).where(~joins))
+    return scratch.make("groups", select(*(g.c[c] for c in group_columns(d, labelled))).where(~joins))
 
 
 def moment_sums(xs: Sequence[sa.ColumnElement[Any]]) -> list[sa.ColumnElement[Any]]:
@@ -464,12 +557,14 @@ def _pairs(d: int) -> list[tuple[int, int]]:
 
 @dataclass
 class Group:
-    """A group's condensed statistics: its number, count, first-order sums (d) and second-order sums (d x d)."""
+    """A group's condensed statistics: its number, count, first-order sums (d) and second-order sums (d x d); and
+    its label's value, where the groups are formed within a label's values."""
 
     grp: int
     n: int
     sums: np.ndarray
     products: np.ndarray
+    label: Any = None
 
     @property
     def mean(self) -> np.ndarray:
@@ -493,5 +588,6 @@ class Group:
         means = (self.mean - (n2 / self.n) * apart * axis, self.mean + (n1 / self.n) * apart * axis)
         shrunk = self.covariance - (n1 * n2 / self.n**2) * apart**2 * np.outer(axis, axis)
         return tuple(  # type: ignore[return-value]  # two
-            Group(grp, n, n * m, n * (shrunk + np.outer(m, m))) for grp, n, m in zip((first, second), (n1, n2), means)
+            Group(grp, n, n * m, n * (shrunk + np.outer(m, m)), self.label)
+            for grp, n, m in zip((first, second), (n1, n2), means)
         )

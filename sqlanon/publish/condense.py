@@ -2,7 +2,9 @@
 exercises 5 and 6): the records grouped into groups of at least k on the numeric quasi-identifiers, and a
 synthetic table of as many records drawn from each group's mean and covariance as it held; the groups'
 condensed statistics kept in `output.groups_table` (by default TABLE_groups) for the dynamic version
-(`condense_add`: new records join their nearest group, a group of 2k splits along its longest eigenvector).
+(`condense_add`: new records join their nearest group, a group of 2k splits along its longest eigenvector). With
+`output.label` (a class label), the groups are formed within each of its values, and each synthetic record
+carries its group's value.
 
 The grouping, the statistics and the synthetic records are SQL (sqlanon.engine.condensation); each group's
 covariance eigen-decomposition, a d x d matrix, is numpy's. The draws' key is `output.noise_key` (as
@@ -16,6 +18,7 @@ output's readers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping
@@ -32,6 +35,7 @@ from ..backends import Database
 from ..backends.base import ColumnKind
 from ..engine.audit import check_published_columns
 from ..engine.condensation import (
+    LABEL,
     Group,
     GroupFigures,
     Grouping,
@@ -42,6 +46,8 @@ from ..engine.condensation import (
     group_deltas,
     group_figures,
     kept_groups,
+    label_counts,
+    label_totals,
     nearest_groups,
     synthetic_select,
     touched_groups,
@@ -68,26 +74,36 @@ class Condensation(PublicationMethod):
     """Synthetic records drawn from groups of at least k records' condensed statistics."""
 
     name = "condense"
-    settings = ("k", "groups_table", "noise_key")
+    settings = ("k", "groups_table", "noise_key", "label")
     companion = ("groups_table", "groups")  # the groups' statistics
 
     @classmethod
     def parse(cls, output: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
-        k, table = output.get("k"), output.get("groups_table")
+        k, table, label = output.get("k"), output.get("groups_table"), output.get("label")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(f"output.k must be a whole number of at least 1 (the smallest group), got {k!r}")
         if table is not None and not isinstance(table, str):
             raise ConfigError(f"output.groups_table must be a table name, got {table!r}")
-        return {"k": k, "groups_table": table, "noise_key": key_source(output.get("noise_key"), base_dir)}
+        if label is not None and (not isinstance(label, str) or not label):
+            raise ConfigError(f"output.label must name a column (the class label), got {label!r}")
+        noise_key = key_source(output.get("noise_key"), base_dir)
+        return {"k": k, "groups_table": table, "noise_key": noise_key, "label": label}
 
     @classmethod
     def check(cls, job: Job) -> None:
         refuse_criteria(job, cls.name, "publishes synthetic records")
-        others = job.sensitive + job.insensitive
+        label = label_of(job)
+        if label is not None and not any(c.lower() == label.lower() for c in job.sensitive + job.insensitive):
+            raise ConfigError(
+                f"output.label {label!r} is not a sensitive or insensitive column of the job: list it there (the "
+                "label is published as it is, beside the synthetic records of the quasi-identifiers)"
+            )
+        others = [c for c in job.sensitive + job.insensitive if label is None or c.lower() != label.lower()]
         if others:
             raise ConfigError(
-                f"output.method condense publishes synthetic records of the quasi-identifiers only, so column "
-                f"{others[0]!r} cannot be published: leave it out (others: drop), or publish by another method"
+                f"output.method condense publishes synthetic records of the quasi-identifiers only (and the label, "
+                f"output.label), so column {others[0]!r} cannot be published: leave it out (others: drop), or publish "
+                "by another method"
             )
         pseudonyms = [i.column for i in job.identifying if i.action != "drop"]
         if pseudonyms:
@@ -121,12 +137,14 @@ class CondensationReport(Released):
     audit: dict[str, bool]
     preview: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    label: str | None = None  # the column whose values the groups are formed within (`output.label`)
     added: int = 0  # records a dynamic addition joined to the groups (`condense_add`)
     splits: int = 0  # groups it split in two
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "method": Condensation.name,
+            "label": self.label,
             "added": self.added,
             "splits": self.splits,
             "output": self.output,
@@ -170,10 +188,10 @@ def condense_and_publish(
     started = time.perf_counter()
     phases = Phases(progress, "condense", 2)
     phases.step("grouping")
-    names = numeric_qis(db, job, columns)
+    names, label = numeric_qis(db, job, columns), source_label(db, job, columns)
     k = int(job.output.settings["k"])
     source = db.q(tables.synthetic.source.schema, tables.synthetic.source.table)
-    grouping = Grouping(db, conn, source, names, k, f"condense_{run_id}")
+    grouping = Grouping(db, conn, source, names, k, f"condense_{run_id}", label)
     moments = grouping.check()
     grouped = grouping.run(progress)
     phases.step("writing and auditing the tables")
@@ -183,12 +201,13 @@ def condense_and_publish(
         db,
         conn,
         groups=scratch,
-        made=groups_scratch(scratch, len(names), grouped.statistics.rows()),
+        made=groups_scratch(scratch, len(names), grouped.statistics.rows(), (source, label)),
         k=k,
         names=names,
+        label=label,
         key=key,
         tables=tables,
-        expected=moments,
+        expected=Expected(moments, label_counts(db, conn, source, label) if label else {}),
         ownership=ownership,
         run_id=run_id,
     )
@@ -202,6 +221,7 @@ def condense_and_publish(
         smallest=figures.smallest,
         largest=figures.largest,
         rounds=grouped.rounds,
+        label=label,
         statements=grouped.statements + scratch.statements,
         reproducible=reproducible,
         audit=audit,
@@ -211,10 +231,33 @@ def condense_and_publish(
     )
 
 
-def groups_scratch(scratch: Scratch, d: int, rows: list[list[Any]]) -> sa.TableClause:
-    """A scratch groups table (`group_columns` of d attributes) holding `rows`."""
-    kinds = ["BIGINT", "BIGINT"] + ["DOUBLE PRECISION"] * (len(group_columns(d)) - 2)
-    return scratch.make_from_rows("groups", list(zip(group_columns(d), kinds, strict=True)), rows)
+def groups_scratch(
+    scratch: Scratch, d: int, rows: list[list[Any]], label: tuple[str, str | None] = ("", None)
+) -> sa.TableClause:
+    """A scratch groups table (`group_columns` of d attributes) holding `rows`; with a `label` (a table and its
+    label column), the groups' label last, of that column's type."""
+    source, column = label
+    if column is None:
+        kinds = ["BIGINT", "BIGINT"] + ["DOUBLE PRECISION"] * (len(group_columns(d)) - 2)
+        return scratch.make_from_rows("groups", list(zip(group_columns(d), kinds, strict=True)), rows)
+    typed = [sa.cast(sa.literal(0), sa.BigInteger).label(c) for c in group_columns(d)[:2]]
+    typed += [sa.cast(sa.literal(0.0), sa.Double).label(c) for c in group_columns(d)[2:]]
+    t = scratch.db.ref_table(source, [column])
+    made = scratch.make("groups", select(*typed, t.c[column].label(LABEL)).where(sa.false()))
+    scratch.db.insert_rows(scratch.conn, scratch.ref_of(made), group_columns(d, True), rows)
+    return made
+
+
+def source_label(db: Database, job: Job, columns: dict[str, str]) -> str | None:
+    """The job's label column (`output.label`) as the source spells it, or None."""
+    label = label_of(job)
+    return None if label is None else next((c for c in columns if db.same_name(c, label)), label)
+
+
+def label_of(job: Job) -> str | None:
+    assert job.output is not None
+    found: str | None = job.output.settings.get("label")
+    return found
 
 
 def numeric_qis(db: Database, job: Job, columns: dict[str, str]) -> list[str]:
@@ -231,6 +274,15 @@ def numeric_qis(db: Database, job: Job, columns: dict[str, str]) -> list[str]:
     return found
 
 
+@dataclass(frozen=True)
+class Expected:
+    """What the groups must add up to, read from the records by a query of their own: their count, sums and sums of
+    products (`checked_moments`), and their count per value of the label (`label_counts`; none without one)."""
+
+    moments: Moments
+    labels: dict[Any, int] = field(default_factory=dict)
+
+
 def publish_groups(
     db: Database,
     conn: Connection,
@@ -239,16 +291,16 @@ def publish_groups(
     made: sa.TableClause,
     k: int,
     names: list[str],
+    label: str | None,
     key: bytes,
     tables: CondensedTables,
-    expected: Moments,
+    expected: Expected,
     ownership: Ownership,
     run_id: int,
 ) -> tuple[dict[str, bool], GroupFigures]:
     """Write the groups table from the scratch table `made` (of `groups`, `group_columns`) and the synthetic table
-    drawn from it (`key`), each audited: the groups against `expected` (the records' count, sums and sums of
-    products, as `checked_moments` gives them), the synthetic records against the groups. The audit's holds and the
-    groups table's figures."""
+    drawn from it (`key`; with the groups' `label` column), each audited: the groups against `expected`, the
+    synthetic records against the groups. The audit's holds and the groups table's figures."""
     d = len(names)
     with staged_table(
         db,
@@ -259,37 +311,48 @@ def publish_groups(
         run_id=run_id,
     ) as staged:
         figures = group_figures(db, conn, staged.ref, d)
-        audit = audit_groups(str(tables.groups.name), figures, expected, k)
+        totals = label_totals(db, conn, staged.ref, d) if label else {}
+        audit = audit_groups(str(tables.groups.name), figures, totals, expected, k)
         staged.audited(figures.groups)
     numbers = groups.make_from_rows("numbers", [("i", "BIGINT")], [(i,) for i in range(1, figures.largest + 1)])
     with noise_key_table(db, conn, key) as keys:
         synthetic = synthetic_select(
-            db, conn, groups=groups.ref_of(made), numbers=groups.ref_of(numbers), keys=keys, names=names
+            db, conn, groups=groups.ref_of(made), numbers=groups.ref_of(numbers), keys=keys, names=names, label=label
         )
         name = str(tables.synthetic.name)
         with staged_table(
             db, conn, destination=tables.synthetic, select=synthetic, ownership=ownership, run_id=run_id
         ) as staged:
-            check_published_columns(db, conn, staged.ref, name, names)
+            check_published_columns(db, conn, staged.ref, name, [*names, *([label] if label else [])])
             drawn = numeric_figures(db, conn, staged.ref, names)
             audit |= audit_synthetic(name, names, drawn, figures)
+            if label:
+                audit |= audit_labels(name, label_counts(db, conn, staged.ref, label), totals)
             staged.audited(drawn[0])
-    groups.statements += 6  # the two tables' writes and their audits
+    groups.statements += 6 + (3 if label else 0)  # the two tables' writes and their audits
     return audit, figures
 
 
-def audit_groups(name: str, found: GroupFigures, expected: Moments, k: int) -> dict[str, bool]:
-    """The groups table as written (`group_figures`), against the records' own figures (`checked_moments`, a query of
-    their own): every group holds k to 2k - 1 records, and the groups' counts, sums and sums of products add up
-    to the records'. Raises AuditError on the first that fails."""
-    rows, record_sums, record_products = expected
+def audit_groups(name: str, found: GroupFigures, labels: dict[Any, int], expected: Expected, k: int) -> dict[str, bool]:
+    """The groups table as written (`group_figures`, and its records per label: `label_totals`) against the
+    records' own figures (`expected`): every group holds k to 2k - 1 records, and the groups' counts, sums and sums
+    of products add up to the records', and so do their counts per label. Raises AuditError on the first that
+    fails."""
+    rows, record_sums, record_products = expected.moments
     holds = {
         f"every group holds k = {k} to 2k - 1 records": k <= found.smallest and found.largest < 2 * k,
         "the groups hold every record": found.total == rows,
         "the groups' sums are the records'": all(map(_close, found.sums, record_sums)),
         "the groups' sums of products are the records'": all(map(_close, found.products, record_products)),
     }
+    if expected.labels:
+        holds["the groups of each label hold its records"] = labels == expected.labels
     return _passed(name, holds)
+
+
+def audit_labels(name: str, drawn: dict[Any, int], groups: dict[Any, int]) -> dict[str, bool]:
+    """The synthetic table's records per label against its groups'."""
+    return _passed(name, {"as many synthetic records of each label as its groups hold": drawn == groups})
 
 
 def audit_synthetic(
@@ -342,6 +405,7 @@ def add_and_publish(
     phases = Phases(progress, "condense-add", 2)
     phases.step("joining the groups")
     names, k = numeric_qis(db, job, columns), int(job.output.settings["k"])
+    label = source_label(db, job, columns)
     d, kept = len(names), tables.groups.name
     if not db.table_exists(conn, kept.schema, kept.table):
         raise DataError(
@@ -353,17 +417,18 @@ def add_and_publish(
     if not records:
         raise DataError(f"table {str(tables.synthetic.source)!r} holds no records to add")
     before = group_figures(db, conn, groups_ref, d)
+    labels = _batch_labels(db, conn, batch, label, label_totals(db, conn, groups_ref, d) if label else {})
     scratch = Scratch(db, conn, f"condense_add_{run_id}")
-    joined = nearest_groups(scratch, batch, names, groups_ref, _weights(before, d))
+    joined = nearest_groups(scratch, batch, names, groups_ref, _weights(before, d), label)
     deltas = group_deltas(db, conn, joined, d)
-    following, splits = _joined(
-        touched_groups(db, conn, groups_ref, joined, d), deltas, k, _next_group(db, conn, groups_ref, d)
-    )
-    made = kept_groups(scratch, groups_ref, joined, d)
+    touched = touched_groups(db, conn, groups_ref, joined, d, label is not None)
+    following, splits = _joined(touched, deltas, k, _next_group(db, conn, groups_ref, d))
+    made = kept_groups(scratch, groups_ref, joined, d, label is not None)
     if following:
-        db.insert_rows(conn, scratch.ref_of(made), group_columns(d), Statistics.of(following).rows())
+        rows = Statistics.of(following).rows()
+        db.insert_rows(conn, scratch.ref_of(made), group_columns(d, label is not None), rows)
     phases.step("writing and auditing the tables")
-    expected = (
+    moments = (
         before.total + records,
         [a + b for a, b in zip(before.sums, sums, strict=True)],
         [a + b for a, b in zip(before.products, products, strict=True)],
@@ -376,9 +441,10 @@ def add_and_publish(
         made=made,
         k=k,
         names=names,
+        label=label,
         key=key,
         tables=tables,
-        expected=expected,
+        expected=Expected(moments, labels),
         ownership=ownership,
         run_id=run_id,
     )
@@ -392,6 +458,7 @@ def add_and_publish(
         smallest=figures.smallest,
         largest=figures.largest,
         rounds=0,
+        label=label,
         statements=scratch.statements,
         reproducible=reproducible,
         audit=audit,
@@ -401,6 +468,28 @@ def add_and_publish(
         added=records,
         splits=splits,
     )
+
+
+def _batch_labels(
+    db: Database, conn: Connection, batch: str, label: str | None, groups: dict[Any, int]
+) -> dict[Any, int]:
+    """The records per label after an addition (the groups' `groups`, and the batch's), refused where a batch record
+    has no label or a value no group has (its records would have no group to join); none without a label."""
+    if label is None:
+        return {}
+    added = label_counts(db, conn, batch, label)
+    if None in added:
+        raise DataError(
+            f"column {label!r} (output.label) holds {added[None]} records without a value (NULL); the label groups "
+            "the records: fill or remove them"
+        )
+    new = next((value for value in added if value not in groups), None)
+    if new is not None:
+        raise DataError(
+            f"column {label!r} (output.label): value {new!r} has no group to join ({added[new]} records of the "
+            "batch); a value needs k records of its own: publish the table anew (sqlanon anonymize JOB --replace)"
+        )
+    return {value: groups.get(value, 0) + added.get(value, 0) for value in groups}
 
 
 def _weights(figures: GroupFigures, d: int) -> list[float]:
@@ -425,8 +514,11 @@ def _joined(
     """The touched groups with the records that joined them, split while any holds 2k or more (new numbers from
     `next_group` on); and how many splits that took."""
     queue = [
-        Group(
-            g.grp, g.n + deltas[g.grp][0], g.sums + np.array(deltas[g.grp][1]), g.products + np.array(deltas[g.grp][2])
+        dataclasses.replace(
+            g,
+            n=g.n + deltas[g.grp][0],
+            sums=g.sums + np.array(deltas[g.grp][1]),
+            products=g.products + np.array(deltas[g.grp][2]),
         )
         for g in touched
     ]
