@@ -135,11 +135,12 @@ def job_from_dict(data: Any, base_dir: Path | str = ".", default_name: str = "jo
     suppression = _suppression(cfg["suppression"]) if cfg.get("suppression") is not None else Suppression()
     select = _selection(cfg["select"]) if cfg.get("select") is not None else Selection()
     select = dataclasses.replace(select, cost_benefit=cost_benefit)
-    outside = [t for t in select.targets if t not in sensitive]
+    qi_names = {q.column.lower() for q in qis}
+    outside = [t for t in select.targets if t not in sensitive and t.lower() not in qi_names]
     if outside:
         raise ConfigError(
-            f"select.targets: {outside[0]!r} is not a sensitive attribute of the job; list it under sensitive: "
-            "(a quasi-identifier cannot be a target yet)"
+            f"select.targets: {outside[0]!r} is neither a sensitive attribute nor a quasi-identifier of the job; "
+            "list it under sensitive: or quasi_identifiers:"
         )
     read_by = select.metric == "publisher_payout" or any(isinstance(c, Profitability) for c in criteria)
     if cfg.get("cost_benefit") is not None and not read_by:

@@ -385,7 +385,7 @@ def test_cli_search_prints_duckdbs_nodes(backend: Backend, duckdb: Backend, tmp_
     assert json.loads(result.stdout)["minimal"] == [list(n) for n in search(duckdb.job(k=3)).minimal]
 
 
-CLASSIFICATION = Selection(None, "classification", targets=("salary-class", "occupation"))
+CLASSIFICATION = Selection(None, "classification", targets=("salary-class", "occupation", "race"))  # race: a QI
 
 
 @pytest.mark.parametrize("select", [Selection(None, "non_uniform_entropy_nm"), CLASSIFICATION])
@@ -394,8 +394,8 @@ def test_suppression_metrics_and_publication_equal_duckdbs(
 ) -> None:
     """Entropy l-diversity with 2% suppression (the exact, non-pruning search), every minimal node's metrics,
     selection by ARX's non-monotonic non-uniform entropy (its marginal counts, its suppressed tuples' entropy) or
-    by its classification metric (each class's most frequent values, a window over the stored sets), and a masked
-    output: what DuckDB gives."""
+    by its classification metric (each class's most frequent values, a window over the stored sets; for the QI
+    target, over the released classes grouped by the other QIs), and a masked output: what DuckDB gives."""
     changes = {
         "criteria": criteria_from_config({"entropy_l_diversity": {"attribute": "occupation", "l": 3}}),
         "sensitive": ["occupation", "salary-class"],

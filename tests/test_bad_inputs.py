@@ -518,7 +518,7 @@ CASES: dict[str, Case] = {
     ),
     "classification-target-not-sensitive": Case(
         "parameters",
-        "select.targets: 'nowhere' is not a sensitive attribute",
+        "select.targets: 'nowhere' is neither a sensitive attribute nor a quasi-identifier",
         _set("select", {"metric": "classification", "targets": ["nowhere"]}),
     ),
     "payout-journalist-no-subset": Case(

@@ -28,12 +28,19 @@ from sqlalchemy.engine import Connection
 
 from ..criteria import Criterion, KAnonymity
 from ..model.lattice import Levels
-from ..model.quality import BOUNDED, BOUNDED_IF_SUPPRESSION_COSTS_MORE, QualitySettings, QualitySums, aecs_bound
+from ..model.quality import (
+    BOUNDED,
+    BOUNDED_IF_SUPPRESSION_COSTS_MORE,
+    QualitySettings,
+    QualitySums,
+    aecs_bound,
+    classification_scale,
+)
 from ..model.quality import figures as quality_figures
 from ..model.selection import level_metrics
 from ..store.records import RunRecord
 from .checker import WaveChecker
-from .node_releases import ClassSums, MarginalTerms, NodeReleases
+from .node_releases import ClassSums, MarginalTerms, NodeReleases, qi_target_positions
 from .star import StarSchema
 
 METRICS_CUBE = 3  # the metrics' cube among the run's (engine.checker's `part`)
@@ -201,6 +208,10 @@ class MetricsEvaluator:
             top_entropy_term=self._top_entropy_terms,
             mispredicted=sums.mispredicted,
             undecided=sums.undecided,
+            qi_targets=[
+                (classification_scale(dims[i].shape.level_sizes, node[i]), wrong, tied)
+                for i, (wrong, tied) in zip(qi_target_positions(dims, self.quality.targets), sums.target_predictions)
+            ],
         )
 
     def figures(self, node: Levels, sums: ClassSums) -> dict[str, Any]:

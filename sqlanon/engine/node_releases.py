@@ -105,11 +105,21 @@ class ClassSums:
     #: per QI target, over the released classes grouped by the other QIs, the most frequent value's count, summed,
     #: where asked (NodeReleases.target_tops)
     target_tops: tuple[float, ...] = ()
+    #: per QI target of the classification metric (`qi_target_positions`), its tuples mispredicted and undecided
+    #: (NodeReleases.target_predictions)
+    target_predictions: tuple[tuple[int, int], ...] = ()
 
     @property
     def penalty(self) -> float:
         """ARX's certainty penalty over every QI: the released tuples' per QI, and 1 per QI for a suppressed one."""
         return sum(self.released_penalties) + len(self.released_penalties) * self.suppressed
+
+
+def qi_target_positions(dimensions: Sequence[Any], targets: Sequence[str]) -> list[int]:
+    """The positions among the QIs (`dimensions`) of the classification's `targets` that are QIs (the others are
+    sensitive attributes)."""
+    wanted = {t.lower() for t in targets}
+    return [i for i, d in enumerate(dimensions) if d.column.lower() in wanted]
 
 
 @dataclass
@@ -447,7 +457,10 @@ class NodeReleases:
         ).all()
         self.statements += 1
         suppressed = self._suppressed_sums(batch)
-        predicted = self.prediction_sums(batch, quality.targets) if quality.targets else {}
+        sensitive = tuple(t for t in quality.targets if t in self.checker.star.sensitive_columns())
+        positions = qi_target_positions(dims, quality.targets)
+        predicted = self.prediction_sums(batch, sensitive) if sensitive else {}
+        by_qi = self.target_predictions(batch, positions) if positions else {}
         sums = {}
         for node, classes, out, squares, every, attacked, kl, *per_qi_sums in rows:
             by_part = suppressed.get(int(node), {})
@@ -464,6 +477,7 @@ class NodeReleases:
                 tuple(float(p or 0) for p in per_qi_sums[2::3]),
                 float(attacked or 0),
                 *predicted.get(int(node), (0, 0)),
+                target_predictions=by_qi.get(int(node), ()),
             )
         return sums
 
@@ -473,7 +487,7 @@ class NodeReleases:
         the released classes, whose keys hold each QI's value at the node's level already."""
         c = self._classes_table(batch)
 
-        def squares(attr: int) -> tuple[sa.Subquery, sa.ColumnElement[Any]]:
+        def squares(attr: int) -> tuple[sa.Subquery, list[sa.ColumnElement[Any]]]:
             field = self.checker.attribute_masks(attr, 0)  # every bit of the QI's value
             value = [_and(c.c[f"key{k}"], field[k]).label(f"v{k}") for k in self._keys_of(attr)]
             grouped = (
@@ -482,53 +496,95 @@ class NodeReleases:
                 .group_by(c.c[NODE], *value)
                 .subquery(f"g{attr}")
             )
-            return grouped, sa.cast(grouped.c.n, sa.Double) * grouped.c.n
+            return grouped, [sa.cast(grouped.c.n, sa.Double) * grouped.c.n]
 
-        return self._summed_per_part(batch, [d.attr for d in self.checker.star.dimensions], squares)
+        found = self._summed_per_part(batch, [d.attr for d in self.checker.star.dimensions], squares)
+        return {j: tuple(total for (total,) in parts) for j, parts in found.items()}
 
     def target_tops(self, batch: NodeBatch, targets: Sequence[int]) -> dict[int, tuple[float, ...]]:
         """Per node of the batch and per QI of `targets` (attribute numbers): its released classes grouped by every
         other QI's value (ARX's MetaHashGroupify), and over those groups the count of the target's most frequent
         value, summed (ARX's classification score with QI targets): one statement."""
-        c, width = self._classes_table(batch), self.checker.layout.keys
-        everything = (1 << 63) - 1  # the keys are BIGINT, their sign bit unused
 
-        def tops(target: int) -> tuple[sa.Subquery, sa.ColumnElement[Any]]:
-            field = self.checker.attribute_masks(target, 0)  # every bit of the target's value
-            others = [_and(c.c[f"key{k}"], everything & ~field[k]).label(f"o{k}") for k in range(width)]
-            value = [_and(c.c[f"key{k}"], field[k]).label(f"t{k}") for k in self._keys_of(target)]
-            cells = (
-                sa.select(c.c[NODE], *others, *value, _n(c.c.n))
-                .where(c.c.kept == 1)
-                .group_by(c.c[NODE], *others, *value)
-                .subquery(f"v{target}")
-            )
+        def tops(target: int) -> tuple[sa.Subquery, list[sa.ColumnElement[Any]]]:
+            cells, others = self._target_cells(batch, target)
             groups = (
                 sa.select(cells.c[NODE], sa.func.max(cells.c.n).label("top"))
-                .group_by(cells.c[NODE], *(cells.c[f"o{k}"] for k in range(width)))
+                .group_by(cells.c[NODE], *others(cells))
                 .subquery(f"g{target}")
             )
-            return groups, groups.c.top
+            return groups, [groups.c.top]
 
-        return self._summed_per_part(batch, list(targets), tops)
+        found = self._summed_per_part(batch, list(targets), tops)
+        return {j: tuple(total for (total,) in parts) for j, parts in found.items()}
+
+    def target_predictions(self, batch: NodeBatch, positions: Sequence[int]) -> dict[int, tuple[tuple[int, int], ...]]:
+        """Per node of the batch and per QI target (`positions` among the QIs): its released classes grouped by every
+        other QI's value (ARX's MetaHashGroupify), and over those groups, of the target's values at the node's
+        level, the tuples outside the most frequent value where one value is the most frequent, and the tuples of
+        the groups where several tie (ARX's classification metric with QI targets). One statement."""
+        dims = self.checker.star.dimensions
+
+        def predictions(position: int) -> tuple[sa.Subquery, list[sa.ColumnElement[Any]]]:
+            cells, others = self._target_cells(batch, dims[position].attr)
+            top = sa.func.max(cells.c.n).over(partition_by=[cells.c[NODE], *others(cells)])
+            ranked = sa.select(cells, top.label("top")).subquery(f"r{position}")
+            tied = sa.func.sum(sa.case((ranked.c.n == ranked.c.top, 1), else_=0))
+            groups = (
+                sa.select(
+                    ranked.c[NODE],
+                    sa.func.sum(ranked.c.n).label("n"),
+                    sa.func.max(ranked.c.top).label("top"),
+                    tied.label("tied"),
+                )
+                .group_by(ranked.c[NODE], *others(ranked))
+                .subquery(f"g{position}")
+            )
+            unique = groups.c.tied == 1
+            return groups, [
+                sa.case((unique, groups.c.n - groups.c.top), else_=0),
+                sa.case((unique, 0), else_=groups.c.n),
+            ]
+
+        found = self._summed_per_part(batch, list(positions), predictions)
+        return {j: tuple((int(wrong), int(tied)) for wrong, tied in parts) for j, parts in found.items()}
+
+    def _target_cells(
+        self, batch: NodeBatch, target: int
+    ) -> tuple[sa.Subquery, Callable[[sa.FromClause], list[sa.ColumnElement[Any]]]]:
+        """The batch's released classes counted per node, every other QI's value (o0 ..) and the `target` QI's
+        value (t..) at the node's level; and the other QIs' columns of a query over it."""
+        c, width = self._classes_table(batch), self.checker.layout.keys
+        everything = (1 << 63) - 1  # the keys are BIGINT, their sign bit unused
+        field = self.checker.attribute_masks(target, 0)  # every bit of the target's value
+        others = [_and(c.c[f"key{k}"], everything & ~field[k]).label(f"o{k}") for k in range(width)]
+        value = [_and(c.c[f"key{k}"], field[k]).label(f"t{k}") for k in self._keys_of(target)]
+        cells = (
+            sa.select(c.c[NODE], *others, *value, _n(c.c.n))
+            .where(c.c.kept == 1)
+            .group_by(c.c[NODE], *others, *value)
+            .subquery(f"v{target}")
+        )
+        return cells, lambda query: [query.c[f"o{k}"] for k in range(width)]
 
     def _summed_per_part(
         self,
         batch: NodeBatch,
         parts: list[int],
-        grouping: Callable[[int], tuple[sa.Subquery, sa.ColumnElement[Any]]],
-    ) -> dict[int, tuple[float, ...]]:
-        """Per node of the batch and per part (an attribute number), the sum over the part's grouping (a subquery
-        with the node's column, and the value summed, from `grouping(part)`); 0 where a node has no row. One
-        statement: the union of the parts' sums."""
-        branches = []
+        grouping: Callable[[int], tuple[sa.Subquery, list[sa.ColumnElement[Any]]]],
+    ) -> dict[int, tuple[tuple[float, ...], ...]]:
+        """Per node of the batch and per part (an attribute number or position), the sums over the part's grouping
+        (a subquery with the node's column, and the values summed, from `grouping(part)`); 0 where a node has no
+        row. One statement: the union of the parts' sums."""
+        branches, width = [], 0
         for part in parts:
-            grouped, value = grouping(part)
-            summed = sa.select(grouped.c[NODE], sa.literal(part).label("part"), sa.func.sum(value))
+            grouped, values = grouping(part)
+            width = len(values)
+            summed = sa.select(grouped.c[NODE], sa.literal(part).label("part"), *(sa.func.sum(v) for v in values))
             branches.append(summed.group_by(grouped.c[NODE]))
-        found: dict[int, list[float]] = {j: [0.0] * len(parts) for j in range(len(batch.nodes))}
-        for node, part, total in self._rows(sa.union_all(*branches)):
-            found[int(node)][parts.index(int(part))] = float(total or 0)
+        found: dict[int, list[tuple[float, ...]]] = {j: [(0.0,) * width] * len(parts) for j in range(len(batch.nodes))}
+        for node, part, *totals in self._rows(sa.union_all(*branches)):
+            found[int(node)][parts.index(int(part))] = tuple(float(t or 0) for t in totals)
         return {j: tuple(values) for j, values in found.items()}
 
     def prediction_sums(self, batch: NodeBatch, targets: tuple[str, ...]) -> dict[int, tuple[int, int]]:

@@ -244,7 +244,7 @@ class Selection:
     aggregate: str | None = None
     #: the job's cost/benefit model (`cost_benefit:`), which the publisher payout reads
     cost_benefit: CostBenefit = field(default_factory=CostBenefit)
-    #: the classification metric's target attributes (sensitive ones; ARX's response variables)
+    #: the classification metric's target attributes (sensitive ones or QIs; ARX's response variables)
     targets: tuple[str, ...] = ()
     #: the publisher payout's adversary (model.quality.QualitySettings.attacker)
     attacker: str = "prosecutor"
@@ -267,7 +267,7 @@ class Selection:
         if (self.metric == "classification") != bool(self.targets):
             raise ConfigError(
                 "select.targets names the attributes the classification metric predicts, and only it: "
-                "select: {metric: classification, targets: [salary]} (sensitive attributes of the job)"
+                "select: {metric: classification, targets: [salary]} (sensitive attributes or QIs of the job)"
             )
         _choice(self.attacker, ATTACKERS, "select.attacker")
         if self.attacker != "prosecutor" and self.metric != "publisher_payout":

@@ -24,6 +24,7 @@ has one figure per QI, ARX's aggregate function over them:
 - `precision_loss_nm` [MetricMDNMPrecision]: per QI, over the rows, the released tuples' level / height times the
   generalization factor, and the suppressed tuples' 1 times the suppression factor.
 - `classification` [MetricSDClassification]: how badly a classifier trained on the release predicts the `targets`
+  (sensitive attributes, or QIs: a QI target is predicted from the other QIs)
   (ARX's response variables; sensitive attributes here): per target and released class, its tuples outside the
   class's most frequent value where one value is most frequent (a penalty of the generalization factor each), or
   all of them where several tie (the suppression factor each); per suppressed tuple and target, `gs_factor`
@@ -195,6 +196,10 @@ class QualitySums:
     #: frequent value where one value is the most frequent, and the tuples of classes where several tie
     mispredicted: int = 0
     undecided: int = 0
+    #: per QI target of the classification: its scale at the node's level (`classification_scale`), and its
+    #: tuples outside a group's most frequent value and of groups where several tie, the released classes grouped
+    #: by the other QIs' values
+    qi_targets: Sequence[tuple[float, int, int]] = ()
 
 
 def _round(value: float) -> float:
@@ -277,15 +282,29 @@ def precision_loss(sums: QualitySums, settings: QualitySettings, *, monotonic: b
 
 
 def classification(sums: QualitySums, settings: QualitySettings) -> float | None:
-    """ARX's classification metric (its penalties: `gs_factor` per suppressed tuple, the generalization factor per
-    tuple outside its class's unique most frequent value, the suppression factor per tuple of a class without
-    one), over the rows times the largest penalty; None without targets."""
+    """ARX's classification metric (its penalties: `gs_factor` per suppressed tuple and target, the generalization
+    factor per tuple outside its class's unique most frequent value, the suppression factor per tuple of a class
+    without one), over the rows times the largest penalty; None without targets. A QI target's classes are the
+    released classes grouped by the other QIs' values, its penalties moved towards the largest by its scale (every
+    released tuple at the largest where the target is generalized to one value)."""
     if not settings.targets:
         return None
     g, s, gs = settings.generalization, settings.suppression, settings.gs_factor
+    most = max(g, s, gs)
     penalty = g * sums.mispredicted + s * sums.undecided + gs * sums.suppressed * len(settings.targets)
-    most = max(g, s, gs) * sums.rows
-    return penalty / most if most else 0.0
+    for scale, wrong, tied in sums.qi_targets:
+        if scale == 1.0:
+            penalty += most * (sums.rows - sums.suppressed)
+        else:
+            penalty += wrong * (g * (1 - scale) + most * scale) + tied * (s * (1 - scale) + most * scale)
+    return penalty / (most * sums.rows) if most * sums.rows else 0.0
+
+
+def classification_scale(level_sizes: Sequence[int], level: int) -> float:
+    """ARX's scale of a QI target's penalties at `level` of its hierarchy (distinct values per level): 0 where the
+    values are as distinct as the leaves, 1 where they are one, 0 for a hierarchy of one leaf."""
+    leaves = level_sizes[0]
+    return 0.0 if leaves == 1 else 1.0 - (level_sizes[level] - 1) / (leaves - 1)
 
 
 def entropy_loss(sums: QualitySums, settings: QualitySettings) -> float:
