@@ -266,7 +266,8 @@ def agreement(found: dict[str, dict[str, Figures]]) -> list[list[object]]:
 def mondrian(job: Job) -> Job:
     """The job published by Mondrian (which suppresses nothing)."""
     assert job.output is not None
-    method = Output(table=f"{job.output.table}_mondrian", method="mondrian", settings=MondrianMethod.parse({}))
+    settings = MondrianMethod.parse({}, Path("."))
+    method = Output(table=f"{job.output.table}_mondrian", method="mondrian", settings=settings)
     return dataclasses.replace(job, output=method, suppression=Suppression(0))
 
 
@@ -281,7 +282,9 @@ def anatomy(job: Job) -> Job:
         sensitive=[first],
         insensitive=job.insensitive + others,
         suppression=Suppression(0),
-        output=Output(table=f"{job.output.table}_anatomy", method="anatomy", settings=Anatomy.parse({"l": 2})),
+        output=Output(
+            table=f"{job.output.table}_anatomy", method="anatomy", settings=Anatomy.parse({"l": 2}, Path("."))
+        ),
     )
 
 
