@@ -266,6 +266,21 @@ def test_postgres_urls_are_accepted_and_other_schemes_named(tmp_path: Path):
         normalize_url("mysql://u@h/db", tmp_path)
 
 
+@pytest.mark.parametrize("scheme, master", [("spark", "spark://spark-master:7077"), ("sc", "sc://spark-master:15002")])
+def test_a_metadata_url_with_a_user_leaves_the_spark_master_in_place(tmp_path: Path, scheme: str, master: str):
+    """The metadata store's URL names its user (me@db-host): its "@" is the query's, not the Spark URL's own
+    credentials, so the master stays the host before the "?"."""
+    from sqlalchemy import make_url
+
+    from sqlanon.backends.spark_dbapi import spark_master
+
+    port = master.rsplit(":", 1)[1]
+    url = make_url(
+        normalize_url(f"{scheme}://spark-master:{port}?metadata=postgresql%2Bpsycopg://me@db-host/db", tmp_path)
+    )
+    assert spark_master(url) == master and url.query["metadata"] == "postgresql+psycopg://me@db-host/db"
+
+
 def test_a_duckdb_url_with_two_slashes_says_how_to_write_it(tmp_path: Path):
     """duckdb://file.duckdb reads the file as a host: one line naming the three-slash form, exit 2."""
     with pytest.raises(ConfigError, match=r"three slashes, duckdb:///adult.duckdb"):

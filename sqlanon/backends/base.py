@@ -789,11 +789,21 @@ def driver_connection(conn: Connection) -> Any:
     return conn.connection.dbapi_connection
 
 
+#: URL schemes that never carry a user or password (Spark's masters and Spark Connect's servers)
+NO_CREDENTIALS = ("spark", "sc")
+
+
 def normalize_url(url: str, base_dir: Path) -> str:
     """A SQLAlchemy URL of a kind of database sqlanon knows; a bare file path means a DuckDB file (relative to
     base_dir). Each kind puts its URLs in their canonical form (`Database.canonical_url`)."""
     if "://" not in url:
         url = f"duckdb:///{url}"
+    scheme, _, rest = url.partition("://")
+    if scheme in NO_CREDENTIALS and "?" in rest:
+        # its query may name another database by a URL with a user (metadata=postgresql+psycopg://me@host/db),
+        # whose "@" the parser would take for this URL's own credentials (its host then the other's)
+        address, _, query = rest.partition("?")
+        url = f"{scheme}://{address}?{query.replace('@', '%40')}"
     try:
         parsed = make_url(url)
     except Exception as exc:  # sqlalchemy raises ArgumentError with a terse message
