@@ -229,10 +229,8 @@ def test_what_condensation_cannot_publish_is_refused_and_nothing_written(duck_ur
     with pytest.raises(DataError, match="k = 100 is above the table's 37 records"):
         condense(_job(duck_url, 100))
     engine = sa.create_engine(duck_url)
-    with engine.begin() as conn:
-        conn.exec_driver_sql("UPDATE people SET income = NULL WHERE age = (SELECT MIN(age) FROM people)")
-    with pytest.raises(DataError, match="column 'income' holds .* records without a number \\(NULL\\)"):
-        condense(_job(duck_url, 5))
+    income = "UPDATE people SET income = NULL WHERE age = (SELECT MIN(age) FROM people)"
+    _refused_after(engine, income, "column 'income' holds .* records without a number \\(NULL\\)", _job(duck_url, 5))
     with engine.begin() as conn:
         conn.exec_driver_sql("UPDATE people SET income = 1 WHERE income IS NULL")
         conn.exec_driver_sql("UPDATE people SET hours = 'NaN' WHERE age = (SELECT MAX(age) FROM people)")
@@ -261,6 +259,14 @@ def test_what_condensation_cannot_publish_is_refused_and_nothing_written(duck_ur
     for change, error in refused.values():
         with pytest.raises(ConfigError, match=error):
             job_from_dict({**config, "quasi_identifiers": ["age"], **change})
+
+
+def _refused_after(engine: sa.Engine, statement: str, error: str, job: Any) -> None:
+    """`statement` run on the source, then the job's condensation refused with `error`."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql(statement)
+    with pytest.raises(DataError, match=error):
+        condense(job)
 
 
 def _batch(url: str, rows: list[tuple[Any, ...]], schema: str | None = None) -> None:
@@ -465,10 +471,10 @@ def test_a_label_that_cannot_be_condensed_is_refused_and_nothing_written(duck_ur
     with pytest.raises(DataError, match=f"value '{fewest[0]}' has {fewest[1]} records, fewer than k = 60"):
         condense(_labelled_job(duck_url, 60))
     engine = sa.create_engine(duck_url)
-    with engine.begin() as conn:
-        conn.exec_driver_sql("UPDATE people SET grade = NULL WHERE age = (SELECT MIN(age) FROM people)")
-    with pytest.raises(DataError, match="column 'grade' \\(output.label\\) holds .* records without a value"):
-        condense(_labelled_job(duck_url, 5))
+    grade = "UPDATE people SET grade = NULL WHERE age = (SELECT MIN(age) FROM people)"
+    _refused_after(
+        engine, grade, "column 'grade' \\(output.label\\) holds .* records without a value", _labelled_job(duck_url, 5)
+    )
     assert user_tables(duck_url) == before
     with engine.begin() as conn:
         conn.exec_driver_sql("UPDATE people SET grade = 'low' WHERE grade IS NULL")
