@@ -46,12 +46,13 @@ def _rows(n: int, seed: int = 5) -> list[tuple[int, int, float]]:
     return found + found[:7]
 
 
-def _job(url: str, k: int, schema: str | None = None, **output: Any):
+def _job(url: str, k: int, schema: str | None = None, others: str | None = None, **output: Any):
     source = {"url": url, "table": "people", **({"schema": schema} if schema else {})}
     return job_from_dict(
         {
             "source": source,
             "quasi_identifiers": QIS,
+            **({"others": others} if others else {}),
             "output": {"table": "people_synthetic", "method": "condense", "k": k, **output},
         }
     )
@@ -484,6 +485,8 @@ def test_a_label_that_cannot_be_condensed_is_refused_and_nothing_written(duck_ur
     published = groups_table(duck_url)
     with pytest.raises(DataError, match="value 'new' has no group to join \\(1 records of the batch\\)"):
         condense_add(_labelled_job(duck_url, 5), "batch")
+    with pytest.raises(ConfigError, match="was made within each value of a label, and the job names none"):
+        condense_add(_job(duck_url, 5, others="drop"), "batch")
     assert groups_table(duck_url) == published
     config = {
         "source": {"url": duck_url, "table": "people"},

@@ -180,16 +180,19 @@ class Grouping:
         self.source = db.ref_table(source, [*self.columns, *([label] if label else [])])
         self.source_ref = source
         self.scratch = Scratch(db, conn, prefix)
+        self.counted: dict[Any, int] = {}  # the records per value of the label, as `check` counted them
 
     def check(self) -> Moments:
         """The source's `checked_moments`, refused where a record lacks a finite number or the table has fewer than
-        k records, or where the label has a value that cannot be condensed (`check_labels`)."""
+        k records, or where the label has a value that cannot be condensed (`check_labels`; its counts kept in
+        `counted`, the audit's figures of the records per value)."""
         moments = checked_moments(self.db, self.conn, self.source_ref, self.columns)
         if moments[0] < self.k:
             rows = moments[0]
             raise DataError(f"k = {self.k} is above the table's {rows} records; choose k of at most {rows}")
         if self.label is not None:
-            check_labels(label_counts(self.db, self.conn, self.source_ref, self.label), self.label, self.k)
+            self.counted = label_counts(self.db, self.conn, self.source_ref, self.label)
+            check_labels(self.counted, self.label, self.k)
         return moments
 
     def run(self, progress: Progress = silent) -> Grouped:

@@ -207,7 +207,7 @@ def condense_and_publish(
         label=label,
         key=key,
         tables=tables,
-        expected=Expected(moments, label_counts(db, conn, source, label) if label else {}),
+        expected=Expected(moments, grouping.counted),
         ownership=ownership,
         run_id=run_id,
     )
@@ -412,6 +412,13 @@ def add_and_publish(
             f"no groups table {str(kept)!r}: publish the job first (sqlanon anonymize JOB), then add records to it"
         )
     groups_ref = db.q(kept.schema, kept.table)
+    labelled = any(db.same_name(c, LABEL) for c in db.column_types(conn, kept.schema, kept.table))
+    if labelled != (label is not None):
+        how = "within each value of a label" if labelled else "without a label"
+        raise ConfigError(
+            f"groups table {str(kept)!r} was made {how}, and the job {'names none' if labelled else 'names one'} "
+            "(output.label): add records with the job that published it, or publish anew (--replace)"
+        )
     batch = db.q(tables.synthetic.source.schema, tables.synthetic.source.table)
     records, sums, products = checked_moments(db, conn, batch, names)  # the check, and the audit's figures
     if not records:
