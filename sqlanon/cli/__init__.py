@@ -1722,14 +1722,12 @@ def _show_condensed(report: CondensationReport, fmt: str) -> None:
     if fmt == "json":
         print(json.dumps(report.to_dict()))
         return
+    within = f", within each value of {report.label}" if report.label else ""
     figures = [
         ["synthetic table", report.output],
         ["groups table (not granted)", report.groups_table],
         ["records", str(report.rows)],
-        [
-            f"groups (at least k = {report.k}{', within each value of ' + report.label if report.label else ''})",
-            str(report.groups),
-        ],
+        [f"groups (at least k = {report.k}{within})", str(report.groups)],
         ["smallest / largest group", f"{report.smallest} / {report.largest}"],
         ["rounds (statements)", f"{report.rounds} ({report.statements})"],
         ["the same records again", "with the job's noise_key" if report.reproducible else "never (no key)"],

@@ -53,13 +53,14 @@ class KAnonymity(Criterion):
         return SqlFragment("n < :kanon_k", {"kanon_k": self.k})
 
     def check_table_size(self, rows: int) -> None:
-        if self.k > rows and self.implied_by:
+        if self.k <= rows:
+            return
+        if self.implied_by:
             raise ConfigError(
                 f"{self.implied_by} needs classes of at least k={self.k} rows, more than the {rows} rows it reads: "
                 f"every row would be suppressed; {self.remedy}"
             )
-        if self.k > rows:
-            raise ConfigError(
-                f"k_anonymity: k={self.k} is larger than the table ({rows} rows); "
-                "no generalization can satisfy it; choose k <= the row count"
-            )
+        raise ConfigError(
+            f"k_anonymity: k={self.k} is larger than the table ({rows} rows); "
+            "no generalization can satisfy it; choose k <= the row count"
+        )
