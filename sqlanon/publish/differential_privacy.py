@@ -104,12 +104,8 @@ class DifferentialPrivacy(PublicationMethod):
 
     @classmethod
     def check(cls, job: Job) -> None:
-        if job.criteria or job.suppression.limit:
-            raise ConfigError(
-                "output.method differential_privacy brings its own k (from epsilon and delta) and suppresses every "
-                "class below it: remove criteria and suppression"
-            )
-        refuse_criteria(job, cls.name, "publishes a random sample")
+        own_k = "brings its own k (from epsilon and delta), suppressing every class below it"
+        refuse_criteria(job, cls.name, "publishes a random sample", own_k)
         as_is = job.sensitive + job.insensitive + [i.column for i in job.identifying if i.action != "drop"]
         if as_is:
             raise ConfigError(

@@ -66,13 +66,15 @@ class PublicationMethod:
 METHODS: dict[str, type[PublicationMethod]] = {}
 
 
-def refuse_criteria(job: Job, method: str, does: str) -> None:
-    """ConfigError for a job publishing by `method`, which `does` (what it publishes) and checks no criteria: one
-    with criteria, suppression, a ledger or a research subset."""
+def refuse_criteria(
+    job: Job, method: str, does: str, instead: str = "checks no criteria (it guarantees none of them)"
+) -> None:
+    """ConfigError for a job publishing by `method`, which `does` (what it publishes) and, `instead` of the job's
+    criteria, what it says: one with criteria, suppression, a ledger or a research subset."""
     if job.criteria or job.suppression.limit:
         raise ConfigError(
-            f"output.method {method} {does} and checks no criteria (it guarantees none of them); remove criteria "
-            "and suppression, or publish by generalization"
+            f"output.method {method} {does} and {instead}; remove criteria and suppression, or publish by "
+            "generalization"
         )
     if job.ledger is not None or job.subset is not None:
         raise ConfigError(f"output.method {method} {does}: remove ledger and subset, or publish by generalization")
