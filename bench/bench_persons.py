@@ -13,7 +13,8 @@ same run, medians of --repeat:
   common ancestor of their zip codes),
 - the search and anonymize over `diagnoses`: `visits` where a third of the patients with several visits get, at
   each visit after the first, the diagnosis of another patient (they hold several values of the sensitive
-  attribute: each class's count of a diagnosis is then its patients who hold it).
+  attribute: each class's count of a diagnosis is then its patients who hold it), by generalization and by
+  Mondrian (whose parts count holders so too).
 
     python bench/bench_persons.py [--rows 1000000] [--repeat 3] [--no-postgres]
 """
@@ -79,7 +80,7 @@ def make_tables(url: str) -> tuple[int, int]:
     return counts[0], counts[1]
 
 
-def job(folder: Path, url: str, table: str, criteria: dict, unit: bool):
+def job(folder: Path, url: str, table: str, criteria: dict, unit: bool, method: str = "generalize"):
     per_person = {"unit": {"column": "pid"}, "insensitive": ["visit", "cost"]} if unit else {"insensitive": ["cost"]}
     return job_from_dict(
         {
@@ -88,7 +89,7 @@ def job(folder: Path, url: str, table: str, criteria: dict, unit: bool):
             "quasi_identifiers": {q: {"hierarchy": f"hierarchies/{q}.csv"} for q in QIS},
             "sensitive": ["diagnosis"],
             "criteria": criteria,
-            "output": {"table": f"{table}_anon"},
+            "output": {"table": f"{table}_anon", "method": method},
             **per_person,
         },
         folder,
@@ -96,13 +97,22 @@ def job(folder: Path, url: str, table: str, criteria: dict, unit: bool):
 
 
 def _anonymized(
-    folder: Path, url: str, table: str, options: RunOptions, repeat: int, base: float, name: str = "k=5"
+    folder: Path,
+    url: str,
+    table: str,
+    options: RunOptions,
+    repeat: int,
+    base: float,
+    name: str = "k=5",
+    method: str = "generalize",
 ) -> list[str]:
-    """The row of anonymize by persons over `table` (the criteria `name`): what, seconds, ratio to `base`."""
+    """The row of anonymize by persons over `table` (the criteria `name`, the publication `method`): what,
+    seconds, ratio to `base`."""
     written, published = timed(
-        lambda: anonymize(job(folder, url, table, CRITERIA[name], True), options, replace=True), repeat
+        lambda: anonymize(job(folder, url, table, CRITERIA[name], True, method), options, replace=True), repeat
     )
-    what = f"anonymize {name}, unit pid over {table} ({published.audit.rows:,} persons written, node {published.node})"
+    how = f"node {published.node}" if method == "generalize" else f"{published.result.partitions:,} partitions"
+    what = f"anonymize {name} by {method}, unit pid over {table} ({published.audit.rows:,} persons written, {how})"
     return [what, f"{written:.3f}", f"{written / base:.1f}x"]
 
 
@@ -144,7 +154,8 @@ def main() -> None:
             what = f"search {held}, unit pid over diagnoses (minimal {sorted(found.minimal)})"
             rows.append([engine, what, f"{seconds:.3f}", f"{seconds / base:.1f}x"])
             for table in ("visits", "diagnoses"):
-                rows.append([engine, *_anonymized(folder, url, table, options, args.repeat, base, held)])
+                for method in ("generalize", "mondrian"):
+                    rows.append([engine, *_anonymized(folder, url, table, options, args.repeat, base, held, method)])
     print_table(
         f"hospital, {args.rows:,} patients, 1-4 visits each: counting persons",
         ["engine", "what", "seconds", "ratio"],

@@ -834,14 +834,14 @@ CASES: dict[str, Case] = {
             _set("unit", "patient_id"),
         ),
     ),
-    "unit-person-sensitive-disagrees-mondrian": Case(
+    "unit-person-sensitive-disagrees-anatomy": Case(
         "data",
         "1 person(s) of unit column 'patient_id' have rows with different values of the sensitive column",
         _then(
             _sql("UPDATE people SET patient_id = 1 WHERE patient_id = 2"),
             _pseudonym_env("SQLANON_BAD_INPUT_KEY"),
             _set("unit", "patient_id"),
-            _method("mondrian"),
+            _method("anatomy"),
         ),
     ),
     "unit-person-number-and-null-mondrian": Case(

@@ -27,7 +27,18 @@ from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import ConfigError, DataError
 from sqlanon.model.job import Ledger
 
-from .test_persons import HIERARCHIES, KEY, KEY_ENV, _anatomy_job, _job, _load, _max_suppressed, person_tables
+from .test_persons import (
+    HIERARCHIES,
+    KEY,
+    KEY_ENV,
+    _anatomy_job,
+    _job,
+    _load,
+    _max_suppressed,
+    _pseudonym,
+    _published_values,
+    person_tables,
+)
 
 #: the criteria the random tables are searched with (on `diagnosis`), beside k-anonymity
 CRITERIA: dict[str, dict[str, Any]] = {
@@ -223,17 +234,100 @@ def test_the_audit_finds_a_class_whose_persons_all_hold_one_value(tmp_path):
     assert audit(job, "visits").ok
 
 
-@pytest.mark.parametrize("method", ["mondrian", "anatomy"])
-def test_methods_that_count_one_value_per_person_refuse_several(tmp_path, method):
+def test_anatomy_which_draws_one_value_per_person_refuses_several(tmp_path):
     url = f"duckdb:///{tmp_path / 't.duckdb'}"
     _load(url, _holding_visits())
-    if method == "anatomy":
-        job = _anatomy_job(tmp_path, url)
-    else:
-        job = _held_job(tmp_path, url, HIERARCHIES, 3, 0, "distinct", output={"table": "visits_anon", "method": method})
-    with pytest.raises((DataError, ConfigError), match="different values of the sensitive column 'diagnosis'"):
-        anonymize(job)
+    with pytest.raises(DataError, match="different values of the sensitive column 'diagnosis'"):
+        anonymize(_anatomy_job(tmp_path, url))
     assert not sa.inspect(sa.create_engine(url)).has_table("visits_anon")
+
+
+def held_mondrian(hierarchies, rows, k: int, name: str) -> dict[str, tuple[str, str]] | None:
+    """Strict Mondrian of the persons in memory (None: the whole table fails the criteria): per partition, the cut
+    of the widest QI (the leaves under the partition's node over all leaves; ties: QI order) into the children of
+    its node whose every part holds k persons and `CRITERIA[name]` over its holders; each person's published
+    labels."""
+    paths = [{path[0]: path for path in qi_paths} for qi_paths in hierarchies]
+    leaves = [Counter(label for path in qi_paths for label in path) for qi_paths in hierarchies]
+    qis = {row[0]: row[1:3] for row in rows}
+    values: dict[str, set[str]] = {}
+    for row in rows:
+        values.setdefault(row[0], set()).add(row[4])
+    table = Counter(value for held in values.values() for value in held)
+
+    def ok(pids: list[str]) -> bool:
+        return len(pids) >= k and holds(name, Counter(v for p in pids for v in values[p]), len(pids), table)
+
+    def label(pid: str, j: int, level: int) -> str:
+        return paths[j][qis[pid][j]][level]
+
+    published: dict[str, tuple[str, str]] = {}
+
+    def split(pids: list[str], levels: list[int]) -> None:
+        allowed = []
+        for j, level in enumerate(levels):
+            children: dict[str, list[str]] = {}
+            for pid in pids if level else []:
+                children.setdefault(label(pid, j, level - 1), []).append(pid)
+            if len(children) > 1 and all(ok(part) for part in children.values()):
+                width = leaves[j][label(pids[0], j, level)] / len(paths[j])
+                allowed.append((width, -j, list(children.values())))
+        if not allowed:
+            published.update({pid: (label(pid, 0, levels[0]), label(pid, 1, levels[1])) for pid in pids})
+            return
+        _, j, parts = max(allowed, key=lambda cut: cut[:2])
+        for part in parts:
+            split(part, [level - (i == -j) for i, level in enumerate(levels)])
+
+    if not ok(list(qis)):
+        return None
+    split(list(qis), [len(qi_paths[0]) - 1 for qi_paths in hierarchies])
+    return published
+
+
+def _check_held_mondrian(folder: Path, url: str, case, schema: str | None = None) -> None:
+    """Mondrian of `case` (holding_tables) publishes each person, every row of theirs, where `held_mondrian` does;
+    a table that fails the criteria as a whole is refused, nothing written."""
+    hierarchies, rows, k, _, name = case
+    _load(url, rows, schema)
+    output = {"table": "visits_anon", "method": "mondrian"}
+    job = _held_job(folder, url, hierarchies, k, 0, name, schema, output=output)
+    expected = held_mondrian(hierarchies, rows, k, name)
+    options = RunOptions(metadata_schema=f"{schema}_meta") if schema else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if expected is None:
+            with pytest.raises((DataError, ConfigError)):
+                anonymize(job, options, replace=True)
+            return
+        result = anonymize(job, options, replace=True)
+    assert result.audit.ok and result.audit.counted == "persons"
+    published = _published_values(url, "visits_anon", schema)
+    assert published == {_pseudonym(pid): {labels} for pid, labels in expected.items()}
+    assert result.rows == len(expected) and sum(1 for _ in rows) == _written_rows(url, schema)
+
+
+def _written_rows(url: str, schema: str | None = None) -> int:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        written = conn.exec_driver_sql(f"SELECT COUNT(*) FROM {f'{schema}.' if schema else ''}visits_anon").scalar()
+    engine.dispose()
+    return int(written or 0)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=holding_tables())
+def test_mondrian_cuts_holders_as_an_in_memory_mondrian_does(tmp_path_factory, case):
+    """Persons holding 1-4 values: every part of a cut holds the criterion over its holders and k persons."""
+    folder = tmp_path_factory.mktemp("held_mondrian")
+    _check_held_mondrian(folder, f"duckdb:///{folder / 't.duckdb'}", case)
+
+
+def test_postgresql_cuts_holders_as_an_in_memory_mondrian_does(pg_server: str, pg_schema: str, tmp_path: Path):
+    hierarchies = [[[f"z{i}", f"Z{i % 2}", "*"] for i in range(6)], [[f"a{i}", f"A{i % 3}", "*"] for i in range(6)]]
+    rows = [(pid, f"z{int(pid[1:]) % 6}", f"a{int(pid[1:]) % 5}", *rest) for pid, _, _, *rest in _holding_visits()]
+    for name in ("distinct", "t"):
+        _check_held_mondrian(tmp_path, pg_server, (hierarchies, rows, 3, 0, name), pg_schema)
 
 
 def test_what_reads_one_value_per_person_refuses_several(tmp_path):
@@ -251,6 +345,10 @@ def test_what_reads_one_value_per_person_refuses_several(tmp_path):
         ledgered = dataclasses.replace(job, ledger=Ledger(person="pid"))
         with pytest.raises(DataError, match="the release ledger's inference reads one value per person"):
             anonymize(ledgered)
+        output = {"table": "visits_anon", "method": "mondrian"}
+        mondrian = _held_job(tmp_path, url, HIERARCHIES, 3, 0, "distinct", output=output)
+        with pytest.raises(DataError, match="the release ledger's inference reads one value per person"):
+            anonymize(dataclasses.replace(mondrian, ledger=Ledger(person="pid")))
     _sql(url, "ALTER TABLE visits ADD COLUMN treatment VARCHAR", "UPDATE visits SET treatment = 't' || visit")
     two = dataclasses.replace(
         job,
@@ -267,6 +365,8 @@ def test_what_reads_one_value_per_person_refuses_several(tmp_path):
         warnings.simplefilter("ignore")
         with pytest.raises(DataError, match="in one sensitive column only"):
             search(two)
+        with pytest.raises(DataError, match="in one sensitive column only"):
+            anonymize(dataclasses.replace(two, output=mondrian.output, suppression=mondrian.suppression))
         _sql(url, "UPDATE visits SET treatment = 't' || pid")  # one treatment per person
         multi = {"multi_attribute_l_diversity": {"attributes": ["diagnosis", "treatment"], "l": 2}}
         with pytest.raises(DataError, match="multi-attribute l-diversity has no definition for them"):

@@ -130,12 +130,15 @@ class Mondrian:
         relaxed: bool = False,
         progress: Progress = silent,
         highs: dict[str, str] | None = None,
+        held: dict[str, str] | None = None,
     ):
         """`source`: the table's reference (`Database.q`); `columns`: its columns, as the database names them;
         `highs`: per numeric QI whose rows are persons with a range of values, the column of the largest (the QI's
-        own holds the smallest, which the cuts read; a partition publishes the range of both)."""
+        own holds the smallest, which the cuts read; a partition publishes the range of both); `held`: per sensitive
+        column whose persons may hold several values, the FROM item of its sets' members (the column holds each
+        person's set; see FrequencySetView.held): a part's count of a value is then its persons who hold it."""
         self.db, self.conn, self.columns, self.qis = db, conn, columns, qis
-        self.highs = highs or {}
+        self.highs, self.held = highs or {}, held or {}
         self.source, self.source_ref = db.ref_table(source, columns), source
         self.sensitive, self.criteria, self.relaxed = sensitive, criteria, relaxed
         self.progress, self.scratch = progress, Scratch(db, conn, prefix)
@@ -370,7 +373,7 @@ class Mondrian:
         return [table.c[f"s{i}"] for i in range(len(self.sensitive))]
 
     def _view(self, definition: str) -> FrequencySetView:
-        reference = f"{self.scratch.ref_of(self.whole)} AS whole_table" if self.sensitive else None
+        reference = self.scratch.ref_of(self.whole) if self.sensitive else None
         return FrequencySetView(
             table="fs",
             class_columns=["part", "dim", "child"],
@@ -378,6 +381,7 @@ class Mondrian:
             sensitive_columns={c: f"s{i}" for i, c in enumerate(self.sensitive)},
             definition=definition,
             reference=reference,
+            held={c: m for c, m in self.held.items() if c in self.sensitive},
         )
 
     def _shift(self, j: int, level: Column) -> Column:

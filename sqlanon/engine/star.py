@@ -504,7 +504,7 @@ def build_star_schema(
     own_source = job.subset is not None or job.sample is not None
     try:  # the persons' (or subset's or sample's) table goes with an error, as the dimension tables do below
         if persons is not None:
-            _check_held(criteria, persons)
+            check_held(criteria, persons)
         rows = db.count_rows(conn, source)
         if rows == 0:
             where = f"the research subset ({job.subset.describe()}) of " if job.subset else ""
@@ -739,7 +739,7 @@ def _check_sensitive_domains(
     return found
 
 
-def _check_held(criteria: list[Criterion], persons: Persons) -> None:
+def check_held(criteria: list[Criterion], persons: Persons) -> None:
     """Persons may hold several values of one sensitive column the criteria read, under the criteria that count
     a class's holders of each value (not multi-attribute l-diversity, whose subclasses are of values)."""
     held = [c for c in needed_sensitive(criteria) if c in persons.held]

@@ -30,7 +30,7 @@ from ..errors import AuditError, ConfigError, DataError
 from ..model.job import Identifier, Output
 from ..model.progress import Phases, Progress, silent
 from .identifiers import Pseudonyms
-from .ledger import NewRelease, ReleaseLedger, Repairable
+from .ledger import NewRelease, ReleaseLedger, Repairable, refuse_held_values
 from .methods import PublicationMethod
 from .ownership import Ownership, TableName
 from .staging import Destination, staged_table
@@ -93,12 +93,8 @@ def publish_generalization(
     """Create the generalized table for the plan's node and commit it only if the audit passes (and, with a
     `ledger`, only if the release and the job's earlier ones together disclose nothing); `beside` writes the
     method's companion table in the same transaction, after the table's audit."""
-    if ledger is not None and star.persons is not None and star.persons.held:
-        raise DataError(
-            f"persons of unit column {star.persons.unit!r} hold several values of "
-            f"{', '.join(map(repr, star.persons.held))}: the release ledger's inference reads one value per person "
-            "and is not defined for them yet; leave ledger out of this job, or keep one value per person"
-        )
+    if ledger is not None and star.persons is not None:
+        refuse_held_values(star.persons)
     phases = Phases(progress, "publish", 5 + (ledger is not None))
     phases.step("starting")  # the last point where a cancel stops the run before anything is written
     suppressing = plan.max_suppressed > 0 and any(level < d.height for d, level in zip(star.dimensions, plan.node))

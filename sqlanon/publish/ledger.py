@@ -43,6 +43,7 @@ from ..engine.anatomy import BUCKET
 from ..engine.audit import AuditReport, PublishedClasses
 from ..engine.invariant import PreviousGroups
 from ..engine.maxent import InferenceReport, ReleaseTables, analyze_releases
+from ..engine.persons import Persons
 from ..errors import AuditError, ConfigError, DataError
 from ..model.job import InferenceSettings, Job, Release, ReleaseSeries
 from ..model.progress import Progress, silent
@@ -56,6 +57,17 @@ ROUNDS = 8  # rounds of a repair (ledger.suppress) before a release that still d
 PROBE = "'sqlanon ledger key probe'"  # a fixed value whose pseudonym tells one key from another
 SHOWN = 3  # disclosures an error names
 LEDGER = "the release ledger (ledger: in the job)"  # what a database without transactions refuses
+
+
+def refuse_held_values(persons: Persons) -> None:
+    """Refuse a release whose persons hold several values of a sensitive column (DataError): the maximum-entropy
+    inference gives each person one value per release."""
+    if persons.held:
+        raise DataError(
+            f"persons of unit column {persons.unit!r} hold several values of "
+            f"{', '.join(map(repr, persons.held))}: the release ledger's inference reads one value per person "
+            "and is not defined for them yet; leave ledger out of this job, or keep one value per person"
+        )
 
 
 @dataclass(kw_only=True, frozen=True)

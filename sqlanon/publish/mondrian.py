@@ -17,14 +17,14 @@ from ..backends import Database
 from ..engine.audit import AuditReport, PublishedClasses, check_published_columns, check_published_values
 from ..engine.mondrian import Mondrian, MondrianQI, MondrianResult, PersonRows, published_rows
 from ..engine.persons import PERSON_KEY, Persons, counted_persons, person_columns
-from ..engine.star import kinds_by_key, needed_sensitive
+from ..engine.star import check_held, kinds_by_key, needed_sensitive
 from ..errors import AuditError, ConfigError, DataError
 from ..model.hierarchies import Hierarchy
 from ..model.job import Identifier, Job, _choice
 from ..model.progress import Phases, Progress, silent
 from .generalize import unchanged_columns
 from .identifiers import Pseudonyms
-from .ledger import NewRelease, ReleaseLedger, Repairable
+from .ledger import NewRelease, ReleaseLedger, Repairable, refuse_held_values
 from .methods import PublicationMethod
 from .ownership import Ownership
 from .staging import Destination, PublishedTable, Released, plain_rows, preview, staged_table
@@ -149,7 +149,11 @@ def publish_partitioned(
             phases.step("auditing")
             unit = job.unit_column  # published under the job's name for it, as a pseudonym
             classes = PublishedClasses(
-                qi_columns=job.qi_names, sensitive=job.sensitive, criteria=job.criteria, unit=unit
+                qi_columns=job.qi_names,
+                sensitive=job.sensitive,
+                criteria=job.criteria,
+                unit=unit,
+                holders=bool(work.held),  # a person may hold several values of a column the criteria read
             )
             report = classes.audit(db, conn, staged.ref)
             if not report.ok or report.rows != rows:
@@ -210,10 +214,10 @@ def partition_and_publish(
     assert job.output is not None
     kinds, source = kinds_by_key(db, columns), destination.source
     partitioned_source = db.q(source.schema, source.table)
-    partitioned_columns, persons, highs = list(columns), None, {}
+    partitioned_columns, found, highs = list(columns), None, {}
     if job.unit_column:  # Mondrian cuts the persons, one row each; every row of a person goes to their partition
-        found = _persons(db, conn, job, partitioned_source, run_id, hierarchies)
-        partitioned_source = persons = found.table
+        found = _persons(db, conn, job, partitioned_source, run_id, hierarchies, ledger)
+        partitioned_source = found.table
         hierarchies, highs = {**hierarchies, **found.hierarchies}, found.highs
         partitioned_columns = person_columns(job) + list(highs.values())
     qis = [
@@ -222,18 +226,20 @@ def partition_and_publish(
         else MondrianQI(qi.column, None, kinds[db.name_key(qi.column)])
         for qi in job.quasi_identifiers
     ]
+    sensitive = needed_sensitive(job.criteria)
     work = Mondrian(
         db=db,
         conn=conn,
         source=partitioned_source,
         columns=partitioned_columns,
         qis=qis,
-        sensitive=needed_sensitive(job.criteria),
+        sensitive=sensitive,
         criteria=job.criteria,
         prefix=f"mondrian_{run_id}",
         relaxed=bool(job.output.settings["relaxed"]),
         progress=progress,
         highs=highs,
+        held={c: h.members for c, h in found.held.items() if c in sensitive} if found else {},
     )
     started = time.perf_counter()
     rows = work.prepare()
@@ -252,12 +258,12 @@ def partition_and_publish(
         run_id=run_id,
         rows=rows,
         source_columns=list(columns),
-        persons=persons,
+        persons=found.table if found else None,
         progress=progress,
         ledger=ledger,
     )
-    if persons is not None:
-        db.drop_table(conn, persons)
+    if found is not None:
+        found.drop(db, conn)
     return MondrianReport(
         output=str(destination.name),
         rows=rows,
@@ -272,19 +278,35 @@ def partition_and_publish(
 
 
 def _persons(
-    db: Database, conn: Connection, job: Job, source: str, run_id: int, hierarchies: dict[str, Hierarchy]
+    db: Database,
+    conn: Connection,
+    job: Job,
+    source: str,
+    run_id: int,
+    hierarchies: dict[str, Hierarchy],
+    ledger: ReleaseLedger | None,
 ) -> Persons:
     """The persons Mondrian cuts, one row each (`counted_persons`): a person whose rows disagree on a QI with a
     hierarchy is cut as the leaf of their values' lowest common ancestor (`Persons.hierarchies`, the QI's hierarchy
     with those leaves); on a QI cut as a number, by the smallest of their values, and published with the range of
-    all of them (`Persons.highs`), which a mean cannot say (refused)."""
-    persons = counted_persons(db, conn, job, source, run_id, (), lambda qi: hierarchies.get(qi.column))
+    all of them (`Persons.highs`), which a mean cannot say (refused); a person may hold several values of one
+    sensitive column the criteria read (`Persons.held`), as in the lattice search (`check_held`), but not with a
+    `ledger`, whose inference reads one value per person (refused)."""
+    persons = counted_persons(
+        db, conn, job, source, run_id, (), lambda qi: hierarchies.get(qi.column), several_values=True
+    )
     assert job.output is not None
-    if persons.highs and job.output.settings["numeric"] == "mean":
-        db.drop_table(conn, persons.table)
-        raise DataError(
-            f"output.numeric: mean publishes one number per partition, and persons' rows disagree on "
-            f"{', '.join(map(repr, persons.highs))}: publish ranges (numeric: range), keep one value per person, or "
-            "give the column a hierarchy"
-        )
+    try:
+        check_held(job.criteria, persons)
+        if ledger is not None:
+            refuse_held_values(persons)
+        if persons.highs and job.output.settings["numeric"] == "mean":
+            raise DataError(
+                f"output.numeric: mean publishes one number per partition, and persons' rows disagree on "
+                f"{', '.join(map(repr, persons.highs))}: publish ranges (numeric: range), keep one value per "
+                "person, or give the column a hierarchy"
+            )
+    except Exception:
+        persons.drop(db, conn)
+        raise
     return persons
