@@ -127,9 +127,11 @@ def analyze_frequency_set(
     value_column: str,
     settings: AnalysisSettings,
     uniqueness: Criterion | None = None,
+    persons: str | None = None,
 ) -> TableAnalysis:
-    """The figures of one release from `definition`: a SELECT of `class_columns`, `value_column` and cnt."""
-    release = attack_sql.Release(definition=definition, classes=class_columns)
+    """The figures of one release from `definition`: a SELECT of `class_columns`, `value_column` and cnt (and with
+    several values per person, a value's holders, the column `persons` summing to a class's persons)."""
+    release = attack_sql.Release(definition=definition, classes=class_columns, persons=persons)
     [analysis] = analyze_frequency_sets(
         conn,
         release,

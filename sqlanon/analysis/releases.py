@@ -118,13 +118,11 @@ def analyze_published_table(
     settings: AnalysisSettings,
 ) -> TableAnalysis:
     """The attacks and risk of a table already published, its QI columns taken as they are (no lattice)."""
-    unit = job.unit_column
-    if unit is not None and attribute is not None:
+    unit, several = job.unit_column, 0
+    if unit is not None and attribute is not None:  # each person's values counted once: a value's holders
         several = persons_holding_several(db, conn, db.q(schema, table), unit, attribute)
-        if several:
-            raise _several_values(unit, attribute, several)
     definition, classes = attack_sql.published_frequency_set(
-        db, db.q(schema, table), job.qi_names, attribute, job.unit_column
+        db, db.q(schema, table), job.qi_names, attribute, job.unit_column, holders=bool(several)
     )
     return analyze_frequency_set(
         conn,
@@ -135,6 +133,7 @@ def analyze_published_table(
         value_column="s",
         settings=settings,
         uniqueness=_uniqueness(job.criteria, lambda: db.count_rows(conn, db.q(schema, table))),
+        persons="persons" if several else None,
     )
 
 
@@ -147,13 +146,12 @@ def _uniqueness(criteria: list[Criterion], rows: Callable[[], int]) -> Criterion
     return found
 
 
-def _several_values(unit: str, attribute: str, persons: int | None = None) -> DataError:
-    """The analysis' refusal of persons who hold several values of the analyzed attribute."""
-    how_many = f"{persons} person(s)" if persons is not None else "persons"
+def _several_values(unit: str, attribute: str) -> DataError:
+    """The analysis of nodes' refusal of persons who hold several values of the analyzed attribute."""
     return DataError(
-        f"{how_many} of unit column {unit!r} hold several values of {attribute!r}: the attacks and risks of the "
-        "analysis read one value per person and are not defined for them yet; the search, anonymize and audit "
-        "count such persons"
+        f"persons of unit column {unit!r} hold several values of {attribute!r}: the attacks of the analysis of "
+        "nodes read one value per person and are not defined for them yet; analyze the published table "
+        "(analyze --table), which counts each value's holders, as the search, anonymize and audit do"
     )
 
 

@@ -33,14 +33,14 @@ def kept_flag(classes: list[str], suppressed: str | None) -> tuple[str, str]:
     )
 
 
-def flagged_classes(fs: str, classes: list[str], suppressed: str | None, extra: str = "") -> str:
+def flagged_classes(fs: str, classes: list[str], suppressed: str | None, extra: str = "", size: str = "cnt") -> str:
     """SELECT per class (its columns `classes`) of the frequency set `fs` (a FROM item of the class columns, a
-    value column and cnt): n, distinct_values, top (the count of its most frequent value), the `extra` aggregates,
-    and `kept` (1 if released, 0 if one of the classes `suppressed` SELECTs)."""
+    value column and cnt): n (the sum of its `size` column), distinct_values, top (the count of its most frequent
+    value), the `extra` aggregates, and `kept` (1 if released, 0 if one of the classes `suppressed` SELECTs)."""
     group = ", ".join(classes)
     kept, joined = kept_flag(classes, suppressed)
     return (
-        f"SELECT c.*, {kept} AS kept FROM (SELECT {group}, {count_sum('cnt')} AS n, COUNT(*) AS distinct_values, "
+        f"SELECT c.*, {kept} AS kept FROM (SELECT {group}, {count_sum(size)} AS n, COUNT(*) AS distinct_values, "
         f"MAX(cnt) AS top{extra} FROM {fs} GROUP BY {group}) c {joined}"
     )
 
@@ -61,10 +61,19 @@ class Release:
     #: parameters it binds (None: the values are the column's own, read as text)
     decoded: tuple[str, dict[str, Any]] | None = None
     flagged: str | None = None  # a FROM item (a table) of `flagged_select`'s columns (None: grouped by each statement)
+    #: where a person may hold several values (1:M data), the column of the definition whose sum over a class is its
+    #: persons, and cnt a value's holders (one row per class and value); None: cnt's sum is the class's size
+    persons: str | None = None
 
     def flagged_select(self) -> str:
         """SELECT per class of the frequency set `fs` (see `flagged_classes`)."""
-        return flagged_classes("fs", self.classes, self.suppressed)
+        return flagged_classes("fs", self.classes, self.suppressed, size=self.persons or "cnt")
+
+    @property
+    def homogeneous(self) -> str:
+        """The condition on a flagged class whose every person holds one value (its value disclosed): one value,
+        or with several per person, a value all of its persons hold."""
+        return "top = n" if self.persons else "distinct_values = 1"
 
     def with_classes(self, *, values: bool) -> str:
         """A WITH clause defining `flagged` (see `flagged_select`) and, where a statement reads the values too
@@ -123,7 +132,7 @@ def release_figures(
         text(
             f"{release.with_classes(values=False)} SELECT {select}COALESCE(SUM(n * kept), 0), "
             "COALESCE(SUM(kept), 0), COALESCE(SUM(n), 0), "
-            f"{released('distinct_values = 1', '1')}, {released('distinct_values = 1', 'n')}, "
+            f"{released(release.homogeneous, '1')}, {released(release.homogeneous, 'n')}, "
             f"{released('top >= :near * n', '1')}, {released('top >= :near * n', 'n')}, "
             f"COALESCE(MAX(CASE WHEN kept = 1 THEN 1.0 / n END), 0), {released('1.0 / n > :risk', 'n')}, "
             f"{released('n = 1', '1')}, {disclosed} FROM flagged{group}"
@@ -141,18 +150,19 @@ def revealed_values(
     conn: Connection, release: Release, *, value: str, limit: int
 ) -> dict[tuple[Any, ...], list[str | None]]:
     """Per release, the first `limit` sensitive values (column `value`, as text, in order) that a homogeneous
-    released class reveals."""
+    released class reveals (with several values per person, those all of its persons hold)."""
     select, _ = release.grouped()
     partition = f"PARTITION BY {', '.join(release.by)} " if release.by else ""
     on = " AND ".join(f"fs.{column} = r.{column}" for column in release.classes)
     distinct = release.grouped("fs.")[0]
     value_text, params = release.decoded or (f"CAST(fs.{value} AS VARCHAR)", {})
+    revealing = "fs.cnt = r.n" if release.persons else "r.distinct_values = 1"  # the value every person holds
     rows = conn.execute(
         text(
             f"{release.with_classes(values=True)} SELECT {select}v FROM (SELECT {select}v, "
             f"ROW_NUMBER() OVER ({partition}ORDER BY v) AS r FROM "
             f"(SELECT DISTINCT {distinct}{value_text} AS v FROM fs JOIN flagged r ON {on} "
-            f"WHERE r.kept = 1 AND r.distinct_values = 1) d) ranked WHERE r <= {int(limit)} ORDER BY {select}r"
+            f"WHERE r.kept = 1 AND {revealing}) d) ranked WHERE r <= {int(limit)} ORDER BY {select}r"
         ),
         params,
     ).all()
@@ -189,19 +199,27 @@ def population_figures(
 
 
 def published_frequency_set(
-    db: Database, table: str, qis: list[str], attribute: str | None, unit: str | None = None
+    db: Database, table: str, qis: list[str], attribute: str | None, unit: str | None = None, holders: bool = False
 ) -> tuple[str, list[str]]:
     """A published table's frequency set over `attribute` (as s; None: a constant, every class one cell), its QI
     columns taken as they are (g0..): the SELECT and its class columns. With `unit` (the column naming each row's
-    person) it counts persons, each once."""
+    person) it counts persons, each once; with `holders` too, a person may hold several values of `attribute`:
+    cnt is then a value's holders, and `persons` adds up to each class's persons (1 on one row of each person's;
+    see Release.persons)."""
     quoted = [db.q(c) for c in qis]
     classes = [f"g{i}" for i in range(len(qis))]
     value, grouped = (db.q(attribute), [db.q(attribute)]) if attribute else ("0", [])
+    persons = ""
     if unit is not None:
         table = persons_from(db, table, unit, qis + ([attribute] if attribute else []))
+    if unit is not None and holders:  # a person's first value in their class counts them
+        person = ", ".join([db.q(unit), *quoted])
+        first = f"CASE WHEN ROW_NUMBER() OVER (PARTITION BY {person} ORDER BY {value}) = 1 THEN 1 ELSE 0 END"
+        table = f"(SELECT {', '.join(quoted + grouped)}, {first} AS first_value FROM {table}) AS held"
+        persons = ", SUM(first_value) AS persons"
     return (
         f"SELECT {', '.join(f'{q} AS {g}' for q, g in zip(quoted, classes))}, {value} AS s, "
-        f"COUNT(*) AS cnt FROM {table} GROUP BY {', '.join(quoted + grouped)}"
+        f"COUNT(*) AS cnt{persons} FROM {table} GROUP BY {', '.join(quoted + grouped)}"
     ), classes
 
 
