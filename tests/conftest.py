@@ -499,8 +499,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         )
 
 
-def chosen_release(job: Job, options: RunOptions | None = None) -> tuple[tuple[int, ...], Any]:
-    """The node the job's selection chooses, and its release over occupation as the report shows it (the
+def chosen_release(
+    job: Job, options: RunOptions | None = None, attribute: str = "occupation"
+) -> tuple[tuple[int, ...], Any]:
+    """The node the job's selection chooses, and its release over `attribute` as the report shows it (the
     report's own steps: the search, the analysis' cube, the selection)."""
     from sqlanon.analysis.releases import node_analysis
     from sqlanon.session import lattice_run
@@ -508,8 +510,8 @@ def chosen_release(job: Job, options: RunOptions | None = None) -> tuple[tuple[i
 
     with lattice_run(job, options or RunOptions(), "report") as run:
         result = run_search(job, run.ctx)
-        with node_analysis(run.ctx, "occupation", ["occupation"]) as analysis:
+        with node_analysis(run.ctx, attribute, [attribute]) as analysis:
             node = select_node(job, run.ctx, result)
-            chosen = analysis.chosen(node, ["occupation"])
+            chosen = analysis.chosen(node, [attribute])
         run.finish({})
     return node, chosen

@@ -146,15 +146,6 @@ def _uniqueness(criteria: list[Criterion], rows: Callable[[], int]) -> Criterion
     return found
 
 
-def _several_values(unit: str, attribute: str) -> DataError:
-    """The analysis of nodes' refusal of persons who hold several values of the analyzed attribute."""
-    return DataError(
-        f"persons of unit column {unit!r} hold several values of {attribute!r}: the attacks of the analysis of "
-        "nodes read one value per person and are not defined for them yet; analyze the published table "
-        "(analyze --table), which counts each value's holders, as the search, anonymize and audit do"
-    )
-
-
 def analyze_nodes(
     ctx: SearchContext,
     nodes: list[tuple[int, ...]],
@@ -184,10 +175,6 @@ def node_analysis(
     criteria = ctx.criteria if ctx.max_suppressed else []
     read = [attribute] if attribute else []
     read += [a for c in criteria for a in c.sensitive_attributes()]
-    persons = ctx.star.persons
-    held = [a for a in read if persons is not None and a in persons.held]
-    if persons is not None and held:
-        raise _several_values(persons.unit, held[0])
     star = dataclasses.replace(ctx.star, sensitive=list(dict.fromkeys(ctx.star.sensitive + job_sensitive + read)))
     if attribute:  # the analyzed attribute as codes where it can be: every grouping of the batches carries it
         star = star.with_domain(ctx.conn, attribute)
@@ -318,7 +305,9 @@ def _analyze_batch(
         uniqueness=_uniqueness(ctx.criteria, lambda: ctx.star.rows),
     )
     sums = releases.class_sums(batch, evaluator.quality if evaluator else None)
-    audits = releases.bayes_sums(batch, dataclasses.asdict(bayes or BayesSettings())) if attribute else {}
+    # the Bayes-optimal audit's adversary learns one value per person: not defined where persons hold several
+    audited = attribute is not None and batch.members is None
+    audits = releases.bayes_sums(batch, dataclasses.asdict(bayes or BayesSettings())) if audited else {}
     found = {}
     for (j,), analysis in analyses.items():
         node, node_sums = batch.nodes[j], sums.get(j, ClassSums())
@@ -326,7 +315,7 @@ def _analyze_batch(
             assert evaluator is not None, "the nodes without metrics have an evaluator"
             metrics[node] = evaluator.figures(node, node_sums)
         analysis.utility = {**metrics[node], **arx_utility(analysis, node_sums, len(node))}
-        analysis.bayes = dict(zip(DISCLOSURES, audits.get(j, (0, 0, 0)))) if attribute else {}
+        analysis.bayes = dict(zip(DISCLOSURES, audits.get(j, (0, 0, 0)))) if audited else {}
         found[node] = analysis
     return found
 

@@ -55,11 +55,26 @@ class NodeBatch:
     value: str | None
     classes: str  # per class (node, key..): n, distinct_values, top, c_ln_c, kept (see NodeReleases.batch)
     decoded: tuple[str, dict[str, Any]] | None = None  # where `value` holds codes: SQL of fs's value as text
+    #: where persons may hold several values of the analyzed attribute: the FROM item of its sets' members with
+    #: each set's first (NodeReleases.members), whose sets the `value` column holds
+    members: str | None = None
 
     def release(self) -> Release:
         """The batch's releases over the analyzed attribute, by node, as engine.attacks reads them (without one, a
-        constant value: every class one cell, which the risk figures read)."""
+        constant value: every class one cell, which the risk figures read; where persons hold several values, a
+        row per class and value of its holders, and `persons` summing to its persons)."""
         selected, grouping = "*", ""
+        if self.members is not None:
+            assert self.value is not None, "sets of values are the analyzed attribute's"
+            return Release(
+                definition=holders_per_value(self.frequency_sets, [NODE, *self.keys], self.value, self.members),
+                classes=[NODE, *self.keys],
+                suppressed=every_row(self.suppressed) if self.suppressed else None,
+                by=(NODE,),
+                value=self.value,
+                flagged=self.classes,
+                persons="persons",
+            )
         if self.value is None:
             assert not self.sensitive, "without an analyzed attribute the cube carries no sensitive column"
             selected = ", ".join([NODE, *self.keys, f"0 AS {NO_VALUE}", "cnt"])
@@ -150,9 +165,12 @@ class NodeReleases:
         if attribute in checker.codes:
             texts = list(checker.codes[attribute])  # by code: 1, 2, ...
             self.decoded = (self.db.text_at(f"fs.{self.value}", "value_texts"), {"value_texts": texts})
+        # where persons may hold several values of the analyzed attribute (1:M), the FROM item of its sets' members
+        self.held_members = checker.star.held.get(attribute) if attribute else None
         self.statements = 0
         self._areas: str | None = None
         self._persons: str | None = None
+        self._members: str | None = None
         self._levels: set[tuple[int, int]] = set()  # (attribute, level) above 0 of the nodes to look areas up for
 
     def batches(self, nodes: list[tuple[int, ...]]) -> list[list[tuple[int, ...]]]:
@@ -197,7 +215,7 @@ class NodeReleases:
         what only that statement reads is a subquery of it instead of a stored table: the classes, and without
         suppression the frequency sets too, so that a batch costs one statement (on Spark, one job)."""
         node_sets, stored = self.checker.node_sets(nodes), []
-        if read_once and not self.suppress:
+        if read_once and not self.suppress and self.held_members is None:
             sets = f"({node_sets}) fs_{tag}"
         else:
             sets = self._store(f"sets_{tag}", node_sets)
@@ -210,7 +228,8 @@ class NodeReleases:
         else:
             classes = self._store(f"classes_{tag}", classes)
             stored.append(classes)
-        yield NodeBatch(nodes, sets, suppressed, self.keys, self.sensitive, self.value, classes, self.decoded)
+        members = self.members()
+        yield NodeBatch(nodes, sets, suppressed, self.keys, self.sensitive, self.value, classes, self.decoded, members)
         for ref in reversed(stored):
             self.db.drop_table(self.conn, ref)
 
@@ -226,8 +245,13 @@ class NodeReleases:
         audit, which each grouped the frequency sets anew before): per class (node, key..), its tuples n, the
         analyzed attribute's distinct values and the count of its most frequent one (top), the sum of c ln c over
         its cells of every sensitive column (KL divergence), and `kept` (0: suppressed)."""
-        group = ", ".join([NODE, *self.keys])
-        if self.value is None or self.sensitive == [self.value]:  # a row per cell already
+        group, size = ", ".join([NODE, *self.keys]), "cnt"
+        members = self.members()
+        if members is not None:  # a row per class and value, its holders; each cell's c ln c on its set's first
+            assert self.value is not None, "sets of values are the analyzed attribute's"
+            c_ln_c = "SUM(m.first_member * f.cnt * LN(CAST(f.cnt AS DOUBLE PRECISION))) AS c_ln_c"
+            cells, size = holders_per_value(sets, [NODE, *self.keys], self.value, members, ", " + c_ln_c), "persons"
+        elif self.value is None or self.sensitive == [self.value]:  # a row per cell already
             cells = f"SELECT {group}, cnt, cnt * LN(CAST(cnt AS DOUBLE PRECISION)) AS c_ln_c FROM {sets}"
         else:  # the analyzed attribute's values, each with its cells' c ln c
             cells = (
@@ -235,7 +259,21 @@ class NodeReleases:
                 f"GROUP BY {group}, {self.value}"
             )
         suppressed_classes = every_row(suppressed) if suppressed else None
-        return flagged_classes(f"({cells}) v", [NODE, *self.keys], suppressed_classes, ", SUM(c_ln_c) AS c_ln_c")
+        return flagged_classes(
+            f"({cells}) v", [NODE, *self.keys], suppressed_classes, ", SUM(c_ln_c) AS c_ln_c", size=size
+        )
+
+    def members(self) -> str | None:
+        """Where persons may hold several values of the analyzed attribute: its sets' members (held, value) and
+        first_member (1 on each set's first, which counts the set's persons once: `holders_per_value`), stored at
+        the first use; None otherwise."""
+        if self.held_members is not None and self._members is None:
+            m = self.db.ref_table(self.held_members, ["held", "value"])
+            rank = sa.func.row_number().over(partition_by=m.c.held, order_by=m.c.value)
+            first = sa.case((rank == 1, 1), else_=0).label("first_member")
+            select = self.db.as_text(self.conn, sa.select(m.c.held, m.c.value, first))
+            self._members = self._store(self._name("members"), select)
+        return self._members
 
     def _suppressed(self, sets: str, tag: str, nodes: list[tuple[int, ...]]) -> str:
         """The batch's classes that violate the criteria (node, key..), stored."""
@@ -327,7 +365,7 @@ class NodeReleases:
         by text): one statement. (Coded values come back as codes, all of them: their domain is small, and they
         are read back as texts and ranked here.)"""
         c, fs = self._classes_table(batch), self._sets_table(batch)
-        dims, columns = self.checker.star.dimensions, self.checker.star.sensitive_columns()
+        dims = self.checker.star.dimensions
         branches = []
         for d in dims:
             b, on = self._label(node, d.attr, c, labels)
@@ -335,9 +373,8 @@ class NodeReleases:
             branches.append(counted.select_from(c.join(b, on)).where(c.c.kept == 1).group_by(b.c.label))
         coded = [len(dims) + j for j, attribute in enumerate(shown) if attribute in self.checker.codes]
         for j, attribute in enumerate(shown):
-            value = fs.c[columns[attribute]]
+            joined, value = self._values(fs.join(c, self._same_class(fs, c)), fs, attribute)
             counted = sa.select(sa.literal(len(dims) + j).label("a"), sa.cast(value, sa.String).label("v"))
-            joined = fs.join(c, self._same_class(fs, c))
             branches.append(counted.add_columns(_n(fs.c.cnt)).select_from(joined).where(c.c.kept == 1).group_by(value))
         query = most_frequent(sa.union_all(*branches).subquery("b"), top, coded)
         names = [d.column for d in dims] + shown
@@ -362,11 +399,11 @@ class NodeReleases:
             .limit(shown)
             .cte("w")
         )
-        value = fs.c[self.value]
+        joined_sets, value = self._values(fs.join(w, self._same_class(fs, w)), fs, self.attribute)
         by_value = [*(fs.c[k] for k in keys), value]
         v = (
             sa.select(*by_value[:-1], value.label("s"), _n(fs.c.cnt))
-            .select_from(fs.join(w, self._same_class(fs, w)))
+            .select_from(joined_sets)
             .group_by(*by_value)
             .cte("v")
         )
@@ -385,6 +422,19 @@ class NodeReleases:
             found, count = row[len(names)], row[len(names) + 1]
             worst.setdefault(label, []).append((self._text(self.attribute, found), int(count)))
         return [(label, sorted(counts, key=_most_first)) for label, counts in worst.items()]
+
+    def _values(
+        self, joined: sa.FromClause, fs: sa.TableClause, attribute: str
+    ) -> tuple[sa.FromClause, sa.ColumnElement[Any]]:
+        """`joined` (which reads the frequency sets `fs`) and `attribute`'s value in it: its column of `fs`, or
+        where persons may hold several of its values, each member of the person's set (joined with the sets'
+        members: a value's count is then its holders)."""
+        column = fs.c[self.checker.star.sensitive_columns()[attribute]]
+        members = self.checker.star.held.get(attribute)
+        if members is None:
+            return joined, column
+        m = self.db.ref_table(members, ["held", "value"]).alias("members")
+        return joined.join(m, m.c.held == column), m.c.value
 
     def _classes_table(self, batch: NodeBatch) -> sa.TableClause:
         return self.db.ref_table(batch.classes, [NODE, *self.keys, "n", "distinct_values", "kept"])
@@ -821,10 +871,10 @@ class NodeReleases:
         return f"{table}_{self.checker.run_id}_{self.checker.part}"
 
     def close(self) -> None:
-        for ref in (self._areas, self._persons):
+        for ref in (self._areas, self._persons, self._members):
             if ref is not None:
                 self.db.drop_table(self.conn, ref)
-        self._areas = self._persons = None
+        self._areas = self._persons = self._members = None
 
 
 def population_sets(checker: WaveChecker, releases: NodeReleases, nodes: list[tuple[int, ...]]) -> str:
@@ -847,6 +897,19 @@ def _disclosures(alpha: str, c: str, n: str) -> tuple[str, str, str]:
         f"CASE WHEN {alpha} < :epsilon AND {c} < {n} THEN 1 ELSE 0 END",
         f"CASE WHEN ({alpha} < :rho1 AND {alpha} > :rho2) OR ({alpha} > 1 - :rho1 AND {alpha} < 1 - :rho2) "
         "THEN 1 ELSE 0 END",
+    )
+
+
+def holders_per_value(sets: str, classes: list[str], value: str, members: str, extra: str = "") -> str:
+    """SELECT per class (`classes`) and value of the frequency set `sets`, whose `value` column holds each person's
+    set of values: `value` (a member), cnt (its holders: each set's persons add to each of its members), persons
+    (each set's persons counted on its first member only: their sum over a class is its persons), and `extra`
+    aggregates over the sets' rows joined with their members (f, m)."""
+    group = ", ".join(f"f.{c}" for c in classes)
+    return (
+        f"SELECT {group}, m.value AS {value}, {count_sum('f.cnt')} AS cnt, "
+        f"{count_sum('f.cnt * m.first_member')} AS persons{extra} FROM {sets} f "
+        f"JOIN {members} m ON f.{value} = m.held GROUP BY {group}, m.value"
     )
 
 
