@@ -740,21 +740,17 @@ def _check_sensitive_domains(
 
 
 def check_held(criteria: list[Criterion], persons: Persons) -> None:
-    """Persons may hold several values of one sensitive column the criteria read, under the criteria that count
-    a class's holders of each value (not multi-attribute l-diversity, whose subclasses are of values)."""
+    """Persons may hold several values of the sensitive columns the criteria read (each criterion counts a class's
+    holders of each value of its column), but not under multi-attribute l-diversity, whose subclasses are of
+    values (refused)."""
     held = [c for c in needed_sensitive(criteria) if c in persons.held]
-    if len(held) > 1:
-        raise DataError(
-            f"persons of unit column {persons.unit!r} hold several values of the sensitive columns "
-            f"{', '.join(map(repr, held))}: sqlanon counts several values per person in one sensitive column only; "
-            "keep one value per person in the others (e.g. the first visit's)"
-        )
     multi = next(
         (c for c in criteria if len(c.sensitive_attributes()) > 1 and set(held) & set(c.sensitive_attributes())), None
     )
     if multi is not None:
+        several = next(a for a in multi.sensitive_attributes() if a in held)
         raise DataError(
-            f"{multi.name}: persons of unit column {persons.unit!r} hold several values of {held[0]!r}, and "
+            f"{multi.name}: persons of unit column {persons.unit!r} hold several values of {several!r}, and "
             "multi-attribute l-diversity has no definition for them yet; use an l-diversity per attribute"
         )
 
