@@ -312,7 +312,8 @@ def _output(raw: Any, base_dir: Path) -> Output:
 
 def _check_subset(job: Job) -> None:
     """A research subset and what reads it: the criteria that compare classes with the population need one, and
-    it is not (yet) combined with persons counted by a unit, nor published by another method than generalize."""
+    it is not (yet) combined with persons counted by a unit, nor published by another method than generalize or
+    (without those criteria) Mondrian."""
     needs = [c for c in job.criteria if c.reads_population]
     subset = job.subset
     if subset is None and job.select.attacker == "journalist":
@@ -334,9 +335,15 @@ def _check_subset(job: Job) -> None:
         raise ConfigError(
             f"subset and unit {job.unit_column!r} cannot be combined yet; anonymize the subset as its own table"
         )
-    if job.output is not None and job.output.method != "generalize":
+    method = job.output.method if job.output is not None else "generalize"
+    if method == "mondrian" and needs:  # Mondrian's parts count the subset's rows alone
         raise ConfigError(
-            f"subset is published by method: generalize only (not {job.output.method} yet); remove the method"
+            f"{needs[0].name} compares each class with the population, which Mondrian's partitions of the subset "
+            "do not count; publish by generalization (remove the method), or leave the criterion out"
+        )
+    if method not in ("generalize", "mondrian"):
+        raise ConfigError(
+            f"subset is published by method: generalize or mondrian only (not {method} yet); remove the method"
         )
     if subset.column is not None:
         role = next((role for column, role in job.column_roles() if column == subset.column), None)

@@ -353,3 +353,52 @@ def test_postgresql_equals_an_in_memory_mondrian(
     expected = oracle(rows, k, l, relaxed)
     assert _published(pg_server, pg_schema) == sorted((*expected[r[0]], r[3]) for r in rows)
     assert report.audit.ok and report.result.smallest >= k
+
+
+@pytest.mark.parametrize("subset", ["table", "column"])
+def test_mondrian_of_a_research_subset_partitions_and_publishes_its_rows_alone(
+    duck_url: str, tmp_path: Path, subset: str
+) -> None:
+    """The rows of the subset (a table of keys, or a flag column that is never published) are partitioned as
+    the in-memory Mondrian partitions a table of them alone; the other rows are not published."""
+    rows = _table(duck_url, 11, 150)
+    study = [row for row in rows if row[0] % 3 != 1]
+    with sa.create_engine(duck_url).begin() as conn:
+        if subset == "table":
+            conn.exec_driver_sql("CREATE TABLE study AS SELECT pid FROM people WHERE pid % 3 != 1")
+        else:
+            conn.exec_driver_sql("ALTER TABLE people ADD COLUMN in_study BOOLEAN")
+            conn.exec_driver_sql("UPDATE people SET in_study = pid % 3 != 1")
+    config = _config(
+        duck_url, tmp_path, {"k_anonymity": {"k": 4}, "distinct_l_diversity": {"l": 2, "attribute": "disease"}}
+    )
+    config["subset"] = {"table": "study", "key": "pid"} if subset == "table" else {"column": "in_study"}
+    report = partition(job_from_dict(config))
+    expected = oracle(study, 4, 2)
+    assert _published(duck_url) == sorted((*expected[r[0]], r[3]) for r in study)
+    assert report.audit.ok and report.rows == len(study)
+    with sa.create_engine(duck_url).connect() as conn:
+        published = list(conn.exec_driver_sql("SELECT * FROM people_mondrian LIMIT 0").keys())
+    assert "in_study" not in published and "pid" not in published
+    config["criteria"] = {"delta_presence": {"d_min": 0.0, "d_max": 0.9}}
+    with pytest.raises(ConfigError, match="delta_presence compares each class with the population"):
+        job_from_dict(config)
+
+
+def test_postgresql_partitions_a_research_subset_as_the_in_memory_mondrian_does(
+    duck_url: str, tmp_path: Path, pg_server: str, pg_schema: str
+) -> None:
+    rows = _table(duck_url, 12, 120)
+    _store_people(pg_server, f'"{pg_schema}".people', rows)
+    with sa.create_engine(pg_server).begin() as conn:
+        conn.exec_driver_sql(
+            f'CREATE TABLE "{pg_schema}".study AS SELECT pid FROM "{pg_schema}".people WHERE MOD(pid, 4) != 0'
+        )
+    config = _config(pg_server, tmp_path, {"k_anonymity": {"k": 3}})
+    config["source"]["schema"] = pg_schema
+    config["subset"] = {"table": "study", "key": "pid", "schema": pg_schema}
+    report = partition(job_from_dict(config))
+    study = [row for row in rows if row[0] % 4 != 0]
+    expected = oracle(study, 3)
+    assert _published(pg_server, pg_schema) == sorted((*expected[r[0]], r[3]) for r in study)
+    assert report.audit.ok and report.rows == len(study)

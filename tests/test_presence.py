@@ -158,7 +158,7 @@ def test_a_subset_given_as_a_table_of_keys(tmp_path: Path):
         ({"subset": {"column": "p"}}, ConfigError, "is listed under quasi_identifiers"),
         ({"subset": {"column": "g"}}, DataError, "subset.column 'g' is not in table"),
         ({"subset": {"table": "nowhere", "key": "p"}, "others": "drop"}, DataError, "nowhere"),
-        ({"output": {"table": "o", "method": "mondrian"}}, ConfigError, "method: generalize only"),
+        ({"output": {"table": "o", "method": "mondrian"}}, ConfigError, "Mondrian's partitions of the subset"),
         ({"criteria": {"k_map": {"k": 5, "significance": 0.05}}}, ConfigError, "significance and estimator apply"),
         ({"criteria": {"k_map": {"k": 5}}, "subset": None}, ConfigError, "give population_size or sampling_fraction"),
     ],

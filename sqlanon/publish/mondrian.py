@@ -17,7 +17,7 @@ from ..backends import Database
 from ..engine.audit import AuditReport, PublishedClasses, check_published_columns, check_published_values
 from ..engine.mondrian import Mondrian, MondrianQI, MondrianResult, PersonRows, published_rows
 from ..engine.persons import PERSON_KEY, Persons, counted_persons, person_columns
-from ..engine.star import check_held, kinds_by_key, needed_sensitive
+from ..engine.star import check_held, kinds_by_key, needed_sensitive, subset_rows
 from ..errors import AuditError, ConfigError, DataError
 from ..model.hierarchies import Hierarchy
 from ..model.job import Identifier, Job, _choice
@@ -109,6 +109,7 @@ def publish_partitioned(
     run_id: int,
     rows: int,
     source_columns: list[str],
+    published_source: str,
     persons: str | None = None,
     progress: Progress = silent,
     ledger: ReleaseLedger | None = None,
@@ -116,13 +117,13 @@ def publish_partitioned(
     """Write the partitioned table of a finished `work` through the staged, audited path (in the caller's
     transaction), drop the work tables; the audit's report and the first published rows. `rows`: what `work`
     partitioned (the source's rows, or its persons, `persons` their table, where the job names their column);
-    `source_columns`: the source's. With a `ledger`, the release is checked against the job's earlier ones before
-    it is counted (a repair may remove persons)."""
+    `source_columns`: the source's; `published_source`: the rows published (the source, or its research subset).
+    With a `ledger`, the release is checked against the job's earlier ones before it is counted (a repair may
+    remove persons)."""
     assert job.output is not None
     phases = Phases(progress, "publish", 3)
     phases.step("writing the table")
-    src = destination.source
-    with _rows_of(db, conn, job, db.q(src.schema, src.table), source_columns, persons, pseudonyms, run_id) as found:
+    with _rows_of(db, conn, job, published_source, source_columns, persons, pseudonyms, run_id) as found:
         published_from, person_rows, identifying = found
         select, published = published_rows(
             db,
@@ -213,8 +214,10 @@ def partition_and_publish(
     returns)."""
     assert job.output is not None
     kinds, source = kinds_by_key(db, columns), destination.source
-    partitioned_source = db.q(source.schema, source.table)
+    partitioned_source = published_source = db.q(source.schema, source.table)
     partitioned_columns, found, highs = list(columns), None, {}
+    if job.subset is not None:  # the research subset's rows alone are partitioned and published (no unit here)
+        partitioned_source = published_source = subset_rows(db, conn, job, partitioned_source, run_id)
     if job.unit_column:  # Mondrian cuts the persons, one row each; every row of a person goes to their partition
         found = _persons(db, conn, job, partitioned_source, run_id, hierarchies, ledger)
         partitioned_source = found.table
@@ -258,12 +261,15 @@ def partition_and_publish(
         run_id=run_id,
         rows=rows,
         source_columns=list(columns),
+        published_source=published_source,
         persons=found.table if found else None,
         progress=progress,
         ledger=ledger,
     )
     if found is not None:
         found.drop(db, conn)
+    if job.subset is not None:
+        db.drop_table(conn, published_source)
     return MondrianReport(
         output=str(destination.name),
         rows=rows,
