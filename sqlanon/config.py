@@ -312,8 +312,8 @@ def _output(raw: Any, base_dir: Path) -> Output:
 
 def _check_subset(job: Job) -> None:
     """A research subset and what reads it: the criteria that compare classes with the population need one, and
-    it is not (yet) combined with persons counted by a unit, nor published by another method than generalize or
-    (without those criteria) Mondrian."""
+    it is not (yet) combined with persons counted by a unit, nor published by another method than generalize,
+    anatomy or (without those criteria) Mondrian."""
     needs = [c for c in job.criteria if c.reads_population]
     subset = job.subset
     if subset is None and job.select.attacker == "journalist":
@@ -341,9 +341,9 @@ def _check_subset(job: Job) -> None:
             f"{needs[0].name} compares each class with the population, which Mondrian's partitions of the subset "
             "do not count; publish by generalization (remove the method), or leave the criterion out"
         )
-    if method not in ("generalize", "mondrian"):
+    if method not in ("generalize", "mondrian", "anatomy"):
         raise ConfigError(
-            f"subset is published by method: generalize or mondrian only (not {method} yet); remove the method"
+            f"subset is published by method: generalize, mondrian or anatomy only (not {method} yet); remove the method"
         )
     if subset.column is not None:
         role = next((role for column, role in job.column_roles() if column == subset.column), None)

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from sqlanon import anonymize, job_from_dict, partition
+from sqlanon import anonymize, bucketize, job_from_dict, partition
 from sqlanon.engine import mondrian
 from sqlanon.errors import ConfigError
 from sqlanon.publish.mondrian import MondrianReport
@@ -402,3 +402,35 @@ def test_postgresql_partitions_a_research_subset_as_the_in_memory_mondrian_does(
     expected = oracle(study, 3)
     assert _published(pg_server, pg_schema) == sorted((*expected[r[0]], r[3]) for r in study)
     assert report.audit.ok and report.rows == len(study)
+
+
+def test_anatomy_of_a_research_subset_bucketizes_its_rows_as_a_table_of_them_alone(duck_url: str, tmp_path: Path):
+    """Anatomy's buckets of the subset's rows are those of a table that holds them alone (same seed); the other
+    rows are not published."""
+    rows = _table(duck_url, 13, 90)
+    _store_people(duck_url, "study_people", [row for row in rows if row[0] % 3 != 1])
+    with sa.create_engine(duck_url).begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE study AS SELECT pid FROM people WHERE pid % 3 != 1")
+    base = {
+        "quasi_identifiers": ["age", "city"],
+        "sensitive": ["disease"],
+        "insensitive": ["pid"],
+    }
+    published = {}
+    for name, table, subset in (
+        ("subset", "people", {"table": "study", "key": "pid"}),
+        ("alone", "study_people", None),
+    ):
+        config = {
+            **base,
+            "source": {"url": duck_url, "table": table},
+            "output": {"table": f"anatomy_{name}", "method": "anatomy", "l": 2, "seed": "s"},
+            **({"subset": subset} if subset else {}),
+        }
+        report = bucketize(job_from_dict(config, tmp_path))
+        with sa.create_engine(duck_url).connect() as conn:
+            qi = conn.exec_driver_sql(f"SELECT pid, age, city, bucket FROM anatomy_{name} ORDER BY pid").all()
+            values = conn.exec_driver_sql(f"SELECT * FROM anatomy_{name}_sensitive ORDER BY 1, 2").all()
+        published[name] = (report.rows, qi, values)
+    assert published["subset"] == published["alone"]
+    assert published["subset"][0] == 60 and all(pid % 3 != 1 for pid, *_ in published["subset"][1])

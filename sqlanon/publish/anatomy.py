@@ -35,6 +35,7 @@ from ..engine.anatomy import BUCKET, COUNT_COLUMN, COUNTERFEIT
 from ..engine.audit import check_published_columns, check_published_values
 from ..engine.invariant import invariant_buckets
 from ..engine.persons import person_table
+from ..engine.star import subset_rows
 from ..errors import AuditError, ConfigError, DataError
 from ..model.job import Job, Output
 from ..model.progress import Phases, Progress, silent
@@ -262,6 +263,8 @@ def publish_bucketized(
     l, [sensitive] = int(job.output.settings["l"]), job.sensitive
     invariant = bool(job.output.settings.get("invariant"))
     source_ref = counted = db.q(source.schema, source.table)
+    if job.subset is not None:  # the research subset's rows alone are bucketized and published (no unit here)
+        source_ref = counted = subset_rows(db, conn, job, source_ref, run_id)
     drawn = [c for c in columns if not db.same_name(c, sensitive)]  # what orders a value's records at random
     if job.unit_column:  # the buckets are drawn over the persons, one row each; a person's rows share theirs
         counted = person_table(db, conn, job, source_ref, run_id)  # each row's QIs are published
@@ -317,7 +320,8 @@ def publish_bucketized(
                 counterfeits=targets.counterfeits,
             )
             ledger.admit(conn, release, pseudonyms)
-        for table in filter(None, (assigned, counterfeits, counted if counted != source_ref else None)):
+        subset = source_ref if job.subset is not None else None
+        for table in filter(None, (assigned, counterfeits, counted if counted != source_ref else None, subset)):
             db.drop_table(conn, table)
         first_rows = preview(db, conn, targets.qi, BUCKET)
     return AnatomyReport(
