@@ -311,9 +311,9 @@ def _output(raw: Any, base_dir: Path) -> Output:
 
 
 def _check_subset(job: Job) -> None:
-    """A research subset and what reads it: the criteria that compare classes with the population need one, and
-    it is not (yet) combined with persons counted by a unit, nor published by another method than generalize,
-    anatomy or (without those criteria) Mondrian."""
+    """A research subset and what reads it: the criteria that compare classes with the population need one; it is
+    published by generalize, anatomy or (without those criteria) Mondrian, and with persons counted by a unit,
+    by generalize without them."""
     needs = [c for c in job.criteria if c.reads_population]
     subset = job.subset
     if subset is None and job.select.attacker == "journalist":
@@ -331,11 +331,19 @@ def _check_subset(job: Job) -> None:
                 f"column) or subset: {{table: study, key: patient_id}}{hint}"
             )
         return
-    if job.unit_column:
-        raise ConfigError(
-            f"subset and unit {job.unit_column!r} cannot be combined yet; anonymize the subset as its own table"
-        )
     method = job.output.method if job.output is not None else "generalize"
+    reading = needs[0].name if needs else "select.attacker journalist" if job.select.attacker == "journalist" else ""
+    if job.unit_column and reading:  # the population's classes would count its persons
+        raise ConfigError(
+            f"{reading} compares each class with the population, and with unit {job.unit_column!r} its classes "
+            "would count persons, which sqlanon does not count in the population yet; leave it out, or count rows "
+            "(unit: rows)"
+        )
+    if job.unit_column and method != "generalize":
+        raise ConfigError(
+            f"subset and unit {job.unit_column!r} are published by method: generalize only (not {method} yet); "
+            "remove the method"
+        )
     if method == "mondrian" and needs:  # Mondrian's parts count the subset's rows alone
         raise ConfigError(
             f"{needs[0].name} compares each class with the population, which Mondrian's partitions of the subset "

@@ -657,3 +657,64 @@ def test_a_publication_of_two_held_columns_holds_each_criterion_over_its_holders
         assert persons >= 4
         assert holds("distinct", Counter(v for s in diagnoses.values() for v in s), persons, tables[0])
         assert holds("entropy", Counter(v for s in treatments.values() for v in s), persons, tables[1])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=holding_tables(), study=st.sets(st.integers(0, 29), min_size=1))
+def test_a_research_subset_of_persons_is_searched_as_a_brute_force_of_its_persons_does(tmp_path_factory, case, study):
+    """A subset given by a table of persons' keys: the search counts the subset's persons alone (their values,
+    the table's holders for t-closeness, the suppression limit), as the brute force over their rows does."""
+    hierarchies, rows, k, limit, name = case
+    folder, url = _visits_in_new_database(tmp_path_factory, "held_subset", rows)
+    keys = [(f"p{p}",) for p in sorted(study)]
+    subset = [row for row in rows if (row[0],) in keys]
+    if not subset:
+        return
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE study (pid VARCHAR)")
+        conn.execute(sa.text("INSERT INTO study VALUES (:p)"), [{"p": key} for (key,) in keys])
+    engine.dispose()
+    persons = len({row[0] for row in subset})
+    try:
+        job = _held_job(folder, url, hierarchies, min(k, persons), limit, name, subset={"table": "study", "key": "pid"})
+        expected = held_brute_force(hierarchies, subset, min(k, persons), _max_suppressed(job, persons), name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = search(job)
+    except ConfigError:  # as without a subset
+        return
+    assert sorted(found.satisfying) == expected
+
+
+def _check_subset_of_persons(tmp_path: Path, url: str, schema: str | None = None) -> None:
+    """A research subset of 27 of the 30 persons (a table of their keys): what is published is theirs alone, the
+    audit counts them, and the criteria that compare with the population are refused with a unit."""
+    _load(url, _holding_visits(), schema)
+    where = f'"{schema}".' if schema else ""
+    _sql(
+        url, f"CREATE TABLE {where}study AS SELECT DISTINCT pid FROM {where}visits WHERE pid NOT IN ('p1', 'p2', 'p7')"
+    )
+    subset = {"table": "study", "key": "pid", **({"schema": schema} if schema else {})}
+    output = {"table": "visits_anon"}
+    job = _held_job(tmp_path, url, HIERARCHIES, 3, 0.2, "distinct", schema, output=output, subset=subset)
+    options = RunOptions(metadata_schema=f"{schema}_meta") if schema else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = anonymize(job, options)
+    assert result.audit.ok and result.audit.counted == "persons" and audit(job, "visits_anon", schema=schema).ok
+    published = {pid for held in _published_classes(url, schema).values() for pids in held.values() for pid in pids}
+    assert published <= {_pseudonym(f"p{p}") for p in range(30) if p not in (1, 2, 7)}
+    assert result.suppressed == 27 - len(published)
+    with pytest.raises(ConfigError, match="would count persons, which sqlanon does not count in the population"):
+        _held_job(tmp_path, url, HIERARCHIES, 3, 0.2, "distinct", subset=subset, criteria={"k_map": {"k": 3}})
+
+
+def test_a_research_subset_of_persons_publishes_their_rows_alone(tmp_path):
+    _check_subset_of_persons(tmp_path, f"duckdb:///{tmp_path / 't.duckdb'}")
+
+
+def test_postgresql_publishes_a_research_subset_of_persons_as_duckdb_does(
+    pg_server: str, pg_schema: str, tmp_path: Path
+):
+    _check_subset_of_persons(tmp_path, pg_server, pg_schema)

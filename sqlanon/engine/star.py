@@ -279,8 +279,8 @@ class StarSchema:
         later runs (see `KeptDimensions`); a kept table the run reused stays as it is."""
         if self.persons is not None:
             self.persons.drop(self.db, conn)
-        if self.own_source:  # the research subset's or the sample's rows
-            self.db.drop_table(conn, self.source)
+        if self.own_source:  # the research subset's or the sample's rows (the persons' source, where they count)
+            self.db.drop_table(conn, self.persons.source if self.persons is not None else self.source)
         built = [d for d in self.dimensions if not d.reused]
         kept = [(d.table, d.kept_as, d.shape) for d in built if keep and d.kept_as is not None]
         for d in built:
@@ -487,21 +487,26 @@ def build_star_schema(
     source = table = db.q(src.schema, src.table)
     criteria = list(job.criteria) + list(extra_criteria)
     sensitive = needed_sensitive(criteria)
-    persons = None
+    persons, population = None, None
+    if job.subset is not None:
+        population, source = table, subset_rows(db, conn, job, table, run_id)
+    if job.sample is not None:
+        source = sample_rows(db, conn, job.sample, table, list(columns), run_id)
+    own_source = job.subset is not None or job.sample is not None
+    rows_of = source  # the rows anonymized: the table's, or the subset's or sample's scratch table
     if job.unit_column:
 
         def hierarchy_of(qi: QuasiIdentifier) -> Hierarchy:  # a QI's hierarchy, where a person's rows disagree on it
             file = files.get(qi.column)
             return file.load() if file is not None else generated_hierarchy(db, conn, table, qi)
 
-        persons = counted_persons(db, conn, job, table, run_id, sensitive, hierarchy_of, several_values=True)
+        try:  # the persons of the rows anonymized (a research subset's: the study's persons)
+            persons = counted_persons(db, conn, job, rows_of, run_id, sensitive, hierarchy_of, several_values=True)
+        except Exception:
+            if own_source:
+                db.drop_table(conn, rows_of)
+            raise
         source = persons.table
-    population = None
-    if job.subset is not None:
-        population, source = table, subset_rows(db, conn, job, table, run_id)
-    if job.sample is not None:
-        source = sample_rows(db, conn, job.sample, table, list(columns), run_id)
-    own_source = job.subset is not None or job.sample is not None
     try:  # the persons' (or subset's or sample's) table goes with an error, as the dimension tables do below
         if persons is not None:
             check_held(criteria, persons)
@@ -522,7 +527,7 @@ def build_star_schema(
         if persons is not None:
             persons.drop(db, conn)
         if own_source:
-            db.drop_table(conn, source)
+            db.drop_table(conn, rows_of)
         raise
     star = StarSchema(
         db=db,
