@@ -482,6 +482,25 @@ CASES: dict[str, Case] = {
     "subset-text-column": Case(
         "parameters", "must be a BOOLEAN or an integer column of 0 and 1", _set("subset", {"column": "education"})
     ),
+    "subset-mondrian-presence": Case(
+        "parameters",
+        "which Mondrian's partitions of the subset do not count",
+        _then(
+            _criteria(delta_presence={"d_min": 0.0, "d_max": 0.5}),
+            _set("subset", {"table": "people", "key": "patient_id"}),
+            _method("mondrian"),
+        ),
+    ),
+    "subset-unit-presence": Case(
+        "parameters",
+        "would count persons, which sqlanon does not count in the population yet",
+        _then(
+            _criteria(delta_presence={"d_min": 0.0, "d_max": 0.5}),
+            _set("subset", {"table": "people", "key": "patient_id"}),
+            _pseudonym_env("SQLANON_BAD_INPUT_KEY"),
+            _set("unit", "patient_id"),
+        ),
+    ),
     "profitability-attack": Case(
         "parameters",
         "attack: True is not supported",
