@@ -335,7 +335,7 @@ def _written_rows(url: str, schema: str | None = None) -> int:
     return int(written or 0)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=holding_tables())
 def test_mondrian_cuts_holders_as_an_in_memory_mondrian_does(tmp_path_factory, case):
     """Persons holding 1-4 values: every part of a cut holds the criterion over its holders and k persons."""
@@ -605,7 +605,7 @@ def _load_treatments(url: str, rows: list[tuple]) -> None:
     engine.dispose()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=two_column_tables())
 def test_persons_holding_several_values_of_two_columns_are_searched_as_a_brute_force_does(tmp_path_factory, case):
     """Each criterion counts the holders of its own column's values; a class's size stays its persons."""
@@ -659,7 +659,7 @@ def test_a_publication_of_two_held_columns_holds_each_criterion_over_its_holders
         assert holds("entropy", Counter(v for s in treatments.values() for v in s), persons, tables[1])
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=holding_tables(), study=st.sets(st.integers(0, 29), min_size=1))
 def test_a_research_subset_of_persons_is_searched_as_a_brute_force_of_its_persons_does(tmp_path_factory, case, study):
     """A subset given by a table of persons' keys: the search counts the subset's persons alone (their values,
