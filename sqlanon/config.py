@@ -313,7 +313,7 @@ def _output(raw: Any, base_dir: Path) -> Output:
 def _check_subset(job: Job) -> None:
     """A research subset and what reads it: the criteria that compare classes with the population need one; it is
     published by generalize, anatomy or (without those criteria) Mondrian, and with persons counted by a unit,
-    by generalize without them."""
+    without them: the subset's persons are counted, not the population's."""
     needs = [c for c in job.criteria if c.reads_population]
     subset = job.subset
     if subset is None and job.select.attacker == "journalist":
@@ -338,11 +338,6 @@ def _check_subset(job: Job) -> None:
             f"{reading} compares each class with the population, and with unit {job.unit_column!r} its classes "
             "would count persons, which sqlanon does not count in the population yet; leave it out, or count rows "
             "(unit: rows)"
-        )
-    if job.unit_column and method != "generalize":
-        raise ConfigError(
-            f"subset and unit {job.unit_column!r} are published by method: generalize only (not {method} yet); "
-            "remove the method"
         )
     if method == "mondrian" and needs:  # Mondrian's parts count the subset's rows alone
         raise ConfigError(

@@ -26,7 +26,7 @@ from sqlanon import RunOptions, analyze, analyze_table, anonymize, apply, audit,
 from sqlanon.analysis.attacks import REVEALED_SHOWN, AnalysisSettings
 from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import ConfigError, DataError
-from sqlanon.model.job import Ledger
+from sqlanon.model.job import Ledger, Subset
 
 from .test_persons import (
     HIERARCHIES,
@@ -718,3 +718,30 @@ def test_postgresql_publishes_a_research_subset_of_persons_as_duckdb_does(
     pg_server: str, pg_schema: str, tmp_path: Path
 ):
     _check_subset_of_persons(tmp_path, pg_server, pg_schema)
+
+
+@pytest.mark.parametrize("method", ["mondrian", "anatomy"])
+def test_mondrian_and_anatomy_publish_a_research_subset_of_persons(tmp_path, method):
+    """Every row of each of the subset's persons, and nothing else (neither method suppresses anyone)."""
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    rows = _holding_visits()
+    if method == "anatomy":  # its buckets draw one value per person
+        rows = [(pid, q0, q1, visit, f"d{int(pid[1:]) % 5}") for pid, q0, q1, visit, _ in rows]
+    _load(url, rows)
+    _sql(url, "CREATE TABLE study AS SELECT DISTINCT pid FROM visits WHERE pid NOT IN ('p1', 'p2', 'p7')")
+    subset = {"table": "study", "key": "pid"}
+    if method == "anatomy":
+        job = dataclasses.replace(_anatomy_job(tmp_path, url), subset=Subset(**subset))
+    else:
+        output = {"table": "visits_anon", "method": method}
+        job = _held_job(tmp_path, url, HIERARCHIES, 3, 0, "distinct", output=output, subset=subset)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = anonymize(job)
+    assert result.audit.ok if method == "mondrian" else result.smallest_bucket >= 3
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        written = Counter(pid for (pid,) in conn.exec_driver_sql("SELECT pid FROM visits_anon").all())
+    engine.dispose()
+    study = [row for row in rows if row[0] not in ("p1", "p2", "p7")]
+    assert written == Counter(_pseudonym(row[0]) for row in study)

@@ -263,7 +263,7 @@ def publish_bucketized(
     l, [sensitive] = int(job.output.settings["l"]), job.sensitive
     invariant = bool(job.output.settings.get("invariant"))
     source_ref = counted = db.q(source.schema, source.table)
-    if job.subset is not None:  # the research subset's rows alone are bucketized and published (no unit here)
+    if job.subset is not None:  # the research subset's rows alone (with a unit, its persons) are bucketized
         source_ref = counted = subset_rows(db, conn, job, source_ref, run_id)
     drawn = [c for c in columns if not db.same_name(c, sensitive)]  # what orders a value's records at random
     if job.unit_column:  # the buckets are drawn over the persons, one row each; a person's rows share theirs

@@ -216,7 +216,7 @@ def partition_and_publish(
     kinds, source = kinds_by_key(db, columns), destination.source
     partitioned_source = published_source = db.q(source.schema, source.table)
     partitioned_columns, found, highs = list(columns), None, {}
-    if job.subset is not None:  # the research subset's rows alone are partitioned and published (no unit here)
+    if job.subset is not None:  # the research subset's rows alone (with a unit, its persons) are partitioned
         partitioned_source = published_source = subset_rows(db, conn, job, partitioned_source, run_id)
     if job.unit_column:  # Mondrian cuts the persons, one row each; every row of a person goes to their partition
         found = _persons(db, conn, job, partitioned_source, run_id, hierarchies, ledger)
