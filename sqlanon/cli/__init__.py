@@ -416,8 +416,8 @@ def _parse_node(text: str) -> tuple[int, ...]:
 FIGURES = {
     "attacks": {
         "classes": "equivalence classes released",
-        "homog. classes, tuples": "classes whose tuples all show one {s} value, and their tuples: knowing that "
-        "a person is in one tells their value (homogeneity attack)",
+        "homog. classes, tuples": "classes whose tuples all show one {s} value (where persons hold several: one "
+        "all of them hold), and their tuples: knowing that a person is in one tells their value (homogeneity attack)",
         "near classes, tuples": "classes where one {s} value holds at least {near} of the tuples, and their tuples",
         "disclosed b=N": "tuples whose value an adversary learns after ruling out N other values of their class "
         "(background knowledge attack)",
