@@ -192,6 +192,15 @@ def _then(*changes: Callable[[Env], None]) -> Callable[[Env], None]:
     return change
 
 
+def _presence_of_subset(*changes: Callable[[Env], None]) -> Callable[[Env], None]:
+    """delta-presence over a research subset (the people named in table people itself), then `changes`."""
+    return _then(
+        _criteria(delta_presence={"d_min": 0.0, "d_max": 0.5}),
+        _set("subset", {"table": "people", "key": "patient_id"}),
+        *changes,
+    )
+
+
 def _sql(*statements: str) -> Callable[[Env], None]:
     return lambda env: env.sql(*statements)
 
@@ -483,23 +492,12 @@ CASES: dict[str, Case] = {
         "parameters", "must be a BOOLEAN or an integer column of 0 and 1", _set("subset", {"column": "education"})
     ),
     "subset-mondrian-presence": Case(
-        "parameters",
-        "which Mondrian's partitions of the subset do not count",
-        _then(
-            _criteria(delta_presence={"d_min": 0.0, "d_max": 0.5}),
-            _set("subset", {"table": "people", "key": "patient_id"}),
-            _method("mondrian"),
-        ),
+        "parameters", "which Mondrian's partitions of the subset do not count", _presence_of_subset(_method("mondrian"))
     ),
     "subset-unit-presence": Case(
         "parameters",
         "would count persons, which sqlanon does not count in the population yet",
-        _then(
-            _criteria(delta_presence={"d_min": 0.0, "d_max": 0.5}),
-            _set("subset", {"table": "people", "key": "patient_id"}),
-            _pseudonym_env("SQLANON_BAD_INPUT_KEY"),
-            _set("unit", "patient_id"),
-        ),
+        _presence_of_subset(_pseudonym_env("SQLANON_BAD_INPUT_KEY"), _set("unit", "patient_id")),
     ),
     "profitability-attack": Case(
         "parameters",
