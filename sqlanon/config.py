@@ -332,12 +332,11 @@ def _check_subset(job: Job) -> None:
             )
         return
     method = job.output.method if job.output is not None else "generalize"
-    reading = needs[0].name if needs else "select.attacker journalist" if job.select.attacker == "journalist" else ""
-    if job.unit_column and reading:  # the population's classes would count its persons
+    if job.unit_column and job.select.attacker == "journalist":  # the analysis' population counts rows
         raise ConfigError(
-            f"{reading} compares each class with the population, and with unit {job.unit_column!r} its classes "
-            "would count persons, which sqlanon does not count in the population yet; leave it out, or count rows "
-            "(unit: rows)"
+            f"select.attacker journalist compares each class with the population, and with unit "
+            f"{job.unit_column!r} its classes would count persons, which its risk does not count yet; take the "
+            "prosecutor (attacker: prosecutor), or count rows (unit: rows)"
         )
     if method == "mondrian" and needs:  # Mondrian's parts count the subset's rows alone
         raise ConfigError(

@@ -697,7 +697,7 @@ def test_a_research_subset_of_persons_is_searched_as_a_brute_force_of_its_person
 
 def _check_subset_of_persons(tmp_path: Path, url: str, schema: str | None = None) -> None:
     """A research subset of 27 of the 30 persons (a table of their keys): what is published is theirs alone, the
-    audit counts them, and the criteria that compare with the population are refused with a unit."""
+    audit counts them, and the journalist attacker (whose risk counts the population's rows) is refused."""
     _load(url, _holding_visits(), schema)
     where = f'"{schema}".' if schema else ""
     _sql(
@@ -714,8 +714,9 @@ def _check_subset_of_persons(tmp_path: Path, url: str, schema: str | None = None
     published = {pid for held in _published_classes(url, schema).values() for pids in held.values() for pid in pids}
     assert published <= {_pseudonym(f"p{p}") for p in range(30) if p not in (1, 2, 7)}
     assert result.suppressed == 27 - len(published)
-    with pytest.raises(ConfigError, match="would count persons, which sqlanon does not count in the population"):
-        _held_job(tmp_path, url, HIERARCHIES, 3, 0.2, "distinct", subset=subset, criteria={"k_map": {"k": 3}})
+    journalist = {"metric": "publisher_payout", "attacker": "journalist"}
+    with pytest.raises(ConfigError, match="its classes would count persons, which its risk does not count yet"):
+        _held_job(tmp_path, url, HIERARCHIES, 3, 0.2, "distinct", subset=subset, select=journalist)
 
 
 def test_a_research_subset_of_persons_publishes_their_rows_alone(tmp_path):
@@ -753,3 +754,85 @@ def test_mondrian_and_anatomy_publish_a_research_subset_of_persons(tmp_path, met
     engine.dispose()
     study = [row for row in rows if row[0] not in ("p1", "p2", "p7")]
     assert written == Counter(_pseudonym(row[0]) for row in study)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    case=person_tables(),
+    study=st.sets(st.integers(0, 29), min_size=1),
+    bounds=st.tuples(st.sampled_from([0.0, 0.1, 0.3]), st.sampled_from([0.5, 0.8, 1.0])),
+)
+def test_delta_presence_over_a_subset_of_persons_counts_them_as_a_table_of_persons_does(
+    tmp_path_factory, case, study, bounds
+):
+    """With a unit, delta-presence compares each class's persons of the subset with its persons of the population:
+    the search over the visits finds the nodes that the search over a table of one row per person (no unit) finds."""
+    hierarchies, rows, k, limit = case
+    folder, url = _visits_in_new_database(tmp_path_factory, "presence_persons", rows)
+    people = sorted({row[:3] for row in rows})
+    keys = [f"p{p}" for p in sorted(study) if f"p{p}" in {person[0] for person in people}]
+    if not keys:
+        return
+    _sql(url, "CREATE TABLE study (pid VARCHAR)", "CREATE TABLE people (pid VARCHAR, q0 VARCHAR, q1 VARCHAR)")
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO study VALUES (:p)"), [{"p": key} for key in keys])
+        conn.execute(sa.text("INSERT INTO people VALUES (:p, :a, :b)"), [dict(zip("pab", p)) for p in people])
+    engine.dispose()
+    spec = {"k_anonymity": {"k": min(k, len(keys))}, "delta_presence": {"d_min": bounds[0], "d_max": bounds[1]}}
+    subset = {"table": "study", "key": "pid"}
+    try:
+        by_person = _job(folder, url, hierarchies, 1, limit, criteria=spec, subset=subset)
+        by_row = dataclasses.replace(
+            by_person,
+            source=dataclasses.replace(by_person.source, table="people"),
+            unit=None,
+            unit_column=None,
+            insensitive=[],
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = search(by_person)
+        expected = search(by_row)
+    except ConfigError:  # a limit that lets every person go
+        return
+    assert sorted(found.satisfying) == sorted(expected.satisfying)
+
+
+def _check_presence_of_persons(tmp_path: Path, url: str, schema: str | None = None) -> None:
+    """delta-presence over a study of 23 of 30 persons with 1-4 visits each: the publication holds the study's
+    persons alone, and each published class's share of study persons among its persons of the whole table (counted
+    here from the written table and the source) is within the bounds; a population whose persons' rows disagree on
+    a QI is refused."""
+    rows = _holding_visits()
+    _load(url, rows, schema)
+    where = f'"{schema}".' if schema else ""
+    _sql(url, f"CREATE TABLE {where}study AS SELECT DISTINCT pid FROM {where}visits WHERE pid < 'p3'")
+    study = {row[0] for row in rows if row[0] < "p3"}
+    spec = {"k_anonymity": {"k": 2}, "delta_presence": {"d_min": 0.0, "d_max": 0.8}}
+    subset = {"table": "study", "key": "pid", **({"schema": schema} if schema else {})}
+    job = _job(tmp_path, url, HIERARCHIES, 2, 0, schema, criteria=spec, subset=subset, output={"table": "visits_anon"})
+    options = RunOptions(metadata_schema=f"{schema}_meta") if schema else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = anonymize(job, options)
+    assert result.audit.ok and result.audit.counted == "persons"
+    labels = [{path[0]: path for path in paths} for paths in HIERARCHIES]
+    persons = {row[0]: row[1:3] for row in rows}
+    classes = set(_published_classes(url, schema))
+    assert classes and set(_published_values(url, "visits_anon", schema)) == {_pseudonym(p) for p in study}
+    for q0, q1 in classes:
+        members = [p for p, (z, a) in persons.items() if q0 in labels[0][z] and q1 in labels[1][a]]
+        share = sum(p in study for p in members) / len(members)
+        assert 0.0 <= share <= 0.8, (q0, q1, share)
+    _sql(url, f"UPDATE {where}visits SET q0 = 'z6' WHERE pid = 'p1' AND visit = 'visit0'")
+    with pytest.raises(DataError, match="have rows with different quasi-identifier values in the population"):
+        anonymize(job, options, replace=True)
+
+
+def test_delta_presence_counts_the_persons_of_a_study_among_the_table_s(tmp_path):
+    _check_presence_of_persons(tmp_path, f"duckdb:///{tmp_path / 't.duckdb'}")
+
+
+def test_postgresql_counts_the_persons_of_a_study_as_duckdb_does(pg_server: str, pg_schema: str, tmp_path: Path):
+    _check_presence_of_persons(tmp_path, pg_server, pg_schema)

@@ -38,7 +38,7 @@ from ..model.hierarchies import (
 from ..model.job import ROLE_NAMES, ROLES, Job, QuasiIdentifier, Sample, check_roles
 from ..model.names import KEPT_DIMENSION_PREFIX, dimension_table, kept_dimension_table, sample_table, subset_table
 from ..store import Store, runs
-from .persons import LCA_PREFIX, Persons, ancestor_areas, counted_persons, hierarchy_key
+from .persons import LCA_PREFIX, Persons, ancestor_areas, counted_persons, hierarchy_key, persons_select
 from .randomization import noise_key_table, sampled_select
 
 MISSING_SHOWN = 10
@@ -145,6 +145,8 @@ class StarSchema:
     population_rows: int = 0  # its rows, where a criterion reads it (counted as its values are checked)
     #: `source` is a scratch table of the run's (a research subset's or a random sample's rows), dropped with the star
     own_source: bool = False
+    #: `population` is a scratch table of the run's (the population's persons, where a unit names them), dropped too
+    own_population: bool = False
 
     @property
     def over_population(self) -> StarSchema:
@@ -281,6 +283,8 @@ class StarSchema:
             self.persons.drop(self.db, conn)
         if self.own_source:  # the research subset's or the sample's rows (the persons' source, where they count)
             self.db.drop_table(conn, self.persons.source if self.persons is not None else self.source)
+        if self.own_population and self.population is not None:
+            self.db.drop_table(conn, self.population)
         built = [d for d in self.dimensions if not d.reused]
         kept = [(d.table, d.kept_as, d.shape) for d in built if keep and d.kept_as is not None]
         for d in built:
@@ -487,13 +491,17 @@ def build_star_schema(
     source = table = db.q(src.schema, src.table)
     criteria = list(job.criteria) + list(extra_criteria)
     sensitive = needed_sensitive(criteria)
-    persons, population = None, None
-    if job.subset is not None:
-        population, source = table, subset_rows(db, conn, job, table, run_id)
-    if job.sample is not None:
-        source = sample_rows(db, conn, job.sample, table, list(columns), run_id)
-    own_source = job.subset is not None or job.sample is not None
-    rows_of = source  # the rows anonymized: the table's, or the subset's or sample's scratch table
+    persons = None
+    rows_of, population = _anonymized_rows(db, conn, job, table, list(columns), criteria, run_id)
+    source = rows_of
+    own_source, own_population = rows_of != table, population not in (None, table)
+
+    def drop_own() -> None:  # after an error: the run's scratch tables of the rows and of the population
+        if own_source:
+            db.drop_table(conn, rows_of)
+        if own_population and population is not None:
+            db.drop_table(conn, population)
+
     if job.unit_column:
 
         def hierarchy_of(qi: QuasiIdentifier) -> Hierarchy:  # a QI's hierarchy, where a person's rows disagree on it
@@ -503,8 +511,7 @@ def build_star_schema(
         try:  # the persons of the rows anonymized (a research subset's: the study's persons)
             persons = counted_persons(db, conn, job, rows_of, run_id, sensitive, hierarchy_of, several_values=True)
         except Exception:
-            if own_source:
-                db.drop_table(conn, rows_of)
+            drop_own()
             raise
         source = persons.table
     try:  # the persons' (or subset's or sample's) table goes with an error, as the dimension tables do below
@@ -526,8 +533,7 @@ def build_star_schema(
     except Exception:
         if persons is not None:
             persons.drop(db, conn)
-        if own_source:
-            db.drop_table(conn, rows_of)
+        drop_own()
         raise
     star = StarSchema(
         db=db,
@@ -542,6 +548,7 @@ def build_star_schema(
         persons=persons,
         population=population,
         own_source=own_source,
+        own_population=own_population,
     )
     try:
         for attr, qi in enumerate(job.quasi_identifiers):
@@ -568,6 +575,47 @@ def build_star_schema(
         star.drop(conn)
         raise
     return star
+
+
+def _anonymized_rows(
+    db: Database, conn: Connection, job: Job, table: str, columns: list[str], criteria: list[Criterion], run_id: int
+) -> tuple[str, str | None]:
+    """The rows a run anonymizes (`table`, or a scratch table of its research subset's or random sample's rows) and
+    the population a subset is drawn from (`table`; with a unit and criteria that count the population, a scratch
+    table of its persons, `_population_persons`; None without a subset)."""
+    if job.sample is not None:
+        return sample_rows(db, conn, job.sample, table, columns, run_id), None
+    if job.subset is None:
+        return table, None
+    rows = subset_rows(db, conn, job, table, run_id)
+    if job.unit_column is None or not any(c.reads_population for c in criteria):
+        return rows, table
+    try:
+        return rows, _population_persons(db, conn, job, table, run_id)
+    except Exception:
+        db.drop_table(conn, rows)
+        raise
+
+
+def _population_persons(db: Database, conn: Connection, job: Job, table: str, run_id: int) -> str:
+    """A scratch table of the persons of `table` (the population a research subset of persons is drawn from), one
+    row each: the unit and the QIs, which the criteria that compare a class with the population count. Refused
+    (nothing left behind): a person whose rows disagree on a QI there (their class in the population would be
+    their values' common ancestor, which sqlanon does not count in a population yet)."""
+    assert job.unit_column is not None
+    select = persons_select(db, table, job.unit_column, job.qi_names)
+    ref = db.create_scratch(conn, f"population_{run_id}", select)
+    unit = db.ref_table(ref, [job.unit_column]).c[job.unit_column]
+    rows, persons = db.execute(conn, db.as_text(conn, sa.select(sa.func.count(), sa.func.count(unit.distinct())))).one()
+    if rows != persons:
+        db.drop_table(conn, ref)
+        raise DataError(
+            f"{int(rows) - int(persons)} person(s) of unit column {job.unit_column!r} have rows with different "
+            "quasi-identifier values in the population (the whole table), whose classes the criteria that compare "
+            "with it count by person; give each person one value there, or count rows (unit: rows)"
+        )
+    db.analyze(conn, ref)
+    return ref
 
 
 def subset_rows(db: Database, conn: Connection, job: Job, table: str, run_id: int) -> str:
