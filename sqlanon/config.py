@@ -312,8 +312,8 @@ def _output(raw: Any, base_dir: Path) -> Output:
 
 def _check_subset(job: Job) -> None:
     """A research subset and what reads it: the criteria that compare classes with the population need one; it is
-    published by generalize, anatomy or (without those criteria) Mondrian, and with persons counted by a unit,
-    without them: the subset's persons are counted, not the population's."""
+    published by generalize, anatomy or (without those criteria) Mondrian; with a unit, the subset and the
+    population count persons (but for the journalist attacker's risk, which counts the population's rows)."""
     needs = [c for c in job.criteria if c.reads_population]
     subset = job.subset
     if subset is None and job.select.attacker == "journalist":
