@@ -24,11 +24,10 @@ has one figure per QI, ARX's aggregate function over them:
 - `precision_loss_nm` [MetricMDNMPrecision]: per QI, over the rows, the released tuples' level / height times the
   generalization factor, and the suppressed tuples' 1 times the suppression factor.
 - `classification` [MetricSDClassification]: how badly a classifier trained on the release predicts the `targets`
-  (sensitive attributes, or QIs: a QI target is predicted from the other QIs)
-  (ARX's response variables; sensitive attributes here): per target and released class, its tuples outside the
-  class's most frequent value where one value is most frequent (a penalty of the generalization factor each), or
-  all of them where several tie (the suppression factor each); per suppressed tuple and target, `gs_factor`
-  itself; the sum over the rows times the largest of the three penalties.
+  (ARX's response variables: sensitive attributes, or QIs, a QI target predicted from the other QIs): per target
+  and released class, its tuples outside the class's most frequent value where one value is most frequent (a
+  penalty of the generalization factor each), or all of them where several tie (the suppression factor each); per
+  suppressed tuple and target, `gs_factor` itself; the sum over the rows times the largest of the three penalties.
 - `entropy_loss` [MetricSDNMEntropyBasedInformationLoss]: per released class, the information it loses: the log of
   the product over QIs of its value's share of the domain, over the log of the product of the domains' sizes,
   plus 1 (0: every value one leaf, 1: every value the whole domain), which is the sum over QIs of ln(leaves under
