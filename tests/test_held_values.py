@@ -305,13 +305,13 @@ def held_mondrian(hierarchies, rows, k: int, name: str) -> dict[str, tuple[str, 
                 children.setdefault(label(pid, j, level - 1), []).append(pid)
             if len(children) > 1 and all(ok(part) for part in children.values()):
                 width = leaves[j][label(pids[0], j, level)] / len(paths[j])
-                allowed.append((width, -j, list(children.values())))
+                allowed.append((width, -j, j, list(children.values())))  # the widest, then the first QI
         if not allowed:
             published.update({pid: (label(pid, 0, levels[0]), label(pid, 1, levels[1])) for pid in pids})
             return
-        _, j, parts = max(allowed, key=lambda cut: cut[:2])
+        *_, cut, parts = max(allowed, key=lambda allowed_cut: allowed_cut[:2])
         for part in parts:
-            split(part, [level - (i == -j) for i, level in enumerate(levels)])
+            split(part, [level - 1 if i == cut else level for i, level in enumerate(levels)])
 
     if not ok(list(qis)):
         return None
@@ -338,13 +338,14 @@ def _check_held_mondrian(folder: Path, url: str, case, schema: str | None = None
     assert result.audit.ok and result.audit.counted == "persons"
     published = _published_values(url, "visits_anon", schema)
     assert published == {_pseudonym(pid): {labels} for pid, labels in expected.items()}
-    assert result.rows == len(expected) and sum(1 for _ in rows) == _written_rows(url, schema)
+    assert result.rows == len(expected) and len(rows) == _written_rows(url, schema)
 
 
 def _written_rows(url: str, schema: str | None = None) -> int:
     engine = sa.create_engine(url)
     with engine.connect() as conn:
-        written = conn.exec_driver_sql(f"SELECT COUNT(*) FROM {f'{schema}.' if schema else ''}visits_anon").scalar()
+        table = f'"{schema}".visits_anon' if schema else "visits_anon"
+        written = conn.exec_driver_sql(f"SELECT COUNT(*) FROM {table}").scalar()
     engine.dispose()
     return int(written or 0)
 
