@@ -43,7 +43,8 @@ from .analysis.releases import (
 from .analysis.report import ReportData, check_report_path, job_fields, write_report
 from .backends import duckdb_file, normalize_url, open_database, qualified_name
 from .config import check_key_name, job_from_dict
-from .engine.audit import AuditReport, audit_table
+from .engine.audit import AuditReport, PublishedClasses
+from .engine.generalize import node_of_published_table, published_population
 from .engine.star import (
     needed_sensitive,
 )
@@ -84,6 +85,7 @@ from .session import (
     load_table,
     on_db,
     registered_jobs,
+    require_columns,
     table_reader,
     table_run,
 )
@@ -106,6 +108,9 @@ from .store.records import now
 
 if TYPE_CHECKING:
     import pandas as pd
+    from sqlalchemy.engine import Connection
+
+    from .backends import Database
 
 #: what `anonymize` returns, by the job's output method
 Published = AnonymizeResult | AnatomyReport | MondrianReport
@@ -220,6 +225,9 @@ def node_metrics(
     return result.metrics
 
 
+AUDITED = "audit a table with the job's quasi-identifiers and sensitive attributes (and its unit column)"
+
+
 def audit(
     job: JobSpec,
     table: str | pd.DataFrame,
@@ -227,6 +235,7 @@ def audit(
     options: RunOptions | None = None,
     *,
     source: pd.DataFrame | None = None,
+    node: tuple[int, ...] | None = None,
 ) -> AuditReport:
     """Evaluate the job's criteria on an existing table (published, or the source) without searching.
 
@@ -236,35 +245,83 @@ def audit(
     source are (remove mode, when the source is there); the audit fails when
     they exceed the limit. `table` may be a DataFrame (and the job's source the
     DataFrame `source`): both are then read in a database in memory.
+
+    Criteria that compare a research subset's classes with the population's
+    (delta-presence, k-map and the journalist's profitability over a `subset:`)
+    read the population generalized as the table is: at `node`, or at the node
+    its values show (`AuditReport.population_node`).
     """
     options, job = options or RunOptions(), framed(job, source)
+    if any(c.reads_population for c in job.criteria):
+        return _audit_with_population(job, table, schema, options, node)
     job, schema, table, read = frame_read(job, schema, table)
     needed = job.qi_names + needed_sensitive(job.criteria) + ([job.unit_column] if job.unit_column else [])
-    purpose = "audit a table with the job's quasi-identifiers and sensitive attributes (and its unit column)"
-    with table_reader(job, options, schema, table, needed, purpose, read) as (db, conn):
+    with table_reader(job, options, schema, table, needed, AUDITED, read) as (db, conn):
         options.progress("audit: one grouping of the table", 0, 1)
-        masked_top, reference, source_rows = suppression_audit(db, conn, job, (schema, table))
-        fitted = [c for c in job.criteria if c.fits_table]  # k-map's estimate depends on the sample's size
-        if fitted:
-            sample_rows = source_rows if source_rows is not None else db.count_rows(conn, db.q(schema, table))
-            for criterion in fitted:
-                criterion.fit_table(sample_rows)
-        report = audit_table(
-            db,
-            conn,
-            db.q(schema, table),
-            qi_columns=job.qi_names,
-            sensitive=needed_sensitive(job.criteria),
-            criteria=job.criteria,
-            masked_top=masked_top,
-            reference=reference,
-            unit=job.unit_column,
-            holders=job.unit_column is not None,  # whether persons hold several values: the audit does not assume
+        return _audited(db, conn, job, schema, table)
+
+
+def _audited(
+    db: Database,
+    conn: Connection,
+    job: Job,
+    schema: str | None,
+    table: str,
+    population: Callable[[dict[str, list[str]] | None], str] | None = None,
+) -> AuditReport:
+    """The audit of the table (see `audit`); `population`, given how masked tuples are told, the FROM item of the
+    population's classes as the table publishes them."""
+    masked_top, reference, source_rows = suppression_audit(db, conn, job, (schema, table))
+    fitted = [c for c in job.criteria if c.fits_table]  # k-map's estimate depends on the sample's size
+    if fitted:
+        sample_rows = source_rows if source_rows is not None else db.count_rows(conn, db.q(schema, table))
+        for criterion in fitted:
+            criterion.fit_table(sample_rows)
+    report = PublishedClasses(
+        qi_columns=job.qi_names,
+        sensitive=needed_sensitive(job.criteria),
+        criteria=job.criteria,
+        masked_top=masked_top,
+        reference=reference,
+        unit=job.unit_column,
+        holders=job.unit_column is not None,  # whether persons hold several values: the audit does not assume
+        population=population(masked_top) if population is not None else None,
+    ).audit(db, conn, db.q(db.resolved_schema(conn, schema), table))  # qualified: no name of the audit's WITH hides it
+    if source_rows is not None and report.suppressed is None:
+        report.suppressed = source_rows - report.rows
+    if report.suppressed is not None:
+        report.max_suppressed = job.suppression.max_suppressed(source_rows or report.rows)
+    return report
+
+
+def _audit_with_population(
+    job: Job, table: str | pd.DataFrame, schema: str | None, options: RunOptions, node: tuple[int, ...] | None
+) -> AuditReport:
+    """`audit` with criteria that read the population: a run over the job's star schema (its hierarchies and the
+    population of its research subset), whose classes at the table's node the criteria compare with."""
+    if not isinstance(table, str):
+        raise ConfigError(
+            "criteria that compare with the population audit a table of the job's database, not a DataFrame: "
+            "write it there and give its name"
         )
-        if source_rows is not None and report.suppressed is None:
-            report.suppressed = source_rows - report.rows
-        if report.suppressed is not None:
-            report.max_suppressed = job.suppression.max_suppressed(source_rows or report.rows)
+    with lattice_run(job, options, "audit") as run:
+        ctx = run.search
+        assert ctx is not None, "a lattice run has its search context"
+        needed = job.qi_names + needed_sensitive(job.criteria) + ([job.unit_column] if job.unit_column else [])
+        require_columns(run.db, run.conn, schema, table, needed, AUDITED)
+        options.progress("audit: the table's node, its population and one grouping of the table", 0, 1)
+        if node is not None:
+            empty_result(job, ctx, [node])  # checked to be in the lattice
+        found: list[tuple[int, ...]] = []
+
+        def population(masked_top: dict[str, list[str]] | None) -> str:
+            table_ref = run.db.q(run.db.resolved_schema(run.conn, schema), table)
+            found.append(node_of_published_table(run.db, run.conn, ctx.star, table_ref, masked_top, node))
+            return published_population(run.db, run.conn, ctx.star, found[0])
+
+        report = _audited(run.db, run.conn, job, schema, table, population)
+        report.population_node = found[0]
+        run.finish(report.to_dict())
         return report
 
 

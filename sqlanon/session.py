@@ -374,13 +374,18 @@ def table_reader(
             db.load_frame(conn, frame, db.q(None, name))
         if missing is not None and not db.table_exists(conn, schema, table):
             raise DataError(missing)
-        columns = db.columns(conn, schema, table, "check the table's name and schema (--table and --schema)")
-        absent = [c for c in needed if c not in columns]
-        if absent:
-            raise DataError(
-                f"table {table!r} has no column {absent[0]!r} (its columns: {', '.join(columns)}); {purpose}"
-            )
+        require_columns(db, conn, schema, table, needed, purpose)
         yield db, conn
+
+
+def require_columns(
+    db: Database, conn: Connection, schema: str | None, table: str, needed: Sequence[str], purpose: str
+) -> None:
+    """Refuse (DataError) a table without the `needed` columns, naming the first missing and what needs it."""
+    columns = db.columns(conn, schema, table, "check the table's name and schema (--table and --schema)")
+    absent = [c for c in needed if c not in columns]
+    if absent:
+        raise DataError(f"table {table!r} has no column {absent[0]!r} (its columns: {', '.join(columns)}); {purpose}")
 
 
 def record_end(run: RunRecord | None, exc: BaseException) -> BaseException:

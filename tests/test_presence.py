@@ -7,6 +7,7 @@ settings."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from sqlanon.engine import checker
 from sqlanon.errors import ConfigError, DataError, HierarchyError
 from sqlanon.model.quality import CostBenefit
 
+from .test_cli import run as run_cli
 from .test_risk import PATHS, assert_every_strategy, generalized
 
 COLUMNS = ["p", "q", "f"]
@@ -208,16 +210,67 @@ def test_the_hierarchies_must_cover_the_population(tmp_path: Path):
 
 def test_the_audit_of_a_published_subset_counts_its_suppressed_rows_among_the_subset(tmp_path: Path):
     """`sqlanon audit` of a subset's publication (k-anonymity, a row suppressed): the rows missing from the output
-    are counted among the subset's rows, not the table's; delta-presence is refused there (no population read)."""
+    are counted among the subset's rows, not the table's; delta-presence reads the population at the node the
+    table's values are of."""
     rows = [("v0", "w0", 1)] * 6 + [("v1", "w1", 1)] * 6 + [("v2", "w2", 1)] + [("v3", "w0", 0)] * 20
     job = subset_job(tmp_path, rows, {"k_anonymity": {"k": 3}}, 4, output={"table": "published"})
     report = anonymize(job)
     again = audit(job, "published")
     assert report.node == (0, 0) and again.ok and again.rows == 12
-    assert again.suppressed == report.suppressed == 1
+    assert again.suppressed == report.suppressed == 1 and again.population_node is None
     presence = dataclasses.replace(job, criteria=criteria_from_config({"delta_presence": {"d_min": 0, "d_max": 1}}))
-    with pytest.raises(ConfigError, match="not supported by this verb yet"):
-        audit(presence, "published")
+    audited = audit(presence, "published")
+    assert audited.population_node == (0, 0) and audited.suppressed == 1
+    assert audited.criteria["delta_presence"].figure == 1.0  # every class of the subset's rows alone
+
+
+#: a table whose publications generalize p or q (or both) for every case of CASES
+AUDITED_ROWS = [(f"v{i % 4}", f"w{(i * 7) % 3}", int(i % 5 < 2 or i % 11 == 0)) for i in range(90)]
+
+
+@pytest.mark.parametrize(("spec", "mode"), [(spec, ("remove", "mask")[i % 2]) for i, spec in enumerate(CASES)])
+def test_the_audit_of_a_published_table_reads_the_population_at_its_node(tmp_path: Path, spec: dict, mode: str):
+    """`audit` of the table a publication wrote, with criteria that compare with the population: the node is found
+    from the table's values (masked rows left out), and every figure is the publication's own audit's."""
+    extra = {"cost_benefit": PROFITABLE} if "profitability" in spec else {}
+    job = subset_job(tmp_path, AUDITED_ROWS, spec, 3, output={"table": "published"}, **extra)
+    job = dataclasses.replace(job, suppression=dataclasses.replace(job.suppression, mode=mode))
+    report = anonymize(job)
+    audited = audit(job, "published")
+    assert audited.population_node == report.node
+    assert audited.to_dict() == {**report.audit.to_dict(), "population_node": list(report.node)}
+    assert audit(job, "published", node=report.node).to_dict() == audited.to_dict()
+
+
+def test_an_audit_against_the_population_refuses_a_node_the_table_is_not_at(tmp_path: Path):
+    """A node given that the table's values are not of, a table at no level of the hierarchies, levels that label
+    the published values alike and otherwise, a DataFrame: one line each."""
+    spec = {"delta_presence": {"d_min": 0.0, "d_max": 0.9}}
+    rows = [("v0", "w0", 1), ("v0", "w0", 0), ("v1", "w1", 1), ("v1", "w1", 0)] * 2 + [("v2", "w2", 0)] * 4
+    job = subset_job(tmp_path, rows, spec, 0, output={"table": "published"})
+    assert anonymize(job).node == (0, 0)
+    with pytest.raises(DataError, match=r"values of 'p' are not labels of level 1 of its hierarchy \(they are of le"):
+        audit(job, "published", node=(1, 0))
+    with duckdb.connect(str(tmp_path / "t.duckdb")) as con:
+        con.sql("CREATE TABLE mixed AS SELECT * FROM published UNION ALL SELECT 'A', 'w0'")
+    with pytest.raises(DataError, match="'p' of the table holds values of no one level of its hierarchy"):
+        audit(job, "mixed")
+    # level 1 labels v0 and v1 as level 0 does, but groups v2 and v3 into one label
+    (tmp_path / "p.csv").write_text("v0;v0;*\nv1;v1;*\nv2;A;*\nv3;A;*\n")
+    with pytest.raises(ConfigError, match="'p' are labels of levels 0 and 1 of its hierarchy, which group"):
+        audit(job, "published")
+    assert audit(job, "published", node=(1, 0)).criteria["delta_presence"].figure == pytest.approx(0.5)
+    config = {  # the same job as a file, for the command line's --node
+        "source": {"url": str(tmp_path / "t.duckdb"), "table": "t"},
+        "quasi_identifiers": {"p": "p.csv", "q": "q.csv"},
+        "criteria": spec,
+        "subset": {"column": "f"},
+    }
+    (tmp_path / "job.yaml").write_text(json.dumps(config))
+    audited = run_cli("audit", str(tmp_path / "job.yaml"), "--table", "published", "--node", "1,0", "--json")
+    assert audited.exit_code == 0 and json.loads(audited.output)["population_node"] == [1, 0]
+    with pytest.raises(ConfigError, match="not a DataFrame"):
+        audit(job, pd.DataFrame({"p": ["v0"], "q": ["w0"]}))
 
 
 @pytest.mark.parametrize("spec", [c for c in CASES[1:] if "profitability" not in c])  # profitability: k-map's path

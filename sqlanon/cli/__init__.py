@@ -844,9 +844,18 @@ def report_command(config: Path, out_path: Path, sensitive: str | None, replace:
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--table", required=True, help="Table to audit (a published table, or the source itself).")
 @click.option("--schema", default=None, help="Schema of the table (default: the database's current schema).")
+@click.option(
+    "--node",
+    "node_text",
+    metavar="0,1,...",
+    help="The node the table was published at, where criteria compare it with the population (default: the "
+    "level of each column's values).",
+)
 @DB_OPTION
 @output_format
-def audit_command(config: Path, table: str, schema: str | None, db_url: str | None, fmt: str) -> None:
+def audit_command(
+    config: Path, table: str, schema: str | None, node_text: str | None, db_url: str | None, fmt: str
+) -> None:
     """Evaluate the job's criteria on an existing table, without searching.
 
     Reports the worst class for each criterion (smallest class, fewest distinct
@@ -854,8 +863,9 @@ def audit_command(config: Path, table: str, schema: str | None, db_url: str | No
     classes and tuples that violate it. Exit code 0 when every criterion
     holds, 1 when one does not.
     """
+    node = _parse_node(node_text) if node_text is not None else None
     with _progress(fmt) as progress:
-        report = audit(load_job(config), table, schema, RunOptions(db_url=db_url, progress=progress))
+        report = audit(load_job(config), table, schema, RunOptions(db_url=db_url, progress=progress), node=node)
     if fmt == "json":
         print(json.dumps(report.to_dict()))
     elif fmt == "csv":
@@ -1981,6 +1991,8 @@ def _print_audit(table_name: str, report: AuditReport) -> None:
         out.print(f"suppressed tuples: {report.suppressed}, {verdict} the limit of {report.max_suppressed}")
     if report.split_persons:
         out.print(f"[bold red]{report.split_persons} person(s) have rows in more than one class[/]")
+    if report.population_node is not None:
+        out.print(f"the population's classes generalized to node {node_label(report.population_node)}")
 
 
 FIRST = "the job's first release"

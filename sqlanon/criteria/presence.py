@@ -78,7 +78,7 @@ def population_statistic(name: str, fs: FrequencySetView, selected: SqlFragment,
     if fs.population is None:
         raise ConfigError(
             f"{name} is not supported by this verb yet (it needs the population's classes); it is by the search, the "
-            "publication and its audit"
+            "publication and its audit, and `sqlanon audit` of a published table"
         )
     classes, withheld = fs.classes, "withheld" if fs.population_withheld else "0"
     return SqlFragment(

@@ -59,6 +59,8 @@ class AuditReport:
     #: audit fails)
     split_persons: int | None = None
     counted: str = "rows"  # what `rows`, class sizes and `suppressed` count: rows, or persons (`unit`)
+    #: where criteria compare the table's classes with the population's: the node the population was generalized to
+    population_node: tuple[int, ...] | None = None
 
     @property
     def holds(self) -> dict[str, bool]:
@@ -93,11 +95,13 @@ class AuditReport:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        extra = (
+        extra: dict[str, Any] = (
             {} if self.suppressed is None else {"suppressed": self.suppressed, "max_suppressed": self.max_suppressed}
         )
         if self.split_persons is not None:
             extra["split_persons"] = self.split_persons
+        if self.population_node is not None:
+            extra["population_node"] = list(self.population_node)
         return {
             "rows": self.rows,
             "classes": self.classes,
@@ -134,7 +138,13 @@ class PublishedClasses:
     population: str | None = None
 
     def audit(self, db: Database, conn: Connection, table_ref: str) -> AuditReport:
-        """The table's audit (see `audit_table`)."""
+        """Class figures of the table and, per criterion, its worst class and whether it holds.
+
+        One statement and one grouping of the table, however many criteria: the
+        published classes (by QI and sensitive values) are computed once, and the
+        class sizes, each criterion's violating classes and its worst class are
+        read from them.
+        """
         params: dict[str, object] = {}
         published, view, masked = _published(db, self, table_ref, params)
         sources = [
@@ -206,38 +216,6 @@ class PublishedClasses:
             conn, db.as_text(conn, sa.delete(table).where(sa.exists(sa.select(sa.literal(1)).where(same_class))))
         )
         db.drop_table(conn, found)
-
-
-def audit_table(
-    db: Database,
-    conn: Connection,
-    table_ref: str,
-    *,
-    qi_columns: list[str],
-    sensitive: list[str],
-    criteria: list[Criterion],
-    masked_top: dict[str, list[str]] | None = None,
-    reference: str | None = None,
-    unit: str | None = None,
-    holders: bool = False,
-) -> AuditReport:
-    """Class figures of a table and, per criterion, its worst class and whether it holds (the settings as
-    `PublishedClasses` takes them).
-
-    One statement and one grouping of the table, however many criteria: the
-    published classes (by QI and sensitive values) are computed once, and the
-    class sizes, each criterion's violating classes and its worst class are
-    read from them.
-    """
-    return PublishedClasses(
-        qi_columns=qi_columns,
-        sensitive=sensitive,
-        criteria=criteria,
-        masked_top=masked_top,
-        reference=reference,
-        unit=unit,
-        holders=holders,
-    ).audit(db, conn, table_ref)
 
 
 def _histogram_audit(

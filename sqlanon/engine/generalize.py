@@ -11,6 +11,8 @@ from sqlalchemy.engine import Connection
 from ..backends import Database
 from ..criteria import Criterion
 from ..criteria.view import FrequencySetView
+from ..errors import ConfigError, DataError
+from ..model.hierarchies import NULL_VALUE
 from .frequency import population_set, resolve_histograms, violating_classes_sql
 from .star import Dimension, StarSchema
 
@@ -73,6 +75,89 @@ def published_population(db: Database, conn: Connection, star: StarSchema, node:
         *classes
     )
     return "(" + db.as_text(conn, query) + ") AS p"
+
+
+def node_of_published_table(
+    db: Database,
+    conn: Connection,
+    star: StarSchema,
+    table_ref: str,
+    masked_top: dict[str, list[str]] | None,
+    given: tuple[int, ...] | None = None,
+) -> tuple[int, ...]:
+    """The node a table of the star's QIs was published at, found from its values (an audit of a table that compares
+    it with the population needs the population's classes as the table labels them): per QI, the level of its
+    hierarchy whose labels hold every value the table publishes (the rows masked as suppressed, every QI at its
+    top label, left out). Where several levels do and they label the values alike, the lowest; refused where none
+    does (DataError: the table was not published from these hierarchies) and where levels that label the values
+    otherwise both do (ConfigError: the node must be given). A `given` node is checked the same way: each QI's
+    values must be labels of its level."""
+    values = _published_values(db, conn, star, table_ref, masked_top)
+    levels = [_published_levels(d, values[d.attr]) for d in star.dimensions]
+    if given is not None:
+        wrong = next((d for d, level, fits in zip(star.dimensions, given, levels) if level not in fits), None)
+        if wrong is not None:
+            raise DataError(
+                f"the table's values of {wrong.column!r} are not labels of level {given[wrong.attr]} of its hierarchy"
+                f"{f' (they are of level {levels[wrong.attr][0]})' if levels[wrong.attr] else ''}: give the node the "
+                "table was published at"
+            )
+        return given
+    return tuple(_published_level(d, fits) for d, fits in zip(star.dimensions, levels))
+
+
+def _published_values(
+    db: Database, conn: Connection, star: StarSchema, table_ref: str, masked_top: dict[str, list[str]] | None
+) -> list[set[str | None]]:
+    """Per QI, the distinct values of `table_ref`'s column (as text) outside its masked rows: at most one more than
+    its hierarchy's labels (a column with more is at no level of it), one statement."""
+    columns = [d.column for d in star.dimensions]
+    table = db.ref_table(table_ref, columns)
+    masked = [sa.func.coalesce(table.c[c].in_(tops), False) for c, tops in (masked_top or {}).items() if tops]
+    released = sa.not_(sa.and_(*masked)) if masked else sa.true()
+    parts = []
+    for d in star.dimensions:
+        value = sa.cast(table.c[d.column], sa.String)
+        labels = sum(len(set(level)) for level in d.hierarchy.columns)
+        distinct = sa.select(value.label("v")).where(released).distinct().limit(labels + 1).subquery(f"v{d.attr}")
+        parts.append(sa.select(sa.literal(d.attr).label("attr"), distinct.c.v))
+    found: list[set[str | None]] = [set() for _ in star.dimensions]
+    for attr, value in conn.execute(sa.union_all(*parts)):
+        found[attr].add(value)
+    return found
+
+
+def _published_levels(dim: Dimension, values: set[str | None]) -> list[int]:
+    """The levels of `dim`'s hierarchy whose labels hold `values` (a NULL is a value of level 0 alone)."""
+    published = {NULL_VALUE if v is None else v for v in values}
+    return [
+        level
+        for level, labels in enumerate(dim.hierarchy.columns)
+        if published <= set(labels) and (None not in values or level == 0)
+    ]
+
+
+def _published_level(dim: Dimension, levels: list[int]) -> int:
+    """The level of `dim`'s hierarchy its published values are of, among the `levels` whose labels hold them (see
+    `node_of_published_table`)."""
+    if dim.ancestors:
+        raise ConfigError(
+            f"the persons' common ancestors of {dim.column!r} leave the level of its published values open; give "
+            "the node the table was published at (--node)"
+        )
+    if not levels:
+        raise DataError(
+            f"column {dim.column!r} of the table holds values of no one level of its hierarchy: it was not "
+            "published from the job's hierarchies; audit it with the job that published it"
+        )
+    columns = dim.hierarchy.columns
+    alike = [level for level in levels if columns[level] == columns[levels[0]]]
+    if alike != levels:
+        raise ConfigError(
+            f"the values of {dim.column!r} are labels of levels {levels[0]} and {levels[len(alike)]} of its "
+            "hierarchy, which group the population otherwise; give the node the table was published at (--node)"
+        )
+    return levels[0]
 
 
 def generalized_value(db: Database, column: str, dim: Dimension, level: int, masking: bool) -> str:
