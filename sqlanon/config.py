@@ -313,7 +313,7 @@ def _output(raw: Any, base_dir: Path) -> Output:
 def _check_subset(job: Job) -> None:
     """A research subset and what reads it: the criteria that compare classes with the population need one; it is
     published by generalize, anatomy or (without those criteria) Mondrian; with a unit, the subset and the
-    population count persons (but for the journalist attacker's risk, which counts the population's rows)."""
+    population count persons (the journalist attacker's risk too: 1 / the class's persons in the population)."""
     needs = [c for c in job.criteria if c.reads_population]
     subset = job.subset
     if subset is None and job.select.attacker == "journalist":
@@ -332,12 +332,6 @@ def _check_subset(job: Job) -> None:
             )
         return
     method = job.output.method if job.output is not None else "generalize"
-    if job.unit_column and job.select.attacker == "journalist":  # the analysis' population counts rows
-        raise ConfigError(
-            f"select.attacker journalist compares each class with the population, and with unit "
-            f"{job.unit_column!r} its classes would count persons, which its risk does not count yet; take the "
-            "prosecutor (attacker: prosecutor), or count rows (unit: rows)"
-        )
     if method == "mondrian" and needs:  # Mondrian's parts count the subset's rows alone
         raise ConfigError(
             f"{needs[0].name} compares each class with the population, which Mondrian's partitions of the subset "

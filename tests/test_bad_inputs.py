@@ -494,15 +494,6 @@ CASES: dict[str, Case] = {
     "subset-mondrian-presence": Case(
         "parameters", "which Mondrian's partitions of the subset do not count", _presence_of_subset(_method("mondrian"))
     ),
-    "subset-unit-journalist": Case(
-        "parameters",
-        "with unit 'patient_id' its classes would count persons, which its risk does not count yet",
-        _presence_of_subset(
-            _pseudonym_env("SQLANON_BAD_INPUT_KEY"),
-            _set("unit", "patient_id"),
-            _set("select", {"metric": "publisher_payout", "attacker": "journalist"}),
-        ),
-    ),
     "profitability-attack": Case(
         "parameters",
         "attack: True is not supported",

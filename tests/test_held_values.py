@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import RunOptions, analyze, analyze_table, anonymize, apply, audit, load_csv, search
+from sqlanon import RunOptions, analyze, analyze_table, anonymize, apply, audit, load_csv, node_metrics, search
 from sqlanon.analysis.attacks import REVEALED_SHOWN, AnalysisSettings
 from sqlanon.criteria import criteria_from_config
 from sqlanon.errors import ConfigError, DataError
@@ -697,8 +697,8 @@ def test_a_research_subset_of_persons_is_searched_as_a_brute_force_of_its_person
 
 
 def _check_subset_of_persons(tmp_path: Path, url: str, schema: str | None = None) -> None:
-    """A research subset of 27 of the 30 persons (a table of their keys): what is published is theirs alone, the
-    audit counts them, and the journalist attacker (whose risk counts the population's rows) is refused."""
+    """A research subset of 27 of the 30 persons (a table of their keys): what is published is theirs alone, and the
+    audit counts them."""
     _load(url, _holding_visits(), schema)
     where = f'"{schema}".' if schema else ""
     _sql(
@@ -715,9 +715,6 @@ def _check_subset_of_persons(tmp_path: Path, url: str, schema: str | None = None
     published = {pid for held in _published_classes(url, schema).values() for pids in held.values() for pid in pids}
     assert published <= {_pseudonym(f"p{p}") for p in range(30) if p not in (1, 2, 7)}
     assert result.suppressed == 27 - len(published)
-    journalist = {"metric": "publisher_payout", "attacker": "journalist"}
-    with pytest.raises(ConfigError, match="its classes would count persons, which its risk does not count yet"):
-        _held_job(tmp_path, url, HIERARCHIES, 3, 0.2, "distinct", subset=subset, select=journalist)
 
 
 def test_a_research_subset_of_persons_publishes_their_rows_alone(tmp_path):
@@ -798,6 +795,47 @@ def test_delta_presence_over_a_subset_of_persons_counts_them_as_a_table_of_perso
     except ConfigError:  # a limit that lets every person go
         return
     assert sorted(found.satisfying) == sorted(expected.satisfying)
+
+
+def test_the_journalist_s_payout_counts_the_population_s_persons(tmp_path: Path):
+    """With a unit and a research subset, the journalist's publisher payout (its success probability 1 / a class's
+    persons in the population) scores every passing node and picks the node a table of one row per person gives;
+    the visits counted as rows score otherwise."""
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    rows = _holding_visits()
+    _load(url, rows)
+    people = sorted({row[:3] for row in rows})
+    _sql(url, "CREATE TABLE study AS SELECT DISTINCT pid FROM visits WHERE pid < 'p3' OR pid > 'p6'")
+    _sql(url, "CREATE TABLE people (pid VARCHAR, q0 VARCHAR, q1 VARCHAR)")
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO people VALUES (:p, :a, :b)"), [dict(zip("pab", p)) for p in people])
+    engine.dispose()
+    extra = {
+        "subset": {"table": "study", "key": "pid"},
+        "select": {"metric": "publisher_payout", "attacker": "journalist"},
+        "cost_benefit": {"adversary_gain": 5, "adversary_cost": 2},
+    }
+    by_person = _job(tmp_path, url, HIERARCHIES, 2, 2, output={"table": "visits_anon"}, **extra)
+    by_row = dataclasses.replace(
+        by_person,
+        source=dataclasses.replace(by_person.source, table="people"),
+        unit=None,
+        unit_column=None,
+        insensitive=["pid"],
+        identifying=[],
+        output=dataclasses.replace(by_person.output, table="people_anon"),
+    )
+    visits = dataclasses.replace(by_person, unit="rows", unit_column=None, output=by_row.output)
+    jobs = [by_person, by_row, visits]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found, expected = anonymize(by_person), anonymize(by_row)
+        assert found.node == expected.node and found.audit.ok and found.audit.counted == "persons"
+
+        nodes = sorted(search(by_person).satisfying)
+        payouts = [{n: round(m["publisher_payout"], 6) for n, m in node_metrics(job, nodes).items()} for job in jobs]
+    assert len(nodes) > 1 and payouts[0] == payouts[1] != payouts[2]
 
 
 def _check_presence_of_persons(tmp_path: Path, url: str, schema: str | None = None) -> None:
