@@ -90,11 +90,12 @@ def holds(name: str, holders: Counter[str], persons: int, table: Counter[str]) -
 
 
 def held_brute_force(
-    hierarchies, rows, k: int, max_suppressed: int, name: str, *more: tuple[int, str]
+    hierarchies, rows, k: int, max_suppressed: int, name: str, *more: tuple[int, str], multi: bool = False
 ) -> list[tuple[int, ...]]:
     """Every node whose classes that hold fewer than k persons or fail the criterion (`name` over the rows' fifth
     column, and each of `more` over its column: (index, name)) hold at most `max_suppressed` persons: each
-    person's values counted once, in Python."""
+    person's values counted once, in Python. With `multi`, the criteria are multi-attribute l-diversity's: each
+    column's over each subclass of the persons who hold the same set of values of every other column."""
     labels = [{path[0]: path for path in paths} for paths in hierarchies]
     qis = {row[0]: row[1:3] for row in rows}
     checks = [(4, name), *more]
@@ -104,10 +105,19 @@ def held_brute_force(
             held.setdefault(row[0], set()).add(row[column])
     tables = [Counter(value for person in held.values() for value in person) for held in values]
 
+    def subclasses(pids: list[str], column: int) -> list[list[str]]:
+        if not multi:
+            return [pids]
+        sets: dict[tuple[frozenset[str], ...], list[str]] = {}
+        for p in pids:
+            sets.setdefault(tuple(frozenset(held[p]) for j, held in enumerate(values) if j != column), []).append(p)
+        return list(sets.values())
+
     def fails(pids: list[str]) -> bool:
         return len(pids) < k or not all(
-            holds(name, Counter(v for p in pids for v in held[p]), len(pids), table)
-            for held, table, (_, name) in zip(values, tables, checks)
+            holds(name, Counter(v for p in sub for v in held[p]), len(sub), table)
+            for column, (held, table, (_, name)) in enumerate(zip(values, tables, checks))
+            for sub in subclasses(pids, column)
         )
 
     passing = []
@@ -378,23 +388,6 @@ def test_what_reads_one_value_per_person_refuses_several(tmp_path):
         mondrian = _held_job(tmp_path, url, HIERARCHIES, 3, 0, "distinct", output=output)
         with pytest.raises(DataError, match="the release ledger's inference reads one value per person"):
             anonymize(dataclasses.replace(mondrian, ledger=Ledger(person="pid")))
-    _sql(url, "ALTER TABLE visits ADD COLUMN treatment VARCHAR", "UPDATE visits SET treatment = 't' || visit")
-    two = dataclasses.replace(
-        job,
-        insensitive=["visit"],
-        sensitive=["diagnosis", "treatment"],
-        criteria=criteria_from_config(
-            {
-                "distinct_l_diversity": {"attribute": "diagnosis", "l": 2},
-                "entropy_l_diversity": {"attribute": "treatment", "l": 2},
-            }
-        ),
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        multi = {"multi_attribute_l_diversity": {"attributes": ["diagnosis", "treatment"], "l": 2}}
-        with pytest.raises(DataError, match="multi-attribute l-diversity has no definition for them"):
-            search(dataclasses.replace(two, criteria=criteria_from_config(multi)))
     assert not sa.inspect(sa.create_engine(url)).has_table("visits_anon")
 
 
@@ -607,14 +600,15 @@ def two_column_tables(draw):
     return hierarchies, rows, k, limit, name, draw(st.sampled_from(sorted(CRITERIA)))
 
 
-def _load_treatments(url: str, rows: list[tuple]) -> None:
+def _load_treatments(url: str, rows: list[tuple], schema: str | None = None) -> None:
     """The visits with a treatment column (the rows' sixth)."""
-    _load(url, [row[:5] for row in rows])
-    _sql(url, "ALTER TABLE visits ADD COLUMN treatment VARCHAR")
+    _load(url, [row[:5] for row in rows], schema)
+    visits = f'"{schema}".visits' if schema else "visits"
+    _sql(url, f"ALTER TABLE {visits} ADD COLUMN treatment VARCHAR")
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         conn.execute(
-            sa.text("UPDATE visits SET treatment = :t WHERE pid = :p AND visit = :v"),
+            sa.text(f"UPDATE {visits} SET treatment = :t WHERE pid = :p AND visit = :v"),
             [{"t": row[5], "p": row[0], "v": row[3]} for row in rows],
         )
     engine.dispose()
@@ -638,6 +632,139 @@ def test_persons_holding_several_values_of_two_columns_are_searched_as_a_brute_f
         return job, held_brute_force(hierarchies, rows, k, _max_suppressed(job, persons), name, (5, other))
 
     assert_searched_as_expected(job_and_expected)
+
+
+#: the sets of diagnoses and of treatments a person of `set_tables` holds (as many as they have visits)
+DIAGNOSIS_SETS, TREATMENT_SETS = [["d0"], ["d1"], ["d0", "d1"]], [["t0"], ["t1"], ["t0", "t1"]]
+
+
+@st.composite
+def set_tables(draw):
+    """`person_tables` whose persons hold one of a few sets of diagnoses and of treatments (a value per visit, in
+    turn), so that persons share sets, as multi-attribute diversity's subclasses need."""
+    hierarchies, rows, k, limit = draw(person_tables())
+    sets: dict[str, tuple[list[str], list[str]]] = {}
+    for pid in dict.fromkeys(row[0] for row in rows):
+        sets[pid] = (draw(st.sampled_from(DIAGNOSIS_SETS)), draw(st.sampled_from(TREATMENT_SETS)))
+    held = []
+    for pid, q0, q1, visit, _ in rows:
+        diagnoses, treatments = sets[pid]
+        v = int(visit.removeprefix("visit"))
+        held.append((pid, q0, q1, visit, diagnoses[v % len(diagnoses)], treatments[v % len(treatments)]))
+    return hierarchies, held, k, limit
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=set_tables(), instantiation=st.sampled_from(["distinct", "entropy", "recursive"]))
+def test_multi_attribute_diversity_over_held_values_is_searched_as_a_brute_force_does(
+    tmp_path_factory, case, instantiation
+):
+    """Multi-attribute l-diversity where persons hold several values of both columns: a person's value of the other
+    column is the set of values they hold, each subclass of persons holding the same set counts its holders."""
+    hierarchies, rows, k, limit = case
+    folder = tmp_path_factory.mktemp("multi_held")
+    url = f"duckdb:///{folder / 't.duckdb'}"
+    _load_treatments(url, rows)
+    ((kind, spec),) = CRITERIA[instantiation].items()
+    multi = {"attributes": ["diagnosis", "treatment"], "instantiation": kind.removesuffix("_l_diversity")}
+    multi.update((key, value) for key, value in spec.items() if key != "attribute")
+
+    def job_and_expected() -> tuple[Any, list[tuple[int, ...]]]:
+        job = _held_job(folder, url, hierarchies, k, limit, instantiation)
+        criteria = criteria_from_config({"k_anonymity": {"k": k}, "multi_attribute_l_diversity": multi})
+        job = dataclasses.replace(job, sensitive=["diagnosis", "treatment"], criteria=criteria)
+        persons = len({r[0] for r in rows})
+        maximum = _max_suppressed(job, persons)
+        return job, held_brute_force(hierarchies, rows, k, maximum, instantiation, (5, instantiation), multi=True)
+
+    assert_searched_as_expected(job_and_expected)
+
+
+def _set_visits(narrow: bool = False) -> list[tuple]:
+    """30 persons of `_holding_visits`' QIs with 2-3 visits, each holding a set of diagnoses and one of treatments
+    of `set_tables`'. `narrow`: the persons holding t0 alone hold d0, or d0 and d1, so that d0 is held by all of
+    them (two sets, but one value every person holds)."""
+    rows = []
+    for p in range(30):
+        diagnoses, treatments = DIAGNOSIS_SETS[p % 3], TREATMENT_SETS[p // 3 % 3]
+        if narrow and treatments == ["t0"]:
+            diagnoses = DIAGNOSIS_SETS[2 * (p % 2)]
+        for v in range(2 + p % 2):
+            rows.append(
+                (
+                    f"p{p}",
+                    f"z{p % 3}",
+                    f"a{p % 2}",
+                    f"visit{v}",
+                    diagnoses[v % len(diagnoses)],
+                    treatments[v % len(treatments)],
+                )
+            )
+    return rows
+
+
+def _multi_job(folder: Path, url: str, l: int, method: str = "generalize", schema: str | None = None) -> Any:
+    """The visits with k = 2 and multi-attribute distinct l-diversity over diagnosis and treatment, published by
+    `method` (generalization: 10% of the persons may go)."""
+    multi = {"multi_attribute_l_diversity": {"attributes": ["diagnosis", "treatment"], "l": l}}
+    output = {"table": "visits_anon", "method": method}
+    limit = 0.1 if method == "generalize" else 0
+    found = _held_job(folder, url, HIERARCHIES, 2, limit, "distinct", schema, output=output)
+    criteria = criteria_from_config({"k_anonymity": {"k": 2}, **multi})
+    return dataclasses.replace(found, sensitive=["diagnosis", "treatment"], criteria=criteria)
+
+
+def _everyone(url: str, schema: str | None = None) -> str:
+    """A table of the visits with both QIs at the top (one class), as the top node publishes them."""
+    visits, everyone = (f'"{schema}".visits', f'"{schema}".everyone') if schema else ("visits", "everyone")
+    _sql(url, f"CREATE TABLE {everyone} AS SELECT pid, '*' AS q0, '*' AS q1, diagnosis, treatment FROM {visits}")
+    return "everyone"
+
+
+def _check_multi_held(folder: Path, url: str, schema: str | None = None) -> None:
+    """The search of the visits of `_set_visits` and of its narrow twin under `_multi_job` finds the brute force's
+    nodes, and the audit of the narrow table in one class (the top node) fails it, as the brute force does: a
+    person's treatments are the set of them, whose subclass's persons all hold d0."""
+    options = RunOptions(metadata_schema=f"{schema}_meta") if schema else None
+    for narrow in (False, True):
+        rows = _set_visits(narrow)
+        _load_treatments(url, rows, schema)
+        expected = held_brute_force(HIERARCHIES, rows, 2, 3, "distinct", (5, "distinct"), multi=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = search(_multi_job(folder, url, 2, schema=schema), options).satisfying
+        assert sorted(found) == expected and ((2, 2) in expected) != narrow
+    audited = audit(_multi_job(folder, url, 2, schema=schema), _everyone(url, schema), schema, options)
+    assert not audited.criteria["multi_attribute_l_diversity"].holds
+
+
+def test_multi_attribute_diversity_of_held_values_is_searched_and_audited_as_a_brute_force_does(tmp_path: Path):
+    _check_multi_held(tmp_path, f"duckdb:///{tmp_path / 't.duckdb'}")
+
+
+def test_postgresql_searches_and_audits_multi_attribute_diversity_of_held_values(
+    pg_server: str, pg_schema: str, tmp_path: Path
+):
+    _check_multi_held(tmp_path, pg_server, pg_schema)
+
+
+@pytest.mark.parametrize("method", ["generalize", "mondrian"])
+def test_a_publication_under_multi_attribute_diversity_of_held_values_passes_its_audit(tmp_path, method):
+    """Persons holding sets of diagnoses and treatments, multi-attribute distinct 2-diversity: each publication's
+    audit (which reads each person's sets from the written rows) holds it, `sqlanon audit` of the written table
+    agrees, and at l = 3 fails it."""
+    url = f"duckdb:///{tmp_path / 't.duckdb'}"
+    _load_treatments(url, _set_visits())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = anonymize(_multi_job(tmp_path, url, 2, method))
+        again, stricter = (audit(_multi_job(tmp_path, url, l, method), "visits_anon") for l in (2, 3))
+        if method == "generalize":  # the analysis of the node, with two columns' sets, suppresses as it did
+            [release] = analyze(_multi_job(tmp_path, url, 2, method), node=result.node).tables
+            assert release.suppressed == result.suppressed
+    assert result.audit.ok and result.audit.counted == "persons"
+    assert again.ok and again.criteria == result.audit.criteria
+    assert not stricter.criteria["multi_attribute_l_diversity"].holds
 
 
 @pytest.mark.parametrize("method", ["generalize", "mondrian"])

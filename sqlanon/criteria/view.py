@@ -88,6 +88,9 @@ class FrequencySetView:
     #: were all suppressed is not one of the release's)
     population: str | None = None
     population_withheld: bool = False
+    #: with `persons`, per sensitive attribute, the column of `persons` holding the set of values of it each person
+    #: holds, as text (multi-attribute diversity's subclasses: `with_classes`)
+    person_sets: dict[str, str] = field(default_factory=dict)
 
     @property
     def one_row_per_class(self) -> bool:
@@ -186,8 +189,13 @@ class FrequencySetView:
     def with_classes(self, extra: list[str], attribute: str) -> FrequencySetView:
         """The same set with the other sensitive columns `extra` as class columns and only `attribute` sensitive
         (multi-attribute diversity). Its sizes not by a join: the extra class columns are sensitive values, which
-        may be NULL."""
+        may be NULL. Where persons may hold several values, a person's value of another attribute is the set of
+        values they hold (a set's number in `held`'s sets; with `persons`, its text, their `person_sets` column),
+        and the counts of `attribute`'s values stay its holders."""
         others = {c for a, c in self.sensitive_columns.items() if a != attribute}
+        if self.persons is not None:  # every figure reads `persons`: its subclasses are of sets
+            attribute_of = {column: a for a, column in self.sensitive_columns.items()}
+            extra = [self.person_sets[attribute_of[column]] for column in extra]
         return FrequencySetView(
             table=self.table,
             class_columns=self.class_columns + extra,
@@ -199,6 +207,9 @@ class FrequencySetView:
             grouped=self.grouped and others <= set(extra),
             table_counts=self.table_counts,
             codes=self.codes,
+            held={a: members for a, members in self.held.items() if a == attribute},
+            persons=self.persons,
+            person_sets=self.person_sets,
         )
 
     def value_keys(self, attribute: str, values: list[str | None]) -> tuple[str, list[Any], str]:

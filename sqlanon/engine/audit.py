@@ -146,7 +146,7 @@ class PublishedClasses:
         read from them.
         """
         params: dict[str, object] = {}
-        published, view, masked = _published(db, self, table_ref, params)
+        published, view, masked = _published(db, conn, self, table_ref, params)
         sources = [
             f"(SELECT COALESCE(SUM(n), 0) AS tuples, COUNT(*) AS classes, COALESCE(MIN(n), 0) AS smallest "
             f"FROM ({view.class_sizes()}) AS c) AS sizes"
@@ -201,7 +201,7 @@ class PublishedClasses:
         """Delete the rows of every released class that violates a criterion (all of their persons' rows, where a
         unit names them): the classes, found as the audit finds them, go to a scratch table `scratch` first."""
         params: dict[str, object] = {}
-        published, view, _ = _published(db, self, table_ref, params)
+        published, view, _ = _published(db, conn, self, table_ref, params)
         classes = ", ".join(f"v.{c} AS {c}" for c in view.class_columns)
         criteria = resolve_histograms(conn, view, self.criteria, "WITH " + published + " ", params)
         violators = violating_classes_sql(view, criteria, "r", params)
@@ -242,7 +242,7 @@ def _histogram_audit(
 
 
 def _published(
-    db: Database, read: PublishedClasses, table_ref: str, params: dict[str, object]
+    db: Database, conn: Connection, read: PublishedClasses, table_ref: str, params: dict[str, object]
 ) -> tuple[str, FrequencySetView, str]:
     """The common table expressions of a statement over a published table's classes (the released rows grouped by
     QI and sensitive values, named `published`; with a unit, a person's distinct rows first, as `released`), the
@@ -253,14 +253,17 @@ def _published(
     first = ""  # a common table expression before the published classes
     select = [f"{db.q(c)} AS g{i}" for i, c in enumerate(qi_columns)]
     sensitive_select = [f"{db.q(c)} AS s{j}" for j, c in enumerate(sensitive)]
-    persons = None
+    persons, person_sets = None, dict[str, str]()
     if read.unit is not None:  # one row per person: each of its classes (and values) counted once; read twice
         distinct_rows = persons_select(db, table_ref, read.unit, qi_columns + sensitive, f"NOT ({masked})")
         first, released = f"released AS MATERIALIZED ({distinct_rows}), ", "SELECT * FROM released"
         if sensitive and read.holders:  # a person may hold several values: each value's holders, each class's persons
-            persons = (
-                f"(SELECT {', '.join([f'{db.q(read.unit)} AS person', *select, *sensitive_select])} FROM released) AS p"
+            person_rows = (
+                f"SELECT {', '.join([f'{db.q(read.unit)} AS person', *select, *sensitive_select])} FROM released"
             )
+            persons = f"({person_rows}) AS p"
+            if any(len(c.sensitive_attributes()) > 1 for c in read.criteria):  # subclasses of multi-attribute diversity
+                persons, person_sets = _with_person_sets(db, conn, person_rows, len(qi_columns), sensitive)
     grouping = [db.q(c) for c in qi_columns + sensitive]
     distribution = None
     if sensitive and (read.masked_top or read.reference):  # t-closeness compares with every tuple, released or not
@@ -278,12 +281,28 @@ def _published(
         f"GROUP BY {', '.join(grouping)}",
         reference=distribution,
         persons=persons,
+        person_sets=person_sets,
         population=read.population,
         population_withheld=True,
     )
     view, holders = view.with_stored_holders()  # each counted once, however many criteria read them
     stored = "".join(f", {name} AS MATERIALIZED ({select})" for name, select in holders)
     return f"{first}{view.table} AS MATERIALIZED ({view.definition}){stored}", view, masked
+
+
+def _with_person_sets(
+    db: Database, conn: Connection, person_rows: str, qis: int, sensitive: list[str]
+) -> tuple[str, dict[str, str]]:
+    """The persons' FROM item of `person_rows` (person, g.., s..) with, per sensitive column, the set of its values
+    each person holds as text (k<j>: Database.value_set), and those columns by sensitive column."""
+    names = ["person", *(f"g{i}" for i in range(qis)), *(f"s{j}" for j in range(len(sensitive)))]
+    rows = sa.text(person_rows).columns(*map(sa.column, names)).subquery("r")
+    sets = [db.value_set(rows.c[f"s{j}"]).label(f"k{j}") for j in range(len(sensitive))]
+    held = sa.select(rows.c.person, *sets).group_by(rows.c.person).subquery("k")
+    joined = sa.select(rows, *(held.c[f"k{j}"] for j in range(len(sensitive)))).join_from(
+        rows, held, held.c.person == rows.c.person
+    )
+    return "(" + db.as_text(conn, joined) + ") AS p", {column: f"k{j}" for j, column in enumerate(sensitive)}
 
 
 def _masked_condition(db: Database, masked_top: dict[str, list[str]], params: dict[str, object]) -> str:

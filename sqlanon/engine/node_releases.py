@@ -272,7 +272,8 @@ class NodeReleases:
             rank = sa.func.row_number().over(partition_by=m.c.held, order_by=m.c.value)
             first = sa.case((rank == 1, 1), else_=0).label("first_member")
             select = self.db.as_text(self.conn, sa.select(m.c.held, m.c.value, first))
-            self._members = self._store(self._name("members"), select)
+            # not members_<run>_<i>: that is a held column's own table of its sets' members (engine.persons)
+            self._members = self._store(self._name("first_members"), select)
         return self._members
 
     def _suppressed(self, sets: str, tag: str, nodes: list[tuple[int, ...]]) -> str:

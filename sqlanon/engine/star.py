@@ -515,8 +515,6 @@ def build_star_schema(
             raise
         source = persons.table
     try:  # the persons' (or subset's or sample's) table goes with an error, as the dimension tables do below
-        if persons is not None:
-            check_held(criteria, persons)
         rows = db.count_rows(conn, source)
         if rows == 0:
             where = f"the research subset ({job.subset.describe()}) of " if job.subset else ""
@@ -790,22 +788,6 @@ def _check_sensitive_domains(
             if hierarchy is not None:
                 _check_sensitive_hierarchy(db, conn, read, column, hierarchy, counts)
     return found
-
-
-def check_held(criteria: list[Criterion], persons: Persons) -> None:
-    """Persons may hold several values of the sensitive columns the criteria read (each criterion counts a class's
-    holders of each value of its column), but not under multi-attribute l-diversity, whose subclasses are of
-    values (refused)."""
-    held = [c for c in needed_sensitive(criteria) if c in persons.held]
-    multi = next(
-        (c for c in criteria if len(c.sensitive_attributes()) > 1 and set(held) & set(c.sensitive_attributes())), None
-    )
-    if multi is not None:
-        several = next(a for a in multi.sensitive_attributes() if a in held)
-        raise DataError(
-            f"{multi.name}: persons of unit column {persons.unit!r} hold several values of {several!r}, and "
-            "multi-attribute l-diversity has no definition for them yet; use an l-diversity per attribute"
-        )
 
 
 def _domain_counts(db: Database, conn: Connection, source: str, column: str) -> dict[str | None, int] | None:

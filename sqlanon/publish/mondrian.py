@@ -17,7 +17,7 @@ from ..backends import Database
 from ..engine.audit import AuditReport, PublishedClasses, check_published_columns, check_published_values
 from ..engine.mondrian import Mondrian, MondrianQI, MondrianResult, PersonRows, published_rows
 from ..engine.persons import PERSON_KEY, Persons, counted_persons, person_columns
-from ..engine.star import check_held, kinds_by_key, needed_sensitive, subset_rows
+from ..engine.star import kinds_by_key, needed_sensitive, subset_rows
 from ..errors import AuditError, ConfigError, DataError
 from ..model.hierarchies import Hierarchy
 from ..model.job import Identifier, Job, _choice
@@ -296,14 +296,13 @@ def _persons(
     hierarchy is cut as the leaf of their values' lowest common ancestor (`Persons.hierarchies`, the QI's hierarchy
     with those leaves); on a QI cut as a number, by the smallest of their values, and published with the range of
     all of them (`Persons.highs`), which a mean cannot say (refused); a person may hold several values of one
-    sensitive column the criteria read (`Persons.held`), as in the lattice search (`check_held`), but not with a
-    `ledger`, whose inference reads one value per person (refused)."""
+    sensitive column the criteria read (`Persons.held`), as in the lattice search, but not with a `ledger`, whose
+    inference reads one value per person (refused)."""
     persons = counted_persons(
         db, conn, job, source, run_id, (), lambda qi: hierarchies.get(qi.column), several_values=True
     )
     assert job.output is not None
     try:
-        check_held(job.criteria, persons)
         if ledger is not None:
             refuse_held_values(persons)
         if persons.highs and job.output.settings["numeric"] == "mean":
