@@ -267,16 +267,18 @@ def _audited(
     job: Job,
     schema: str | None,
     table: str,
-    population: Callable[[dict[str, list[str]] | None], str] | None = None,
+    population: Callable[[str, dict[str, list[str]] | None], tuple[str, tuple[int, ...]]] | None = None,
 ) -> AuditReport:
-    """The audit of the table (see `audit`); `population`, given how masked tuples are told, the FROM item of the
-    population's classes as the table publishes them."""
+    """The audit of the table (see `audit`); `population`, given the table's reference and how its masked tuples
+    are told, the FROM item of the population's classes as the table publishes them and the node it found."""
     masked_top, reference, source_rows = suppression_audit(db, conn, job, (schema, table))
     fitted = [c for c in job.criteria if c.fits_table]  # k-map's estimate depends on the sample's size
     if fitted:
         sample_rows = source_rows if source_rows is not None else db.count_rows(conn, db.q(schema, table))
         for criterion in fitted:
             criterion.fit_table(sample_rows)
+    table_ref = db.q(db.resolved_schema(conn, schema), table)  # qualified: no name of the audit's WITH hides it
+    classes, node = population(table_ref, masked_top) if population is not None else (None, None)
     report = PublishedClasses(
         qi_columns=job.qi_names,
         sensitive=needed_sensitive(job.criteria),
@@ -285,8 +287,9 @@ def _audited(
         reference=reference,
         unit=job.unit_column,
         holders=job.unit_column is not None,  # whether persons hold several values: the audit does not assume
-        population=population(masked_top) if population is not None else None,
-    ).audit(db, conn, db.q(db.resolved_schema(conn, schema), table))  # qualified: no name of the audit's WITH hides it
+        population=classes,
+    ).audit(db, conn, table_ref)
+    report.population_node = node
     if source_rows is not None and report.suppressed is None:
         report.suppressed = source_rows - report.rows
     if report.suppressed is not None:
@@ -312,15 +315,12 @@ def _audit_with_population(
         options.progress("audit: the table's node, its population and one grouping of the table", 0, 1)
         if node is not None:
             empty_result(job, ctx, [node])  # checked to be in the lattice
-        found: list[tuple[int, ...]] = []
 
-        def population(masked_top: dict[str, list[str]] | None) -> str:
-            table_ref = run.db.q(run.db.resolved_schema(run.conn, schema), table)
-            found.append(node_of_published_table(run.db, run.conn, ctx.star, table_ref, masked_top, node))
-            return published_population(run.db, run.conn, ctx.star, found[0])
+        def population(table_ref: str, masked_top: dict[str, list[str]] | None) -> tuple[str, tuple[int, ...]]:
+            found = node_of_published_table(run.db, run.conn, ctx.star, table_ref, masked_top, node)
+            return published_population(run.db, run.conn, ctx.star, found), found
 
         report = _audited(run.db, run.conn, job, schema, table, population)
-        report.population_node = found[0]
         run.finish(report.to_dict())
         return report
 

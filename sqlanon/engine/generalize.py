@@ -93,14 +93,17 @@ def node_of_published_table(
     otherwise both do (ConfigError: the node must be given). A `given` node is checked the same way: each QI's
     values must be labels of its level."""
     values = _published_values(db, conn, star, table_ref, masked_top)
-    levels = [_published_levels(d, values[d.attr]) for d in star.dimensions]
+    # a level-0 value of persons' common ancestors is a label of a level above: any level may hold such a column
+    levels = [
+        list(range(d.height + 1)) if d.ancestors else _published_levels(d, v) for d, v in zip(star.dimensions, values)
+    ]
     if given is not None:
-        wrong = next((d for d, level, fits in zip(star.dimensions, given, levels) if level not in fits), None)
+        wrong = next((i for i, (level, fits) in enumerate(zip(given, levels)) if level not in fits), None)
         if wrong is not None:
             raise DataError(
-                f"the table's values of {wrong.column!r} are not labels of level {given[wrong.attr]} of its hierarchy"
-                f"{f' (they are of level {levels[wrong.attr][0]})' if levels[wrong.attr] else ''}: give the node the "
-                "table was published at"
+                f"the table's values of {star.dimensions[wrong].column!r} are not labels of level {given[wrong]} of "
+                f"its hierarchy{f' (they are of level {levels[wrong][0]})' if levels[wrong] else ''}: give the node "
+                "the table was published at"
             )
         return given
     return tuple(_published_level(d, fits) for d, fits in zip(star.dimensions, levels))
@@ -116,14 +119,14 @@ def _published_values(
     masked = [sa.func.coalesce(table.c[c].in_(tops), False) for c, tops in (masked_top or {}).items() if tops]
     released = sa.not_(sa.and_(*masked)) if masked else sa.true()
     parts = []
-    for d in star.dimensions:
+    for index, d in enumerate(star.dimensions):
         value = sa.cast(table.c[d.column], sa.String)
         labels = sum(len(set(level)) for level in d.hierarchy.columns)
-        distinct = sa.select(value.label("v")).where(released).distinct().limit(labels + 1).subquery(f"v{d.attr}")
-        parts.append(sa.select(sa.literal(d.attr).label("attr"), distinct.c.v))
+        distinct = sa.select(value.label("v")).where(released).distinct().limit(labels + 1).subquery(f"v{index}")
+        parts.append(sa.select(sa.literal(index).label("qi"), distinct.c.v))
     found: list[set[str | None]] = [set() for _ in star.dimensions]
-    for attr, value in conn.execute(sa.union_all(*parts)):
-        found[attr].add(value)
+    for index, value in conn.execute(sa.union_all(*parts)):
+        found[index].add(value)
     return found
 
 
