@@ -58,6 +58,14 @@ def pseudonym_key(monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
 
 
+@pytest.fixture(params=["duckdb", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str | None]:
+    """Where a check runs: a DuckDB file, or the PostgreSQL test schema (URL, schema)."""
+    if request.param == "duckdb":
+        return f"duckdb:///{tmp_path / 't.duckdb'}", None
+    return request.getfixturevalue("pg_server"), request.getfixturevalue("pg_schema")
+
+
 @st.composite
 def holding_tables(draw):
     """`person_tables` whose rows draw their diagnosis from four, so that a person holds one to four of them, and
@@ -738,14 +746,10 @@ def _check_multi_held(folder: Path, url: str, schema: str | None = None) -> None
     assert not audited.criteria["multi_attribute_l_diversity"].holds
 
 
-def test_multi_attribute_diversity_of_held_values_is_searched_and_audited_as_a_brute_force_does(tmp_path: Path):
-    _check_multi_held(tmp_path, f"duckdb:///{tmp_path / 't.duckdb'}")
-
-
-def test_postgresql_searches_and_audits_multi_attribute_diversity_of_held_values(
-    pg_server: str, pg_schema: str, tmp_path: Path
+def test_multi_attribute_diversity_of_held_values_is_searched_and_audited_as_a_brute_force_does(
+    tmp_path: Path, database: tuple[str, str | None]
 ):
-    _check_multi_held(tmp_path, pg_server, pg_schema)
+    _check_multi_held(tmp_path, *database)
 
 
 @pytest.mark.parametrize("method", ["generalize", "mondrian"])
@@ -844,14 +848,8 @@ def _check_subset_of_persons(tmp_path: Path, url: str, schema: str | None = None
     assert result.suppressed == 27 - len(published)
 
 
-def test_a_research_subset_of_persons_publishes_their_rows_alone(tmp_path):
-    _check_subset_of_persons(tmp_path, f"duckdb:///{tmp_path / 't.duckdb'}")
-
-
-def test_postgresql_publishes_a_research_subset_of_persons_as_duckdb_does(
-    pg_server: str, pg_schema: str, tmp_path: Path
-):
-    _check_subset_of_persons(tmp_path, pg_server, pg_schema)
+def test_a_research_subset_of_persons_publishes_their_rows_alone(tmp_path: Path, database: tuple[str, str | None]):
+    _check_subset_of_persons(tmp_path, *database)
 
 
 @pytest.mark.parametrize("method", ["mondrian", "anatomy"])
