@@ -3,26 +3,36 @@ rows, tests/data/arx_adult_subset_rows.txt), eight QIs (occupation left out, as 
 runs them), beside k-anonymity (k=5) over the same subset in the same run and one GROUP BY of the whole table, on
 DuckDB.
 
-    python bench/bench_presence.py
+    python bench/bench_presence.py [--audit-rows 1000000]
 
 Per job: the search's seconds (it reads a second packed cube, of the whole table, for the population), the nodes it
 checked and how many pass, and `anonymize` (search, publication and its audit, which reads the population through
 the published labels). Three alternated runs; the best of each.
+
+With --audit-rows: `sqlanon audit` of a published research subset of that many hospital rows (every tenth row in the
+study; k=5 and delta-presence 0-0.5, published by anonymize, not timed), which finds the table's node from its values
+and reads the population at it, beside the audit of the same table by k=5 alone and one GROUP BY of the whole table's
+QIs, on DuckDB and (where reachable) PostgreSQL; the median of three.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import sys
 from pathlib import Path
 
 import duckdb
+import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
+from bench_hospital import QIS as HOSPITAL_QIS
+from bench_hospital import dataset, load_hospital
+from bench_hospital import job as hospital_job
 from bench_search import ADULT
-from common import group_by_seconds, print_table
+from common import databases, group_by_seconds, print_table, timed
 
-from sqlanon import RunOptions, anonymize, load_job, search
+from sqlanon import RunOptions, anonymize, audit, load_job, search
 from sqlanon.criteria import criteria_from_config
 from sqlanon.model.job import Output, Subset, Suppression
 
@@ -81,5 +91,46 @@ def main() -> None:
     )
 
 
+def audit_of_a_subset(rows: int) -> None:
+    """The audit of a published research subset of the hospital table (see the module's docstring)."""
+    table = []
+    for database, url in databases("presence_audit.duckdb"):
+        load_hospital(dataset(rows), url)
+        engine = sa.create_engine(url)
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP TABLE IF EXISTS hospital_study")
+            conn.exec_driver_sql(
+                "CREATE TABLE hospital_study AS SELECT *, MOD(ROW_NUMBER() OVER (), 10) = 0 AS in_study FROM hospital"
+            )
+        engine.dispose()
+        job = hospital_job(dataset(rows), url, 5, load=False)
+        job = dataclasses.replace(
+            job,
+            source=dataclasses.replace(job.source, table="hospital_study"),
+            sensitive=["diagnosis"],
+            insensitive=["cost"],
+            subset=Subset(column="in_study"),
+            criteria=criteria_from_config({"k_anonymity": {"k": 5}, "delta_presence": {"d_min": 0.0, "d_max": 0.5}}),
+            output=Output(table="hospital_study_anon"),
+        )
+        published = anonymize(job, RunOptions(db_url=url), replace=True)
+        k_alone = dataclasses.replace(job, criteria=criteria_from_config({"k_anonymity": {"k": 5}}))
+        group_by = group_by_seconds(url, "hospital_study", HOSPITAL_QIS)
+        for label, audited in (("audit, population read at the node found", job), ("audit, k=5 alone", k_alone)):
+            seconds, report = timed(lambda j=audited: audit(j, "hospital_study_anon"), RUNS)
+            assert report.ok and report.population_node in (None, published.node)
+            table.append([database, label, seconds, seconds / group_by])
+        table.append([database, "one GROUP BY of the QIs", group_by, 1.0])
+    print_table(
+        f"audit of a published research subset of {rows:,} hospital rows", ["database", "verb", "s", "x"], table
+    )
+
+
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--audit-rows", type=int, default=0, help="measure the audit of a subset of this many rows")
+    args = parser.parse_args()
+    if args.audit_rows:
+        audit_of_a_subset(args.audit_rows)
+    else:
+        main()

@@ -320,7 +320,10 @@ def _audit_with_population(
             found = node_of_published_table(run.db, run.conn, ctx.star, table_ref, masked_top, node)
             return published_population(run.db, run.conn, ctx.star, found), found
 
-        report = _audited(run.db, run.conn, job, schema, table, population)
+        # hash joins, as the publication's own audit: the population joined with its dimensions and grouped, against
+        # the published classes, was nested by PostgreSQL (1M hospital rows: 88 s)
+        with run.db.hash_joins(run.conn):
+            report = _audited(run.db, run.conn, job, schema, table, population)
         run.finish(report.to_dict())
         return report
 

@@ -436,7 +436,7 @@ def _named(spec: dict) -> set[str]:
     return {a for params in spec.values() for a in params.get("attributes", [params.get("attribute")])}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=28, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     rows=st.lists(
         st.tuples(

@@ -478,11 +478,16 @@ def test_no_publication_or_analysis_of_a_table_plans_a_nested_loop(pg_adult, tmp
     """The verbs around the search on the same hard shape, EXPLAINed alike: a publication of 20k of its rows never
     analyzed, `apply` of a node to a batch, `audit` and `analyze --table` of the published table, Mondrian (of
     Adult, and of 20k rows never analyzed), anatomy of two overlapping versions of the table (pseudonymized
-    persons; and of 20k rows never analyzed), and the inference across those two releases."""
+    persons; and of 20k rows never analyzed), the inference across those two releases, and a research subset's
+    publication under delta-presence with its audit, which reads the population."""
     url, schema = pg_adult
     _holes(url, schema)
     _holes(url, schema, "holes_v2", "MOD(pid, 3) <> 0")
     _holes(url, schema, "fresh", "pid <= 20190", analyzed=False)  # 20k rows: no warning, no session-wide setting
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE TABLE "{schema}".study AS SELECT pid FROM "{schema}".holes WHERE MOD(pid, 4) = 0')
+    engine.dispose()
     config = _holes_config(url, schema)
     job = job_from_dict(config, ADULT_DIR)
     fresh = job_from_dict(_holes_config(url, schema, "fresh"), ADULT_DIR)
@@ -497,6 +502,11 @@ def test_no_publication_or_analysis_of_a_table_plans_a_nested_loop(pg_adult, tmp
         anonymize(fresh, _options(schema))
         assert audit(job, "holes_anon", schema, _options(schema)).ok
         analyze_table(job, "holes_anon", schema, _options(schema))
+        # a research subset under delta-presence, whose audit reads the population at the node the table shows
+        presence = {"k_anonymity": {"k": 5}, "delta_presence": {"d_min": 0.0, "d_max": 0.9}}
+        study = {"table": "study", "key": "pid", "schema": schema}
+        subset = job_from_dict({**config, "criteria": presence, "subset": study, "output": {"table": "study_anon"}})
+        assert audit(subset, "study_anon", schema, _options(schema), node=anonymize(subset, _options(schema)).node).ok
         for table in ("holes", "fresh"):  # Mondrian, its NULL ages cut as numbers (below every number)
             mondrian = {**_holes_config(url, schema, table), "suppression": {"limit": 0}}
             mondrian["quasi_identifiers"]["age"] = None
