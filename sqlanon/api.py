@@ -255,10 +255,14 @@ def audit(
     if any(c.reads_population for c in job.criteria):
         return _audit_with_population(job, table, schema, options, node)
     job, schema, table, read = frame_read(job, schema, table)
-    needed = job.qi_names + needed_sensitive(job.criteria) + ([job.unit_column] if job.unit_column else [])
-    with table_reader(job, options, schema, table, needed, AUDITED, read) as (db, conn):
+    with table_reader(job, options, schema, table, _audited_columns(job), AUDITED, read) as (db, conn):
         options.progress("audit: one grouping of the table", 0, 1)
         return _audited(db, conn, job, schema, table)
+
+
+def _audited_columns(job: Job) -> list[str]:
+    """The columns an audited table needs: the job's QIs, the sensitive columns its criteria read, its unit."""
+    return job.qi_names + needed_sensitive(job.criteria) + ([job.unit_column] if job.unit_column else [])
 
 
 def _audited(
@@ -310,8 +314,7 @@ def _audit_with_population(
     with lattice_run(job, options, "audit") as run:
         ctx = run.search
         assert ctx is not None, "a lattice run has its search context"
-        needed = job.qi_names + needed_sensitive(job.criteria) + ([job.unit_column] if job.unit_column else [])
-        require_columns(run.db, run.conn, schema, table, needed, AUDITED)
+        require_columns(run.db, run.conn, schema, table, _audited_columns(job), AUDITED)
         options.progress("audit: the table's node, its population and one grouping of the table", 0, 1)
         if node is not None:
             empty_result(job, ctx, [node])  # checked to be in the lattice
